@@ -1,0 +1,17 @@
+"""Exceptions raised on bad input.  Every one names the problem it found."""
+
+
+class LogzbenchError(Exception):
+    """Base class for all errors raised deliberately by logzbench."""
+
+
+class ModelFileError(LogzbenchError, ValueError):
+    """A model file is missing, malformed, or holds non-finite / overflowing parameters."""
+
+
+class DatasetError(LogzbenchError, RuntimeError):
+    """A dataset file is missing, corrupt (checksum mismatch) or cannot be obtained."""
+
+
+class EstimatorError(LogzbenchError, RuntimeError):
+    """An estimator produced an invalid result (e.g. a log-weight overflowed or became NaN)."""

@@ -1,0 +1,175 @@
+"""The result record every estimator returns, and the statistics behind it.
+
+All statistics are computed from per-chain log-weights in float64:
+
+* ``log Ẑ = logmeanexp(log w)``;
+* its standard error by the delta method, ``sd(w) / (sqrt(M) mean(w))``;
+* a percentile bootstrap interval over chains (seeded);
+* the effective sample size ``(sum w)^2 / sum w^2``.
+
+A non-finite log-weight is an error (:class:`~logzbench.errors.EstimatorError`), never
+silently dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+import torch
+
+from ..errors import EstimatorError
+
+
+class WeightSummary(NamedTuple):
+    """Summary of one set of per-chain log-weights."""
+
+    log_mean: float  #: log of the mean weight (the estimate of log Z or log p)
+    stderr: float  #: delta-method standard error of ``log_mean``
+    ci_low: float  #: bootstrap percentile interval (2.5 %)
+    ci_high: float  #: bootstrap percentile interval (97.5 %)
+    ess: float  #: effective sample size, in chains
+
+
+def check_finite(log_w: torch.Tensor, what: str = "log-weights") -> None:
+    """Raise :class:`EstimatorError` when any log-weight is NaN or +-inf."""
+    bad = ~torch.isfinite(log_w)
+    if bad.any():
+        n_nan = int(torch.isnan(log_w).sum())
+        n_inf = int(bad.sum()) - n_nan
+        raise EstimatorError(
+            f"{what}: {int(bad.sum())} of {log_w.numel()} chains have non-finite weights "
+            f"({n_nan} NaN, {n_inf} inf); the model's energies overflow or the input is invalid. "
+            "No chain is dropped silently: fix the model or the settings."
+        )
+
+
+def ess_from_log_weights(log_w: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """Effective sample size ``(sum w)^2 / sum w^2`` along ``dim``."""
+    log_w = log_w.double()
+    return torch.exp(2 * torch.logsumexp(log_w, dim=dim) - torch.logsumexp(2 * log_w, dim=dim))
+
+
+def log_mean_stderr(log_w: torch.Tensor, dim: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(logmeanexp(log w), delta-method standard error of it)`` along ``dim``."""
+    log_w = log_w.double()
+    m = log_w.shape[dim]
+    log_mean = torch.logsumexp(log_w, dim=dim) - math.log(m)
+    if m < 2:
+        return log_mean, torch.full_like(log_mean, float("nan"))
+    w = torch.exp(log_w - log_w.amax(dim=dim, keepdim=True))
+    rel = w.std(dim=dim, unbiased=True) / w.mean(dim=dim)
+    return log_mean, rel / math.sqrt(m)
+
+
+def summarize_log_weights(log_w, n_bootstrap: int = 1000, seed: int = 0, what: str = "log-weights") -> WeightSummary:
+    """Summarise one vector of per-chain log-weights (shape ``(M,)``)."""
+    log_w = torch.as_tensor(log_w, dtype=torch.float64).reshape(-1).cpu()
+    check_finite(log_w, what)
+    log_mean, se = log_mean_stderr(log_w)
+    m = log_w.numel()
+    if n_bootstrap > 0 and m > 1:
+        g = torch.Generator().manual_seed(int(seed))
+        idx = torch.randint(0, m, (n_bootstrap, m), generator=g)
+        boot = torch.logsumexp(log_w[idx], dim=1) - math.log(m)
+        lo, hi = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    else:
+        lo = hi = float("nan")
+    return WeightSummary(float(log_mean), float(se), float(lo), float(hi), float(ess_from_log_weights(log_w)))
+
+
+@dataclass
+class EstimateResult:
+    """What every estimator returns.
+
+    Attributes
+    ----------
+    estimator : str
+        ``"exact"``, ``"ais"``, ``"raise"``, ``"csl"``, ...
+    log_z, log_z_stderr : float
+        Estimate of ``log Z`` and its standard error (NaN where the estimator does not
+        estimate ``log Z``, e.g. RAISE and CSL).
+    log_z_ci : (float, float)
+        Bootstrap 95 % interval of ``log Z`` over chains.
+    ess : float
+        Effective sample size of the per-chain weights (for per-example estimators, the
+        mean over examples).
+    n_chains : int
+        Chains per estimate (per example for RAISE; samples per example for CSL).
+    mean_log_likelihood, mean_log_likelihood_stderr : float
+        Mean test log-likelihood and its standard error, when data was given.
+    seconds : float
+        Wall time of the estimation proper (model set-up and warm-up excluded).
+    n_sweeps : int
+        Gibbs sweeps (MCMC transitions) applied to each chain.
+    total_sweeps : int
+        Sweeps summed over all chains (the computational cost).
+    settings : dict
+        Everything that produced the estimate (K, schedule, init, seed, device, ...).
+    log_weights : numpy.ndarray
+        Per-chain log-weights: ``(M,)`` for log Z estimators; ``(n_examples, M)`` for RAISE;
+        ``(n_examples, N)`` log p(v | h_s) terms are not kept for CSL (too large): there it
+        holds the per-example log-likelihood estimates.
+    per_example_log_likelihood : numpy.ndarray or None
+        ``(n_examples,)`` per-example estimates, where the estimator produces them.
+    extra : dict
+        Estimator-specific scalars (e.g. control-variate coefficient, exact log Z).
+    """
+
+    estimator: str
+    log_z: float = float("nan")
+    log_z_stderr: float = float("nan")
+    log_z_ci: tuple[float, float] = (float("nan"), float("nan"))
+    ess: float = float("nan")
+    n_chains: int = 0
+    mean_log_likelihood: float | None = None
+    mean_log_likelihood_stderr: float | None = None
+    seconds: float = 0.0
+    n_sweeps: int = 0
+    total_sweeps: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+    log_weights: np.ndarray | None = None
+    per_example_log_likelihood: np.ndarray | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sweeps_per_second(self) -> float:
+        """Chain-sweeps per second (``total_sweeps / seconds``)."""
+        return self.total_sweeps / self.seconds if self.seconds > 0 else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly summary (no large arrays); NaN becomes ``None``."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.name in ("log_weights", "per_example_log_likelihood"):
+                continue
+            out[f.name] = getattr(self, f.name)
+        out["log_z_ci"] = list(self.log_z_ci)
+        out["sweeps_per_second"] = self.sweeps_per_second
+        n_ex = None if self.per_example_log_likelihood is None else int(len(self.per_example_log_likelihood))
+        out["n_examples"] = n_ex
+        return _nan_to_none(out)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Arrays worth keeping as an artifact."""
+        out = {}
+        if self.log_weights is not None:
+            out["log_weights"] = np.asarray(self.log_weights, dtype=np.float64)
+        if self.per_example_log_likelihood is not None:
+            out["per_example_log_likelihood"] = np.asarray(self.per_example_log_likelihood, dtype=np.float64)
+        return out
+
+
+def _nan_to_none(o: Any) -> Any:
+    if isinstance(o, dict):
+        return {k: _nan_to_none(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_nan_to_none(v) for v in o]
+    if isinstance(o, (float, np.floating)):
+        return None if not math.isfinite(float(o)) else float(o)
+    if isinstance(o, np.integer):
+        return int(o)
+    return o

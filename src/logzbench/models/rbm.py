@@ -1,0 +1,327 @@
+"""Binary restricted Boltzmann machine (Bernoulli visible and hidden units).
+
+The joint unnormalised density is (RAISE paper, Eq. 1)
+
+    f(v, h) = exp(a.v + b.h + v^T W h),
+
+with ``a`` the visible biases, ``b`` the hidden biases and ``W`` of shape
+``(n_visible, n_hidden)``.  Summing ``h`` out gives
+
+    log f(v) = a.v + sum_j softplus(b_j + (v W)_j).
+
+Parameters are float32 tensors on the model's device; every log-density is returned in
+float64.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import ModelFileError
+
+
+def _as_param(x, device, name: str) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
+    return t.to(device=device, dtype=torch.float32).contiguous()
+
+
+class BinaryRBM:
+    """A binary RBM.
+
+    Parameters
+    ----------
+    W : array-like, shape (n_visible, n_hidden)
+        Weights.
+    visible_bias : array-like, shape (n_visible,)
+    hidden_bias : array-like, shape (n_hidden,)
+    device : str or torch.device, optional
+        Where the parameters (and all sampling) live.  Default CPU.
+    data_mean : array-like, shape (n_visible,), optional
+        Mean of the training data per visible unit; used to build the data-base-rate
+        initial distribution for annealing.  Saved with the model when present.
+
+    Attributes
+    ----------
+    W, visible_bias, hidden_bias : torch.Tensor (float32)
+    n_visible, n_hidden : int
+    """
+
+    family = "rbm"
+
+    def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        self.W = _as_param(W, device, "W")
+        self.visible_bias = _as_param(visible_bias, device, "visible_bias")
+        self.hidden_bias = _as_param(hidden_bias, device, "hidden_bias")
+        self.data_mean = None if data_mean is None else _as_param(data_mean, device, "data_mean")
+        validate_rbm_arrays(
+            self.W.cpu().numpy(), self.visible_bias.cpu().numpy(), self.hidden_bias.cpu().numpy(),
+            None if self.data_mean is None else self.data_mean.cpu().numpy(),
+        )
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def n_visible(self) -> int:
+        return int(self.W.shape[0])
+
+    @property
+    def n_hidden(self) -> int:
+        return int(self.W.shape[1])
+
+    @property
+    def device(self) -> torch.device:
+        return self.W.device
+
+    def to(self, device) -> "BinaryRBM":
+        """A copy on ``device``."""
+        return BinaryRBM(self.W.to(device), self.visible_bias.to(device), self.hidden_bias.to(device),
+                         device=device, data_mean=None if self.data_mean is None else self.data_mean.to(device))
+
+    @classmethod
+    def random(cls, n_visible: int, n_hidden: int, scale: float = 0.01, generator: torch.Generator | None = None,
+               bias_scale: float = 0.0, device=None) -> "BinaryRBM":
+        """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
+        g = generator if generator is not None else torch.Generator().manual_seed(0)
+        W = torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64) * scale
+        a = torch.randn(n_visible, generator=g, dtype=torch.float64) * bias_scale
+        b = torch.randn(n_hidden, generator=g, dtype=torch.float64) * bias_scale
+        return cls(W, a, b, device=device)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The model-file arrays (see README, "Model files")."""
+        out = {
+            "W": self.W.detach().cpu().numpy(),
+            "visible_bias": self.visible_bias.detach().cpu().numpy(),
+            "hidden_bias": self.hidden_bias.detach().cpu().numpy(),
+        }
+        if self.data_mean is not None:
+            out["data_mean"] = self.data_mean.detach().cpu().numpy()
+        return out
+
+    def _as_input(self, v) -> torch.Tensor:
+        v = torch.as_tensor(v, device=self.device)
+        if v.ndim == 1:
+            v = v.unsqueeze(0)
+        if v.ndim != 2 or v.shape[1] != self.n_visible:
+            raise ValueError(f"data has shape {tuple(v.shape)}; this RBM expects rows of {self.n_visible} visible units")
+        return v.to(torch.float32)
+
+    # ------------------------------------------------------------------ densities
+    def log_unnormalized_marginal(self, v) -> torch.Tensor:
+        """``log f(v) = a.v + sum_j softplus(b_j + (vW)_j)``, float64, shape ``(n,)``.
+
+        Computed entirely in float64 (used for test-set evaluation, not in hot loops).
+        """
+        v = self._as_input(v).double()
+        pre = v @ self.W.double() + self.hidden_bias.double()
+        return v @ self.visible_bias.double() + F.softplus(pre).sum(dim=1)
+
+    def log_unnormalized_hidden_marginal(self, h) -> torch.Tensor:
+        """``log f(h) = b.h + sum_i softplus(a_i + (W h)_i)``, float64, shape ``(n,)``."""
+        h = torch.as_tensor(h, device=self.device).double()
+        pre = h @ self.W.double().T + self.visible_bias.double()
+        return h @ self.hidden_bias.double() + F.softplus(pre).sum(dim=1)
+
+    def log_unnormalized_joint(self, v, h) -> torch.Tensor:
+        """``log f(v, h) = a.v + b.h + v^T W h``, float64, shape ``(n,)``."""
+        v = self._as_input(v).double()
+        h = torch.as_tensor(h, device=self.device).double()
+        return v @ self.visible_bias.double() + h @ self.hidden_bias.double() + ((v @ self.W.double()) * h).sum(1)
+
+    def log_prob_v_given_h(self, v, h) -> torch.Tensor:
+        """``log p(v | h)`` for every pair of rows: shape ``(n_v, n_h)``, float64.
+
+        Used by CSL: ``p(v | h) = prod_i sigmoid(+-(a_i + (W h)_i))``.
+        """
+        v = self._as_input(v).double()
+        h = torch.as_tensor(h, device=self.device).double()
+        pre = h @ self.W.double().T + self.visible_bias.double()  # (n_h, n_visible)
+        # log p(v|h) = v.pre - sum_i softplus(pre_i)
+        return v @ pre.T - F.softplus(pre).sum(dim=1).unsqueeze(0)
+
+    # ------------------------------------------------------------------ conditionals / sampling
+    def prob_h_given_v(self, v) -> torch.Tensor:
+        return torch.sigmoid(self._as_input(v) @ self.W + self.hidden_bias)
+
+    def prob_v_given_h(self, h) -> torch.Tensor:
+        h = torch.as_tensor(h, device=self.device, dtype=torch.float32)
+        return torch.sigmoid(h @ self.W.T + self.visible_bias)
+
+    def sample_h_given_v(self, v, generator: torch.Generator) -> torch.Tensor:
+        return torch.bernoulli(self.prob_h_given_v(v), generator=generator)
+
+    def sample_v_given_h(self, h, generator: torch.Generator) -> torch.Tensor:
+        return torch.bernoulli(self.prob_v_given_h(h), generator=generator)
+
+    def gibbs(self, v, generator: torch.Generator, n_sweeps: int = 1) -> torch.Tensor:
+        """``n_sweeps`` block-Gibbs sweeps v -> h -> v; returns the final visible states."""
+        v = self._as_input(v)
+        for _ in range(n_sweeps):
+            v = self.sample_v_given_h(self.sample_h_given_v(v, generator), generator)
+        return v
+
+    # ------------------------------------------------------------------ annealing
+    def base_rate_bias(self, data=None, smoothing: float = 0.05) -> torch.Tensor:
+        """Visible biases of the data-base-rate distribution (Salakhutdinov & Murray 2008).
+
+        ``logit(p)`` with ``p`` the training-set mean of each visible unit, mixed with 1/2
+        by ``smoothing`` and clipped to ``[1e-3, 1 - 1e-3]`` so that every bias is finite
+        (pixels that are always off in the training set would otherwise get -inf).
+
+        Parameters
+        ----------
+        data : array-like, shape (n_samples, n_visible), optional
+            Training data.  Defaults to the model's stored ``data_mean``.
+        smoothing : float
+            Weight of the uniform distribution in the mixture.
+        """
+        if data is not None:
+            mean = self._as_input(data).double().mean(dim=0)
+        elif self.data_mean is not None:
+            mean = self.data_mean.double()
+        else:
+            raise ValueError(
+                "the data-base-rate initial distribution needs the training data's pixel means: "
+                "pass training data (CLI: --train-data X.npy) or use a model file with a 'data_mean' array"
+            )
+        return base_rate_bias_from_mean(mean, smoothing).to(self.device)
+
+    def annealing_path(self, init: str = "uniform", data=None, visible_bias_0=None) -> "RBMAnnealingPath":
+        """The geometric path from ``init`` (``"uniform"`` or ``"base-rate"``) to this RBM.
+
+        ``visible_bias_0`` overrides the initial distribution's visible biases.
+        """
+        if visible_bias_0 is None:
+            if init == "uniform":
+                visible_bias_0 = torch.zeros(self.n_visible, device=self.device)
+            elif init in ("base-rate", "base_rate", "dbr"):
+                visible_bias_0 = self.base_rate_bias(data)
+            else:
+                raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'base-rate'")
+        return RBMAnnealingPath(self, visible_bias_0)
+
+
+def base_rate_bias_from_mean(mean: torch.Tensor, smoothing: float = 0.05) -> torch.Tensor:
+    """``logit`` of per-unit means mixed with 1/2 by ``smoothing`` and clipped to [1e-3, 1-1e-3]."""
+    p = (1.0 - smoothing) * mean.double() + smoothing * 0.5
+    p = p.clamp(1e-3, 1 - 1e-3)
+    return (torch.log(p) - torch.log1p(-p)).to(torch.float32)
+
+
+class RBMState(NamedTuple):
+    """Chain state on the RBM path with the hidden layer summed out.
+
+    ``v``: visible units ``(n_chains, n_visible)`` float32; ``pre_h``: cached hidden
+    pre-activations ``v W + b`` ``(n_chains, n_hidden)`` float32, so each Gibbs sweep costs
+    two matrix products, not three.
+    """
+
+    v: torch.Tensor
+    pre_h: torch.Tensor
+
+
+class RBMAnnealingPath:
+    """Geometric path between a factorial Bernoulli distribution and a binary RBM.
+
+    On the joint space (Salakhutdinov & Murray 2008; Upadhya & Sastry Eq. 15)
+
+        f_beta(v, h) = exp((1 - beta) a0.v + beta (a.v + b.h + v^T W h)),
+
+    so ``f_0`` is the Bernoulli(sigmoid(a0)) distribution on ``v`` times the uniform
+    distribution on ``h``, ``log Z_0 = n_hidden log 2 + sum_i softplus(a0_i)``, and
+    summing ``h`` out,
+
+        log f_beta(v) = ((1 - beta) a0 + beta a).v + sum_j softplus(beta (b_j + (vW)_j)).
+
+    The transition is one block-Gibbs sweep ``v -> h -> v`` at ``beta``, which is
+    reversible with respect to ``p_beta(v)``.
+    """
+
+    def __init__(self, rbm: BinaryRBM, visible_bias_0: torch.Tensor):
+        self.rbm = rbm
+        self.a0 = torch.as_tensor(visible_bias_0, device=rbm.device, dtype=torch.float32)
+        if self.a0.shape != (rbm.n_visible,):
+            raise ValueError(f"initial visible biases have shape {tuple(self.a0.shape)}, expected ({rbm.n_visible},)")
+        if not torch.isfinite(self.a0).all():
+            raise ValueError("initial visible biases contain NaN or inf")
+        self._da = (rbm.visible_bias.double() - self.a0.double())  # a - a0, float64
+
+    # state helpers
+    def _state(self, v: torch.Tensor) -> RBMState:
+        return RBMState(v, torch.addmm(self.rbm.hidden_bias, v, self.rbm.W))
+
+    def state_from_data(self, data: torch.Tensor) -> RBMState:
+        return self._state(self.rbm._as_input(data))
+
+    # AnnealingPath protocol
+    def log_z0(self) -> float:
+        return float(self.rbm.n_hidden * np.log(2.0) + F.softplus(self.a0.double()).sum().item())
+
+    def sample_initial(self, n_chains: int, generator: torch.Generator) -> RBMState:
+        p = torch.sigmoid(self.a0).expand(n_chains, -1)
+        return self._state(torch.bernoulli(p, generator=generator))
+
+    def log_f(self, state: RBMState, beta: float) -> torch.Tensor:
+        v = state.v.double()
+        lin = v @ ((1.0 - beta) * self.a0.double() + beta * self.rbm.visible_bias.double())
+        return lin + F.softplus(beta * state.pre_h.double()).sum(dim=1)
+
+    def log_f_ratio(self, state: RBMState, beta_from: float, beta_to: float) -> torch.Tensor:
+        x = state.pre_h.double()
+        return (beta_to - beta_from) * (state.v.double() @ self._da) + (
+            F.softplus(beta_to * x) - F.softplus(beta_from * x)
+        ).sum(dim=1)
+
+    def transition(self, state: RBMState, beta: float, generator: torch.Generator) -> RBMState:
+        rbm = self.rbm
+        h = torch.bernoulli(torch.sigmoid(beta * state.pre_h), generator=generator)
+        # visible pre-activation: (1 - beta) a0 + beta (a + h W^T)
+        bias_v = (1.0 - beta) * self.a0 + beta * rbm.visible_bias
+        pre_v = torch.addmm(bias_v, h, rbm.W.T, beta=1.0, alpha=beta)
+        v = torch.bernoulli(torch.sigmoid(pre_v), generator=generator)
+        return self._state(v)
+
+
+def validate_rbm_arrays(W: np.ndarray, visible_bias: np.ndarray, hidden_bias: np.ndarray,
+                        data_mean: np.ndarray | None = None, source: str = "RBM") -> None:
+    """Refuse wrong shapes, NaN/inf and overflowing parameters with a message naming the problem."""
+    if W.ndim != 2:
+        raise ModelFileError(f"{source}: 'W' must be 2-D (n_visible x n_hidden), got shape {W.shape}")
+    nv, nh = W.shape
+    if nv == 0 or nh == 0:
+        raise ModelFileError(f"{source}: 'W' has an empty dimension, shape {W.shape}")
+    if visible_bias.shape != (nv,):
+        raise ModelFileError(
+            f"{source}: 'visible_bias' has shape {visible_bias.shape}, expected ({nv},) to match W {W.shape}"
+        )
+    if hidden_bias.shape != (nh,):
+        raise ModelFileError(
+            f"{source}: 'hidden_bias' has shape {hidden_bias.shape}, expected ({nh},) to match W {W.shape}"
+        )
+    if data_mean is not None and data_mean.shape != (nv,):
+        raise ModelFileError(f"{source}: 'data_mean' has shape {data_mean.shape}, expected ({nv},)")
+    for name, arr in (("W", W), ("visible_bias", visible_bias), ("hidden_bias", hidden_bias)):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            kinds = []
+            if np.isnan(arr).any():
+                kinds.append("NaN")
+            if np.isinf(arr).any():
+                kinds.append("inf")
+            raise ModelFileError(f"{source}: '{name}' contains {' and '.join(kinds)} ({int(bad.sum())} entries)")
+    # Pre-activations beyond this bound overflow exp() in float32 conditionals and make
+    # log-weights meaningless; a trained model never gets near it.
+    bound = float(np.abs(W).sum(axis=0).max() + np.abs(hidden_bias).max(initial=0.0))
+    bound_v = float(np.abs(W).sum(axis=1).max() + np.abs(visible_bias).max(initial=0.0))
+    limit = 1e30
+    if max(bound, bound_v) > limit or np.abs(W).max() > 1e15:
+        raise ModelFileError(
+            f"{source}: parameters overflow (largest possible pre-activation {max(bound, bound_v):.3g} > {limit:.0e}); "
+            "the weights are not a usable model"
+        )
+    if data_mean is not None and (not np.isfinite(data_mean).all() or (data_mean < 0).any() or (data_mean > 1).any()):
+        raise ModelFileError(f"{source}: 'data_mean' must hold finite values in [0, 1]")
