@@ -1,0 +1,118 @@
+"""One entry point for every estimator: :func:`estimate`.
+
+>>> from logzbench.api import estimate
+>>> res = estimate("model.npz", "ais", data=X_test, steps=1000, chains=100, init="base-rate",
+...                train_data=X_train, seed=0)                                # doctest: +SKIP
+>>> res.log_z, res.log_z_stderr, res.mean_log_likelihood                      # doctest: +SKIP
+
+The command line (``logzbench estimate``) and the Snakemake workflow call this function.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import torch
+
+from .estimators.ais import ais
+from .estimators.csl import csl
+from .estimators.exact import exact
+from .estimators.raise_ import raise_estimate
+from .estimators.result import EstimateResult
+from .models.io import load_model
+from .models.rbm import BinaryRBM
+from .schedules import make_schedule
+from .utils import make_generator, resolve_device
+
+ESTIMATORS = ("exact", "ais", "raise", "csl")
+INITS = ("uniform", "base-rate")
+
+
+def _as_rows(x, rbm: BinaryRBM, what: str) -> torch.Tensor | None:
+    if x is None:
+        return None
+    if isinstance(x, (str, os.PathLike)):
+        from .data import load_binary_rows
+
+        x = load_binary_rows(x)
+    arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    if arr.ndim != 2 or arr.shape[1] != rbm.n_visible:
+        raise ValueError(f"{what} has shape {arr.shape}; expected rows of {rbm.n_visible} binary values")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{what} has no rows")
+    if not np.isin(arr, (0, 1)).all():
+        raise ValueError(f"{what} must be binary (0/1); found other values")
+    return torch.as_tensor(arr, dtype=torch.float32, device=rbm.device)
+
+
+def estimate(model: BinaryRBM | str | os.PathLike, estimator: str, *, data=None, train_data=None,
+             steps: int | None = None, schedule: str = "linear", chains: int = 100, init: str = "uniform",
+             seed: int = 0, device: str | None = "cpu", n_examples: int | None = None,
+             csl_mode: str = "unbiased", burn_in: int = 100, thin: int = 1, samples_per_chain: int = 10,
+             n_bootstrap: int = 1000, progress: bool = False) -> EstimateResult:
+    """Run one estimator on one model.
+
+    Parameters
+    ----------
+    model : BinaryRBM or path to a model ``.npz``
+    estimator : {"exact", "ais", "raise", "csl"}
+    data : array-like (N, n_visible) or path, optional
+        Binary test rows.  Required by RAISE and CSL; gives ``mean_log_likelihood`` otherwise.
+    train_data : array-like or path, optional
+        Training rows: the data base rate (``init="base-rate"`` when the model file has no
+        ``data_mean``) and the chain starts of biased CSL.
+    steps : int
+        Number of intermediate distributions ``K`` (AIS, RAISE).
+    schedule : str
+        ``linear``, ``sigmoid``, ``sm14500`` or a file of betas (AIS, RAISE).
+    chains : int
+        AIS chains; RAISE chains per example; CSL parallel Gibbs chains.
+    init : {"uniform", "base-rate"}
+        Initial distribution of the annealing path (AIS, RAISE).
+    seed : int
+        Seeds the run's single :class:`torch.Generator`; the same seed gives the same estimate.
+    device : str
+        ``cpu``, ``cuda`` or ``auto``.
+    n_examples : int, optional
+        RAISE: random subsample of the test set (control variates correct the mean).
+    csl_mode, burn_in, thin, samples_per_chain :
+        CSL settings (see :func:`logzbench.estimators.csl.csl`).
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
+    dev = resolve_device(device)
+    rbm = load_model(model, device=dev) if isinstance(model, (str, os.PathLike)) else model.to(dev)
+    X = _as_rows(data, rbm, "test data")
+    X_train = _as_rows(train_data, rbm, "training data")
+    if int(chains) < 1:
+        raise ValueError(f"number of chains must be >= 1, got {chains}")
+    gen = make_generator(seed, dev)
+    common: dict[str, Any] = {"seed": int(seed), "device": str(dev), "estimator": estimator}
+
+    if estimator == "exact":
+        res = exact(rbm, X, progress=progress)
+        res.settings.update(common)
+        return res
+
+    if estimator == "csl":
+        if X is None:
+            raise ValueError("CSL estimates test log-likelihoods: give test data")
+        return csl(rbm, X, gen, n_chains=chains, samples_per_chain=samples_per_chain, burn_in=burn_in,
+                   thin=thin, mode=csl_mode, train_data=X_train, progress=progress, settings=common)
+
+    if init not in INITS:
+        raise ValueError(f"unknown initial distribution {init!r}; choose one of {INITS}")
+    betas = make_schedule(schedule, steps)
+    path = rbm.annealing_path(init, data=X_train)
+    settings = {**common, "init": init, "schedule": schedule}
+    if estimator == "ais":
+        log_f = rbm.log_unnormalized_marginal(X) if X is not None else None
+        return ais(path, betas, chains, gen, log_f_data=log_f, n_bootstrap=n_bootstrap, progress=progress,
+                   settings=settings)
+    # raise
+    if X is None:
+        raise ValueError("RAISE estimates test log-likelihoods: give test data")
+    return raise_estimate(path, X, betas, chains, gen, log_f_all=rbm.log_unnormalized_marginal(X),
+                          n_examples=n_examples, subsample_seed=seed, progress=progress, settings=settings)

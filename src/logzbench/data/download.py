@@ -1,0 +1,265 @@
+"""Registry of remote dataset files and a verified, offline-first ``fetch``.
+
+Lookup order for ``fetch(dataset, filename)``:
+
+1. the local mirror ``<mirror>/<dataset>/<filename>`` (``mirror`` argument, else the
+   environment variable ``LOGZBENCH_DATA_MIRROR``);
+2. the cache ``<cache>/<dataset>/<filename>`` (``cache_dir`` argument, else
+   ``LOGZBENCH_DATA_CACHE``, else ``~/.cache/logzbench``);
+3. a download from the canonical URL, then the fallback mirrors, into the cache.
+
+For a ``.gz`` entry the uncompressed file (name without ``.gz``) is accepted too, in the
+mirror and in the cache.  Every file is checked against the sha256 of its **decompressed**
+content, so re-gzipped copies (different gzip header) are accepted while any change
+of the data is not.  All network access goes through :func:`_download`, which tests
+replace.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import DatasetError
+from ..utils import atomic_path
+
+MIRROR_ENV = "LOGZBENCH_DATA_MIRROR"
+CACHE_ENV = "LOGZBENCH_DATA_CACHE"
+DEFAULT_CACHE = Path("~/.cache/logzbench")
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One remote dataset file.
+
+    Attributes
+    ----------
+    dataset, filename : str
+        Where the file lives in a mirror or cache: ``<root>/<dataset>/<filename>``.
+    sha256 : str
+        sha256 of the decompressed content (of the file itself when not ``.gz``).
+    urls : tuple of str
+        Canonical public URL first, then fallback mirrors, tried in order.
+    gz_sha256 : str or None
+        sha256 of the official ``.gz`` as published, for reference only (not enforced).
+    """
+
+    dataset: str
+    filename: str
+    sha256: str
+    urls: tuple[str, ...]
+    gz_sha256: str | None = None
+
+    @property
+    def gzipped(self) -> bool:
+        """Whether the registered file is gzip-compressed."""
+        return self.filename.endswith(".gz")
+
+
+REGISTRY: dict[tuple[str, str], RemoteFile] = {}
+
+
+def register(entry: RemoteFile) -> RemoteFile:
+    """Add ``entry`` to :data:`REGISTRY` (replacing one with the same dataset and file name)."""
+    REGISTRY[(entry.dataset, entry.filename)] = entry
+    return entry
+
+
+_MNIST_BASES = (
+    "http://yann.lecun.com/exdb/mnist/",  # canonical
+    "https://ossci-datasets.s3.amazonaws.com/mnist/",  # torchvision's mirror
+    "https://storage.googleapis.com/cvdf-datasets/mnist/",  # TensorFlow's mirror
+)
+for _name, _sha, _gz_sha in (
+    ("train-images-idx3-ubyte.gz",
+     "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+     "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"),
+    ("train-labels-idx1-ubyte.gz",
+     "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+     "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"),
+    ("t10k-images-idx3-ubyte.gz",
+     "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+     "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"),
+    ("t10k-labels-idx1-ubyte.gz",
+     "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+     "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"),
+):
+    register(RemoteFile("mnist", _name, _sha, tuple(b + _name for b in _MNIST_BASES), _gz_sha))
+
+
+def remote_file(dataset: str, filename: str) -> RemoteFile:
+    """Return the registry entry for ``dataset/filename``.
+
+    Raises
+    ------
+    DatasetError
+        If the file is not registered.
+    """
+    try:
+        return REGISTRY[(dataset, filename)]
+    except KeyError:
+        known = ", ".join(f"{d}/{f}" for d, f in sorted(REGISTRY))
+        raise DatasetError(f"unknown data file {dataset}/{filename}; registered: {known}") from None
+
+
+def content_sha256(path: str | os.PathLike, gzipped: bool | None = None) -> str:
+    """sha256 of the (decompressed, when ``gzipped``) content of ``path``.
+
+    Parameters
+    ----------
+    path : path-like
+        File to hash.
+    gzipped : bool, optional
+        Decompress while hashing; by default when the name ends in ``.gz``.
+
+    Raises
+    ------
+    OSError, EOFError, zlib.error
+        If the file cannot be read or is not valid gzip.
+    """
+    path = Path(path)
+    if gzipped is None:
+        gzipped = path.name.endswith(".gz")
+    digest = hashlib.sha256()
+    with (gzip.open if gzipped else open)(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify(path: str | os.PathLike, entry: RemoteFile, gzipped: bool | None = None, hint: str | None = None) -> None:
+    """Check the decompressed sha256 of ``path`` against ``entry``.
+
+    Parameters
+    ----------
+    path : path-like
+        The copy to check.
+    entry : RemoteFile
+        What it should be.
+    gzipped : bool, optional
+        Whether ``path`` is gzip-compressed; default ``entry.gzipped``.
+    hint : str, optional
+        Where a good copy should go (part of the error message).
+
+    Raises
+    ------
+    DatasetError
+        On a mismatch or an unreadable / truncated gzip stream; the message names the
+        file, the expected sha256 and where a good copy must go.
+    """
+    try:
+        actual = content_sha256(path, entry.gzipped if gzipped is None else gzipped)
+    except (OSError, EOFError, zlib.error) as exc:
+        problem = f"cannot be decompressed/read ({type(exc).__name__}: {exc})"
+    else:
+        if actual == entry.sha256:
+            return
+        problem = f"has sha256 {actual} (decompressed content)"
+    raise DatasetError(
+        f"data file {path} is corrupt: it {problem}, expected sha256 {entry.sha256} of the "
+        f"decompressed {entry.filename}. Replace it with a good copy "
+        f"({hint or _where_to_put(entry)})."
+    )
+
+
+def fetch(
+    dataset: str,
+    filename: str,
+    mirror: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> Path:
+    """Return a local, verified copy of a registered data file.
+
+    Parameters
+    ----------
+    dataset, filename : str
+        Registry key, e.g. ``("mnist", "train-images-idx3-ubyte.gz")``.
+    mirror : path-like, optional
+        Offline mirror root holding ``<dataset>/<filename>``; default
+        ``$LOGZBENCH_DATA_MIRROR``.
+    cache_dir : path-like, optional
+        Download cache root; default ``$LOGZBENCH_DATA_CACHE`` or ``~/.cache/logzbench``.
+
+    Returns
+    -------
+    Path
+        The mirror copy, the cached copy or the freshly downloaded one (possibly the
+        uncompressed variant of a ``.gz`` entry).
+
+    Raises
+    ------
+    DatasetError
+        If the mirror copy is corrupt, or no copy exists and every download failed.
+        A failed download leaves no file behind.
+    """
+    entry = remote_file(dataset, filename)
+    mirror_root = _mirror_root(mirror)
+    if mirror_root is not None:
+        found = _existing(mirror_root / dataset, entry)
+        if found is not None:
+            verify(found, entry, found.name.endswith(".gz"), _where_to_put(entry, mirror_root))
+            return found
+
+    cache_root = _cache_root(cache_dir)
+    found = _existing(cache_root / dataset, entry)
+    cache_note = ""
+    if found is not None:
+        try:
+            verify(found, entry, found.name.endswith(".gz"), _where_to_put(entry, None, cache_root))
+            return found
+        except DatasetError as exc:  # corrupt cache copy: download a fresh one over it
+            cache_note = f" The cached copy was rejected: {exc}"
+
+    target = cache_root / dataset / filename
+    failures = []
+    for url in entry.urls:
+        try:
+            with atomic_path(target) as tmp:
+                _download(url, tmp)
+                verify(tmp, entry)
+            return target
+        except Exception as exc:  # noqa: BLE001 - any failure moves on to the next URL
+            failures.append(f"{url}: {type(exc).__name__}: {exc}")
+    raise DatasetError(
+        f"data file {dataset}/{filename} is not available offline and could not be "
+        f"downloaded (expected sha256 {entry.sha256} of the decompressed content). "
+        f"{_where_to_put(entry, mirror_root, cache_root)}.{cache_note}\nDownload attempts:\n  "
+        + "\n  ".join(failures)
+    )
+
+
+def _download(url: str, dest: Path) -> None:
+    """Download ``url`` to ``dest`` (the one place that touches the network)."""
+    import pooch
+
+    pooch.HTTPDownloader(progressbar=False, timeout=60)(url, str(dest), None)
+
+
+def _mirror_root(mirror: str | os.PathLike | None) -> Path | None:
+    mirror = mirror if mirror is not None else os.environ.get(MIRROR_ENV) or None
+    return None if mirror is None else Path(mirror).expanduser()
+
+
+def _cache_root(cache_dir: str | os.PathLike | None) -> Path:
+    cache_dir = cache_dir if cache_dir is not None else os.environ.get(CACHE_ENV) or DEFAULT_CACHE
+    return Path(cache_dir).expanduser()
+
+
+def _existing(folder: Path, entry: RemoteFile) -> Path | None:
+    names = [entry.filename] + ([entry.filename[:-3]] if entry.gzipped else [])
+    return next((folder / n for n in names if (folder / n).is_file()), None)
+
+
+def _where_to_put(entry: RemoteFile, mirror_root: Path | None = None, cache_root: Path | None = None) -> str:
+    rel = f"{entry.dataset}/{entry.filename}"
+    if mirror_root is not None:
+        text = f"Put the file at {mirror_root / rel} (the mirror given by mirror= or ${MIRROR_ENV})"
+    else:
+        text = f"Put the file at <mirror>/{rel} and set ${MIRROR_ENV}=<mirror> (or pass mirror=)"
+    if cache_root is not None:
+        text += f", or at {cache_root / rel} (the download cache, ${CACHE_ENV})"
+    return text + f"; source: {entry.urls[0]}"
