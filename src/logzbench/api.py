@@ -102,6 +102,8 @@ def estimate(model: BinaryRBM | str | os.PathLike, estimator: str, *, data=None,
         return csl(rbm, X, gen, n_chains=chains, samples_per_chain=samples_per_chain, burn_in=burn_in,
                    thin=thin, mode=csl_mode, train_data=X_train, progress=progress, settings=common)
 
+    if estimator == "raise" and X is None:
+        raise ValueError("RAISE estimates test log-likelihoods: give test data")
     if init not in INITS:
         raise ValueError(f"unknown initial distribution {init!r}; choose one of {INITS}")
     betas = make_schedule(schedule, steps)
@@ -111,8 +113,5 @@ def estimate(model: BinaryRBM | str | os.PathLike, estimator: str, *, data=None,
         log_f = rbm.log_unnormalized_marginal(X) if X is not None else None
         return ais(path, betas, chains, gen, log_f_data=log_f, n_bootstrap=n_bootstrap, progress=progress,
                    settings=settings)
-    # raise
-    if X is None:
-        raise ValueError("RAISE estimates test log-likelihoods: give test data")
     return raise_estimate(path, X, betas, chains, gen, log_f_all=rbm.log_unnormalized_marginal(X),
                           n_examples=n_examples, subsample_seed=seed, progress=progress, settings=settings)

@@ -1,0 +1,186 @@
+"""The ``logzbench`` command line: ``prepare``, ``train``, ``estimate``, ``report``.
+
+Every subcommand is a thin layer over a documented Python function; bad input ends with a
+one-line error naming the problem and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .errors import LogzbenchError
+
+
+def _add_estimate(sub) -> None:
+    p = sub.add_parser("estimate", help="estimate log Z / test log-likelihood of a model file",
+                       description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
+                                   "(.npz; see README 'Model files'). Prints one JSON object.")
+    p.add_argument("model", help="model file (.npz with W, visible_bias, hidden_bias)")
+    p.add_argument("--estimator", required=True, choices=["exact", "ais", "raise", "csl"])
+    p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
+    p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
+    p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
+    p.add_argument("--steps", "-K", type=int, default=1000, help="intermediate distributions K (AIS, RAISE)")
+    p.add_argument("--schedule", default="linear", help="linear | sigmoid | sm14500 | file of betas")
+    p.add_argument("--chains", type=int, default=100, help="AIS chains / RAISE chains per example / CSL chains")
+    p.add_argument("--init", default="uniform", choices=["uniform", "base-rate"], help="initial distribution")
+    p.add_argument("--n-examples", type=int, help="RAISE: random subsample of test examples (control variates)")
+    p.add_argument("--csl-mode", default="unbiased", choices=["unbiased", "biased"])
+    p.add_argument("--burn-in", type=int, default=100, help="CSL burn-in sweeps")
+    p.add_argument("--thin", type=int, default=1, help="CSL sweeps between kept samples")
+    p.add_argument("--samples-per-chain", type=int, default=10, help="CSL samples kept per chain")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    p.add_argument("--json", dest="json_out", help="also write the JSON object to this file")
+    p.add_argument("--log-weights", help="write per-chain log-weights (.npz) to this file")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
+
+
+def _cmd_estimate(args) -> int:
+    from .api import estimate
+    from .data import load_binary_rows
+    from .utils import save_npz_atomic, write_json_atomic
+
+    data = load_binary_rows(args.data, split=args.split) if args.data else None
+    train = load_binary_rows(args.train_data, split="train") if args.train_data else None
+    res = estimate(args.model, args.estimator, data=data, train_data=train, steps=args.steps,
+                   schedule=args.schedule, chains=args.chains, init=args.init, seed=args.seed, device=args.device,
+                   n_examples=args.n_examples, csl_mode=args.csl_mode, burn_in=args.burn_in, thin=args.thin,
+                   samples_per_chain=args.samples_per_chain, progress=args.progress)
+    out = {"model": str(args.model), "data": args.data, **res.to_dict()}
+    if args.json_out:
+        write_json_atomic(args.json_out, out)
+    if args.log_weights:
+        save_npz_atomic(args.log_weights, **res.arrays())
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+def _add_prepare(sub) -> None:
+    p = sub.add_parser("prepare", help="download/verify and binarise a dataset")
+    p.add_argument("name", help="dataset name (mnist, digits)")
+    p.add_argument("--out", required=True, help="output .npz")
+    p.add_argument("--mirror", help="local mirror directory (default: $LOGZBENCH_DATA_MIRROR)")
+    p.add_argument("--binarize", default="stochastic", choices=["stochastic", "threshold"])
+    p.add_argument("--threshold", type=float, default=0.5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-train", type=int)
+    p.add_argument("--n-test", type=int)
+    p.add_argument("--n-valid", type=int, default=0)
+
+
+def _cmd_prepare(args) -> int:
+    from .data import prepare_dataset
+
+    path = prepare_dataset(args.name, args.out, mirror=args.mirror, binarize=args.binarize,
+                           threshold=args.threshold, seed=args.seed, n_train=args.n_train, n_test=args.n_test,
+                           n_valid=args.n_valid)
+    print(json.dumps({"prepared": str(path)}))
+    return 0
+
+
+def _add_train(sub) -> None:
+    p = sub.add_parser("train", help="train a binary RBM by CD-k or PCD")
+    p.add_argument("--data", required=True, help="prepared dataset .npz (uses its train and test splits)")
+    p.add_argument("--out", required=True, help="output model .npz")
+    p.add_argument("--preset", help="named hyperparameters (e.g. mnistCD25-500, us-rbm20)")
+    p.add_argument("--n-hidden", type=int)
+    p.add_argument("--method", choices=["cd", "pcd"])
+    p.add_argument("--k", type=int, help="Gibbs steps per update")
+    p.add_argument("--learning-rate", type=float)
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--epochs", dest="n_epochs", type=int)
+    p.add_argument("--weight-decay", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--device")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other trainer hyperparameter (JSON value), e.g. --set final_momentum=0.9")
+    p.add_argument("--history", help="write per-epoch metrics (.csv)")
+    p.add_argument("--progress", action="store_true")
+
+
+def _cmd_train(args) -> int:
+    from .data import load_prepared
+    from .models.io import save_model
+    from .training import TRAIN_PRESETS, history_to_csv, train_rbm
+
+    params: dict = {}
+    if args.preset:
+        if args.preset not in TRAIN_PRESETS:
+            raise ValueError(f"unknown preset {args.preset!r}; known: {sorted(TRAIN_PRESETS)}")
+        params.update(TRAIN_PRESETS[args.preset])
+    for key in ("n_hidden", "method", "k", "learning_rate", "batch_size", "n_epochs", "weight_decay", "seed",
+                "device"):
+        val = getattr(args, key)
+        if val is not None:
+            params[key] = val
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            params[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            params[key.strip()] = raw
+    if "n_hidden" not in params:
+        raise ValueError("give --n-hidden or a --preset")
+    if args.progress:
+        params["progress"] = True
+    train = load_prepared(args.data, split="train")
+    try:
+        test = load_prepared(args.data, split="test")
+    except LogzbenchError:
+        test = None
+    model, history = train_rbm(train, test, **params)
+    save_model(model, args.out)
+    if args.history:
+        history_to_csv(history, args.history)
+    print(json.dumps({"model": args.out, "final": history[-1] if history else {}}, default=float))
+    return 0
+
+
+def _add_report(sub) -> None:
+    p = sub.add_parser("report", help="tables and plots from estimate JSON files")
+    p.add_argument("results", nargs="+", help="estimate .json files or directories holding them")
+    p.add_argument("--out", required=True, help="output directory")
+
+
+def _cmd_report(args) -> int:
+    from .report import build_report
+
+    out = build_report(args.results, args.out)
+    print(json.dumps({"report": str(args.out), "outputs": [str(p) for p in (out or [])]}, default=str))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="logzbench", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"logzbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_prepare(sub)
+    _add_train(sub)
+    _add_estimate(sub)
+    _add_report(sub)
+    return parser
+
+
+_COMMANDS = {"prepare": _cmd_prepare, "train": _cmd_train, "estimate": _cmd_estimate, "report": _cmd_report}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except (LogzbenchError, ValueError, FileNotFoundError, RuntimeError) as exc:
+        print(f"logzbench {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
