@@ -39,7 +39,15 @@ def test_path_endpoints_and_ratio(small_rbm, init):
     # beta = 1 is the model
     torch.testing.assert_close(path.log_f(s, 1.0), small_rbm.log_unnormalized_marginal(v), atol=2e-5, rtol=0)
     torch.testing.assert_close(path.log_f_ratio(s, 0.3, 0.8), path.log_f(s, 0.8) - path.log_f(s, 0.3),
-                               atol=1e-9, rtol=0)
+                               atol=2e-6, rtol=1e-6)
+    # small increments (as in a 10^5-step schedule) keep their relative precision
+    ref = path.log_f(s, 0.30001) - path.log_f(s, 0.3)  # float64 difference
+    torch.testing.assert_close(path.log_f_ratio(s, 0.3, 0.30001), ref, atol=1e-10, rtol=1e-5)
+    # a coarse step with large |d x| takes the float64 route
+    big = path.state_from_data(v * 0 + 1)
+    big = big._replace(pre_h=big.pre_h * 100)
+    torch.testing.assert_close(path.log_f_ratio(big, 0.0, 1.0), path.log_f(big, 1.0) - path.log_f(big, 0.0),
+                               atol=1e-9, rtol=1e-9)
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.6, 1.0])

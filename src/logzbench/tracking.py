@@ -30,7 +30,6 @@ import math
 import os
 import random
 import shutil
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
@@ -118,9 +117,8 @@ def default_artifact_location(uri: str, artifact_dir: str | os.PathLike | None =
 # --------------------------------------------------------------------------- retries
 def _is_locked_error(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}".lower()
-    if isinstance(exc, sqlite3.OperationalError):
-        return True
-    return any(s in text for s in ("database is locked", "database table is locked", "busy", "unable to open database"))
+    return any(s in text for s in ("database is locked", "database table is locked", "database is busy",
+                                   "sqlite_busy", "unable to open database file"))
 
 
 def _retry(fn: Callable[..., T], *args: Any, attempts: int = 12, base_delay: float = 0.05,

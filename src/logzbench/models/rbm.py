@@ -248,7 +248,7 @@ class RBMAnnealingPath:
             raise ValueError(f"initial visible biases have shape {tuple(self.a0.shape)}, expected ({rbm.n_visible},)")
         if not torch.isfinite(self.a0).all():
             raise ValueError("initial visible biases contain NaN or inf")
-        self._da = (rbm.visible_bias.double() - self.a0.double())  # a - a0, float64
+        self._da32 = rbm.visible_bias - self.a0  # a - a0 (the increment's linear term is scaled by d)
 
     # state helpers
     def _state(self, v: torch.Tensor) -> RBMState:
@@ -263,7 +263,7 @@ class RBMAnnealingPath:
 
     def sample_initial(self, n_chains: int, generator: torch.Generator) -> RBMState:
         p = torch.sigmoid(self.a0).expand(n_chains, -1)
-        return self._state(torch.bernoulli(p, generator=generator))
+        return self._state(_bernoulli(p, generator))
 
     def log_f(self, state: RBMState, beta: float) -> torch.Tensor:
         v = state.v.double()
@@ -271,19 +271,40 @@ class RBMAnnealingPath:
         return lin + F.softplus(beta * state.pre_h.double()).sum(dim=1)
 
     def log_f_ratio(self, state: RBMState, beta_from: float, beta_to: float) -> torch.Tensor:
-        x = state.pre_h.double()
-        return (beta_to - beta_from) * (state.v.double() @ self._da) + (
-            F.softplus(beta_to * x) - F.softplus(beta_from * x)
-        ).sum(dim=1)
+        """``log f_{beta_to}(v) - log f_{beta_from}(v)`` computed as a small number directly.
+
+        With ``x = vW + b`` and ``d = beta_to - beta_from``,
+
+            softplus(beta_to x) - softplus(beta_from x) = log1p(sigmoid(beta_from x) expm1(d x)),
+
+        which keeps full relative precision of the (small) increment in float32; the sum over
+        units is accumulated in float64.  Steps with ``|d x| > 20`` (very coarse schedules)
+        use float64 softplus differences instead, where ``expm1`` could overflow.
+        """
+        d = beta_to - beta_from
+        x = state.pre_h
+        lin = d * (state.v @ self._da32).double()
+        dx = d * x
+        if float(dx.abs().max()) <= 20.0:
+            hid = torch.log1p(torch.sigmoid(beta_from * x) * torch.expm1(dx)).sum(dim=1, dtype=torch.float64)
+        else:
+            x64 = x.double()
+            hid = (F.softplus(beta_to * x64) - F.softplus(beta_from * x64)).sum(dim=1)
+        return lin + hid
 
     def transition(self, state: RBMState, beta: float, generator: torch.Generator) -> RBMState:
         rbm = self.rbm
-        h = torch.bernoulli(torch.sigmoid(beta * state.pre_h), generator=generator)
+        h = _bernoulli(torch.sigmoid(beta * state.pre_h), generator)
         # visible pre-activation: (1 - beta) a0 + beta (a + h W^T)
         bias_v = (1.0 - beta) * self.a0 + beta * rbm.visible_bias
         pre_v = torch.addmm(bias_v, h, rbm.W.T, beta=1.0, alpha=beta)
-        v = torch.bernoulli(torch.sigmoid(pre_v), generator=generator)
-        return self._state(v)
+        return self._state(_bernoulli(torch.sigmoid(pre_v), generator))
+
+
+def _bernoulli(p: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Bernoulli(p) samples as ``u < p`` with ``u ~ U[0, 1)`` (several times faster than
+    ``torch.bernoulli`` on CPU, same distribution)."""
+    return (torch.rand(p.shape, generator=generator, device=p.device, dtype=p.dtype) < p).to(p.dtype)
 
 
 def validate_rbm_arrays(W: np.ndarray, visible_bias: np.ndarray, hidden_bias: np.ndarray,
