@@ -84,8 +84,8 @@ def test_parallel_writers_same_key_converge_to_one(tmp_path):
     uri = _uri(tmp_path)
     tracking.init_store(uri, "exp")
     ctx = mp.get_context("spawn")
-    with ctx.Pool(4) as pool:
-        pool.map(_writer, [(uri, s, True) for s in range(4)])
+    with ctx.Pool(3) as pool:
+        pool.map(_writer, [(uri, s, True) for s in range(3)])
     runs = tracking.find_runs(tracking.estimate_key("m", "ais", 100, "uniform", 0), uri=uri, experiment_name="exp")
     assert len(runs) == 1
 

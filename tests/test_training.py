@@ -146,6 +146,9 @@ def test_sklearn_params_and_clone():
     assert trainer.get_params()["k"] == 3
     copy = clone(trainer).set_params(k=5)
     assert copy.k == 5 and copy.method == "pcd" and trainer.k == 3
+    assert repr(copy) == "RBMTrainer(n_hidden=7, method='pcd', k=5)"
+    with pytest.raises(ValueError, match="unknown hyperparameter"):
+        trainer.set_params(momentum=0.3)
 
 
 # --------------------------------------------------------------------------- history

@@ -26,15 +26,14 @@ draw (initial weights, persistent chains, epoch shuffles, Gibbs sampling) comes 
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import time
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 import torch
-from sklearn.base import BaseEstimator
 
 from ..errors import LogzbenchError
 from ..estimators.exact import MAX_ENUMERATION_BITS, exact_log_z
@@ -57,12 +56,12 @@ class TrainingDivergedError(LogzbenchError, RuntimeError):
     """The parameters became NaN or infinite during training (learning rate too high)."""
 
 
-class RBMTrainer(BaseEstimator):
+class RBMTrainer:
     """Train a :class:`~logzbench.models.rbm.BinaryRBM` by CD-k or PCD-k.
 
-    Every hyperparameter is a constructor argument (scikit-learn style: ``get_params``,
-    ``set_params`` and ``sklearn.base.clone`` work); :meth:`fit` sets the learned
-    attributes ``model_`` and ``history_``.  Hyperparameters are validated by ``fit``.
+    Every hyperparameter is a constructor argument, stored unchanged (scikit-learn
+    conventions: :meth:`get_params`, :meth:`set_params`, ``sklearn.base.clone`` works);
+    :meth:`fit` validates them and sets the learned attributes ``model_`` and ``history_``.
 
     Parameters
     ----------
@@ -180,6 +179,24 @@ class RBMTrainer(BaseEstimator):
         self.progress = progress
 
     # ------------------------------------------------------------------ public
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor arguments as a dict (``deep`` is accepted for scikit-learn and unused)."""
+        return {name: getattr(self, name) for name in _hyperparameter_names()}
+
+    def set_params(self, **params) -> "RBMTrainer":
+        """Set hyperparameters by name; returns ``self``."""
+        unknown = sorted(set(params) - set(_hyperparameter_names()))
+        if unknown:
+            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {sorted(_hyperparameter_names())}")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {name: p.default for name, p in inspect.signature(RBMTrainer).parameters.items()}
+        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k])
+        return f"RBMTrainer({changed})"
+
     def fit(self, train, test=None, callback: Callable[[dict, BinaryRBM], None] | None = None) -> "RBMTrainer":
         """Train on ``train``, monitoring ``test`` when given.
 
@@ -338,6 +355,10 @@ class RBMTrainer(BaseEstimator):
             callback(row, rbm)
 
 
+def _hyperparameter_names() -> list[str]:
+    return list(inspect.signature(RBMTrainer).parameters)
+
+
 class _Evaluator:
     """Per-epoch metrics on fixed subsamples, with fixed PLL flip bits (smooth curves)."""
 
@@ -448,5 +469,7 @@ def _check_finite(rbm: BinaryRBM, epoch: int) -> None:
 
 def history_to_csv(history: list[dict], path: str | os.PathLike) -> None:
     """Write a training history (one row per epoch) to ``path`` as CSV, atomically."""
+    import pandas as pd
+
     with atomic_path(path) as tmp:
         pd.DataFrame(history).to_csv(tmp, index=False)

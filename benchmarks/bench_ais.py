@@ -1,0 +1,112 @@
+"""AIS throughput benchmark (not a test): prints figures, asserts nothing.
+
+Measures, in one process on one device:
+
+* the float32 matrix-multiply rate for the shapes one Gibbs sweep uses
+  (``(chains x n_visible) @ (n_visible x n_hidden)`` and its transpose);
+* AIS on an ``n_visible x n_hidden`` RBM with ``chains`` chains: Gibbs sweeps per second
+  (per chain-batch) and the achieved matmul flop rate, ``4 * chains * n_visible * n_hidden``
+  flops per sweep, as a fraction of the measured matmul rate.
+
+Warm-up runs are excluded from every timing.  Usage::
+
+    python benchmarks/bench_ais.py [--n-visible 784] [--n-hidden 500] [--chains 500]
+        [--steps 300] [--device cpu|cuda] [--threads N] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+
+from logzbench import schedules
+from logzbench.estimators import ais
+from logzbench.models import BinaryRBM
+from logzbench.utils import make_generator, resolve_device
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def matmul_rate(chains: int, nv: int, nh: int, dev: torch.device, min_seconds: float = 2.0) -> float:
+    """Flops/s of the two sweep-shaped float32 products (addmm, as the kernel uses)."""
+    g = make_generator(0, dev)
+    v = torch.rand(chains, nv, generator=g, device=dev)
+    h = torch.rand(chains, nh, generator=g, device=dev)
+    W = torch.rand(nv, nh, generator=g, device=dev)
+    b, a = torch.rand(nh, generator=g, device=dev), torch.rand(nv, generator=g, device=dev)
+    for _ in range(5):
+        torch.addmm(b, v, W)
+        torch.addmm(a, h, W.T)
+    _sync(dev)
+    n, t0 = 0, time.perf_counter()
+    while True:
+        torch.addmm(b, v, W)
+        torch.addmm(a, h, W.T)
+        n += 1
+        if n % 10 == 0:
+            _sync(dev)
+            if time.perf_counter() - t0 > min_seconds:
+                break
+    return n * 4.0 * chains * nv * nh / (time.perf_counter() - t0)
+
+
+def ais_rate(rbm: BinaryRBM, chains: int, steps: int, dev: torch.device) -> tuple[float, float]:
+    """(sweeps per second, seconds) of AIS with ``steps`` intermediate distributions."""
+    path = rbm.annealing_path("uniform")
+    ais.run(path, schedules.linear(20), chains, make_generator(1, dev))  # warm-up
+    _sync(dev)
+    t0 = time.perf_counter()
+    _, n_sweeps = ais.run(path, schedules.linear(steps), chains, make_generator(2, dev))
+    _sync(dev)
+    dt = time.perf_counter() - t0
+    return n_sweeps / dt, dt
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n-visible", type=int, default=784)
+    p.add_argument("--n-hidden", type=int, default=500)
+    p.add_argument("--chains", type=int, default=500)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
+    p.add_argument("--json", help="also write the figures here")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    dev = resolve_device(args.device)
+    rbm = BinaryRBM.random(args.n_visible, args.n_hidden, scale=0.05, generator=make_generator(0, "cpu")).to(dev)
+    peak = matmul_rate(args.chains, args.n_visible, args.n_hidden, dev)
+    sps, seconds = ais_rate(rbm, args.chains, args.steps, dev)
+    flops = sps * 4.0 * args.chains * args.n_visible * args.n_hidden
+    peak_after = matmul_rate(args.chains, args.n_visible, args.n_hidden, dev)
+    peak = max(peak, peak_after)
+    out = {
+        "device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
+        "threads": torch.get_num_threads(),
+        "rbm": f"{args.n_visible}x{args.n_hidden}",
+        "chains": args.chains,
+        "steps": args.steps,
+        "ais_seconds": seconds,
+        "sweeps_per_second": sps,
+        "chain_sweeps_per_second": sps * args.chains,
+        "achieved_gflops": flops / 1e9,
+        "matmul_gflops": peak / 1e9,
+        "fraction_of_matmul_rate": flops / peak,
+    }
+    for k, v in out.items():
+        print(f"{k:>26}: {v:.4g}" if isinstance(v, float) else f"{k:>26}: {v}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(out, fh, indent=2)
+    return out
+
+
+if __name__ == "__main__":
+    main()
