@@ -248,6 +248,7 @@ class RBMAnnealingPath:
             raise ValueError(f"initial visible biases have shape {tuple(self.a0.shape)}, expected ({rbm.n_visible},)")
         if not torch.isfinite(self.a0).all():
             raise ValueError("initial visible biases contain NaN or inf")
+        self._memo = None  # (pre_h, beta, sigmoid(beta * pre_h)) of the last reweighted state
         self._da32 = rbm.visible_bias - self.a0  # a - a0 (the increment's linear term is scaled by d)
 
     # state helpers
@@ -275,26 +276,39 @@ class RBMAnnealingPath:
 
         With ``x = vW + b`` and ``d = beta_to - beta_from``,
 
-            softplus(beta_to x) - softplus(beta_from x) = log1p(sigmoid(beta_from x) expm1(d x)),
+            softplus(beta_to x) - softplus(beta_from x) = -log1p(sigmoid(beta_to x) expm1(-d x)),
 
-        which keeps full relative precision of the (small) increment in float32; the sum over
-        units is accumulated in float64.  Steps with ``|d x| > 20`` (very coarse schedules)
-        use float64 softplus differences instead, where ``expm1`` could overflow.
+        which keeps the full relative precision of the (small) increment in float32 (the
+        argument of ``log1p`` stays above ``e^-1 - 1``); the sum over units is accumulated in
+        float64.  Coarse steps with ``|d x| > 1`` use float64 softplus differences instead.
+
+        ``sigmoid(beta_to x)`` is exactly the hidden conditional of a transition at
+        ``beta_to``: it is remembered for that state, so AIS (reweight to ``beta_to``, then
+        move at ``beta_to``) and RAISE (move at ``beta``, reweight down to ``beta_to``, then
+        move at ``beta_to``) both compute it once per sweep.
         """
         d = beta_to - beta_from
         x = state.pre_h
         lin = d * (state.v @ self._da32).double()
         dx = d * x
-        if float(dx.abs().max()) <= 20.0:
-            hid = torch.log1p(torch.sigmoid(beta_from * x) * torch.expm1(dx)).sum(dim=1, dtype=torch.float64)
+        p_h = torch.sigmoid(beta_to * x)
+        self._memo = (x, beta_to, p_h)
+        if float(dx.abs().max()) <= 1.0:
+            hid = -torch.log1p(p_h * torch.expm1(dx.neg_())).sum(dim=1, dtype=torch.float64)
         else:
             x64 = x.double()
             hid = (F.softplus(beta_to * x64) - F.softplus(beta_from * x64)).sum(dim=1)
         return lin + hid
 
+    def _hidden_probs(self, state: RBMState, beta: float) -> torch.Tensor:
+        memo, self._memo = self._memo, None
+        if memo is not None and memo[0] is state.pre_h and memo[1] == beta:
+            return memo[2]
+        return torch.sigmoid(beta * state.pre_h)
+
     def transition(self, state: RBMState, beta: float, generator: torch.Generator) -> RBMState:
         rbm = self.rbm
-        h = _bernoulli(torch.sigmoid(beta * state.pre_h), generator)
+        h = _bernoulli(self._hidden_probs(state, beta), generator)
         # visible pre-activation: (1 - beta) a0 + beta (a + h W^T)
         bias_v = (1.0 - beta) * self.a0 + beta * rbm.visible_bias
         pre_v = torch.addmm(bias_v, h, rbm.W.T, beta=1.0, alpha=beta)

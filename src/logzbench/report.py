@@ -1,0 +1,575 @@
+"""Benchmark report: tables, flags and plots from estimate records.
+
+:func:`build_report` reads every estimate JSON (as written by the workflow's estimate step
+or by ``logzbench estimate``), and writes into ``out_dir``:
+
+``per_run.csv``
+    One row per estimate (model x estimator x K x init x seed), with its own flags.
+``summary.csv``
+    One row per model x estimator x schedule x K x init, aggregated over seeds: mean,
+    spread (sd, min, max) and standard error of the mean test log-likelihood and of log Z,
+    the exact values where known, the AIS - RAISE gap and the flags.
+``table1.csv``
+    RAISE Table 1 layout, one row per model x schedule x K: exact, CSL, and RAISE / AIS /
+    gap (= AIS - RAISE) for each initial distribution (``uniform``, ``base-rate``).
+``flags.csv``
+    One row per flag reason of a summary row.
+``report.json``
+    Counts, thresholds and the flags, machine-readable.
+``plots/<model>.png``
+    Mean test log-likelihood vs K per model: AIS and RAISE per initial distribution with
+    error bars, CSL, and the exact value as a horizontal line.
+
+Flags (readable reasons in a ``flags`` column):
+
+* AIS and RAISE (same model, schedule, K, init) disagree by more than ``gap_threshold`` nats;
+* RAISE exceeds AIS by more than ``z`` combined standard errors (RAISE is a stochastic
+  lower bound of the annealing model's log-likelihood, AIS an upper bound of the RBM's);
+* a stochastic lower bound (RAISE, CSL) exceeds the exact value by more than ``z``
+  standard errors;
+* the effective sample size is below ``ess_fraction`` of the chains.
+
+With a ``tracking_uri`` the flags are also set as tags (``logzbench.flag``,
+``logzbench.flagged``) on the runs of the affected estimates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .utils import atomic_path, write_json_atomic
+
+__all__ = [
+    "ReportThresholds",
+    "build_report",
+    "load_results",
+    "normalize_record",
+    "summarize",
+    "apply_flags",
+    "make_table1",
+    "plot_model",
+]
+
+LOWER_BOUND_METHODS = ("raise", "csl")
+INIT_ORDER = ("uniform", "base-rate")
+
+PER_RUN_COLUMNS = [
+    "model", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains", "n_examples",
+    "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
+    "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "exact_test_ll", "exact_log_z",
+    "ll_minus_exact", "log_z_minus_exact", "device", "flags", "key", "mlflow_run_id", "source",
+]
+GROUP_COLUMNS = ["model", "dataset", "estimator", "method", "schedule", "K", "init"]
+
+
+class ReportThresholds(dict):
+    """Flag thresholds: ``gap_threshold`` (nats), ``ess_fraction``, ``z`` (standard errors)."""
+
+    def __init__(self, gap_threshold: float = 1.0, ess_fraction: float = 0.1, z: float = 2.0):
+        super().__init__(gap_threshold=float(gap_threshold), ess_fraction=float(ess_fraction), z=float(z))
+
+
+# --------------------------------------------------------------------------- loading
+def _num(x: Any) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+    return v
+
+
+def _int_or_none(x: Any) -> int | None:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return None
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = None) -> dict[str, Any]:
+    """One flat row from an estimate record.
+
+    Accepts the workflow's record (``{"model", "estimator", "method", "K", "init", "seed",
+    ..., "result": EstimateResult.to_dict()}``) and a bare ``EstimateResult.to_dict()``
+    whose ``settings`` name the model, K (``K``/``steps``), init and seed.
+    """
+    res = rec.get("result", rec)
+    settings = dict(res.get("settings") or {})
+    if "result" in rec:
+        settings.update({k: v for k, v in rec.items() if k != "result" and v is not None})
+
+    def pick(*names, default=None):
+        for n in names:
+            if settings.get(n) is not None:
+                return settings[n]
+        return default
+
+    method = str(rec.get("method") or res.get("estimator") or pick("method") or "?").lower()
+    estimator = str(rec.get("estimator") if "result" in rec and rec.get("estimator") else pick("name", default=method))
+    model = pick("model", "model_name")
+    if model is not None and (os.sep in str(model) or str(model).endswith(".npz")):
+        model = Path(str(model)).stem
+    if model is None and source is not None:
+        model = Path(source).parent.parent.name or Path(source).stem
+    uses_k = method in ("ais", "raise", "csl")
+    uses_init = method in ("ais", "raise")
+    uses_seed = method != "exact"
+    chains = pick("chains", default=res.get("n_chains"))
+    ess, n_chains = _num(res.get("ess")), _num(res.get("n_chains") if res.get("n_chains") else chains)
+    return {
+        "model": str(model) if model is not None else "?",
+        "dataset": pick("dataset", default=""),
+        "estimator": estimator,
+        "method": method,
+        "schedule": (pick("schedule", default="linear") if method in ("ais", "raise") else ""),
+        "K": _int_or_none(pick("K", "steps", "n_steps")) if uses_k else None,
+        "init": str(pick("init", default="uniform")) if uses_init else "",
+        "seed": _int_or_none(pick("seed", default=0)) if uses_seed else None,
+        "chains": _int_or_none(chains),
+        "n_examples": _int_or_none(res.get("n_examples", pick("n_examples"))),
+        "mean_test_ll": _num(res.get("mean_log_likelihood")),
+        "mean_test_ll_stderr": _num(res.get("mean_log_likelihood_stderr")),
+        "log_z": _num(res.get("log_z")),
+        "log_z_stderr": _num(res.get("log_z_stderr")),
+        "ess": ess,
+        "ess_fraction": ess / n_chains if n_chains and math.isfinite(n_chains) and n_chains > 0 else float("nan"),
+        "seconds": _num(res.get("seconds")),
+        "n_sweeps": _num(res.get("n_sweeps")),
+        "total_sweeps": _num(res.get("total_sweeps")),
+        "sweeps_per_second": _num(res.get("sweeps_per_second")),
+        "device": pick("device", default=""),
+        "key": rec.get("key", ""),
+        "mlflow_run_id": rec.get("mlflow_run_id", ""),
+        "source": str(source) if source is not None else "",
+    }
+
+
+def _iter_sources(results) -> Iterable[tuple[Mapping[str, Any], str | None]]:
+    if isinstance(results, (str, os.PathLike)):
+        results = [results]
+    for item in results:
+        if isinstance(item, Mapping):
+            yield item, None
+            continue
+        p = Path(item)
+        if p.is_dir():
+            for f in sorted(p.rglob("*.json")):
+                yield from _read_json(f)
+        else:
+            yield from _read_json(p)
+
+
+def _read_json(path: Path) -> Iterable[tuple[Mapping[str, Any], str]]:
+    with open(path) as fh:
+        obj = json.load(fh)
+    if isinstance(obj, list):
+        for o in obj:
+            yield o, str(path)
+    elif isinstance(obj, Mapping) and ("result" in obj or "estimator" in obj):
+        yield obj, str(path)
+    # other JSON files (e.g. a report.json in the same tree) are ignored
+
+
+def load_results(results) -> pd.DataFrame:
+    """Per-run table from a results directory (searched recursively for ``*.json``), JSON
+    files, or record dicts.  Exact values of each model are attached to every row."""
+    rows = [normalize_record(rec, src) for rec, src in _iter_sources(results)]
+    df = pd.DataFrame(rows, columns=[c for c in PER_RUN_COLUMNS if c not in
+                                     ("exact_test_ll", "exact_log_z", "ll_minus_exact", "log_z_minus_exact", "flags")])
+    for c in ("K", "seed", "chains", "n_examples"):
+        df[c] = pd.array(df[c], dtype="Int64")
+    for c in ("dataset", "schedule", "init", "device", "key", "mlflow_run_id", "source"):
+        df[c] = df[c].fillna("").astype(str)
+    exact = df[df["method"] == "exact"].groupby("model").agg(exact_test_ll=("mean_test_ll", "mean"),
+                                                             exact_log_z=("log_z", "mean"))
+    df = df.merge(exact, how="left", left_on="model", right_index=True)
+    df["ll_minus_exact"] = df["mean_test_ll"] - df["exact_test_ll"]
+    df["log_z_minus_exact"] = df["log_z"] - df["exact_log_z"]
+    df["flags"] = ""
+    df = df.sort_values(["model", "method", "estimator", "schedule", "K", "init", "seed"], na_position="first",
+                        kind="stable").reset_index(drop=True)
+    return df[PER_RUN_COLUMNS]
+
+
+# --------------------------------------------------------------------------- aggregation
+def _combined_se(se: pd.Series, values: pd.Series) -> float:
+    """Standard error of the mean over seeds: from the runs' own errors when all are known,
+    else from the spread between seeds."""
+    n = int(values.notna().sum())
+    if n == 0:
+        return float("nan")
+    se = se[values.notna()]
+    if len(se) and se.notna().all():
+        return float(np.sqrt(np.sum(np.square(se.to_numpy(dtype=float)))) / n)
+    if n > 1:
+        return float(values.std(ddof=1) / math.sqrt(n))
+    return float("nan")
+
+
+def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Aggregate the per-run table over seeds (one row per model x estimator x schedule x K x init)."""
+    rows = []
+    for keys, g in per_run.groupby(GROUP_COLUMNS, dropna=False, sort=False):
+        row = dict(zip(GROUP_COLUMNS, keys))
+        ll, lz = g["mean_test_ll"], g["log_z"]
+        seeds = [int(s) for s in g["seed"].dropna()]
+        row.update({
+            "n_seeds": len(g),
+            "seeds": " ".join(map(str, seeds)),
+            "chains": g["chains"].dropna().iloc[0] if g["chains"].notna().any() else pd.NA,
+            "n_examples": g["n_examples"].dropna().iloc[0] if g["n_examples"].notna().any() else pd.NA,
+            "mean_test_ll": float(ll.mean()) if ll.notna().any() else float("nan"),
+            "mean_test_ll_sd": float(ll.std(ddof=1)) if ll.notna().sum() > 1 else float("nan"),
+            "mean_test_ll_se": _combined_se(g["mean_test_ll_stderr"], ll),
+            "mean_test_ll_min": float(ll.min()) if ll.notna().any() else float("nan"),
+            "mean_test_ll_max": float(ll.max()) if ll.notna().any() else float("nan"),
+            "log_z": float(lz.mean()) if lz.notna().any() else float("nan"),
+            "log_z_sd": float(lz.std(ddof=1)) if lz.notna().sum() > 1 else float("nan"),
+            "log_z_se": _combined_se(g["log_z_stderr"], lz),
+            "ess": float(g["ess"].mean()) if g["ess"].notna().any() else float("nan"),
+            "ess_min": float(g["ess"].min()) if g["ess"].notna().any() else float("nan"),
+            "ess_fraction_min": float(g["ess_fraction"].min()) if g["ess_fraction"].notna().any() else float("nan"),
+            "seconds": float(g["seconds"].mean()),
+            "total_sweeps": float(g["total_sweeps"].mean()),
+            "sweeps_per_second": float(g["sweeps_per_second"].mean()) if g["sweeps_per_second"].notna().any()
+            else float("nan"),
+            "exact_test_ll": float(g["exact_test_ll"].iloc[0]),
+            "exact_log_z": float(g["exact_log_z"].iloc[0]),
+        })
+        rows.append(row)
+    cols = GROUP_COLUMNS + ["n_seeds", "seeds", "chains", "n_examples", "mean_test_ll", "mean_test_ll_sd",
+                            "mean_test_ll_se", "mean_test_ll_min", "mean_test_ll_max", "log_z", "log_z_sd",
+                            "log_z_se", "ess", "ess_min", "ess_fraction_min", "seconds", "total_sweeps",
+                            "sweeps_per_second", "exact_test_ll", "exact_log_z"]
+    s = pd.DataFrame(rows, columns=cols)
+    s["K"] = pd.array(s["K"], dtype="Int64")
+    s["ll_minus_exact"] = s["mean_test_ll"] - s["exact_test_ll"]
+    s["log_z_minus_exact"] = s["log_z"] - s["exact_log_z"]
+    s["gap_ais_minus_raise"] = float("nan")
+    s["flags"] = ""
+    return s.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- flags
+def _fmt_k(k) -> str:
+    return "-" if k is None or pd.isna(k) else str(int(k))
+
+
+def _ess_flag(ess: float, chains, frac: float) -> str | None:
+    if not (math.isfinite(ess) and chains is not None and not pd.isna(chains) and int(chains) > 0):
+        return None
+    if ess < frac * int(chains):
+        return f"low ESS: {ess:.3g} of {int(chains)} chains ({100 * ess / int(chains):.1f}% < {100 * frac:g}%)"
+    return None
+
+
+def _same_setting(summary: pd.DataFrame, row: pd.Series, method: str) -> pd.DataFrame:
+    m = (summary["model"] == row["model"]) & (summary["method"] == method) & \
+        (summary["schedule"] == row["schedule"]) & (summary["init"] == row["init"])
+    k = summary["K"]
+    m &= (k == row["K"]).fillna(False) if not pd.isna(row["K"]) else k.isna()
+    return summary[m]
+
+
+def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: float = 1.0,
+                ess_fraction: float = 0.1, z: float = 2.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fill the ``flags`` columns (and ``gap_ais_minus_raise``) of both tables; returns copies."""
+    per_run, summary = per_run.copy(), summary.copy()
+    run_flags: list[list[str]] = []
+    for _, r in per_run.iterrows():
+        f = _ess_flag(float(r["ess"]), r["chains"], ess_fraction)
+        run_flags.append([f] if f else [])
+    group_flags: list[list[str]] = [[] for _ in range(len(summary))]
+
+    def add(i: int, text: str) -> None:
+        if text not in group_flags[i]:
+            group_flags[i].append(text)
+
+    # ESS: a summary row is flagged when any of its seeds is
+    for i, s in summary.iterrows():
+        sel = _group_mask(per_run, s).to_numpy()
+        bad = [("-" if pd.isna(sd) else str(int(sd))) for sd, fl, on in zip(per_run["seed"], run_flags, sel)
+               if on and fl]
+        if bad:
+            seeds = ",".join(bad)
+            add(i, f"low ESS (seed {seeds}): min {s['ess_min']:.3g} of {_fmt_k(s['chains'])} chains "
+                   f"(< {100 * ess_fraction:g}%)")
+
+    # AIS vs RAISE, same model / schedule / K / init
+    for i, s in summary.iterrows():
+        if s["method"] != "ais":
+            continue
+        for j, r in _same_setting(summary, s, "raise").iterrows():
+            a, b = float(s["mean_test_ll"]), float(r["mean_test_ll"])
+            if not (math.isfinite(a) and math.isfinite(b)):
+                continue
+            gap = a - b
+            if math.isnan(summary.at[i, "gap_ais_minus_raise"]):
+                summary.at[i, "gap_ais_minus_raise"] = gap
+            if math.isnan(summary.at[j, "gap_ais_minus_raise"]):
+                summary.at[j, "gap_ais_minus_raise"] = gap
+            where = f"{s['init']}, K={_fmt_k(s['K'])}"
+            if abs(gap) > gap_threshold:
+                text = f"AIS-RAISE gap {gap:+.2f} nats exceeds {gap_threshold:g} nat ({where})"
+                add(i, text)
+                add(j, text)
+            se = math.sqrt(np.nansum([float(s["mean_test_ll_se"]) ** 2, float(r["mean_test_ll_se"]) ** 2]))
+            if -gap > 0 and -gap > z * se:
+                text = (f"RAISE exceeds AIS by {-gap:.2f} nats (> {z:g} x combined s.e. {se:.2g}; {where}): "
+                        "the annealing model fits the data better than the RBM")
+                add(i, text)
+                add(j, text)
+
+    # stochastic lower bounds above the exact value
+    for i, s in summary.iterrows():
+        if s["method"] not in LOWER_BOUND_METHODS:
+            continue
+        ex, v = float(s["exact_test_ll"]), float(s["mean_test_ll"])
+        if not (math.isfinite(ex) and math.isfinite(v)):
+            continue
+        se = float(s["mean_test_ll_se"]) if math.isfinite(float(s["mean_test_ll_se"])) else 0.0
+        if v - ex > 0 and v - ex > z * se:
+            add(i, f"{s['method'].upper()} lower bound exceeds exact by {v - ex:.2f} nats (> {z:g} x s.e. {se:.2g})")
+
+    summary["flags"] = ["; ".join(f) for f in group_flags]
+    # each run carries its own ESS flag plus its group's cross-estimator flags
+    out = []
+    for idx, (_, r) in enumerate(per_run.iterrows()):
+        fl = list(run_flags[idx])
+        gi = _group_index(summary, r)
+        if gi is not None:
+            fl += [f for f in group_flags[gi] if not f.startswith("low ESS")]
+        out.append("; ".join(dict.fromkeys(fl)))
+    per_run["flags"] = out
+    return per_run, summary
+
+
+def _group_mask(per_run: pd.DataFrame, s: pd.Series) -> pd.Series:
+    m = pd.Series(True, index=per_run.index)
+    for c in GROUP_COLUMNS:
+        col = per_run[c]
+        if pd.isna(s[c]):
+            m &= col.isna()
+        else:
+            m &= (col == s[c]).fillna(False).astype(bool)
+    return m
+
+
+def _group_index(summary: pd.DataFrame, r: pd.Series) -> int | None:
+    m = pd.Series(True, index=summary.index)
+    for c in GROUP_COLUMNS:
+        col = summary[c]
+        if pd.isna(r[c]):
+            m &= col.isna()
+        else:
+            m &= (col == r[c]).fillna(False).astype(bool)
+    idx = summary.index[m]
+    return int(idx[0]) if len(idx) else None
+
+
+# --------------------------------------------------------------------------- table 1
+def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
+    """RAISE Table 1 layout: one row per model x schedule x K.
+
+    Columns ``model, schedule, K, exact, csl (one column per CSL estimator when several),
+    raise_<init>, ais_<init>, gap_<init>`` for each initial distribution present
+    (``uniform`` and ``base-rate`` first), and ``flags``.  Values are mean test
+    log-likelihoods (nats), averaged over seeds; ``gap`` is AIS - RAISE.
+    """
+    inits = [i for i in INIT_ORDER if i in set(summary["init"])] + sorted(
+        set(summary.loc[summary["method"].isin(["ais", "raise"]), "init"]) - set(INIT_ORDER) - {""})
+    if not inits:
+        inits = list(INIT_ORDER)
+    csl_names = sorted(set(summary.loc[summary["method"] == "csl", "estimator"]))
+    csl_cols = {n: ("csl" if len(csl_names) == 1 else f"csl:{n}") for n in csl_names}
+    rows = []
+    annealed = summary[summary["method"].isin(["ais", "raise"])]
+    keys = annealed[["model", "schedule", "K"]].drop_duplicates()
+    models_without = sorted(set(summary["model"]) - set(keys["model"]))
+    keys = pd.concat([keys, pd.DataFrame({"model": models_without, "schedule": "", "K": pd.NA})], ignore_index=True)
+    for _, k in keys.iterrows():
+        model, sched, K = k["model"], k["schedule"], k["K"]
+        ms = summary[summary["model"] == model]
+        row: dict[str, Any] = {"model": model, "schedule": sched, "K": K}
+        ex = ms["exact_test_ll"].dropna()
+        row["exact"] = float(ex.iloc[0]) if len(ex) else float("nan")
+        flags: list[str] = []
+        for name, col in csl_cols.items():
+            c = ms[(ms["estimator"] == name)]
+            c = c[(c["K"] == K).fillna(False)] if not pd.isna(K) else c.iloc[0:0]
+            row[col] = float(c["mean_test_ll"].mean()) if len(c) else float("nan")
+            flags += [f for f in "; ".join(c["flags"]).split("; ") if f]
+        for init in inits:
+            sel = ms[(ms["schedule"] == sched) & (ms["init"] == init)]
+            sel = sel[(sel["K"] == K).fillna(False)] if not pd.isna(K) else sel.iloc[0:0]
+            r_ = sel[sel["method"] == "raise"]
+            a_ = sel[sel["method"] == "ais"]
+            rv = float(r_["mean_test_ll"].iloc[0]) if len(r_) else float("nan")
+            av = float(a_["mean_test_ll"].iloc[0]) if len(a_) else float("nan")
+            row[f"raise_{init}"] = rv
+            row[f"ais_{init}"] = av
+            row[f"gap_{init}"] = av - rv
+            for f in "; ".join(list(r_["flags"]) + list(a_["flags"])).split("; "):
+                if f:
+                    flags.append(f if f"{init}" in f else f"{init}: {f}")
+        row["flags"] = "; ".join(dict.fromkeys(flags))
+        rows.append(row)
+    cols = ["model", "schedule", "K", "exact"] + list(csl_cols.values())
+    for init in inits:
+        cols += [f"raise_{init}", f"ais_{init}", f"gap_{init}"]
+    cols.append("flags")
+    t = pd.DataFrame(rows, columns=cols)
+    t["K"] = pd.array(t["K"], dtype="Int64")
+    return t.sort_values(["model", "schedule", "K"], kind="stable", na_position="first").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- plots
+def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
+    """Mean test log-likelihood vs K for one model (PNG, written atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    ms = summary[summary["model"] == model]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    styles = {"uniform": "-", "base-rate": "--"}
+    colors = {"ais": "tab:red", "raise": "tab:blue", "csl": "tab:green"}
+    plotted = False
+    for (method, est, sched, init), g in ms[ms["method"].isin(["ais", "raise", "csl"])].groupby(
+            ["method", "estimator", "schedule", "init"], sort=True):
+        g = g[g["K"].notna() & g["mean_test_ll"].notna()].sort_values("K")
+        if g.empty:
+            continue
+        err = g["mean_test_ll_se"].to_numpy(dtype=float)
+        err = np.where(np.isfinite(err), err, 0.0)
+        label = est if method == "csl" else f"{est} ({init}{', ' + sched if sched not in ('', 'linear') else ''})"
+        ax.errorbar(g["K"].to_numpy(dtype=float), g["mean_test_ll"].to_numpy(dtype=float), yerr=err, capsize=3,
+                    marker="o" if method != "csl" else "s", linestyle=styles.get(init, ":") if method != "csl" else ":",
+                    color=colors.get(method), label=label, alpha=0.9)
+        plotted = True
+    ex = ms["exact_test_ll"].dropna()
+    if len(ex):
+        ax.axhline(float(ex.iloc[0]), color="black", linewidth=1.2, label="exact")
+        plotted = True
+    ks = ms["K"].dropna()
+    if len(ks) and ks.min() > 0 and ks.nunique() > 1:
+        ax.set_xscale("log")
+    if not plotted:
+        ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center", va="center")
+    ax.set_xlabel("K (intermediate distributions / CSL sweeps per chain)")
+    ax.set_ylabel("mean test log-likelihood (nats)")
+    ax.set_title(model)
+    ax.grid(True, alpha=0.3)
+    if plotted:
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- driver
+def _write_csv(df: pd.DataFrame, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, float_format="%.6g")
+    return path
+
+
+def _flag_rows(summary: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, s in summary.iterrows():
+        for f in [f for f in s["flags"].split("; ") if f]:
+            rows.append({"model": s["model"], "estimator": s["estimator"], "method": s["method"],
+                         "schedule": s["schedule"], "K": s["K"], "init": s["init"], "flag": f})
+    t = pd.DataFrame(rows, columns=["model", "estimator", "method", "schedule", "K", "init", "flag"])
+    t["K"] = pd.array(t["K"], dtype="Int64")
+    return t
+
+
+def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mapping[str, Any]],
+                 out_dir: str | os.PathLike, *, gap_threshold: float = 1.0, ess_fraction: float = 0.1,
+                 z: float = 2.0, models: Sequence[str] | None = None, plots: bool = True,
+                 tracking_uri: str | None = None, experiment_name: str | None = None) -> dict[str, Any]:
+    """Build the report from estimate records.
+
+    Parameters
+    ----------
+    results : directory, JSON file, or iterable of JSON files / record dicts
+        A directory is searched recursively for ``*.json`` estimate records.
+    out_dir : directory
+        Receives ``per_run.csv``, ``summary.csv``, ``table1.csv``, ``flags.csv``,
+        ``report.json`` and ``plots/<model>.png`` (all written atomically).
+    gap_threshold : float
+        Flag AIS and RAISE estimates disagreeing by more than this many nats.
+    ess_fraction : float
+        Flag estimates whose effective sample size is below this fraction of the chains.
+    z : float
+        Standard errors beyond which RAISE > AIS, or a lower bound > exact, is flagged.
+    models : sequence of str, optional
+        Models that must get a plot even without estimates (a placeholder is drawn).
+    plots : bool
+        Draw the per-model plots.
+    tracking_uri, experiment_name : str, optional
+        When given, tag the affected MLflow runs (``logzbench.flag``/``logzbench.flagged``).
+
+    Returns
+    -------
+    dict with the paths written (``per_run``, ``summary``, ``table1``, ``flags``,
+    ``report_json``, ``plots`` = {model: path}) and ``n_flagged`` (summary rows flagged).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    per_run = load_results(results)
+    summary = summarize(per_run)
+    per_run, summary = apply_flags(per_run, summary, gap_threshold=gap_threshold, ess_fraction=ess_fraction, z=z)
+    table1 = make_table1(summary) if len(summary) else pd.DataFrame(columns=["model", "schedule", "K", "exact",
+                                                                             "flags"])
+    paths: dict[str, Any] = {
+        "per_run": _write_csv(per_run, out / "per_run.csv"),
+        "summary": _write_csv(summary, out / "summary.csv"),
+        "table1": _write_csv(table1, out / "table1.csv"),
+        "flags": _write_csv(_flag_rows(summary), out / "flags.csv"),
+    }
+    plot_paths: dict[str, Path] = {}
+    if plots:
+        for m in sorted(set(per_run["model"]) | set(models or [])):
+            plot_paths[m] = plot_model(summary, m, out / "plots" / f"{m}.png")
+    paths["plots"] = plot_paths
+
+    tagged = None
+    if tracking_uri is not None or experiment_name is not None:
+        from . import tracking
+
+        flags_by_key = {r["key"]: [f for f in r["flags"].split("; ") if f]
+                        for _, r in per_run.iterrows() if r["key"]}
+        tagged = tracking.set_flags(flags_by_key, uri=tracking_uri,
+                                    experiment_name=experiment_name or tracking.DEFAULT_EXPERIMENT)
+    n_flagged = int((summary["flags"] != "").sum())
+    report = {
+        "n_runs": int(len(per_run)),
+        "n_settings": int(len(summary)),
+        "n_flagged_settings": n_flagged,
+        "n_flagged_runs": int((per_run["flags"] != "").sum()),
+        "mlflow_runs_tagged": tagged,
+        "thresholds": dict(ReportThresholds(gap_threshold, ess_fraction, z)),
+        "models": sorted(set(per_run["model"])),
+        "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
+                   "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
+        "files": {k: str(v) for k, v in paths.items() if k != "plots"},
+        "plots": {k: str(v) for k, v in plot_paths.items()},
+    }
+    paths["report_json"] = out / "report.json"
+    write_json_atomic(paths["report_json"], report)
+    paths["n_flagged"] = n_flagged
+    return paths

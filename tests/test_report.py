@@ -1,0 +1,166 @@
+"""Report tables and flags on synthetic estimate records."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from logzbench import report
+
+
+def rec(model, estimator, *, K=None, init=None, seed=0, ll=-100.0, ll_se=0.05, log_z=None, ess=None,
+        chains=100, method=None, schedule="linear"):
+    method = method or estimator
+    return {
+        "key": f"estimate/{model}/{estimator}/K{K if K is not None else '-'}/{init or '-'}/seed{seed if method != 'exact' else '-'}",
+        "model": model, "dataset": "digits", "estimator": estimator, "method": method,
+        "K": K, "init": init, "seed": None if method == "exact" else seed,
+        "schedule": schedule if method in ("ais", "raise") else None, "chains": chains,
+        "result": {"estimator": method, "log_z": log_z, "log_z_stderr": 0.01 if log_z is not None else None,
+                   "ess": ess, "n_chains": 0 if method == "exact" else chains, "mean_log_likelihood": ll,
+                   "mean_log_likelihood_stderr": ll_se, "seconds": 1.0, "n_sweeps": K or 0,
+                   "total_sweeps": (K or 0) * chains, "sweeps_per_second": 100.0, "settings": {}},
+    }
+
+
+def agreeing_model(model="good", exact=-100.0):
+    out = [rec(model, "exact", ll=exact, log_z=50.0, ll_se=0.5, chains=0)]
+    for seed in (0, 1):
+        for init in ("uniform", "base-rate"):
+            out.append(rec(model, "ais", K=1000, init=init, seed=seed, ll=exact + 0.05 + 0.01 * seed, ess=80.0,
+                           log_z=49.95))
+            out.append(rec(model, "raise", K=1000, init=init, seed=seed, ll=exact - 0.2, ess=8.0, chains=10))
+        out.append(rec(model, "csl", K=1000, seed=seed, ll=exact - 20.0, ess=None))
+    return out
+
+
+def test_agreement_not_flagged(tmp_path):
+    paths = report.build_report(agreeing_model(), tmp_path)
+    s = pd.read_csv(paths["summary"], keep_default_na=False)
+    assert (s["flags"] == "").all(), s[["estimator", "init", "flags"]]
+    t = pd.read_csv(paths["table1"])
+    assert list(t.columns) == ["model", "schedule", "K", "exact", "csl", "raise_uniform", "ais_uniform",
+                               "gap_uniform", "raise_base-rate", "ais_base-rate", "gap_base-rate", "flags"]
+    (row,) = t.itertuples(index=False)
+    assert row.K == 1000 and row.exact == pytest.approx(-100.0)
+    assert row.csl == pytest.approx(-120.0)
+    assert getattr(row, "gap_uniform") == pytest.approx(0.255)  # AIS - RAISE, mean over seeds
+    assert getattr(row, "ais_uniform") == pytest.approx(-99.945)
+    assert isinstance(row.flags, float) and math.isnan(row.flags)  # empty
+    per_run = pd.read_csv(paths["per_run"])
+    assert len(per_run) == 1 + 2 * (4 + 1)
+    assert (tmp_path / "plots" / "good.png").stat().st_size > 1000
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert rep["n_flagged_settings"] == 0 and rep["n_runs"] == 11
+
+
+def test_gap_over_one_nat_flagged_and_sign():
+    recs = [rec("m", "ais", K=100, init="uniform", ll=-90.0, ess=50),
+            rec("m", "raise", K=100, init="uniform", ll=-92.5, ess=5, chains=10),
+            rec("m", "ais", K=100, init="base-rate", ll=-90.0, ess=50),
+            rec("m", "raise", K=100, init="base-rate", ll=-90.3, ess=5, chains=10)]
+    per_run = report.load_results(recs)
+    s = report.summarize(per_run)
+    per_run, s = report.apply_flags(per_run, s, gap_threshold=1.0)
+    uni = s[(s["init"] == "uniform")]
+    assert (uni["gap_ais_minus_raise"] == pytest.approx(2.5)).all()  # AIS - RAISE
+    assert all("AIS-RAISE gap +2.50 nats" in f for f in uni["flags"])
+    br = s[(s["init"] == "base-rate")]
+    assert (br["flags"] == "").all()
+    assert (br["gap_ais_minus_raise"] == pytest.approx(0.3)).all()
+    # the runs of the flagged settings carry the flag (for the MLflow tags)
+    assert all("gap" in f for f in per_run.loc[per_run["init"] == "uniform", "flags"])
+    t = report.make_table1(s)
+    assert t.loc[0, "gap_uniform"] == pytest.approx(2.5)
+    assert "uniform" in t.loc[0, "flags"] and "gap" in t.loc[0, "flags"]
+    # a configurable threshold
+    _, s2 = report.apply_flags(report.load_results(recs), report.summarize(report.load_results(recs)),
+                               gap_threshold=5.0)
+    assert (s2["flags"] == "").all()
+
+
+def test_low_ess_flagged():
+    recs = [rec("m", "ais", K=100, init="uniform", seed=0, ll=-90.0, ess=9.0, chains=100),
+            rec("m", "ais", K=100, init="uniform", seed=1, ll=-90.0, ess=50.0, chains=100),
+            rec("m", "ais", K=1000, init="uniform", seed=0, ll=-90.0, ess=10.0, chains=100)]
+    per_run = report.load_results(recs)
+    per_run, s = report.apply_flags(per_run, report.summarize(per_run), ess_fraction=0.1)
+    flagged = per_run[per_run["flags"] != ""]
+    assert len(flagged) == 1 and flagged.iloc[0]["seed"] == 0 and flagged.iloc[0]["K"] == 100
+    assert "low ESS: 9 of 100 chains (9.0% < 10%)" in flagged.iloc[0]["flags"]
+    row = s[s["K"] == 100].iloc[0]
+    assert "low ESS (seed 0)" in row["flags"]
+    assert s[s["K"] == 1000].iloc[0]["flags"] == ""  # exactly 10 % is not below 10 %
+    _, s2 = report.apply_flags(per_run, report.summarize(per_run), ess_fraction=0.05)
+    assert (s2["flags"] == "").all()
+
+
+def test_raise_above_ais_and_lower_bound_above_exact():
+    recs = [rec("m", "exact", ll=-100.0, log_z=10.0, ll_se=0.0, chains=0),
+            rec("m", "ais", K=100, init="base-rate", ll=-100.2, ll_se=0.05, ess=60),
+            rec("m", "raise", K=100, init="base-rate", ll=-99.6, ll_se=0.05, ess=8, chains=10),
+            rec("m", "csl", K=100, ll=-99.0, ll_se=2.0, ess=None)]
+    per_run = report.load_results(recs)
+    per_run, s = report.apply_flags(per_run, report.summarize(per_run), gap_threshold=1.0, z=2.0)
+    r = s[s["method"] == "raise"].iloc[0]["flags"]
+    a = s[s["method"] == "ais"].iloc[0]["flags"]
+    assert "RAISE exceeds AIS by 0.60 nats" in r and "RAISE exceeds AIS" in a
+    assert "RAISE lower bound exceeds exact by 0.40 nats" in r
+    assert "gap" not in r  # |gap| = 0.6 < 1 nat
+    # CSL is 1 nat above exact but within 2 s.e. (2.0): not flagged
+    assert s[s["method"] == "csl"].iloc[0]["flags"] == ""
+    assert s[s["method"] == "raise"].iloc[0]["ll_minus_exact"] == pytest.approx(0.4)
+
+
+def test_aggregation_over_seeds():
+    recs = [rec("m", "ais", K=100, init="uniform", seed=s, ll=v, ll_se=0.3, ess=50) for s, v in
+            [(0, -91.0), (1, -89.0), (2, -90.0)]]
+    s = report.summarize(report.load_results(recs))
+    (row,) = s.itertuples(index=False)
+    assert row.n_seeds == 3 and row.seeds == "0 1 2"
+    assert row.mean_test_ll == pytest.approx(-90.0)
+    assert row.mean_test_ll_sd == pytest.approx(1.0)
+    assert row.mean_test_ll_min == -91.0 and row.mean_test_ll_max == -89.0
+    assert row.mean_test_ll_se == pytest.approx(math.sqrt(3 * 0.09) / 3)
+
+
+def test_load_from_directory_and_flat_records(tmp_path):
+    d = tmp_path / "estimates" / "m" / "ais"
+    d.mkdir(parents=True)
+    (d / "K10_uniform_seed0.json").write_text(json.dumps(rec("m", "ais", K=10, init="uniform", ess=50)))
+    flat = rec("m", "raise", K=10, init="uniform", ess=5, chains=10)["result"]
+    flat["settings"] = {"model": "results/models/m.npz", "steps": 10, "init": "uniform", "seed": 0,
+                        "schedule": "linear"}
+    (tmp_path / "estimates" / "flat.json").write_text(json.dumps(flat))
+    (tmp_path / "estimates" / "other.json").write_text(json.dumps({"unrelated": 1}))
+    df = report.load_results(tmp_path / "estimates")
+    assert sorted(df["method"]) == ["ais", "raise"]
+    assert set(df["model"]) == {"m"} and set(df["K"]) == {10}
+
+
+def test_placeholder_plot_for_model_without_estimates(tmp_path):
+    paths = report.build_report(agreeing_model("a"), tmp_path, models=["a", "b"])
+    assert set(paths["plots"]) == {"a", "b"}
+    assert paths["plots"]["b"].exists()
+
+
+def test_report_tags_mlflow_runs(tmp_path):
+    pytest.importorskip("mlflow", reason="mlflow is not installed")
+    from logzbench import tracking
+
+    uri = "sqlite:///" + str(tmp_path / "mlflow.db")
+    tracking.init_store(uri, "exp")
+    recs = [rec("m", "ais", K=100, init="uniform", ll=-90.0, ess=50),
+            rec("m", "raise", K=100, init="uniform", ll=-93.0, ess=5, chains=10),
+            rec("m", "ais", K=100, init="base-rate", ll=-90.0, ess=50)]
+    for r in recs:
+        tracking.log_estimate(r, uri=uri, experiment_name="exp")
+    paths = report.build_report(recs, tmp_path / "out", tracking_uri=uri, experiment_name="exp")
+    assert paths["n_flagged"] == 2
+    runs = {r.data.tags[tracking.KEY_TAG]: r for r in tracking.find_runs(uri=uri, experiment_name="exp")}
+    assert "gap" in runs[recs[0]["key"]].data.tags[tracking.FLAG_TAG]
+    assert runs[recs[1]["key"]].data.tags[tracking.FLAGGED_TAG] == "true"
+    assert runs[recs[2]["key"]].data.tags[tracking.FLAGGED_TAG] == "false"
