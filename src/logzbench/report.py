@@ -55,6 +55,7 @@ __all__ = [
     "apply_flags",
     "make_table1",
     "plot_model",
+    "plot_history",
 ]
 
 LOWER_BOUND_METHODS = ("raise", "csl")
@@ -475,6 +476,40 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    return path
+
+
+def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
+    """Training curves (every numeric per-epoch entry but time) vs epoch, one panel each."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    df = pd.DataFrame(list(history))
+    x = df["epoch"] if "epoch" in df else pd.Series(range(1, len(df) + 1))
+    cols = [c for c in df.columns if c != "epoch" and "second" not in c and pd.api.types.is_numeric_dtype(df[c])
+            and df[c].notna().any()]
+    n = max(1, len(cols))
+    ncol = min(3, n)
+    nrow = (n + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.0 * ncol, 2.8 * nrow), squeeze=False)
+    for ax, c in zip(axes.ravel(), cols):
+        ax.plot(x, df[c], marker="o", markersize=3)
+        ax.set_title(c, fontsize=9)
+        ax.set_xlabel("epoch", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    for ax in axes.ravel()[len(cols):]:
+        ax.axis("off")
+    if not cols:
+        axes[0, 0].text(0.5, 0.5, "no per-epoch metrics", ha="center", va="center")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=100, format="png")
     plt.close(fig)
     return path
 

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
+from ..sampling import bernoulli
 
 
 def _as_param(x, device, name: str) -> torch.Tensor:
@@ -152,10 +153,10 @@ class BinaryRBM:
         return torch.sigmoid(h @ self.W.T + self.visible_bias)
 
     def sample_h_given_v(self, v, generator: torch.Generator) -> torch.Tensor:
-        return torch.bernoulli(self.prob_h_given_v(v), generator=generator)
+        return bernoulli(self.prob_h_given_v(v), generator)
 
     def sample_v_given_h(self, h, generator: torch.Generator) -> torch.Tensor:
-        return torch.bernoulli(self.prob_v_given_h(h), generator=generator)
+        return bernoulli(self.prob_v_given_h(h), generator)
 
     def gibbs(self, v, generator: torch.Generator, n_sweeps: int = 1) -> torch.Tensor:
         """``n_sweeps`` block-Gibbs sweeps v -> h -> v; returns the final visible states."""
@@ -249,7 +250,9 @@ class RBMAnnealingPath:
         if not torch.isfinite(self.a0).all():
             raise ValueError("initial visible biases contain NaN or inf")
         self._memo = None  # (pre_h, beta, sigmoid(beta * pre_h)) of the last reweighted state
-        self._da32 = rbm.visible_bias - self.a0  # a - a0 (the increment's linear term is scaled by d)
+        self._da32 = rbm.visible_bias - self.a0
+        # |v W + b| <= max_j (|b_j| + sum_i |W_ij|) for every binary v
+        self._x_bound = float((rbm.hidden_bias.abs() + rbm.W.abs().sum(0)).max())  # a - a0 (the increment's linear term is scaled by d)
 
     # state helpers
     def _state(self, v: torch.Tensor) -> RBMState:
@@ -264,7 +267,7 @@ class RBMAnnealingPath:
 
     def sample_initial(self, n_chains: int, generator: torch.Generator) -> RBMState:
         p = torch.sigmoid(self.a0).expand(n_chains, -1)
-        return self._state(_bernoulli(p, generator))
+        return self._state(bernoulli(p, generator))
 
     def log_f(self, state: RBMState, beta: float) -> torch.Tensor:
         v = state.v.double()
@@ -293,7 +296,7 @@ class RBMAnnealingPath:
         dx = d * x
         p_h = torch.sigmoid(beta_to * x)
         self._memo = (x, beta_to, p_h)
-        if float(dx.abs().max()) <= 1.0:
+        if abs(d) * self._x_bound <= 1.0 or float(dx.abs().max()) <= 1.0:
             hid = -torch.log1p(p_h * torch.expm1(dx.neg_())).sum(dim=1, dtype=torch.float64)
         else:
             x64 = x.double()
@@ -308,17 +311,11 @@ class RBMAnnealingPath:
 
     def transition(self, state: RBMState, beta: float, generator: torch.Generator) -> RBMState:
         rbm = self.rbm
-        h = _bernoulli(self._hidden_probs(state, beta), generator)
+        h = bernoulli(self._hidden_probs(state, beta), generator)
         # visible pre-activation: (1 - beta) a0 + beta (a + h W^T)
         bias_v = (1.0 - beta) * self.a0 + beta * rbm.visible_bias
         pre_v = torch.addmm(bias_v, h, rbm.W.T, beta=1.0, alpha=beta)
-        return self._state(_bernoulli(torch.sigmoid(pre_v), generator))
-
-
-def _bernoulli(p: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Bernoulli(p) samples as ``u < p`` with ``u ~ U[0, 1)`` (several times faster than
-    ``torch.bernoulli`` on CPU, same distribution)."""
-    return (torch.rand(p.shape, generator=generator, device=p.device, dtype=p.dtype) < p).to(p.dtype)
+        return self._state(bernoulli(torch.sigmoid(pre_v), generator))
 
 
 def validate_rbm_arrays(W: np.ndarray, visible_bias: np.ndarray, hidden_bias: np.ndarray,
