@@ -1,7 +1,6 @@
 import itertools
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 

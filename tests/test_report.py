@@ -90,7 +90,7 @@ def test_low_ess_flagged():
     per_run, s = report.apply_flags(per_run, report.summarize(per_run), ess_fraction=0.1)
     flagged = per_run[per_run["flags"] != ""]
     assert len(flagged) == 1 and flagged.iloc[0]["seed"] == 0 and flagged.iloc[0]["K"] == 100
-    assert "low ESS: 9 of 100 chains (9.0% < 10%)" in flagged.iloc[0]["flags"]
+    assert "low ESS: 9 of 100 chains (9% < 10%)" in flagged.iloc[0]["flags"]
     row = s[s["K"] == 100].iloc[0]
     assert "low ESS (seed 0)" in row["flags"]
     assert s[s["K"] == 1000].iloc[0]["flags"] == ""  # exactly 10 % is not below 10 %
@@ -164,3 +164,28 @@ def test_report_tags_mlflow_runs(tmp_path):
     assert "gap" in runs[recs[0]["key"]].data.tags[tracking.FLAG_TAG]
     assert runs[recs[1]["key"]].data.tags[tracking.FLAGGED_TAG] == "true"
     assert runs[recs[2]["key"]].data.tags[tracking.FLAGGED_TAG] == "false"
+
+
+def test_csl_ess_against_samples_and_flag_text_separable():
+    r = rec("m", "csl", K=100, ll=-99.0, ess=50.0, chains=100)
+    r["result"]["n_chains"] = 10000  # CSL: weights are the S = chains x samples_per_chain samples
+    recs = [r, rec("m", "exact", ll=-100.0, log_z=1.0, ll_se=0.0, chains=0),
+            rec("m", "ais", K=100, init="uniform", ll=-100.0, ll_se=0.01, ess=50),
+            rec("m", "raise", K=100, init="uniform", ll=-97.0, ll_se=0.01, ess=5, chains=10)]
+    per_run = report.load_results(recs)
+    per_run, s = report.apply_flags(per_run, report.summarize(per_run))
+    csl = per_run[per_run["method"] == "csl"].iloc[0]
+    assert csl["n_weights"] == 10000 and csl["chains"] == 100
+    assert "low ESS: 50 of 10000 samples" in csl["flags"]
+    # every reason is one item of the "; "-separated list (no "; " inside a reason)
+    raise_flags = s[s["method"] == "raise"].iloc[0]["flags"].split("; ")
+    assert len(raise_flags) == 3, raise_flags  # gap, RAISE > AIS, above exact
+    assert all(f.startswith(("AIS-RAISE gap", "RAISE exceeds AIS", "RAISE lower bound")) for f in raise_flags)
+
+
+def test_plot_history(tmp_path):
+    history = [{"epoch": e, "train_reconstruction_error": 1.0 / (e + 1), "test_log_likelihood": -100.0 + e,
+                "seconds": 0.1, "note": "x"} for e in range(4)]
+    p = report.plot_history(history, tmp_path / "h.png", title="m")
+    assert p.stat().st_size > 1000
+    assert report.plot_history([], tmp_path / "empty.png").exists()

@@ -144,13 +144,16 @@ def test_estimate_flags_and_set_flags(tmp_path):
     k1 = tracking.estimate_key("m", "ais", 100, "uniform", 1)
     (r0,) = tracking.find_runs(k0, uri=uri, experiment_name="exp")
     assert r0.data.tags[tracking.FLAGGED_TAG] == "true" and "low ESS" in r0.data.tags[tracking.FLAG_TAG]
-    n = tracking.set_flags({k1: ["AIS-RAISE gap 3 nats"]}, uri=uri, experiment_name="exp")
+    tracking.log_estimate(_record(seed=2, ess=1.0), uri=uri, experiment_name="exp")  # not in the report
+    n = tracking.set_flags({k0: [], k1: ["AIS-RAISE gap 3 nats"]}, uri=uri, experiment_name="exp")
     assert n == 1
     (r0,) = tracking.find_runs(k0, uri=uri, experiment_name="exp")
     (r1,) = tracking.find_runs(k1, uri=uri, experiment_name="exp")
     assert r1.data.tags[tracking.FLAG_TAG] == "AIS-RAISE gap 3 nats"
     assert r1.data.tags[tracking.FLAGGED_TAG] == "true"
     assert r0.data.tags[tracking.FLAGGED_TAG] == "false" and tracking.FLAG_TAG not in r0.data.tags
+    (r2,) = tracking.find_runs(tracking.estimate_key("m", "ais", 100, "uniform", 2), uri=uri, experiment_name="exp")
+    assert r2.data.tags[tracking.FLAGGED_TAG] == "true"  # untouched
 
 
 def test_retry_on_locked():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from .errors import LogzbenchError
 
@@ -152,7 +151,7 @@ def _cmd_report(args) -> int:
     from .report import build_report
 
     out = build_report(args.results, args.out)
-    print(json.dumps({"report": str(args.out), "outputs": [str(p) for p in (out or [])]}, default=str))
+    print(json.dumps({"report": str(args.out), **out}, default=str))
     return 0
 
 

@@ -62,7 +62,7 @@ LOWER_BOUND_METHODS = ("raise", "csl")
 INIT_ORDER = ("uniform", "base-rate")
 
 PER_RUN_COLUMNS = [
-    "model", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains", "n_examples",
+    "model", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains", "n_weights", "n_examples",
     "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
     "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "exact_test_ll", "exact_log_z",
     "ll_minus_exact", "log_z_minus_exact", "device", "flags", "key", "mlflow_run_id", "source",
@@ -124,7 +124,10 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
     uses_init = method in ("ais", "raise")
     uses_seed = method != "exact"
     chains = pick("chains", default=res.get("n_chains"))
-    ess, n_chains = _num(res.get("ess")), _num(res.get("n_chains") if res.get("n_chains") else chains)
+    # ESS is measured against the number of weights: chains (AIS), chains per example (RAISE),
+    # samples (CSL)
+    n_weights = res.get("n_chains") or chains
+    ess, n_chains = _num(res.get("ess")), _num(n_weights)
     return {
         "model": str(model) if model is not None else "?",
         "dataset": pick("dataset", default=""),
@@ -135,6 +138,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "init": str(pick("init", default="uniform")) if uses_init else "",
         "seed": _int_or_none(pick("seed", default=0)) if uses_seed else None,
         "chains": _int_or_none(chains),
+        "n_weights": _int_or_none(n_weights),
         "n_examples": _int_or_none(res.get("n_examples", pick("n_examples"))),
         "mean_test_ll": _num(res.get("mean_log_likelihood")),
         "mean_test_ll_stderr": _num(res.get("mean_log_likelihood_stderr")),
@@ -154,7 +158,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
 
 
 def _iter_sources(results) -> Iterable[tuple[Mapping[str, Any], str | None]]:
-    if isinstance(results, (str, os.PathLike)):
+    if isinstance(results, (str, os.PathLike, Mapping)):
         results = [results]
     for item in results:
         if isinstance(item, Mapping):
@@ -185,7 +189,7 @@ def load_results(results) -> pd.DataFrame:
     rows = [normalize_record(rec, src) for rec, src in _iter_sources(results)]
     df = pd.DataFrame(rows, columns=[c for c in PER_RUN_COLUMNS if c not in
                                      ("exact_test_ll", "exact_log_z", "ll_minus_exact", "log_z_minus_exact", "flags")])
-    for c in ("K", "seed", "chains", "n_examples"):
+    for c in ("K", "seed", "chains", "n_weights", "n_examples"):
         df[c] = pd.array(df[c], dtype="Int64")
     for c in ("dataset", "schedule", "init", "device", "key", "mlflow_run_id", "source"):
         df[c] = df[c].fillna("").astype(str)
@@ -226,6 +230,7 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
             "n_seeds": len(g),
             "seeds": " ".join(map(str, seeds)),
             "chains": g["chains"].dropna().iloc[0] if g["chains"].notna().any() else pd.NA,
+            "n_weights": g["n_weights"].dropna().iloc[0] if g["n_weights"].notna().any() else pd.NA,
             "n_examples": g["n_examples"].dropna().iloc[0] if g["n_examples"].notna().any() else pd.NA,
             "mean_test_ll": float(ll.mean()) if ll.notna().any() else float("nan"),
             "mean_test_ll_sd": float(ll.std(ddof=1)) if ll.notna().sum() > 1 else float("nan"),
@@ -246,7 +251,7 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
             "exact_log_z": float(g["exact_log_z"].iloc[0]),
         })
         rows.append(row)
-    cols = GROUP_COLUMNS + ["n_seeds", "seeds", "chains", "n_examples", "mean_test_ll", "mean_test_ll_sd",
+    cols = GROUP_COLUMNS + ["n_seeds", "seeds", "chains", "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_sd",
                             "mean_test_ll_se", "mean_test_ll_min", "mean_test_ll_max", "log_z", "log_z_sd",
                             "log_z_se", "ess", "ess_min", "ess_fraction_min", "seconds", "total_sweeps",
                             "sweeps_per_second", "exact_test_ll", "exact_log_z"]
@@ -264,11 +269,16 @@ def _fmt_k(k) -> str:
     return "-" if k is None or pd.isna(k) else str(int(k))
 
 
-def _ess_flag(ess: float, chains, frac: float) -> str | None:
-    if not (math.isfinite(ess) and chains is not None and not pd.isna(chains) and int(chains) > 0):
+def _unit(method: str) -> str:
+    return "samples" if method == "csl" else "chains"
+
+
+def _ess_flag(ess: float, n_weights, frac: float, method: str = "") -> str | None:
+    if not (math.isfinite(ess) and n_weights is not None and not pd.isna(n_weights) and int(n_weights) > 0):
         return None
-    if ess < frac * int(chains):
-        return f"low ESS: {ess:.3g} of {int(chains)} chains ({100 * ess / int(chains):.1f}% < {100 * frac:g}%)"
+    n = int(n_weights)
+    if ess < frac * n:
+        return f"low ESS: {ess:.3g} of {n} {_unit(method)} ({100 * ess / n:.2g}% < {100 * frac:g}%)"
     return None
 
 
@@ -286,7 +296,7 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
     per_run, summary = per_run.copy(), summary.copy()
     run_flags: list[list[str]] = []
     for _, r in per_run.iterrows():
-        f = _ess_flag(float(r["ess"]), r["chains"], ess_fraction)
+        f = _ess_flag(float(r["ess"]), r["n_weights"], ess_fraction, r["method"])
         run_flags.append([f] if f else [])
     group_flags: list[list[str]] = [[] for _ in range(len(summary))]
 
@@ -301,7 +311,7 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
                if on and fl]
         if bad:
             seeds = ",".join(bad)
-            add(i, f"low ESS (seed {seeds}): min {s['ess_min']:.3g} of {_fmt_k(s['chains'])} chains "
+            add(i, f"low ESS (seed {seeds}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} {_unit(s['method'])} "
                    f"(< {100 * ess_fraction:g}%)")
 
     # AIS vs RAISE, same model / schedule / K / init
@@ -324,8 +334,7 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
                 add(j, text)
             se = math.sqrt(np.nansum([float(s["mean_test_ll_se"]) ** 2, float(r["mean_test_ll_se"]) ** 2]))
             if -gap > 0 and -gap > z * se:
-                text = (f"RAISE exceeds AIS by {-gap:.2f} nats (> {z:g} x combined s.e. {se:.2g}; {where}): "
-                        "the annealing model fits the data better than the RBM")
+                text = f"RAISE exceeds AIS by {-gap:.2f} nats (> {z:g} x combined s.e. {se:.2g}, {where})"
                 add(i, text)
                 add(j, text)
 
@@ -407,7 +416,8 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
             c = ms[(ms["estimator"] == name)]
             c = c[(c["K"] == K).fillna(False)] if not pd.isna(K) else c.iloc[0:0]
             row[col] = float(c["mean_test_ll"].mean()) if len(c) else float("nan")
-            flags += [f for f in "; ".join(c["flags"]).split("; ") if f]
+            flags += [f"CSL: {f}" if not f.startswith("CSL") else f
+                      for f in "; ".join(c["flags"]).split("; ") if f]
         for init in inits:
             sel = ms[(ms["schedule"] == sched) & (ms["init"] == init)]
             sel = sel[(sel["K"] == K).fillna(False)] if not pd.isna(K) else sel.iloc[0:0]
@@ -418,9 +428,10 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
             row[f"raise_{init}"] = rv
             row[f"ais_{init}"] = av
             row[f"gap_{init}"] = av - rv
-            for f in "; ".join(list(r_["flags"]) + list(a_["flags"])).split("; "):
-                if f:
-                    flags.append(f if f"{init}" in f else f"{init}: {f}")
+            for method, part in (("RAISE", r_), ("AIS", a_)):
+                for f in "; ".join(part["flags"]).split("; "):
+                    if f:  # shared AIS/RAISE flags name their init already
+                        flags.append(f if f"{init}, K=" in f else f"{method} ({init}): {f}")
         row["flags"] = "; ".join(dict.fromkeys(flags))
         rows.append(row)
     cols = ["model", "schedule", "K", "exact"] + list(csl_cols.values())

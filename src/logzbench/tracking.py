@@ -307,7 +307,7 @@ def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_
     artifact sub-directory).  Any live run with the same key is replaced: exactly one live
     run per key remains, even under concurrent writers.
     """
-    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.entities import Metric, Param
 
     uri = resolve_tracking_uri(uri)
     _ensure_store(uri, experiment_name)
@@ -395,7 +395,8 @@ def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1) -> l
     res = _res(record)
     ess, chains = res.get("ess"), res.get("n_chains")
     if _finite(ess) and _finite(chains) and float(chains) > 0 and float(ess) < ess_fraction * float(chains):
-        return [f"low ESS: {float(ess):.3g} of {int(chains)} chains ({100 * float(ess) / float(chains):.1f}% "
+        unit = "samples" if (record.get("method") or res.get("estimator")) == "csl" else "chains"
+        return [f"low ESS: {float(ess):.3g} of {int(chains)} {unit} ({100 * float(ess) / float(chains):.2g}% "
                 f"< {100 * ess_fraction:g}%)"]
     return []
 
@@ -454,26 +455,27 @@ def log_training(model: str, *, hyperparams: Mapping[str, Any], history: Sequenc
 
 # --------------------------------------------------------------------------- flags
 def set_flags(flags: Mapping[str, Sequence[str]], *, uri: str | None = None,
-              experiment_name: str = DEFAULT_EXPERIMENT, clear_others: bool = True) -> int:
-    """Tag runs by key: ``logzbench.flag`` = the reasons joined by ``"; "``, and
-    ``logzbench.flagged`` = ``true``/``false``.
-
-    With ``clear_others`` every other live estimate run gets ``logzbench.flagged=false``
-    and loses a stale ``logzbench.flag`` tag.  Returns the number of runs tagged as flagged.
+              experiment_name: str = DEFAULT_EXPERIMENT) -> int:
+    """Tag the live runs whose key is in ``flags``: ``logzbench.flag`` = the reasons joined
+    by ``"; "`` and ``logzbench.flagged`` = ``true``; a key mapped to no reasons gets
+    ``logzbench.flagged = false`` and loses a stale ``logzbench.flag``.  Runs with other
+    keys are left alone.  Returns the number of runs tagged as flagged.
     """
     uri = resolve_tracking_uri(uri)
     client = get_client(uri)
-    runs = find_runs(None, uri=uri, experiment_name=experiment_name, kind="estimate", client=client)
+    runs = find_runs(None, uri=uri, experiment_name=experiment_name, client=client)
     n = 0
     for run in runs:
         key = run.data.tags.get(KEY_TAG)
-        reasons = [r for r in flags.get(key, []) if r] if key is not None else []
+        if key is None or key not in flags:
+            continue
+        reasons = [r for r in flags[key] if r]
         if reasons:
             text = "; ".join(dict.fromkeys(reasons))[:5000]
             _retry(client.set_tag, run.info.run_id, FLAG_TAG, text)
             _retry(client.set_tag, run.info.run_id, FLAGGED_TAG, "true")
             n += 1
-        elif clear_others:
+        else:
             if FLAG_TAG in run.data.tags:
                 with contextlib.suppress(Exception):
                     _retry(client.delete_tag, run.info.run_id, FLAG_TAG)

@@ -38,6 +38,7 @@ import torch
 from ..errors import LogzbenchError
 from ..estimators.exact import MAX_ENUMERATION_BITS, exact_log_z
 from ..models.rbm import BinaryRBM
+from ..sampling import bernoulli, bernoulli_from_logits_
 from ..utils import atomic_path, make_generator, resolve_device
 from .metrics import _pseudo_log_likelihood_at, reconstruction_error
 
@@ -246,7 +247,7 @@ class RBMTrainer:
         chains = None
         if self.method == "pcd":
             n_chains = self.batch_size if self.n_persistent_chains is None else self.n_persistent_chains
-            chains = torch.bernoulli(torch.sigmoid(rbm.visible_bias).expand(n_chains, -1), generator=gen)
+            chains = bernoulli(torch.sigmoid(rbm.visible_bias).expand(n_chains, -1).contiguous(), gen)
         # Evaluation draws come from a generator spawned from the training one, so the
         # monitoring settings (test set, eval_every, eval_subsample) never alter training.
         evaluate = _Evaluator(rbm, x_train, x_test, self.eval_subsample, self.exact_ll_max_units,
@@ -314,7 +315,7 @@ class RBMTrainer:
         W, a, b = rbm.W, rbm.visible_bias, rbm.hidden_bias
         p0 = torch.sigmoid(torch.addmm(b, v0, W))
         start = p0 if chains is None else torch.sigmoid(torch.addmm(b, chains, W))
-        vk, pk = _gibbs(W, a, b, torch.bernoulli(start, generator=gen), self.k, gen)
+        vk, pk = _gibbs(W, a, b, bernoulli(start, gen), self.k, gen)
         grad_W = torch.addmm(W, v0.T, p0, beta=-self.weight_decay, alpha=1.0 / v0.shape[0])
         grad_W.addmm_(vk.T, pk, alpha=-1.0 / vk.shape[0])
         grads = (grad_W, v0.mean(0) - vk.mean(0), p0.mean(0) - pk.mean(0))
@@ -404,10 +405,10 @@ def _gibbs(W: torch.Tensor, a: torch.Tensor, b: torch.Tensor, h: torch.Tensor, k
     Returns the sampled visible states ``(N, n_visible)`` and their hidden probabilities
     ``p(h | v)`` ``(N, n_hidden)`` after the last sweep.
     """
-    for sweep in range(k):
-        if sweep:
-            h = torch.bernoulli(p_h, generator=gen)
-        v = torch.bernoulli(torch.sigmoid(torch.addmm(a, h, W.T)), generator=gen)
+    v = bernoulli_from_logits_(torch.addmm(a, h, W.T), gen)
+    p_h = torch.sigmoid(torch.addmm(b, v, W))
+    for _ in range(k - 1):
+        v = bernoulli_from_logits_(torch.addmm(a, bernoulli(p_h, gen), W.T), gen)
         p_h = torch.sigmoid(torch.addmm(b, v, W))
     return v, p_h
 

@@ -1,0 +1,42 @@
+# logzbench: side-by-side partition-function / test log-likelihood estimators.
+#
+# DAG: prepare (per dataset) -> train (per model) -> estimate (model x estimator x K x
+# init x seed, as declared in the config) -> report.  Every train/estimate job depends on
+# the MLflow store, which is created once by rule `init_tracking`.
+#
+#   snakemake --cores 2 --workflow-profile workflow/profiles/default           # default config
+#   snakemake --cores 2 --configfile config/test.yaml                          # another config
+#   snakemake --report report.html                                             # HTML report
+#
+# A --configfile replaces config/config.yaml (each file in config/ is complete).
+
+import os
+
+from snakemake.utils import min_version
+
+min_version("8.0")
+
+
+if not workflow.overwrite_configfiles:
+    _default_config = "config/config.yaml"
+    if not os.path.exists(_default_config):  # running with --directory elsewhere
+        _default_config = os.path.join(workflow.basedir, "config", "config.yaml")
+
+    configfile: _default_config
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/tracking.smk"
+include: "workflow/rules/prepare.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/estimate.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        REPORT_OUTPUTS,
+    default_target: True

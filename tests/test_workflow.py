@@ -1,0 +1,224 @@
+"""The Snakemake workflow: dry runs of every config, and a tiny real run with MLflow tracking.
+
+Everything runs with ``--directory <tmp>`` so nothing is written into the repository.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("snakemake", reason="snakemake is not installed; the workflow tests need it")
+pytest.importorskip("mlflow", reason="mlflow is not installed; the workflow tests need it")
+
+REPO = Path(__file__).resolve().parents[1]
+SNAKEFILE = REPO / "Snakefile"
+CONFIGS = sorted((REPO / "config").glob("*.yaml"))
+TEST_CONFIG = REPO / "config" / "test.yaml"
+EXPERIMENT = "logzbench-test"
+# config/test.yaml: exact 1 + AIS (2 K x 2 inits x 2 seeds) 8 + RAISE (2 K x 2 inits) 4 + CSL 1
+N_ESTIMATES = 14
+N_TRAIN = 1
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("MLFLOW_TRACKING_URI", None)  # the store must land in the temporary working directory
+    env.setdefault("LOGZBENCH_DATA_MIRROR", str(REPO.parent / "shared" / "data"))
+    env["PYTHONHASHSEED"] = "0"
+    return env
+
+
+def snakemake(workdir: Path, *args: str, configfile: Path | None = TEST_CONFIG, timeout: int = 600,
+              check: bool = True) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
+           "--cores", "2", *args]
+    if configfile is not None:
+        cmd += ["--configfile", str(configfile)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=timeout, cwd=workdir)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}): {' '.join(cmd)}\n"
+                             f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}")
+    return proc
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a snakemake (dry) run."""
+    block = output.split("Job stats:", 1)[1]
+    counts = {}
+    for line in block.splitlines()[3:]:
+        m = re.match(r"^(\S+)\s+(\d+)\s*$", line)
+        if not m:
+            break
+        counts[m.group(1)] = int(m.group(2))
+    return counts
+
+
+# --------------------------------------------------------------------------- dry runs
+#: Expected job counts of the dry run per config (exact: once per model with a layer of
+#: <= exact_max_units units; csl not multiplied by init; exact by neither K, init nor seed).
+EXPECTED_JOBS = {
+    "test": {"init_tracking": 1, "prepare_dataset": 1, "train_model": 1, "estimate_annealed": 12,
+             "estimate_csl": 1, "estimate_exact": 1, "report": 1, "all": 1, "total": 19},
+    "config": {"prepare_dataset": 2, "train_model": 3, "estimate_exact": 2, "estimate_csl": 3 * 1 * 2,
+               "estimate_annealed": 3 * 2 * (2 * 2 * 2)},
+    "raise_table1": {"train_model": 5, "estimate_exact": 2, "estimate_csl": 5,
+                     "estimate_annealed": 5 * 2 * (4 * 2 * 1)},
+    # AIS linear (2 K x 2 inits x 50 seeds), AIS sm14500 (one schedule: not multiplied by the K
+    # list), RAISE (2 K x 2 inits x 1 seed); CSL 15 settings x 2 K (N = 100k, 200k) x 5 seeds
+    "upadhya_sastry": {"train_model": 3, "estimate_exact": 1, "estimate_csl": 3 * 15 * 2 * 5,
+                       "estimate_annealed": 3 * (2 * 2 * 50 + 1 * 2 * 50 + 2 * 2 * 1)},
+}
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
+def test_dry_run_every_config(config, tmp_path):
+    proc = snakemake(tmp_path, "-n", configfile=config)
+    counts = job_counts(proc.stdout + proc.stderr)
+    assert counts["init_tracking"] == 1 and counts["report"] == 1
+    assert counts["train_model"] >= 1 and counts.get("estimate_annealed", 0) >= 1
+    for job, n in EXPECTED_JOBS.get(config.stem, {}).items():
+        assert counts.get(job, 0) == n, (job, counts)
+    assert not (tmp_path / "results").exists() and not (tmp_path / "mlflow.db").exists()
+
+
+def test_default_config_and_profile_without_configfile(tmp_path):
+    """No --configfile: the Snakefile falls back to the repository's config/config.yaml."""
+    proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"),
+                     configfile=None)
+    assert job_counts(proc.stdout)["train_model"] == 3
+
+
+def test_config_overrides_and_exact_limit(tmp_path):
+    """A second --configfile overrides the first (here: exact limit below the hidden layer)."""
+    override = tmp_path / "override.yaml"
+    override.write_text("evaluation: {exact_max_units: 4, K: [10], inits: [uniform], seeds: [0]}\n")
+    proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
+    counts = job_counts(proc.stdout)
+    assert "estimate_exact" not in counts  # 8 hidden units > 4: no exact job
+    assert counts["estimate_annealed"] == 2  # ais + raise, one K, one init, one seed
+    proc = snakemake(tmp_path, "-n", "--config", "device=cpu", "report={'gap_threshold': 0.5}")
+    assert job_counts(proc.stdout)["estimate_annealed"] == 12
+
+
+def test_invalid_config_is_refused(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(TEST_CONFIG.read_text().replace("dataset: digits", "dataset: nosuchdata"))
+    proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
+    assert proc.returncode != 0
+    assert "unknown dataset 'nosuchdata'" in proc.stdout + proc.stderr
+    bad.write_text(TEST_CONFIG.read_text().replace("chains: 20", "chains: -3"))
+    proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
+    assert proc.returncode != 0 and "-3" in proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
+                    reason="snakemake-executor-plugin-slurm is not installed")
+def test_slurm_profile_dry_run(tmp_path):
+    snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"))
+
+
+# --------------------------------------------------------------------------- real run
+def test_real_run_end_to_end(tmp_path):
+    """config/test.yaml on CPU: every run tracked, report tables, re-run without duplicates,
+    HTML report.  One test (not several sharing a fixture) so that pytest-xdist never runs
+    the workflow twice."""
+    snakemake(tmp_path)
+    check_tracked_runs(tmp_path)
+    check_report_tables(tmp_path)
+    check_rerun_does_not_duplicate_runs(tmp_path)
+    check_html_report(tmp_path)
+
+
+def _runs(workdir: Path, kind: str):
+    from logzbench import tracking
+
+    return tracking.find_runs(uri="sqlite:///" + str(workdir / "mlflow.db"), experiment_name=EXPERIMENT, kind=kind)
+
+
+def check_tracked_runs(real_run):
+    train, est = _runs(real_run, "train"), _runs(real_run, "estimate")
+    assert len(train) == N_TRAIN and len(est) == N_ESTIMATES
+    keys = [r.data.tags["logzbench.key"] for r in est]
+    assert len(set(keys)) == N_ESTIMATES
+    for r in est:
+        m, p = r.data.metrics, r.data.params
+        assert r.info.status == "FINISHED"
+        assert {"seconds", "mean_test_ll"} <= set(m), (p, m)
+        assert {"model", "dataset", "estimator", "method", "device", "code_version"} <= set(p)
+        assert ("seed" in p) == (p["estimator"] != "exact")
+        if p["estimator"] in ("ais", "exact"):
+            assert "log_z" in m
+        if p["estimator"] in ("ais", "raise"):
+            assert {"K", "init", "chains", "schedule"} <= set(p) and "ess" in m and "sweeps_per_second" in m
+        if p["estimator"] == "csl":
+            assert "init" not in p
+        assert "logzbench.flagged" in r.data.tags
+    (t,) = train
+    from logzbench import tracking
+
+    client = tracking.get_client("sqlite:///" + str(real_run / "mlflow.db"))
+    hist = client.get_metric_history(t.info.run_id, "train_reconstruction_error")
+    assert sorted(h.step for h in hist)[-1] == 3  # one point per epoch, step = epoch
+    arts = {a.path for a in client.list_artifacts(t.info.run_id)}
+    assert {"digits-rbm8.history.csv", "digits-rbm8.history.png"} <= arts
+    ais = next(r for r in est if r.data.params["estimator"] == "ais")
+    assert [a.path for a in client.list_artifacts(ais.info.run_id)][0].endswith(".npz")
+
+
+def check_report_tables(real_run):
+    rep = real_run / "results" / "report"
+    per_run = pd.read_csv(rep / "per_run.csv")
+    assert len(per_run) == N_ESTIMATES
+    assert per_run["mlflow_run_id"].notna().all()
+    summary = pd.read_csv(rep / "summary.csv", keep_default_na=False)
+    # exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 (seeds aggregated)
+    assert len(summary) == 10
+    ais = summary[summary["estimator"] == "ais"]
+    assert set(ais["n_seeds"]) == {2}
+    table1 = pd.read_csv(rep / "table1.csv")
+    assert list(table1["K"]) == [10, 50]
+    assert {"exact", "csl", "raise_uniform", "ais_uniform", "gap_uniform", "raise_base-rate", "ais_base-rate",
+            "gap_base-rate", "flags"} <= set(table1.columns)
+    assert table1["exact"].notna().all()
+    gap = table1["ais_uniform"] - table1["raise_uniform"]
+    assert (gap - table1["gap_uniform"]).abs().max() < 1e-3  # CSV keeps 6 significant digits
+    assert (rep / "plots" / "digits-rbm8.png").stat().st_size > 1000
+    report = json.loads((rep / "report.json").read_text())
+    assert report["n_runs"] == N_ESTIMATES
+    # the flagged settings are tagged in MLflow
+    flagged = {r.data.tags["logzbench.key"] for r in _runs(real_run, "estimate")
+               if r.data.tags.get("logzbench.flagged") == "true"}
+    expected = set(per_run.loc[per_run["flags"].notna(), "key"])
+    assert flagged == expected
+
+
+def check_rerun_does_not_duplicate_runs(real_run):
+    target = "results/estimates/digits-rbm8/ais/K10_uniform_seed0.json"
+    before = json.loads((real_run / target).read_text())["mlflow_run_id"]
+    snakemake(real_run, "--forcerun", target)
+    est = _runs(real_run, "estimate")
+    assert len(est) == N_ESTIMATES
+    same = [r for r in est if r.data.tags["logzbench.key"] == "estimate/digits-rbm8/ais/K10/uniform/seed0"]
+    assert len(same) == 1
+    after = json.loads((real_run / target).read_text())["mlflow_run_id"]
+    assert same[0].info.run_id == after != before
+    assert len(_runs(real_run, "train")) == N_TRAIN
+    assert len(_runs(real_run, "report")) == 1
+    # nothing left to do
+    proc = snakemake(real_run, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def check_html_report(real_run):
+    out = real_run / "report.html"
+    snakemake(real_run, "--report", str(out))
+    assert out.stat().st_size > 10_000

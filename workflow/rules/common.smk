@@ -1,0 +1,241 @@
+# Shared definitions: config validation, derived tables, wildcard constraints, input functions.
+
+import os
+import re
+from pathlib import Path
+
+from snakemake.utils import validate
+
+
+_STRING_KEYS = {"description", "experiment", "uri", "data_mirror", "artifact_dir", "preset", "dataset", "source",
+                "schedule", "device", "method", "csl_mode", "binarize"}
+
+
+def _coerce_cli_values(obj, key=None):
+    """`--config key={...}` parses nested values as strings: turn numbers/booleans/null back."""
+    import yaml
+
+    if isinstance(obj, dict):
+        return {k: _coerce_cli_values(v, k) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_coerce_cli_values(v, key) for v in obj]
+    if isinstance(obj, str) and key not in _STRING_KEYS:
+        try:
+            v = yaml.safe_load(obj)
+        except yaml.YAMLError:
+            return obj
+        if v is None or isinstance(v, (bool, int, float)):
+            return v
+        try:
+            return float(obj)
+        except ValueError:
+            return obj
+    return obj
+
+
+config.update(_coerce_cli_values(dict(config)))
+validate(config, schema="../schemas/config.schema.yaml")
+
+# Everything outside the working directory is resolved against the repository root.
+REPO_ROOT = Path(workflow.basedir).resolve()
+SCRIPTS = REPO_ROOT / "workflow" / "scripts"
+
+KNOWN_N_VISIBLE = {"mnist": 784, "digits": 64}
+METHODS_ANNEALED = ("ais", "raise")
+
+RESULTS = "results"
+LOGS = f"{RESULTS}/logs"
+BENCH = f"{RESULTS}/benchmarks"
+TRACKING_SENTINEL = f"{RESULTS}/tracking/store.json"
+
+
+# --------------------------------------------------------------------------- settings
+def data_mirror():
+    """Mirror directory: $LOGZBENCH_DATA_MIRROR, else config `data_mirror` (relative to the repo root)."""
+    env = os.environ.get("LOGZBENCH_DATA_MIRROR")
+    value = env or config.get("data_mirror")
+    if not value:
+        return None
+    p = Path(value)
+    return str(p if p.is_absolute() else (REPO_ROOT / p).resolve())
+
+
+def tracking_settings():
+    t = config["tracking"]
+    uri = None
+    if t["enabled"]:
+        from logzbench.tracking import resolve_tracking_uri
+
+        uri = resolve_tracking_uri(t["uri"])  # config key -> $MLFLOW_TRACKING_URI -> ./mlflow.db
+    return {"enabled": bool(t["enabled"]), "uri": uri, "experiment": t["experiment"],
+            "artifact_dir": t["artifact_dir"]}
+
+
+TRACKING = tracking_settings()
+
+
+def _presets():
+    try:
+        from logzbench.training import TRAIN_PRESETS
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise WorkflowError(f"cannot import logzbench.training.TRAIN_PRESETS: {exc}")
+    return TRAIN_PRESETS
+
+
+def model_hyperparams(model):
+    """Training keyword arguments of a model: the preset, overridden by `hyperparams`."""
+    m = config["models"][model]
+    hp = {}
+    if m.get("preset"):
+        presets = _presets()
+        if m["preset"] not in presets:
+            raise WorkflowError(f"model {model}: unknown preset {m['preset']!r}; known: {sorted(presets)}")
+        hp.update(presets[m["preset"]])
+    hp.update(m.get("hyperparams") or {})
+    if "n_hidden" not in hp:
+        raise WorkflowError(f"model {model}: give `hyperparams.n_hidden` or a `preset`")
+    return hp
+
+
+def n_visible(dataset):
+    d = config["datasets"][dataset]
+    return d.get("n_visible") or KNOWN_N_VISIBLE[d["source"]]
+
+
+def model_dataset(model):
+    return config["models"][model]["dataset"]
+
+
+def estimator_method(name):
+    return config["estimators"][name].get("method") or name
+
+
+def estimators_of(model):
+    names = config["models"][model].get("estimators")
+    return list(names) if names is not None else list(config["estimators"])
+
+
+def exact_applies(model, est_name):
+    """Exact enumeration when min(n_visible, n_hidden) <= the limit (or forced per model)."""
+    setting = config["models"][model].get("exact", "auto")
+    if setting is False:
+        return False
+    if setting is True:
+        return True
+    limit = config["estimators"][est_name].get("max_units", config["evaluation"]["exact_max_units"])
+    units = min(n_visible(model_dataset(model)), int(model_hyperparams(model)["n_hidden"]))
+    return units <= limit
+
+
+def _sweep(est_name, key):
+    return list(config["estimators"][est_name].get(key) or config["evaluation"][key])
+
+
+def estimator_K(est_name):
+    e = config["estimators"][est_name]
+    if e.get("schedule") == "sm14500" and not e.get("K"):
+        return [14500]
+    return _sweep(est_name, "K")
+
+
+def estimate_files(model, ext="json"):
+    """Every estimate output of one model: the sweep declared in the config.
+
+    exact: once per model (only where enumeration is affordable); csl: K x seed (no init);
+    ais, raise: K x init x seed.
+    """
+    out = []
+    for name in estimators_of(model):
+        method = estimator_method(name)
+        base = f"{RESULTS}/estimates/{model}/{name}"
+        if method == "exact":
+            if exact_applies(model, name):
+                out.append(f"{base}/exact.{ext}")
+        elif method == "csl":
+            out += expand(f"{base}/K{{K}}_seed{{seed}}.{ext}", K=estimator_K(name), seed=_sweep(name, "seeds"))
+        else:
+            out += expand(f"{base}/K{{K}}_{{init}}_seed{{seed}}.{ext}", K=estimator_K(name),
+                          init=_sweep(name, "inits"), seed=_sweep(name, "seeds"))
+    return out
+
+
+def all_estimate_files(ext="json"):
+    return [f for model in config["models"] for f in estimate_files(model, ext)]
+
+
+def _check_config():
+    for model, m in config["models"].items():
+        if m["dataset"] not in config["datasets"]:
+            raise WorkflowError(f"model {model}: unknown dataset {m['dataset']!r}; "
+                                f"defined: {sorted(config['datasets'])}")
+        for name in estimators_of(model):
+            if name not in config["estimators"]:
+                raise WorkflowError(f"model {model}: unknown estimator {name!r}; "
+                                    f"defined: {sorted(config['estimators'])}")
+        model_hyperparams(model)
+    for d, spec in config["datasets"].items():
+        if spec["source"] not in KNOWN_N_VISIBLE and "n_visible" not in spec:
+            raise WorkflowError(f"dataset {d}: give n_visible")
+    for name, e in config["estimators"].items():
+        method = estimator_method(name)
+        if e.get("schedule") == "sm14500" and estimator_K(name) != [14500]:
+            raise WorkflowError(f"estimator {name}: the sm14500 schedule has K = 14500; set K: [14500] or omit K")
+        if method == "csl":
+            bad = [k for k in estimator_K(name) if k // e.get("thin", 1) < 1]
+            if bad:
+                raise WorkflowError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
+
+
+_check_config()
+
+
+def _alternatives(names):
+    return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
+
+
+ESTIMATOR_NAMES = {m: [n for n in config["estimators"] if estimator_method(n) == m]
+                   for m in ("exact", "ais", "raise", "csl")}
+
+
+wildcard_constraints:
+    dataset=_alternatives(config["datasets"]),
+    model=_alternatives(config["models"]),
+    K=r"[0-9]+",
+    seed=r"[0-9]+",
+    init="uniform|base-rate",
+
+
+# --------------------------------------------------------------------------- input functions
+def dataset_file(wildcards):
+    return f"{RESULTS}/data/{model_dataset(wildcards.model)}.npz"
+
+
+def estimator_params(wildcards):
+    """Everything the estimate script needs besides the files (the params of the estimate rules, so changing any
+    of these re-runs the job under Snakemake's default `params` rerun trigger)."""
+    e = config["estimators"][wildcards.estimator]
+    method = estimator_method(wildcards.estimator)
+    model = wildcards.model
+    K = int(wildcards.K) if "K" in wildcards.keys() else None
+    p = {
+        "model": model,
+        "dataset": model_dataset(model),
+        "estimator": wildcards.estimator,
+        "method": method,
+        "K": K,
+        "init": wildcards.get("init") if method in METHODS_ANNEALED else None,
+        "seed": int(wildcards.seed) if "seed" in wildcards.keys() else None,
+        "device": config["device"],
+        "n_visible": n_visible(model_dataset(model)),
+        "n_hidden": int(model_hyperparams(model)["n_hidden"]),
+    }
+    if method in METHODS_ANNEALED:
+        p.update(schedule=e["schedule"], chains=e["chains"], n_examples=e["n_examples"])
+    elif method == "csl":
+        p.update(chains=e["chains"], csl_mode=e["csl_mode"], burn_in=e["burn_in"], thin=e["thin"],
+                 samples_per_chain=max(1, K // e["thin"]), n_examples=e["n_examples"])
+    return p
+
+
+def resources_for(step):
+    return dict(config["resources"].get(step) or {})

@@ -1,0 +1,18 @@
+# Download/verify (offline mirror first) and binarize each dataset into one .npz.
+
+
+rule prepare_dataset:
+    output:
+        f"{RESULTS}/data/{{dataset}}.npz",
+    params:
+        spec=lambda wc: {k: v for k, v in config["datasets"][wc.dataset].items() if k != "n_visible"},
+        mirror=data_mirror(),
+    log:
+        f"{LOGS}/prepare/{{dataset}}.log",
+    benchmark:
+        f"{BENCH}/prepare/{{dataset}}.tsv"
+    threads: config["threads"]["prepare"]
+    resources:
+        **resources_for("prepare"),
+    script:
+        "../scripts/prepare.py"

@@ -1,0 +1,17 @@
+# The MLflow store is created ONCE, here, before any job writes to it: several processes
+# creating a fresh SQLite store at the same time lose runs (concurrent schema migrations).
+
+
+rule init_tracking:
+    output:
+        TRACKING_SENTINEL,
+    params:
+        tracking=TRACKING,
+    log:
+        f"{LOGS}/init_tracking.log",
+    benchmark:
+        f"{BENCH}/init_tracking.tsv"
+    threads: 1
+    localrule: True
+    script:
+        "../scripts/init_tracking.py"

@@ -1,0 +1,38 @@
+# Train one RBM per model entry (a dataset plus a training preset and/or explicit hyperparams).
+
+
+rule train_model:
+    input:
+        data=dataset_file,
+        store=ancient(TRACKING_SENTINEL),
+    output:
+        model=f"{RESULTS}/models/{{model}}.npz",
+        summary=f"{RESULTS}/models/{{model}}.json",
+        history=report(
+            f"{RESULTS}/models/{{model}}.history.csv",
+            caption="../report/history.rst",
+            category="Training",
+            subcategory="{model}",
+            labels={"model": "{model}", "file": "history (CSV)"},
+        ),
+        plot=report(
+            f"{RESULTS}/models/{{model}}.history.png",
+            caption="../report/history.rst",
+            category="Training",
+            subcategory="{model}",
+            labels={"model": "{model}", "file": "training curves"},
+        ),
+    params:
+        hyperparams=lambda wc: model_hyperparams(wc.model),
+        dataset=lambda wc: model_dataset(wc.model),
+        device=config["device"],
+        tracking=TRACKING,
+    log:
+        f"{LOGS}/train/{{model}}.log",
+    benchmark:
+        f"{BENCH}/train/{{model}}.tsv"
+    threads: config["threads"]["train"]
+    resources:
+        **resources_for("train"),
+    script:
+        "../scripts/train.py"

@@ -1,0 +1,47 @@
+"""Train one model (rule train_model): logzbench.training.train_rbm, then log the run."""
+
+import sys
+import time
+
+sys.stdout = sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: F821
+
+import torch  # noqa: E402
+
+from logzbench.data import load_prepared  # noqa: E402
+from logzbench.models import save_model  # noqa: E402
+from logzbench.report import plot_history  # noqa: E402
+from logzbench.training import history_to_csv, train_rbm  # noqa: E402
+from logzbench.utils import code_version, write_json_atomic  # noqa: E402
+
+sm = snakemake  # noqa: F821
+torch.set_num_threads(sm.threads)
+model_name = sm.wildcards.model
+hp = dict(sm.params.hyperparams)
+hp.setdefault("device", sm.params.device)
+train, test = load_prepared(sm.input.data, "train"), load_prepared(sm.input.data, "test")
+print(f"training {model_name} on {sm.params.dataset}: {train.shape[0]} x {train.shape[1]}; {hp}")
+
+t0 = time.perf_counter()
+model, history = train_rbm(train, test, **{**hp, "progress": bool(sm.config.get("progress", False))})
+seconds = time.perf_counter() - t0
+
+save_model(model, sm.output.model)
+history_to_csv(history, sm.output.history)
+plot_history(history, sm.output.plot, title=model_name)
+final = {f"final_{k}": v for k, v in (history[-1] if history else {}).items() if isinstance(v, (int, float))}
+final["train_seconds"] = seconds
+
+record = {"model": model_name, "dataset": sm.params.dataset, "n_visible": int(model.n_visible),
+          "n_hidden": int(model.n_hidden), "hyperparams": hp, "seconds": seconds, "final": final,
+          "code_version": code_version(), "n_train": int(train.shape[0]), "n_test": int(test.shape[0])}
+t = sm.params.tracking
+if t["enabled"]:
+    from logzbench.tracking import log_training
+
+    record["mlflow_run_id"] = log_training(
+        model_name, hyperparams=hp, history=history, summary=final, uri=t["uri"], experiment_name=t["experiment"],
+        dataset=sm.params.dataset, artifacts=[sm.output.history, sm.output.plot, sm.output.model],
+        extra_params={"n_visible": model.n_visible, "n_train": train.shape[0]},
+    )
+write_json_atomic(sm.output.summary, record)
+print(f"done in {seconds:.1f} s: {final}")
