@@ -56,6 +56,21 @@ def matmul_rate(chains: int, nv: int, nh: int, dev: torch.device, min_seconds: f
     return n * 4.0 * chains * nv * nh / (time.perf_counter() - t0)
 
 
+def rng_seconds_per_sweep(chains: int, nv: int, nh: int, dev: torch.device, reps: int = 50) -> float:
+    """Seconds per sweep spent drawing the sweep's uniforms alone (``chains * (nv + nh)``)."""
+    from logzbench.sampling import uniform
+
+    g = make_generator(3, dev)
+    for _ in range(3):
+        uniform((chains, nh), g, dev), uniform((chains, nv), g, dev)
+    _sync(dev)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        uniform((chains, nh), g, dev), uniform((chains, nv), g, dev)
+    _sync(dev)
+    return (time.perf_counter() - t0) / reps
+
+
 def ais_rate(rbm: BinaryRBM, chains: int, steps: int, dev: torch.device) -> tuple[float, float]:
     """(sweeps per second, seconds) of AIS with ``steps`` intermediate distributions."""
     path = rbm.annealing_path("uniform")
@@ -87,6 +102,9 @@ def main(argv=None) -> dict:
     flops = sps * 4.0 * args.chains * args.n_visible * args.n_hidden
     peak_after = matmul_rate(args.chains, args.n_visible, args.n_hidden, dev)
     peak = max(peak, peak_after)
+    rng = rng_seconds_per_sweep(args.chains, args.n_visible, args.n_hidden, dev)
+    sweep = 1.0 / sps
+    matmul = 4.0 * args.chains * args.n_visible * args.n_hidden / peak
     out = {
         "device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
         "threads": torch.get_num_threads(),
@@ -99,6 +117,10 @@ def main(argv=None) -> dict:
         "achieved_gflops": flops / 1e9,
         "matmul_gflops": peak / 1e9,
         "fraction_of_matmul_rate": flops / peak,
+        "ms_per_sweep": 1e3 * sweep,
+        "ms_matmul_at_peak": 1e3 * matmul,
+        "ms_uniform_draws": 1e3 * rng,
+        "ms_other": 1e3 * (sweep - matmul - rng),
     }
     for k, v in out.items():
         print(f"{k:>26}: {v:.4g}" if isinstance(v, float) else f"{k:>26}: {v}")

@@ -208,3 +208,40 @@ def test_result_record_json_safe(small_rbm):
     assert d["log_z_stderr"] is None and d["n_sweeps"] == 9
     for key in ("log_z", "ess", "seconds", "settings", "sweeps_per_second", "total_sweeps"):
         assert key in d
+
+
+def _gibbs_matrix(path, beta: float) -> torch.Tensor:
+    """Exact transition matrix T_beta(v' | v) of one Gibbs sweep v -> h -> v' on the path."""
+    from conftest import all_states
+
+    rbm = path.rbm
+    V, H = all_states(rbm.n_visible), all_states(rbm.n_hidden)
+    W, a, b, a0 = rbm.W.double(), rbm.visible_bias.double(), rbm.hidden_bias.double(), path.a0.double()
+    ph = torch.sigmoid(beta * (V @ W + b))                                   # (nV, nh)
+    p_h_given_v = torch.exp(H @ torch.log(ph).T + (1 - H) @ torch.log1p(-ph).T).T  # (nV, nH)
+    pv = torch.sigmoid((1 - beta) * a0 + beta * (a + H @ W.T))               # (nH, nv)
+    p_v_given_h = torch.exp(V @ torch.log(pv).T + (1 - V) @ torch.log1p(-pv).T).T  # (nH, nV)
+    return p_h_given_v @ p_v_given_h
+
+
+@pytest.mark.parametrize("init", ["uniform", "base-rate"])
+def test_raise_weights_are_unbiased_for_the_annealing_model(init):
+    """mean(w) estimates p_ann(v) = [p_0 T_1 ... T_K](v) without bias (RAISE Eq. 12)."""
+    from conftest import all_states
+
+    rbm = random_rbm(4, 3, seed=13, scale=1.5)
+    path = rbm.annealing_path(init, visible_bias_0=None if init == "uniform" else torch.tensor([1.0, -1, 0.5, -2]))
+    betas = schedules.linear(4)
+    V = all_states(4)
+    p = torch.softmax(path.log_f(path.state_from_data(V.float()), 0.0), 0)
+    for k in range(1, len(betas)):
+        p = p @ _gibbs_matrix(path, float(betas[k]))
+    from logzbench.estimators.raise_ import raise_log_weights
+
+    test_rows = V[[0, 5, 10, 15]].float()
+    log_w, _ = raise_log_weights(path, test_rows, betas, 40000, torch.Generator().manual_seed(0))
+    w = torch.exp(log_w)
+    mean, se = w.mean(1), w.std(1) / math.sqrt(w.shape[1])
+    p_ann = p[[0, 5, 10, 15]]
+    assert torch.all(torch.abs(mean - p_ann) < 4 * se), (mean, p_ann, se)
+    assert torch.all(se < 0.05 * p_ann)  # the test has power

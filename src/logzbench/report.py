@@ -362,10 +362,11 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
     return per_run, summary
 
 
-def _group_mask(per_run: pd.DataFrame, s: pd.Series) -> pd.Series:
-    m = pd.Series(True, index=per_run.index)
+def _group_mask(frame: pd.DataFrame, s: pd.Series) -> pd.Series:
+    """Rows of ``frame`` in the same group (equal GROUP_COLUMNS, NaN matching NaN) as ``s``."""
+    m = pd.Series(True, index=frame.index)
     for c in GROUP_COLUMNS:
-        col = per_run[c]
+        col = frame[c]
         if pd.isna(s[c]):
             m &= col.isna()
         else:
@@ -374,14 +375,7 @@ def _group_mask(per_run: pd.DataFrame, s: pd.Series) -> pd.Series:
 
 
 def _group_index(summary: pd.DataFrame, r: pd.Series) -> int | None:
-    m = pd.Series(True, index=summary.index)
-    for c in GROUP_COLUMNS:
-        col = summary[c]
-        if pd.isna(r[c]):
-            m &= col.isna()
-        else:
-            m &= (col == r[c]).fillna(False).astype(bool)
-    idx = summary.index[m]
+    idx = summary.index[_group_mask(summary, r)]
     return int(idx[0]) if len(idx) else None
 
 
