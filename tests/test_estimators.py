@@ -245,3 +245,18 @@ def test_raise_weights_are_unbiased_for_the_annealing_model(init):
     p_ann = p[[0, 5, 10, 15]]
     assert torch.all(torch.abs(mean - p_ann) < 4 * se), (mean, p_ann, se)
     assert torch.all(se < 0.05 * p_ann)  # the test has power
+
+
+@pytest.mark.parametrize("estimator, kw", [("ais", {}), ("raise", {}), ("raise", {"n_examples": 20})])
+def test_mean_log_likelihood_interval_covers_exact(estimator, kw):
+    rbm = random_rbm(20, 10, seed=2, scale=0.8)
+    X = model_samples(rbm, 60, seed=5)
+    exact_ll = float((rbm.log_unnormalized_marginal(X) - exact_log_z(rbm)).mean())
+    res = estimate(rbm, estimator, data=X, steps=300, chains=20, seed=2, **kw)
+    lo, hi = res.mean_log_likelihood_ci
+    assert lo <= res.mean_log_likelihood <= hi
+    slack = 2 * res.mean_log_likelihood_stderr + 1e-3
+    assert lo - slack <= exact_ll <= hi + slack
+    if not kw:  # (with a small subsample the bootstrap also carries the refitted alpha's noise)
+        # the interval's width agrees with the reported standard error
+        assert (hi - lo) / (2 * 1.96) == pytest.approx(res.mean_log_likelihood_stderr, rel=0.5)

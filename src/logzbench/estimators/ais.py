@@ -107,3 +107,5 @@ def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor) -> None
     res.per_example_log_likelihood = ll
     res.mean_log_likelihood = float(np.mean(ll))
     res.mean_log_likelihood_stderr = res.log_z_stderr
+    res.mean_log_likelihood_ci = (res.mean_log_likelihood - (res.log_z_ci[1] - res.log_z),
+                                  res.mean_log_likelihood + (res.log_z - res.log_z_ci[0]))

@@ -82,4 +82,5 @@ def exact(rbm: BinaryRBM, data=None, *, chunk_size: int = 1 << 14, progress: boo
         res.per_example_log_likelihood = ll
         res.mean_log_likelihood = float(ll.mean())
         res.mean_log_likelihood_stderr = 0.0
+        res.mean_log_likelihood_ci = (res.mean_log_likelihood, res.mean_log_likelihood)
     return res

@@ -87,6 +87,28 @@ def control_variate_mean(y: np.ndarray, x_sub: np.ndarray, x_all: np.ndarray) ->
     return float(resid.mean() + alpha * x_all.mean()), float(resid.std(ddof=1) / math.sqrt(n)), alpha
 
 
+def _bootstrap_ci(log_w: torch.Tensor, x_sub: np.ndarray, x_all: np.ndarray, subsampled: bool, seed: int,
+                  n_bootstrap: int = 500) -> tuple[float, float]:
+    """Percentile 95 % interval of the mean: chains resampled within every example and,
+    for a subsample, the examples too (with the control variate refitted each time)."""
+    n, m = log_w.shape
+    if m < 2:
+        return float("nan"), float("nan")
+    g = torch.Generator().manual_seed(int(seed) + 1)
+    rows = torch.arange(n).unsqueeze(1)
+    stats = []
+    for _ in range(n_bootstrap):
+        cols = torch.randint(0, m, (n, m), generator=g)
+        y = (torch.logsumexp(log_w[rows, cols], dim=1) - math.log(m)).numpy()
+        if subsampled:
+            ex = torch.randint(0, n, (n,), generator=g).numpy()
+            stats.append(control_variate_mean(y[ex], x_sub[ex], x_all)[0])
+        else:
+            stats.append(float(y.mean()))
+    lo, hi = np.percentile(stats, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
 def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int, generator: torch.Generator, *,
                    log_f_all: torch.Tensor, n_examples: int | None = None, subsample_seed: int = 0,
                    progress: bool = False, settings: dict | None = None) -> EstimateResult:
@@ -124,9 +146,10 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
         se = float(math.sqrt(np.sum(per_ex_se**2)) / n) if n_chains > 1 else float("nan")
         alpha = 0.0
     ess = ess_from_log_weights(log_w, dim=1).cpu().numpy()
+    ci = _bootstrap_ci(log_w.cpu(), x_all[idx], x_all, subsampled=n < N, seed=subsample_seed)
     return EstimateResult(
         estimator="raise", ess=float(ess.mean()), n_chains=n_chains,
-        mean_log_likelihood=est, mean_log_likelihood_stderr=se,
+        mean_log_likelihood=est, mean_log_likelihood_stderr=se, mean_log_likelihood_ci=ci,
         seconds=t[0], n_sweeps=K, total_sweeps=K * n_chains * n,
         settings={"K": K, "chains": n_chains, "n_examples": n, "n_test": N, **(settings or {})},
         log_weights=log_w.cpu().numpy(), per_example_log_likelihood=per_ex,

@@ -101,6 +101,9 @@ class EstimateResult:
         Chains per estimate (per example for RAISE; samples per example for CSL).
     mean_log_likelihood, mean_log_likelihood_stderr : float
         Mean test log-likelihood and its standard error, when data was given.
+    mean_log_likelihood_ci : (float, float)
+        Bootstrap 95 % interval of the mean test log-likelihood (over chains; for a RAISE
+        subsample, over chains and examples).
     seconds : float
         Wall time of the estimation proper (model set-up and warm-up excluded).
     n_sweeps : int
@@ -127,6 +130,7 @@ class EstimateResult:
     n_chains: int = 0
     mean_log_likelihood: float | None = None
     mean_log_likelihood_stderr: float | None = None
+    mean_log_likelihood_ci: tuple[float, float] = (float("nan"), float("nan"))
     seconds: float = 0.0
     n_sweeps: int = 0
     total_sweeps: int = 0
@@ -148,6 +152,7 @@ class EstimateResult:
                 continue
             out[f.name] = getattr(self, f.name)
         out["log_z_ci"] = list(self.log_z_ci)
+        out["mean_log_likelihood_ci"] = list(self.mean_log_likelihood_ci)
         out["sweeps_per_second"] = self.sweeps_per_second
         n_ex = None if self.per_example_log_likelihood is None else int(len(self.per_example_log_likelihood))
         out["n_examples"] = n_ex
