@@ -438,12 +438,28 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- plots
-def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
-    """Mean test log-likelihood vs K for one model (PNG, written atomically)."""
+def _pyplot():
+    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported lazily)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save_figure(fig, path: str | os.PathLike, dpi: int) -> Path:
+    """Write ``fig`` as PNG atomically and close it."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format="png")
+    _pyplot().close(fig)
+    return path
+
+
+def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
+    """Mean test log-likelihood vs K for one model (PNG, written atomically)."""
+    plt = _pyplot()
 
     ms = summary[summary["model"] == model]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
@@ -478,19 +494,12 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
     if plotted:
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    return path
+    return _save_figure(fig, path, dpi=110)
 
 
 def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
     """Training curves (every numeric per-epoch entry but time) vs epoch, one panel each."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    plt = _pyplot()
 
     df = pd.DataFrame(list(history))
     x = df["epoch"] if "epoch" in df else pd.Series(range(1, len(df) + 1))
@@ -512,11 +521,7 @@ def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=100, format="png")
-    plt.close(fig)
-    return path
+    return _save_figure(fig, path, dpi=100)
 
 
 # --------------------------------------------------------------------------- driver
