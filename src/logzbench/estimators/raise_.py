@@ -140,8 +140,9 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
     per_ex, per_ex_se = log_mean_stderr(log_w, dim=1)
     per_ex, per_ex_se = per_ex.cpu().numpy(), per_ex_se.cpu().numpy()
     x_all = log_f_all.double().cpu().numpy()
-    est, se, alpha = control_variate_mean(per_ex, x_all[idx], x_all)
-    if n == N:  # no subsampling: the only uncertainty is the estimator's own
+    if n < N:
+        est, se, alpha = control_variate_mean(per_ex, x_all[idx], x_all)
+    else:  # no subsampling: the only uncertainty is the estimator's own
         est = float(per_ex.mean())
         se = float(math.sqrt(np.sum(per_ex_se**2)) / n) if n_chains > 1 else float("nan")
         alpha = 0.0

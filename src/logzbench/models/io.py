@@ -29,7 +29,7 @@ from ..errors import ModelFileError
 from ..utils import save_npz_atomic
 from .rbm import BinaryRBM, validate_rbm_arrays
 
-#: model_type -> (required arrays, optional arrays, loader)
+#: model_type -> (required arrays, optional arrays)
 _FAMILIES = {
     "rbm": (("W", "visible_bias", "hidden_bias"), ("data_mean",)),
 }

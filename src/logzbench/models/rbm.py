@@ -25,7 +25,7 @@ from ..errors import ModelFileError
 from ..sampling import bernoulli, bernoulli_from_logits_
 
 
-def _as_param(x, device, name: str) -> torch.Tensor:
+def _as_param(x, device) -> torch.Tensor:
     t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
     return t.to(device=device, dtype=torch.float32).contiguous()
 
@@ -55,10 +55,10 @@ class BinaryRBM:
 
     def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        self.W = _as_param(W, device, "W")
-        self.visible_bias = _as_param(visible_bias, device, "visible_bias")
-        self.hidden_bias = _as_param(hidden_bias, device, "hidden_bias")
-        self.data_mean = None if data_mean is None else _as_param(data_mean, device, "data_mean")
+        self.W = _as_param(W, device)
+        self.visible_bias = _as_param(visible_bias, device)
+        self.hidden_bias = _as_param(hidden_bias, device)
+        self.data_mean = None if data_mean is None else _as_param(data_mean, device)
         validate_rbm_arrays(
             self.W.cpu().numpy(), self.visible_bias.cpu().numpy(), self.hidden_bias.cpu().numpy(),
             None if self.data_mean is None else self.data_mean.cpu().numpy(),
