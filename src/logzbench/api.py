@@ -21,7 +21,7 @@ from .estimators.csl import csl
 from .estimators.exact import exact
 from .estimators.raise_ import raise_estimate
 from .estimators.result import EstimateResult
-from .models.io import load_model
+from .models.io import Model, load_model
 from .models.rbm import BinaryRBM
 from .schedules import make_schedule
 from .utils import make_generator, resolve_device
@@ -30,7 +30,7 @@ ESTIMATORS = ("exact", "ais", "raise", "csl")
 INITS = ("uniform", "base-rate")
 
 
-def _as_rows(x, rbm: BinaryRBM, what: str) -> torch.Tensor | None:
+def _as_rows(x, rbm: Model, what: str) -> torch.Tensor | None:
     if x is None:
         return None
     if isinstance(x, (str, os.PathLike)):
@@ -47,16 +47,41 @@ def _as_rows(x, rbm: BinaryRBM, what: str) -> torch.Tensor | None:
     return torch.as_tensor(arr, dtype=torch.float32, device=rbm.device)
 
 
-def estimate(model: BinaryRBM | str | os.PathLike, estimator: str, *, data=None, train_data=None,
+def log_f_estimate(model: Model, X: torch.Tensor, generator: torch.Generator,
+                   n_samples: int = 500) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``log f(v)`` of each row and its standard error (``None`` where it is exact).
+
+    Exact for an RBM (the hidden layer is summed out); for DBMs and DBNs the importance-sampling
+    estimate of RAISE Sec. 5.2 / 5.3 with ``n_samples`` proposals per example.
+    """
+    if isinstance(model, BinaryRBM):
+        return model.log_unnormalized_marginal(X), None
+    return model.importance_log_f(X, n_samples, generator)
+
+
+def _deep_extras(model: Model, X: torch.Tensor, log_f: torch.Tensor, log_f_se, n_samples: int) -> dict:
+    """Summary of the ``log f(v)`` estimates of a deep model (and the DBM mean-field bound)."""
+    if isinstance(model, BinaryRBM):
+        return {}
+    out = {"is_samples": int(n_samples), "mean_log_f_is": float(log_f.mean()),
+           "mean_log_f_is_stderr": float(torch.sqrt((log_f_se**2).sum()) / len(log_f)),
+           # log f-hat is a stochastic lower bound; to second order it errs low by Var/2 = se^2/2
+           "mean_log_f_is_jensen_gap": float((log_f_se**2).mean() / 2)}
+    if hasattr(model, "mean_field_bound"):
+        out["mean_log_f_mean_field"] = float(model.mean_field_bound(X).mean())
+    return out
+
+
+def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, train_data=None,
              steps: int | None = None, schedule: str = "linear", chains: int = 100, init: str = "uniform",
              seed: int = 0, device: str | None = "cpu", n_examples: int | None = None,
              csl_mode: str = "unbiased", burn_in: int = 100, thin: int = 1, samples_per_chain: int = 10,
-             n_bootstrap: int = 1000, progress: bool = False) -> EstimateResult:
+             is_samples: int = 500, n_bootstrap: int = 1000, progress: bool = False) -> EstimateResult:
     """Run one estimator on one model.
 
     Parameters
     ----------
-    model : BinaryRBM or path to a model ``.npz``
+    model : BinaryRBM, DBM, DBN or path to a model ``.npz``
     estimator : {"exact", "ais", "raise", "csl"}
     data : array-like (N, n_visible) or path, optional
         Binary test rows.  Required by RAISE and CSL; gives ``mean_log_likelihood`` otherwise.
@@ -79,6 +104,9 @@ def estimate(model: BinaryRBM | str | os.PathLike, estimator: str, *, data=None,
         RAISE: random subsample of the test set (control variates correct the mean).
     csl_mode, burn_in, thin, samples_per_chain :
         CSL settings (see :func:`logzbench.estimators.csl.csl`).
+    is_samples : int
+        DBM / DBN: importance samples per example for ``log f(v)`` (AIS test log-likelihood,
+        RAISE control variate).
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
@@ -97,6 +125,8 @@ def estimate(model: BinaryRBM | str | os.PathLike, estimator: str, *, data=None,
         return res
 
     if estimator == "csl":
+        if not isinstance(rbm, BinaryRBM):
+            raise ValueError(f"CSL is implemented for binary RBMs only, not for a {rbm.family.upper()}")
         if X is None:
             raise ValueError("CSL estimates test log-likelihoods: give test data")
         return csl(rbm, X, gen, n_chains=chains, samples_per_chain=samples_per_chain, burn_in=burn_in,
@@ -108,10 +138,18 @@ def estimate(model: BinaryRBM | str | os.PathLike, estimator: str, *, data=None,
         raise ValueError(f"unknown initial distribution {init!r}; choose one of {INITS}")
     betas = make_schedule(schedule, steps)
     path = rbm.annealing_path(init, data=X_train)
-    settings = {**common, "init": init, "schedule": schedule}
+    settings = {**common, "init": init, "schedule": schedule, "model_family": rbm.family}
+    if not isinstance(rbm, BinaryRBM):
+        settings["is_samples"] = int(is_samples)
+    log_f = log_f_se = None
+    if X is not None:
+        log_f, log_f_se = log_f_estimate(rbm, X, gen, is_samples)
     if estimator == "ais":
-        log_f = rbm.log_unnormalized_marginal(X) if X is not None else None
-        return ais(path, betas, chains, gen, log_f_data=log_f, n_bootstrap=n_bootstrap, progress=progress,
-                   settings=settings)
-    return raise_estimate(path, X, betas, chains, gen, log_f_all=rbm.log_unnormalized_marginal(X),
-                          n_examples=n_examples, subsample_seed=seed, progress=progress, settings=settings)
+        res = ais(path, betas, chains, gen, log_f_data=log_f, log_f_stderr=log_f_se, n_bootstrap=n_bootstrap,
+                  progress=progress, settings=settings)
+    else:
+        res = raise_estimate(path, X, betas, chains, gen, log_f_all=log_f, n_examples=n_examples,
+                             subsample_seed=seed, progress=progress, settings=settings)
+    if X is not None:
+        res.extra.update(_deep_extras(rbm, X, log_f, log_f_se, is_samples))
+    return res

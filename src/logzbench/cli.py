@@ -17,7 +17,7 @@ def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="estimate log Z / test log-likelihood of a model file",
                        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
                                    "(.npz; see README 'Model files'). Prints one JSON object.")
-    p.add_argument("model", help="model file (.npz with W, visible_bias, hidden_bias)")
+    p.add_argument("model", help="model file (.npz: an RBM, DBM or DBN; see README 'Model files')")
     p.add_argument("--estimator", required=True, choices=["exact", "ais", "raise", "csl"])
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
@@ -31,6 +31,8 @@ def _add_estimate(sub) -> None:
     p.add_argument("--burn-in", type=int, default=100, help="CSL burn-in sweeps")
     p.add_argument("--thin", type=int, default=1, help="CSL sweeps between kept samples")
     p.add_argument("--samples-per-chain", type=int, default=10, help="CSL samples kept per chain")
+    p.add_argument("--is-samples", type=int, default=500,
+                   help="DBM/DBN: importance samples per example for log f(v) (default 500)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     p.add_argument("--json", dest="json_out", help="also write the JSON object to this file")
@@ -48,7 +50,7 @@ def _cmd_estimate(args) -> int:
     res = estimate(args.model, args.estimator, data=data, train_data=train, steps=args.steps,
                    schedule=args.schedule, chains=args.chains, init=args.init, seed=args.seed, device=args.device,
                    n_examples=args.n_examples, csl_mode=args.csl_mode, burn_in=args.burn_in, thin=args.thin,
-                   samples_per_chain=args.samples_per_chain, progress=args.progress)
+                   samples_per_chain=args.samples_per_chain, is_samples=args.is_samples, progress=args.progress)
     out = {"model": str(args.model), "data": args.data, **res.to_dict()}
     if args.json_out:
         write_json_atomic(args.json_out, out)

@@ -63,7 +63,7 @@ def run(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator,
 
 
 def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *,
-        log_f_data: torch.Tensor | None = None, n_bootstrap: int = 1000, progress: bool = False,
+        log_f_data: torch.Tensor | None = None, log_f_stderr: torch.Tensor | None = None, n_bootstrap: int = 1000, progress: bool = False,
         settings: dict | None = None) -> EstimateResult:
     """AIS estimate of ``log Z`` as a result record.
 
@@ -79,6 +79,8 @@ def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
         Source of all randomness (on the path's device).
     log_f_data : torch.Tensor, shape (n_examples,), optional
         ``log f(v)`` of test examples under the model; gives ``mean_log_likelihood``.
+    log_f_stderr : torch.Tensor, shape (n_examples,), optional
+        Standard errors of ``log_f_data`` when it is itself estimated (DBM, DBN).
     """
     betas = from_array(betas)
     device = generator.device
@@ -93,19 +95,27 @@ def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
         log_weights=state.log_w.cpu().numpy(),
     )
     if log_f_data is not None:
-        attach_log_likelihood(res, log_f_data)
+        attach_log_likelihood(res, log_f_data, log_f_stderr)
     return res
 
 
-def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor) -> None:
+def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor,
+                          log_f_stderr: torch.Tensor | None = None) -> None:
     """Set per-example and mean test log-likelihood ``log f(v) - log Ẑ`` on a log-Z result.
 
-    The standard error is that of ``log Ẑ``: the data are fixed, so the estimator's
-    uncertainty about their mean log-likelihood is its uncertainty about ``log Z``.
+    With exact ``log f(v)`` the standard error is that of ``log Ẑ`` (the data are fixed, so
+    the uncertainty about their mean log-likelihood is the uncertainty about ``log Z``).  With
+    estimated ``log f(v)`` (standard errors ``log_f_stderr``, independent across examples) the
+    two sources add in quadrature, and the interval is widened by the same amount.
     """
     ll = log_f_data.double().cpu().numpy() - res.log_z
     res.per_example_log_likelihood = ll
     res.mean_log_likelihood = float(np.mean(ll))
-    res.mean_log_likelihood_stderr = res.log_z_stderr
-    res.mean_log_likelihood_ci = (res.mean_log_likelihood - (res.log_z_ci[1] - res.log_z),
-                                  res.mean_log_likelihood + (res.log_z - res.log_z_ci[0]))
+    extra_var = 0.0
+    if log_f_stderr is not None:
+        se = log_f_stderr.double().cpu().numpy()
+        extra_var = float(np.sum(se**2)) / len(se) ** 2
+    res.mean_log_likelihood_stderr = float(np.sqrt(res.log_z_stderr**2 + extra_var))
+    widen = 1.96 * (res.mean_log_likelihood_stderr - res.log_z_stderr)
+    res.mean_log_likelihood_ci = (res.mean_log_likelihood - (res.log_z_ci[1] - res.log_z) - widen,
+                                  res.mean_log_likelihood + (res.log_z - res.log_z_ci[0]) + widen)

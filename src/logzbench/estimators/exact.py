@@ -67,18 +67,23 @@ def exact_log_z(rbm: BinaryRBM, chunk_size: int = 1 << 14, dtype=torch.float64, 
     return float(torch.logsumexp(torch.stack(parts), dim=0))
 
 
-def exact(rbm: BinaryRBM, data=None, *, chunk_size: int = 1 << 14, progress: bool = False) -> EstimateResult:
-    """Exact ``log Z`` (and mean log-likelihood of ``data`` when given) as a result record."""
+def exact(model, data=None, *, chunk_size: int = 1 << 14, progress: bool = False) -> EstimateResult:
+    """Exact ``log Z`` (and mean log-likelihood of ``data`` when given) as a result record.
+
+    ``model`` is any family with ``exact_log_z`` and ``exact_log_f`` (RBM, DBM, DBN): a DBM
+    enumerates the smaller side of its even/odd view for ``Z`` and its even hidden layers for
+    ``f(v)``; a DBN enumerates its top RBM for ``Z`` and ``h_1`` for ``f(v)``.
+    """
     t0 = time.perf_counter()
-    log_z = exact_log_z(rbm, chunk_size=chunk_size, progress=progress)
+    log_z = model.exact_log_z(chunk_size=chunk_size, progress=progress)
+    ll = None if data is None else (model.exact_log_f(data) - log_z).cpu().numpy()
     seconds = time.perf_counter() - t0
     res = EstimateResult(
         estimator="exact", log_z=log_z, log_z_stderr=0.0, log_z_ci=(log_z, log_z), ess=float("nan"),
         n_chains=0, seconds=seconds, n_sweeps=0, total_sweeps=0,
-        settings={"chunk_size": chunk_size, "enumerated_units": min(rbm.n_visible, rbm.n_hidden)},
+        settings={"chunk_size": chunk_size, "model_family": model.family},
     )
-    if data is not None:
-        ll = (rbm.log_unnormalized_marginal(data) - log_z).cpu().numpy()
+    if ll is not None:
         res.per_example_log_likelihood = ll
         res.mean_log_likelihood = float(ll.mean())
         res.mean_log_likelihood_stderr = 0.0

@@ -1,4 +1,4 @@
-"""Reverse AIS Estimator (RAISE) for models with a tractable posterior (RAISE paper, Alg. 2).
+"""Reverse AIS Estimator (RAISE): RAISE paper Alg. 2 (tractable posterior), Alg. 3 (DBMs), Sec. 3.3 (DBNs).
 
 For each test example ``v`` and each of ``M`` chains, a reverse chain starts at
 ``x_K = v`` (with ``h_K ~ p(h | v)`` drawn by the first Gibbs sweep), "melts" the model by
@@ -11,6 +11,11 @@ annealing model, so ``log mean(w)`` is a stochastic *lower* bound: RAISE errs lo
 
 The reverse kernel is the same Gibbs sweep AIS uses (it is reversible), and all examples
 x chains are batched into one set of chains on the device.
+
+When ``h`` given ``v`` is intractable (DBMs), the reverse chain cannot start from an exact
+posterior sample: :func:`heat` first anneals ``h`` with ``v`` fixed from ``p_0(h | v)`` up to the
+model (Alg. 3).  For a DBN the path's ``encode`` draws ``h_1 ~ q(h_1 | v)`` and RAISE runs on
+the top RBM with ``h_1`` as data (the unrolled net of Fig. 2).
 
 Averages over a random subsample of the test set are corrected with the control variate
 of Sec. 4: ``X = log f(v)``, known for every test example.
@@ -36,6 +41,35 @@ def init(path: AnnealingPath, data: torch.Tensor, n_chains: int):
     return state, log_w
 
 
+def heat(path, v: torch.Tensor, betas, generator: torch.Generator, progress: bool = False):
+    """Heating phase of RAISE with an intractable posterior (Alg. 3): AIS over ``h`` with ``v`` fixed.
+
+    Starts at ``h'_0 ~ p_0(h | v)`` with ``log w = log p_0(v)`` and, for ``k = 1..K``, adds
+    ``log f_k(v, h'_{k-1}) - log f_{k-1}(v, h'_{k-1})`` and then moves ``h'_k ~ T_k^(v)(. | h'_{k-1})``,
+    an operator that leaves ``p_k(h | v)`` invariant and does not change ``v``.  This is
+    Eq. (13)'s first product with the reweighting placed before each move (the paper's
+    Alg. 3 lists the move first; reweighting the state that the kernel of the *same* step
+    produced would need the reverse kernel ``T~_{k-1}``), which keeps ``mean(w)`` unbiased
+    for ``p_ann(v)``.  The final state ``(v, h'_K)`` starts the reverse chain.
+
+    ``path`` must provide ``log_p0_visible``, ``sample_initial_given_visible`` and
+    ``transition_given_visible`` (see :class:`~logzbench.models.dbm.DBMAnnealingPath`).
+    """
+    betas = from_array(betas)
+    state = path.sample_initial_given_visible(v, generator)
+    log_w = path.log_p0_visible(v)
+    K = len(betas) - 1
+    for k in progress_range(K, progress, "RAISE heating"):
+        log_w = log_w + path.log_f_ratio(state, float(betas[k]), float(betas[k + 1]))
+        state = path.transition_given_visible(state, float(betas[k + 1]), generator)
+    return state, log_w
+
+
+def intractable_posterior(path) -> bool:
+    """Whether RAISE needs the heating phase (Alg. 3) on ``path``."""
+    return hasattr(path, "transition_given_visible")
+
+
 def step(path: AnnealingPath, x, log_w: torch.Tensor, beta_high: float, beta_low: float,
          generator: torch.Generator):
     """Move with the kernel at ``beta_high``, then reweight down to ``beta_low``."""
@@ -45,15 +79,32 @@ def step(path: AnnealingPath, x, log_w: torch.Tensor, beta_high: float, beta_low
 
 def raise_log_weights(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int,
                       generator: torch.Generator, progress: bool = False) -> tuple[torch.Tensor, int]:
-    """Per-example, per-chain RAISE log-weights, shape ``(n_examples, n_chains)``, float64."""
+    """Per-example, per-chain RAISE log-weights, shape ``(n_examples, n_chains)``, float64.
+
+    Returns the weights and the number of sweeps per chain: ``K`` for a tractable posterior
+    (Alg. 2), ``2 K`` with the heating phase (Alg. 3).  A path with an ``encode`` method (a DBN
+    unrolled into a deep belief net, Sec. 3.3) first draws the top model's data from its
+    recognition distribution and adds ``log p(v | h_1) - log q(h_1 | v)``.
+    """
     betas = from_array(betas)
-    x, log_w = init(path, data, n_chains)
     K = len(betas) - 1
+    v = data.repeat_interleave(n_chains, dim=0)
+    offset = 0.0
+    if hasattr(path, "encode"):
+        v, offset = path.encode(v, generator)
+    if intractable_posterior(path):
+        x, log_w = heat(path, v, betas, generator, progress=progress)
+        sweeps = 2 * K
+    else:
+        x = path.state_from_data(v)
+        log_w = path.log_f(x, 1.0) - path.log_z0()
+        sweeps = K
+    log_w = log_w + offset
     for i in progress_range(K, progress, "RAISE"):
         k = K - 1 - i
         x, log_w = step(path, x, log_w, float(betas[k + 1]), float(betas[k]), generator)
     check_finite(log_w, "RAISE log-weights")
-    return log_w.reshape(data.shape[0], n_chains), K
+    return log_w.reshape(data.shape[0], n_chains), sweeps
 
 
 def control_variate_mean(y: np.ndarray, x_sub: np.ndarray, x_all: np.ndarray) -> tuple[float, float, float]:
@@ -135,8 +186,9 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
     n = N if n_examples is None or n_examples >= N else int(n_examples)
     idx = np.sort(np.random.default_rng(subsample_seed).choice(N, size=n, replace=False)) if n < N else np.arange(N)
     sub = data[torch.as_tensor(idx, device=data.device)]
+    K = len(betas) - 1
     with timer(generator.device) as t:
-        log_w, K = raise_log_weights(path, sub, betas, n_chains, generator, progress=progress)
+        log_w, sweeps = raise_log_weights(path, sub, betas, n_chains, generator, progress=progress)
     per_ex, per_ex_se = log_mean_stderr(log_w, dim=1)
     per_ex, per_ex_se = per_ex.cpu().numpy(), per_ex_se.cpu().numpy()
     x_all = log_f_all.double().cpu().numpy()
@@ -151,7 +203,7 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
     return EstimateResult(
         estimator="raise", ess=float(ess.mean()), n_chains=n_chains,
         mean_log_likelihood=est, mean_log_likelihood_stderr=se, mean_log_likelihood_ci=ci,
-        seconds=t[0], n_sweeps=K, total_sweeps=K * n_chains * n,
+        seconds=t[0], n_sweeps=sweeps, total_sweeps=sweeps * n_chains * n,
         settings={"K": K, "chains": n_chains, "n_examples": n, "n_test": N, **(settings or {})},
         log_weights=log_w.cpu().numpy(), per_example_log_likelihood=per_ex,
         extra={

@@ -121,6 +121,16 @@ class BinaryRBM:
         pre = v @ self.W.double() + self.hidden_bias.double()
         return v @ self.visible_bias.double() + F.softplus(pre).sum(dim=1)
 
+    def exact_log_f(self, v) -> torch.Tensor:
+        """``log f(v)``: exact for an RBM (same as :meth:`log_unnormalized_marginal`)."""
+        return self.log_unnormalized_marginal(v)
+
+    def exact_log_z(self, **kw) -> float:
+        """``log Z`` by enumerating the smaller layer (:func:`logzbench.estimators.exact.exact_log_z`)."""
+        from ..estimators.exact import exact_log_z
+
+        return exact_log_z(self, **kw)
+
     def log_unnormalized_hidden_marginal(self, h) -> torch.Tensor:
         """``log f(h) = b.h + sum_i softplus(a_i + (W h)_i)``, float64, shape ``(n,)``."""
         h = torch.as_tensor(h, device=self.device).double()

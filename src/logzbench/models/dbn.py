@@ -1,0 +1,241 @@
+"""Deep belief network with two hidden layers: an RBM on ``(h_1, h_2)`` over a sigmoid belief layer.
+
+The generative model is (RAISE paper, Eq. 3)
+
+    p(v, h_1, h_2) = p_2(h_1, h_2) p_1(v | h_1),
+    p_1(v | h_1)   = prod_i sigmoid(+-(a_i + (W_1 h_1)_i)),
+
+with ``p_2`` a binary RBM (weights ``W_2`` of shape ``(n_1, n_2)``, biases ``b_1``, ``b_2``).
+Its normaliser is the top RBM's ``Z``; ``f(v) = sum_{h_1} p_1(v | h_1) f_2(h_1)`` with ``h_2``
+summed out of ``f_2``.  The recognition distribution ``q(h_1 | v) = prod_j sigmoid(c_j + (v R)_j)``
+(Hinton et al. 2006: after greedy training ``R = W_1`` and ``c`` is the first RBM's hidden
+bias) is the importance proposal for ``f(v)`` (RAISE Sec. 5.3) and the first layer of the
+RAISE proposal for the unrolled network (Sec. 3.3, Fig. 2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import ModelFileError
+from ..sampling import bernoulli
+from .rbm import BinaryRBM, RBMAnnealingPath, validate_rbm_arrays
+
+#: Exact ``log f(v)`` enumerates ``h_1``; refuse above 2^MAX_EXACT_BITS states.
+MAX_EXACT_BITS = 26
+
+
+def _as_param(x, device) -> torch.Tensor:
+    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
+    return t.to(device=device, dtype=torch.float32).contiguous()
+
+
+def validate_dbn_arrays(W_1, bias_0, W_2, bias_1, bias_2, recognition_W, recognition_bias,
+                        data_mean=None, source: str = "DBN") -> None:
+    """Refuse inconsistent shapes, NaN/inf and overflowing parameters, naming the array."""
+    validate_rbm_arrays(np.asarray(W_1), np.asarray(bias_0), np.asarray(recognition_bias), data_mean,
+                        source=f"{source} (directed layer: W_1, bias_0, recognition_bias)")
+    validate_rbm_arrays(np.asarray(recognition_W), np.asarray(bias_0), np.asarray(recognition_bias),
+                        source=f"{source} (recognition: recognition_W, bias_0, recognition_bias)")
+    validate_rbm_arrays(np.asarray(W_2), np.asarray(bias_1), np.asarray(bias_2),
+                        source=f"{source} (top RBM: W_2, bias_1, bias_2)")
+    if np.asarray(W_1).shape[1] != np.asarray(W_2).shape[0]:
+        raise ModelFileError(f"{source}: W_1 has {np.asarray(W_1).shape[1]} columns (h_1 units) but W_2 has "
+                             f"{np.asarray(W_2).shape[0]} rows; they must match")
+
+
+class DBN:
+    """A two-hidden-layer deep belief network.
+
+    Parameters
+    ----------
+    W_1 : array-like, shape (n_visible, n_1)
+        Generative weights of the directed layer ``p(v | h_1)``.
+    bias_0 : array-like, shape (n_visible,)
+        Visible biases of ``p(v | h_1)``.
+    W_2 : array-like, shape (n_1, n_2)
+        Top RBM weights.
+    bias_1, bias_2 : array-like, shapes (n_1,), (n_2,)
+        Top RBM biases.
+    recognition_bias : array-like, shape (n_1,)
+        Biases ``c`` of ``q(h_1 | v)``.
+    recognition_W : array-like, shape (n_visible, n_1), optional
+        Recognition weights ``R``; default ``W_1`` (tied, as after greedy training).
+    device : str or torch.device, optional
+    data_mean : array-like, shape (n_visible,), optional
+        Kept for the file format; the data-base-rate path is not defined for DBNs.
+    """
+
+    family = "dbn"
+
+    def __init__(self, W_1, bias_0, W_2, bias_1, bias_2, recognition_bias, recognition_W=None, device=None,
+                 data_mean=None):
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        self.W_1 = _as_param(W_1, device)
+        self.bias_0 = _as_param(bias_0, device)
+        self.recognition_W = self.W_1 if recognition_W is None else _as_param(recognition_W, device)
+        self.recognition_bias = _as_param(recognition_bias, device)
+        self.data_mean = None if data_mean is None else _as_param(data_mean, device)
+        self.top = BinaryRBM(W_2, bias_1, bias_2, device=device)
+        validate_dbn_arrays(*(t.cpu().numpy() for t in (self.W_1, self.bias_0, self.top.W, self.top.visible_bias,
+                                                       self.top.hidden_bias, self.recognition_W,
+                                                       self.recognition_bias)),
+                            None if self.data_mean is None else self.data_mean.cpu().numpy())
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def n_visible(self) -> int:
+        return int(self.W_1.shape[0])
+
+    @property
+    def layer_sizes(self) -> tuple[int, int, int]:
+        return self.n_visible, self.top.n_visible, self.top.n_hidden
+
+    @property
+    def device(self) -> torch.device:
+        return self.W_1.device
+
+    def to(self, device) -> "DBN":
+        return DBN(self.W_1.to(device), self.bias_0.to(device), self.top.W.to(device),
+                   self.top.visible_bias.to(device), self.top.hidden_bias.to(device),
+                   self.recognition_bias.to(device), self.recognition_W.to(device), device=device,
+                   data_mean=None if self.data_mean is None else self.data_mean.to(device))
+
+    @classmethod
+    def random(cls, layer_sizes, scale: float = 0.01, bias_scale: float = 0.0,
+               generator: torch.Generator | None = None, device=None, tied: bool = True) -> "DBN":
+        """Random parameters, for tests; ``tied=False`` draws recognition weights separately from ``W_1``."""
+        g = generator if generator is not None else torch.Generator().manual_seed(0)
+        nv, n1, n2 = (int(n) for n in layer_sizes)
+
+        def r(*shape, s):
+            return torch.randn(*shape, generator=g, dtype=torch.float64) * s
+
+        return cls(r(nv, n1, s=scale), r(nv, s=bias_scale), r(n1, n2, s=scale), r(n1, s=bias_scale),
+                   r(n2, s=bias_scale), r(n1, s=bias_scale), None if tied else r(nv, n1, s=scale), device=device)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        out = {"W_1": self.W_1, "bias_0": self.bias_0, "W_2": self.top.W, "bias_1": self.top.visible_bias,
+               "bias_2": self.top.hidden_bias, "recognition_W": self.recognition_W,
+               "recognition_bias": self.recognition_bias}
+        if self.data_mean is not None:
+            out["data_mean"] = self.data_mean
+        return {k: v.detach().cpu().numpy() for k, v in out.items()}
+
+    def _as_input(self, v) -> torch.Tensor:
+        v = torch.as_tensor(v, device=self.device)
+        if v.ndim == 1:
+            v = v.unsqueeze(0)
+        if v.ndim != 2 or v.shape[1] != self.n_visible:
+            raise ValueError(f"data has shape {tuple(v.shape)}; this DBN expects rows of {self.n_visible} visible units")
+        return v.to(torch.float32)
+
+    # ------------------------------------------------------------------ densities
+    def log_p_v_given_h1(self, v, h1) -> torch.Tensor:
+        """``log p_1(v | h_1)`` for paired rows, float64, shape ``(n,)``."""
+        v = self._as_input(v).double()
+        pre = torch.as_tensor(h1, device=self.device).double() @ self.W_1.double().T + self.bias_0.double()
+        return (v * pre - F.softplus(pre)).sum(1)
+
+    def recognition_logits(self, v) -> torch.Tensor:
+        """Logits of ``q(h_1 | v)``, float32, shape ``(n, n_1)``."""
+        return torch.addmm(self.recognition_bias, self._as_input(v), self.recognition_W)
+
+    def log_q_h1(self, h1, logits) -> torch.Tensor:
+        """``log q(h_1 | v)`` given the recognition logits, float64, shape ``(n,)``."""
+        z = logits.double()
+        return (torch.as_tensor(h1, device=self.device).double() * z - F.softplus(z)).sum(1)
+
+    def sample_recognition(self, v, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``h_1 ~ q(h_1 | v)`` and ``log q(h_1 | v)`` (float64)."""
+        logits = self.recognition_logits(v)
+        h1 = bernoulli(torch.sigmoid(logits), generator)
+        return h1, self.log_q_h1(h1, logits)
+
+    def importance_log_f(self, v, n_samples: int, generator: torch.Generator,
+                         chunk: int = 1 << 16) -> tuple[torch.Tensor, torch.Tensor]:
+        """Importance-sampling estimate of ``log f(v)`` with the recognition proposal (RAISE Sec. 5.3).
+
+        ``f̂(v) = mean_s p_1(v | h_1^s) f_2(h_1^s) / q(h_1^s | v)``: unbiased for ``f(v)``, so
+        ``log f̂(v)`` is a stochastic lower bound on ``log f(v)``.
+
+        Returns
+        -------
+        (log_f, stderr) : torch.Tensor, float64, shape ``(n,)``
+        """
+        from ..estimators.result import log_mean_stderr
+
+        if int(n_samples) < 1:
+            raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        v = self._as_input(v)
+        S, n = int(n_samples), v.shape[0]
+        per = max(1, chunk // S)
+        logs, ses = [], []
+        for i in range(0, n, per):
+            vi = v[i:i + per].repeat_interleave(S, 0)
+            h1, lq = self.sample_recognition(vi, generator)
+            lw = self.log_p_v_given_h1(vi, h1) + self.top.log_unnormalized_marginal(h1) - lq
+            lm, se = log_mean_stderr(lw.reshape(-1, S), dim=1)
+            logs.append(lm)
+            ses.append(se)
+        return torch.cat(logs), torch.cat(ses)
+
+    def exact_log_f(self, v, chunk: int = 1 << 14) -> torch.Tensor:
+        """``log f(v) = log sum_{h_1} p_1(v | h_1) f_2(h_1)`` by enumerating ``h_1``, float64."""
+        from ..estimators.exact import _bits
+
+        v = self._as_input(v).double()
+        n1 = self.top.n_visible
+        if n1 > MAX_EXACT_BITS:
+            raise ValueError(f"exact log f(v) needs 2^{n1} states of h_1; refusing above 2^{MAX_EXACT_BITS}")
+        total = 1 << n1
+        parts = []
+        for start in range(0, total, chunk):
+            h = _bits(start, min(start + chunk, total), n1, self.device, torch.float64)
+            pre = h @ self.W_1.double().T + self.bias_0.double()  # (c, n_v)
+            log_pv = v @ pre.T - F.softplus(pre).sum(1).unsqueeze(0)  # (n, c)
+            parts.append(torch.logsumexp(log_pv + self.top.log_unnormalized_marginal(h).unsqueeze(0), dim=1))
+        return torch.logsumexp(torch.stack(parts, 1), dim=1)
+
+    def exact_log_z(self, **kw) -> float:
+        """``log Z`` of the DBN: that of its top RBM (``p_1(v | h_1)`` is normalised)."""
+        from ..estimators.exact import exact_log_z
+
+        return exact_log_z(self.top, **kw)
+
+    # ------------------------------------------------------------------ annealing
+    def annealing_path(self, init: str = "uniform", data=None) -> "DBNAnnealingPath":
+        """AIS / RAISE path of the unrolled DBN (RAISE Sec. 3.3): the top RBM's path from uniform.
+
+        The data-base-rate initial distribution is not defined for DBNs (RAISE Sec. 5.3).
+        """
+        if init != "uniform":
+            raise ValueError(f"initial distribution {init!r} is not defined for DBNs; use 'uniform' "
+                             "(the data base rate describes v, which the top RBM does not model)")
+        return DBNAnnealingPath(self, self.top.annealing_path("uniform"))
+
+
+class DBNAnnealingPath:
+    """The top RBM's annealing path, plus the directed layer for RAISE on the unrolled net.
+
+    Everything of the :class:`~logzbench.models.base.AnnealingPath` protocol is the top RBM's
+    (so AIS estimates the DBN's ``log Z``).  :meth:`encode` is the bottom of the RAISE proposal
+    in Fig. 2: ``h_1 ~ q(h_1 | v)`` with the log-weight offset ``log p_1(v | h_1) - log q(h_1 | v)``;
+    RAISE then treats ``h_1`` as the top RBM's data.
+    """
+
+    def __init__(self, dbn: DBN, top_path: RBMAnnealingPath):
+        self.dbn = dbn
+        self.top_path = top_path
+
+    def __getattr__(self, name):  # delegate the AnnealingPath protocol to the top RBM's path
+        if name in ("dbn", "top_path"):
+            raise AttributeError(name)
+        return getattr(self.top_path, name)
+
+    def encode(self, v: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(h_1, log p_1(v | h_1) - log q(h_1 | v))`` with ``h_1 ~ q(h_1 | v)``, one per row of ``v``."""
+        h1, lq = self.dbn.sample_recognition(v, generator)
+        return h1, self.dbn.log_p_v_given_h1(v, h1) - lq
