@@ -6,12 +6,16 @@ Measures, in one process on one device:
   (``(chains x n_visible) @ (n_visible x n_hidden)`` and its transpose);
 * AIS on an ``n_visible x n_hidden`` RBM with ``chains`` chains: Gibbs sweeps per second
   (per chain-batch) and the achieved matmul flop rate, ``4 * chains * n_visible * n_hidden``
-  flops per sweep, as a fraction of the measured matmul rate.
+  flops per sweep, as a fraction of the measured matmul rate;
+* the same for AIS on a DBM (``--dbm 784,500,1000``, the RAISE paper's MNIST DBM), whose
+  sweep samples the odd layers given the even ones and back: ``4 * chains * sum_l n_{l-1} n_l``
+  useful flops per sweep, compared with the matmul rate of its even/odd shapes.
 
 Warm-up runs are excluded from every timing.  Usage::
 
-    python benchmarks/bench_ais.py [--n-visible 784] [--n-hidden 500] [--chains 500]
-        [--steps 300] [--device cpu|cuda] [--threads N] [--json out.json]
+    python benchmarks/bench_ais.py [--n-visible 784] [--n-hidden 500] [--dbm 784,500,1000]
+        [--family rbm|dbm|both] [--chains 500] [--steps 300] [--device cpu|cuda] [--threads N]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import torch
 
 from logzbench import schedules
 from logzbench.estimators import ais
-from logzbench.models import BinaryRBM
+from logzbench.models import DBM, BinaryRBM
 from logzbench.utils import make_generator, resolve_device
 
 
@@ -71,9 +75,9 @@ def rng_seconds_per_sweep(chains: int, nv: int, nh: int, dev: torch.device, reps
     return (time.perf_counter() - t0) / reps
 
 
-def ais_rate(rbm: BinaryRBM, chains: int, steps: int, dev: torch.device) -> tuple[float, float]:
+def ais_rate(model, chains: int, steps: int, dev: torch.device) -> tuple[float, float]:
     """(sweeps per second, seconds) of AIS with ``steps`` intermediate distributions."""
-    path = rbm.annealing_path("uniform")
+    path = model.annealing_path("uniform")
     ais.run(path, schedules.linear(20), chains, make_generator(1, dev))  # warm-up
     _sync(dev)
     t0 = time.perf_counter()
@@ -83,10 +87,40 @@ def ais_rate(rbm: BinaryRBM, chains: int, steps: int, dev: torch.device) -> tupl
     return n_sweeps / dt, dt
 
 
-def main(argv=None) -> dict:
+def measure(name: str, model, nv: int, nh: int, useful_flops: float, chains: int, steps: int,
+            dev: torch.device) -> dict:
+    """One benchmark record; ``nv x nh`` are the matmul shapes of a sweep, ``useful_flops`` its work."""
+    peak = matmul_rate(chains, nv, nh, dev)
+    sps, seconds = ais_rate(model, chains, steps, dev)
+    peak = max(peak, matmul_rate(chains, nv, nh, dev))
+    rng = rng_seconds_per_sweep(chains, nv, nh, dev)
+    sweep = 1.0 / sps
+    matmul = 4.0 * chains * nv * nh / peak
+    return {
+        "model": name,
+        "device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
+        "threads": torch.get_num_threads(),
+        "chains": chains,
+        "steps": steps,
+        "ais_seconds": seconds,
+        "sweeps_per_second": sps,
+        "chain_sweeps_per_second": sps * chains,
+        "achieved_gflops": sps * useful_flops / 1e9,
+        "matmul_gflops": peak / 1e9,
+        "fraction_of_matmul_rate": sps * useful_flops / peak,
+        "ms_per_sweep": 1e3 * sweep,
+        "ms_matmul_at_peak": 1e3 * matmul,
+        "ms_uniform_draws": 1e3 * rng,
+        "ms_other": 1e3 * (sweep - matmul - rng),
+    }
+
+
+def main(argv=None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--n-visible", type=int, default=784)
     p.add_argument("--n-hidden", type=int, default=500)
+    p.add_argument("--dbm", default="784,500,1000", help="DBM layer sizes, comma-separated")
+    p.add_argument("--family", default="both", choices=["rbm", "dbm", "both"])
     p.add_argument("--chains", type=int, default=500)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--device", default="cpu")
@@ -96,38 +130,27 @@ def main(argv=None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     dev = resolve_device(args.device)
-    rbm = BinaryRBM.random(args.n_visible, args.n_hidden, scale=0.05, generator=make_generator(0, "cpu")).to(dev)
-    peak = matmul_rate(args.chains, args.n_visible, args.n_hidden, dev)
-    sps, seconds = ais_rate(rbm, args.chains, args.steps, dev)
-    flops = sps * 4.0 * args.chains * args.n_visible * args.n_hidden
-    peak_after = matmul_rate(args.chains, args.n_visible, args.n_hidden, dev)
-    peak = max(peak, peak_after)
-    rng = rng_seconds_per_sweep(args.chains, args.n_visible, args.n_hidden, dev)
-    sweep = 1.0 / sps
-    matmul = 4.0 * args.chains * args.n_visible * args.n_hidden / peak
-    out = {
-        "device": str(dev) if dev.type == "cpu" else torch.cuda.get_device_name(dev),
-        "threads": torch.get_num_threads(),
-        "rbm": f"{args.n_visible}x{args.n_hidden}",
-        "chains": args.chains,
-        "steps": args.steps,
-        "ais_seconds": seconds,
-        "sweeps_per_second": sps,
-        "chain_sweeps_per_second": sps * args.chains,
-        "achieved_gflops": flops / 1e9,
-        "matmul_gflops": peak / 1e9,
-        "fraction_of_matmul_rate": flops / peak,
-        "ms_per_sweep": 1e3 * sweep,
-        "ms_matmul_at_peak": 1e3 * matmul,
-        "ms_uniform_draws": 1e3 * rng,
-        "ms_other": 1e3 * (sweep - matmul - rng),
-    }
-    for k, v in out.items():
-        print(f"{k:>26}: {v:.4g}" if isinstance(v, float) else f"{k:>26}: {v}")
+    records = []
+    if args.family in ("rbm", "both"):
+        nv, nh = args.n_visible, args.n_hidden
+        rbm = BinaryRBM.random(nv, nh, scale=0.05, generator=make_generator(0, "cpu")).to(dev)
+        records.append(measure(f"RBM {nv}x{nh}", rbm, nv, nh, 4.0 * args.chains * nv * nh, args.chains,
+                               args.steps, dev))
+    if args.family in ("dbm", "both"):
+        sizes = [int(n) for n in args.dbm.split(",")]
+        dbm = DBM.random(sizes, scale=0.05, generator=make_generator(0, "cpu")).to(dev)
+        view = dbm.as_rbm()
+        useful = 4.0 * args.chains * sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
+        records.append(measure(f"DBM {'-'.join(map(str, sizes))}", dbm, view.n_visible, view.n_hidden, useful,
+                               args.chains, args.steps, dev))
+    for out in records:
+        for k, v in out.items():
+            print(f"{k:>26}: {v:.4g}" if isinstance(v, float) else f"{k:>26}: {v}")
+        print()
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(out, fh, indent=2)
-    return out
+            json.dump(records, fh, indent=2)
+    return records
 
 
 if __name__ == "__main__":

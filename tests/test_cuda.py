@@ -34,3 +34,20 @@ def test_cuda_same_seed_same_estimate():
 def test_exact_on_cuda_matches_cpu():
     rbm = random_rbm(30, 14, seed=3, scale=0.5)
     assert exact_log_z(rbm.to("cuda")) == pytest.approx(exact_log_z(rbm), abs=1e-8)
+
+
+@pytest.mark.parametrize("family, init", [("dbm", "uniform"), ("dbm", "base-rate"), ("dbn", "uniform")])
+def test_deep_models_on_cuda_agree_with_exact(family, init):
+    from logzbench.models import DBM, DBN
+
+    cls = DBM if family == "dbm" else DBN
+    model = cls.random((10, 8, 6), scale=0.8, bias_scale=0.5, generator=torch.Generator().manual_seed(4))
+    X = torch.bernoulli(torch.full((30, 10), 0.5), generator=torch.Generator().manual_seed(1))
+    truth = model.exact_log_z()
+    exact_ll = float((model.exact_log_f(X) - truth).mean())
+    a = estimate(model, "ais", data=X, train_data=X, steps=500, chains=500, init=init, seed=0, device="cuda")
+    assert abs(a.log_z - truth) < 4 * a.log_z_stderr + 1e-3
+    assert abs(a.mean_log_likelihood - exact_ll) < 4 * a.mean_log_likelihood_stderr + 1e-2
+    r = estimate(model, "raise", data=X, train_data=X, steps=500, chains=20, init=init, seed=0, device="cuda")
+    assert abs(r.mean_log_likelihood - exact_ll) < 4 * r.mean_log_likelihood_stderr + 2e-2
+    assert model.to("cuda").exact_log_z() == pytest.approx(truth, abs=1e-8)
