@@ -234,7 +234,7 @@ class DBM:
         return bound
 
     def importance_log_f(self, v, n_samples: int, generator: torch.Generator,
-                         chunk: int = 1 << 16) -> tuple[torch.Tensor, torch.Tensor]:
+                         chunk: int = 1 << 14) -> tuple[torch.Tensor, torch.Tensor]:
         """Importance-sampling estimate of ``log f(v)`` (RAISE Sec. 5.2).
 
         The odd layers (``h_1``, ...) are summed out analytically; the even hidden layers

@@ -155,7 +155,7 @@ class DBN:
         return h1, self.log_q_h1(h1, logits)
 
     def importance_log_f(self, v, n_samples: int, generator: torch.Generator,
-                         chunk: int = 1 << 16) -> tuple[torch.Tensor, torch.Tensor]:
+                         chunk: int = 1 << 14) -> tuple[torch.Tensor, torch.Tensor]:
         """Importance-sampling estimate of ``log f(v)`` with the recognition proposal (RAISE Sec. 5.3).
 
         ``f̂(v) = mean_s p_1(v | h_1^s) f_2(h_1^s) / q(h_1^s | v)``: unbiased for ``f(v)``, so
