@@ -26,7 +26,7 @@ from ..utils import save_npz_atomic
 from .binarize import METHODS as BINARIZE_METHODS
 from .binarize import binarize as _binarize
 
-DATASETS = ("mnist", "digits")
+DATASETS = ("mnist", "digits", "omniglot")
 SPLITS = ("train", "valid", "test")
 FORMAT_VERSION = 1
 #: Stream index per split: split ``s`` is binarized with ``default_rng([seed, _STREAM[s]])``.
@@ -52,15 +52,20 @@ def prepare_dataset(
 
     Parameters
     ----------
-    name : {"mnist", "digits"}
+    name : {"mnist", "digits", "omniglot"}
         Data set.  MNIST comes from :func:`~logzbench.data.mnist.load_mnist` (mirror,
         cache or download, checksum-verified); digits from scikit-learn (stratified
-        80/20 split with seed 0, see :mod:`logzbench.data.digits`).
+        80/20 split with seed 0, see :mod:`logzbench.data.digits`); Omniglot from
+        :func:`~logzbench.data.omniglot.load_omniglot` (mirror, cache or download,
+        checksum-verified; 105x105 drawings area-averaged to 28x28 grey levels, fixed
+        random 24,345/8,070 split of the 32,460 images with split seed 0, labels = global
+        character index 0..1622; see :mod:`logzbench.data.omniglot`).
     output : path-like
         Destination file; written via a temporary file and renamed, so it is either
         complete or absent.
     mirror : path-like, optional
         Offline mirror root (default ``$LOGZBENCH_DATA_MIRROR``); unused for digits.
+        MNIST is read from ``<mirror>/mnist/``, Omniglot from ``<mirror>/omniglot/``.
     binarize : {"stochastic", "threshold"}
         See :func:`logzbench.data.binarize.binarize`.
     threshold : float, default 0.5
@@ -137,6 +142,16 @@ def _load_raw(name, mirror, cache_dir):
 
         note = "official 60000/10000; valid = last n_valid training rows"
         return load_mnist(mirror=mirror, cache_dir=cache_dir), IMAGE_SHAPE, 255.0, mnist_sources(), note
+    if name == "omniglot":
+        from . import omniglot as om
+
+        note = (f"pooled {om.N_IMAGES} images (1623 characters x 20 drawers, background then evaluation); "
+                f"numpy.random.default_rng({om.DEFAULT_SPLIT_SEED}).permutation: first {om.DEFAULT_N_TRAIN} "
+                f"train, next {om.DEFAULT_N_TEST} test, last {om.N_IMAGES - om.DEFAULT_N_TRAIN - om.DEFAULT_N_TEST} "
+                "unused; 105x105 -> 28x28 exact area average; labels = global character index "
+                "(background 0..963, evaluation 964..1622); valid = last n_valid training rows")
+        return (om.load_omniglot(mirror=mirror, cache_dir=cache_dir), om.IMAGE_SHAPE, 1.0,
+                om.omniglot_sources(), note)
     from .digits import DEFAULT_SPLIT_SEED, DEFAULT_TEST_FRACTION, IMAGE_SHAPE, load_digits_dataset
 
     note = (f"sklearn train_test_split(test_size={DEFAULT_TEST_FRACTION}, stratify=labels, "

@@ -11,7 +11,8 @@ Lookup order for ``fetch(dataset, filename)``:
 For a ``.gz`` entry the uncompressed file (name without ``.gz``) is accepted too, in the
 mirror and in the cache.  Every file is checked against the sha256 of its **decompressed**
 content, so re-gzipped copies (different gzip header) are accepted while any change
-of the data is not.  All network access goes through :func:`_download`, which tests
+of the data is not; entries that are not ``.gz`` (Omniglot's ``.npz`` files) are checked
+against the sha256 of the file itself.  All network access goes through :func:`_download`, which tests
 replace.
 """
 
@@ -90,6 +91,19 @@ for _name, _sha, _gz_sha in (
 ):
     register(RemoteFile("mnist", _name, _sha, tuple(b + _name for b in _MNIST_BASES), _gz_sha))
 
+#: Omniglot (Lake et al. 2015) as 105x105 boolean NumPy arrays, made from the official
+#: ``brendenlake/omniglot`` PNG zips by the repository ``bitsandscraps/omniglot``; pinned to a commit.
+OMNIGLOT_COMMIT = "b0481240b7eb42393285a93ce7d2f266ff10c62b"
+_OMNIGLOT_BASES = (
+    f"https://github.com/bitsandscraps/omniglot/raw/{OMNIGLOT_COMMIT}/",  # canonical (commit-pinned)
+    f"https://raw.githubusercontent.com/bitsandscraps/omniglot/{OMNIGLOT_COMMIT}/",
+)
+for _name, _sha in (
+    ("images_background.npz", "8bf84167413cd00beacdce3fe582f780ab538d8dbef043a6d688f2527bbce199"),
+    ("images_evaluation.npz", "0b84c7ffd94c4841c0040e529c86a82eaaccb986d8eadad5673f7991b7475276"),
+):  # not compressed by gzip: sha256 of the file itself
+    register(RemoteFile("omniglot", _name, _sha, tuple(b + _name for b in _OMNIGLOT_BASES)))
+
 
 def remote_file(dataset: str, filename: str) -> RemoteFile:
     """Return the registry entry for ``dataset/filename``.
@@ -158,10 +172,10 @@ def verify(path: str | os.PathLike, entry: RemoteFile, gzipped: bool | None = No
     else:
         if actual == entry.sha256:
             return
-        problem = f"has sha256 {actual} (decompressed content)"
+        problem = f"has sha256 {actual}" + (" (decompressed content)" if entry.gzipped else "")
     raise DatasetError(
         f"data file {path} is corrupt: it {problem}, expected sha256 {entry.sha256} of the "
-        f"decompressed {entry.filename}. Replace it with a good copy "
+        f"{'decompressed ' if entry.gzipped else ''}{entry.filename}. Replace it with a good copy "
         f"({hint or _where_to_put(entry)})."
     )
 
@@ -226,7 +240,7 @@ def fetch(
             failures.append(f"{url}: {type(exc).__name__}: {exc}")
     raise DatasetError(
         f"data file {dataset}/{filename} is not available offline and could not be "
-        f"downloaded (expected sha256 {entry.sha256} of the decompressed content). "
+        f"downloaded (expected sha256 {entry.sha256}{' of the decompressed content' if entry.gzipped else ''}). "
         f"{_where_to_put(entry, mirror_root, cache_root)}.{cache_note}\nDownload attempts:\n  "
         + "\n  ".join(failures)
     )
