@@ -29,18 +29,14 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..sampling import bernoulli, bernoulli_from_logits_
-from .rbm import BinaryRBM, RBMAnnealingPath, RBMState, base_rate_bias_from_mean, validate_rbm_arrays
+from .rbm import (BinaryRBM, RBMAnnealingPath, RBMState, as_float64, as_param, base_rate_bias_from_mean,
+                  validate_rbm_arrays)
 
 #: Mean-field probabilities are kept in [MF_CLIP, 1 - MF_CLIP] when used as an importance
 #: proposal, so that every hidden configuration keeps positive proposal probability.
 MF_CLIP = 1e-3
 #: Exact log f(v) enumerates the even hidden layers; refuse above 2^MAX_EXACT_BITS states.
 MAX_EXACT_BITS = 26
-
-
-def _as_param(x, device) -> torch.Tensor:
-    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
-    return t.to(device=device, dtype=torch.float32).contiguous()
 
 
 def validate_dbm_arrays(weights, biases, data_mean=None, source: str = "DBM") -> None:
@@ -81,11 +77,10 @@ class DBM:
 
     def __init__(self, weights, biases, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        self.weights = [_as_param(W, device) for W in weights]
-        self.biases = [_as_param(b, device) for b in biases]
-        self.data_mean = None if data_mean is None else _as_param(data_mean, device)
-        validate_dbm_arrays([W.cpu().numpy() for W in self.weights], [b.cpu().numpy() for b in self.biases],
-                            None if self.data_mean is None else self.data_mean.cpu().numpy())
+        validate_dbm_arrays([as_float64(W) for W in weights], [as_float64(b) for b in biases], as_float64(data_mean))
+        self.weights = [as_param(W, device) for W in weights]
+        self.biases = [as_param(b, device) for b in biases]
+        self.data_mean = None if data_mean is None else as_param(data_mean, device)
         self._view: BinaryRBM | None = None
 
     # ------------------------------------------------------------------ basics

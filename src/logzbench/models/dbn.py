@@ -21,15 +21,10 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..sampling import bernoulli
-from .rbm import BinaryRBM, RBMAnnealingPath, validate_rbm_arrays
+from .rbm import BinaryRBM, RBMAnnealingPath, as_float64, as_param, validate_rbm_arrays
 
 #: Exact ``log f(v)`` enumerates ``h_1``; refuse above 2^MAX_EXACT_BITS states.
 MAX_EXACT_BITS = 26
-
-
-def _as_param(x, device) -> torch.Tensor:
-    t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
-    return t.to(device=device, dtype=torch.float32).contiguous()
 
 
 def validate_dbn_arrays(W_1, bias_0, W_2, bias_1, bias_2, recognition_W, recognition_bias,
@@ -73,16 +68,15 @@ class DBN:
     def __init__(self, W_1, bias_0, W_2, bias_1, bias_2, recognition_bias, recognition_W=None, device=None,
                  data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        self.W_1 = _as_param(W_1, device)
-        self.bias_0 = _as_param(bias_0, device)
-        self.recognition_W = self.W_1 if recognition_W is None else _as_param(recognition_W, device)
-        self.recognition_bias = _as_param(recognition_bias, device)
-        self.data_mean = None if data_mean is None else _as_param(data_mean, device)
+        validate_dbn_arrays(*(as_float64(x) for x in (W_1, bias_0, W_2, bias_1, bias_2,
+                                                     W_1 if recognition_W is None else recognition_W,
+                                                     recognition_bias, data_mean)))
+        self.W_1 = as_param(W_1, device)
+        self.bias_0 = as_param(bias_0, device)
+        self.recognition_W = self.W_1 if recognition_W is None else as_param(recognition_W, device)
+        self.recognition_bias = as_param(recognition_bias, device)
+        self.data_mean = None if data_mean is None else as_param(data_mean, device)
         self.top = BinaryRBM(W_2, bias_1, bias_2, device=device)
-        validate_dbn_arrays(*(t.cpu().numpy() for t in (self.W_1, self.bias_0, self.top.W, self.top.visible_bias,
-                                                       self.top.hidden_bias, self.recognition_W,
-                                                       self.recognition_bias)),
-                            None if self.data_mean is None else self.data_mean.cpu().numpy())
 
     # ------------------------------------------------------------------ basics
     @property

@@ -49,7 +49,7 @@ from ..errors import ModelFileError
 from ..utils import save_npz_atomic
 from .dbm import DBM
 from .dbn import DBN
-from .rbm import BinaryRBM, validate_rbm_arrays
+from .rbm import BinaryRBM
 
 #: model_type -> (required arrays, optional arrays); a DBM's arrays depend on its depth
 _FAMILIES = {
@@ -113,8 +113,6 @@ def load_model(path: str | os.PathLike, device=None) -> Model:
             return DBN(arrays["W_1"], arrays["bias_0"], arrays["W_2"], arrays["bias_1"], arrays["bias_2"],
                        arrays["recognition_bias"], arrays.get("recognition_W"), device=device,
                        data_mean=arrays.get("data_mean"))
-        validate_rbm_arrays(arrays["W"], arrays["visible_bias"], arrays["hidden_bias"], arrays.get("data_mean"),
-                            source=str(path))
         return BinaryRBM(arrays["W"], arrays["visible_bias"], arrays["hidden_bias"], device=device,
                          data_mean=arrays.get("data_mean"))
     except ModelFileError as exc:

@@ -25,9 +25,20 @@ from ..errors import ModelFileError
 from ..sampling import bernoulli, bernoulli_from_logits_
 
 
-def _as_param(x, device) -> torch.Tensor:
+def as_param(x, device) -> torch.Tensor:
+    """A float32 parameter tensor on ``device`` (from an array or a tensor)."""
     t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
     return t.to(device=device, dtype=torch.float32).contiguous()
+
+
+def as_float64(x) -> np.ndarray | None:
+    """A float64 NumPy copy of an array or tensor (``None`` stays ``None``), for validation
+    *before* the float32 cast, so that overflowing values are reported as such, not as inf."""
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
 
 
 class BinaryRBM:
@@ -55,14 +66,11 @@ class BinaryRBM:
 
     def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        self.W = _as_param(W, device)
-        self.visible_bias = _as_param(visible_bias, device)
-        self.hidden_bias = _as_param(hidden_bias, device)
-        self.data_mean = None if data_mean is None else _as_param(data_mean, device)
-        validate_rbm_arrays(
-            self.W.cpu().numpy(), self.visible_bias.cpu().numpy(), self.hidden_bias.cpu().numpy(),
-            None if self.data_mean is None else self.data_mean.cpu().numpy(),
-        )
+        validate_rbm_arrays(as_float64(W), as_float64(visible_bias), as_float64(hidden_bias), as_float64(data_mean))
+        self.W = as_param(W, device)
+        self.visible_bias = as_param(visible_bias, device)
+        self.hidden_bias = as_param(hidden_bias, device)
+        self.data_mean = None if data_mean is None else as_param(data_mean, device)
 
     # ------------------------------------------------------------------ basics
     @property
