@@ -12,9 +12,11 @@ from logzbench import report
 
 
 def rec(model, estimator, *, K=None, init=None, seed=0, ll=-100.0, ll_se=0.05, log_z=None, ess=None,
-        chains=100, method=None, schedule="linear"):
+        chains=100, method=None, schedule="linear", family=None, hidden_sizes=None, extra=None):
     method = method or estimator
+    deep = {} if family is None else {"family": family, "hidden_sizes": hidden_sizes, "n_visible": 784}
     return {
+        **deep,
         "key": f"estimate/{model}/{estimator}/K{K if K is not None else '-'}/{init or '-'}/seed{seed if method != 'exact' else '-'}",
         "model": model, "dataset": "digits", "estimator": estimator, "method": method,
         "K": K, "init": init, "seed": None if method == "exact" else seed,
@@ -22,7 +24,8 @@ def rec(model, estimator, *, K=None, init=None, seed=0, ll=-100.0, ll_se=0.05, l
         "result": {"estimator": method, "log_z": log_z, "log_z_stderr": 0.01 if log_z is not None else None,
                    "ess": ess, "n_chains": 0 if method == "exact" else chains, "mean_log_likelihood": ll,
                    "mean_log_likelihood_stderr": ll_se, "seconds": 1.0, "n_sweeps": K or 0,
-                   "total_sweeps": (K or 0) * chains, "sweeps_per_second": 100.0, "settings": {}},
+                   "total_sweeps": (K or 0) * chains, "sweeps_per_second": 100.0, "settings": {},
+                   "extra": dict(extra or {})},
     }
 
 
@@ -189,3 +192,93 @@ def test_plot_history(tmp_path):
     p = report.plot_history(history, tmp_path / "h.png", title="m")
     assert p.stat().st_size > 1000
     assert report.plot_history([], tmp_path / "empty.png").exists()
+
+
+# --------------------------------------------------------------------------- deep models (table 2)
+def deep_records():
+    """A DBM (both inits, 2 seeds, 2 K, exact) and a DBN (uniform only, 2 seeds, 1 K), plus an RBM."""
+    out = [rec("dbm", "exact", ll=-90.0, log_z=20.0, ll_se=0.0, chains=0, family="dbm", hidden_sizes=[20, 10])]
+    lf = {"mean_log_f_is": 30.0, "mean_log_f_is_stderr": 0.02, "mean_log_f_is_jensen_gap": 0.001,
+          "mean_log_f_mean_field": 29.5}
+    for seed in (0, 1):
+        for K in (100, 1000):
+            for init, shift in (("uniform", 0.0), ("base-rate", 0.5)):
+                out.append(rec("dbm", "ais", K=K, init=init, seed=seed, ll=-89.0 + shift + seed, ll_se=0.1, ess=60,
+                               log_z=19.0, family="dbm", hidden_sizes=[20, 10], extra=lf))
+                out.append(rec("dbm", "raise", K=K, init=init, seed=seed, ll=-92.0 + shift + seed, ll_se=0.2, ess=6,
+                               chains=10, family="dbm", hidden_sizes=[20, 10], extra=lf))
+        out.append(rec("dbn", "ais", K=1000, init="uniform", seed=seed, ll=-85.0, ll_se=0.1, ess=60, log_z=5.0,
+                       family="dbn", hidden_sizes=[16, 10], extra={"mean_log_f_is": -70.0 + seed,
+                                                                   "mean_log_f_is_stderr": 0.03}))
+        out.append(rec("dbn", "raise", K=1000, init="uniform", seed=seed, ll=-85.4, ll_se=0.1, ess=6, chains=10,
+                       family="dbn", hidden_sizes=[16, 10], extra={"mean_log_f_is": -70.0 + seed,
+                                                                   "mean_log_f_is_stderr": 0.03}))
+    return out + agreeing_model("rbm")
+
+
+def test_table2_deep_models(tmp_path):
+    paths = report.build_report(deep_records(), tmp_path, gap_threshold=1.0)
+    t2 = pd.read_csv(paths["table2"], keep_default_na=False, na_values=[""])
+    assert list(t2.columns) == [
+        "model", "family", "architecture", "schedule", "K", "n_seeds", "exact",
+        "raise_uniform", "raise_uniform_se", "ais_uniform", "ais_uniform_se", "gap_uniform", "gap_uniform_se",
+        "raise_base-rate", "raise_base-rate_se", "ais_base-rate", "ais_base-rate_se", "gap_base-rate",
+        "gap_base-rate_se", "log_f_is", "log_f_is_se", "log_f_is_jensen_gap", "log_f_mean_field", "flags"]
+    assert list(zip(t2["model"], t2["K"])) == [("dbm", 100), ("dbm", 1000), ("dbn", 1000)]
+    dbm = t2[t2["model"] == "dbm"].iloc[1]
+    assert dbm["family"] == "dbm" and dbm["architecture"] == "784-20-10" and dbm["n_seeds"] == 2
+    assert dbm["exact"] == pytest.approx(-90.0)
+    # means over seeds 0 and 1 (values -89 + seed, -92 + seed): -88.5 and -91.5; gap = AIS - RAISE = +3
+    assert dbm["ais_uniform"] == pytest.approx(-88.5) and dbm["raise_uniform"] == pytest.approx(-91.5)
+    assert dbm["gap_uniform"] == pytest.approx(3.0) and dbm["gap_base-rate"] == pytest.approx(3.0)
+    assert dbm["ais_base-rate"] == pytest.approx(-88.0)
+    # standard errors of the means over two seeds: sqrt(2 se^2) / 2; the gap's combines both
+    # (the CSV keeps 6 significant digits)
+    assert dbm["ais_uniform_se"] == pytest.approx(math.sqrt(2 * 0.01) / 2, rel=1e-5)
+    assert dbm["raise_uniform_se"] == pytest.approx(math.sqrt(2 * 0.04) / 2, rel=1e-5)
+    assert dbm["gap_uniform_se"] == pytest.approx(math.sqrt(0.02 / 4 + 0.08 / 4), rel=1e-5)
+    assert dbm["log_f_is"] == pytest.approx(30.0) and dbm["log_f_mean_field"] == pytest.approx(29.5)
+    assert "AIS-RAISE gap +3.00 nats" in dbm["flags"]
+    dbn = t2[t2["model"] == "dbn"].iloc[0]
+    assert dbn["family"] == "dbn" and dbn["architecture"] == "784-16-10"
+    assert dbn["gap_uniform"] == pytest.approx(0.4) and pd.isna(dbn["flags"])  # |gap| < 1 nat, RAISE below AIS
+    assert math.isnan(dbn["raise_base-rate"]) and math.isnan(dbn["ais_base-rate"])  # no DBR for DBNs
+    assert math.isnan(dbn["exact"]) and math.isnan(dbn["log_f_mean_field"])
+    assert dbn["log_f_is"] == pytest.approx(-69.5)
+    # deep models never appear in table 1; the RBM does, unchanged
+    t1 = pd.read_csv(paths["table1"])
+    assert set(t1["model"]) == {"rbm"} and "csl" in t1.columns
+    assert set(t2["model"]) == {"dbm", "dbn"}
+    rep = json.loads((tmp_path / "report.json").read_text())
+    assert [r["model"] for r in rep["table2"]] == ["dbm", "dbm", "dbn"]
+    assert rep["table2"][2]["raise_base-rate"] is None
+    assert rep["families"] == {"dbm": "dbm", "dbn": "dbn", "rbm": "rbm"}
+    for m in ("dbm", "dbn", "rbm"):
+        assert paths["plots"][m].stat().st_size > 1000
+
+
+def test_table2_flags_raise_above_ais_and_exact():
+    recs = [rec("d", "exact", ll=-100.0, log_z=1.0, ll_se=0.0, chains=0, family="dbm", hidden_sizes=[8, 4]),
+            rec("d", "ais", K=100, init="base-rate", ll=-100.1, ll_se=0.05, ess=50, family="dbm", hidden_sizes=[8, 4]),
+            rec("d", "raise", K=100, init="base-rate", ll=-99.5, ll_se=0.05, ess=5, chains=10, family="dbm",
+                hidden_sizes=[8, 4])]
+    per_run = report.load_results(recs)
+    per_run, s = report.apply_flags(per_run, report.summarize(per_run), gap_threshold=1.0, z=2.0)
+    t2 = report.make_table2(s)
+    assert len(t2) == 1 and t2.loc[0, "gap_base-rate"] == pytest.approx(-0.6)  # AIS - RAISE < 0
+    assert list(t2.columns)[7:13] == ["raise_base-rate", "raise_base-rate_se", "ais_base-rate", "ais_base-rate_se",
+                                      "gap_base-rate", "gap_base-rate_se"]  # only the init present
+    flags = t2.loc[0, "flags"]
+    assert "RAISE exceeds AIS by 0.60 nats" in flags and "RAISE lower bound exceeds exact" in flags
+    assert report.make_table1(s).empty  # no RBM
+
+
+def test_family_of_bare_exact_record_follows_the_model():
+    """An exact record without a family (e.g. a bare EstimateResult) takes its model's family."""
+    exact = rec("d", "exact", ll=-100.0, log_z=1.0, ll_se=0.0, chains=0)
+    recs = [exact, rec("d", "ais", K=10, init="uniform", ll=-99.0, ess=50, family="dbn", hidden_sizes=[8, 4])]
+    df = report.load_results(recs)
+    assert set(df["family"]) == {"dbn"} and set(df["architecture"]) == {"784-8-4"}
+    s = report.summarize(df)
+    assert report.make_table2(s).loc[0, "exact"] == pytest.approx(-100.0)
+    assert report.make_table1(s).empty

@@ -24,9 +24,10 @@ SNAKEFILE = REPO / "Snakefile"
 CONFIGS = sorted((REPO / "config").glob("*.yaml"))
 TEST_CONFIG = REPO / "config" / "test.yaml"
 EXPERIMENT = "logzbench-test"
-# config/test.yaml: exact 1 + AIS (2 K x 2 inits x 2 seeds) 8 + RAISE (2 K x 2 inits) 4 + CSL 1
-N_ESTIMATES = 14
-N_TRAIN = 1
+# config/test.yaml: RBM exact 1 + AIS (2 K x 2 inits x 2 seeds) 8 + RAISE (2 K x 2 inits) 4 + CSL 1;
+# DBM exact 1 + AIS and RAISE (1 K x 2 inits) 4; DBN exact 1 + AIS and RAISE (1 K, uniform only) 2
+N_ESTIMATES = 14 + 5 + 3
+N_TRAIN = 3
 
 
 def _env() -> dict[str, str]:
@@ -66,10 +67,14 @@ def job_counts(output: str) -> dict[str, int]:
 #: Expected job counts of the dry run per config (exact: once per model with a layer of
 #: <= exact_max_units units; csl not multiplied by init; exact by neither K, init nor seed).
 EXPECTED_JOBS = {
-    "test": {"init_tracking": 1, "prepare_dataset": 1, "train_model": 1, "estimate_annealed": 12,
-             "estimate_csl": 1, "estimate_exact": 1, "report": 1, "all": 1, "total": 19},
-    "config": {"prepare_dataset": 2, "train_model": 3, "estimate_exact": 2, "estimate_csl": 3 * 1 * 2,
-               "estimate_annealed": 3 * 2 * (2 * 2 * 2)},
+    "test": {"init_tracking": 1, "prepare_dataset": 1, "train_model": 3, "estimate_annealed": 12 + 4 + 2,
+             "estimate_csl": 1, "estimate_exact": 3, "report": 1, "all": 1, "total": 29},
+    # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL)
+    "config": {"prepare_dataset": 2, "train_model": 5, "estimate_exact": 2 + 2, "estimate_csl": 3 * 1 * 2,
+               "estimate_annealed": 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2)},
+    # 2 DBMs x 2 methods x 3 K x 2 inits + 2 DBNs x 2 methods x 3 K x uniform; no exact, no CSL
+    "raise_table2": {"prepare_dataset": 2, "train_model": 4, "estimate_exact": 0, "estimate_csl": 0,
+                     "estimate_annealed": 2 * 2 * 3 * 2 + 2 * 2 * 3 * 1, "total": 45},
     "raise_table1": {"train_model": 5, "estimate_exact": 2, "estimate_csl": 5,
                      "estimate_annealed": 5 * 2 * (4 * 2 * 1)},
     # AIS linear (2 K x 2 inits x 50 seeds), AIS sm14500 (one schedule: not multiplied by the K
@@ -94,19 +99,64 @@ def test_default_config_and_profile_without_configfile(tmp_path):
     """No --configfile: the Snakefile falls back to the repository's config/config.yaml."""
     proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"),
                      configfile=None)
-    assert job_counts(proc.stdout)["train_model"] == 3
+    assert job_counts(proc.stdout)["train_model"] == 5
 
 
 def test_config_overrides_and_exact_limit(tmp_path):
-    """A second --configfile overrides the first (here: exact limit below the hidden layer)."""
+    """A second --configfile overrides the first (here: exact limits below the enumerated layers)."""
     override = tmp_path / "override.yaml"
     override.write_text("evaluation: {exact_max_units: 4, K: [10], inits: [uniform], seeds: [0]}\n")
     proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
     counts = job_counts(proc.stdout)
-    assert "estimate_exact" not in counts  # 8 hidden units > 4: no exact job
-    assert counts["estimate_annealed"] == 2  # ais + raise, one K, one init, one seed
+    # RBM 64-8: 8 > 4; DBM 64-8-4: min(64 + 4, 8) = 8 > 4; DBN 64-8-4: log Z min(8, 4) = 4 <= 4 and
+    # log f(v) 8 <= exact_max_log_f_units (16): only the DBN keeps its exact job
+    assert counts["estimate_exact"] == 1
+    assert counts["estimate_annealed"] == 2 + 2 + 2  # ais + raise per model, one K, uniform, one seed
+    override.write_text("evaluation: {exact_max_units: 4, exact_max_log_f_units: 4, inits: [base-rate]}\n")
+    proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
+    out = proc.stdout + proc.stderr
+    counts = job_counts(out)
+    assert "estimate_exact" not in counts  # DBN: h_1 (8 units) > 4 for log f(v)
+    # base-rate only: RBM (2 K x 2 seeds AIS, 2 K RAISE) and DBM 2; the DBN has nothing left (a warning)
+    assert counts["estimate_annealed"] == 4 + 2 + 2
+    assert "model digits-dbn8-4 (dbn) has no estimate to run" in out
     proc = snakemake(tmp_path, "-n", "--config", "device=cpu", "report={'gap_threshold': 0.5}")
-    assert job_counts(proc.stdout)["estimate_annealed"] == 12
+    assert job_counts(proc.stdout)["estimate_annealed"] == 18
+
+
+def _dbn_models(config: Path) -> list[str]:
+    import yaml
+
+    from logzbench.training import MODEL_PRESETS
+
+    models = yaml.safe_load(config.read_text())["models"]
+    return [m for m, spec in models.items()
+            if {**MODEL_PRESETS.get(spec.get("preset"), {}), **(spec.get("hyperparams") or {})}.get("family") == "dbn"]
+
+
+@pytest.mark.parametrize("name", ["config", "raise_table2"])
+def test_dbn_targets_have_no_base_rate_or_csl_jobs(name, tmp_path):
+    """DBNs: the data-base-rate init is not defined and CSL is RBM-only, so neither is scheduled
+    (while the config's evaluation lists both inits and, for config.yaml, CSL)."""
+    config = REPO / "config" / f"{name}.yaml"
+    dbns = _dbn_models(config)
+    assert dbns
+    proc = snakemake(tmp_path, "-n", configfile=config)
+    out = proc.stdout + proc.stderr
+    for m in dbns:
+        files = set(re.findall(rf"results/estimates/{re.escape(m)}/\S+\.json", out))
+        assert any("_uniform_seed" in f for f in files), files
+        assert not [f for f in files if "base-rate" in f or "/csl/" in f], files
+    assert "base-rate" in out  # the other models still get them
+
+
+def test_csl_listed_for_a_deep_model_is_refused(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(TEST_CONFIG.read_text().replace("estimators: [exact, ais-deep, raise-deep]",
+                                                   "estimators: [exact, ais-deep, csl]"))
+    proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
+    assert proc.returncode != 0
+    assert "estimator 'csl' (csl) is not available for a DBM" in proc.stdout + proc.stderr
 
 
 def test_invalid_config_is_refused(tmp_path):
@@ -118,6 +168,10 @@ def test_invalid_config_is_refused(tmp_path):
     bad.write_text(TEST_CONFIG.read_text().replace("chains: 20", "chains: -3"))
     proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
     assert proc.returncode != 0 and "-3" in proc.stdout + proc.stderr
+    bad.write_text(TEST_CONFIG.read_text().replace("hidden_sizes: [8, 4]\n      n_epochs: 3",
+                                                   "hidden_sizes: [8, 4, 2]\n      n_epochs: 3"))
+    proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
+    assert proc.returncode != 0 and "a DBN has exactly two hidden layers" in proc.stdout + proc.stderr
 
 
 @pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
@@ -162,7 +216,15 @@ def check_tracked_runs(real_run):
         if p["estimator"] == "csl":
             assert "init" not in p
         assert "logzbench.flagged" in r.data.tags
-    (t,) = train
+        family = r.data.tags["logzbench.family"]
+        assert family == {"digits-rbm8": "rbm", "digits-dbm8-4": "dbm", "digits-dbn8-4": "dbn"}[p["model"]]
+        if family == "dbn":
+            assert p.get("init", "uniform") == "uniform" and p["method"] != "csl"
+    by_model = {r.data.params["model"]: r for r in train}
+    assert set(by_model) == {"digits-rbm8", "digits-dbm8-4", "digits-dbn8-4"}
+    assert by_model["digits-dbm8-4"].data.params["family"] == "dbm"
+    assert by_model["digits-dbn8-4"].data.params["hidden_sizes"] == "[8, 4]"
+    t = by_model["digits-rbm8"]
     from logzbench import tracking
 
     client = tracking.get_client("sqlite:///" + str(real_run / "mlflow.db"))
@@ -180,20 +242,34 @@ def check_report_tables(real_run):
     assert len(per_run) == N_ESTIMATES
     assert per_run["mlflow_run_id"].notna().all()
     summary = pd.read_csv(rep / "summary.csv", keep_default_na=False)
-    # exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 (seeds aggregated)
-    assert len(summary) == 10
+    # RBM: exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 (seeds aggregated); DBM 1 + 2 + 2; DBN 1 + 1 + 1
+    assert len(summary) == 10 + 5 + 3
     ais = summary[summary["estimator"] == "ais"]
     assert set(ais["n_seeds"]) == {2}
     table1 = pd.read_csv(rep / "table1.csv")
-    assert list(table1["K"]) == [10, 50]
+    assert list(table1["K"]) == [10, 50] and set(table1["model"]) == {"digits-rbm8"}
     assert {"exact", "csl", "raise_uniform", "ais_uniform", "gap_uniform", "raise_base-rate", "ais_base-rate",
             "gap_base-rate", "flags"} <= set(table1.columns)
     assert table1["exact"].notna().all()
     gap = table1["ais_uniform"] - table1["raise_uniform"]
     assert (gap - table1["gap_uniform"]).abs().max() < 1e-3  # CSV keeps 6 significant digits
     assert (rep / "plots" / "digits-rbm8.png").stat().st_size > 1000
+    # deep models: RAISE Table 2 layout
+    table2 = pd.read_csv(rep / "table2.csv")
+    assert list(zip(table2["model"], table2["family"], table2["K"])) == [("digits-dbm8-4", "dbm", 10),
+                                                                         ("digits-dbn8-4", "dbn", 10)]
+    assert list(table2["architecture"]) == ["64-8-4", "64-8-4"]
+    assert table2["exact"].notna().all() and table2["log_f_is"].notna().all()
+    assert table2[["raise_uniform", "ais_uniform", "gap_uniform", "gap_uniform_se"]].notna().all().all()
+    assert (table2["gap_uniform"] - (table2["ais_uniform"] - table2["raise_uniform"])).abs().max() < 1e-3
+    dbm, dbn = table2.iloc[0], table2.iloc[1]
+    assert pd.notna(dbm["ais_base-rate"]) and pd.notna(dbm["log_f_mean_field"])
+    assert pd.isna(dbn["ais_base-rate"]) and pd.isna(dbn["raise_base-rate"])
+    for m in ("digits-dbm8-4", "digits-dbn8-4"):
+        assert (rep / "plots" / f"{m}.png").stat().st_size > 1000
     report = json.loads((rep / "report.json").read_text())
     assert report["n_runs"] == N_ESTIMATES
+    assert [r["model"] for r in report["table2"]] == ["digits-dbm8-4", "digits-dbn8-4"]
     # the flagged settings are tagged in MLflow
     flagged = {r.data.tags["logzbench.key"] for r in _runs(real_run, "estimate")
                if r.data.tags.get("logzbench.flagged") == "true"}

@@ -62,7 +62,7 @@ def _cmd_estimate(args) -> int:
 
 def _add_prepare(sub) -> None:
     p = sub.add_parser("prepare", help="download/verify and binarise a dataset")
-    p.add_argument("name", help="dataset name (mnist, digits)")
+    p.add_argument("name", help="dataset name (mnist, omniglot, digits)")
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--mirror", help="local mirror directory (default: $LOGZBENCH_DATA_MIRROR)")
     p.add_argument("--binarize", default="stochastic", choices=["stochastic", "threshold"])
@@ -84,16 +84,21 @@ def _cmd_prepare(args) -> int:
 
 
 def _add_train(sub) -> None:
-    p = sub.add_parser("train", help="train a binary RBM by CD-k or PCD")
+    p = sub.add_parser("train", help="train a binary RBM (CD-k / PCD), DBM or DBN",
+                       description="Train a model with logzbench.training.train_model and save it (.npz). "
+                                   "RBM: --n-hidden; DBM / DBN: --family and --hidden-sizes, or a --preset "
+                                   "(logzbench.training.MODEL_PRESETS).")
     p.add_argument("--data", required=True, help="prepared dataset .npz (uses its train and test splits)")
     p.add_argument("--out", required=True, help="output model .npz")
-    p.add_argument("--preset", help="named hyperparameters (e.g. mnistCD25-500, us-rbm20)")
-    p.add_argument("--n-hidden", type=int)
-    p.add_argument("--method", choices=["cd", "pcd"])
+    p.add_argument("--preset", help="named hyperparameters (e.g. mnistCD25-500, us-rbm20, mnist-dbm-500-1000)")
+    p.add_argument("--family", choices=["rbm", "dbm", "dbn"], help="model family (default: the preset's, else rbm)")
+    p.add_argument("--hidden-sizes", help="DBM / DBN hidden layer sizes, comma-separated, e.g. 500,1000")
+    p.add_argument("--n-hidden", type=int, help="RBM hidden units")
+    p.add_argument("--method", choices=["cd", "pcd"], help="RBM, DBN first layer: CD or PCD")
     p.add_argument("--k", type=int, help="Gibbs steps per update")
     p.add_argument("--learning-rate", type=float)
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--epochs", dest="n_epochs", type=int)
+    p.add_argument("--epochs", dest="n_epochs", type=int, help="epochs (DBM: of joint training)")
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--seed", type=int)
     p.add_argument("--device")
@@ -103,16 +108,26 @@ def _add_train(sub) -> None:
     p.add_argument("--progress", action="store_true")
 
 
+def _parse_hidden_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise ValueError(f"--hidden-sizes expects comma-separated integers such as 500,1000, got {text!r}") from None
+    if not sizes:
+        raise ValueError(f"--hidden-sizes expects comma-separated integers such as 500,1000, got {text!r}")
+    return sizes
+
+
 def _cmd_train(args) -> int:
     from .data import load_prepared
     from .models.io import save_model
-    from .training import TRAIN_PRESETS, history_to_csv, train_rbm
+    from .training import get_preset, history_to_csv, train_model
 
-    params: dict = {}
-    if args.preset:
-        if args.preset not in TRAIN_PRESETS:
-            raise ValueError(f"unknown preset {args.preset!r}; known: {sorted(TRAIN_PRESETS)}")
-        params.update(TRAIN_PRESETS[args.preset])
+    params: dict = get_preset(args.preset) if args.preset else {}
+    if args.family:
+        params["family"] = args.family
+    if args.hidden_sizes:
+        params["hidden_sizes"] = _parse_hidden_sizes(args.hidden_sizes)
     for key in ("n_hidden", "method", "k", "learning_rate", "batch_size", "n_epochs", "weight_decay", "seed",
                 "device"):
         val = getattr(args, key)
@@ -126,8 +141,11 @@ def _cmd_train(args) -> int:
             params[key.strip()] = json.loads(raw)
         except json.JSONDecodeError:
             params[key.strip()] = raw
-    if "n_hidden" not in params:
+    family = params.setdefault("family", "rbm")
+    if family == "rbm" and "n_hidden" not in params and "hidden_sizes" not in params:
         raise ValueError("give --n-hidden or a --preset")
+    if family != "rbm" and "hidden_sizes" not in params:
+        raise ValueError(f"a {str(family).upper()} needs --hidden-sizes (e.g. 500,1000) or a --preset")
     if args.progress:
         params["progress"] = True
     train = load_prepared(args.data, split="train")
@@ -135,11 +153,12 @@ def _cmd_train(args) -> int:
         test = load_prepared(args.data, split="test")
     except LogzbenchError:
         test = None
-    model, history = train_rbm(train, test, **params)
+    model, history = train_model(train, test, **params)
     save_model(model, args.out)
     if args.history:
         history_to_csv(history, args.history)
-    print(json.dumps({"model": args.out, "final": history[-1] if history else {}}, default=float))
+    print(json.dumps({"model": args.out, "family": model.family, "final": history[-1] if history else {}},
+                     default=float))
     return 0
 
 

@@ -10,8 +10,13 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
     spread (sd, min, max) and standard error of the mean test log-likelihood and of log Z,
     the exact values where known, the AIS - RAISE gap and the flags.
 ``table1.csv``
-    RAISE Table 1 layout, one row per model x schedule x K: exact, CSL, and RAISE / AIS /
-    gap (= AIS - RAISE) for each initial distribution (``uniform``, ``base-rate``).
+    RAISE Table 1 layout (RBMs only), one row per model x schedule x K: exact, CSL, and
+    RAISE / AIS / gap (= AIS - RAISE) for each initial distribution (``uniform``, ``base-rate``).
+``table2.csv``
+    RAISE Table 2 layout (deep models: DBMs and DBNs), one row per model x schedule x K:
+    RAISE, AIS and gap = AIS - RAISE with standard errors for each initial distribution
+    (DBNs: uniform only), exact where enumeration was affordable, and the importance-sampling
+    (and DBM mean-field) estimates of the mean ``log f(v)`` of the test set.
 ``flags.csv``
     One row per flag reason of a summary row.
 ``report.json``
@@ -54,18 +59,23 @@ __all__ = [
     "summarize",
     "apply_flags",
     "make_table1",
+    "make_table2",
     "plot_model",
     "plot_history",
 ]
 
 LOWER_BOUND_METHODS = ("raise", "csl")
 INIT_ORDER = ("uniform", "base-rate")
+DEEP_FAMILIES = ("dbm", "dbn")
+#: per-run summaries of the importance-sampling log f(v) of deep models (EstimateResult.extra)
+LOG_F_COLUMNS = {"log_f_is": "mean_log_f_is", "log_f_is_stderr": "mean_log_f_is_stderr",
+                 "log_f_is_jensen_gap": "mean_log_f_is_jensen_gap", "log_f_mean_field": "mean_log_f_mean_field"}
 
 PER_RUN_COLUMNS = [
-    "model", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains", "n_weights", "n_examples",
-    "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
+    "model", "family", "architecture", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains",
+    "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
     "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "exact_test_ll", "exact_log_z",
-    "ll_minus_exact", "log_z_minus_exact", "device", "flags", "key", "mlflow_run_id", "source",
+    "ll_minus_exact", "log_z_minus_exact", *LOG_F_COLUMNS, "device", "flags", "key", "mlflow_run_id", "source",
 ]
 GROUP_COLUMNS = ["model", "dataset", "estimator", "method", "schedule", "K", "init"]
 
@@ -93,6 +103,18 @@ def _int_or_none(x: Any) -> int | None:
         return int(x)
     except (TypeError, ValueError):
         return None
+
+
+def _architecture(n_visible, hidden_sizes, n_hidden) -> str:
+    """Layer sizes as ``"784-500-1000"`` (empty when unknown)."""
+    sizes = list(hidden_sizes) if isinstance(hidden_sizes, (list, tuple)) else (
+        [n_hidden] if n_hidden is not None else [])
+    if n_visible is None or not sizes:
+        return ""
+    try:
+        return "-".join(str(int(n)) for n in [n_visible, *sizes])
+    except (TypeError, ValueError):
+        return ""
 
 
 def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = None) -> dict[str, Any]:
@@ -128,8 +150,12 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
     # samples (CSL)
     n_weights = res.get("n_chains") or chains
     ess, n_chains = _num(res.get("ess")), _num(n_weights)
+    family = str(pick("family", "model_family", default="rbm")).lower()
+    extra = res.get("extra") or {}
     return {
         "model": str(model) if model is not None else "?",
+        "family": family,
+        "architecture": _architecture(pick("n_visible"), pick("hidden_sizes", default=None), pick("n_hidden")),
         "dataset": pick("dataset", default=""),
         "estimator": estimator,
         "method": method,
@@ -150,6 +176,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "n_sweeps": _num(res.get("n_sweeps")),
         "total_sweeps": _num(res.get("total_sweeps")),
         "sweeps_per_second": _num(res.get("sweeps_per_second")),
+        **{col: _num(extra.get(k)) for col, k in LOG_F_COLUMNS.items()},
         "device": pick("device", default=""),
         "key": rec.get("key", ""),
         "mlflow_run_id": rec.get("mlflow_run_id", ""),
@@ -191,8 +218,13 @@ def load_results(results) -> pd.DataFrame:
                                      ("exact_test_ll", "exact_log_z", "ll_minus_exact", "log_z_minus_exact", "flags")])
     for c in ("K", "seed", "chains", "n_weights", "n_examples"):
         df[c] = pd.array(df[c], dtype="Int64")
-    for c in ("dataset", "schedule", "init", "device", "key", "mlflow_run_id", "source"):
+    for c in ("family", "architecture", "dataset", "schedule", "init", "device", "key", "mlflow_run_id", "source"):
         df[c] = df[c].fillna("").astype(str)
+    # one family / architecture per model (a record that does not name them, e.g. a bare exact
+    # result, takes the model's other records')
+    for c, default in (("family", "rbm"), ("architecture", "")):
+        known = df[~df[c].isin(["", default])].groupby("model")[c].first()
+        df[c] = [known.get(m, v) if v in ("", default) else v for m, v in zip(df["model"], df[c])]
     exact = df[df["method"] == "exact"].groupby("model").agg(exact_test_ll=("mean_test_ll", "mean"),
                                                              exact_log_z=("log_z", "mean"))
     df = df.merge(exact, how="left", left_on="model", right_index=True)
@@ -227,6 +259,8 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
         ll, lz = g["mean_test_ll"], g["log_z"]
         seeds = [int(s) for s in g["seed"].dropna()]
         row.update({
+            "family": g["family"].iloc[0],
+            "architecture": g["architecture"].iloc[0],
             "n_seeds": len(g),
             "seeds": " ".join(map(str, seeds)),
             "chains": g["chains"].dropna().iloc[0] if g["chains"].notna().any() else pd.NA,
@@ -249,12 +283,19 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
             else float("nan"),
             "exact_test_ll": float(g["exact_test_ll"].iloc[0]),
             "exact_log_z": float(g["exact_log_z"].iloc[0]),
+            "log_f_is": float(g["log_f_is"].mean()) if g["log_f_is"].notna().any() else float("nan"),
+            "log_f_is_se": _combined_se(g["log_f_is_stderr"], g["log_f_is"]),
+            "log_f_is_jensen_gap": float(g["log_f_is_jensen_gap"].mean()) if g["log_f_is_jensen_gap"].notna().any()
+            else float("nan"),
+            "log_f_mean_field": float(g["log_f_mean_field"].mean()) if g["log_f_mean_field"].notna().any()
+            else float("nan"),
         })
         rows.append(row)
-    cols = GROUP_COLUMNS + ["n_seeds", "seeds", "chains", "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_sd",
+    cols = GROUP_COLUMNS + ["family", "architecture", "n_seeds", "seeds", "chains", "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_sd",
                             "mean_test_ll_se", "mean_test_ll_min", "mean_test_ll_max", "log_z", "log_z_sd",
                             "log_z_se", "ess", "ess_min", "ess_fraction_min", "seconds", "total_sweeps",
-                            "sweeps_per_second", "exact_test_ll", "exact_log_z"]
+                            "sweeps_per_second", "exact_test_ll", "exact_log_z", "log_f_is", "log_f_is_se",
+                            "log_f_is_jensen_gap", "log_f_mean_field"]
     s = pd.DataFrame(rows, columns=cols)
     s["K"] = pd.array(s["K"], dtype="Int64")
     s["ll_minus_exact"] = s["mean_test_ll"] - s["exact_test_ll"]
@@ -379,27 +420,62 @@ def _group_index(summary: pd.DataFrame, r: pd.Series) -> int | None:
     return int(idx[0]) if len(idx) else None
 
 
-# --------------------------------------------------------------------------- table 1
+# --------------------------------------------------------------------------- tables 1 and 2
+def _is_deep(summary: pd.DataFrame) -> pd.Series:
+    fam = summary["family"] if "family" in summary else pd.Series("rbm", index=summary.index)
+    return fam.isin(DEEP_FAMILIES)
+
+
+def _inits(summary: pd.DataFrame) -> list[str]:
+    annealed = set(summary.loc[summary["method"].isin(["ais", "raise"]), "init"]) - {""}
+    inits = [i for i in INIT_ORDER if i in annealed] + sorted(annealed - set(INIT_ORDER))
+    return inits or list(INIT_ORDER)
+
+
+def _table_keys(summary: pd.DataFrame) -> pd.DataFrame:
+    """model x schedule x K of the annealed estimates, plus one row (K = NA) per model without any."""
+    annealed = summary[summary["method"].isin(["ais", "raise"])]
+    keys = annealed[["model", "schedule", "K"]].drop_duplicates()
+    models_without = sorted(set(summary["model"]) - set(keys["model"]))
+    return pd.concat([keys, pd.DataFrame({"model": models_without, "schedule": "", "K": pd.NA})],
+                     ignore_index=True)
+
+
+def _annealed_cell(ms: pd.DataFrame, sched: str, K, init: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The RAISE and the AIS summary rows of one model at (schedule, K, init)."""
+    sel = ms[(ms["schedule"] == sched) & (ms["init"] == init)]
+    sel = sel[(sel["K"] == K).fillna(False)] if not pd.isna(K) else sel.iloc[0:0]
+    return sel[sel["method"] == "raise"], sel[sel["method"] == "ais"]
+
+
+def _cell_flags(init: str, r_: pd.DataFrame, a_: pd.DataFrame) -> list[str]:
+    flags = []
+    for method, part in (("RAISE", r_), ("AIS", a_)):
+        for f in "; ".join(part["flags"]).split("; "):
+            if f:  # shared AIS/RAISE flags name their init already
+                flags.append(f if f"{init}, K=" in f else f"{method} ({init}): {f}")
+    return flags
+
+
+def _first(frame: pd.DataFrame, col: str) -> float:
+    return float(frame[col].iloc[0]) if len(frame) else float("nan")
+
+
 def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
-    """RAISE Table 1 layout: one row per model x schedule x K.
+    """RAISE Table 1 layout for the RBMs (deep models go to :func:`make_table2`): one row per
+    model x schedule x K.
 
     Columns ``model, schedule, K, exact, csl (one column per CSL estimator when several),
     raise_<init>, ais_<init>, gap_<init>`` for each initial distribution present
     (``uniform`` and ``base-rate`` first), and ``flags``.  Values are mean test
     log-likelihoods (nats), averaged over seeds; ``gap`` is AIS - RAISE.
     """
-    inits = [i for i in INIT_ORDER if i in set(summary["init"])] + sorted(
-        set(summary.loc[summary["method"].isin(["ais", "raise"]), "init"]) - set(INIT_ORDER) - {""})
-    if not inits:
-        inits = list(INIT_ORDER)
+    summary = summary[~_is_deep(summary)]
+    inits = _inits(summary)
     csl_names = sorted(set(summary.loc[summary["method"] == "csl", "estimator"]))
     csl_cols = {n: ("csl" if len(csl_names) == 1 else f"csl:{n}") for n in csl_names}
     rows = []
-    annealed = summary[summary["method"].isin(["ais", "raise"])]
-    keys = annealed[["model", "schedule", "K"]].drop_duplicates()
-    models_without = sorted(set(summary["model"]) - set(keys["model"]))
-    keys = pd.concat([keys, pd.DataFrame({"model": models_without, "schedule": "", "K": pd.NA})], ignore_index=True)
-    for _, k in keys.iterrows():
+    for _, k in _table_keys(summary).iterrows():
         model, sched, K = k["model"], k["schedule"], k["K"]
         ms = summary[summary["model"] == model]
         row: dict[str, Any] = {"model": model, "schedule": sched, "K": K}
@@ -413,19 +489,12 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
             flags += [f"CSL: {f}" if not f.startswith("CSL") else f
                       for f in "; ".join(c["flags"]).split("; ") if f]
         for init in inits:
-            sel = ms[(ms["schedule"] == sched) & (ms["init"] == init)]
-            sel = sel[(sel["K"] == K).fillna(False)] if not pd.isna(K) else sel.iloc[0:0]
-            r_ = sel[sel["method"] == "raise"]
-            a_ = sel[sel["method"] == "ais"]
-            rv = float(r_["mean_test_ll"].iloc[0]) if len(r_) else float("nan")
-            av = float(a_["mean_test_ll"].iloc[0]) if len(a_) else float("nan")
+            r_, a_ = _annealed_cell(ms, sched, K, init)
+            rv, av = _first(r_, "mean_test_ll"), _first(a_, "mean_test_ll")
             row[f"raise_{init}"] = rv
             row[f"ais_{init}"] = av
             row[f"gap_{init}"] = av - rv
-            for method, part in (("RAISE", r_), ("AIS", a_)):
-                for f in "; ".join(part["flags"]).split("; "):
-                    if f:  # shared AIS/RAISE flags name their init already
-                        flags.append(f if f"{init}, K=" in f else f"{method} ({init}): {f}")
+            flags += _cell_flags(init, r_, a_)
         row["flags"] = "; ".join(dict.fromkeys(flags))
         rows.append(row)
     cols = ["model", "schedule", "K", "exact"] + list(csl_cols.values())
@@ -434,6 +503,66 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
     cols.append("flags")
     t = pd.DataFrame(rows, columns=cols)
     t["K"] = pd.array(t["K"], dtype="Int64")
+    return t.sort_values(["model", "schedule", "K"], kind="stable", na_position="first").reset_index(drop=True)
+
+
+def _mean_se(frame: pd.DataFrame, value: str, se: str) -> tuple[float, float]:
+    """Mean of the rows' values and the standard error of that mean (from the rows' errors)."""
+    v = frame[value].dropna()
+    if not len(v):
+        return float("nan"), float("nan")
+    e = frame.loc[v.index, se].to_numpy(dtype=float)
+    return float(v.mean()), float(np.sqrt(np.sum(e**2)) / len(v)) if np.isfinite(e).all() else float("nan")
+
+
+def make_table2(summary: pd.DataFrame) -> pd.DataFrame:
+    """RAISE Table 2 layout for the deep models (DBMs, DBNs): one row per model x schedule x K.
+
+    Columns ``model, family, architecture, schedule, K, n_seeds, exact``, then for each initial
+    distribution present ``raise_<init>, raise_<init>_se, ais_<init>, ais_<init>_se, gap_<init>,
+    gap_<init>_se`` (a DBN has no data-base-rate estimates: NaN), then the importance-sampling
+    estimate of the test set's mean ``log f(v)`` (``log_f_is`` with its standard error and the
+    estimated Jensen gap of ``log f-hat``) and the DBM mean-field lower bound ``log_f_mean_field``
+    (averaged over the AIS and RAISE runs of the row), and ``flags``.  Values are mean test
+    log-likelihoods (nats) averaged over seeds, standard errors of those means; ``gap`` is
+    AIS - RAISE with the combined standard error.
+    """
+    summary = summary[_is_deep(summary)]
+    inits = _inits(summary)
+    rows = []
+    for _, k in _table_keys(summary).iterrows():
+        model, sched, K = k["model"], k["schedule"], k["K"]
+        ms = summary[summary["model"] == model]
+        row: dict[str, Any] = {"model": model, "family": ms["family"].iloc[0],
+                               "architecture": ms["architecture"].iloc[0], "schedule": sched, "K": K}
+        ex = ms["exact_test_ll"].dropna()
+        cells = ms[ms["method"].isin(["ais", "raise"]) & (ms["schedule"] == sched)]
+        cells = cells[(cells["K"] == K).fillna(False)] if not pd.isna(K) else cells.iloc[0:0]
+        row["n_seeds"] = int(cells["n_seeds"].max()) if len(cells) else 0
+        row["exact"] = float(ex.iloc[0]) if len(ex) else float("nan")
+        flags: list[str] = []
+        for init in inits:
+            r_, a_ = _annealed_cell(ms, sched, K, init)
+            rv, rse = _first(r_, "mean_test_ll"), _first(r_, "mean_test_ll_se")
+            av, ase = _first(a_, "mean_test_ll"), _first(a_, "mean_test_ll_se")
+            row[f"raise_{init}"], row[f"raise_{init}_se"] = rv, rse
+            row[f"ais_{init}"], row[f"ais_{init}_se"] = av, ase
+            row[f"gap_{init}"] = av - rv
+            row[f"gap_{init}_se"] = math.sqrt(rse**2 + ase**2)
+            flags += _cell_flags(init, r_, a_)
+        row["log_f_is"], row["log_f_is_se"] = _mean_se(cells, "log_f_is", "log_f_is_se")
+        row["log_f_is_jensen_gap"] = float(cells["log_f_is_jensen_gap"].mean()) if len(cells) else float("nan")
+        row["log_f_mean_field"] = float(cells["log_f_mean_field"].mean()) if len(cells) else float("nan")
+        row["flags"] = "; ".join(dict.fromkeys(flags))
+        rows.append(row)
+    cols = ["model", "family", "architecture", "schedule", "K", "n_seeds", "exact"]
+    for init in inits:
+        cols += [f"raise_{init}", f"raise_{init}_se", f"ais_{init}", f"ais_{init}_se", f"gap_{init}",
+                 f"gap_{init}_se"]
+    cols += ["log_f_is", "log_f_is_se", "log_f_is_jensen_gap", "log_f_mean_field", "flags"]
+    t = pd.DataFrame(rows, columns=cols)
+    t["K"] = pd.array(t["K"], dtype="Int64")
+    t["n_seeds"] = pd.array(t["n_seeds"], dtype="Int64")
     return t.sort_values(["model", "schedule", "K"], kind="stable", na_position="first").reset_index(drop=True)
 
 
@@ -489,7 +618,9 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
         ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center", va="center")
     ax.set_xlabel("K (intermediate distributions / CSL sweeps per chain)")
     ax.set_ylabel("mean test log-likelihood (nats)")
-    ax.set_title(model)
+    fam = ms["family"].iloc[0] if "family" in ms and len(ms) else ""
+    arch = ms["architecture"].iloc[0] if "architecture" in ms and len(ms) else ""
+    ax.set_title(f"{model} ({fam.upper()} {arch})" if fam in DEEP_FAMILIES else model)
     ax.grid(True, alpha=0.3)
     if plotted:
         ax.legend(fontsize=8, loc="best")
@@ -531,6 +662,24 @@ def _write_csv(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """JSON-friendly rows (NaN / NA -> None, numpy scalars -> Python)."""
+    out = []
+    for row in df.to_dict(orient="records"):
+        clean = {}
+        for k, v in row.items():
+            if v is None or (not isinstance(v, str) and pd.isna(v)):
+                clean[k] = None
+            elif isinstance(v, (np.integer, int)) and not isinstance(v, bool):
+                clean[k] = int(v)
+            elif isinstance(v, (np.floating, float)):
+                clean[k] = float(v)
+            else:
+                clean[k] = v
+        out.append(clean)
+    return out
+
+
 def _flag_rows(summary: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for _, s in summary.iterrows():
@@ -553,8 +702,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     results : directory, JSON file, or iterable of JSON files / record dicts
         A directory is searched recursively for ``*.json`` estimate records.
     out_dir : directory
-        Receives ``per_run.csv``, ``summary.csv``, ``table1.csv``, ``flags.csv``,
-        ``report.json`` and ``plots/<model>.png`` (all written atomically).
+        Receives ``per_run.csv``, ``summary.csv``, ``table1.csv`` (RBMs), ``table2.csv`` (DBMs and
+        DBNs), ``flags.csv``, ``report.json`` and ``plots/<model>.png`` (all written atomically).
     gap_threshold : float
         Flag AIS and RAISE estimates disagreeing by more than this many nats.
     ess_fraction : float
@@ -570,7 +719,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
 
     Returns
     -------
-    dict with the paths written (``per_run``, ``summary``, ``table1``, ``flags``,
+    dict with the paths written (``per_run``, ``summary``, ``table1``, ``table2``, ``flags``,
     ``report_json``, ``plots`` = {model: path}) and ``n_flagged`` (summary rows flagged).
     """
     out = Path(out_dir)
@@ -580,10 +729,13 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     per_run, summary = apply_flags(per_run, summary, gap_threshold=gap_threshold, ess_fraction=ess_fraction, z=z)
     table1 = make_table1(summary) if len(summary) else pd.DataFrame(columns=["model", "schedule", "K", "exact",
                                                                              "flags"])
+    table2 = make_table2(summary) if len(summary) else pd.DataFrame(
+        columns=["model", "family", "architecture", "schedule", "K", "n_seeds", "exact", "flags"])
     paths: dict[str, Any] = {
         "per_run": _write_csv(per_run, out / "per_run.csv"),
         "summary": _write_csv(summary, out / "summary.csv"),
         "table1": _write_csv(table1, out / "table1.csv"),
+        "table2": _write_csv(table2, out / "table2.csv"),
         "flags": _write_csv(_flag_rows(summary), out / "flags.csv"),
     }
     plot_paths: dict[str, Path] = {}
@@ -612,6 +764,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
                    "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
         "files": {k: str(v) for k, v in paths.items() if k != "plots"},
+        "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
+        "table2": _records(table2),
         "plots": {k: str(v) for k, v in plot_paths.items()},
     }
     paths["report_json"] = out / "report.json"

@@ -2,6 +2,7 @@
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -40,8 +41,15 @@ validate(config, schema="../schemas/config.schema.yaml")
 REPO_ROOT = Path(workflow.basedir).resolve()
 SCRIPTS = REPO_ROOT / "workflow" / "scripts"
 
-KNOWN_N_VISIBLE = {"mnist": 784, "digits": 64}
+KNOWN_N_VISIBLE = {"mnist": 784, "digits": 64, "omniglot": 784}
 METHODS_ANNEALED = ("ais", "raise")
+FAMILIES = ("rbm", "dbm", "dbn")
+DEEP_FAMILIES = ("dbm", "dbn")
+#: initial distributions each family supports (the data-base-rate one is not defined for DBNs)
+FAMILY_INITS = {"rbm": ("uniform", "base-rate"), "dbm": ("uniform", "base-rate"), "dbn": ("uniform",)}
+#: estimator methods each family supports (CSL is implemented for RBMs only)
+FAMILY_METHODS = {"rbm": ("exact", "ais", "raise", "csl"), "dbm": ("exact", "ais", "raise"),
+                  "dbn": ("exact", "ais", "raise")}
 
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
@@ -75,15 +83,23 @@ TRACKING = tracking_settings()
 
 
 def _presets():
+    """Training presets of every family (`MODEL_PRESETS`, each with its `family`); falls back to the
+    RBM-only `TRAIN_PRESETS` of an older logzbench."""
     try:
-        from logzbench.training import TRAIN_PRESETS
-    except ImportError as exc:  # pragma: no cover - a broken install
-        raise WorkflowError(f"cannot import logzbench.training.TRAIN_PRESETS: {exc}")
-    return TRAIN_PRESETS
+        from logzbench.training import MODEL_PRESETS as presets
+    except ImportError:
+        try:
+            from logzbench.training import TRAIN_PRESETS as presets
+        except ImportError as exc:  # pragma: no cover - a broken install
+            raise WorkflowError(f"cannot import logzbench.training presets: {exc}")
+    return presets
 
 
 def model_hyperparams(model):
-    """Training keyword arguments of a model: the preset, overridden by `hyperparams`."""
+    """Training keyword arguments of a model: the preset, overridden by `hyperparams`.
+
+    `family` (rbm | dbm | dbn, default rbm) comes from the preset or `hyperparams.family`; an RBM
+    needs `n_hidden`, a DBM or DBN `hidden_sizes` (a DBN exactly two layers)."""
     m = config["models"][model]
     hp = {}
     if m.get("preset"):
@@ -92,9 +108,34 @@ def model_hyperparams(model):
             raise WorkflowError(f"model {model}: unknown preset {m['preset']!r}; known: {sorted(presets)}")
         hp.update(presets[m["preset"]])
     hp.update(m.get("hyperparams") or {})
-    if "n_hidden" not in hp:
-        raise WorkflowError(f"model {model}: give `hyperparams.n_hidden` or a `preset`")
+    family = hp["family"] = str(hp.get("family", "rbm")).lower()
+    if family not in FAMILIES:
+        raise WorkflowError(f"model {model}: unknown family {family!r}; choose one of {list(FAMILIES)}")
+    if family == "rbm":
+        if "n_hidden" not in hp:
+            raise WorkflowError(f"model {model}: give `hyperparams.n_hidden` or a `preset`")
+    else:
+        sizes = hp.get("hidden_sizes")
+        if not isinstance(sizes, (list, tuple)) or not sizes or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
+            raise WorkflowError(f"model {model}: a {family.upper()} needs `hyperparams.hidden_sizes` "
+                                f"(a list of positive layer sizes, e.g. [500, 1000]) or a `preset`; got {sizes!r}")
+        if family == "dbn" and len(sizes) != 2:
+            raise WorkflowError(f"model {model}: a DBN has exactly two hidden layers; hidden_sizes = {list(sizes)}")
     return hp
+
+
+def model_family(model):
+    """rbm, dbm or dbn (`family` of the preset or of `hyperparams`; default rbm)."""
+    return str(model_hyperparams(model).get("family", "rbm")).lower()
+
+
+def hidden_sizes(model):
+    """Hidden layer sizes: [n_hidden] for an RBM, `hidden_sizes` for a DBM or DBN."""
+    hp = model_hyperparams(model)
+    if model_family(model) == "rbm":
+        return [int(hp["n_hidden"])]
+    return [int(n) for n in hp["hidden_sizes"]]
 
 
 def n_visible(dataset):
@@ -115,16 +156,37 @@ def estimators_of(model):
     return list(names) if names is not None else list(config["estimators"])
 
 
+def exact_units(model):
+    """(units enumerated for log Z, units enumerated per test row for log f(v)) of exact enumeration.
+
+    RBM: min(n_visible, n_hidden) for Z; f(v) is analytic (0).
+    DBM: Z enumerates the smaller side of the even/odd bipartite view, min(n_visible + n_2 + n_4 + ...,
+         n_1 + n_3 + ...); f(v) enumerates the even hidden layers n_2 + n_4 + ... (odd ones summed out).
+    DBN: Z is the top RBM's, min(n_1, n_2); f(v) enumerates h_1 (2^n_1 states x test rows x n_visible).
+    """
+    nv, hs = n_visible(model_dataset(model)), hidden_sizes(model)
+    family = model_family(model)
+    if family == "rbm":
+        return min(nv, hs[0]), 0
+    if family == "dbm":
+        sizes = [nv] + hs
+        return min(sum(sizes[0::2]), sum(sizes[1::2])), sum(hs[1::2])
+    return min(hs[0], hs[1]), hs[0]
+
+
 def exact_applies(model, est_name):
-    """Exact enumeration when min(n_visible, n_hidden) <= the limit (or forced per model)."""
+    """Exact enumeration when the log Z enumeration has at most `max_units` units and the per-row
+    log f(v) enumeration (deep models) at most `max_log_f_units` (or forced per model)."""
     setting = config["models"][model].get("exact", "auto")
     if setting is False:
         return False
     if setting is True:
         return True
-    limit = config["estimators"][est_name].get("max_units", config["evaluation"]["exact_max_units"])
-    units = min(n_visible(model_dataset(model)), int(model_hyperparams(model)["n_hidden"]))
-    return units <= limit
+    e = config["estimators"][est_name]
+    limit = e.get("max_units", config["evaluation"]["exact_max_units"])
+    limit_f = e.get("max_log_f_units", config["evaluation"]["exact_max_log_f_units"])
+    units_z, units_f = exact_units(model)
+    return units_z <= limit and units_f <= limit_f
 
 
 def _sweep(est_name, key):
@@ -138,14 +200,27 @@ def estimator_K(est_name):
     return _sweep(est_name, "K")
 
 
+def inits_of(model, est_name):
+    """The estimator's initial distributions that the model's family supports (a DBN: uniform only)."""
+    allowed = FAMILY_INITS[model_family(model)]
+    return [i for i in _sweep(est_name, "inits") if i in allowed]
+
+
+def estimators_run(model):
+    """Estimator names run on a model: its list (default all), less the methods its family lacks
+    (CSL for a DBM or DBN; listing it explicitly for such a model is refused by the config check)."""
+    allowed = FAMILY_METHODS[model_family(model)]
+    return [n for n in estimators_of(model) if estimator_method(n) in allowed]
+
+
 def estimate_files(model, ext="json"):
     """Every estimate output of one model: the sweep declared in the config.
 
-    exact: once per model (only where enumeration is affordable); csl: K x seed (no init);
-    ais, raise: K x init x seed.
+    exact: once per model (only where enumeration is affordable); csl: K x seed (no init; RBMs
+    only); ais, raise: K x init x seed (DBNs: uniform init only).
     """
     out = []
-    for name in estimators_of(model):
+    for name in estimators_run(model):
         method = estimator_method(name)
         base = f"{RESULTS}/estimates/{model}/{name}"
         if method == "exact":
@@ -155,7 +230,7 @@ def estimate_files(model, ext="json"):
             out += expand(f"{base}/K{{K}}_seed{{seed}}.{ext}", K=estimator_K(name), seed=_sweep(name, "seeds"))
         else:
             out += expand(f"{base}/K{{K}}_{{init}}_seed{{seed}}.{ext}", K=estimator_K(name),
-                          init=_sweep(name, "inits"), seed=_sweep(name, "seeds"))
+                          init=inits_of(model, name), seed=_sweep(name, "seeds"))
     return out
 
 
@@ -164,6 +239,9 @@ def all_estimate_files(ext="json"):
 
 
 def _check_config():
+    for d, spec in config["datasets"].items():
+        if spec["source"] not in KNOWN_N_VISIBLE and "n_visible" not in spec:
+            raise WorkflowError(f"dataset {d}: give n_visible")
     for model, m in config["models"].items():
         if m["dataset"] not in config["datasets"]:
             raise WorkflowError(f"model {model}: unknown dataset {m['dataset']!r}; "
@@ -172,10 +250,17 @@ def _check_config():
             if name not in config["estimators"]:
                 raise WorkflowError(f"model {model}: unknown estimator {name!r}; "
                                     f"defined: {sorted(config['estimators'])}")
-        model_hyperparams(model)
-    for d, spec in config["datasets"].items():
-        if spec["source"] not in KNOWN_N_VISIBLE and "n_visible" not in spec:
-            raise WorkflowError(f"dataset {d}: give n_visible")
+        family = model_family(model)
+        listed = m.get("estimators")
+        for name in listed or []:
+            if estimator_method(name) not in FAMILY_METHODS[family]:
+                raise WorkflowError(
+                    f"model {model}: estimator {name!r} ({estimator_method(name)}) is not available for a "
+                    f"{family.upper()} (CSL is implemented for RBMs only); remove it from models.{model}.estimators "
+                    f"(without an explicit list, CSL is skipped for deep models automatically)")
+        if not estimate_files(model):
+            print(f"logzbench: warning: model {model} ({family}) has no estimate to run (a DBN supports the uniform "
+                  f"initial distribution only; check the estimators' inits and the exact limits)", file=sys.stderr)
     for name, e in config["estimators"].items():
         method = estimator_method(name)
         if e.get("schedule") == "sm14500" and estimator_K(name) != [14500]:
@@ -216,6 +301,7 @@ def estimator_params(wildcards):
     e = config["estimators"][wildcards.estimator]
     method = estimator_method(wildcards.estimator)
     model = wildcards.model
+    family, sizes = model_family(model), hidden_sizes(model)
     K = int(wildcards.K) if "K" in wildcards.keys() else None
     p = {
         "model": model,
@@ -227,10 +313,14 @@ def estimator_params(wildcards):
         "seed": int(wildcards.seed) if "seed" in wildcards.keys() else None,
         "device": config["device"],
         "n_visible": n_visible(model_dataset(model)),
-        "n_hidden": int(model_hyperparams(model)["n_hidden"]),
+        "family": family,
+        "hidden_sizes": sizes,
+        "n_hidden": sizes[0] if family == "rbm" else None,  # deep models: see hidden_sizes
     }
     if method in METHODS_ANNEALED:
         p.update(schedule=e["schedule"], chains=e["chains"], n_examples=e["n_examples"])
+        if family in DEEP_FAMILIES:  # importance samples per example for log f(v)
+            p.update(is_samples=e["is_samples"])
     elif method == "csl":
         p.update(chains=e["chains"], csl_mode=e["csl_mode"], burn_in=e["burn_in"], thin=e["thin"],
                  samples_per_chain=max(1, K // e["thin"]), n_examples=e["n_examples"])

@@ -1,9 +1,11 @@
-# Tables (per run, per setting, RAISE Table 1 layout), flags and plots from every estimate;
+# Tables (per run, per setting, RAISE Table 1 layout for RBMs, Table 2 layout for DBMs / DBNs),
+# flags and plots from every estimate;
 # flags are also set as tags on the MLflow runs.  Outputs are marked for `--report`.
 
 REPORT_DIR = f"{RESULTS}/report"
 REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table1.csv",
+    f"{REPORT_DIR}/table2.csv",
     f"{REPORT_DIR}/summary.csv",
     f"{REPORT_DIR}/per_run.csv",
     f"{REPORT_DIR}/flags.csv",
@@ -18,7 +20,9 @@ rule report:
         store=ancient(TRACKING_SENTINEL),
     output:
         table1=report(f"{REPORT_DIR}/table1.csv", caption="../report/table1.rst", category="1. Results",
-                      labels={"table": "RAISE Table 1 layout"}),
+                      labels={"table": "RAISE Table 1 layout (RBMs)"}),
+        table2=report(f"{REPORT_DIR}/table2.csv", caption="../report/table2.rst", category="1. Results",
+                      labels={"table": "RAISE Table 2 layout (DBMs, DBNs)"}),
         summary=report(f"{REPORT_DIR}/summary.csv", caption="../report/summary.rst", category="1. Results",
                        labels={"table": "summary over seeds"}),
         flags=report(f"{REPORT_DIR}/flags.csv", caption="../report/flags.rst", category="1. Results",

@@ -1,4 +1,5 @@
-# Train one RBM per model entry (a dataset plus a training preset and/or explicit hyperparams).
+# Train one model per model entry (a dataset plus a training preset and/or explicit hyperparams):
+# logzbench.training.train_model with the family (rbm | dbm | dbn) of the preset / hyperparams.
 
 
 rule train_model:

@@ -26,12 +26,14 @@ kwargs = dict(data=test, train_data=train, seed=s["seed"] or 0, device=s["device
               progress=bool(sm.config.get("progress", False)))
 if method in ("ais", "raise"):
     kwargs.update(steps=s["K"], schedule=s["schedule"], chains=s["chains"], init=s["init"])
+    if s.get("is_samples"):  # DBM / DBN: importance samples per example for log f(v)
+        kwargs.update(is_samples=s["is_samples"])
     if method == "raise":
         kwargs.update(n_examples=s["n_examples"])
 elif method == "csl":
     kwargs.update(chains=s["chains"], csl_mode=s["csl_mode"], burn_in=s["burn_in"], thin=s["thin"],
                   samples_per_chain=s["samples_per_chain"])
-print(f"{method} on {s['model']}: {({k: v for k, v in kwargs.items() if k not in ('data', 'train_data')})}")
+print(f"{method} on {s['model']} ({s.get('family', 'rbm')} {s.get('hidden_sizes')}): {({k: v for k, v in kwargs.items() if k not in ('data', 'train_data')})}")
 
 res = estimate(sm.input.model, method, **kwargs)
 
@@ -44,9 +46,16 @@ t = sm.params.tracking
 if t["enabled"]:
     from logzbench.tracking import log_estimate
 
-    record["mlflow_run_id"] = log_estimate(record, uri=t["uri"], experiment_name=t["experiment"],
-                                           artifacts=[sm.output.arrays], ess_fraction=sm.params.ess_fraction)
+    record["mlflow_run_id"] = log_estimate(
+        record, uri=t["uri"], experiment_name=t["experiment"], artifacts=[sm.output.arrays],
+        ess_fraction=sm.params.ess_fraction,
+        extra_tags={"logzbench.family": s.get("family", "rbm"), "logzbench.hidden_sizes": s.get("hidden_sizes")})
 write_json_atomic(sm.output.json, record)
 r = record["result"]
 print(f"log Z = {r['log_z']}, mean test LL = {r['mean_log_likelihood']} +- {r['mean_log_likelihood_stderr']}, "
       f"ESS = {r['ess']}, {r['seconds']} s")
+if (r.get("extra") or {}).get("mean_log_f_is") is not None:
+    x = r["extra"]
+    print(f"log f(v) by importance sampling ({x.get('is_samples')} samples): mean {x['mean_log_f_is']} +- "
+          f"{x.get('mean_log_f_is_stderr')} (Jensen gap ~ {x.get('mean_log_f_is_jensen_gap')}); "
+          f"mean-field bound {x.get('mean_log_f_mean_field')}")

@@ -19,7 +19,7 @@ paths = build_report(
 if t["enabled"]:
     from logzbench.tracking import log_run
 
-    files = [sm.output.table1, sm.output.summary, sm.output.per_run, sm.output.flags, sm.output.json]
+    files = [sm.output.table1, sm.output.table2, sm.output.summary, sm.output.per_run, sm.output.flags, sm.output.json]
     log_run("report", uri=t["uri"], experiment_name=t["experiment"], kind="report",
             params={"n_estimates": len(sm.input.estimates), **th},
             metrics={"n_flagged_settings": paths["n_flagged"]},

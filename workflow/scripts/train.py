@@ -1,4 +1,4 @@
-"""Train one model (rule train_model): logzbench.training.train_rbm, then log the run."""
+"""Train one model (rule train_model): logzbench.training.train_model (RBM, DBM or DBN), then log the run."""
 
 import sys
 import time
@@ -10,7 +10,7 @@ import torch  # noqa: E402
 from logzbench.data import load_prepared  # noqa: E402
 from logzbench.models import save_model  # noqa: E402
 from logzbench.report import plot_history  # noqa: E402
-from logzbench.training import history_to_csv, train_rbm  # noqa: E402
+from logzbench.training import history_to_csv, train_model  # noqa: E402
 from logzbench.utils import code_version, write_json_atomic  # noqa: E402
 
 sm = snakemake  # noqa: F821
@@ -18,11 +18,13 @@ torch.set_num_threads(sm.threads)
 model_name = sm.wildcards.model
 hp = dict(sm.params.hyperparams)
 hp.setdefault("device", sm.params.device)
+family = str(hp.pop("family", "rbm")).lower()
 train, test = load_prepared(sm.input.data, "train"), load_prepared(sm.input.data, "test")
-print(f"training {model_name} on {sm.params.dataset}: {train.shape[0]} x {train.shape[1]}; {hp}")
+print(f"training {model_name} ({family}) on {sm.params.dataset}: {train.shape[0]} x {train.shape[1]}; {hp}")
 
 t0 = time.perf_counter()
-model, history = train_rbm(train, test, **{**hp, "progress": bool(sm.config.get("progress", False))})
+model, history = train_model(train, test, family=family,
+                             **{**hp, "progress": bool(sm.config.get("progress", False))})
 seconds = time.perf_counter() - t0
 
 save_model(model, sm.output.model)
@@ -31,17 +33,30 @@ plot_history(history, sm.output.plot, title=model_name)
 final = {f"final_{k}": v for k, v in (history[-1] if history else {}).items() if isinstance(v, (int, float))}
 final["train_seconds"] = seconds
 
-record = {"model": model_name, "dataset": sm.params.dataset, "n_visible": int(model.n_visible),
-          "n_hidden": int(model.n_hidden), "hyperparams": hp, "seconds": seconds, "final": final,
+# hidden layer sizes: [n_hidden] for an RBM, layer_sizes[1:] for a DBM / DBN
+sizes = [int(n) for n in (model.layer_sizes[1:] if hasattr(model, "layer_sizes") else [model.n_hidden])]
+record = {"model": model_name, "dataset": sm.params.dataset, "family": family, "n_visible": int(model.n_visible),
+          "hidden_sizes": sizes, "n_hidden": sizes[0] if family == "rbm" else None,
+          "hyperparams": {"family": family, **hp}, "seconds": seconds, "final": final,
           "code_version": code_version(), "n_train": int(train.shape[0]), "n_test": int(test.shape[0])}
 t = sm.params.tracking
 if t["enabled"]:
     from logzbench.tracking import log_training
 
+    def _tracked(row):
+        """Deep trainers record greedy pretraining epochs (phase != "joint", one series per layer) before
+        joint training; give those their own metric names so that the per-epoch series do not mix."""
+        phase = row.get("phase")
+        if not isinstance(phase, str) or phase in ("", "joint", "train"):
+            return row
+        layer = row.get("layer")
+        prefix = f"{phase}_" if layer is None or str(layer) in phase else f"{phase}_l{layer}_"
+        return {(k if k == "epoch" else prefix + k): v for k, v in row.items()}
+
     record["mlflow_run_id"] = log_training(
-        model_name, hyperparams=hp, history=history, summary=final, uri=t["uri"], experiment_name=t["experiment"],
+        model_name, hyperparams=hp, history=[_tracked(r) for r in history], summary=final, uri=t["uri"], experiment_name=t["experiment"],
         dataset=sm.params.dataset, artifacts=[sm.output.history, sm.output.plot, sm.output.model],
-        extra_params={"n_visible": model.n_visible, "n_train": train.shape[0]},
+        extra_params={"family": family, "n_visible": model.n_visible, "hidden_sizes": sizes, "n_train": train.shape[0]},
     )
 write_json_atomic(sm.output.summary, record)
 print(f"done in {seconds:.1f} s: {final}")

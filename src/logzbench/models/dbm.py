@@ -285,14 +285,20 @@ class DBM:
         total = 1 << n_rest
         W, b_odd, b_even = view.W.double(), view.hidden_bias.double(), view.visible_bias.double()
         vd = v.double()
-        base_pre = vd @ W[:nv] + b_odd  # (n, n_odd)
-        base_lin = vd @ b_even[:nv]
-        parts = []
-        for start in range(0, total, chunk):
-            s = _bits(start, min(start + chunk, total), n_rest, v.device, torch.float64)  # (c, n_rest)
-            pre = base_pre.unsqueeze(1) + (s @ W[nv:]).unsqueeze(0)  # (n, c, n_odd)
-            parts.append(torch.logsumexp(F.softplus(pre).sum(-1) + (s @ b_even[nv:]).unsqueeze(0), dim=1))
-        return base_lin + torch.logsumexp(torch.stack(parts, 1), dim=1)
+        n_odd = W.shape[1]
+        c = min(total, chunk)
+        rows = max(1, (1 << 22) // (c * n_odd))  # keep (rows, c, n_odd) float64 blocks near 32 MB
+        out = []
+        for r in range(0, vd.shape[0], rows):
+            vr = vd[r:r + rows]
+            base_pre = vr @ W[:nv] + b_odd  # (rows, n_odd)
+            parts = []
+            for start in range(0, total, c):
+                s = _bits(start, min(start + c, total), n_rest, v.device, torch.float64)  # (c, n_rest)
+                pre = base_pre.unsqueeze(1) + (s @ W[nv:]).unsqueeze(0)  # (rows, c, n_odd)
+                parts.append(torch.logsumexp(F.softplus(pre).sum(-1) + (s @ b_even[nv:]).unsqueeze(0), dim=1))
+            out.append(vr @ b_even[:nv] + torch.logsumexp(torch.stack(parts, 1), dim=1))
+        return torch.cat(out)
 
     def exact_log_z(self, **kw) -> float:
         """``log Z`` by enumerating the smaller side of the even/odd view."""

@@ -1,19 +1,32 @@
-"""Training binary RBMs (CD-k / PCD-k) with per-epoch monitoring.
+"""Training binary RBMs (CD-k / PCD-k), DBMs and DBNs with per-epoch monitoring.
 
 >>> model, history = train_rbm(x_train, x_test, **TRAIN_PRESETS["mnistCD1-20"])  # doctest: +SKIP
+>>> model, history = train_model(x_train, x_test, **MODEL_PRESETS["mnist-dbm-500-1000"])  # doctest: +SKIP
+
+:func:`train_model` is the single entry point for every family: its ``family`` keyword
+(``"rbm"``, ``"dbm"`` or ``"dbn"``) picks :class:`RBMTrainer`, :class:`DBMTrainer` or
+:class:`DBNTrainer`, and the other keywords are that trainer's hyperparameters.
 """
 
 from __future__ import annotations
 
+import inspect
+
 from ..models.rbm import BinaryRBM
+from .dbm import DBMTrainer, train_dbm
+from .dbn import DBNTrainer, train_dbn
 from .metrics import exact_log_likelihood, pseudo_log_likelihood, reconstruction_error
-from .presets import TRAIN_PRESETS
+from .presets import DEEP_TRAIN_PRESETS, MODEL_PRESETS, TRAIN_PRESETS, get_preset
 from .trainer import RBMTrainer, TrainingDivergedError, history_to_csv
 
 __all__ = [
-    "RBMTrainer", "TRAIN_PRESETS", "TrainingDivergedError", "exact_log_likelihood", "history_to_csv",
-    "pseudo_log_likelihood", "reconstruction_error", "train_rbm",
+    "DBMTrainer", "DBNTrainer", "DEEP_TRAIN_PRESETS", "FAMILIES", "MODEL_PRESETS", "RBMTrainer", "TRAIN_PRESETS",
+    "TrainingDivergedError", "exact_log_likelihood", "get_preset", "history_to_csv", "pseudo_log_likelihood",
+    "reconstruction_error", "train_dbm", "train_dbn", "train_model", "train_rbm",
 ]
+
+#: family -> trainer class
+FAMILIES = {"rbm": RBMTrainer, "dbm": DBMTrainer, "dbn": DBNTrainer}
 
 
 def train_rbm(train, test=None, **hyperparams) -> tuple[BinaryRBM, list[dict]]:
@@ -35,4 +48,59 @@ def train_rbm(train, test=None, **hyperparams) -> tuple[BinaryRBM, list[dict]]:
         Per-epoch records (see :meth:`RBMTrainer.fit`).
     """
     trainer = RBMTrainer(**hyperparams).fit(train, test)
+    return trainer.model_, trainer.history_
+
+
+def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
+    """Train a model of any family; returns ``(model, history)``.
+
+    Parameters
+    ----------
+    train : array-like, shape (n_train, n_visible)
+        Binary training data.
+    test : array-like, shape (n_test, n_visible), optional
+        Held-out binary data to monitor.
+    family : {"rbm", "dbm", "dbn"}
+        Model family: :func:`train_rbm` (:class:`RBMTrainer`), :class:`DBMTrainer` or
+        :class:`DBNTrainer`.
+    **hyperparams
+        The trainer's constructor arguments, e.g. ``**MODEL_PRESETS[name]`` (which includes
+        ``family``) plus overrides.  For ``family="rbm"``, ``hidden_sizes=[n]`` is accepted as
+        ``n_hidden=n``.
+
+    Returns
+    -------
+    model : BinaryRBM, DBM or DBN
+        With ``data_mean`` set to the training pixel means; save it with
+        :func:`logzbench.models.save_model`.
+    history : list of dict
+        Per-epoch records of the trainer's ``fit``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown family, an unknown or invalid hyperparameter, or invalid data.
+    TrainingDivergedError
+        When the parameters become NaN or infinite.
+    """
+    name = str(family).lower()
+    if name not in FAMILIES:
+        raise ValueError(f"unknown model family {family!r}; choose one of {sorted(FAMILIES)}")
+    cls = FAMILIES[name]
+    hp = dict(hyperparams)
+    if name == "rbm" and "hidden_sizes" in hp:
+        sizes = hp.pop("hidden_sizes")
+        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__len__") or len(sizes) != 1:
+            raise ValueError(f"an RBM has one hidden layer: hidden_sizes must have one entry, got {sizes!r}")
+        if "n_hidden" in hp and hp["n_hidden"] != sizes[0]:
+            raise ValueError(f"conflicting n_hidden={hp['n_hidden']!r} and hidden_sizes={sizes!r}")
+        hp["n_hidden"] = sizes[0]
+    valid = list(inspect.signature(cls).parameters)
+    unknown = sorted(set(hp) - set(valid))
+    if unknown:
+        raise ValueError(f"unknown hyperparameter(s) {unknown} for family {name!r} ({cls.__name__}); "
+                         f"valid: {sorted(valid)}")
+    if name == "rbm":
+        return train_rbm(train, test, **hp)
+    trainer = cls(**hp).fit(train, test)
     return trainer.model_, trainer.history_

@@ -1,0 +1,639 @@
+"""Training binary deep Boltzmann machines (Salakhutdinov & Hinton 2009, "Deep Boltzmann Machines").
+
+Two phases, both driven by one ``torch.Generator`` seeded by ``seed`` (same seed and data give
+the same model; the monitoring draws come from a generator spawned from it, so the monitoring
+settings never change the trained model).
+
+**1. Greedy layer-wise pretraining** (S&H 2009, Sec. 3.1; ``pretrain_epochs`` per layer, 0 skips
+it).  Layer ``l`` is an RBM between layers ``l-1`` and ``l`` (weights ``W_l``, "visible" bias
+``a_l``, "hidden" bias ``c_l``) trained by CD-``pretrain_k`` on the activities of layer ``l-1``.
+In the DBM every hidden layer but the top one receives input from two neighbours, so the
+pretrained RBMs are made to count the input that will later come from the missing neighbour
+twice (the *doubled-weights trick*):
+
+* bottom RBM (``l = 1 < L``): ``p(h_1 | v) = sigmoid(2 v W_1 + c_1)``, ``p(v | h_1) = sigmoid(W_1 h_1 + a_1)``;
+* top RBM (``l = L > 1``): ``p(h_L | h_{L-1}) = sigmoid(h_{L-1} W_L + c_L)``,
+  ``p(h_{L-1} | h_L) = sigmoid(2 W_L h_L + a_L)``;
+* middle RBMs (``1 < l < L``): doubled both ways;
+* a one-layer DBM (``L = 1``) is a plain RBM, nothing doubled.
+
+As in Salakhutdinov's reference code, one reconstruction serves both copies of the doubled
+layer and the gradient is the plain ``<x h>_data - <x h>_recon`` (the factor 2 is absorbed by
+the learning rate).  The input of layer ``l > 1`` is, with ``pretrain_activities="mean"``,
+the bottom-up probabilities of layer ``l-1`` computed once through the (doubled) recognition
+pass of the layers below (real values in ``[0, 1]``), or, with ``"sample"``, a fresh binary
+sample drawn each epoch by ancestral sampling through that same bottom-up pass.
+
+**Combining the biases.**  ``b_0 = a_1`` (the bottom RBM's visible bias), ``b_L = c_L`` (the top
+RBM's hidden bias) and, for an intermediate layer, ``b_l = (c_l + a_{l+1}) / 2``.  The DBM's
+conditional ``p(h_l | h_{l-1}, h_{l+1}) = sigmoid(h_{l-1} W_l + W_{l+1} h_{l+1} + b_l)`` is then
+exactly the average of the logits of the two pretrained conditionals
+``sigmoid(2 h_{l-1} W_l + c_l)`` and ``sigmoid(2 W_{l+1} h_{l+1} + a_{l+1})`` -- the averaging that
+the doubled weights prepare for.  The weights are used as they are (the doubling already
+halved them relative to an undoubled RBM).
+
+**2. Joint training** (S&H 2009, Sec. 2.2 and Alg. 1: stochastic approximation, i.e. PCD).  For
+a minibatch ``v`` of ``B`` rows:
+
+* positive phase: the mean-field posterior ``mu_1..mu_L`` by ``n_mean_field_iter`` fixed-point
+  sweeps (all odd layers, then all even hidden layers), initialised by one bottom-up pass with
+  doubled weights (``mu_l = sigmoid(2 mu_{l-1} W_l + b_l)`` for ``l < L``, single weights for
+  the top layer), statistics ``<h_{l-1} h_l>_+ = mu_{l-1}^T mu_l / B``;
+* negative phase: ``n_persistent_chains`` persistent Gibbs chains over all layers, advanced by
+  ``k`` sweeps (sample the odd layers given the even ones, then the even layers -- ``v``
+  included -- given the odd ones), initialised from random training rows with a sampled
+  bottom-up pass.  The statistics use the sampled even layers and the *probabilities* of the
+  odd layers given them (Rao-Blackwellised, as :class:`RBMTrainer` does);
+* update: ``u <- momentum * u + lr * (<.>_+ - <.>_- - weight_decay * W)`` (no decay on biases),
+  ``theta <- theta + u``, with the learning rate decaying over the epochs (``lr_schedule``).
+
+The result is a :class:`~logzbench.models.dbm.DBM` with ``data_mean`` set to the training
+pixel means (for the data-base-rate initial distribution of AIS / RAISE).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..estimators.exact import MAX_ENUMERATION_BITS
+from ..models.dbm import DBM
+from ..models.dbm import MAX_EXACT_BITS as DBM_MAX_EXACT_BITS
+from ..sampling import bernoulli, bernoulli_from_logits_
+from ..utils import make_generator, resolve_device
+from .trainer import (
+    _BASE_RATE_CLIP,
+    TrainingDivergedError,
+    _as_binary_data,
+    _check_int,
+    _check_real,
+    _elapsed,
+    _spawn_seed,
+)
+
+__all__ = ["DBMTrainer", "train_dbm"]
+
+_LR_SCHEDULES = ("constant", "linear", "exponential")
+_ACTIVITIES = ("mean", "sample")
+_VISIBLE_BIAS_INITS = ("base_rate", "zero")
+#: Parameters larger than this in absolute value count as diverged (the model files refuse
+#: weights above 1e15; a trained model stays far below).
+_DIVERGED_ABS = 1e12
+
+
+class _Hyperparameters:
+    """scikit-learn style ``get_params`` / ``set_params`` / ``repr`` from the constructor signature."""
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return list(inspect.signature(cls).parameters)
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor arguments as a dict (``deep`` is accepted for scikit-learn and unused)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        """Set hyperparameters by name; returns ``self``."""
+        unknown = sorted(set(params) - set(self._param_names()))
+        if unknown:
+            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {sorted(self._param_names())}")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {name: p.default for name, p in inspect.signature(type(self)).parameters.items()}
+        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k])
+        return f"{type(self).__name__}({changed})"
+
+
+def _check_hidden_sizes(hidden_sizes, n_layers: int | None = None) -> list[int]:
+    """Validate a list of hidden-layer sizes; ``n_layers`` demands an exact depth."""
+    if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__len__"):
+        raise ValueError(f"hidden_sizes must be a non-empty list of positive integers, got {hidden_sizes!r}")
+    sizes = list(hidden_sizes)
+    if not sizes:
+        raise ValueError("hidden_sizes must be a non-empty list of positive integers, got an empty list")
+    for i, n in enumerate(sizes):
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"hidden_sizes must be a non-empty list of positive integers; "
+                             f"entry {i} is {n!r} (in {hidden_sizes!r})")
+    if n_layers is not None and len(sizes) != n_layers:
+        raise ValueError(f"hidden_sizes must have exactly {n_layers} entries, got {len(sizes)} ({hidden_sizes!r})")
+    return [int(n) for n in sizes]
+
+
+def _base_rate_logit(mean: torch.Tensor) -> torch.Tensor:
+    p = mean.clamp(_BASE_RATE_CLIP, 1.0 - _BASE_RATE_CLIP)
+    return torch.log(p) - torch.log1p(-p)
+
+
+def _schedule(lr: float, schedule: str, decay: float, epoch: int, n_epochs: int) -> float:
+    if schedule == "linear":
+        return lr * (1.0 - (epoch - 1) / n_epochs)
+    if schedule == "exponential":
+        return lr * decay ** (epoch - 1)
+    return float(lr)
+
+
+def _check_params_finite(params: dict[str, torch.Tensor], where: str) -> None:
+    for name, p in params.items():
+        if not torch.isfinite(p).all() or float(p.abs().max()) > _DIVERGED_ABS:
+            raise TrainingDivergedError(f"training diverged in {where}: '{name}' became NaN/inf or exploded; "
+                                        "lower the learning rate or raise the weight decay")
+
+
+class DBMTrainer(_Hyperparameters):
+    """Train a binary :class:`~logzbench.models.dbm.DBM`: layer-wise pretraining, then joint PCD.
+
+    See the module docstring for the algorithm.  Every hyperparameter is a constructor
+    argument stored unchanged (:meth:`get_params`, :meth:`set_params`); :meth:`fit` validates
+    them and sets ``model_``, ``history_`` and ``n_features_in_``.
+
+    Parameters
+    ----------
+    hidden_sizes : sequence of int
+        Sizes ``n_1, ..., n_L`` of the hidden layers (``L >= 1``).
+    pretrain_epochs : int
+        Epochs of CD pretraining per layer; 0 skips pretraining (then ``W_l ~ N(0, init_scale^2)``,
+        hidden biases 0).
+    pretrain_k : int
+        Gibbs sweeps of the pretraining CD-k.
+    pretrain_learning_rate : float
+        Constant learning rate of pretraining.
+    pretrain_weight_decay : float
+        L2 penalty on the weights during pretraining.
+    pretrain_activities : {"mean", "sample"}
+        Input of the RBM of layer ``l > 1``: bottom-up probabilities of layer ``l-1`` (fixed),
+        or a fresh binary sample of them each epoch.
+    n_epochs : int
+        Epochs of joint training (0 returns the pretrained DBM).
+    learning_rate : float
+        Initial learning rate of joint training.
+    lr_schedule : {"constant", "linear", "exponential"}
+        Learning rate of joint epoch ``e = 1..n_epochs``: constant; ``learning_rate * (1 - (e - 1) / n_epochs)``
+        (decay towards 0, as S&H 2009); ``learning_rate * lr_decay ** (e - 1)``.
+    lr_decay : float
+        Per-epoch factor of the exponential schedule, in ``(0, 1]``.
+    batch_size : int
+        Rows per minibatch (both phases).
+    k : int
+        Gibbs sweeps of the persistent chains per joint update.
+    n_persistent_chains : int
+        Persistent chains (fantasy particles) of joint training.
+    n_mean_field_iter : int
+        Fixed-point sweeps of the mean-field positive phase (after the bottom-up initialisation).
+    initial_momentum, final_momentum : float
+        Momentum in ``[0, 1)`` for epochs ``1..momentum_switch_epoch`` and after (both phases;
+        pretraining counts the epochs of each layer from 1).  Set both to 0 for plain SGD.
+    momentum_switch_epoch : int
+        Last epoch that uses ``initial_momentum``.
+    weight_decay : float
+        L2 penalty on the weights during joint training.
+    init_scale : float
+        Standard deviation of the initial weights ``N(0, init_scale^2)``.
+    visible_bias_init : {"base_rate", "zero"}
+        Initial visible bias of each pretraining RBM: the logit of the mean of its input
+        (clipped to ``[1e-3, 1 - 1e-3]``), or zero.
+    eval_subsample : int
+        Monitor at most this many rows of each data set (the same rows every epoch).
+    exact_ll_max_units : int
+        Record the exact log-likelihood when ``log Z`` (enumerating the smaller side of the
+        even/odd view) and ``log f(v)`` (enumerating the even hidden layers) each need at most
+        ``2^exact_ll_max_units`` states; 0 disables it.  At most 26.
+    eval_every : int
+        Evaluate after every ``eval_every``-th joint epoch (and always after epoch 0 and the
+        last); other epochs record NaN metrics.
+    seed : int
+        Seed of the training generator.
+    device : str or torch.device
+        ``"cpu"``, ``"cuda"`` or ``"auto"``.
+    progress : bool
+        Show progress bars (tqdm) over the epochs.
+
+    Attributes
+    ----------
+    model_ : DBM
+        The trained model, ``data_mean`` set to the training pixel means.
+    history_ : list of dict
+        One record per epoch of both phases; see :meth:`fit`.
+    pretrained_model_ : DBM
+        The DBM composed from the pretrained RBMs (before joint training).
+    n_features_in_ : int
+    """
+
+    def __init__(
+        self,
+        hidden_sizes=(500, 1000),
+        pretrain_epochs: int = 100,
+        pretrain_k: int = 1,
+        pretrain_learning_rate: float = 0.05,
+        pretrain_weight_decay: float = 1e-3,
+        pretrain_activities: str = "mean",
+        n_epochs: int = 300,
+        learning_rate: float = 0.005,
+        lr_schedule: str = "linear",
+        lr_decay: float = 0.98,
+        batch_size: int = 100,
+        k: int = 5,
+        n_persistent_chains: int = 100,
+        n_mean_field_iter: int = 10,
+        initial_momentum: float = 0.5,
+        final_momentum: float = 0.9,
+        momentum_switch_epoch: int = 5,
+        weight_decay: float = 2e-4,
+        init_scale: float = 0.01,
+        visible_bias_init: str = "base_rate",
+        eval_subsample: int = 1000,
+        exact_ll_max_units: int = 20,
+        eval_every: int = 1,
+        seed: int = 0,
+        device: str | torch.device = "cpu",
+        progress: bool = False,
+    ):
+        self.hidden_sizes = hidden_sizes
+        self.pretrain_epochs = pretrain_epochs
+        self.pretrain_k = pretrain_k
+        self.pretrain_learning_rate = pretrain_learning_rate
+        self.pretrain_weight_decay = pretrain_weight_decay
+        self.pretrain_activities = pretrain_activities
+        self.n_epochs = n_epochs
+        self.learning_rate = learning_rate
+        self.lr_schedule = lr_schedule
+        self.lr_decay = lr_decay
+        self.batch_size = batch_size
+        self.k = k
+        self.n_persistent_chains = n_persistent_chains
+        self.n_mean_field_iter = n_mean_field_iter
+        self.initial_momentum = initial_momentum
+        self.final_momentum = final_momentum
+        self.momentum_switch_epoch = momentum_switch_epoch
+        self.weight_decay = weight_decay
+        self.init_scale = init_scale
+        self.visible_bias_init = visible_bias_init
+        self.eval_subsample = eval_subsample
+        self.exact_ll_max_units = exact_ll_max_units
+        self.eval_every = eval_every
+        self.seed = seed
+        self.device = device
+        self.progress = progress
+
+    # ------------------------------------------------------------------ public
+    def fit(self, train, test=None, callback: Callable[[dict, DBM], None] | None = None) -> "DBMTrainer":
+        """Pretrain and jointly train on ``train``, monitoring ``test`` when given.
+
+        Parameters
+        ----------
+        train : array-like, shape (n_train, n_visible)
+            Binary training data.
+        test : array-like, shape (n_test, n_visible), optional
+            Held-out binary data, only evaluated.
+        callback : callable, optional
+            ``callback(record, model)`` after each joint-training record (epoch 0 included);
+            ``model`` is a :class:`DBM` sharing the live parameters: read it, don't modify it.
+
+        Returns
+        -------
+        DBMTrainer
+            ``self``, with ``model_``, ``pretrained_model_``, ``history_`` and ``n_features_in_`` set.
+
+        Notes
+        -----
+        Every history record has the same keys: ``phase`` (``"pretrain"`` or ``"joint"``),
+        ``layer`` (the pretrained RBM ``1..L``; 0 in the joint phase), ``epoch`` (counted
+        within the layer / phase; joint epoch 0 is the pretrained DBM), ``learning_rate``,
+        ``momentum``, ``seconds`` (training time of the epoch), ``eval_seconds``,
+        ``layer_reconstruction_error`` (pretraining: squared error of one mean-field
+        reconstruction of the layer's input by its RBM, on at most ``eval_subsample`` rows;
+        NaN when joint), and the DBM metrics (NaN during pretraining and in epochs skipped by
+        ``eval_every``): ``{train,test}_reconstruction_error`` (``v -> mean field mu -> p(v | mu_1)``),
+        ``{train,test}_mean_field_bound`` (the mean-field lower bound on ``log f(v)``, which is
+        unnormalised: it does not include ``-log Z``) and, when the model is small enough
+        (``exact_ll_max_units``), ``log_z`` and ``{train,test}_log_likelihood`` (exact).
+
+        Raises
+        ------
+        ValueError
+            On an invalid hyperparameter or invalid data.
+        TrainingDivergedError
+            When the parameters become NaN or infinite.
+        """
+        sizes_h = self._check_params()
+        device = resolve_device(self.device)
+        x_train = _as_binary_data(train, "training", device)
+        n_visible = x_train.shape[1]
+        x_test = None if test is None else _as_binary_data(test, "test", device, n_visible)
+        sizes = [n_visible, *sizes_h]
+        L = len(sizes_h)
+
+        gen = make_generator(self.seed, device)
+        eval_gen = make_generator(_spawn_seed(gen), device)
+        data_mean = x_train.mean(dim=0)
+        history: list[dict] = []
+
+        if self.pretrain_epochs > 0:
+            weights, biases = self._pretrain(x_train, sizes, gen, eval_gen, history)
+        else:
+            weights = [torch.randn(sizes[l - 1], sizes[l], generator=gen, device=device) * self.init_scale
+                       for l in range(1, L + 1)]
+            biases = [torch.zeros(n, device=device) for n in sizes]
+            if self.visible_bias_init == "base_rate":
+                biases[0] = _base_rate_logit(data_mean)
+        self.pretrained_model_ = DBM([W.clone() for W in weights], [b.clone() for b in biases], device=device,
+                                     data_mean=data_mean)
+        self._joint(x_train, x_test, weights, biases, data_mean, gen, eval_gen, history, callback)
+
+        self.model_ = DBM(weights, biases, device=device, data_mean=data_mean)
+        keys = list(dict.fromkeys(key for row in history for key in row))  # same keys, same order, in every record
+        self.history_ = [{key: row.get(key, math.nan) for key in keys} for row in history]
+        self.n_features_in_ = n_visible
+        return self
+
+    # ------------------------------------------------------------------ pretraining
+    def _pretrain(self, x_train: torch.Tensor, sizes: list[int], gen: torch.Generator, eval_gen: torch.Generator,
+                  history: list[dict]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Greedy doubled-weights pretraining; returns the composed DBM weights and biases."""
+        device = x_train.device
+        L = len(sizes) - 1
+        rbms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (W_l, a_l, c_l)
+        probs = x_train  # bottom-up probabilities of layer l-1 (the data for l = 1)
+        for l in range(1, L + 1):
+            up = 2.0 if l < L else 1.0
+            down = 2.0 if l > 1 else 1.0
+            n_in, n_out = sizes[l - 1], sizes[l]
+            W = torch.randn(n_in, n_out, generator=gen, device=device) * self.init_scale
+            a = _base_rate_logit(probs.mean(0)) if self.visible_bias_init == "base_rate" else torch.zeros(n_in,
+                                                                                                          device=device)
+            c = torch.zeros(n_out, device=device)
+            velocity = [torch.zeros_like(p) for p in (W, a, c)]
+            rows = torch.randperm(probs.shape[0], generator=eval_gen, device=device)[:self.eval_subsample]
+            epochs = range(1, self.pretrain_epochs + 1)
+            if self.progress:
+                from tqdm.auto import tqdm
+
+                epochs = tqdm(epochs, desc=f"pretrain DBM layer {l}/{L} ({n_in}x{n_out})", unit="epoch")
+            for epoch in epochs:
+                momentum = self._momentum(epoch)
+                t0 = time.perf_counter()
+                if self.pretrain_activities == "sample" and l > 1:
+                    inputs = self._sample_up(x_train, rbms, gen)
+                else:
+                    inputs = probs
+                order = torch.randperm(inputs.shape[0], generator=gen, device=device)
+                for start in range(0, inputs.shape[0], self.batch_size):
+                    self._cd_update(W, a, c, velocity, inputs[order[start:start + self.batch_size]], up, down,
+                                    self.pretrain_learning_rate, momentum, gen)
+                _check_params_finite({f"W_{l}": W, f"visible bias of RBM {l}": a, f"hidden bias of RBM {l}": c},
+                                     f"pretraining of layer {l}, epoch {epoch}")
+                seconds = _elapsed(t0, device)
+                t1 = time.perf_counter()
+                x = probs[rows]
+                recon = torch.sigmoid(torch.addmm(a, torch.sigmoid(torch.addmm(c, x, W, alpha=up)), W.T, alpha=down))
+                err = float(((recon - x) ** 2).mean())
+                history.append(self._row("pretrain", l, epoch, self.pretrain_learning_rate, momentum, seconds,
+                                         _elapsed(t1, device), err))
+                if self.progress:
+                    epochs.set_postfix(recon=f"{err:.4f}")
+            rbms.append((W, a, c))
+            if l < L:  # bottom-up probabilities of layer l, the next RBM's data
+                probs = torch.cat([torch.sigmoid(torch.addmm(c, probs[i:i + 4096], W, alpha=up))
+                                   for i in range(0, probs.shape[0], 4096)])
+        weights = [W for W, _, _ in rbms]
+        biases = [rbms[0][1]]
+        for l in range(1, L):
+            biases.append(0.5 * (rbms[l - 1][2] + rbms[l][1]))  # (c_l + a_{l+1}) / 2
+        biases.append(rbms[-1][2])
+        return weights, biases
+
+    @staticmethod
+    def _sample_up(x: torch.Tensor, rbms, gen: torch.Generator) -> torch.Tensor:
+        """Binary states of the layer above ``rbms`` by ancestral sampling through the doubled bottom-up pass."""
+        for W, _, c in rbms:  # every trained RBM is below the current (not top) one: doubled upward
+            x = bernoulli_from_logits_(torch.addmm(c, x, W, alpha=2.0), gen)
+        return x
+
+    def _cd_update(self, W, a, c, velocity, x0, up: float, down: float, lr: float, momentum: float,
+                   gen: torch.Generator) -> None:
+        """One CD-``pretrain_k`` step of a (possibly doubled) RBM on inputs ``x0 (B, n_in)``."""
+        p0 = torch.sigmoid(torch.addmm(c, x0, W, alpha=up))
+        pk = p0
+        for _ in range(self.pretrain_k):
+            h = bernoulli(pk, gen)
+            xk = bernoulli_from_logits_(torch.addmm(a, h, W.T, alpha=down), gen)
+            pk = torch.sigmoid(torch.addmm(c, xk, W, alpha=up))
+        B = x0.shape[0]
+        grad_W = torch.addmm(W, x0.T, p0, beta=-self.pretrain_weight_decay, alpha=1.0 / B)
+        grad_W.addmm_(xk.T, pk, alpha=-1.0 / B)
+        grads = (grad_W, x0.mean(0) - xk.mean(0), p0.mean(0) - pk.mean(0))
+        for param, vel, grad in zip((W, a, c), velocity, grads):
+            vel.mul_(momentum).add_(grad, alpha=lr)
+            param.add_(vel)
+
+    # ------------------------------------------------------------------ joint training
+    def _joint(self, x_train, x_test, weights, biases, data_mean, gen, eval_gen, history, callback) -> None:
+        device = x_train.device
+        n_train = x_train.shape[0]
+        start_rows = torch.randint(n_train, (self.n_persistent_chains,), generator=gen, device=device)
+        chains = self._initial_chains(x_train[start_rows], weights, biases, gen)
+        velocity = [torch.zeros_like(p) for p in (*weights, *biases)]
+        evaluate = _DBMEvaluator(x_train, x_test, self.eval_subsample, self.exact_ll_max_units, eval_gen)
+
+        def record(epoch, lr, momentum, seconds, due):
+            model = DBM(weights, biases, device=device, data_mean=data_mean)
+            metrics = evaluate(model) if due else evaluate.skipped()
+            row = self._row("joint", 0, epoch, lr, momentum, seconds, metrics.pop("eval_seconds"), math.nan)
+            row.update(metrics)
+            history.append(row)
+            if callback is not None:
+                callback(row, model)
+            return row
+
+        record(0, 0.0, 0.0, 0.0, True)
+        epochs = range(1, self.n_epochs + 1)
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            epochs = tqdm(epochs, desc=f"train DBM {'-'.join(str(int(w.shape[0])) for w in weights)}-"
+                                       f"{int(weights[-1].shape[1])} (PCD-{self.k})", unit="epoch")
+        for epoch in epochs:
+            lr = _schedule(self.learning_rate, self.lr_schedule, self.lr_decay, epoch, self.n_epochs)
+            momentum = self._momentum(epoch)
+            t0 = time.perf_counter()
+            order = torch.randperm(n_train, generator=gen, device=device)
+            for start in range(0, n_train, self.batch_size):
+                chains = self._joint_update(weights, biases, velocity, x_train[order[start:start + self.batch_size]],
+                                            chains, lr, momentum, gen)
+            named = {f"W_{l}": W for l, W in enumerate(weights, start=1)}
+            named.update({f"bias_{l}": b for l, b in enumerate(biases)})
+            _check_params_finite(named, f"joint training, epoch {epoch}")
+            seconds = _elapsed(t0, device)
+            due = epoch % self.eval_every == 0 or epoch == self.n_epochs
+            row = record(epoch, lr, momentum, seconds, due)
+            if self.progress and due:
+                post = {"recon": f"{row['train_reconstruction_error']:.4f}"}
+                if "test_log_likelihood" in row:
+                    post["test_ll"] = f"{row['test_log_likelihood']:.2f}"
+                epochs.set_postfix(**post)
+
+    @staticmethod
+    def _initial_chains(v: torch.Tensor, weights, biases, gen: torch.Generator) -> list[torch.Tensor]:
+        """Chain states ``[v, h_1, ..., h_L]``: data rows with a sampled doubled bottom-up pass."""
+        L = len(weights)
+        states = [v]
+        for l in range(1, L + 1):
+            states.append(bernoulli_from_logits_(torch.addmm(biases[l], states[-1], weights[l - 1],
+                                                             alpha=2.0 if l < L else 1.0), gen))
+        return states
+
+    @staticmethod
+    def _logits(l: int, states: list[torch.Tensor], weights, biases) -> torch.Tensor:
+        """Pre-activation of layer ``l`` given its neighbours in ``states``."""
+        out = biases[l].expand(states[0].shape[0], -1)
+        if l >= 1:
+            out = torch.addmm(out, states[l - 1], weights[l - 1])
+        if l < len(weights):
+            out = torch.addmm(out, states[l + 1], weights[l].T)
+        return out
+
+    def _mean_field(self, v: torch.Tensor, weights, biases) -> list[torch.Tensor]:
+        """Positive phase: ``[v, mu_1, ..., mu_L]`` after the bottom-up init and ``n_mean_field_iter`` sweeps."""
+        L = len(weights)
+        mu = [v]
+        for l in range(1, L + 1):
+            mu.append(torch.sigmoid(torch.addmm(biases[l], mu[-1], weights[l - 1], alpha=2.0 if l < L else 1.0)))
+        if L == 1:  # the posterior factorises: exact in one step
+            return mu
+        for _ in range(self.n_mean_field_iter):
+            for parity in (1, 0):
+                for l in range(2 if parity == 0 else 1, L + 1, 2):
+                    mu[l] = torch.sigmoid(self._logits(l, mu, weights, biases))
+        return mu
+
+    def _joint_update(self, weights, biases, velocity, v0, chains, lr, momentum, gen) -> list[torch.Tensor]:
+        """One stochastic-approximation step; returns the advanced chains (even layers sampled)."""
+        L = len(weights)
+        mu = self._mean_field(v0, weights, biases)
+        states = list(chains)
+        for _ in range(self.k):
+            for l in range(1, L + 1, 2):
+                states[l] = bernoulli_from_logits_(self._logits(l, states, weights, biases), gen)
+            for l in range(0, L + 1, 2):
+                states[l] = bernoulli_from_logits_(self._logits(l, states, weights, biases), gen)
+        neg = list(states)
+        for l in range(1, L + 1, 2):  # Rao-Blackwellised odd layers
+            neg[l] = torch.sigmoid(self._logits(l, states, weights, biases))
+        B, N = v0.shape[0], states[0].shape[0]
+        grads = []
+        for l in range(1, L + 1):
+            g = torch.addmm(weights[l - 1], mu[l - 1].T, mu[l], beta=-self.weight_decay, alpha=1.0 / B)
+            grads.append(g.addmm_(neg[l - 1].T, neg[l], alpha=-1.0 / N))
+        grads += [mu[l].mean(0) - neg[l].mean(0) for l in range(L + 1)]
+        for param, vel, grad in zip((*weights, *biases), velocity, grads):
+            vel.mul_(momentum).add_(grad, alpha=lr)
+            param.add_(vel)
+        return states
+
+    # ------------------------------------------------------------------ helpers
+    def _momentum(self, epoch: int) -> float:
+        return float(self.initial_momentum if epoch <= self.momentum_switch_epoch else self.final_momentum)
+
+    @staticmethod
+    def _row(phase, layer, epoch, lr, momentum, seconds, eval_seconds, layer_err) -> dict:
+        return {"phase": phase, "layer": layer, "epoch": epoch, "learning_rate": float(lr), "momentum": float(momentum),
+                "seconds": float(seconds), "eval_seconds": float(eval_seconds),
+                "layer_reconstruction_error": float(layer_err)}
+
+    def _check_params(self) -> list[int]:
+        """Raise ``ValueError`` naming the first invalid hyperparameter; returns the hidden sizes."""
+        sizes = _check_hidden_sizes(self.hidden_sizes)
+        for name, minimum in (("pretrain_epochs", 0), ("pretrain_k", 1), ("n_epochs", 0), ("batch_size", 1),
+                              ("k", 1), ("n_persistent_chains", 1), ("n_mean_field_iter", 0),
+                              ("momentum_switch_epoch", 0), ("eval_subsample", 1), ("exact_ll_max_units", 0),
+                              ("eval_every", 1), ("seed", None)):
+            _check_int(name, getattr(self, name), minimum)
+        limit = min(MAX_ENUMERATION_BITS, DBM_MAX_EXACT_BITS)
+        if self.exact_ll_max_units > limit:
+            raise ValueError(f"exact_ll_max_units={self.exact_ll_max_units}: exact evaluation enumerates at most "
+                             f"2^{limit} states; use a value <= {limit}")
+        for name, choices in (("lr_schedule", _LR_SCHEDULES), ("pretrain_activities", _ACTIVITIES),
+                              ("visible_bias_init", _VISIBLE_BIAS_INITS)):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of {list(choices)}")
+        _check_real("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
+        _check_real("pretrain_learning_rate", self.pretrain_learning_rate, 0.0, math.inf, low_open=True)
+        _check_real("lr_decay", self.lr_decay, 0.0, 1.0, low_open=True)
+        _check_real("initial_momentum", self.initial_momentum, 0.0, 1.0, high_open=True)
+        _check_real("final_momentum", self.final_momentum, 0.0, 1.0, high_open=True)
+        _check_real("weight_decay", self.weight_decay, 0.0, math.inf)
+        _check_real("pretrain_weight_decay", self.pretrain_weight_decay, 0.0, math.inf)
+        _check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
+        return sizes
+
+
+class _DBMEvaluator:
+    """DBM metrics on fixed subsamples of the training and test data."""
+
+    def __init__(self, x_train: torch.Tensor, x_test: torch.Tensor | None, max_rows: int, exact_ll_max_units: int,
+                 gen: torch.Generator):
+        self.max_units = exact_ll_max_units
+        self.sets = {}
+        for name, x in (("train", x_train), ("test", x_test)):
+            if x is not None:
+                rows = torch.randperm(x.shape[0], generator=gen, device=x.device)[:max_rows]
+                self.sets[name] = x[rows]
+        self._keys: list[str] | None = None
+
+    def exact_ok(self, model: DBM) -> bool:
+        view = model.as_rbm()
+        n_even_hidden = view.n_visible - model.n_visible
+        return 0 < self.max_units and min(view.n_visible, view.n_hidden) <= self.max_units \
+            and n_even_hidden <= self.max_units
+
+    def keys(self, model: DBM) -> list[str]:
+        if self._keys is None:
+            names = []
+            for name in self.sets:
+                names += [f"{name}_reconstruction_error", f"{name}_mean_field_bound"]
+            if self.exact_ok(model):
+                names += ["log_z"] + [f"{name}_log_likelihood" for name in self.sets]
+            self._keys = names
+        return self._keys
+
+    def skipped(self) -> dict:
+        return {**dict.fromkeys(self._keys or [], math.nan), "eval_seconds": 0.0}
+
+    def __call__(self, model: DBM) -> dict:
+        t0 = time.perf_counter()
+        keys = self.keys(model)
+        out = {}
+        for name, x in self.sets.items():
+            mu = model.mean_field(x)
+            recon = torch.sigmoid(mu[0] @ model.weights[0].double().T + model.biases[0].double())
+            out[f"{name}_reconstruction_error"] = float(((recon - x.double()) ** 2).mean())
+            out[f"{name}_mean_field_bound"] = float(model.mean_field_bound(x, mu).mean())
+        if "log_z" in keys:
+            out["log_z"] = log_z = model.exact_log_z()
+            for name, x in self.sets.items():
+                out[f"{name}_log_likelihood"] = float(dbm_exact_log_f(model, x).mean()) - log_z
+        out = {key: out[key] for key in keys}
+        out["eval_seconds"] = _elapsed(t0, model.device)
+        return out
+
+
+def dbm_exact_log_f(model: DBM, x: torch.Tensor, max_elements: int = 1 << 24) -> torch.Tensor:
+    """``model.exact_log_f`` in row chunks, bounding its ``(rows, 2^14, n_odd)`` intermediate."""
+    view = model.as_rbm()
+    states = min(1 << 14, 1 << (view.n_visible - model.n_visible))
+    per = max(1, max_elements // (states * view.n_hidden))
+    return torch.cat([model.exact_log_f(x[i:i + per]) for i in range(0, x.shape[0], per)])
+
+
+def train_dbm(train, test=None, **hyperparams) -> tuple[DBM, list[dict]]:
+    """Train a DBM: ``DBMTrainer(**hyperparams).fit(train, test)``; returns ``(model_, history_)``."""
+    trainer = DBMTrainer(**hyperparams).fit(train, test)
+    return trainer.model_, trainer.history_
