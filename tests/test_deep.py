@@ -98,7 +98,8 @@ def test_importance_log_f_agrees_with_exact(family):
     model = _dbm(seed=5) if family == "dbm" else _dbn(seed=5)
     V = all_states(8)[::7].float()
     exact = model.exact_log_f(V)
-    est, se = model.importance_log_f(V, 500, torch.Generator().manual_seed(0))
+    est, se, ess = model.importance_log_f(V, 500, torch.Generator().manual_seed(0))
+    assert torch.all((ess >= 1 - 1e-9) & (ess <= 500 + 1e-9))
     z = (est - exact) / se
     assert torch.all(z.abs() < 4.5), z
     assert float(se.max()) < 0.2  # informative

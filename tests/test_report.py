@@ -282,3 +282,26 @@ def test_family_of_bare_exact_record_follows_the_model():
     s = report.summarize(df)
     assert report.make_table2(s).loc[0, "exact"] == pytest.approx(-100.0)
     assert report.make_table1(s).empty
+
+
+def test_deep_ais_below_exact_and_poor_importance_sampling_flagged():
+    """A DBN whose importance-sampled log f(v) errs low: AIS lands below exact, and few effective proposals."""
+    lf = {"mean_log_f_is": -70.0, "mean_log_f_is_stderr": 0.05, "is_ess_mean": 20.0, "is_ess_min": 1.0,
+          "is_samples": 500}
+    recs = [rec("dbn", "exact", ll=-146.0, log_z=8.0, ll_se=0.0, chains=0, family="dbn", hidden_sizes=[16, 10])]
+    for seed in (0, 1):
+        recs.append(rec("dbn", "ais", K=1000, init="uniform", seed=seed, ll=-147.7, ll_se=0.05, log_z=8.0, ess=90.0,
+                        family="dbn", hidden_sizes=[16, 10], extra=lf))
+    summary = report.apply_flags(*(lambda p: (p, report.summarize(p)))(report.load_results(recs)))[1]
+    ais = summary[summary["method"] == "ais"].iloc[0]
+    assert "AIS falls below exact by 1.70 nats" in ais["flags"]
+    assert "importance-sampled log f(v) errs low" in ais["flags"]
+    assert "mean ESS 20 of 500 proposals" in ais["flags"]
+    # enough effective proposals and AIS above exact: neither flag
+    good = [dict(r) for r in recs]
+    for r in good[1:]:
+        r["result"] = {**r["result"], "mean_log_likelihood": -145.9,
+                       "extra": {**lf, "is_ess_mean": 400.0}}
+    summary = report.apply_flags(*(lambda p: (p, report.summarize(p)))(report.load_results(good)))[1]
+    flags = summary[summary["method"] == "ais"].iloc[0]["flags"]
+    assert "below exact" not in flags and "importance sampling" not in flags

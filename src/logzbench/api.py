@@ -21,6 +21,7 @@ from .estimators.csl import csl
 from .estimators.exact import exact
 from .estimators.raise_ import raise_estimate
 from .estimators.result import EstimateResult
+from .models._importance import LogFEstimate
 from .models.io import Model, load_model
 from .models.rbm import BinaryRBM
 from .schedules import make_schedule
@@ -48,25 +49,22 @@ def _as_rows(x, rbm: Model, what: str) -> torch.Tensor | None:
 
 
 def log_f_estimate(model: Model, X: torch.Tensor, generator: torch.Generator,
-                   n_samples: int = 500) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """``log f(v)`` of each row and its standard error (``None`` where it is exact).
-
-    Exact for an RBM (the hidden layer is summed out); for DBMs and DBNs the importance-sampling
-    estimate of RAISE Sec. 5.2 / 5.3 with ``n_samples`` proposals per example.
-    """
+                   n_samples: int = 500) -> LogFEstimate | None:
+    """Importance-sampling ``log f(v)`` of each row for a DBM or DBN (RAISE Sec. 5.2 / 5.3);
+    ``None`` for an RBM, whose ``log f(v)`` is exact (the hidden layer is summed out)."""
     if isinstance(model, BinaryRBM):
-        return model.log_unnormalized_marginal(X), None
+        return None
     return model.importance_log_f(X, n_samples, generator)
 
 
-def _deep_extras(model: Model, X: torch.Tensor, log_f: torch.Tensor, log_f_se, n_samples: int) -> dict:
+def _deep_extras(model: Model, X: torch.Tensor, est: LogFEstimate, n_samples: int) -> dict:
     """Summary of the ``log f(v)`` estimates of a deep model (and the DBM mean-field bound)."""
-    if isinstance(model, BinaryRBM):
-        return {}
-    out = {"is_samples": int(n_samples), "mean_log_f_is": float(log_f.mean()),
-           "mean_log_f_is_stderr": float(torch.sqrt((log_f_se**2).sum()) / len(log_f)),
+    out = {"is_samples": int(n_samples), "mean_log_f_is": float(est.log_f.mean()),
+           "mean_log_f_is_stderr": float(torch.sqrt((est.stderr**2).sum()) / len(est.log_f)),
            # log f-hat is a stochastic lower bound; to second order it errs low by Var/2 = se^2/2
-           "mean_log_f_is_jensen_gap": float((log_f_se**2).mean() / 2)}
+           # (an underestimate when the weights are heavy-tailed: watch the ESS)
+           "mean_log_f_is_jensen_gap": float((est.stderr**2).mean() / 2),
+           "is_ess_mean": float(est.ess.mean()), "is_ess_min": float(est.ess.min())}
     if hasattr(model, "mean_field_bound"):
         out["mean_log_f_mean_field"] = float(model.mean_field_bound(X).mean())
     return out
@@ -141,15 +139,16 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     settings = {**common, "init": init, "schedule": schedule, "model_family": rbm.family}
     if not isinstance(rbm, BinaryRBM):
         settings["is_samples"] = int(is_samples)
-    log_f = log_f_se = None
+    log_f = log_f_se = est = None
     if X is not None:
-        log_f, log_f_se = log_f_estimate(rbm, X, gen, is_samples)
+        est = log_f_estimate(rbm, X, gen, is_samples)
+        log_f, log_f_se = (rbm.log_unnormalized_marginal(X), None) if est is None else (est.log_f, est.stderr)
     if estimator == "ais":
         res = ais(path, betas, chains, gen, log_f_data=log_f, log_f_stderr=log_f_se, n_bootstrap=n_bootstrap,
                   progress=progress, settings=settings)
     else:
         res = raise_estimate(path, X, betas, chains, gen, log_f_all=log_f, n_examples=n_examples,
                              subsample_seed=seed, progress=progress, settings=settings)
-    if X is not None:
-        res.extra.update(_deep_extras(rbm, X, log_f, log_f_se, is_samples))
+    if est is not None:
+        res.extra.update(_deep_extras(rbm, X, est, is_samples))
     return res

@@ -69,7 +69,8 @@ INIT_ORDER = ("uniform", "base-rate")
 DEEP_FAMILIES = ("dbm", "dbn")
 #: per-run summaries of the importance-sampling log f(v) of deep models (EstimateResult.extra)
 LOG_F_COLUMNS = {"log_f_is": "mean_log_f_is", "log_f_is_stderr": "mean_log_f_is_stderr",
-                 "log_f_is_jensen_gap": "mean_log_f_is_jensen_gap", "log_f_mean_field": "mean_log_f_mean_field"}
+                 "log_f_is_jensen_gap": "mean_log_f_is_jensen_gap", "log_f_mean_field": "mean_log_f_mean_field",
+                 "log_f_is_ess_mean": "is_ess_mean", "log_f_is_ess_min": "is_ess_min", "is_samples": "is_samples"}
 
 PER_RUN_COLUMNS = [
     "model", "family", "architecture", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains",
@@ -289,13 +290,16 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
             else float("nan"),
             "log_f_mean_field": float(g["log_f_mean_field"].mean()) if g["log_f_mean_field"].notna().any()
             else float("nan"),
+            "log_f_is_ess_mean": float(g["log_f_is_ess_mean"].mean()) if g["log_f_is_ess_mean"].notna().any()
+            else float("nan"),
+            "is_samples": float(g["is_samples"].max()) if g["is_samples"].notna().any() else float("nan"),
         })
         rows.append(row)
     cols = GROUP_COLUMNS + ["family", "architecture", "n_seeds", "seeds", "chains", "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_sd",
                             "mean_test_ll_se", "mean_test_ll_min", "mean_test_ll_max", "log_z", "log_z_sd",
                             "log_z_se", "ess", "ess_min", "ess_fraction_min", "seconds", "total_sweeps",
                             "sweeps_per_second", "exact_test_ll", "exact_log_z", "log_f_is", "log_f_is_se",
-                            "log_f_is_jensen_gap", "log_f_mean_field"]
+                            "log_f_is_jensen_gap", "log_f_mean_field", "log_f_is_ess_mean", "is_samples"]
     s = pd.DataFrame(rows, columns=cols)
     s["K"] = pd.array(s["K"], dtype="Int64")
     s["ll_minus_exact"] = s["mean_test_ll"] - s["exact_test_ll"]
@@ -378,6 +382,25 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
                 text = f"RAISE exceeds AIS by {-gap:.2f} nats (> {z:g} x combined s.e. {se:.2g}, {where})"
                 add(i, text)
                 add(j, text)
+
+    # importance-sampled log f(v) of deep models: few effective proposals per example
+    for i, s in summary.iterrows():
+        ess_is, n_is = float(s["log_f_is_ess_mean"]), float(s["is_samples"])
+        if math.isfinite(ess_is) and math.isfinite(n_is) and ess_is < ess_fraction * n_is:
+            add(i, f"log f(v) importance sampling: mean ESS {ess_is:.3g} of {n_is:.0f} proposals "
+                   f"(< {100 * ess_fraction:g}%); log f-hat may err low by more than its s.e. shows")
+
+    # AIS (an upper estimate of the test log-likelihood) below the exact value
+    for i, s in summary.iterrows():
+        if s["method"] != "ais":
+            continue
+        ex, v = float(s["exact_test_ll"]), float(s["mean_test_ll"])
+        if not (math.isfinite(ex) and math.isfinite(v)):
+            continue
+        se = float(s["mean_test_ll_se"]) if math.isfinite(float(s["mean_test_ll_se"])) else 0.0
+        if ex - v > 0 and ex - v > z * se:
+            why = ("; the importance-sampled log f(v) errs low" if s.get("family") in DEEP_FAMILIES else "")
+            add(i, f"AIS falls below exact by {ex - v:.2f} nats (> {z:g} x s.e. {se:.2g}){why}")
 
     # stochastic lower bounds above the exact value
     for i, s in summary.iterrows():

@@ -359,7 +359,8 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
     res = _res(record)
     settings = res.get("settings") or {}
     keys = ("model", "dataset", "estimator", "method", "K", "chains", "init", "seed", "schedule", "device",
-            "n_examples", "csl_mode", "burn_in", "thin", "n_visible", "n_hidden", "code_version")
+            "n_examples", "csl_mode", "burn_in", "thin", "n_visible", "n_hidden", "family", "hidden_sizes",
+            "is_samples", "code_version")
     out = {k: record.get(k, settings.get(k)) for k in keys}
     out["method"] = out["method"] or res.get("estimator")
     out["chains"] = out["chains"] if out["chains"] is not None else res.get("n_chains")
@@ -381,6 +382,10 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
         "total_sweeps": res.get("total_sweeps"),
         "n_examples": res.get("n_examples"),
     }
+    extra = res.get("extra") or {}
+    for k in ("mean_log_f_is", "mean_log_f_is_stderr", "mean_log_f_is_jensen_gap", "mean_log_f_mean_field",
+              "is_ess_mean", "is_ess_min"):  # deep models: the importance-sampled log f(v)
+        m[k] = extra.get(k)
     chains = res.get("n_chains")
     if _finite(m["ess"]) and _finite(chains) and float(chains) > 0:
         m["ess_fraction"] = float(m["ess"]) / float(chains)

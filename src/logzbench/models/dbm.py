@@ -29,12 +29,10 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..sampling import bernoulli, bernoulli_from_logits_
+from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f
 from .rbm import (BinaryRBM, RBMAnnealingPath, RBMState, as_float64, as_param, base_rate_bias_from_mean,
                   validate_rbm_arrays)
 
-#: Mean-field probabilities are kept in [MF_CLIP, 1 - MF_CLIP] when used as an importance
-#: proposal, so that every hidden configuration keeps positive proposal probability.
-MF_CLIP = 1e-3
 #: Exact log f(v) enumerates the even hidden layers; refuse above 2^MAX_EXACT_BITS states.
 MAX_EXACT_BITS = 26
 
@@ -229,46 +227,33 @@ class DBM:
         return bound
 
     def importance_log_f(self, v, n_samples: int, generator: torch.Generator,
-                         chunk: int = 1 << 14) -> tuple[torch.Tensor, torch.Tensor]:
+                         clip: float = PROPOSAL_CLIP) -> LogFEstimate:
         """Importance-sampling estimate of ``log f(v)`` (RAISE Sec. 5.2).
 
         The odd layers (``h_1``, ...) are summed out analytically; the even hidden layers
-        (``h_2``, ...) are drawn from the mean-field distribution (probabilities clipped to
-        ``[MF_CLIP, 1 - MF_CLIP]``), so ``f̂(v) = mean_s f(v, h_2^s) / q(h_2^s | v)`` is unbiased
-        for ``f(v)`` and ``log f̂(v)`` is a stochastic lower bound on ``log f(v)``.
+        (``h_2``, ...) are drawn from the mean-field distribution with its probabilities kept
+        in ``[clip, 1 - clip]`` (see :mod:`logzbench.models._importance`), so
+        ``f̂(v) = mean_s f(v, h_2^s) / q(h_2^s | v)`` is unbiased for ``f(v)`` and ``log f̂(v)``
+        is a stochastic lower bound on ``log f(v)``.
 
         Returns
         -------
-        (log_f, stderr) : torch.Tensor, each float64 of shape ``(n,)``
-            ``stderr`` is the delta-method standard error of ``log f̂``; both are exact
-            (stderr 0) for a one-layer DBM.
+        LogFEstimate
+            ``(log_f, stderr, ess)``, each float64 of shape ``(n,)``; exact (stderr 0) for a
+            one-layer DBM.
         """
-        from ..estimators.result import log_mean_stderr
-
         v = self._as_input(v)
         view = self.as_rbm()
         nv, n = self.n_visible, v.shape[0]
-        if view.n_visible == nv:  # no even hidden layer: f(v) is exact
-            return view.log_unnormalized_marginal(v), torch.zeros(n, dtype=torch.float64, device=v.device)
         if int(n_samples) < 1:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
-        mu = self.mean_field(v)
-        q = torch.cat([mu[l - 1] for l in self.even_layers[1:]], 1).clamp(MF_CLIP, 1 - MF_CLIP)  # (n, n_rest)
-        log_q1, log_q0 = torch.log(q), torch.log1p(-q)
-        S = int(n_samples)
-        per = max(1, chunk // S)
-        logs, ses = [], []
-        for i in range(0, n, per):
-            qi = q[i:i + per]
-            h = bernoulli(qi.float().repeat_interleave(S, 0), generator).double()
-            vi = v[i:i + per].repeat_interleave(S, 0)
-            lq = (h * log_q1[i:i + per].repeat_interleave(S, 0)
-                  + (1 - h) * log_q0[i:i + per].repeat_interleave(S, 0)).sum(1)
-            lw = view.log_unnormalized_marginal(torch.cat([vi, h.float()], 1)) - lq
-            lm, se = log_mean_stderr(lw.reshape(-1, S), dim=1)
-            logs.append(lm)
-            ses.append(se)
-        return torch.cat(logs), torch.cat(ses)
+        if view.n_visible == nv:  # no even hidden layer: f(v) is exact
+            zero = torch.zeros(n, dtype=torch.float64, device=v.device)
+            return LogFEstimate(view.log_unnormalized_marginal(v), zero, zero + int(n_samples))
+        mu = torch.cat([m for l, m in enumerate(self.mean_field(v), start=1) if l % 2 == 0], 1)
+        logits = clip_logits(torch.log(mu) - torch.log1p(-mu), clip)
+        return importance_log_f(v, logits, n_samples, generator,
+                                lambda vi, h: view.log_unnormalized_marginal(torch.cat([vi, h], 1)))
 
     def exact_log_f(self, v, chunk: int = 1 << 14) -> torch.Tensor:
         """``log f(v)`` by enumerating the even hidden layers (odd ones summed out), float64."""

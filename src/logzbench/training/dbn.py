@@ -308,7 +308,7 @@ class _DBNEvaluator:
         parts = []
         for i in range(0, x.shape[0], per):
             v = x[i:i + per].repeat_interleave(S, 0)
-            h1, lq = dbn.sample_recognition(v, gen)
+            h1, lq = dbn.sample_recognition(v, gen, clip=0.0)  # the recognition q itself
             lw = dbn.log_p_v_given_h1(v, h1) + dbn.top.log_unnormalized_marginal(h1) - lq
             parts.append(lw.reshape(-1, S).mean(1))
         return torch.cat(parts)
