@@ -30,8 +30,7 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..sampling import bernoulli, bernoulli_from_logits_
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f
-from .rbm import (BinaryRBM, RBMAnnealingPath, RBMState, as_float64, as_param, base_rate_bias_from_mean,
-                  validate_rbm_arrays)
+from .rbm import BinaryRBM, RBMAnnealingPath, RBMState, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
 #: Exact log f(v) enumerates the even hidden layers; refuse above 2^MAX_EXACT_BITS states.
 MAX_EXACT_BITS = 26
@@ -51,7 +50,7 @@ def validate_dbm_arrays(weights, biases, data_mean=None, source: str = "DBM") ->
                             source=f"{source} (layers {l - 1}-{l}: W_{l}, bias_{l - 1}, bias_{l})")
 
 
-class DBM:
+class DBM(VisibleRows):
     """A binary deep Boltzmann machine.
 
     Parameters
@@ -129,14 +128,6 @@ class DBM:
         if self.data_mean is not None:
             out["data_mean"] = self.data_mean.detach().cpu().numpy()
         return out
-
-    def _as_input(self, v) -> torch.Tensor:
-        v = torch.as_tensor(v, device=self.device)
-        if v.ndim == 1:
-            v = v.unsqueeze(0)
-        if v.ndim != 2 or v.shape[1] != self.n_visible:
-            raise ValueError(f"data has shape {tuple(v.shape)}; this DBM expects rows of {self.n_visible} visible units")
-        return v.to(torch.float32)
 
     # ------------------------------------------------------------------ even/odd view
     def as_rbm(self) -> BinaryRBM:
@@ -292,19 +283,6 @@ class DBM:
         return exact_log_z(self.as_rbm(), **kw)
 
     # ------------------------------------------------------------------ annealing
-    def base_rate_bias(self, data=None, smoothing: float = 0.05) -> torch.Tensor:
-        """Visible biases of the data-base-rate distribution (see :meth:`BinaryRBM.base_rate_bias`)."""
-        if data is not None:
-            mean = self._as_input(data).double().mean(dim=0)
-        elif self.data_mean is not None:
-            mean = self.data_mean.double()
-        else:
-            raise ValueError(
-                "the data-base-rate initial distribution needs the training data's pixel means: "
-                "pass training data (CLI: --train-data X.npy) or use a model file with a 'data_mean' array"
-            )
-        return base_rate_bias_from_mean(mean, smoothing).to(self.device)
-
     def annealing_path(self, init: str = "uniform", data=None) -> "DBMAnnealingPath":
         """Geometric path from a factorial ``p_0`` to this DBM, on ``x = [v, h_2, ...]`` with odd layers summed out.
 

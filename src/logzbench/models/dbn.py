@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f, sample_factorial
-from .rbm import BinaryRBM, RBMAnnealingPath, as_float64, as_param, validate_rbm_arrays
+from .rbm import BinaryRBM, RBMAnnealingPath, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
 #: Exact ``log f(v)`` enumerates ``h_1``; refuse above 2^MAX_EXACT_BITS states.
 MAX_EXACT_BITS = 26
@@ -41,7 +41,7 @@ def validate_dbn_arrays(W_1, bias_0, W_2, bias_1, bias_2, recognition_W, recogni
                              f"{np.asarray(W_2).shape[0]} rows; they must match")
 
 
-class DBN:
+class DBN(VisibleRows):
     """A two-hidden-layer deep belief network.
 
     Parameters
@@ -117,14 +117,6 @@ class DBN:
         if self.data_mean is not None:
             out["data_mean"] = self.data_mean
         return {k: v.detach().cpu().numpy() for k, v in out.items()}
-
-    def _as_input(self, v) -> torch.Tensor:
-        v = torch.as_tensor(v, device=self.device)
-        if v.ndim == 1:
-            v = v.unsqueeze(0)
-        if v.ndim != 2 or v.shape[1] != self.n_visible:
-            raise ValueError(f"data has shape {tuple(v.shape)}; this DBN expects rows of {self.n_visible} visible units")
-        return v.to(torch.float32)
 
     # ------------------------------------------------------------------ densities
     def log_p_v_given_h1(self, v, h1) -> torch.Tensor:

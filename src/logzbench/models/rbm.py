@@ -41,7 +41,47 @@ def as_float64(x) -> np.ndarray | None:
     return np.asarray(x, dtype=np.float64)
 
 
-class BinaryRBM:
+class VisibleRows:
+    """What every model family shares about its visible layer (``n_visible``, ``device``,
+    ``family`` and ``data_mean`` come from the family's class)."""
+
+    def _as_input(self, v) -> torch.Tensor:
+        """Rows of ``n_visible`` units as float32 on the model's device (one row may be 1-D)."""
+        v = torch.as_tensor(v, device=self.device)
+        if v.ndim == 1:
+            v = v.unsqueeze(0)
+        if v.ndim != 2 or v.shape[1] != self.n_visible:
+            raise ValueError(f"data has shape {tuple(v.shape)}; this {self.family.upper()} expects rows of "
+                             f"{self.n_visible} visible units")
+        return v.to(torch.float32)
+
+    def base_rate_bias(self, data=None, smoothing: float = 0.05) -> torch.Tensor:
+        """Visible biases of the data-base-rate distribution (Salakhutdinov & Murray 2008).
+
+        ``logit(p)`` with ``p`` the training-set mean of each visible unit, mixed with 1/2
+        by ``smoothing`` and clipped to ``[1e-3, 1 - 1e-3]`` so that every bias is finite
+        (pixels that are always off in the training set would otherwise get -inf).
+
+        Parameters
+        ----------
+        data : array-like, shape (n_samples, n_visible), optional
+            Training data.  Defaults to the model's stored ``data_mean``.
+        smoothing : float
+            Weight of the uniform distribution in the mixture.
+        """
+        if data is not None:
+            mean = self._as_input(data).double().mean(dim=0)
+        elif self.data_mean is not None:
+            mean = self.data_mean.double()
+        else:
+            raise ValueError(
+                "the data-base-rate initial distribution needs the training data's pixel means: "
+                "pass training data (CLI: --train-data X.npy) or use a model file with a 'data_mean' array"
+            )
+        return base_rate_bias_from_mean(mean, smoothing).to(self.device)
+
+
+class BinaryRBM(VisibleRows):
     """A binary RBM.
 
     Parameters
@@ -111,14 +151,6 @@ class BinaryRBM:
             out["data_mean"] = self.data_mean.detach().cpu().numpy()
         return out
 
-    def _as_input(self, v) -> torch.Tensor:
-        v = torch.as_tensor(v, device=self.device)
-        if v.ndim == 1:
-            v = v.unsqueeze(0)
-        if v.ndim != 2 or v.shape[1] != self.n_visible:
-            raise ValueError(f"data has shape {tuple(v.shape)}; this RBM expects rows of {self.n_visible} visible units")
-        return v.to(torch.float32)
-
     # ------------------------------------------------------------------ densities
     def log_unnormalized_marginal(self, v) -> torch.Tensor:
         """``log f(v) = a.v + sum_j softplus(b_j + (vW)_j)``, float64, shape ``(n,)``.
@@ -184,31 +216,6 @@ class BinaryRBM:
         return v
 
     # ------------------------------------------------------------------ annealing
-    def base_rate_bias(self, data=None, smoothing: float = 0.05) -> torch.Tensor:
-        """Visible biases of the data-base-rate distribution (Salakhutdinov & Murray 2008).
-
-        ``logit(p)`` with ``p`` the training-set mean of each visible unit, mixed with 1/2
-        by ``smoothing`` and clipped to ``[1e-3, 1 - 1e-3]`` so that every bias is finite
-        (pixels that are always off in the training set would otherwise get -inf).
-
-        Parameters
-        ----------
-        data : array-like, shape (n_samples, n_visible), optional
-            Training data.  Defaults to the model's stored ``data_mean``.
-        smoothing : float
-            Weight of the uniform distribution in the mixture.
-        """
-        if data is not None:
-            mean = self._as_input(data).double().mean(dim=0)
-        elif self.data_mean is not None:
-            mean = self.data_mean.double()
-        else:
-            raise ValueError(
-                "the data-base-rate initial distribution needs the training data's pixel means: "
-                "pass training data (CLI: --train-data X.npy) or use a model file with a 'data_mean' array"
-            )
-        return base_rate_bias_from_mean(mean, smoothing).to(self.device)
-
     def annealing_path(self, init: str = "uniform", data=None, visible_bias_0=None) -> "RBMAnnealingPath":
         """The geometric path from ``init`` (``"uniform"`` or ``"base-rate"``) to this RBM.
 
