@@ -31,19 +31,7 @@ TEST_COUNTS = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
 SMALL = "t10k-labels-idx1-ubyte.gz"
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path):
-    """No network, an empty per-test cache and no mirror from the environment."""
-    calls = []
-
-    def no_network(url, dest):
-        calls.append(url)
-        raise OSError("network disabled in tests")
-
-    monkeypatch.setattr(download, "_download", no_network)
-    monkeypatch.setenv(download.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.delenv(download.MIRROR_ENV, raising=False)
-    return calls
+pytestmark = pytest.mark.usefixtures("offline")  # conftest: no network, empty cache, no mirror
 
 
 @pytest.fixture(scope="module")

@@ -35,19 +35,7 @@ needs_mirror = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path):
-    """No network, an empty per-test cache and no mirror from the environment."""
-    calls = []
-
-    def no_network(url, dest):
-        calls.append(url)
-        raise OSError("network disabled in tests")
-
-    monkeypatch.setattr(download, "_download", no_network)
-    monkeypatch.setenv(download.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.delenv(download.MIRROR_ENV, raising=False)
-    return calls
+pytestmark = pytest.mark.usefixtures("offline")  # conftest: no network, empty cache, no mirror
 
 
 @pytest.fixture(scope="module")

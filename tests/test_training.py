@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import CLUSTERED_N_VISIBLE
 from sklearn.base import clone
 
 from logzbench.estimators.exact import exact_log_z
@@ -24,21 +25,13 @@ from logzbench.training import (
     train_rbm,
 )
 
-N_VISIBLE = 12
+N_VISIBLE = CLUSTERED_N_VISIBLE
 FAST = dict(n_hidden=8, k=1, learning_rate=0.05, n_epochs=20, batch_size=100, seed=1)
 
 
-def _clustered(n: int, rng: np.random.Generator, noise: float = 0.05) -> np.ndarray:
-    """Rows of 4 fixed random 12-bit prototypes, each bit flipped with probability ``noise``."""
-    prototypes = (np.random.default_rng(0).random((4, N_VISIBLE)) < 0.5).astype(np.float32)
-    x = prototypes[rng.integers(4, size=n)]
-    return np.where(rng.random(x.shape) < noise, 1.0 - x, x).astype(np.float32)
-
-
 @pytest.fixture(scope="module")
-def data():
-    rng = np.random.default_rng(123)
-    return _clustered(2000, rng), _clustered(500, rng)
+def data(clustered_data):
+    return clustered_data
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+from conftest import CLUSTERED_N_VISIBLE
+
 from logzbench.cli import main
 from logzbench.models import load_model
 from logzbench.models.dbm import DBM
@@ -29,28 +31,16 @@ from logzbench.training import (
 )
 from logzbench.training.dbn import _DBNEvaluator
 
-N_VISIBLE = 12
+N_VISIBLE = CLUSTERED_N_VISIBLE
 DBM_FAST = dict(hidden_sizes=[8, 6], pretrain_epochs=10, pretrain_learning_rate=0.1, batch_size=20, n_epochs=10,
                 learning_rate=0.01, final_momentum=0.5, eval_every=5, seed=0)
 DBN_FAST = dict(hidden_sizes=[8, 8], n_epochs=30, learning_rate=0.1, batch_size=20, top_lr_schedule="linear",
                 eval_every=10, seed=0)
 
 
-def _clustered(n: int, rng: np.random.Generator, noise: float = 0.05) -> np.ndarray:
-    """Rows of 4 fixed random 12-bit prototypes, each bit flipped with probability ``noise``.
-
-    The data entropy is ``log 4 + 12 H(0.05) = 3.77`` nats per row; the factorial base-rate
-    model scores about -6.7 nats.
-    """
-    prototypes = (np.random.default_rng(0).random((4, N_VISIBLE)) < 0.5).astype(np.float32)
-    x = prototypes[rng.integers(4, size=n)]
-    return np.where(rng.random(x.shape) < noise, 1.0 - x, x).astype(np.float32)
-
-
 @pytest.fixture(scope="module")
-def data():
-    rng = np.random.default_rng(123)
-    return _clustered(2000, rng), _clustered(500, rng)
+def data(clustered_data):
+    return clustered_data
 
 
 @pytest.fixture(scope="module")
