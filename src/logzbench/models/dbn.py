@@ -15,6 +15,8 @@ RAISE proposal for the unrolled network (Sec. 3.3, Fig. 2).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -163,13 +165,17 @@ class DBN(VisibleRows):
         if n1 > MAX_EXACT_BITS:
             raise ValueError(f"exact log f(v) needs 2^{n1} states of h_1; refusing above 2^{MAX_EXACT_BITS}")
         total = 1 << n1
-        parts = []
-        for start in range(0, total, chunk):
-            h = _bits(start, min(start + chunk, total), n1, self.device, torch.float64)
+        c = min(total, chunk)
+        rows = max(1, (1 << 22) // c)  # (rows, c) float64 blocks near 32 MB
+        acc = torch.full((v.shape[0],), -math.inf, dtype=torch.float64, device=v.device)
+        for start in range(0, total, c):
+            h = _bits(start, min(start + c, total), n1, self.device, torch.float64)
             pre = h @ self.W_1.double().T + self.bias_0.double()  # (c, n_v)
-            log_pv = v @ pre.T - F.softplus(pre).sum(1).unsqueeze(0)  # (n, c)
-            parts.append(torch.logsumexp(log_pv + self.top.log_unnormalized_marginal(h).unsqueeze(0), dim=1))
-        return torch.logsumexp(torch.stack(parts, 1), dim=1)
+            offset = self.top.log_unnormalized_marginal(h) - F.softplus(pre).sum(1)  # (c,)
+            for r in range(0, v.shape[0], rows):
+                lse = torch.logsumexp(v[r:r + rows] @ pre.T + offset, dim=1)  # log sum_h p(v|h) f_2(h)
+                acc[r:r + rows] = torch.logaddexp(acc[r:r + rows], lse)
+        return acc
 
     def exact_log_z(self, **kw) -> float:
         """``log Z`` of the DBN: that of its top RBM (``p_1(v | h_1)`` is normalised)."""

@@ -619,18 +619,10 @@ class _DBMEvaluator:
         if "log_z" in keys:
             out["log_z"] = log_z = model.exact_log_z()
             for name, x in self.sets.items():
-                out[f"{name}_log_likelihood"] = float(dbm_exact_log_f(model, x).mean()) - log_z
+                out[f"{name}_log_likelihood"] = float(model.exact_log_f(x).mean()) - log_z
         out = {key: out[key] for key in keys}
         out["eval_seconds"] = _elapsed(t0, model.device)
         return out
-
-
-def dbm_exact_log_f(model: DBM, x: torch.Tensor, max_elements: int = 1 << 24) -> torch.Tensor:
-    """``model.exact_log_f`` in row chunks, bounding its ``(rows, 2^14, n_odd)`` intermediate."""
-    view = model.as_rbm()
-    states = min(1 << 14, 1 << (view.n_visible - model.n_visible))
-    per = max(1, max_elements // (states * view.n_hidden))
-    return torch.cat([model.exact_log_f(x[i:i + per]) for i in range(0, x.shape[0], per)])
 
 
 def train_dbm(train, test=None, **hyperparams) -> tuple[DBM, list[dict]]:

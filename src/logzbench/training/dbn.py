@@ -295,7 +295,7 @@ class _DBNEvaluator:
         t0 = time.perf_counter()
         out = {"log_z": dbn.exact_log_z()}
         for name, x in self.sets.items():
-            out[f"{name}_log_likelihood"] = float(dbn_exact_log_f(dbn, x).mean()) - out["log_z"]
+            out[f"{name}_log_likelihood"] = float(dbn.exact_log_f(x).mean()) - out["log_z"]
             out[f"{name}_variational_bound"] = float(self._bound(dbn, x).mean()) - out["log_z"]
         out["eval_seconds"] = _elapsed(t0, dbn.device)
         return out
@@ -312,11 +312,6 @@ class _DBNEvaluator:
             lw = dbn.log_p_v_given_h1(v, h1) + dbn.top.log_unnormalized_marginal(h1) - lq
             parts.append(lw.reshape(-1, S).mean(1))
         return torch.cat(parts)
-
-
-def dbn_exact_log_f(dbn: DBN, x: torch.Tensor, rows: int = 1024) -> torch.Tensor:
-    """``dbn.exact_log_f`` in row chunks (its ``(rows, 2^14)`` intermediate stays bounded)."""
-    return torch.cat([dbn.exact_log_f(x[i:i + rows]) for i in range(0, x.shape[0], rows)])
 
 
 def _merge_history(first: list[dict], top: list[dict], dbn_metrics: dict[int, dict], dbn_keys: list[str]) -> list[dict]:
