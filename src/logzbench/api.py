@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .estimators.ais import ais
+from .estimators.ads import ads
+from .estimators.ais import ais, attach_log_likelihood
 from .estimators.csl import csl
 from .estimators.exact import exact
 from .estimators.raise_ import raise_estimate
+from .estimators.reverse_ais import reverse_ais
 from .estimators.result import EstimateResult
 from .models._importance import LogFEstimate
 from .models.io import Model, load_model
@@ -27,7 +29,7 @@ from .models.rbm import BinaryRBM
 from .schedules import make_schedule
 from .utils import make_generator, resolve_device
 
-ESTIMATORS = ("exact", "ais", "raise", "csl")
+ESTIMATORS = ("exact", "ais", "raise", "csl", "ads", "reverse-ais")
 INITS = ("uniform", "base-rate")
 
 
@@ -80,14 +82,16 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     Parameters
     ----------
     model : BinaryRBM, DBM, DBN or path to a model ``.npz``
-    estimator : {"exact", "ais", "raise", "csl"}
+    estimator : {"exact", "ais", "raise", "csl", "ads", "reverse-ais"}
+        ``ads``: sequential binary annealed discriminance sampling on an AIS run; ``reverse-ais``:
+        ``log Z`` from a forward-then-reverse chain with harmonic aggregation (Liu et al. 2015).
     data : array-like (N, n_visible) or path, optional
         Binary test rows.  Required by RAISE and CSL; gives ``mean_log_likelihood`` otherwise.
     train_data : array-like or path, optional
         Training rows: the data base rate (``init="base-rate"`` when the model file has no
         ``data_mean``) and the chain starts of biased CSL.
     steps : int
-        Number of intermediate distributions ``K`` (AIS, RAISE).
+        Number of intermediate distributions ``K`` (AIS, RAISE, ADS, reverse AIS).
     schedule : str
         ``linear``, ``sigmoid``, ``sm14500`` or a file of betas (AIS, RAISE).
     chains : int
@@ -146,6 +150,11 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     if estimator == "ais":
         res = ais(path, betas, chains, gen, log_f_data=log_f, log_f_stderr=log_f_se, n_bootstrap=n_bootstrap,
                   progress=progress, settings=settings)
+    elif estimator in ("ads", "reverse-ais"):  # log Z from one annealing run (Liu et al. 2015)
+        run = ads if estimator == "ads" else reverse_ais
+        res = run(path, betas, chains, gen, n_bootstrap=n_bootstrap, progress=progress, settings=settings)
+        if log_f is not None:
+            attach_log_likelihood(res, log_f, log_f_se)
     else:
         res = raise_estimate(path, X, betas, chains, gen, log_f_all=log_f, n_examples=n_examples,
                              subsample_seed=seed, progress=progress, settings=settings)
