@@ -7,7 +7,7 @@ from conftest import model_samples, random_rbm
 
 from logzbench import schedules
 from logzbench.errors import EstimatorError
-from logzbench.estimators.ads import ads
+from logzbench.estimators.ads import ads, ads_multinomial
 from logzbench.estimators.discriminance import discriminance
 from logzbench.estimators.exact import exact_log_z
 from logzbench.estimators.reverse_ais import reverse_ais
@@ -91,7 +91,7 @@ def test_discriminance_refuses_separated_samples():
         discriminance(np.array([0.0, np.nan]), np.array([0.0, 1.0]))
 
 
-@pytest.mark.parametrize("estimator", ["ads", "reverse-ais"])
+@pytest.mark.parametrize("estimator", ["ads", "ads-multinomial", "reverse-ais"])
 def test_api_and_cli_run_the_new_estimators(estimator, tmp_path, capsys):
     import json
 
@@ -111,3 +111,15 @@ def test_api_and_cli_run_the_new_estimators(estimator, tmp_path, capsys):
     assert main(["estimate", str(path), "--estimator", estimator, "-K", "20", "--chains", "30"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["estimator"] == estimator and out["log_z"] is not None
+
+
+def test_multinomial_ads_agrees_with_exact_and_with_the_binary_version():
+    rbm = random_rbm(20, 12, seed=2, scale=0.8)
+    path, exact = rbm.annealing_path("uniform"), exact_log_z(rbm)
+    m = ads_multinomial(path, schedules.linear(16), 300, torch.Generator().manual_seed(0))
+    assert abs(m.log_z - exact) < 4 * m.log_z_stderr + 1e-3
+    assert len(m.extra["log_z_path"]) == 17 and m.extra["log_z_path"][0] == pytest.approx(path.log_z0())
+    b = ads(path, schedules.linear(16), 300, torch.Generator().manual_seed(0))  # the same AIS run
+    assert abs(m.log_z - b.log_z) < 2 * max(m.log_z_stderr, b.log_z_stderr)
+    with pytest.raises(ValueError, match="sequential binary"):
+        ads_multinomial(path, schedules.linear(5000), 100, torch.Generator().manual_seed(0))

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .estimators.ads import ads
+from .estimators.ads import ads, ads_multinomial
 from .estimators.ais import ais, attach_log_likelihood
 from .estimators.csl import csl
 from .estimators.exact import exact
@@ -29,7 +29,7 @@ from .models.rbm import BinaryRBM
 from .schedules import make_schedule
 from .utils import make_generator, resolve_device
 
-ESTIMATORS = ("exact", "ais", "raise", "csl", "ads", "reverse-ais")
+ESTIMATORS = ("exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais")
 INITS = ("uniform", "base-rate")
 
 
@@ -82,8 +82,9 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     Parameters
     ----------
     model : BinaryRBM, DBM, DBN or path to a model ``.npz``
-    estimator : {"exact", "ais", "raise", "csl", "ads", "reverse-ais"}
-        ``ads``: sequential binary annealed discriminance sampling on an AIS run; ``reverse-ais``:
+    estimator : {"exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais"}
+        ``ads``: sequential binary annealed discriminance sampling on an AIS run
+        (``ads-multinomial``: Alg. 2, for ``(K+1)^2 * chains <= 2^24``); ``reverse-ais``:
         ``log Z`` from a forward-then-reverse chain with harmonic aggregation (Liu et al. 2015).
     data : array-like (N, n_visible) or path, optional
         Binary test rows.  Required by RAISE and CSL; gives ``mean_log_likelihood`` otherwise.
@@ -150,8 +151,8 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     if estimator == "ais":
         res = ais(path, betas, chains, gen, log_f_data=log_f, log_f_stderr=log_f_se, n_bootstrap=n_bootstrap,
                   progress=progress, settings=settings)
-    elif estimator in ("ads", "reverse-ais"):  # log Z from one annealing run (Liu et al. 2015)
-        run = ads if estimator == "ads" else reverse_ais
+    elif estimator in ("ads", "ads-multinomial", "reverse-ais"):  # log Z from one annealing run (Liu et al. 2015)
+        run = {"ads": ads, "ads-multinomial": ads_multinomial, "reverse-ais": reverse_ais}[estimator]
         res = run(path, betas, chains, gen, n_bootstrap=n_bootstrap, progress=progress, settings=settings)
         if log_f is not None:
             attach_log_likelihood(res, log_f, log_f_se)

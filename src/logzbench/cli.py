@@ -18,7 +18,8 @@ def _add_estimate(sub) -> None:
                        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
                                    "(.npz; see README 'Model files'). Prints one JSON object.")
     p.add_argument("model", help="model file (.npz: an RBM, DBM or DBN; see README 'Model files')")
-    p.add_argument("--estimator", required=True, choices=["exact", "ais", "raise", "csl", "ads", "reverse-ais"])
+    p.add_argument("--estimator", required=True, choices=["exact", "ais", "raise", "csl", "ads", "ads-multinomial",
+                                                                "reverse-ais"])
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
     p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
