@@ -24,6 +24,7 @@ from .estimators.raise_ import raise_estimate
 from .estimators.reverse_ais import reverse_ais
 from .estimators.result import EstimateResult
 from .models._importance import LogFEstimate
+from .models.dbm import DBM
 from .models.io import Model, load_model
 from .models.rbm import BinaryRBM
 from .schedules import make_schedule
@@ -51,15 +52,20 @@ def _as_rows(x, rbm: Model, what: str) -> torch.Tensor | None:
 
 
 def log_f_estimate(model: Model, X: torch.Tensor, generator: torch.Generator,
-                   n_samples: int = 500) -> LogFEstimate | None:
-    """Importance-sampling ``log f(v)`` of each row for a DBM or DBN (RAISE Sec. 5.2 / 5.3);
-    ``None`` for an RBM, whose ``log f(v)`` is exact (the hidden layer is summed out)."""
+                   n_samples: int = 500) -> tuple[LogFEstimate | None, float | None]:
+    """Importance-sampling ``log f(v)`` of each row for a DBM or DBN (RAISE Sec. 5.2 / 5.3), and
+    for a DBM the mean of its mean-field lower bound (sharing one mean-field solve);
+    ``(None, None)`` for an RBM, whose ``log f(v)`` is exact (the hidden layer is summed out)."""
     if isinstance(model, BinaryRBM):
-        return None
-    return model.importance_log_f(X, n_samples, generator)
+        return None, None
+    if isinstance(model, DBM):
+        mu = model.mean_field(X)
+        return (model.importance_log_f(X, n_samples, generator, mu=mu),
+                float(model.mean_field_bound(X, mu=mu).mean()))
+    return model.importance_log_f(X, n_samples, generator), None
 
 
-def _deep_extras(model: Model, X: torch.Tensor, est: LogFEstimate, n_samples: int) -> dict:
+def _deep_extras(est: LogFEstimate, mean_field: float | None, n_samples: int) -> dict:
     """Summary of the ``log f(v)`` estimates of a deep model (and the DBM mean-field bound)."""
     out = {"is_samples": int(n_samples), "mean_log_f_is": float(est.log_f.mean()),
            "mean_log_f_is_stderr": float(torch.sqrt((est.stderr**2).sum()) / len(est.log_f)),
@@ -67,8 +73,8 @@ def _deep_extras(model: Model, X: torch.Tensor, est: LogFEstimate, n_samples: in
            # (an underestimate when the weights are heavy-tailed: watch the ESS)
            "mean_log_f_is_jensen_gap": float((est.stderr**2).mean() / 2),
            "is_ess_mean": float(est.ess.mean()), "is_ess_min": float(est.ess.min())}
-    if hasattr(model, "mean_field_bound"):
-        out["mean_log_f_mean_field"] = float(model.mean_field_bound(X).mean())
+    if mean_field is not None:
+        out["mean_log_f_mean_field"] = mean_field
     return out
 
 
@@ -146,7 +152,7 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
         settings["is_samples"] = int(is_samples)
     log_f = log_f_se = est = None
     if X is not None:
-        est = log_f_estimate(rbm, X, gen, is_samples)
+        est, mean_field = log_f_estimate(rbm, X, gen, is_samples)
         log_f, log_f_se = (rbm.log_unnormalized_marginal(X), None) if est is None else (est.log_f, est.stderr)
     if estimator == "ais":
         res = ais(path, betas, chains, gen, log_f_data=log_f, log_f_stderr=log_f_se, n_bootstrap=n_bootstrap,
@@ -160,5 +166,5 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
         res = raise_estimate(path, X, betas, chains, gen, log_f_all=log_f, n_examples=n_examples,
                              subsample_seed=seed, progress=progress, settings=settings)
     if est is not None:
-        res.extra.update(_deep_extras(rbm, X, est, is_samples))
+        res.extra.update(_deep_extras(est, mean_field, is_samples))
     return res

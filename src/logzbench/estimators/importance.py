@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from scipy.special import logsumexp
 import torch
 
 from ..errors import EstimatorError
@@ -57,8 +58,7 @@ def as_log_ratios(values, what: str) -> np.ndarray:
 
 def log_mean_exp(lw: np.ndarray, axis: int = -1):
     """``log(mean(exp(lw)))`` along ``axis``, without overflow."""
-    m = np.max(lw, axis=axis, keepdims=True)
-    return np.squeeze(m, axis=axis) + np.log(np.mean(np.exp(lw - m), axis=axis))
+    return logsumexp(lw, axis=axis) - np.log(np.shape(lw)[axis])
 
 
 def relative_variance(lw: np.ndarray, axis: int = -1):

@@ -218,7 +218,7 @@ class DBM(VisibleRows):
         return bound
 
     def importance_log_f(self, v, n_samples: int, generator: torch.Generator,
-                         clip: float = PROPOSAL_CLIP) -> LogFEstimate:
+                         clip: float = PROPOSAL_CLIP, mu=None) -> LogFEstimate:
         """Importance-sampling estimate of ``log f(v)`` (RAISE Sec. 5.2).
 
         The odd layers (``h_1``, ...) are summed out analytically; the even hidden layers
@@ -241,7 +241,8 @@ class DBM(VisibleRows):
         if view.n_visible == nv:  # no even hidden layer: f(v) is exact
             zero = torch.zeros(n, dtype=torch.float64, device=v.device)
             return LogFEstimate(view.log_unnormalized_marginal(v), zero, zero + int(n_samples))
-        mu = torch.cat([m for l, m in enumerate(self.mean_field(v), start=1) if l % 2 == 0], 1)
+        mu = self.mean_field(v) if mu is None else mu  # pass it in to share it with mean_field_bound
+        mu = torch.cat([m for l, m in enumerate(mu, start=1) if l % 2 == 0], 1)
         logits = clip_logits(torch.log(mu) - torch.log1p(-mu), clip)
         return importance_log_f(v, logits, n_samples, generator,
                                 lambda vi, h: view.log_unnormalized_marginal(torch.cat([vi, h], 1)))
