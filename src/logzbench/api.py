@@ -20,6 +20,8 @@ from .estimators.ads import ads, ads_multinomial
 from .estimators.ais import ais, attach_log_likelihood
 from .estimators.csl import csl
 from .estimators.exact import exact
+from .estimators.is_family import ESTIMATORS as IS_FAMILY
+from .estimators.is_family import is_family
 from .estimators.raise_ import raise_estimate
 from .estimators.reverse_ais import reverse_ais
 from .estimators.result import EstimateResult
@@ -30,7 +32,7 @@ from .models.rbm import BinaryRBM
 from .schedules import make_schedule
 from .utils import make_generator, resolve_device
 
-ESTIMATORS = ("exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais")
+ESTIMATORS = ("exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais") + IS_FAMILY
 INITS = ("uniform", "base-rate")
 
 
@@ -88,10 +90,15 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     Parameters
     ----------
     model : BinaryRBM, DBM, DBN or path to a model ``.npz``
-    estimator : {"exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais"}
+    estimator : {"exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais", "is", "ris", "is-avg", \
+"is-weighted", "is-select", "ds"}
         ``ads``: sequential binary annealed discriminance sampling on an AIS run
         (``ads-multinomial``: Alg. 2, for ``(K+1)^2 * chains <= 2^24``); ``reverse-ais``:
         ``log Z`` from a forward-then-reverse chain with harmonic aggregation (Liu et al. 2015).
+        The IS family (:mod:`logzbench.estimators.is_family`) uses the path's endpoints only:
+        ``chains`` exact samples of ``p_0`` (``init``) and ``chains`` model samples after
+        ``burn_in`` Gibbs sweeps; ``is``, reverse IS ``ris``, the combinations ``is-avg``,
+        ``is-weighted``, ``is-select`` and discriminance sampling ``ds``.
     data : array-like (N, n_visible) or path, optional
         Binary test rows.  Required by RAISE and CSL; gives ``mean_log_likelihood`` otherwise.
     train_data : array-like or path, optional
@@ -102,7 +109,7 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     schedule : str
         ``linear``, ``sigmoid``, ``sm14500`` or a file of betas (AIS, RAISE).
     chains : int
-        AIS chains; RAISE chains per example; CSL parallel Gibbs chains.
+        AIS chains; RAISE chains per example; CSL parallel Gibbs chains; IS family: samples per side.
     init : {"uniform", "base-rate"}
         Initial distribution of the annealing path (AIS, RAISE).
     seed : int
@@ -112,7 +119,8 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     n_examples : int, optional
         RAISE: random subsample of the test set (control variates correct the mean).
     csl_mode, burn_in, thin, samples_per_chain :
-        CSL settings (see :func:`logzbench.estimators.csl.csl`).
+        CSL settings (see :func:`logzbench.estimators.csl.csl`); ``burn_in`` is also the number
+        of Gibbs sweeps per target sample of the IS family.
     is_samples : int
         DBM / DBN: importance samples per example for ``log f(v)`` (AIS test log-likelihood,
         RAISE control variate).
@@ -145,7 +153,7 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
         raise ValueError("RAISE estimates test log-likelihoods: give test data")
     if init not in INITS:
         raise ValueError(f"unknown initial distribution {init!r}; choose one of {INITS}")
-    betas = make_schedule(schedule, steps)
+    betas = None if estimator in IS_FAMILY else make_schedule(schedule, steps)
     path = rbm.annealing_path(init, data=X_train)
     settings = {**common, "init": init, "schedule": schedule, "model_family": rbm.family}
     if not isinstance(rbm, BinaryRBM):
@@ -154,7 +162,12 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     if X is not None:
         est, mean_field = log_f_estimate(rbm, X, gen, is_samples)
         log_f, log_f_se = (rbm.log_unnormalized_marginal(X), None) if est is None else (est.log_f, est.stderr)
-    if estimator == "ais":
+    if estimator in IS_FAMILY:  # the path's endpoints only (Liu et al. 2015, Sec. 3-4)
+        res = is_family(path, estimator, chains, gen, burn_in=burn_in, n_bootstrap=n_bootstrap,
+                        settings=settings)
+        if log_f is not None:
+            attach_log_likelihood(res, log_f, log_f_se)
+    elif estimator == "ais":
         res = ais(path, betas, chains, gen, log_f_data=log_f, log_f_stderr=log_f_se, n_bootstrap=n_bootstrap,
                   progress=progress, settings=settings)
     elif estimator in ("ads", "ads-multinomial", "reverse-ais"):  # log Z from one annealing run (Liu et al. 2015)

@@ -12,24 +12,29 @@ import sys
 
 from .errors import LogzbenchError
 
+#: ``logzbench.api.ESTIMATORS``, spelled out so that ``--help`` does not import torch (a test keeps them equal).
+ESTIMATOR_CHOICES = ("exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais",
+                     "is", "ris", "is-avg", "is-weighted", "is-select", "ds")
+
 
 def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="estimate log Z / test log-likelihood of a model file",
                        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
                                    "(.npz; see README 'Model files'). Prints one JSON object.")
     p.add_argument("model", help="model file (.npz: an RBM, DBM or DBN; see README 'Model files')")
-    p.add_argument("--estimator", required=True, choices=["exact", "ais", "raise", "csl", "ads", "ads-multinomial",
-                                                                "reverse-ais"])
+    p.add_argument("--estimator", required=True, choices=ESTIMATOR_CHOICES,
+                   help="is, ris, is-avg, is-weighted, is-select, ds: the IS family on the initial distribution "
+                        "(--init) and the model (--chains samples each, --burn-in Gibbs sweeps per model sample)")
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
     p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
     p.add_argument("--steps", "-K", type=int, default=1000, help="intermediate distributions K (AIS, RAISE)")
     p.add_argument("--schedule", default="linear", help="linear | sigmoid | sm14500 | file of betas")
-    p.add_argument("--chains", type=int, default=100, help="AIS chains / RAISE chains per example / CSL chains")
+    p.add_argument("--chains", type=int, default=100, help="AIS chains / RAISE chains per example / CSL chains / IS-family samples per side")
     p.add_argument("--init", default="uniform", choices=["uniform", "base-rate"], help="initial distribution")
     p.add_argument("--n-examples", type=int, help="RAISE: random subsample of test examples (control variates)")
     p.add_argument("--csl-mode", default="unbiased", choices=["unbiased", "biased"])
-    p.add_argument("--burn-in", type=int, default=100, help="CSL burn-in sweeps")
+    p.add_argument("--burn-in", type=int, default=100, help="CSL burn-in sweeps; IS family: Gibbs sweeps per model sample")
     p.add_argument("--thin", type=int, default=1, help="CSL sweeps between kept samples")
     p.add_argument("--samples-per-chain", type=int, default=10, help="CSL samples kept per chain")
     p.add_argument("--is-samples", type=int, default=500,
