@@ -1,7 +1,8 @@
 # logzbench: side-by-side partition-function / test log-likelihood estimators.
 #
 # DAG: prepare (per dataset) -> train (per model) -> estimate (model x estimator x K x
-# init x seed, as declared in the config) -> report.  Every train/estimate job depends on
+# init x seed, as declared in the config) -> report; repeated-trial experiments (config
+# `trials`: Liu et al. Figs 1-2) -> report_trials.  Every train/estimate job depends on
 # the MLflow store, which is created once by rule `init_tracking`.
 #
 #   snakemake --cores 2 --workflow-profile workflow/profiles/default           # default config
@@ -33,6 +34,7 @@ include: "workflow/rules/tracking.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/estimate.smk"
+include: "workflow/rules/trials.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -49,7 +49,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .utils import atomic_path, write_json_atomic
+from .plotting import pyplot, save_figure
+from .utils import write_csv_atomic, write_json_atomic
 
 __all__ = [
     "ReportThresholds",
@@ -60,11 +61,16 @@ __all__ = [
     "apply_flags",
     "make_table1",
     "make_table2",
+    "ground_truth",
+    "annealed_trials",
+    "plot_annealed_trials",
     "plot_model",
     "plot_history",
 ]
 
 LOWER_BOUND_METHODS = ("raise", "csl")
+#: methods with an annealing schedule, swept over K and the initial distribution
+ANNEALED_METHODS = ("ais", "raise", "ads", "ads-multinomial", "reverse-ais")
 INIT_ORDER = ("uniform", "base-rate")
 DEEP_FAMILIES = ("dbm", "dbn")
 #: per-run summaries of the importance-sampling log f(v) of deep models (EstimateResult.extra)
@@ -143,8 +149,8 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         model = Path(str(model)).stem
     if model is None and source is not None:
         model = Path(source).parent.parent.name or Path(source).stem
-    uses_k = method in ("ais", "raise", "csl")
-    uses_init = method in ("ais", "raise")
+    uses_k = method in ANNEALED_METHODS + ("csl",)
+    uses_init = method in ANNEALED_METHODS
     uses_seed = method != "exact"
     chains = pick("chains", default=res.get("n_chains"))
     # ESS is measured against the number of weights: chains (AIS), chains per example (RAISE),
@@ -160,7 +166,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "dataset": pick("dataset", default=""),
         "estimator": estimator,
         "method": method,
-        "schedule": (pick("schedule", default="linear") if method in ("ais", "raise") else ""),
+        "schedule": (pick("schedule", default="linear") if method in ANNEALED_METHODS else ""),
         "K": _int_or_none(pick("K", "steps", "n_steps")) if uses_k else None,
         "init": str(pick("init", default="uniform")) if uses_init else "",
         "seed": _int_or_none(pick("seed", default=0)) if uses_seed else None,
@@ -383,6 +389,19 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
                 add(i, text)
                 add(j, text)
 
+    # log Z: AIS (a stochastic lower bound) above reverse AIS (an upper one, for exact model samples)
+    for i, s in summary.iterrows():
+        if s["method"] != "ais":
+            continue
+        for j, r in _same_setting(summary, s, "reverse-ais").iterrows():
+            a, b = float(s["log_z"]), float(r["log_z"])
+            se = math.sqrt(np.nansum([float(s["log_z_se"]) ** 2, float(r["log_z_se"]) ** 2]))
+            if math.isfinite(a) and math.isfinite(b) and a - b > z * se:
+                text = (f"AIS log Z exceeds reverse AIS by {a - b:.2f} nats (> {z:g} x combined s.e. {se:.2g}, "
+                        f"{s['init']}, K={_fmt_k(s['K'])}): the bounds do not sandwich log Z")
+                add(i, text)
+                add(j, text)
+
     # importance-sampled log f(v) of deep models: few effective proposals per example
     for i, s in summary.iterrows():
         ess_is, n_is = float(s["log_f_is_ess_mean"]), float(s["is_samples"])
@@ -589,36 +608,141 @@ def make_table2(summary: pd.DataFrame) -> pd.DataFrame:
     return t.sort_values(["model", "schedule", "K"], kind="stable", na_position="first").reset_index(drop=True)
 
 
+# --------------------------------------------------------------------------- repeated log Z estimates
+#: methods that estimate log Z from one annealing run (Liu et al. Figs 3-4 compare them over K)
+LOG_Z_METHODS = ("ais", "ads", "ads-multinomial", "reverse-ais")
+#: the per-seed average of AIS and reverse AIS (the paper's "average of AIS and RAISE")
+AVERAGE_METHOD = "avg(ais, reverse-ais)"
+ANNEALED_TRIAL_COLUMNS = ["model", "family", "init", "schedule", "K", "estimator", "method", "n_trials", "seeds",
+                          "chains", "bias", "mse", "sd", "bias_se", "mean_stderr", "coverage", "mean_seconds",
+                          "truth", "truth_source"]
+
+
+def ground_truth(per_run: pd.DataFrame, tolerance: float = 0.1) -> pd.DataFrame:
+    """Reference ``log Z`` per model for the bias / MSE of repeated estimates (Liu et al. Sec. 6).
+
+    The exact value where a model has one; otherwise the mean of the AIS and reverse-AIS
+    estimates (mean over seeds) at the largest ``K`` where both were run, accepted only when they
+    agree within ``tolerance`` nats (the paper's criterion: AIS and reverse AIS are stochastic
+    lower and upper bounds, so agreement pins ``log Z`` down).  Columns ``model``, ``truth``
+    (NaN when there is none), ``truth_K`` (the K used, NA for exact), ``truth_source``.
+    """
+    rows = []
+    for model, g in per_run.groupby("model", sort=True):
+        ex = g["exact_log_z"].dropna()
+        if len(ex):
+            rows.append({"model": model, "truth": float(ex.iloc[0]), "truth_K": pd.NA, "truth_source": "exact"})
+            continue
+        a = g[(g["method"] == "ais") & g["log_z"].notna()]
+        r = g[(g["method"] == "reverse-ais") & g["log_z"].notna()]
+        common = sorted(set(a["K"].dropna().astype(int)) & set(r["K"].dropna().astype(int)))
+        if not common:
+            rows.append({"model": model, "truth": float("nan"), "truth_K": pd.NA,
+                         "truth_source": "none: no exact value, no AIS and reverse-AIS runs at a common K"})
+            continue
+        k = common[-1]
+        la, lr = float(a.loc[a["K"] == k, "log_z"].mean()), float(r.loc[r["K"] == k, "log_z"].mean())
+        if abs(la - lr) <= tolerance:
+            rows.append({"model": model, "truth": 0.5 * (la + lr), "truth_K": k,
+                         "truth_source": f"mean of AIS {la:.3f} and reverse AIS {lr:.3f} at K={k} "
+                                         f"(agree within {tolerance:g} nat)"})
+        else:
+            rows.append({"model": model, "truth": float("nan"), "truth_K": k,
+                         "truth_source": f"none: AIS {la:.3f} and reverse AIS {lr:.3f} at K={k} differ by "
+                                         f"{abs(la - lr):.3f} > {tolerance:g} nat; run both at larger K"})
+    out = pd.DataFrame(rows, columns=["model", "truth", "truth_K", "truth_source"])
+    out["truth_K"] = pd.array(out["truth_K"], dtype="Int64")
+    return out
+
+
+def annealed_trials(per_run: pd.DataFrame, truth: pd.DataFrame, z: float = 2.0) -> pd.DataFrame:
+    """Bias and MSE of ``log Ẑ`` over seeds per model x init x schedule x K x estimator (Figs 3-4).
+
+    Only log Z estimators from one annealing run (:data:`LOG_Z_METHODS`) of models with a
+    ground truth (:func:`ground_truth`); runs at the ``K`` that defined the truth are left out.
+    Where a setting has exactly one AIS and one reverse-AIS estimator, their per-seed average
+    is added as :data:`AVERAGE_METHOD` (twice the samples, three times the sweeps of AIS).
+    ``coverage`` is the fraction of seeds whose ``|error| <= z * stderr``.
+    """
+    t = truth.set_index("model")
+    runs = per_run[per_run["method"].isin(LOG_Z_METHODS) & per_run["log_z"].notna()].copy()
+    runs["truth"] = [float(t["truth"].get(m, float("nan"))) for m in runs["model"]]
+    runs["truth_source"] = [str(t["truth_source"].get(m, "")) for m in runs["model"]]
+    truth_k = [t["truth_K"].get(m, pd.NA) for m in runs["model"]]
+    keep = runs["truth"].notna().to_numpy() & np.array(
+        [bool(pd.isna(tk) or int(k) != int(tk)) for k, tk in zip(runs["K"], truth_k)], dtype=bool)
+    runs = runs[keep]
+    keys = ["model", "family", "init", "schedule", "K"]
+    extra = []
+    for _, g in runs.groupby(keys, sort=False, dropna=False):
+        a, r = g[g["method"] == "ais"], g[g["method"] == "reverse-ais"]
+        if a["estimator"].nunique() != 1 or r["estimator"].nunique() != 1:
+            continue
+        both = a.merge(r, on="seed", suffixes=("", "_r"))
+        for _, row in both.iterrows():
+            new = row[[c for c in runs.columns]].copy()
+            new["estimator"] = new["method"] = AVERAGE_METHOD
+            new["log_z"] = 0.5 * (row["log_z"] + row["log_z_r"])
+            new["log_z_stderr"] = 0.5 * math.hypot(row["log_z_stderr"], row["log_z_stderr_r"])
+            new["seconds"] = row["seconds"] + row["seconds_r"]
+            extra.append(new)
+    if extra:
+        runs = pd.concat([runs, pd.DataFrame(extra)], ignore_index=True)
+    rows = []
+    for k, g in runs.groupby(keys + ["estimator", "method"], sort=True, dropna=False):
+        err = (g["log_z"] - g["truth"]).to_numpy(dtype=float)
+        se = g["log_z_stderr"].to_numpy(dtype=float)
+        n = len(err)
+        sd = float(np.std(err, ddof=1)) if n > 1 else float("nan")
+        rows.append({**dict(zip(keys + ["estimator", "method"], k)), "n_trials": n,
+                     "seeds": " ".join(str(int(x)) for x in g["seed"].dropna()),
+                     "chains": g["chains"].dropna().iloc[0] if g["chains"].notna().any() else pd.NA,
+                     "bias": float(err.mean()), "mse": float(np.mean(err**2)), "sd": sd,
+                     "bias_se": sd / math.sqrt(n) if n > 1 else float("nan"),
+                     "mean_stderr": float(np.nanmean(se)) if np.isfinite(se).any() else float("nan"),
+                     "coverage": float(np.mean(np.abs(err) <= z * se)) if np.isfinite(se).all() else float("nan"),
+                     "mean_seconds": float(g["seconds"].mean()), "truth": float(g["truth"].iloc[0]),
+                     "truth_source": g["truth_source"].iloc[0]})
+    out = pd.DataFrame(rows, columns=ANNEALED_TRIAL_COLUMNS)
+    out["K"] = pd.array(out["K"], dtype="Int64")
+    return out
+
+
+def plot_annealed_trials(trials: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
+    """Bias (with ±2 s.e. over seeds) and MSE of ``log Ẑ`` vs K for one model, one line per
+    estimator, one column per initial distribution (the layout of Liu et al. Figs 3-4); PNG, atomic."""
+    from .trials import plot_trials
+
+    ms = trials[(trials["model"] == model) & trials["bias"].notna()]
+    if ms.empty:
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(6.4, 3.0))
+        ax.text(0.5, 0.5, f"{model}: no repeated log Z estimates with a ground truth", transform=ax.transAxes,
+                ha="center", va="center")
+        ax.set_axis_off()
+        return save_figure(fig, path, dpi=110)
+    # one line per estimator, styled by its method when it is the method's only estimator
+    per_method = ms.groupby("method")["estimator"].nunique()
+    ms = ms.assign(method=[(m if per_method[m] == 1 else e) + ("" if s in ("", "linear") else f" ({s})")
+                           for m, e, s in zip(ms["method"], ms["estimator"], ms["schedule"])])
+    ms = ms.assign(K=ms["K"].astype(float))
+    src = str(ms["truth_source"].iloc[0]).split(" (")[0]
+    return plot_trials(ms, path, x="K", panel="init", log_x=True,
+                       title=f"{model}: log Z error over seeds vs K (truth: {src})")
+
+
 # --------------------------------------------------------------------------- plots
-def _pyplot():
-    """``matplotlib.pyplot`` on the non-interactive Agg backend (imported lazily)."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save_figure(fig, path: str | os.PathLike, dpi: int) -> Path:
-    """Write ``fig`` as PNG atomically and close it."""
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=dpi, format="png")
-    _pyplot().close(fig)
-    return path
-
-
 def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
     """Mean test log-likelihood vs K for one model (PNG, written atomically)."""
-    plt = _pyplot()
+    plt = pyplot()
 
     ms = summary[summary["model"] == model]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     styles = {"uniform": "-", "base-rate": "--"}
-    colors = {"ais": "tab:red", "raise": "tab:blue", "csl": "tab:green"}
+    colors = {"ais": "tab:red", "raise": "tab:blue", "csl": "tab:green", "ads": "tab:purple",
+              "ads-multinomial": "tab:pink", "reverse-ais": "tab:cyan"}
     plotted = False
-    for (method, est, sched, init), g in ms[ms["method"].isin(["ais", "raise", "csl"])].groupby(
+    for (method, est, sched, init), g in ms[ms["method"].isin(ANNEALED_METHODS + ("csl",))].groupby(
             ["method", "estimator", "schedule", "init"], sort=True):
         g = g[g["K"].notna() & g["mean_test_ll"].notna()].sort_values("K")
         if g.empty:
@@ -648,12 +772,12 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
     if plotted:
         ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    return _save_figure(fig, path, dpi=110)
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
     """Training curves (every numeric per-epoch entry but time) vs epoch, one panel each."""
-    plt = _pyplot()
+    plt = pyplot()
 
     df = pd.DataFrame(list(history))
     x = df["epoch"] if "epoch" in df else pd.Series(range(1, len(df) + 1))
@@ -675,14 +799,12 @@ def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    return _save_figure(fig, path, dpi=100)
+    return save_figure(fig, path, dpi=100)
 
 
 # --------------------------------------------------------------------------- driver
 def _write_csv(df: pd.DataFrame, path: Path) -> Path:
-    with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False, float_format="%.6g")
-    return path
+    return write_csv_atomic(path, df, float_format="%.6g")
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -716,7 +838,7 @@ def _flag_rows(summary: pd.DataFrame) -> pd.DataFrame:
 
 def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mapping[str, Any]],
                  out_dir: str | os.PathLike, *, gap_threshold: float = 1.0, ess_fraction: float = 0.1,
-                 z: float = 2.0, models: Sequence[str] | None = None, plots: bool = True,
+                 z: float = 2.0, truth_tolerance: float = 0.1, models: Sequence[str] | None = None, plots: bool = True,
                  tracking_uri: str | None = None, experiment_name: str | None = None) -> dict[str, Any]:
     """Build the report from estimate records.
 
@@ -726,13 +848,19 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         A directory is searched recursively for ``*.json`` estimate records.
     out_dir : directory
         Receives ``per_run.csv``, ``summary.csv``, ``table1.csv`` (RBMs), ``table2.csv`` (DBMs and
-        DBNs), ``flags.csv``, ``report.json`` and ``plots/<model>.png`` (all written atomically).
+        DBNs), ``flags.csv``, ``annealed_trials.csv`` (bias / MSE of log Z over seeds against the
+        ground truth, Liu et al. Figs 3-4), ``report.json``, ``plots/<model>.png`` and
+        ``plots/<model>_bias_mse.png`` (all written atomically).
     gap_threshold : float
         Flag AIS and RAISE estimates disagreeing by more than this many nats.
     ess_fraction : float
         Flag estimates whose effective sample size is below this fraction of the chains.
     z : float
-        Standard errors beyond which RAISE > AIS, or a lower bound > exact, is flagged.
+        Standard errors beyond which RAISE > AIS, AIS log Z > reverse-AIS log Z, or a lower bound >
+        exact, is flagged; also the interval of the repeated-trials coverage.
+    truth_tolerance : float
+        Models without an exact value: the ground truth of ``annealed_trials.csv`` is the mean of
+        AIS and reverse AIS at their largest common K when they agree within this many nats.
     models : sequence of str, optional
         Models that must get a plot even without estimates (a placeholder is drawn).
     plots : bool
@@ -754,7 +882,10 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
                                                                              "flags"])
     table2 = make_table2(summary) if len(summary) else pd.DataFrame(
         columns=["model", "family", "architecture", "schedule", "K", "n_seeds", "exact", "flags"])
+    truth = ground_truth(per_run, tolerance=truth_tolerance)
+    trials = annealed_trials(per_run, truth, z=z)
     paths: dict[str, Any] = {
+        "annealed_trials": _write_csv(trials, out / "annealed_trials.csv"),
         "per_run": _write_csv(per_run, out / "per_run.csv"),
         "summary": _write_csv(summary, out / "summary.csv"),
         "table1": _write_csv(table1, out / "table1.csv"),
@@ -762,10 +893,13 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "flags": _write_csv(_flag_rows(summary), out / "flags.csv"),
     }
     plot_paths: dict[str, Path] = {}
+    trial_plots: dict[str, Path] = {}
     if plots:
         for m in sorted(set(per_run["model"]) | set(models or [])):
             plot_paths[m] = plot_model(summary, m, out / "plots" / f"{m}.png")
+            trial_plots[m] = plot_annealed_trials(trials, m, out / "plots" / f"{m}_bias_mse.png")
     paths["plots"] = plot_paths
+    paths["trial_plots"] = trial_plots
 
     tagged = None
     if tracking_uri is not None or experiment_name is not None:
@@ -786,10 +920,12 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "models": sorted(set(per_run["model"])),
         "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
                    "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
-        "files": {k: str(v) for k, v in paths.items() if k != "plots"},
+        "files": {k: str(v) for k, v in paths.items() if k not in ("plots", "trial_plots")},
+        "ground_truth": _records(truth),
         "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
         "table2": _records(table2),
         "plots": {k: str(v) for k, v in plot_paths.items()},
+        "trial_plots": {k: str(v) for k, v in trial_plots.items()},
     }
     paths["report_json"] = out / "report.json"
     write_json_atomic(paths["report_json"], report)

@@ -458,6 +458,56 @@ def log_training(model: str, *, hyperparams: Mapping[str, Any], history: Sequenc
                    run_name=train_key(model))
 
 
+# --------------------------------------------------------------------------- repeated trials
+def trials_key(experiment: str, setting: Mapping[str, Any]) -> str:
+    """Deterministic key of one repeated-trials setting, e.g. ``trials/grid/reference=trw/sigma_pair=0.5``."""
+    return "/".join(["trials", experiment] + [f"{k}={_fmt(v)}" for k, v in setting.items()])
+
+
+def log_trials(experiment: str, setting: Mapping[str, Any], trials, summary, *, uri: str | None = None,
+               experiment_name: str = DEFAULT_EXPERIMENT, params: Mapping[str, Any] | None = None,
+               artifacts: Iterable | Mapping | None = None) -> str:
+    """Log one setting of a repeated-trials experiment (Liu et al. Figs 1-2) as one MLflow run.
+
+    Every trial is recorded: per method ``log_z/<method>``, ``error/<method>`` and
+    ``stderr/<method>`` at ``step = trial`` (the metric history in the MLflow UI), plus the
+    trial's ``truth``.  The summary over trials gives ``bias/<method>``, ``mse/<method>``,
+    ``sd/<method>`` and ``coverage/<method>`` as metrics.
+
+    Parameters
+    ----------
+    experiment : str
+        ``"gaussian"`` or ``"grid"`` (see :mod:`logzbench.trials`).
+    setting : mapping
+        The setting's values (e.g. ``{"sigma0": 0.5}``); params and part of the key.
+    trials : pandas.DataFrame
+        Long per-trial table with ``trial``, ``method``, ``log_z``, ``log_z_stderr``, ``error``, ``truth``.
+    summary : pandas.DataFrame
+        Per-method summary with ``method``, ``bias``, ``mse``, ``sd``, ``coverage``.
+    """
+    from .utils import code_version
+
+    steps: dict[int, dict[str, float]] = {}
+    for r in trials.itertuples(index=False):
+        d = steps.setdefault(int(r.trial), {"trial": int(r.trial), "truth": float(r.truth)})
+        d[f"log_z/{r.method}"] = float(r.log_z)
+        d[f"error/{r.method}"] = float(r.error)
+        d[f"stderr/{r.method}"] = float(r.log_z_stderr)
+    metrics: dict[str, float] = {}
+    for r in summary.to_dict("records"):
+        for k in ("bias", "mse", "sd", "coverage"):
+            if k in r:
+                metrics[f"{k}/{r['method']}"] = r[k]
+    all_params = {"experiment": experiment, **dict(setting), "n_trials": len(steps),
+                  "code_version": code_version(), **dict(params or {})}
+    key = trials_key(experiment, setting)
+    return log_run(key, uri=uri, experiment_name=experiment_name, kind="trials",
+                   params={k: v for k, v in all_params.items() if v is not None}, metrics=metrics,
+                   step_metrics=list(steps.values()), step_key="trial",
+                   tags={"logzbench.experiment": experiment}, artifacts=artifacts,
+                   run_name=key.removeprefix("trials/"))
+
+
 # --------------------------------------------------------------------------- flags
 def set_flags(flags: Mapping[str, Sequence[str]], *, uri: str | None = None,
               experiment_name: str = DEFAULT_EXPERIMENT) -> int:

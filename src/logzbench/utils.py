@@ -75,6 +75,13 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
+def write_csv_atomic(path: str | os.PathLike, df: Any, **to_csv_kwargs: Any) -> Path:
+    """``df.to_csv(path, index=False, **to_csv_kwargs)`` written atomically; returns ``Path(path)``."""
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, **to_csv_kwargs)
+    return Path(path)
+
+
 def _json_default(o: Any) -> Any:
     if isinstance(o, (np.integer,)):
         return int(o)

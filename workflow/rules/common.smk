@@ -42,14 +42,16 @@ REPO_ROOT = Path(workflow.basedir).resolve()
 SCRIPTS = REPO_ROOT / "workflow" / "scripts"
 
 KNOWN_N_VISIBLE = {"mnist": 784, "digits": 64, "omniglot": 784}
-METHODS_ANNEALED = ("ais", "raise")
+#: methods swept over K x init x seed (log Z from one annealing run: ais, ads, ads-multinomial,
+#: reverse-ais; test log-likelihood: raise)
+METHODS_ANNEALED = ("ais", "raise", "ads", "ads-multinomial", "reverse-ais")
 FAMILIES = ("rbm", "dbm", "dbn")
 DEEP_FAMILIES = ("dbm", "dbn")
 #: initial distributions each family supports (the data-base-rate one is not defined for DBNs)
 FAMILY_INITS = {"rbm": ("uniform", "base-rate"), "dbm": ("uniform", "base-rate"), "dbn": ("uniform",)}
 #: estimator methods each family supports (CSL is implemented for RBMs only)
-FAMILY_METHODS = {"rbm": ("exact", "ais", "raise", "csl"), "dbm": ("exact", "ais", "raise"),
-                  "dbn": ("exact", "ais", "raise")}
+FAMILY_METHODS = {"rbm": ("exact", "csl") + METHODS_ANNEALED, "dbm": ("exact",) + METHODS_ANNEALED,
+                  "dbn": ("exact",) + METHODS_ANNEALED}
 
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
@@ -152,8 +154,11 @@ def estimator_method(name):
 
 
 def estimators_of(model):
+    """The model's `estimators` list, else every estimator whose `models` (if given) includes it."""
     names = config["models"][model].get("estimators")
-    return list(names) if names is not None else list(config["estimators"])
+    if names is not None:
+        return list(names)
+    return [n for n, e in config["estimators"].items() if model in (e.get("models") or [model])]
 
 
 def exact_units(model):
@@ -217,7 +222,7 @@ def estimate_files(model, ext="json"):
     """Every estimate output of one model: the sweep declared in the config.
 
     exact: once per model (only where enumeration is affordable); csl: K x seed (no init; RBMs
-    only); ais, raise: K x init x seed (DBNs: uniform init only).
+    only); ais, raise, ads, ads-multinomial, reverse-ais: K x init x seed (DBNs: uniform init only).
     """
     out = []
     for name in estimators_run(model):
@@ -239,6 +244,8 @@ def all_estimate_files(ext="json"):
 
 
 def _check_config():
+    if not config["models"] and not (config.get("trials") or {}):
+        raise WorkflowError("the config defines no models and no trials: nothing to run")
     for d, spec in config["datasets"].items():
         if spec["source"] not in KNOWN_N_VISIBLE and "n_visible" not in spec:
             raise WorkflowError(f"dataset {d}: give n_visible")
@@ -263,6 +270,9 @@ def _check_config():
                   f"initial distribution only; check the estimators' inits and the exact limits)", file=sys.stderr)
     for name, e in config["estimators"].items():
         method = estimator_method(name)
+        unknown = sorted(set(e.get("models") or []) - set(config["models"]))
+        if unknown:
+            raise WorkflowError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
         if e.get("schedule") == "sm14500" and estimator_K(name) != [14500]:
             raise WorkflowError(f"estimator {name}: the sm14500 schedule has K = 14500; set K: [14500] or omit K")
         if method == "csl":
@@ -279,7 +289,7 @@ def _alternatives(names):
 
 
 ESTIMATOR_NAMES = {m: [n for n in config["estimators"] if estimator_method(n) == m]
-                   for m in ("exact", "ais", "raise", "csl")}
+                   for m in ("exact", "csl") + METHODS_ANNEALED}
 
 
 wildcard_constraints:
@@ -318,7 +328,7 @@ def estimator_params(wildcards):
         "n_hidden": sizes[0] if family == "rbm" else None,  # deep models: see hidden_sizes
     }
     if method in METHODS_ANNEALED:
-        p.update(schedule=e["schedule"], chains=e["chains"], n_examples=e["n_examples"])
+        p.update(schedule=e["schedule"], chains=e["chains"], n_examples=e["n_examples"] if method == "raise" else None)
         if family in DEEP_FAMILIES:  # importance samples per example for log f(v)
             p.update(is_samples=e["is_samples"])
     elif method == "csl":

@@ -1,5 +1,5 @@
 # One job per estimate.  exact: once per model (only where enumeration is affordable);
-# csl: K x seed (no init); ais / raise: K x init x seed.  Each writes a JSON record and the
+# csl: K x seed (no init); ais / raise / ads / ads-multinomial / reverse-ais: K x init x seed.  Each writes a JSON record and the
 # per-chain log-weights (.npz), and logs one MLflow run keyed by its settings.
 
 _ESTIMATE_INPUT = dict(
@@ -62,7 +62,7 @@ rule estimate_annealed:
         json=f"{RESULTS}/estimates/{{model}}/{{estimator}}/K{{K}}_{{init}}_seed{{seed}}.json",
         arrays=f"{RESULTS}/estimates/{{model}}/{{estimator}}/K{{K}}_{{init}}_seed{{seed}}.npz",
     wildcard_constraints:
-        estimator=_alternatives(ESTIMATOR_NAMES["ais"] + ESTIMATOR_NAMES["raise"]),
+        estimator=_alternatives([n for m in METHODS_ANNEALED for n in ESTIMATOR_NAMES[m]]),
     params:
         settings=estimator_params,
         tracking=TRACKING,

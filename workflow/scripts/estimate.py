@@ -24,7 +24,7 @@ test, train = load_prepared(sm.input.data, "test"), load_prepared(sm.input.data,
 
 kwargs = dict(data=test, train_data=train, seed=s["seed"] or 0, device=s["device"],
               progress=bool(sm.config.get("progress", False)))
-if method in ("ais", "raise"):
+if method not in ("exact", "csl"):  # annealed: ais, raise, ads, ads-multinomial, reverse-ais
     kwargs.update(steps=s["K"], schedule=s["schedule"], chains=s["chains"], init=s["init"])
     if s.get("is_samples"):  # DBM / DBN: importance samples per example for log f(v)
         kwargs.update(is_samples=s["is_samples"])

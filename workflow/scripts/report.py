@@ -13,15 +13,18 @@ t = sm.params.tracking
 th = sm.params.thresholds
 paths = build_report(
     list(sm.input.estimates), Path(sm.output.table1).parent,
-    gap_threshold=th["gap_threshold"], ess_fraction=th["ess_fraction"], z=th["z"], models=sm.params.models,
+    gap_threshold=th["gap_threshold"], ess_fraction=th["ess_fraction"], z=th["z"],
+    truth_tolerance=th["truth_tolerance"], models=sm.params.models,
     tracking_uri=t["uri"] if t["enabled"] else None, experiment_name=t["experiment"] if t["enabled"] else None,
 )
 if t["enabled"]:
     from logzbench.tracking import log_run
 
-    files = [sm.output.table1, sm.output.table2, sm.output.summary, sm.output.per_run, sm.output.flags, sm.output.json]
+    files = [sm.output.table1, sm.output.table2, sm.output.summary, sm.output.per_run, sm.output.flags, sm.output.json,
+             sm.output.annealed_trials]
     log_run("report", uri=t["uri"], experiment_name=t["experiment"], kind="report",
             params={"n_estimates": len(sm.input.estimates), **th},
             metrics={"n_flagged_settings": paths["n_flagged"]},
-            artifacts={**{f: "tables" for f in files}, **{p: "plots" for p in sm.output.plots}})
+            artifacts={**{f: "tables" for f in files},
+                       **{p: "plots" for p in list(sm.output.plots) + list(sm.output.trial_plots)}})
 print(f"report: {paths}")
