@@ -123,3 +123,21 @@ def test_multinomial_ads_agrees_with_exact_and_with_the_binary_version():
     assert abs(m.log_z - b.log_z) < 2 * max(m.log_z_stderr, b.log_z_stderr)
     with pytest.raises(ValueError, match="sequential binary"):
         ads_multinomial(path, schedules.linear(5000), 100, torch.Generator().manual_seed(0))
+
+
+def test_multinomial_ads_chunking_and_memory_budget(monkeypatch):
+    """The objective evaluated in chunks of temperatures gives the same fit as in one piece; a run
+    over its memory budget is refused before any sampling, naming the need."""
+    import logzbench.estimators.ads as ads_mod
+
+    rbm = random_rbm(12, 8, seed=4, scale=0.8)
+    path = rbm.annealing_path("uniform")
+    whole = ads_multinomial(path, schedules.linear(12), 100, torch.Generator().manual_seed(3))
+    monkeypatch.setattr(ads_mod, "_CHUNK_BYTES", 8 * 100 * 13 * 2)  # two temperatures per chunk
+    chunked = ads_multinomial(path, schedules.linear(12), 100, torch.Generator().manual_seed(3))
+    assert chunked.log_z == pytest.approx(whole.log_z, abs=1e-8)
+    assert chunked.log_z_stderr == pytest.approx(whole.log_z_stderr, rel=1e-5)
+    g = torch.Generator().manual_seed(3)
+    with pytest.raises(ValueError, match="GiB"):
+        ads_multinomial(path, schedules.linear(12), 100, g, max_bytes=1000)
+    assert torch.equal(g.get_state(), torch.Generator().manual_seed(3).get_state())  # nothing was sampled

@@ -305,3 +305,54 @@ def test_deep_ais_below_exact_and_poor_importance_sampling_flagged():
     summary = report.apply_flags(*(lambda p: (p, report.summarize(p)))(report.load_results(good)))[1]
     flags = summary[summary["method"] == "ais"].iloc[0]["flags"]
     assert "below exact" not in flags and "importance sampling" not in flags
+
+
+# --------------------------------------------------------------------------- bias / MSE of log Z over seeds
+def _log_z_runs(model, truth, *, exact=True, biases=None, Ks=(4, 16), seeds=(0, 1, 2)):
+    """log Z records of AIS, reverse AIS and ADS around ``truth`` (error = bias + seed-dependent noise)."""
+    biases = biases or {"ais": -1.0, "reverse-ais": 0.6, "ads": 0.1}
+    out = [rec(model, "exact", ll=-90.0, log_z=truth, ll_se=0.0, chains=0)] if exact else []
+    for K in Ks:
+        for seed in seeds:
+            for method, b in biases.items():
+                out.append(rec(model, method, K=K, init="base-rate", seed=seed, ll=-90.0,
+                               log_z=truth + b / K * 4 + 0.01 * (seed - 1), ess=50.0))
+    return out
+
+
+def test_bias_and_mse_over_seeds_against_exact(tmp_path):
+    paths = report.build_report(_log_z_runs("m", 40.0), tmp_path)
+    t = pd.read_csv(paths["annealed_trials"])
+    assert set(t["method"]) == {"ais", "reverse-ais", "ads", report.AVERAGE_METHOD}
+    assert (t["truth_source"] == "exact").all() and (t["n_trials"] == 3).all()
+    for row in t.itertuples(index=False):
+        errs = {"ais": -1.0, "reverse-ais": 0.6, "ads": 0.1, report.AVERAGE_METHOD: -0.2}[row.method] * 4 / row.K
+        noise = [0.01 * (s - 1) for s in (0, 1, 2)]
+        assert row.bias == pytest.approx(errs, rel=1e-5)  # the CSV keeps 6 significant digits
+        assert row.mse == pytest.approx(sum((errs + n) ** 2 for n in noise) / 3, rel=1e-5)
+    assert (tmp_path / "plots" / "m_bias_mse.png").stat().st_size > 1000
+    assert json.loads((tmp_path / "report.json").read_text())["ground_truth"][0]["truth_source"] == "exact"
+
+
+def test_ground_truth_from_agreeing_ais_and_reverse_ais(tmp_path):
+    """Without an exact value the truth is the mean of AIS and reverse AIS at their largest common K,
+    only if they agree within the tolerance; those runs are left out of the comparison."""
+    runs = _log_z_runs("m", 40.0, exact=False, Ks=(4, 16, 4096))
+    per_run = report.load_results(runs)
+    truth = report.ground_truth(per_run, tolerance=0.1)
+    row = truth.iloc[0]
+    # at K = 4096: AIS 40 - 1/1024, reverse AIS 40 + 0.6/1024 (mean over seeds): they agree
+    assert row["truth_K"] == 4096 and row["truth"] == pytest.approx(40.0 - 0.2 / 1024)
+    t = report.annealed_trials(per_run, truth)
+    assert set(t["K"]) == {4, 16}
+    strict = report.ground_truth(per_run, tolerance=1e-4)
+    assert math.isnan(strict.iloc[0]["truth"]) and "differ" in strict.iloc[0]["truth_source"]
+    assert report.annealed_trials(per_run, strict).empty
+
+
+def test_ais_above_reverse_ais_is_flagged(tmp_path):
+    runs = [rec("m", "ais", K=100, init="uniform", seed=s, log_z=41.0, ess=50.0) for s in (0, 1)]
+    runs += [rec("m", "reverse-ais", K=100, init="uniform", seed=s, log_z=40.0, ess=50.0) for s in (0, 1)]
+    paths = report.build_report(runs, tmp_path)
+    s = pd.read_csv(paths["summary"], keep_default_na=False)
+    assert s["flags"].str.contains("do not sandwich").all()

@@ -168,3 +168,29 @@ def test_retry_on_locked():
     assert tracking._retry(flaky, base_delay=0.001) == "ok" and calls["n"] == 3
     with pytest.raises(ValueError):
         tracking._retry(lambda: (_ for _ in ()).throw(ValueError("other")), base_delay=0.001)
+
+
+def test_every_trial_is_recorded(tmp_path):
+    """A repeated-trials setting is one run; every trial's estimate, error and s.e. is a metric step."""
+    from logzbench import trials
+
+    uri = _uri(tmp_path)
+    tracking.init_store(uri, "exp")
+    df = trials.gaussian_trials(0.5, n=200, n_trials=4, seed=3)
+    summary = trials.summarize_trials(df)
+    run_id = tracking.log_trials("gaussian", {"sigma0": 0.5}, df, summary, uri=uri, experiment_name="exp",
+                                 params={"n": 200})
+    client = tracking.get_client(uri)
+    for method in ("is", "ris", "ds"):
+        hist = sorted(client.get_metric_history(run_id, f"error/{method}"), key=lambda m: m.step)
+        want = df[df["method"] == method].sort_values("trial")["error"].to_numpy()
+        assert [m.step for m in hist] == [0, 1, 2, 3]
+        assert [m.value for m in hist] == pytest.approx(list(want))
+    run = client.get_run(run_id)
+    ds = summary[summary["method"] == "ds"].iloc[0]
+    assert run.data.metrics["bias/ds"] == pytest.approx(ds["bias"]) and run.data.metrics["mse/ds"] == pytest.approx(ds["mse"])
+    assert run.data.params["sigma0"] == "0.5" and run.data.tags[tracking.KIND_TAG] == "trials"
+    # re-logging the same setting replaces the run
+    tracking.log_trials("gaussian", {"sigma0": 0.5}, df, summary, uri=uri, experiment_name="exp")
+    assert len(tracking.find_runs(tracking.trials_key("gaussian", {"sigma0": 0.5}), uri=uri,
+                                  experiment_name="exp")) == 1

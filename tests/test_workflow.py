@@ -24,9 +24,12 @@ SNAKEFILE = REPO / "Snakefile"
 CONFIGS = sorted((REPO / "config").glob("*.yaml"))
 TEST_CONFIG = REPO / "config" / "test.yaml"
 EXPERIMENT = "logzbench-test"
-# config/test.yaml: RBM exact 1 + AIS (2 K x 2 inits x 2 seeds) 8 + RAISE (2 K x 2 inits) 4 + CSL 1;
+# config/test.yaml: RBM exact 1 + AIS (2 K x 2 inits x 2 seeds) 8 + RAISE (2 K x 2 inits) 4 + CSL 1
+# + ADS and reverse AIS (1 K x base-rate x 2 seeds) 4;
 # DBM exact 1 + AIS and RAISE (1 K x 2 inits) 4; DBN exact 1 + AIS and RAISE (1 K, uniform only) 2
-N_ESTIMATES = 14 + 5 + 3
+N_ESTIMATES = 18 + 5 + 3
+# trials: Gaussian 2 sigma0 + grid 1 sigma_pair x 2 references
+N_TRIAL_SETTINGS = 2 + 2
 N_TRAIN = 3
 
 
@@ -67,14 +70,24 @@ def job_counts(output: str) -> dict[str, int]:
 #: Expected job counts of the dry run per config (exact: once per model with a layer of
 #: <= exact_max_units units; csl not multiplied by init; exact by neither K, init nor seed).
 EXPECTED_JOBS = {
-    "test": {"init_tracking": 1, "prepare_dataset": 1, "train_model": 3, "estimate_annealed": 12 + 4 + 2,
-             "estimate_csl": 1, "estimate_exact": 3, "report": 1, "all": 1, "total": 29},
-    # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL)
+    "test": {"init_tracking": 1, "prepare_dataset": 1, "train_model": 3, "estimate_annealed": 12 + 4 + 4 + 2,
+             "estimate_csl": 1, "estimate_exact": 3, "report": 1, "trials_gaussian": 2, "trials_grid": 2,
+             "report_trials": 1, "all": 1, "total": 38},
+    # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL); on digits-rbm16
+    # AIS, reverse AIS, ADS and multinomial ADS at 3 K x base-rate x 3 seeds (Liu et al. Fig. 3 in small);
+    # 6 sigma0 (Fig. 1) and 2 sigma_p x 3 references (Fig. 2)
     "config": {"prepare_dataset": 2, "train_model": 5, "estimate_exact": 2 + 2, "estimate_csl": 3 * 1 * 2,
-               "estimate_annealed": 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2)},
+               "estimate_annealed": 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3,
+               "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1},
     # 2 DBMs x 2 methods x 3 K x 2 inits + 2 DBNs x 2 methods x 3 K x uniform; no exact, no CSL
     "raise_table2": {"prepare_dataset": 2, "train_model": 4, "estimate_exact": 0, "estimate_csl": 0,
                      "estimate_annealed": 2 * 2 * 3 * 2 + 2 * 2 * 3 * 1, "total": 45},
+    # Liu et al.: Fig. 1 13 sigma0; Fig. 2 6 sigma_p x 3 references; Figs 3-4 10 K x 10 seeds for AIS,
+    # reverse AIS, ADS and multinomial ADS, and the two K = 100,000 truth runs
+    "liu_fig1": {"trials_gaussian": 13, "trials_grid": 0, "train_model": 0},
+    "liu_fig2": {"trials_grid": 18, "trials_gaussian": 0, "train_model": 0},
+    "liu_fig3": {"train_model": 1, "estimate_annealed": 4 * 100 + 2, "estimate_exact": 0},
+    "liu_fig4": {"train_model": 1, "estimate_annealed": 4 * 100 + 2, "estimate_exact": 0},
     "raise_table1": {"train_model": 5, "estimate_exact": 2, "estimate_csl": 5,
                      "estimate_annealed": 5 * 2 * (4 * 2 * 1)},
     # AIS linear (2 K x 2 inits x 50 seeds), AIS sm14500 (one schedule: not multiplied by the K
@@ -88,8 +101,11 @@ EXPECTED_JOBS = {
 def test_dry_run_every_config(config, tmp_path):
     proc = snakemake(tmp_path, "-n", configfile=config)
     counts = job_counts(proc.stdout + proc.stderr)
-    assert counts["init_tracking"] == 1 and counts["report"] == 1
-    assert counts["train_model"] >= 1 and counts.get("estimate_annealed", 0) >= 1
+    assert counts["init_tracking"] == 1
+    if counts.get("train_model"):  # a config with models gets the model report
+        assert counts["report"] == 1 and counts.get("estimate_annealed", 0) >= 1
+    else:  # a config of repeated-trial experiments only (liu_fig1, liu_fig2)
+        assert "report" not in counts and counts["report_trials"] == 1
     for job, n in EXPECTED_JOBS.get(config.stem, {}).items():
         assert counts.get(job, 0) == n, (job, counts)
     assert not (tmp_path / "results").exists() and not (tmp_path / "mlflow.db").exists()
@@ -102,6 +118,13 @@ def test_default_config_and_profile_without_configfile(tmp_path):
     assert job_counts(proc.stdout)["train_model"] == 5
 
 
+def test_config_without_models_or_trials_is_refused(tmp_path):
+    bad = tmp_path / "empty.yaml"
+    bad.write_text("description: nothing\ntracking: {enabled: false}\n")
+    proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
+    assert proc.returncode != 0 and "no models and no trials" in proc.stdout + proc.stderr
+
+
 def test_config_overrides_and_exact_limit(tmp_path):
     """A second --configfile overrides the first (here: exact limits below the enumerated layers)."""
     override = tmp_path / "override.yaml"
@@ -111,17 +134,20 @@ def test_config_overrides_and_exact_limit(tmp_path):
     # RBM 64-8: 8 > 4; DBM 64-8-4: min(64 + 4, 8) = 8 > 4; DBN 64-8-4: log Z min(8, 4) = 4 <= 4 and
     # log f(v) 8 <= exact_max_log_f_units (16): only the DBN keeps its exact job
     assert counts["estimate_exact"] == 1
-    assert counts["estimate_annealed"] == 2 + 2 + 2  # ais + raise per model, one K, uniform, one seed
+    # ais + raise per model (one K, uniform, one seed); the RBM's ads and reverse-ais keep their own
+    # K [10] and base-rate init
+    assert counts["estimate_annealed"] == 2 + 2 + 2 + 2
     override.write_text("evaluation: {exact_max_units: 4, exact_max_log_f_units: 4, inits: [base-rate]}\n")
     proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
     out = proc.stdout + proc.stderr
     counts = job_counts(out)
     assert "estimate_exact" not in counts  # DBN: h_1 (8 units) > 4 for log f(v)
-    # base-rate only: RBM (2 K x 2 seeds AIS, 2 K RAISE) and DBM 2; the DBN has nothing left (a warning)
-    assert counts["estimate_annealed"] == 4 + 2 + 2
+    # base-rate only: RBM (2 K x 2 seeds AIS, 2 K RAISE, 2 seeds ADS and reverse AIS) and DBM 2; the DBN
+    # has nothing left (a warning)
+    assert counts["estimate_annealed"] == 4 + 2 + 4 + 2
     assert "model digits-dbn8-4 (dbn) has no estimate to run" in out
     proc = snakemake(tmp_path, "-n", "--config", "device=cpu", "report={'gap_threshold': 0.5}")
-    assert job_counts(proc.stdout)["estimate_annealed"] == 18
+    assert job_counts(proc.stdout)["estimate_annealed"] == 18 + 4
 
 
 def _dbn_models(config: Path) -> list[str]:
@@ -188,6 +214,7 @@ def test_real_run_end_to_end(tmp_path):
     snakemake(tmp_path)
     check_tracked_runs(tmp_path)
     check_report_tables(tmp_path)
+    check_repeated_trials(tmp_path)
     check_rerun_does_not_duplicate_runs(tmp_path)
     check_html_report(tmp_path)
 
@@ -242,8 +269,9 @@ def check_report_tables(real_run):
     assert len(per_run) == N_ESTIMATES
     assert per_run["mlflow_run_id"].notna().all()
     summary = pd.read_csv(rep / "summary.csv", keep_default_na=False)
-    # RBM: exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 (seeds aggregated); DBM 1 + 2 + 2; DBN 1 + 1 + 1
-    assert len(summary) == 10 + 5 + 3
+    # RBM: exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 + ads 1 + reverse-ais 1 (seeds
+    # aggregated); DBM 1 + 2 + 2; DBN 1 + 1 + 1
+    assert len(summary) == 12 + 5 + 3
     ais = summary[summary["estimator"] == "ais"]
     assert set(ais["n_seeds"]) == {2}
     table1 = pd.read_csv(rep / "table1.csv")
@@ -275,6 +303,32 @@ def check_report_tables(real_run):
                if r.data.tags.get("logzbench.flagged") == "true"}
     expected = set(per_run.loc[per_run["flags"].notna(), "key"])
     assert flagged == expected
+
+
+def check_repeated_trials(real_run):
+    """Liu et al. Figs 1-2 in miniature (every trial tracked) and the bias / MSE over seeds of the
+    annealed log Z estimators against the exact value (Figs 3-4 layout)."""
+    from logzbench import tracking
+
+    runs = _runs(real_run, "trials")
+    assert len(runs) == N_TRIAL_SETTINGS
+    client = tracking.get_client("sqlite:///" + str(real_run / "mlflow.db"))
+    for r in runs:
+        steps = {m.step for m in client.get_metric_history(r.info.run_id, "error/ds")}
+        assert steps == set(range(int(r.data.params["n_trials"])))
+    rep = real_run / "results" / "report"
+    for name, n_settings in (("gaussian", 2), ("grid", 2)):
+        s = pd.read_csv(rep / "trials" / f"{name}.csv")
+        assert {"bias", "mse", "coverage", "n_trials"} <= set(s.columns)
+        assert len(s[s["method"] == "ds"]) == n_settings
+        assert (rep / "trials" / f"{name}.png").stat().st_size > 1000
+    grid = pd.read_csv(rep / "trials" / "grid.csv")
+    assert (grid.loc[grid["method"] == "trw-bound", "bias"] >= 0).all()  # an upper bound in every trial
+    t = pd.read_csv(rep / "annealed_trials.csv")
+    assert set(t["method"]) == {"ais", "ads", "reverse-ais", "avg-ais-reverse-ais"}
+    assert (t["model"] == "digits-rbm8").all() and (t["truth_source"] == "exact").all()
+    assert (t.loc[t["method"] == "ads", "n_trials"] == 2).all()
+    assert (rep / "plots" / "digits-rbm8_bias_mse.png").stat().st_size > 1000
 
 
 def check_rerun_does_not_duplicate_runs(real_run):

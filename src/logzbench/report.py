@@ -612,7 +612,7 @@ def make_table2(summary: pd.DataFrame) -> pd.DataFrame:
 #: methods that estimate log Z from one annealing run (Liu et al. Figs 3-4 compare them over K)
 LOG_Z_METHODS = ("ais", "ads", "ads-multinomial", "reverse-ais")
 #: the per-seed average of AIS and reverse AIS (the paper's "average of AIS and RAISE")
-AVERAGE_METHOD = "avg(ais, reverse-ais)"
+AVERAGE_METHOD = "avg-ais-reverse-ais"
 ANNEALED_TRIAL_COLUMNS = ["model", "family", "init", "schedule", "K", "estimator", "method", "n_trials", "seeds",
                           "chains", "bias", "mse", "sd", "bias_se", "mean_stderr", "coverage", "mean_seconds",
                           "truth", "truth_source"]

@@ -105,7 +105,7 @@ METHOD_STYLES = {
     # annealed estimators (Figs 3-4; the report's annealed_trials table)
     "ais": {"color": "tab:blue", "marker": "o", "label": "AIS"},
     "reverse-ais": {"color": "tab:orange", "marker": "s", "label": "reverse AIS"},
-    "avg(ais, reverse-ais)": {"color": "tab:green", "marker": "^", "label": "avg(AIS, reverse AIS)"},
+    "avg-ais-reverse-ais": {"color": "tab:green", "marker": "^", "label": "avg(AIS, reverse AIS)"},
     "ads-multinomial": {"color": "tab:purple", "marker": "v", "label": "ADS multinomial"},
     "ads": {"color": "tab:red", "marker": "*", "label": "ADS", "linewidth": 2.6, "markersize": 10, "zorder": 5},
     "mf-bound": {"color": "tab:gray", "marker": None, "label": "mean-field bound", "linestyle": "--"},
@@ -575,7 +575,7 @@ def plot_trials(summary: pd.DataFrame, path: str | os.PathLike, *, x: str, panel
     leg_cols = max(1, min(len(labels), 4 if ncol > 1 else 2))
     fig.legend(handles, labels, loc="lower center", ncol=leg_cols, fontsize=8, frameon=False)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=9 if ncol == 1 else 11, wrap=True)
     n_rows_legend = math.ceil(len(labels) / leg_cols) if labels else 0
     fig.tight_layout(rect=(0, 0.03 * n_rows_legend + 0.01, 1, 0.96 if title else 1))
     return save_figure(fig, path, dpi=110)

@@ -113,31 +113,48 @@ def ads(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
     )
 
 
-#: Largest ``(K + 1)^2 * n_chains`` the multinomial version holds in memory (float64).
-MULTINOMIAL_MAX = 1 << 24
+#: Default memory budget of the multinomial version's ``(K + 1)^2 * n_chains`` float64
+#: log-densities on the CPU (on CUDA: 60 % of the free device memory).
+MULTINOMIAL_CPU_BYTES = 4 << 30
+#: Temporary memory per chunk of the multinomial objective.
+_CHUNK_BYTES = 64 << 20
 
 
-def _multinomial_fit(A: np.ndarray, log_w: np.ndarray, log_z0: float, x0: np.ndarray | None = None) -> np.ndarray:
+def _multinomial_budget(device: torch.device) -> int:
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(0.6 * free)
+    return MULTINOMIAL_CPU_BYTES
+
+
+def _multinomial_fit(A: torch.Tensor, log_w: torch.Tensor, log_z0: float, x0: np.ndarray | None = None) -> np.ndarray:
     """Maximise the weighted multinomial conditional likelihood (Alg. 2) over ``log c_1..log c_K``.
 
-    ``A[k, i, l] = log f_l(x_k^i)``, ``log_w[k, i]`` the AIS log-weights; ``log c_0 = log Z_0`` is fixed.
-    The objective is convex in ``log c``; it is minimised with L-BFGS and its exact gradient.
+    ``A[k, i, l] = log f_l(x_k^i)`` (float64, on the run's device), ``log_w[k, i]`` the AIS
+    log-weights (``-inf`` drops a chain); ``log c_0 = log Z_0`` is fixed.  The objective is convex
+    in ``log c``; it is minimised with L-BFGS and its exact gradient, evaluated on the device in
+    chunks of temperatures so the temporaries stay within ``_CHUNK_BYTES``.
     """
     from scipy.optimize import minimize
-    from scipy.special import logsumexp, softmax
 
-    K1 = A.shape[0]
-    wt = softmax(log_w, axis=1)  # normalised weights per temperature
+    K1, n = A.shape[0], A.shape[1]
+    wt = torch.softmax(log_w, dim=1)  # normalised weights per temperature
+    rows = max(1, _CHUNK_BYTES // (8 * n * K1))
+    idx = torch.arange(K1, device=A.device)
 
     def neg_ll(c_free):
-        c = np.concatenate([[log_z0], c_free])
-        z = A - c  # (K+1, n, K+1)
-        lse = logsumexp(z, axis=2)
-        own = z[np.arange(K1), :, np.arange(K1)]  # (K+1, n): log f_k(x_k) - c_k
-        val = -np.sum(wt * (own - lse))
-        post = np.exp(z - lse[..., None])  # p(y = l | x_k^i)
-        grad = wt.sum(axis=1) - np.einsum("ki,kil->l", wt, post)  # d(-LL)/dc_l
-        return val, grad[1:]
+        c = torch.as_tensor(np.concatenate([[log_z0], c_free]), dtype=torch.float64, device=A.device)
+        val = torch.zeros((), dtype=torch.float64, device=A.device)
+        grad = wt.sum(dim=1)  # d(-LL)/dc_l = sum_i W_l^i - sum_k sum_i W_k^i p(y = l | x_k^i)
+        for k0 in range(0, K1, rows):
+            k1 = min(K1, k0 + rows)
+            z = A[k0:k1] - c  # (r, n, K+1)
+            lse = torch.logsumexp(z, dim=2)
+            own = z[idx[: k1 - k0], :, idx[k0:k1]]  # (r, n): log f_k(x_k) - c_k
+            w = wt[k0:k1]
+            val = val - (w * (own - lse)).sum()
+            grad = grad - torch.einsum("ki,kil->l", w, torch.exp(z - lse[..., None]))
+        return float(val), grad[1:].cpu().numpy()
 
     start = x0 if x0 is not None else np.full(K1 - 1, log_z0)
     res = minimize(neg_ll, start, jac=True, method="L-BFGS-B", options={"maxiter": 5000, "gtol": 1e-10})
@@ -145,38 +162,47 @@ def _multinomial_fit(A: np.ndarray, log_w: np.ndarray, log_z0: float, x0: np.nda
 
 
 def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *,
-                    n_bootstrap: int = 1000, progress: bool = False, settings: dict | None = None) -> EstimateResult:
+                    n_bootstrap: int = 1000, progress: bool = False, settings: dict | None = None,
+                    max_bytes: int | None = None) -> EstimateResult:
     """Multinomial annealed discriminance sampling (Alg. 2) on one AIS run.
 
     Every population ``(x_k, W_k)`` is classified against all temperatures at once, which
-    needs ``log f_l(x_k)`` for every pair ``(k, l)``: ``(K + 1)^2`` log-density evaluations of the
-    population, held in memory, so ``(K + 1)^2 * n_chains`` is limited to ``MULTINOMIAL_MAX``
-    (use the sequential binary :func:`ads` beyond that; the paper found the two almost
-    identical).  Standard error: a jackknife over ``N_GROUPS`` groups of chains.
+    needs ``log f_l(x_k)`` for every pair ``(k, l)``: ``(K + 1)^2 * n_chains`` float64
+    log-densities, held on the run's device (8.4 GB for the paper's 2^10 temperatures and 1,000
+    chains: a GPU).  ``max_bytes`` bounds them (default :data:`MULTINOMIAL_CPU_BYTES` on the CPU,
+    60 % of the free memory on CUDA); beyond it the run is refused before sampling (use the
+    sequential binary :func:`ads`; the paper found the two almost identical).  Standard error:
+    a delete-one-group jackknife over ``N_GROUPS`` groups of chains (the group's weights are set
+    to zero, so nothing is copied).
     """
     betas = from_array(betas)
     K = len(betas) - 1
-    if (K + 1) ** 2 * n_chains > MULTINOMIAL_MAX:
-        raise ValueError(f"multinomial ADS with K = {K} and {n_chains} chains needs {(K + 1) ** 2 * n_chains:,} "
-                         f"log-densities in memory (limit {MULTINOMIAL_MAX:,}); use the sequential binary 'ads'")
-    A = np.empty((K + 1, n_chains, K + 1))
-    log_w = np.empty((K + 1, n_chains))
-    with timer(generator.device) as t:
+    dev = generator.device
+    need = 8 * (K + 1) ** 2 * n_chains
+    budget = _multinomial_budget(dev) if max_bytes is None else int(max_bytes)
+    if need > budget:
+        raise ValueError(f"multinomial ADS with K = {K} and {n_chains} chains needs {need / 2**30:.2f} GiB for "
+                         f"(K+1)^2 x chains log-densities on {dev} (budget {budget / 2**30:.2f} GiB); use the "
+                         f"sequential binary 'ads', fewer temperatures or chains, or a GPU")
+    A = torch.empty((K + 1, n_chains, K + 1), dtype=torch.float64, device=dev)
+    log_w = torch.empty((K + 1, n_chains), dtype=torch.float64, device=dev)
+    with timer(dev) as t:
         state = ais_kernel.init(path, n_chains, generator)
         for k in progress_range(K + 1, progress, "ADS (multinomial)"):
-            A[k] = torch.stack([path.log_f(state.x, float(b)) for b in betas], dim=1).cpu().numpy()
-            log_w[k] = (state.log_w - path.log_z0()).cpu().numpy()
+            for j, b in enumerate(betas):
+                A[k, :, j] = path.log_f(state.x, float(b))
+            log_w[k] = state.log_w - path.log_z0()
             if k < K:
                 state = ais_kernel.step(path, state, float(betas[k]), float(betas[k + 1]), generator)
-        check_finite(torch.as_tensor(A), "multinomial ADS log-densities")
+        check_finite(A, "multinomial ADS log-densities")
         log_z0 = path.log_z0()
         c = _multinomial_fit(A, log_w, log_z0)
         groups = np.array_split(np.arange(n_chains), min(N_GROUPS, n_chains))
         jk = []
         for g in groups:
-            keep = np.ones(n_chains, dtype=bool)
-            keep[g] = False
-            jk.append(_multinomial_fit(A[:, keep], log_w[:, keep], log_z0, x0=c[1:])[-1])
+            lw = log_w.clone()
+            lw[:, torch.as_tensor(g, device=dev)] = -math.inf
+            jk.append(_multinomial_fit(A, lw, log_z0, x0=c[1:])[-1])
         jk = np.asarray(jk)
         se = float(math.sqrt((len(jk) - 1) / len(jk) * np.sum((jk - jk.mean()) ** 2))) if len(jk) > 1 else float("nan")
     log_z = float(c[-1])
