@@ -67,8 +67,8 @@ def _cmd_estimate(args) -> int:
 
 
 def _add_prepare(sub) -> None:
-    p = sub.add_parser("prepare", help="download/verify and binarise a dataset")
-    p.add_argument("name", help="dataset name (mnist, omniglot, digits)")
+    p = sub.add_parser("prepare", help="download/verify and binarise a dataset (or cut whitened image patches)")
+    p.add_argument("name", help="dataset name (mnist, omniglot, digits; vanhateren: continuous patches)")
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--mirror", help="local mirror directory (default: $LOGZBENCH_DATA_MIRROR)")
     p.add_argument("--binarize", default="stochastic", choices=["stochastic", "threshold"])
@@ -77,11 +77,24 @@ def _add_prepare(sub) -> None:
     p.add_argument("--n-train", type=int)
     p.add_argument("--n-test", type=int)
     p.add_argument("--n-valid", type=int, default=0)
+    g = p.add_argument_group("vanhateren (continuous patches)")
+    g.add_argument("--n-images", type=int, default=20, help="images used (of the 20 registered)")
+    g.add_argument("--n-test-images", type=int, default=4, help="held-out images the test patches come from")
+    g.add_argument("--patch-size", type=int, default=16)
+    g.add_argument("--n-components", type=int, default=36, help="PCA components kept (M)")
+    g.add_argument("--remove-dc", action="store_true", help="also remove each patch's own mean")
 
 
 def _cmd_prepare(args) -> int:
-    from .data import prepare_dataset
+    from .data import CONTINUOUS_DATASETS, prepare_dataset, prepare_patches
 
+    if args.name in CONTINUOUS_DATASETS:
+        sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
+        path = prepare_patches(args.name, args.out, mirror=args.mirror, n_images=args.n_images,
+                               n_test_images=args.n_test_images, patch_size=args.patch_size,
+                               n_components=args.n_components, remove_dc=args.remove_dc, seed=args.seed, **sizes)
+        print(json.dumps({"prepared": str(path)}))
+        return 0
     path = prepare_dataset(args.name, args.out, mirror=args.mirror, binarize=args.binarize,
                            threshold=args.threshold, seed=args.seed, n_train=args.n_train, n_test=args.n_test,
                            n_valid=args.n_valid)

@@ -27,12 +27,15 @@ from .binarize import METHODS as BINARIZE_METHODS
 from .binarize import binarize as _binarize
 
 DATASETS = ("mnist", "digits", "omniglot")
+#: Continuous data sets (real-valued rows; :func:`prepare_patches`).
+CONTINUOUS_DATASETS = ("vanhateren",)
 SPLITS = ("train", "valid", "test")
 FORMAT_VERSION = 1
 #: Stream index per split: split ``s`` is binarized with ``default_rng([seed, _STREAM[s]])``.
 _STREAM = {"train": 0, "test": 1, "valid": 2}
 
-__all__ = ["DATASETS", "prepare_dataset", "load_prepared", "load_binary_rows", "load_meta"]
+__all__ = ["DATASETS", "CONTINUOUS_DATASETS", "prepare_dataset", "prepare_patches", "load_prepared",
+           "load_binary_rows", "load_meta"]
 
 
 def prepare_dataset(
@@ -91,8 +94,10 @@ def prepare_dataset(
     DatasetError
         For an unknown data set or method, impossible sizes, or missing/corrupt sources.
     """
+    if name in CONTINUOUS_DATASETS:
+        raise DatasetError(f"{name} is a continuous data set: use logzbench.data.prepare_patches")
     if name not in DATASETS:
-        raise DatasetError(f"unknown dataset {name!r}; choose from {DATASETS}")
+        raise DatasetError(f"unknown dataset {name!r}; choose from {DATASETS + CONTINUOUS_DATASETS}")
     if binarize not in BINARIZE_METHODS:
         raise DatasetError(f"unknown binarization {binarize!r}; choose from {BINARIZE_METHODS}")
     raw, image_shape, scale, sources, split_note = _load_raw(name, mirror, cache_dir)
@@ -133,6 +138,22 @@ def prepare_dataset(
     output = Path(output)
     save_npz_atomic(output, **arrays, image_shape=np.asarray(image_shape, dtype=np.int64), meta=np.asarray(json.dumps(meta)))
     return output
+
+
+def prepare_patches(name: str, output: str | os.PathLike, *, mirror: str | os.PathLike | None = None,
+                    cache_dir: str | os.PathLike | None = None, **settings) -> Path:
+    """Prepare a continuous data set (``"vanhateren"``: whitened PCA coefficients of log image
+    patches; ``settings`` are those of :func:`logzbench.data.vanhateren.prepare_vanhateren`) and
+    write it atomically; read it back with :func:`logzbench.data.vanhateren.load_patches`."""
+    if name not in CONTINUOUS_DATASETS:
+        raise DatasetError(f"unknown continuous dataset {name!r}; choose from {CONTINUOUS_DATASETS}")
+    from . import vanhateren
+
+    unknown = sorted(set(settings) - set(vanhateren.SETTINGS))
+    if unknown:
+        raise DatasetError(f"{name}: unknown settings {unknown}; known: {list(vanhateren.SETTINGS)}")
+    prepared = vanhateren.prepare_vanhateren(mirror=mirror, cache_dir=cache_dir, **settings)
+    return vanhateren.save_prepared_patches(output, prepared)
 
 
 def _load_raw(name, mirror, cache_dir):

@@ -104,6 +104,44 @@ for _name, _sha in (
 ):  # not compressed by gzip: sha256 of the file itself
     register(RemoteFile("omniglot", _name, _sha, tuple(b + _name for b in _OMNIGLOT_BASES)))
 
+#: A 20-image sample of the van Hateren & van der Schaaf (1998) natural images (``.iml``: 1024 x 1536
+#: big-endian uint16, linearized luminance), as copied unchanged into ``Rieke-Lab/turner-package``;
+#: pinned to a commit.  The ``+`` of the MATLAB package folders is percent-encoded (``%2B``, the form
+#: GitHub's own links use; a literal ``+`` may be read as a space by some servers), with the literal
+#: form as the last fallback.
+VANHATEREN_COMMIT = "08eb7a0a138350e5e1dbedc67b1bbd48d76f289d"
+_VANHATEREN_DIR = "+edu/+washington/+riekelab/+turner/+rescource/VHsubsample_20160105/"
+_VANHATEREN_BASES = (
+    f"https://github.com/Rieke-Lab/turner-package/raw/{VANHATEREN_COMMIT}/"
+    + _VANHATEREN_DIR.replace("+", "%2B"),  # canonical (commit-pinned)
+    f"https://raw.githubusercontent.com/Rieke-Lab/turner-package/{VANHATEREN_COMMIT}/"
+    + _VANHATEREN_DIR.replace("+", "%2B"),
+    f"https://raw.githubusercontent.com/Rieke-Lab/turner-package/{VANHATEREN_COMMIT}/" + _VANHATEREN_DIR,
+)
+for _name, _sha in (  # not compressed: sha256 of the file itself
+    ("imk00152.iml", "4c70cbe8dab467c1f820a61efa2496d8dae15b41a892591d0c9e7e230f9b825a"),
+    ("imk00377.iml", "c53831290f70c619bf52f08c62dc085a638c9804b69f3d8af92bc392daaec3ba"),
+    ("imk00405.iml", "d9a7e92f6087cdf7b1db55d7f6b250c760608e55ef020a999d43b7b095808122"),
+    ("imk00459.iml", "c3ba1b9e67d62d7011aeb8ad7b92081b50e5f2038600460d7b5c34656323dd54"),
+    ("imk00657.iml", "46180fc8fba8328e523b4907ed4babddd01d4fc3971a8fcc92e673934c85890d"),
+    ("imk01151.iml", "2012351ad8ba8a931c7d207ed33b8deed592c1ae995c314d019b1cd899d38f1d"),
+    ("imk01154.iml", "f5d8f3c4fe61ac142e3d1f3396abcd2ce6a0b9ed8d54ee00fe6eb484d5b06927"),
+    ("imk01192.iml", "117fe280dbc27a1971c6111a60da04baf3b0878ad91adde7978a3ed79a0959af"),
+    ("imk01769.iml", "f29059744f67f85131c82b252c5b1831c8a0cd30b53b933f44438a532ad5128c"),
+    ("imk01829.iml", "9ca07b1c0121880cd6185fbe0d28b2ba93e6d5fe09dafcf72c145a6842c888d0"),
+    ("imk02265.iml", "6a6aafc0aa29fd67d3aa3eaac3a3bf806f910e5c1f6f2eadd283e4401f7c9998"),
+    ("imk02281.iml", "3e3c067943020582a09c74944f32fd7db50244b8c30fa75b0ba02ad87bb10354"),
+    ("imk02733.iml", "c202c22e8f1fe03358f7632cd3a3e20a6bca2cb469a7155a39ef9eb8094d0fd9"),
+    ("imk02999.iml", "a4b571964f07b0b39343bd2df3e51356137bcb0cd5993032432ba2b007a48fc0"),
+    ("imk03093.iml", "5d295e21031910f61e2518f4a2eaa79dc9a6e305beb76f0f2d4cf91a464de9d8"),
+    ("imk03347.iml", "88fa2368b738d50efc86a1d1ab0f48a6f823e64eb2932a460adc23f0f5ddf1aa"),
+    ("imk03447.iml", "7a3754d0c32ec52a3ec09eb3af2893f040259ac19ba472e0a702a2643cdf740a"),
+    ("imk03584.iml", "4eed3b222328978ffa3b9119c9a74ed25d3fa7d0e2760f61648f955b9364ce92"),
+    ("imk03758.iml", "a5a89f192a0552bca9455d900660594338b122457c60bc8afe72589e6b604c74"),
+    ("imk03760.iml", "2fd70bdc2468a00b825417c3dd3c96ac6145edfad8e7575a2825e6e4748ba880"),
+):
+    register(RemoteFile("vanhateren", _name, _sha, tuple(b + _name for b in _VANHATEREN_BASES)))
+
 
 def remote_file(dataset: str, filename: str) -> RemoteFile:
     """Return the registry entry for ``dataset/filename``.
