@@ -27,10 +27,10 @@ EXPERIMENT = "logzbench-test"
 # config/test.yaml: RBM exact 1 + AIS (2 K x 2 inits x 2 seeds) 8 + RAISE (2 K x 2 inits) 4 + CSL 1
 # + ADS and reverse AIS (1 K x base-rate x 2 seeds) 4;
 # DBM exact 1 + AIS and RAISE (1 K x 2 inits) 4; DBN exact 1 + AIS and RAISE (1 K, uniform only) 2
-N_ESTIMATES = 18 + 5 + 3
+N_ESTIMATES = 18 + 5 + 3 + 3 + 3  # + continuous: per model exact 1, hais 1, ais-mh 1
 # trials: Gaussian 2 sigma0 + grid 1 sigma_pair x 2 references
 N_TRIAL_SETTINGS = 2 + 2
-N_TRAIN = 3
+N_TRAIN = 3 + 2
 
 
 def _env() -> dict[str, str]:
@@ -70,15 +70,18 @@ def job_counts(output: str) -> dict[str, int]:
 #: Expected job counts of the dry run per config (exact: once per model with a layer of
 #: <= exact_max_units units; csl not multiplied by init; exact by neither K, init nor seed).
 EXPECTED_JOBS = {
-    "test": {"init_tracking": 1, "prepare_dataset": 1, "train_model": 3, "estimate_annealed": 12 + 4 + 4 + 2,
-             "estimate_csl": 1, "estimate_exact": 3, "report": 1, "trials_gaussian": 2, "trials_grid": 2,
-             "report_trials": 1, "all": 1, "total": 38},
+    "test": {"init_tracking": 1, "prepare_dataset": 2, "train_model": 5, "estimate_annealed": 12 + 4 + 4 + 2,
+             "estimate_csl": 1, "estimate_exact": 5, "estimate_hais": 4, "report": 1, "trials_gaussian": 2,
+             "trials_grid": 2, "report_trials": 1, "all": 1, "total": 47},
     # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL); on digits-rbm16
     # AIS, reverse AIS, ADS and multinomial ADS at 3 K x base-rate x 3 seeds (Liu et al. Fig. 3 in small);
     # 6 sigma0 (Fig. 1) and 2 sigma_p x 3 references (Fig. 2)
-    "config": {"prepare_dataset": 2, "train_model": 5, "estimate_exact": 2 + 2, "estimate_csl": 3 * 1 * 2,
+    # + 4 continuous models on van Hateren patches (3 closed forms) x 3 estimators x 3 K
+    "config": {"prepare_dataset": 3, "train_model": 9, "estimate_exact": 2 + 2 + 3, "estimate_csl": 3 * 1 * 2,
                "estimate_annealed": 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3,
-               "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1},
+               "estimate_hais": 4 * 3 * 3, "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1},
+    # Sohl-Dickstein & Culpepper: 17 models x HAIS at 5 K, the baselines on the 3 closed-form models
+    "hais_table1": {"train_model": 17, "estimate_exact": 3, "estimate_hais": 17 * 5 + 2 * 3 * 5},
     # 2 DBMs x 2 methods x 3 K x 2 inits + 2 DBNs x 2 methods x 3 K x uniform; no exact, no CSL
     "raise_table2": {"prepare_dataset": 2, "train_model": 4, "estimate_exact": 0, "estimate_csl": 0,
                      "estimate_annealed": 2 * 2 * 3 * 2 + 2 * 2 * 3 * 1, "total": 45},
@@ -103,7 +106,7 @@ def test_dry_run_every_config(config, tmp_path):
     counts = job_counts(proc.stdout + proc.stderr)
     assert counts["init_tracking"] == 1
     if counts.get("train_model"):  # a config with models gets the model report
-        assert counts["report"] == 1 and counts.get("estimate_annealed", 0) >= 1
+        assert counts["report"] == 1 and counts.get("estimate_annealed", 0) + counts.get("estimate_hais", 0) >= 1
     else:  # a config of repeated-trial experiments only (liu_fig1, liu_fig2)
         assert "report" not in counts and counts["report_trials"] == 1
     for job, n in EXPECTED_JOBS.get(config.stem, {}).items():
@@ -115,7 +118,7 @@ def test_default_config_and_profile_without_configfile(tmp_path):
     """No --configfile: the Snakefile falls back to the repository's config/config.yaml."""
     proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"),
                      configfile=None)
-    assert job_counts(proc.stdout)["train_model"] == 5
+    assert job_counts(proc.stdout)["train_model"] == 9
 
 
 def test_config_without_models_or_trials_is_refused(tmp_path):
@@ -133,7 +136,7 @@ def test_config_overrides_and_exact_limit(tmp_path):
     counts = job_counts(proc.stdout)
     # RBM 64-8: 8 > 4; DBM 64-8-4: min(64 + 4, 8) = 8 > 4; DBN 64-8-4: log Z min(8, 4) = 4 <= 4 and
     # log f(v) 8 <= exact_max_log_f_units (16): only the DBN keeps its exact job
-    assert counts["estimate_exact"] == 1
+    assert counts["estimate_exact"] == 1 + 2  # + the continuous models' closed forms (no enumeration)
     # ais + raise per model (one K, uniform, one seed); the RBM's ads and reverse-ais keep their own
     # K [10] and base-rate init
     assert counts["estimate_annealed"] == 2 + 2 + 2 + 2
@@ -141,7 +144,7 @@ def test_config_overrides_and_exact_limit(tmp_path):
     proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
     out = proc.stdout + proc.stderr
     counts = job_counts(out)
-    assert "estimate_exact" not in counts  # DBN: h_1 (8 units) > 4 for log f(v)
+    assert counts["estimate_exact"] == 2  # DBN: h_1 (8 units) > 4 for log f(v); the continuous closed forms stay
     # base-rate only: RBM (2 K x 2 seeds AIS, 2 K RAISE, 2 seeds ADS and reverse AIS) and DBM 2; the DBN
     # has nothing left (a warning)
     assert counts["estimate_annealed"] == 4 + 2 + 4 + 2
@@ -215,6 +218,7 @@ def test_real_run_end_to_end(tmp_path):
     check_tracked_runs(tmp_path)
     check_report_tables(tmp_path)
     check_repeated_trials(tmp_path)
+    check_continuous_models(tmp_path)
     check_rerun_does_not_duplicate_runs(tmp_path)
     check_html_report(tmp_path)
 
@@ -236,7 +240,7 @@ def check_tracked_runs(real_run):
         assert {"seconds", "mean_test_ll"} <= set(m), (p, m)
         assert {"model", "dataset", "estimator", "method", "device", "code_version"} <= set(p)
         assert ("seed" in p) == (p["estimator"] != "exact")
-        if p["estimator"] in ("ais", "exact"):
+        if p["estimator"] == "ais" or (p["estimator"] == "exact" and not p["model"].startswith("vh-linear")):
             assert "log_z" in m
         if p["estimator"] in ("ais", "raise"):
             assert {"K", "init", "chains", "schedule"} <= set(p) and "ess" in m and "sweeps_per_second" in m
@@ -244,13 +248,15 @@ def check_tracked_runs(real_run):
             assert "init" not in p
         assert "logzbench.flagged" in r.data.tags
         family = r.data.tags["logzbench.family"]
-        assert family == {"digits-rbm8": "rbm", "digits-dbm8-4": "dbm", "digits-dbn8-4": "dbn"}[p["model"]]
+        assert family == {"digits-rbm8": "rbm", "digits-dbm8-4": "dbm", "digits-dbn8-4": "dbn",
+                          "vh-poe-laplace-4": "poe-laplace", "vh-linear-gaussian-4": "linear-gaussian"}[p["model"]]
         if family == "dbn":
             assert p.get("init", "uniform") == "uniform" and p["method"] != "csl"
     by_model = {r.data.params["model"]: r for r in train}
-    assert set(by_model) == {"digits-rbm8", "digits-dbm8-4", "digits-dbn8-4"}
+    assert set(by_model) == {"digits-rbm8", "digits-dbm8-4", "digits-dbn8-4", "vh-poe-laplace-4", "vh-linear-gaussian-4"}
     assert by_model["digits-dbm8-4"].data.params["family"] == "dbm"
     assert by_model["digits-dbn8-4"].data.params["hidden_sizes"] == "[8, 4]"
+    assert by_model["vh-poe-laplace-4"].data.params["family"] == "poe-laplace"
     t = by_model["digits-rbm8"]
     from logzbench import tracking
 
@@ -271,7 +277,7 @@ def check_report_tables(real_run):
     summary = pd.read_csv(rep / "summary.csv", keep_default_na=False)
     # RBM: exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 + ads 1 + reverse-ais 1 (seeds
     # aggregated); DBM 1 + 2 + 2; DBN 1 + 1 + 1
-    assert len(summary) == 12 + 5 + 3
+    assert len(summary) == 12 + 5 + 3 + 6  # + continuous: 2 models x (exact, hais, ais-mh)
     ais = summary[summary["estimator"] == "ais"]
     assert set(ais["n_seeds"]) == {2}
     table1 = pd.read_csv(rep / "table1.csv")
@@ -331,6 +337,18 @@ def check_repeated_trials(real_run):
     assert set(rbm["method"]) == {"ais", "ads", "reverse-ais", "avg-ais-reverse-ais"}
     assert (rbm["n_trials"] == 2).all()
     assert (rep / "plots" / "digits-rbm8_bias_mse.png").stat().st_size > 1000
+
+
+def check_continuous_models(real_run):
+    """van Hateren patches -> PoE (MPF) and linear-Gaussian (EM) models -> closed forms, HAIS and AIS-MH ->
+    the Table 1 layout and the model-size plot."""
+    rep = real_run / "results" / "report"
+    t = pd.read_csv(rep / "table_continuous.csv")
+    assert list(t["model"]) == ["vh-linear-gaussian-4", "vh-poe-laplace-4"]
+    assert t[["exact", "hais", "hais_se", "ais-mh", "spread"]].notna().all().all()
+    assert (t["hais_K"] == 20).all() and (t["n_test"] == 20).all() and (t["size"] == 4).all()
+    assert (rep / "plots" / "model_size.png").stat().st_size > 1000
+    assert (rep / "plots" / "vh-poe-laplace-4.png").stat().st_size > 1000
 
 
 def check_rerun_does_not_duplicate_runs(real_run):

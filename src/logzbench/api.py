@@ -32,7 +32,9 @@ from .models.rbm import BinaryRBM
 from .schedules import make_schedule
 from .utils import make_generator, resolve_device
 
-ESTIMATORS = ("exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais") + IS_FAMILY
+#: estimators of continuous models (Sohl-Dickstein & Culpepper 2012)
+CONTINUOUS_ESTIMATORS = ("hais", "ais-hmc", "ais-mh")
+ESTIMATORS = ("exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais") + IS_FAMILY + CONTINUOUS_ESTIMATORS
 INITS = ("uniform", "base-rate")
 
 
@@ -51,6 +53,68 @@ def _as_rows(x, rbm: Model, what: str) -> torch.Tensor | None:
     if not np.isin(arr, (0, 1)).all():
         raise ValueError(f"{what} must be binary (0/1); found other values")
     return torch.as_tensor(arr, dtype=torch.float32, device=rbm.device)
+
+
+def _as_real_rows(x, model, what: str) -> torch.Tensor | None:
+    """Real-valued rows ``(n, model.n_dims)`` (float64) for a continuous model; a path is read as a
+    prepared patches file (its ``test`` split) or an ``.npy``."""
+    if x is None:
+        return None
+    if isinstance(x, (str, os.PathLike)):
+        from .data.vanhateren import load_patches
+
+        x = np.load(x) if str(x).endswith(".npy") else load_patches(x, "test")
+    arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] != model.n_dims or arr.shape[0] == 0:
+        raise ValueError(f"{what} has shape {arr.shape}; expected rows of {model.n_dims} real values")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{what} contains NaN or inf ({int((~np.isfinite(arr)).sum())} entries)")
+    return torch.as_tensor(arr, dtype=torch.float64, device=model.device)
+
+
+def _estimate_continuous(model, estimator: str, X, *, steps, schedule, chains, seed, dev, step_size, gamma,
+                         mh_sigma, proposal_scale, n_bootstrap, progress) -> EstimateResult:
+    """Closed forms (``exact``) and HAIS / its baselines on a continuous model."""
+    from .estimators.hais import hais, per_example_sd
+
+    common: dict[str, Any] = {"seed": int(seed), "device": str(dev), "estimator": estimator,
+                              "model_family": model.family, "model_kind": model.kind}
+    if estimator == "exact":
+        import time
+
+        t0 = time.perf_counter()
+        if model.kind == "analysis":
+            log_z = model.exact_log_z()
+            if log_z is None:
+                raise ValueError(f"a {model.family} model of this size has no closed-form log Z "
+                                 f"(closed forms: complete PoE, L = M); use hais")
+            res = EstimateResult(estimator="exact", log_z=float(log_z), log_z_stderr=0.0,
+                                 log_z_ci=(float(log_z), float(log_z)), settings=common)
+            if X is not None:
+                attach_log_likelihood(res, -model.energy(X).double())
+                res.extra["per_example_ll_sd"] = per_example_sd(res.per_example_log_likelihood)
+        else:
+            if X is None:
+                raise ValueError("the exact log-likelihood of a generative model needs test data")
+            ll = model.exact_log_likelihood(X)
+            if ll is None:
+                raise ValueError(f"a {model.family} model has no closed-form likelihood "
+                                 f"(closed forms: Gaussian prior, or Phi = 0); use hais")
+            ll = ll.double().cpu().numpy()
+            res = EstimateResult(estimator="exact", mean_log_likelihood=float(ll.mean()),
+                                 mean_log_likelihood_stderr=0.0,
+                                 mean_log_likelihood_ci=(float(ll.mean()), float(ll.mean())),
+                                 per_example_log_likelihood=ll, settings=common,
+                                 extra={"per_example_ll_sd": per_example_sd(ll)})
+        res.seconds = time.perf_counter() - t0
+        return res
+    if estimator not in CONTINUOUS_ESTIMATORS:
+        raise ValueError(f"{estimator!r} is not available for a continuous ({model.family}) model; choose one of "
+                         f"{('exact',) + CONTINUOUS_ESTIMATORS}")
+    gen = make_generator(seed, dev)
+    return hais(model, estimator, make_schedule(schedule, steps), chains, gen, data=X, step_size=step_size,
+                gamma=gamma, mh_sigma=mh_sigma, proposal_scale=proposal_scale, n_bootstrap=n_bootstrap,
+                progress=progress, settings={**common, "schedule": schedule})
 
 
 def log_f_estimate(model: Model, X: torch.Tensor, generator: torch.Generator,
@@ -84,7 +148,8 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
              steps: int | None = None, schedule: str = "linear", chains: int = 100, init: str = "uniform",
              seed: int = 0, device: str | None = "cpu", n_examples: int | None = None,
              csl_mode: str = "unbiased", burn_in: int = 100, thin: int = 1, samples_per_chain: int = 10,
-             is_samples: int = 500, n_bootstrap: int = 1000, progress: bool = False) -> EstimateResult:
+             is_samples: int = 500, n_bootstrap: int = 1000, progress: bool = False, step_size: float = 0.2,
+             gamma: float | None = None, mh_sigma: float = 0.1, proposal_scale: float = 1.0) -> EstimateResult:
     """Run one estimator on one model.
 
     Parameters
@@ -124,11 +189,26 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     is_samples : int
         DBM / DBN: importance samples per example for ``log f(v)`` (AIS test log-likelihood,
         RAISE control variate).
+    step_size, gamma, mh_sigma, proposal_scale :
+        Continuous models (``hais``, ``ais-hmc``, ``ais-mh``; see
+        :func:`logzbench.estimators.hais.hais`): leapfrog step (0.2), momentum refresh fraction
+        (default: half the momentum power per unit time), random-walk scale (0.1), standard
+        deviation of the Gaussian proposal of analysis models.  ``exact`` uses the closed forms.
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
     dev = resolve_device(device)
     rbm = load_model(model, device=dev) if isinstance(model, (str, os.PathLike)) else model.to(dev)
+    if getattr(rbm, "kind", None) in ("analysis", "generative"):
+        if int(chains) < 1:
+            raise ValueError(f"number of chains must be >= 1, got {chains}")
+        return _estimate_continuous(rbm, estimator, _as_real_rows(data, rbm, "test data"), steps=steps,
+                                    schedule=schedule, chains=chains, seed=seed, dev=dev, step_size=step_size,
+                                    gamma=gamma, mh_sigma=mh_sigma, proposal_scale=proposal_scale,
+                                    n_bootstrap=n_bootstrap, progress=progress)
+    if estimator in CONTINUOUS_ESTIMATORS:
+        raise ValueError(f"{estimator} is for continuous models (PoE, mcRBM, linear / bilinear generative); "
+                         f"this is a binary {rbm.family.upper()}: use ais")
     X = _as_rows(data, rbm, "test data")
     X_train = _as_rows(train_data, rbm, "training data")
     if int(chains) < 1:

@@ -10,11 +10,13 @@ import argparse
 import json
 import sys
 
+import numpy as np
+
 from .errors import LogzbenchError
 
 #: ``logzbench.api.ESTIMATORS``, spelled out so that ``--help`` does not import torch (a test keeps them equal).
 ESTIMATOR_CHOICES = ("exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais",
-                     "is", "ris", "is-avg", "is-weighted", "is-select", "ds")
+                     "is", "ris", "is-avg", "is-weighted", "is-select", "ds", "hais", "ais-hmc", "ais-mh")
 
 
 def _add_estimate(sub) -> None:
@@ -39,6 +41,12 @@ def _add_estimate(sub) -> None:
     p.add_argument("--samples-per-chain", type=int, default=10, help="CSL samples kept per chain")
     p.add_argument("--is-samples", type=int, default=500,
                    help="DBM/DBN: importance samples per example for log f(v) (default 500)")
+    g = p.add_argument_group("continuous models (hais, ais-hmc, ais-mh)")
+    g.add_argument("--step-size", type=float, default=0.2, help="leapfrog step size (default 0.2)")
+    g.add_argument("--gamma", type=float, help="momentum refresh fraction (default: half the power per unit time)")
+    g.add_argument("--mh-sigma", type=float, default=0.1, help="random-walk proposal scale of ais-mh (default 0.1)")
+    g.add_argument("--proposal-scale", type=float, default=1.0,
+                   help="analysis models: standard deviation of the Gaussian initial distribution")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
     p.add_argument("--json", dest="json_out", help="also write the JSON object to this file")
@@ -51,12 +59,24 @@ def _cmd_estimate(args) -> int:
     from .data import load_binary_rows
     from .utils import save_npz_atomic, write_json_atomic
 
-    data = load_binary_rows(args.data, split=args.split) if args.data else None
-    train = load_binary_rows(args.train_data, split="train") if args.train_data else None
-    res = estimate(args.model, args.estimator, data=data, train_data=train, steps=args.steps,
+    from .models.io import load_model
+
+    model = load_model(args.model)
+    if getattr(model, "kind", None) in ("analysis", "generative"):  # continuous: real-valued rows
+        from .data.vanhateren import load_patches
+
+        def rows(path, split):
+            return np.load(path) if str(path).endswith(".npy") else load_patches(path, split)
+    else:
+        rows = load_binary_rows
+    data = rows(args.data, args.split) if args.data else None
+    train = rows(args.train_data, "train") if args.train_data else None
+    res = estimate(model, args.estimator, data=data, train_data=train, steps=args.steps,
                    schedule=args.schedule, chains=args.chains, init=args.init, seed=args.seed, device=args.device,
                    n_examples=args.n_examples, csl_mode=args.csl_mode, burn_in=args.burn_in, thin=args.thin,
-                   samples_per_chain=args.samples_per_chain, is_samples=args.is_samples, progress=args.progress)
+                   samples_per_chain=args.samples_per_chain, is_samples=args.is_samples, progress=args.progress,
+                   step_size=args.step_size, gamma=args.gamma, mh_sigma=args.mh_sigma,
+                   proposal_scale=args.proposal_scale)
     out = {"model": str(args.model), "data": args.data, **res.to_dict()}
     if args.json_out:
         write_json_atomic(args.json_out, out)

@@ -61,6 +61,8 @@ __all__ = [
     "apply_flags",
     "make_table1",
     "make_table2",
+    "make_table_continuous",
+    "plot_model_size",
     "ground_truth",
     "annealed_trials",
     "plot_annealed_trials",
@@ -71,6 +73,13 @@ __all__ = [
 LOWER_BOUND_METHODS = ("raise", "csl")
 #: methods with an annealing schedule, swept over K and the initial distribution
 ANNEALED_METHODS = ("ais", "raise", "ads", "ads-multinomial", "reverse-ais")
+#: estimators of continuous models (Sohl-Dickstein & Culpepper 2012), swept over K (no init)
+CONTINUOUS_METHODS = ("hais", "ais-hmc", "ais-mh")
+#: continuous families: analysis models (HAIS errs high on their log-likelihood, as AIS does) and
+#: generative ones (one run per test point: log p-hat(x) errs low)
+ANALYSIS_FAMILIES = ("poe-laplace", "poe-student-t", "mcrbm")
+GENERATIVE_FAMILIES = ("linear-gaussian", "linear-laplace", "bilinear")
+CONTINUOUS_FAMILIES = ANALYSIS_FAMILIES + GENERATIVE_FAMILIES
 INIT_ORDER = ("uniform", "base-rate")
 DEEP_FAMILIES = ("dbm", "dbn")
 #: per-run summaries of the importance-sampling log f(v) of deep models (EstimateResult.extra)
@@ -81,7 +90,7 @@ LOG_F_COLUMNS = {"log_f_is": "mean_log_f_is", "log_f_is_stderr": "mean_log_f_is_
 PER_RUN_COLUMNS = [
     "model", "family", "architecture", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains",
     "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
-    "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "exact_test_ll", "exact_log_z",
+    "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "per_example_ll_sd", "exact_test_ll", "exact_log_z",
     "ll_minus_exact", "log_z_minus_exact", *LOG_F_COLUMNS, "device", "flags", "key", "mlflow_run_id", "source",
 ]
 GROUP_COLUMNS = ["model", "dataset", "estimator", "method", "schedule", "K", "init"]
@@ -149,7 +158,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         model = Path(str(model)).stem
     if model is None and source is not None:
         model = Path(source).parent.parent.name or Path(source).stem
-    uses_k = method in ANNEALED_METHODS + ("csl",)
+    uses_k = method in ANNEALED_METHODS + CONTINUOUS_METHODS + ("csl",)
     uses_init = method in ANNEALED_METHODS
     uses_seed = method != "exact"
     chains = pick("chains", default=res.get("n_chains"))
@@ -166,7 +175,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "dataset": pick("dataset", default=""),
         "estimator": estimator,
         "method": method,
-        "schedule": (pick("schedule", default="linear") if method in ANNEALED_METHODS else ""),
+        "schedule": (pick("schedule", default="linear") if method in ANNEALED_METHODS + CONTINUOUS_METHODS else ""),
         "K": _int_or_none(pick("K", "steps", "n_steps")) if uses_k else None,
         "init": str(pick("init", default="uniform")) if uses_init else "",
         "seed": _int_or_none(pick("seed", default=0)) if uses_seed else None,
@@ -183,6 +192,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "n_sweeps": _num(res.get("n_sweeps")),
         "total_sweeps": _num(res.get("total_sweeps")),
         "sweeps_per_second": _num(res.get("sweeps_per_second")),
+        "per_example_ll_sd": _num(extra.get("per_example_ll_sd")),
         **{col: _num(extra.get(k)) for col, k in LOG_F_COLUMNS.items()},
         "device": pick("device", default=""),
         "key": rec.get("key", ""),
@@ -288,6 +298,8 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
             "total_sweeps": float(g["total_sweeps"].mean()),
             "sweeps_per_second": float(g["sweeps_per_second"].mean()) if g["sweeps_per_second"].notna().any()
             else float("nan"),
+            "per_example_ll_sd": float(g["per_example_ll_sd"].mean()) if g["per_example_ll_sd"].notna().any()
+            else float("nan"),
             "exact_test_ll": float(g["exact_test_ll"].iloc[0]),
             "exact_log_z": float(g["exact_log_z"].iloc[0]),
             "log_f_is": float(g["log_f_is"].mean()) if g["log_f_is"].notna().any() else float("nan"),
@@ -304,7 +316,8 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
     cols = GROUP_COLUMNS + ["family", "architecture", "n_seeds", "seeds", "chains", "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_sd",
                             "mean_test_ll_se", "mean_test_ll_min", "mean_test_ll_max", "log_z", "log_z_sd",
                             "log_z_se", "ess", "ess_min", "ess_fraction_min", "seconds", "total_sweeps",
-                            "sweeps_per_second", "exact_test_ll", "exact_log_z", "log_f_is", "log_f_is_se",
+                            "sweeps_per_second", "per_example_ll_sd", "exact_test_ll", "exact_log_z", "log_f_is",
+                            "log_f_is_se",
                             "log_f_is_jensen_gap", "log_f_mean_field", "log_f_is_ess_mean", "is_samples"]
     s = pd.DataFrame(rows, columns=cols)
     s["K"] = pd.array(s["K"], dtype="Int64")
@@ -421,6 +434,22 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
             why = ("; the importance-sampled log f(v) errs low" if s.get("family") in DEEP_FAMILIES else "")
             add(i, f"AIS falls below exact by {ex - v:.2f} nats (> {z:g} x s.e. {se:.2g}){why}")
 
+    # continuous models: HAIS and its baselines err high on an analysis model's log-likelihood (log Z-hat
+    # is low) and low on a generative model's (log p-hat(x) is low per point)
+    for i, s in summary.iterrows():
+        if s["method"] not in CONTINUOUS_METHODS:
+            continue
+        ex, v = float(s["exact_test_ll"]), float(s["mean_test_ll"])
+        if not (math.isfinite(ex) and math.isfinite(v)):
+            continue
+        se = float(s["mean_test_ll_se"]) if math.isfinite(float(s["mean_test_ll_se"])) else 0.0
+        if s["family"] in ANALYSIS_FAMILIES and ex - v > z * se:
+            add(i, f"{s['method'].upper()} falls below the closed form by {ex - v:.2f} nats (> {z:g} x s.e. {se:.2g}); "
+                   f"an analysis model's estimate should err high")
+        if s["family"] in GENERATIVE_FAMILIES and v - ex > z * se:
+            add(i, f"{s['method'].upper()} exceeds the closed form by {v - ex:.2f} nats (> {z:g} x s.e. {se:.2g}); "
+                   f"a generative model's estimate should err low")
+
     # stochastic lower bounds above the exact value
     for i, s in summary.iterrows():
         if s["method"] not in LOWER_BOUND_METHODS:
@@ -512,7 +541,7 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
     (``uniform`` and ``base-rate`` first), and ``flags``.  Values are mean test
     log-likelihoods (nats), averaged over seeds; ``gap`` is AIS - RAISE.
     """
-    summary = summary[~_is_deep(summary)]
+    summary = summary[~_is_deep(summary) & ~summary["family"].isin(CONTINUOUS_FAMILIES)]
     inits = _inits(summary)
     csl_names = sorted(set(summary.loc[summary["method"] == "csl", "estimator"]))
     csl_cols = {n: ("csl" if len(csl_names) == 1 else f"csl:{n}") for n in csl_names}
@@ -546,6 +575,79 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
     t = pd.DataFrame(rows, columns=cols)
     t["K"] = pd.array(t["K"], dtype="Int64")
     return t.sort_values(["model", "schedule", "K"], kind="stable", na_position="first").reset_index(drop=True)
+
+
+def make_table_continuous(summary: pd.DataFrame) -> pd.DataFrame:
+    """Sohl-Dickstein & Culpepper Table 1 layout for the continuous models: one row per model.
+
+    Columns ``model, family, architecture`` (``M-size``), ``size``, ``exact`` (closed form, where
+    one exists), for each estimator of :data:`CONTINUOUS_METHODS` run on the model its mean test
+    log-likelihood at the largest K (mean over seeds), its standard error ``<est>_se`` and that
+    ``<est>_K``, ``spread`` (the standard error of the mean over test points, sd / sqrt(n), of the
+    best available estimate: the paper's "±"), ``n_test`` and ``flags``.
+    """
+    cont = summary[summary["family"].isin(CONTINUOUS_FAMILIES)]
+    methods = [m for m in CONTINUOUS_METHODS if m in set(cont["method"])]
+    rows = []
+    for model, ms in cont.groupby("model", sort=True):
+        arch = ms["architecture"].iloc[0]
+        row: dict[str, Any] = {"model": model, "family": ms["family"].iloc[0], "architecture": arch,
+                               "size": int(arch.split("-")[-1]) if arch else pd.NA}
+        ex = ms["exact_test_ll"].dropna()
+        row["exact"] = float(ex.iloc[0]) if len(ex) else float("nan")
+        spread_src = ms[ms["method"] == "exact"]
+        flags: list[str] = []
+        for m in methods:
+            g = ms[(ms["method"] == m) & ms["K"].notna()]
+            if g.empty:
+                row[m] = row[f"{m}_se"] = float("nan")
+                row[f"{m}_K"] = pd.NA
+                continue
+            top = g[g["K"] == g["K"].max()].iloc[0]
+            row[m], row[f"{m}_se"], row[f"{m}_K"] = float(top["mean_test_ll"]), float(top["mean_test_ll_se"]), int(top["K"])
+            flags += [f"{m}: {f}" for f in str(top["flags"]).split("; ") if f]
+            if m == "hais" and spread_src.empty:
+                spread_src = g[g["K"] == g["K"].max()]
+        sd = spread_src["per_example_ll_sd"].dropna()
+        n = spread_src["n_examples"].dropna()
+        row["n_test"] = int(n.iloc[0]) if len(n) else pd.NA
+        row["spread"] = float(sd.iloc[0]) / math.sqrt(int(n.iloc[0])) if len(sd) and len(n) else float("nan")
+        row["flags"] = "; ".join(dict.fromkeys(flags))
+        rows.append(row)
+    cols = ["model", "family", "architecture", "size", "exact"]
+    for m in methods:
+        cols += [m, f"{m}_se", f"{m}_K"]
+    cols += ["spread", "n_test", "flags"]
+    t = pd.DataFrame(rows, columns=cols)
+    return t.sort_values(["family", "size", "model"], kind="stable").reset_index(drop=True)
+
+
+def plot_model_size(table: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Mean test log-likelihood against model size, one line per family (Sohl-Dickstein &
+    Culpepper Fig. 5): the HAIS estimate at its largest K (the closed form where HAIS is absent)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    plotted = False
+    for family, g in table.groupby("family", sort=True):
+        y = g["hais"] if "hais" in g else pd.Series(float("nan"), index=g.index)
+        y = y.where(y.notna(), g["exact"]).to_numpy(dtype=float)
+        err = (g["hais_se"] if "hais_se" in g else pd.Series(0.0, index=g.index)).fillna(0.0).to_numpy(dtype=float)
+        x = g["size"].to_numpy(dtype=float)
+        ok = np.isfinite(y) & np.isfinite(x)
+        if ok.any():
+            order = np.argsort(x[ok])
+            ax.errorbar(x[ok][order], y[ok][order], yerr=err[ok][order], marker="o", capsize=3, label=family)
+            plotted = True
+    if not plotted:
+        ax.text(0.5, 0.5, "no continuous models", transform=ax.transAxes, ha="center", va="center")
+    else:
+        ax.legend(fontsize=8)
+    ax.set_xlabel("model size (experts / units / latent variables)")
+    ax.set_ylabel("mean test log-likelihood (nats)")
+    ax.set_title("log-likelihood vs model size (HAIS at the largest K)")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
 
 
 def _mean_se(frame: pd.DataFrame, value: str, se: str) -> tuple[float, float]:
@@ -740,16 +842,17 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     styles = {"uniform": "-", "base-rate": "--"}
     colors = {"ais": "tab:red", "raise": "tab:blue", "csl": "tab:green", "ads": "tab:purple",
-              "ads-multinomial": "tab:pink", "reverse-ais": "tab:cyan"}
+              "ads-multinomial": "tab:pink", "reverse-ais": "tab:cyan", "hais": "tab:blue", "ais-hmc": "tab:green",
+              "ais-mh": "tab:red"}
     plotted = False
-    for (method, est, sched, init), g in ms[ms["method"].isin(ANNEALED_METHODS + ("csl",))].groupby(
+    for (method, est, sched, init), g in ms[ms["method"].isin(ANNEALED_METHODS + CONTINUOUS_METHODS + ("csl",))].groupby(
             ["method", "estimator", "schedule", "init"], sort=True):
         g = g[g["K"].notna() & g["mean_test_ll"].notna()].sort_values("K")
         if g.empty:
             continue
         err = g["mean_test_ll_se"].to_numpy(dtype=float)
         err = np.where(np.isfinite(err), err, 0.0)
-        label = est if method == "csl" else f"{est} ({init}{', ' + sched if sched not in ('', 'linear') else ''})"
+        label = est if method == "csl" or not init else f"{est} ({init}{', ' + sched if sched not in ('', 'linear') else ''})"
         ax.errorbar(g["K"].to_numpy(dtype=float), g["mean_test_ll"].to_numpy(dtype=float), yerr=err, capsize=3,
                     marker="o" if method != "csl" else "s", linestyle=styles.get(init, ":") if method != "csl" else ":",
                     color=colors.get(method), label=label, alpha=0.9)
@@ -882,6 +985,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
                                                                              "flags"])
     table2 = make_table2(summary) if len(summary) else pd.DataFrame(
         columns=["model", "family", "architecture", "schedule", "K", "n_seeds", "exact", "flags"])
+    table_c = make_table_continuous(summary)
     truth = ground_truth(per_run, tolerance=truth_tolerance)
     trials = annealed_trials(per_run, truth, z=z)
     paths: dict[str, Any] = {
@@ -890,6 +994,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "summary": _write_csv(summary, out / "summary.csv"),
         "table1": _write_csv(table1, out / "table1.csv"),
         "table2": _write_csv(table2, out / "table2.csv"),
+        "table_continuous": _write_csv(table_c, out / "table_continuous.csv"),
         "flags": _write_csv(_flag_rows(summary), out / "flags.csv"),
     }
     plot_paths: dict[str, Path] = {}
@@ -898,6 +1003,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         for m in sorted(set(per_run["model"]) | set(models or [])):
             plot_paths[m] = plot_model(summary, m, out / "plots" / f"{m}.png")
             trial_plots[m] = plot_annealed_trials(trials, m, out / "plots" / f"{m}_bias_mse.png")
+        paths["model_size_plot"] = plot_model_size(table_c, out / "plots" / "model_size.png")
     paths["plots"] = plot_paths
     paths["trial_plots"] = trial_plots
 
@@ -921,6 +1027,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
                    "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
         "files": {k: str(v) for k, v in paths.items() if k not in ("plots", "trial_plots")},
+        "table_continuous": _records(table_c),
         "ground_truth": _records(truth),
         "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
         "table2": _records(table2),

@@ -360,7 +360,7 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
     settings = res.get("settings") or {}
     keys = ("model", "dataset", "estimator", "method", "K", "chains", "init", "seed", "schedule", "device",
             "n_examples", "csl_mode", "burn_in", "thin", "n_visible", "n_hidden", "family", "hidden_sizes",
-            "is_samples", "code_version")
+            "is_samples", "step_size", "gamma", "mh_sigma", "proposal_scale", "code_version")
     out = {k: record.get(k, settings.get(k)) for k in keys}
     out["method"] = out["method"] or res.get("estimator")
     out["chains"] = out["chains"] if out["chains"] is not None else res.get("n_chains")

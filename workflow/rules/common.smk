@@ -42,16 +42,24 @@ REPO_ROOT = Path(workflow.basedir).resolve()
 SCRIPTS = REPO_ROOT / "workflow" / "scripts"
 
 KNOWN_N_VISIBLE = {"mnist": 784, "digits": 64, "omniglot": 784}
+#: continuous data sets (real-valued rows: whitened PCA coefficients of image patches)
+CONTINUOUS_SOURCES = ("vanhateren",)
 #: methods swept over K x init x seed (log Z from one annealing run: ais, ads, ads-multinomial,
 #: reverse-ais; test log-likelihood: raise)
 METHODS_ANNEALED = ("ais", "raise", "ads", "ads-multinomial", "reverse-ais")
-FAMILIES = ("rbm", "dbm", "dbn")
+BINARY_FAMILIES = ("rbm", "dbm", "dbn")
+#: continuous models (Sohl-Dickstein & Culpepper 2012): analysis (PoE, mcRBM) and generative ones
+CONTINUOUS_FAMILIES = ("poe-laplace", "poe-student-t", "mcrbm", "linear-gaussian", "linear-laplace", "bilinear")
+FAMILIES = BINARY_FAMILIES + CONTINUOUS_FAMILIES
+#: estimators of continuous models, swept over K x seed (no initial distribution)
+METHODS_CONTINUOUS = ("hais", "ais-hmc", "ais-mh")
 DEEP_FAMILIES = ("dbm", "dbn")
 #: initial distributions each family supports (the data-base-rate one is not defined for DBNs)
-FAMILY_INITS = {"rbm": ("uniform", "base-rate"), "dbm": ("uniform", "base-rate"), "dbn": ("uniform",)}
+FAMILY_INITS = {"rbm": ("uniform", "base-rate"), "dbm": ("uniform", "base-rate"), "dbn": ("uniform",),
+                **{f: () for f in CONTINUOUS_FAMILIES}}
 #: estimator methods each family supports (CSL is implemented for RBMs only)
 FAMILY_METHODS = {"rbm": ("exact", "csl") + METHODS_ANNEALED, "dbm": ("exact",) + METHODS_ANNEALED,
-                  "dbn": ("exact",) + METHODS_ANNEALED}
+                  "dbn": ("exact",) + METHODS_ANNEALED, **{f: ("exact",) + METHODS_CONTINUOUS for f in CONTINUOUS_FAMILIES}}
 
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
@@ -113,7 +121,17 @@ def model_hyperparams(model):
     family = hp["family"] = str(hp.get("family", "rbm")).lower()
     if family not in FAMILIES:
         raise WorkflowError(f"model {model}: unknown family {family!r}; choose one of {list(FAMILIES)}")
-    if family == "rbm":
+    ds = config["datasets"].get(m["dataset"])  # an unknown dataset is reported by the config check
+    continuous_data = ds is not None and ds["source"] in CONTINUOUS_SOURCES
+    if ds is not None and (family in CONTINUOUS_FAMILIES) != continuous_data:
+        raise WorkflowError(f"model {model}: a {family} model needs a "
+                            f"{'continuous (vanhateren)' if family in CONTINUOUS_FAMILIES else 'binary'} dataset; "
+                            f"{m['dataset']} is {'continuous' if continuous_data else 'binary'}")
+    if family in CONTINUOUS_FAMILIES:
+        if not isinstance(hp.get("size"), int) or hp["size"] < 1:
+            raise WorkflowError(f"model {model}: a {family} model needs `hyperparams.size` (experts, latent "
+                                f"variables or hidden units), got {hp.get('size')!r}")
+    elif family == "rbm":
         if "n_hidden" not in hp:
             raise WorkflowError(f"model {model}: give `hyperparams.n_hidden` or a `preset`")
     else:
@@ -135,13 +153,18 @@ def model_family(model):
 def hidden_sizes(model):
     """Hidden layer sizes: [n_hidden] for an RBM, `hidden_sizes` for a DBM or DBN."""
     hp = model_hyperparams(model)
+    if model_family(model) in CONTINUOUS_FAMILIES:
+        return [int(hp["size"])]
     if model_family(model) == "rbm":
         return [int(hp["n_hidden"])]
     return [int(n) for n in hp["hidden_sizes"]]
 
 
 def n_visible(dataset):
+    """Data dimension: visible units of a binary set, PCA components M of a continuous one."""
     d = config["datasets"][dataset]
+    if d["source"] in CONTINUOUS_SOURCES:
+        return int(d.get("n_components", 36))
     return d.get("n_visible") or KNOWN_N_VISIBLE[d["source"]]
 
 
@@ -187,6 +210,10 @@ def exact_applies(model, est_name):
         return False
     if setting is True:
         return True
+    family = model_family(model)
+    if family in CONTINUOUS_FAMILIES:  # closed forms: complete PoE (L = M), linear model with Gaussian prior
+        return family == "linear-gaussian" or (family.startswith("poe-") and
+                                               hidden_sizes(model)[0] == n_visible(model_dataset(model)))
     e = config["estimators"][est_name]
     limit = e.get("max_units", config["evaluation"]["exact_max_units"])
     limit_f = e.get("max_log_f_units", config["evaluation"]["exact_max_log_f_units"])
@@ -231,7 +258,7 @@ def estimate_files(model, ext="json"):
         if method == "exact":
             if exact_applies(model, name):
                 out.append(f"{base}/exact.{ext}")
-        elif method == "csl":
+        elif method == "csl" or method in METHODS_CONTINUOUS:
             out += expand(f"{base}/K{{K}}_seed{{seed}}.{ext}", K=estimator_K(name), seed=_sweep(name, "seeds"))
         else:
             out += expand(f"{base}/K{{K}}_{{init}}_seed{{seed}}.{ext}", K=estimator_K(name),
@@ -247,7 +274,7 @@ def _check_config():
     if not config["models"] and not (config.get("trials") or {}):
         raise WorkflowError("the config defines no models and no trials: nothing to run")
     for d, spec in config["datasets"].items():
-        if spec["source"] not in KNOWN_N_VISIBLE and "n_visible" not in spec:
+        if spec["source"] not in KNOWN_N_VISIBLE and spec["source"] not in CONTINUOUS_SOURCES and "n_visible" not in spec:
             raise WorkflowError(f"dataset {d}: give n_visible")
     for model, m in config["models"].items():
         if m["dataset"] not in config["datasets"]:
@@ -263,8 +290,9 @@ def _check_config():
             if estimator_method(name) not in FAMILY_METHODS[family]:
                 raise WorkflowError(
                     f"model {model}: estimator {name!r} ({estimator_method(name)}) is not available for a "
-                    f"{family.upper()} (CSL is implemented for RBMs only); remove it from models.{model}.estimators "
-                    f"(without an explicit list, CSL is skipped for deep models automatically)")
+                    f"{family.upper()} (CSL is implemented for RBMs only; hais, ais-hmc and ais-mh for continuous "
+                    f"models only, the binary estimators for binary ones); remove it from models.{model}.estimators "
+                    f"(without an explicit list, estimators a family lacks are skipped automatically)")
         if not estimate_files(model):
             print(f"logzbench: warning: model {model} ({family}) has no estimate to run (a DBN supports the uniform "
                   f"initial distribution only; check the estimators' inits and the exact limits)", file=sys.stderr)
@@ -289,7 +317,7 @@ def _alternatives(names):
 
 
 ESTIMATOR_NAMES = {m: [n for n in config["estimators"] if estimator_method(n) == m]
-                   for m in ("exact", "csl") + METHODS_ANNEALED}
+                   for m in ("exact", "csl") + METHODS_ANNEALED + METHODS_CONTINUOUS}
 
 
 wildcard_constraints:
@@ -331,6 +359,9 @@ def estimator_params(wildcards):
         p.update(schedule=e["schedule"], chains=e["chains"], n_examples=e["n_examples"] if method == "raise" else None)
         if family in DEEP_FAMILIES:  # importance samples per example for log f(v)
             p.update(is_samples=e["is_samples"])
+    elif method in METHODS_CONTINUOUS:
+        p.update(schedule=e["schedule"], chains=e["chains"], step_size=e["step_size"], gamma=e["gamma"],
+                 mh_sigma=e["mh_sigma"], proposal_scale=e["proposal_scale"])
     elif method == "csl":
         p.update(chains=e["chains"], csl_mode=e["csl_mode"], burn_in=e["burn_in"], thin=e["thin"],
                  samples_per_chain=max(1, K // e["thin"]), n_examples=e["n_examples"])

@@ -12,6 +12,8 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/flags.csv",
     f"{REPORT_DIR}/report.json",
     f"{REPORT_DIR}/annealed_trials.csv",
+    f"{REPORT_DIR}/table_continuous.csv",
+    f"{REPORT_DIR}/plots/model_size.png",
 ] + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
     f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
 # a config with repeated-trial experiments only (e.g. config/liu_fig1.yaml) has no model report
@@ -35,6 +37,10 @@ rule report:
         per_run=report(f"{REPORT_DIR}/per_run.csv", caption="../report/per_run.rst", category="1. Results",
                        labels={"table": "every run"}),
         json=f"{REPORT_DIR}/report.json",
+        table_continuous=report(f"{REPORT_DIR}/table_continuous.csv", caption="../report/table_continuous.rst",
+                                category="1. Results", labels={"table": "continuous models (HAIS Table 1 layout)"}),
+        model_size=report(f"{REPORT_DIR}/plots/model_size.png", caption="../report/table_continuous.rst",
+                          category="2. Estimate vs K"),
         annealed_trials=report(f"{REPORT_DIR}/annealed_trials.csv", caption="../report/annealed_trials.rst",
                                category="1. Results", labels={"table": "bias / MSE of log Z over seeds"}),
         trial_plots=report(expand(f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"])),

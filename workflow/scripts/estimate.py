@@ -12,6 +12,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from logzbench.api import estimate  # noqa: E402
+from logzbench.models.io import CONTINUOUS_FAMILIES  # noqa: E402
 from logzbench.data import load_prepared  # noqa: E402
 from logzbench.tracking import estimate_key  # noqa: E402
 from logzbench.utils import code_version, save_npz_atomic, write_json_atomic  # noqa: E402
@@ -20,16 +21,24 @@ sm = snakemake  # noqa: F821
 torch.set_num_threads(sm.threads)
 s = dict(sm.params.settings)
 method = s["method"]
-test, train = load_prepared(sm.input.data, "test"), load_prepared(sm.input.data, "train")
+if s.get("family") in CONTINUOUS_FAMILIES:  # real-valued rows (whitened image patches)
+    from logzbench.data.vanhateren import load_patches
+
+    test, train = load_patches(sm.input.data, "test"), None
+else:
+    test, train = load_prepared(sm.input.data, "test"), load_prepared(sm.input.data, "train")
 
 kwargs = dict(data=test, train_data=train, seed=s["seed"] or 0, device=s["device"],
               progress=bool(sm.config.get("progress", False)))
-if method not in ("exact", "csl"):  # annealed: ais, raise, ads, ads-multinomial, reverse-ais
+if method in ("ais", "raise", "ads", "ads-multinomial", "reverse-ais"):  # annealed binary-model estimators
     kwargs.update(steps=s["K"], schedule=s["schedule"], chains=s["chains"], init=s["init"])
     if s.get("is_samples"):  # DBM / DBN: importance samples per example for log f(v)
         kwargs.update(is_samples=s["is_samples"])
     if method == "raise":
         kwargs.update(n_examples=s["n_examples"])
+elif method in ("hais", "ais-hmc", "ais-mh"):
+    kwargs.update(steps=s["K"], schedule=s["schedule"], chains=s["chains"], step_size=s["step_size"],
+                  gamma=s["gamma"], mh_sigma=s["mh_sigma"], proposal_scale=s["proposal_scale"])
 elif method == "csl":
     kwargs.update(chains=s["chains"], csl_mode=s["csl_mode"], burn_in=s["burn_in"], thin=s["thin"],
                   samples_per_chain=s["samples_per_chain"])

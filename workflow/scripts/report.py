@@ -21,10 +21,11 @@ if t["enabled"]:
     from logzbench.tracking import log_run
 
     files = [sm.output.table1, sm.output.table2, sm.output.summary, sm.output.per_run, sm.output.flags, sm.output.json,
-             sm.output.annealed_trials]
+             sm.output.annealed_trials, sm.output.table_continuous]
     log_run("report", uri=t["uri"], experiment_name=t["experiment"], kind="report",
             params={"n_estimates": len(sm.input.estimates), **th},
             metrics={"n_flagged_settings": paths["n_flagged"]},
             artifacts={**{f: "tables" for f in files},
-                       **{p: "plots" for p in list(sm.output.plots) + list(sm.output.trial_plots)}})
+                       **{p: "plots" for p in list(sm.output.plots) + list(sm.output.trial_plots)
+                          + [sm.output.model_size]}})
 print(f"report: {paths}")

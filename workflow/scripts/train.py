@@ -10,7 +10,7 @@ import torch  # noqa: E402
 from logzbench.data import load_prepared  # noqa: E402
 from logzbench.models import save_model  # noqa: E402
 from logzbench.report import plot_history  # noqa: E402
-from logzbench.training import history_to_csv, train_model  # noqa: E402
+from logzbench.training import CONTINUOUS_FAMILIES, history_to_csv, train_model  # noqa: E402
 from logzbench.utils import code_version, write_json_atomic  # noqa: E402
 
 sm = snakemake  # noqa: F821
@@ -19,12 +19,17 @@ model_name = sm.wildcards.model
 hp = dict(sm.params.hyperparams)
 hp.setdefault("device", sm.params.device)
 family = str(hp.pop("family", "rbm")).lower()
-train, test = load_prepared(sm.input.data, "train"), load_prepared(sm.input.data, "test")
+if family in CONTINUOUS_FAMILIES:  # whitened image patches; "device" and "progress" are not trainer arguments
+    from logzbench.data.vanhateren import load_patches
+
+    train, test = load_patches(sm.input.data, "train"), load_patches(sm.input.data, "test")
+else:
+    train, test = load_prepared(sm.input.data, "train"), load_prepared(sm.input.data, "test")
 print(f"training {model_name} ({family}) on {sm.params.dataset}: {train.shape[0]} x {train.shape[1]}; {hp}")
 
 t0 = time.perf_counter()
-model, history = train_model(train, test, family=family,
-                             **{**hp, "progress": bool(sm.config.get("progress", False))})
+extra = {"progress": bool(sm.config.get("progress", False))} if family not in CONTINUOUS_FAMILIES else {}
+model, history = train_model(train, test, family=family, **{**hp, **extra})
 seconds = time.perf_counter() - t0
 
 save_model(model, sm.output.model)
@@ -33,9 +38,13 @@ plot_history(history, sm.output.plot, title=model_name)
 final = {f"final_{k}": v for k, v in (history[-1] if history else {}).items() if isinstance(v, (int, float))}
 final["train_seconds"] = seconds
 
-# hidden layer sizes: [n_hidden] for an RBM, layer_sizes[1:] for a DBM / DBN
-sizes = [int(n) for n in (model.layer_sizes[1:] if hasattr(model, "layer_sizes") else [model.n_hidden])]
-record = {"model": model_name, "dataset": sm.params.dataset, "family": family, "n_visible": int(model.n_visible),
+# hidden layer sizes: [n_hidden] for an RBM, layer_sizes[1:] for a DBM / DBN, [size] for a continuous model
+if family in CONTINUOUS_FAMILIES:
+    sizes, n_vis = [int(model.size)], int(model.n_dims)
+else:
+    sizes = [int(n) for n in (model.layer_sizes[1:] if hasattr(model, "layer_sizes") else [model.n_hidden])]
+    n_vis = int(model.n_visible)
+record = {"model": model_name, "dataset": sm.params.dataset, "family": family, "n_visible": n_vis,
           "hidden_sizes": sizes, "n_hidden": sizes[0] if family == "rbm" else None,
           "hyperparams": {"family": family, **hp}, "seconds": seconds, "final": final,
           "code_version": code_version(), "n_train": int(train.shape[0]), "n_test": int(test.shape[0])}
@@ -56,7 +65,7 @@ if t["enabled"]:
     record["mlflow_run_id"] = log_training(
         model_name, hyperparams=hp, history=[_tracked(r) for r in history], summary=final, uri=t["uri"], experiment_name=t["experiment"],
         dataset=sm.params.dataset, artifacts=[sm.output.history, sm.output.plot, sm.output.model],
-        extra_params={"family": family, "n_visible": model.n_visible, "hidden_sizes": sizes, "n_train": train.shape[0]},
+        extra_params={"family": family, "n_visible": n_vis, "hidden_sizes": sizes, "n_train": train.shape[0]},
     )
 write_json_atomic(sm.output.summary, record)
 print(f"done in {seconds:.1f} s: {final}")

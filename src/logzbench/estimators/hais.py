@@ -42,6 +42,13 @@ from .result import EstimateResult, check_finite, ess_from_log_weights, log_mean
 ESTIMATORS = {"hais": "hais", "ais-hmc": "hmc", "ais-mh": "mh"}
 
 
+def per_example_sd(ll) -> float:
+    """Spread of the per-test-point log-likelihoods (sd, ddof 1; NaN for one point): with
+    ``sqrt(n)`` it gives the paper's "±" over test patches."""
+    ll = np.asarray(ll, dtype=np.float64)
+    return float(np.std(ll, ddof=1)) if ll.size > 1 else float("nan")
+
+
 def _kernel_of(estimator: str) -> str:
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown continuous estimator {estimator!r}; choose one of {tuple(ESTIMATORS)}")
@@ -120,6 +127,7 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
         res.extra["acceptance_rate"] = path.acceptance_rate
         if data is not None:
             ais_kernel.attach_log_likelihood(res, -model.energy(data).double())
+            res.extra["per_example_ll_sd"] = per_example_sd(res.per_example_log_likelihood)
         return res
     if model.kind != "generative":
         raise ValueError(f"model kind {model.kind!r} is neither 'analysis' nor 'generative'")
@@ -144,5 +152,6 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
         seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * P * int(n_chains),
         settings={**common, **path.settings(), "n_examples": P},
         log_weights=log_w.cpu().numpy(), per_example_log_likelihood=ll_np,
-        extra={"acceptance_rate": path.acceptance_rate, "per_example_stderr_mean": float(np.mean(se_np))},
+        extra={"acceptance_rate": path.acceptance_rate, "per_example_stderr_mean": float(np.mean(se_np)),
+               "per_example_ll_sd": per_example_sd(ll_np)},
     )

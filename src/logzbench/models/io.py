@@ -32,6 +32,21 @@ array              shape                      meaning
 ``recognition_W``      (n_visible, n_1)       optional; default ``W_1`` (tied weights)
 =====================  =====================  ==========================================
 
+**Continuous models** (Sohl-Dickstein & Culpepper 2012; float64 parameters, data rows in R^M)
+
+======================  =======================================  ===================================
+``model_type``          arrays                                   model
+======================  =======================================  ===================================
+``poe-laplace``         ``Phi`` (L, M), ``lam`` (L,) optional     product of Laplace experts
+``poe-student-t``       ``Phi`` (L, M), ``lam`` (L,)              product of Student's t experts
+``mcrbm``               see :class:`~logzbench.models.mcrbm.MCRBM`  mean-and-covariance RBM, Eq. (40)
+``linear-gaussian``     ``Phi`` (M, L), ``sigma_n``               linear generative, Gaussian prior
+``linear-laplace``      ``Phi`` (M, L), ``sigma_n``               linear generative, Laplace prior
+``bilinear``            see :class:`~logzbench.models.bilinear.BilinearGenerative`  bilinear generative
+======================  =======================================  ===================================
+
+Each continuous family validates its own arrays (``from_arrays``), with the file named in the error.
+
 so a model trained by any toolkit can be evaluated after ``np.savez(path, ...)``.  Files are
 loaded with ``allow_pickle=False``; anything malformed is refused with a
 :class:`~logzbench.errors.ModelFileError` naming the problem.
@@ -60,6 +75,24 @@ _FAMILIES = {
 
 Model = BinaryRBM | DBM | DBN
 
+#: continuous model_type -> (module, class); imported when a file of that type is read
+CONTINUOUS_FAMILIES = {
+    "poe-laplace": ("poe", "ProductOfExperts"),
+    "poe-student-t": ("poe", "ProductOfExperts"),
+    "mcrbm": ("mcrbm", "MCRBM"),
+    "linear-gaussian": ("linear_generative", "LinearGenerative"),
+    "linear-laplace": ("linear_generative", "LinearGenerative"),
+    "bilinear": ("bilinear", "BilinearGenerative"),
+}
+
+
+def continuous_class(family: str):
+    """The class implementing a continuous ``model_type``."""
+    import importlib
+
+    module, name = CONTINUOUS_FAMILIES[family]
+    return getattr(importlib.import_module(f"{__package__}.{module}"), name)
+
 
 def _dbm_arrays(path: Path, arrays: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
     n_layers = 0
@@ -83,12 +116,16 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_model(path: str | os.PathLike, device=None) -> Model:
-    """Load a model file (RBM, DBM or DBN); see the module docstring for the formats."""
+    """Load a model file (RBM, DBM, DBN or a continuous model); see the module docstring for the formats."""
     path = Path(path)
     arrays = _read_npz(path)
-    family = str(arrays.pop("model_type", np.array("rbm"))).lower()
+    family = str(arrays.get("model_type", np.array("rbm"))).lower()
+    if family in CONTINUOUS_FAMILIES:
+        return continuous_class(family).from_arrays(arrays, source=str(path), device=device)
+    arrays.pop("model_type", None)
     if family not in _FAMILIES:
-        raise ModelFileError(f"{path}: unknown model_type {family!r}; supported: {sorted(_FAMILIES)}")
+        raise ModelFileError(f"{path}: unknown model_type {family!r}; supported: "
+                             f"{sorted(_FAMILIES) + sorted(CONTINUOUS_FAMILIES)}")
     required, optional = _FAMILIES[family] or _dbm_arrays(path, arrays)
     missing = [k for k in required if k not in arrays]
     if missing:
@@ -122,5 +159,6 @@ def load_model(path: str | os.PathLike, device=None) -> Model:
 
 def save_model(model: Model, path: str | os.PathLike) -> None:
     """Write ``model`` atomically as ``.npz`` (readable by :func:`load_model`)."""
-    arrays = model.to_arrays()
-    save_npz_atomic(path, model_type=np.array(model.family), **arrays)
+    arrays = dict(model.to_arrays())
+    arrays["model_type"] = np.array(model.family)
+    save_npz_atomic(path, **arrays)

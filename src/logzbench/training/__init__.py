@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 
 from ..models.rbm import BinaryRBM
+from .continuous import CONTINUOUS_FAMILIES, train_continuous
 from .dbm import DBMTrainer, train_dbm
 from .dbn import DBNTrainer, train_dbn
 from .metrics import exact_log_likelihood, pseudo_log_likelihood, reconstruction_error
@@ -20,9 +21,10 @@ from .presets import DEEP_TRAIN_PRESETS, MODEL_PRESETS, TRAIN_PRESETS, get_prese
 from .trainer import RBMTrainer, TrainingDivergedError, history_to_csv
 
 __all__ = [
-    "DBMTrainer", "DBNTrainer", "DEEP_TRAIN_PRESETS", "FAMILIES", "MODEL_PRESETS", "RBMTrainer", "TRAIN_PRESETS",
+    "CONTINUOUS_FAMILIES", "DBMTrainer", "DBNTrainer", "DEEP_TRAIN_PRESETS", "FAMILIES", "MODEL_PRESETS", "RBMTrainer", "TRAIN_PRESETS",
     "TrainingDivergedError", "exact_log_likelihood", "get_preset", "history_to_csv", "pseudo_log_likelihood",
-    "reconstruction_error", "train_dbm", "train_dbn", "train_model", "train_rbm",
+    "reconstruction_error", "train_continuous", "train_dbm", "train_dbn", "train_model",
+    "train_rbm",
 ]
 
 #: family -> trainer class
@@ -60,9 +62,11 @@ def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
         Binary training data.
     test : array-like, shape (n_test, n_visible), optional
         Held-out binary data to monitor.
-    family : {"rbm", "dbm", "dbn"}
-        Model family: :func:`train_rbm` (:class:`RBMTrainer`), :class:`DBMTrainer` or
-        :class:`DBNTrainer`.
+    family : {"rbm", "dbm", "dbn", "poe-laplace", "poe-student-t", "mcrbm", "linear-gaussian", \
+"linear-laplace", "bilinear"}
+        Model family: :func:`train_rbm` (:class:`RBMTrainer`), :class:`DBMTrainer`,
+        :class:`DBNTrainer`, or a continuous model (:func:`~logzbench.training.continuous.train_continuous`:
+        ``size``, ``n_iter``, ``seed`` and the MPF / EM trainer's keywords).
     **hyperparams
         The trainer's constructor arguments, e.g. ``**MODEL_PRESETS[name]`` (which includes
         ``family``) plus overrides.  For ``family="rbm"``, ``hidden_sizes=[n]`` is accepted as
@@ -84,8 +88,11 @@ def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
         When the parameters become NaN or infinite.
     """
     name = str(family).lower()
+    if name in CONTINUOUS_FAMILIES:  # Sohl-Dickstein & Culpepper 2012: MPF or EM with HMC
+        return train_continuous(train, test, family=name, **hyperparams)
     if name not in FAMILIES:
-        raise ValueError(f"unknown model family {family!r}; choose one of {sorted(FAMILIES)}")
+        raise ValueError(f"unknown model family {family!r}; choose one of "
+                         f"{sorted(FAMILIES) + sorted(CONTINUOUS_FAMILIES)}")
     cls = FAMILIES[name]
     hp = dict(hyperparams)
     if name == "rbm" and "hidden_sizes" in hp:
