@@ -126,3 +126,21 @@ def test_bad_input():
         hais(model, "hais", schedules.linear(5), 4, torch.Generator().manual_seed(0))
     with pytest.raises(ValueError, match="unknown continuous estimator"):
         hais(model, "ais", schedules.linear(5), 4, torch.Generator().manual_seed(0))
+
+
+def test_hais_beats_the_baselines_on_a_complete_laplace_poe():
+    """The paper's Fig. 3 setting in small: a complete (16 x 16) product of Laplace experts with its
+    closed-form log Z; at 100 intermediate distributions HAIS's mean squared log Z error over
+    repeated runs is below both baselines'."""
+    from logzbench.models.poe import ProductOfExperts
+
+    g = np.random.default_rng(0)
+    Q, _ = np.linalg.qr(g.normal(size=(16, 16)))
+    model = ProductOfExperts(Q * np.exp(g.normal(size=16) * 0.5)[:, None], np.ones(16), expert="laplace")
+    exact = model.exact_log_z()
+    mse = {}
+    for est in ("hais", "ais-hmc", "ais-mh"):
+        errs = [hais(model, est, schedules.linear(100), 200, torch.Generator().manual_seed(s), n_bootstrap=0).log_z
+                - exact for s in range(5)]
+        mse[est] = float(np.mean(np.square(errs)))
+    assert mse["hais"] < mse["ais-hmc"] and mse["hais"] < mse["ais-mh"], mse
