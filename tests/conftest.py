@@ -87,3 +87,13 @@ def clustered_data():
     """(train, test): 2,000 and 500 clustered 12-bit rows."""
     rng = np.random.default_rng(123)
     return clustered_rows(2000, rng), clustered_rows(500, rng)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test (small batched tensor ops are much faster single-threaded on a
+    shared CPU); the previous count is restored afterwards."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

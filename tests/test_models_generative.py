@@ -22,13 +22,7 @@ from logzbench.models.hamiltonian import HamiltonianPath, autograd_grad
 from logzbench.models.linear_generative import LinearGenerative
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small batched tensor ops are much faster single-threaded on a shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _t(x):

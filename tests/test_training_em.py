@@ -17,13 +17,7 @@ from logzbench.training.em import posterior_path, train_em
 SIGMA_N = 0.1
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Small batched tensor ops are much faster single-threaded on a shared CPU."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

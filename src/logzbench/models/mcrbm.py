@@ -53,6 +53,7 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type, _resolve_generator
+from ._continuous import as_rows
 
 #: Parameter arrays of a model file, in order.
 ARRAYS = ("P", "C", "W", "b_m", "b_c", "b_v", "sigma")
@@ -202,12 +203,7 @@ class MCRBM:
         return e_cov + e_mean + 0.5 * sq / sigma**2 - x @ b_v
 
     def _input(self, x) -> torch.Tensor:
-        x = torch.as_tensor(x, device=self.device)
-        if x.dtype != torch.float64:
-            x = x.double()
-        if x.ndim != 2 or x.shape[1] != self.n_dims:
-            raise ValueError(f"x must have shape (n, {self.n_dims}), got {tuple(x.shape)}")
-        return x
+        return as_rows(x, self.n_dims, self.device)
 
     def energy(self, x: torch.Tensor) -> torch.Tensor:
         """The marginal energy ``E(x)`` of the module docstring (unnormalised ``-log p(x)``).

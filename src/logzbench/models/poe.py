@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelFileError
+from ._continuous import as_rows
 
 #: expert name -> model family (``model_type`` in model files)
 EXPERTS = {"laplace": "poe-laplace", "student-t": "poe-student-t"}
@@ -245,12 +246,7 @@ class ProductOfExperts:
         return torch.log1p(u * u) @ lam
 
     def _input(self, x) -> torch.Tensor:
-        x = torch.as_tensor(x, device=self.device)
-        if x.dtype != torch.float64:
-            x = x.double()
-        if x.ndim != 2 or x.shape[1] != self.n_dims:
-            raise ValueError(f"x must have shape (n, {self.n_dims}), got {tuple(x.shape)}")
-        return x
+        return as_rows(x, self.n_dims, self.device)
 
     def energy(self, x: torch.Tensor) -> torch.Tensor:
         """``E(x) = sum_l E_expert(Phi_l x; lambda_l)`` (the unnormalised ``-log p(x)``).
