@@ -106,17 +106,23 @@ def test_generative_model_with_zero_basis_is_exact():
     assert np.allclose(res.per_example_log_likelihood, model.exact_log_likelihood(X).numpy(), atol=1e-10)
 
 
+def _log_z_mse(model, exact, *, K, chains, n_seeds=5):
+    """Mean squared error of log Z-hat over ``n_seeds`` runs, per estimator."""
+    out = {}
+    for est in ("hais", "ais-hmc", "ais-mh"):
+        errs = [hais(model, est, schedules.linear(K), chains, torch.Generator().manual_seed(s), n_bootstrap=0).log_z
+                - exact for s in range(n_seeds)]
+        out[est] = float(np.mean(np.square(errs)))
+    return out
+
+
 def test_hais_converges_with_fewer_distributions_than_the_baselines():
     """Sohl-Dickstein & Culpepper Figs 2-3: at few intermediate distributions HAIS's log Z error is
     smaller than AIS with a random-walk kernel and than AIS with fully resampled momenta (mean
     squared error over repeated runs, on an ill-conditioned 12-dimensional Gaussian)."""
     model = GaussianEnergy(_spd(12, 5) * 4)
     exact = model.exact_log_z()
-    mse = {}
-    for est in ("hais", "ais-hmc", "ais-mh"):
-        errs = [hais(model, est, schedules.linear(50), 100, torch.Generator().manual_seed(s), n_bootstrap=0).log_z
-                - exact for s in range(5)]
-        mse[est] = float(np.mean(np.square(errs)))
+    mse = _log_z_mse(model, exact, K=50, chains=100)
     assert mse["hais"] < mse["ais-hmc"] and mse["hais"] < mse["ais-mh"], mse
 
 
@@ -138,9 +144,5 @@ def test_hais_beats_the_baselines_on_a_complete_laplace_poe():
     Q, _ = np.linalg.qr(g.normal(size=(16, 16)))
     model = ProductOfExperts(Q * np.exp(g.normal(size=16) * 0.5)[:, None], np.ones(16), expert="laplace")
     exact = model.exact_log_z()
-    mse = {}
-    for est in ("hais", "ais-hmc", "ais-mh"):
-        errs = [hais(model, est, schedules.linear(100), 200, torch.Generator().manual_seed(s), n_bootstrap=0).log_z
-                - exact for s in range(5)]
-        mse[est] = float(np.mean(np.square(errs)))
+    mse = _log_z_mse(model, exact, K=100, chains=200)
     assert mse["hais"] < mse["ais-hmc"] and mse["hais"] < mse["ais-mh"], mse
