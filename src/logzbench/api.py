@@ -41,17 +41,11 @@ INITS = ("uniform", "base-rate")
 def _as_rows(x, rbm: Model, what: str) -> torch.Tensor | None:
     if x is None:
         return None
-    if isinstance(x, (str, os.PathLike)):
-        from .data import load_binary_rows
+    from .data import check_binary_rows, load_binary_rows
 
+    if isinstance(x, (str, os.PathLike)):
         x = load_binary_rows(x)
-    arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-    if arr.ndim != 2 or arr.shape[1] != rbm.n_visible:
-        raise ValueError(f"{what} has shape {arr.shape}; expected rows of {rbm.n_visible} binary values")
-    if arr.shape[0] == 0:
-        raise ValueError(f"{what} has no rows")
-    if not np.isin(arr, (0, 1)).all():
-        raise ValueError(f"{what} must be binary (0/1); found other values")
+    arr = check_binary_rows(x, what, rbm.n_visible)
     return torch.as_tensor(arr, dtype=torch.float32, device=rbm.device)
 
 

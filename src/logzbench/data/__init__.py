@@ -34,8 +34,8 @@ FORMAT_VERSION = 1
 #: Stream index per split: split ``s`` is binarized with ``default_rng([seed, _STREAM[s]])``.
 _STREAM = {"train": 0, "test": 1, "valid": 2}
 
-__all__ = ["DATASETS", "CONTINUOUS_DATASETS", "prepare_dataset", "prepare_patches", "load_prepared",
-           "load_binary_rows", "load_meta"]
+__all__ = ["DATASETS", "CONTINUOUS_DATASETS", "check_binary_rows", "prepare_dataset", "prepare_patches",
+           "load_prepared", "load_binary_rows", "load_meta"]
 
 
 def prepare_dataset(
@@ -284,17 +284,45 @@ def _member(npz, key: str, path: Path) -> np.ndarray:
         raise DatasetError(f"cannot read array {key!r} of {path}: {exc}") from exc
 
 
-def _check_binary(arr: np.ndarray, where: str, n_features: int | None = None) -> np.ndarray:
-    """Validate a 2-D array of 0/1 and return it as ``uint8``."""
+def check_binary_rows(x, what: str, n_features: int | None = None, error: type[Exception] = ValueError) -> np.ndarray:
+    """Validate rows of 0/1 values and return them as a ``uint8`` array ``(n, n_features)``.
+
+    The one binary-data check of logzbench: prepared dataset files (``error=DatasetError``),
+    the data given to :func:`logzbench.api.estimate` and to the trainers (``ValueError``).
+
+    Parameters
+    ----------
+    x : array-like or torch.Tensor
+        Candidate rows.
+    what : str
+        Names the data in messages (e.g. ``"test data"``, ``"data mnist.npz [test]"``).
+    n_features : int, optional
+        Required number of columns.
+    error : exception class
+        Raised with a message naming ``what`` and the problem: a non-numeric dtype, not a
+        non-empty 2-D array, the wrong width, NaN / inf, or a value other than 0 and 1.
+    """
+    if hasattr(x, "detach"):  # torch.Tensor
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise error(f"{what} is not a numeric array ({exc})") from exc
     if arr.dtype.kind not in "biuf":
-        raise DatasetError(f"data {where} has dtype {arr.dtype}; expected 0/1 numbers")
+        raise error(f"{what} has dtype {arr.dtype}; expected 0/1 numbers")
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise DatasetError(f"data {where} has shape {arr.shape}; expected a non-empty 2-D array (rows, features)")
+        raise error(f"{what} has shape {arr.shape}; expected a non-empty 2-D array (rows, features)")
     if n_features is not None and arr.shape[1] != n_features:
-        raise DatasetError(f"data {where} has {arr.shape[1]} columns; the model expects {n_features}")
+        raise error(f"{what} has {arr.shape[1]} columns; expected rows of {n_features} binary values")
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        raise DatasetError(f"data {where} contains NaN or infinite values; expected binary 0/1")
+        raise error(f"{what} contains NaN or infinite values ({int((~np.isfinite(arr)).sum())}); expected binary 0/1")
     bad = (arr != 0) & (arr != 1)
     if bad.any():
-        raise DatasetError(f"data {where} is not binary: found value {arr[bad].flat[0].item()!r}; expected only 0 and 1")
+        raise error(f"{what} is not binary: {int(bad.sum())} value(s) are neither 0 nor 1, e.g. "
+                    f"{arr[bad].flat[0].item()!r}; binarise it first")
     return arr.astype(np.uint8)
+
+
+def _check_binary(arr: np.ndarray, where: str, n_features: int | None = None) -> np.ndarray:
+    """A prepared dataset file's rows (:func:`check_binary_rows` raising :class:`DatasetError`)."""
+    return check_binary_rows(arr, f"data {where}", n_features, error=DatasetError)

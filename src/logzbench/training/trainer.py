@@ -414,24 +414,12 @@ def _gibbs(W: torch.Tensor, a: torch.Tensor, b: torch.Tensor, h: torch.Tensor, k
 
 
 def _as_binary_data(data, what: str, device: torch.device, n_visible: int | None = None) -> torch.Tensor:
-    """Validate binary data and return it as float32 ``(n, n_visible)`` on ``device``."""
-    try:
-        x = torch.as_tensor(data) if isinstance(data, torch.Tensor) else torch.as_tensor(np.asarray(data))
-    except (TypeError, ValueError, RuntimeError) as exc:
-        raise ValueError(f"{what} data is not a numeric array ({exc})") from exc
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
-        raise ValueError(f"{what} data must be a non-empty 2-D array (n_samples, n_visible), got shape {tuple(x.shape)}")
-    if n_visible is not None and x.shape[1] != n_visible:
-        raise ValueError(f"{what} data has {x.shape[1]} columns but the training data has {n_visible}")
-    if x.is_complex():
-        raise ValueError(f"{what} data must be real binary values, got dtype {x.dtype}")
-    if x.is_floating_point() and torch.isnan(x).any():
-        raise ValueError(f"{what} data contains {int(torch.isnan(x).sum())} NaN value(s); it must be binary (0/1)")
-    bad = (x != 0) & (x != 1)
-    if bad.any():
-        raise ValueError(f"{what} data must be binary (0/1): {int(bad.sum())} value(s) are neither, "
-                         f"e.g. {x[bad][0].item()!r}; binarise it first")
-    return x.to(device=device, dtype=torch.float32)
+    """Validate binary data (:func:`logzbench.data.check_binary_rows`) and return it as float32
+    ``(n, n_visible)`` on ``device``."""
+    from ..data import check_binary_rows
+
+    arr = check_binary_rows(data, f"{what} data", n_visible)
+    return torch.as_tensor(arr, device=device).to(torch.float32)
 
 
 def _check_int(name: str, value, minimum: int | None) -> None:
