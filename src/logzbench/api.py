@@ -55,9 +55,9 @@ def _as_real_rows(x, model, what: str) -> torch.Tensor | None:
     if x is None:
         return None
     if isinstance(x, (str, os.PathLike)):
-        from .data.vanhateren import load_patches
+        from .data.vanhateren import load_real_rows
 
-        x = np.load(x) if str(x).endswith(".npy") else load_patches(x, "test")
+        x = load_real_rows(x, "test")
     arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[1] != model.n_dims or arr.shape[0] == 0:
         raise ValueError(f"{what} has shape {arr.shape}; expected rows of {model.n_dims} real values")

@@ -10,8 +10,6 @@ import argparse
 import json
 import sys
 
-import numpy as np
-
 from .errors import LogzbenchError
 
 #: ``logzbench.api.ESTIMATORS``, spelled out so that ``--help`` does not import torch (a test keeps them equal).
@@ -63,10 +61,7 @@ def _cmd_estimate(args) -> int:
 
     model = load_model(args.model)
     if getattr(model, "kind", None) in ("analysis", "generative"):  # continuous: real-valued rows
-        from .data.vanhateren import load_patches
-
-        def rows(path, split):
-            return np.load(path) if str(path).endswith(".npy") else load_patches(path, split)
+        from .data.vanhateren import load_real_rows as rows
     else:
         rows = load_binary_rows
     data = rows(args.data, args.split) if args.data else None

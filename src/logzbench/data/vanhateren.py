@@ -468,6 +468,12 @@ def load_patches(path: str | os.PathLike, split: str = "test") -> np.ndarray:
     return _check_float2d(arr, f"{path} [{split}]")
 
 
+def load_real_rows(path: str | os.PathLike, split: str = "test") -> np.ndarray:
+    """Real-valued data rows from a file: a ``.npy`` array as stored (the caller checks it against
+    the model), or one split of a prepared patches file (:func:`load_patches`)."""
+    return np.load(path) if str(path).endswith(".npy") else load_patches(path, split)
+
+
 def load_whitening(path: str | os.PathLike) -> dict:
     """The PCA / whitening of a prepared file, for :func:`transform_patches` on new raw patches.
 
