@@ -10,11 +10,11 @@ import argparse
 import json
 import sys
 
+from . import registry
 from .errors import LogzbenchError
 
-#: ``logzbench.api.ESTIMATORS``, spelled out so that ``--help`` does not import torch (a test keeps them equal).
-ESTIMATOR_CHOICES = ("exact", "ais", "raise", "csl", "ads", "ads-multinomial", "reverse-ais",
-                     "is", "ris", "is-avg", "is-weighted", "is-select", "ds", "hais", "ais-hmc", "ais-mh")
+#: every estimator of the registry (importing it does not import torch, so ``--help`` stays fast)
+ESTIMATOR_CHOICES = registry.estimator_names()
 
 
 def _add_estimate(sub) -> None:
@@ -22,13 +22,12 @@ def _add_estimate(sub) -> None:
                        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
                                    "(.npz; see README 'Model files'). Prints one JSON object.")
     p.add_argument("model", help="model file (.npz: an RBM, DBM or DBN; see README 'Model files')")
-    p.add_argument("--estimator", required=True, choices=ESTIMATOR_CHOICES,
-                   help="is, ris, is-avg, is-weighted, is-select, ds: the IS family on the initial distribution "
-                        "(--init) and the model (--chains samples each, --burn-in Gibbs sweeps per model sample)")
+    p.add_argument("--estimator", required=True, choices=ESTIMATOR_CHOICES, metavar="ESTIMATOR",
+                   help="; ".join(f"{n}: {s.summary}" for n, s in registry.ESTIMATORS.items()))
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
     p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
-    p.add_argument("--steps", "-K", type=int, default=1000, help="intermediate distributions K (AIS, RAISE)")
+    p.add_argument("--steps", "-K", dest="K", type=int, default=1000, help="intermediate distributions K (AIS, RAISE)")
     p.add_argument("--schedule", default="linear", help="linear | sigmoid | sm14500 | file of betas")
     p.add_argument("--chains", type=int, default=100, help="AIS chains / RAISE chains per example / CSL chains / IS-family samples per side")
     p.add_argument("--init", default="uniform", choices=["uniform", "base-rate"], help="initial distribution")
@@ -52,26 +51,23 @@ def _add_estimate(sub) -> None:
     p.add_argument("--progress", action="store_true", help="show a progress bar")
 
 
+#: ``logzbench estimate`` flags that are estimator options (:class:`logzbench.options.EstimateOptions`)
+_OPTION_FLAGS = ("K", "schedule", "chains", "init", "seed", "device", "n_examples", "csl_mode", "burn_in", "thin",
+                 "samples_per_chain", "is_samples", "progress", "step_size", "gamma", "mh_sigma", "proposal_scale")
+
+
 def _cmd_estimate(args) -> int:
     from .api import estimate
-    from .data import load_binary_rows
+    from .data import load_rows
+    from .models.io import load_model
     from .utils import save_npz_atomic, write_json_atomic
 
-    from .models.io import load_model
-
     model = load_model(args.model)
-    if getattr(model, "kind", None) in ("analysis", "generative"):  # continuous: real-valued rows
-        from .data.vanhateren import load_real_rows as rows
-    else:
-        rows = load_binary_rows
-    data = rows(args.data, args.split) if args.data else None
-    train = rows(args.train_data, "train") if args.train_data else None
-    res = estimate(model, args.estimator, data=data, train_data=train, steps=args.steps,
-                   schedule=args.schedule, chains=args.chains, init=args.init, seed=args.seed, device=args.device,
-                   n_examples=args.n_examples, csl_mode=args.csl_mode, burn_in=args.burn_in, thin=args.thin,
-                   samples_per_chain=args.samples_per_chain, is_samples=args.is_samples, progress=args.progress,
-                   step_size=args.step_size, gamma=args.gamma, mh_sigma=args.mh_sigma,
-                   proposal_scale=args.proposal_scale)
+    kind = registry.family(model.family).data_kind  # binary 0/1 rows or real rows
+    data = load_rows(args.data, kind, args.split) if args.data else None
+    train = load_rows(args.train_data, kind, "train") if args.train_data else None
+    res = estimate(model, args.estimator, data=data, train_data=train,
+                   **{k: getattr(args, k) for k in _OPTION_FLAGS})
     out = {"model": str(args.model), "data": args.data, **res.to_dict()}
     if args.json_out:
         write_json_atomic(args.json_out, out)

@@ -35,7 +35,7 @@ FORMAT_VERSION = 1
 _STREAM = {"train": 0, "test": 1, "valid": 2}
 
 __all__ = ["DATASETS", "CONTINUOUS_DATASETS", "check_binary_rows", "prepare_dataset", "prepare_patches",
-           "load_prepared", "load_binary_rows", "load_meta"]
+           "load_prepared", "load_binary_rows", "load_meta", "load_rows"]
 
 
 def prepare_dataset(
@@ -246,6 +246,19 @@ def load_binary_rows(path: str | os.PathLike, split: str = "test", n_features: i
         if key is not None:
             return _check_binary(_member(obj, key, path), f"{path} [{key}]", n_features)
         raise DatasetError(f"{path} holds arrays {obj.files} but no {split!r}; give a prepared dataset or a single array")
+
+
+def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test") -> np.ndarray:
+    """Data rows of either kind a model family takes (``registry.family(name).data_kind``):
+    ``binary`` rows by :func:`load_binary_rows`, ``real`` rows by
+    :func:`logzbench.data.vanhateren.load_real_rows` (an ``.npy``, or a prepared patches file's ``split``)."""
+    if data_kind == "real":
+        from .vanhateren import load_real_rows
+
+        return load_real_rows(path, split)
+    if data_kind != "binary":
+        raise ValueError(f"unknown data kind {data_kind!r}; expected 'binary' or 'real'")
+    return load_binary_rows(path, split)
 
 
 def load_meta(path: str | os.PathLike) -> dict:

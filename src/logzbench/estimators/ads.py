@@ -216,3 +216,14 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
         extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "log_z_path": c.tolist(),
                "stderr_method": f"jackknife over {N_GROUPS} groups of chains"},
     )
+
+
+def estimate(ctx) -> EstimateResult:
+    """Registry entries ``ads`` (Alg. 1) and ``ads-multinomial`` (Alg. 2) on one AIS run."""
+    betas, path = ctx.betas(), ctx.path()
+    ctx.log_f()  # drawn before the kernel (importance-sampled log f(v) of deep models)
+    run = ads_multinomial if ctx.name == "ads-multinomial" else ads
+    o = ctx.options
+    res = run(path, betas, o.chains, ctx.generator, n_bootstrap=o.n_bootstrap, progress=o.progress,
+              settings=ctx.annealed_settings())
+    return ctx.finish(res)

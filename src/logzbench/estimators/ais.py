@@ -22,7 +22,7 @@ import torch
 from ..models.base import AnnealingPath
 from ..schedules import from_array
 from ._common import progress_range, timer
-from .result import EstimateResult, check_finite, summarize_log_weights
+from .result import EstimateResult, attach_log_likelihood, check_finite, summarize_log_weights
 
 
 class AISState(NamedTuple):
@@ -99,23 +99,12 @@ def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
     return res
 
 
-def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor,
-                          log_f_stderr: torch.Tensor | None = None) -> None:
-    """Set per-example and mean test log-likelihood ``log f(v) - log Ẑ`` on a log-Z result.
-
-    With exact ``log f(v)`` the standard error is that of ``log Ẑ`` (the data are fixed, so
-    the uncertainty about their mean log-likelihood is the uncertainty about ``log Z``).  With
-    estimated ``log f(v)`` (standard errors ``log_f_stderr``, independent across examples) the
-    two sources add in quadrature, and the interval is widened by the same amount.
-    """
-    ll = log_f_data.double().cpu().numpy() - res.log_z
-    res.per_example_log_likelihood = ll
-    res.mean_log_likelihood = float(np.mean(ll))
-    extra_var = 0.0
-    if log_f_stderr is not None:
-        se = log_f_stderr.double().cpu().numpy()
-        extra_var = float(np.sum(se**2)) / len(se) ** 2
-    res.mean_log_likelihood_stderr = float(np.sqrt(res.log_z_stderr**2 + extra_var))
-    widen = 1.96 * (res.mean_log_likelihood_stderr - res.log_z_stderr)
-    res.mean_log_likelihood_ci = (res.mean_log_likelihood - (res.log_z_ci[1] - res.log_z) - widen,
-                                  res.mean_log_likelihood + (res.log_z - res.log_z_ci[0]) + widen)
+def estimate(ctx) -> EstimateResult:
+    """Registry entry ``ais``: AIS on the model's path from ``init``, with the test log-likelihood
+    from the (exact or importance-sampled) ``log f(v)``."""
+    betas, path = ctx.betas(), ctx.path()
+    log_f, log_f_se = ctx.log_f()
+    o = ctx.options
+    res = ais(path, betas, o.chains, ctx.generator, log_f_data=log_f, log_f_stderr=log_f_se,
+              n_bootstrap=o.n_bootstrap, progress=o.progress, settings=ctx.annealed_settings())
+    return ctx.finish(res, attach=False)

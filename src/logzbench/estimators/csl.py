@@ -102,3 +102,12 @@ def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_cha
         log_weights=per_ex_np, per_example_log_likelihood=per_ex_np,
         extra={"min_ess": float(ess.min()), "ess_fraction": float(ess.mean() / S)},
     )
+
+
+def estimate(ctx) -> EstimateResult:
+    """Registry entry ``csl``: CSL of the test rows from ``chains`` parallel Gibbs chains."""
+    X = ctx.require_data()
+    o = ctx.options
+    return csl(ctx.model, X, ctx.generator, n_chains=o.chains, samples_per_chain=o.samples_per_chain,
+               burn_in=o.burn_in, thin=o.thin, mode=o.csl_mode, train_data=ctx.train_data, progress=o.progress,
+               settings=ctx.settings())

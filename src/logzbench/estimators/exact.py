@@ -89,3 +89,46 @@ def exact(model, data=None, *, chunk_size: int = 1 << 14, progress: bool = False
         res.mean_log_likelihood_stderr = 0.0
         res.mean_log_likelihood_ci = (res.mean_log_likelihood, res.mean_log_likelihood)
     return res
+
+
+def estimate(ctx) -> EstimateResult:
+    """Registry entry ``exact``: enumeration for a binary model, the closed form of a continuous one."""
+    if ctx.family.kind == "binary":
+        res = exact(ctx.model, ctx.data, progress=ctx.options.progress)
+        res.settings.update(ctx.settings())
+        return res
+    return _closed_form(ctx)
+
+
+def _closed_form(ctx) -> EstimateResult:
+    """Closed forms: log Z of a complete PoE (analysis), log p(x) of a Gaussian-prior linear model."""
+    from .hais import per_example_sd
+    from .result import attach_log_likelihood
+
+    model, X = ctx.model, ctx.data
+    settings = ctx.settings("model_family", "model_kind")
+    t0 = time.perf_counter()
+    if ctx.family.kind == "analysis":
+        log_z = model.exact_log_z()
+        if log_z is None:
+            raise ValueError(f"a {model.family} model of this size has no closed-form log Z "
+                             f"(closed forms: complete PoE, L = M); use hais")
+        res = EstimateResult(estimator="exact", log_z=float(log_z), log_z_stderr=0.0,
+                             log_z_ci=(float(log_z), float(log_z)), settings=settings)
+        if X is not None:
+            attach_log_likelihood(res, -model.energy(X).double())
+            res.extra["per_example_ll_sd"] = per_example_sd(res.per_example_log_likelihood)
+    else:
+        if X is None:
+            raise ValueError("the exact log-likelihood of a generative model needs test data")
+        ll = model.exact_log_likelihood(X)
+        if ll is None:
+            raise ValueError(f"a {model.family} model has no closed-form likelihood "
+                             f"(closed forms: Gaussian prior, or Phi = 0); use hais")
+        ll = ll.double().cpu().numpy()
+        mean = float(ll.mean())
+        res = EstimateResult(estimator="exact", mean_log_likelihood=mean, mean_log_likelihood_stderr=0.0,
+                             mean_log_likelihood_ci=(mean, mean), per_example_log_likelihood=ll, settings=settings,
+                             extra={"per_example_ll_sd": per_example_sd(ll)})
+    res.seconds = time.perf_counter() - t0
+    return res

@@ -155,3 +155,11 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
         extra={"acceptance_rate": path.acceptance_rate, "per_example_stderr_mean": float(np.mean(se_np)),
                "per_example_ll_sd": per_example_sd(ll_np)},
     )
+
+
+def estimate(ctx) -> EstimateResult:
+    """Registry entries ``hais``, ``ais-hmc``, ``ais-mh`` on a continuous model."""
+    o = ctx.options
+    return hais(ctx.model, ctx.name, ctx.betas(), o.chains, ctx.generator, data=ctx.data, step_size=o.step_size,
+                gamma=o.gamma, mh_sigma=o.mh_sigma, proposal_scale=o.proposal_scale, n_bootstrap=o.n_bootstrap,
+                progress=o.progress, settings=ctx.settings("model_family", "model_kind", "schedule"))

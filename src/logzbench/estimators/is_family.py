@@ -116,3 +116,14 @@ def is_family(path: AnnealingPath, estimator: str, n: int, generator: torch.Gene
     res.total_sweeps = n * res.n_sweeps
     res.extra["log_z0"] = float(path.log_z0())
     return res
+
+
+def estimate(ctx) -> EstimateResult:
+    """Registry entries ``is``, ``ris``, ``is-avg``, ``is-weighted``, ``is-select``, ``ds``: the
+    path's endpoints only (``chains`` samples of ``p_0`` and ``chains`` model samples)."""
+    path = ctx.path()
+    ctx.log_f()
+    o = ctx.options
+    res = is_family(path, ctx.name, o.chains, ctx.generator, burn_in=o.burn_in, n_bootstrap=o.n_bootstrap,
+                    settings=ctx.annealed_settings())
+    return ctx.finish(res)

@@ -216,3 +216,15 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
             "subsample_indices": idx.tolist() if n < N else None,
         },
     )
+
+
+def estimate(ctx) -> EstimateResult:
+    """Registry entry ``raise``: RAISE on the test rows (a random subsample of ``n_examples`` with
+    the ``log f(v)`` control variate)."""
+    X = ctx.require_data()
+    betas, path = ctx.betas(), ctx.path()
+    log_f, _ = ctx.log_f()
+    o = ctx.options
+    res = raise_estimate(path, X, betas, o.chains, ctx.generator, log_f_all=log_f, n_examples=o.n_examples,
+                         subsample_seed=o.seed, progress=o.progress, settings=ctx.annealed_settings())
+    return ctx.finish(res, attach=False)

@@ -178,3 +178,25 @@ def _nan_to_none(o: Any) -> Any:
     if isinstance(o, np.integer):
         return int(o)
     return o
+
+
+def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor,
+                          log_f_stderr: torch.Tensor | None = None) -> None:
+    """Set per-example and mean test log-likelihood ``log f(v) - log Ẑ`` on a log-Z result.
+
+    With exact ``log f(v)`` the standard error is that of ``log Ẑ`` (the data are fixed, so
+    the uncertainty about their mean log-likelihood is the uncertainty about ``log Z``).  With
+    estimated ``log f(v)`` (standard errors ``log_f_stderr``, independent across examples) the
+    two sources add in quadrature, and the interval is widened by the same amount.
+    """
+    ll = log_f_data.double().cpu().numpy() - res.log_z
+    res.per_example_log_likelihood = ll
+    res.mean_log_likelihood = float(np.mean(ll))
+    extra_var = 0.0
+    if log_f_stderr is not None:
+        se = log_f_stderr.double().cpu().numpy()
+        extra_var = float(np.sum(se**2)) / len(se) ** 2
+    res.mean_log_likelihood_stderr = float(np.sqrt(res.log_z_stderr**2 + extra_var))
+    widen = 1.96 * (res.mean_log_likelihood_stderr - res.log_z_stderr)
+    res.mean_log_likelihood_ci = (res.mean_log_likelihood - (res.log_z_ci[1] - res.log_z) - widen,
+                                  res.mean_log_likelihood + (res.log_z - res.log_z_ci[0]) + widen)

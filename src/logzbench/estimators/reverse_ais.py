@@ -55,3 +55,13 @@ def reverse_ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Gene
         log_weights=log_v.cpu().numpy(),
         extra={"aggregation": "harmonic", "log_mean_reverse_weight": s.log_mean},
     )
+
+
+def estimate(ctx) -> EstimateResult:
+    """Registry entry ``reverse-ais``: log Z from a forward then reverse chain."""
+    betas, path = ctx.betas(), ctx.path()
+    ctx.log_f()
+    o = ctx.options
+    res = reverse_ais(path, betas, o.chains, ctx.generator, n_bootstrap=o.n_bootstrap, progress=o.progress,
+                      settings=ctx.annealed_settings())
+    return ctx.finish(res)

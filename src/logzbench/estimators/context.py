@@ -1,0 +1,151 @@
+"""What every estimator's ``estimate(ctx)`` receives: :class:`EstimateContext`.
+
+:func:`logzbench.api.estimate` checks the inputs once (the estimator applies to the model's
+family, the rows fit the model, the options are valid) and hands each estimator one context:
+the model on its device, the test and training rows, the validated
+:class:`~logzbench.options.EstimateOptions`, the run's single :class:`torch.Generator`, and the
+settings every result records.  The helpers here build what several estimators share -- the
+annealing path from ``init``, the schedule from ``schedule`` and ``K``, the (exact or
+importance-sampled) ``log f(v)`` of the test rows -- so each estimator's ``estimate`` stays a few
+lines that call its kernel.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..options import EstimateOptions
+from ..registry import EstimatorSpec, FamilySpec
+from ..schedules import make_schedule
+from .result import EstimateResult, attach_log_likelihood
+
+__all__ = ["EstimateContext", "attach_log_likelihood"]
+
+
+@dataclass
+class EstimateContext:
+    """One estimate's inputs (checked) and shared helpers.
+
+    Attributes
+    ----------
+    spec : EstimatorSpec
+        The estimator's registry entry.
+    family : FamilySpec
+        The model family's registry entry.
+    model
+        The model, on ``device``.
+    data, train_data : torch.Tensor or None
+        Test rows ``(n, n_visible)`` and training rows (binary: float32 0/1; continuous: float64).
+    options : EstimateOptions
+    generator : torch.Generator
+        The run's only source of randomness (seeded by ``options.seed``).
+    device : torch.device
+    """
+
+    spec: EstimatorSpec
+    family: FamilySpec
+    model: Any
+    data: torch.Tensor | None
+    train_data: torch.Tensor | None
+    options: EstimateOptions
+    generator: torch.Generator
+    device: torch.device
+    _log_f: tuple | None = field(default=None, repr=False)
+
+    # ----------------------------------------------------------------- settings
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def settings(self, *keys: str) -> dict[str, Any]:
+        """Settings recorded with the result: seed, device and estimator, then the named extras
+        (``init``, ``schedule``, ``model_family``, ``model_kind``, ``is_samples``)."""
+        out: dict[str, Any] = {"seed": int(self.options.seed), "device": str(self.device), "estimator": self.name}
+        for k in keys:
+            if k == "model_family":
+                out[k] = self.model.family
+            elif k == "model_kind":
+                out[k] = self.family.kind
+            else:
+                out[k] = getattr(self.options, k)
+        return out
+
+    def annealed_settings(self) -> dict[str, Any]:
+        """Settings of an estimate on a binary model's annealing path (or its endpoints)."""
+        out = self.settings("init", "schedule", "model_family")
+        if self.family.name != "rbm":  # deep models: importance samples per example for log f(v)
+            out["is_samples"] = int(self.options.is_samples)
+        return out
+
+    # ----------------------------------------------------------------- shared pieces
+    def path(self):
+        """The model's annealing path from ``options.init`` (base rate from the training rows when
+        the model file has no ``data_mean``)."""
+        return self.model.annealing_path(self.options.init, data=self.train_data)
+
+    def betas(self) -> np.ndarray:
+        """The schedule ``0 = beta_0 < ... < beta_K = 1`` from ``options.schedule`` and ``options.K``."""
+        return make_schedule(self.options.schedule, self.options.K)
+
+    def require_data(self) -> torch.Tensor:
+        if self.data is None:
+            raise ValueError(f"{self.name.upper()} estimates test log-likelihoods: give test data")
+        return self.data
+
+    def log_f(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """``(log f(v), its standard error)`` of the test rows: exact for an RBM (standard error
+        ``None``), importance-sampled for a DBM or DBN (RAISE Sec. 5.2-5.3; this draws from the
+        generator, so estimators call it before their kernel); ``(None, None)`` without data."""
+        if self._log_f is None:
+            est = mean_field = None
+            if self.data is None:
+                log_f = se = None
+            elif self.family.name == "rbm":
+                log_f, se = self.model.log_unnormalized_marginal(self.data), None
+            else:
+                n = self.options.is_samples
+                if self.family.name == "dbm":  # one mean-field solve: the proposal and the bound
+                    mu = self.model.mean_field(self.data)
+                    est = self.model.importance_log_f(self.data, n, self.generator, mu=mu)
+                    mean_field = float(self.model.mean_field_bound(self.data, mu=mu).mean())
+                else:
+                    est = self.model.importance_log_f(self.data, n, self.generator)
+                log_f, se = est.log_f, est.stderr
+            self._log_f = (log_f, se, est, mean_field)
+        return self._log_f[0], self._log_f[1]
+
+    def finish(self, res: EstimateResult, attach: bool = True) -> EstimateResult:
+        """Attach the test log-likelihood implied by ``res.log_z`` (when ``attach`` and there is
+        data) and the summary of an importance-sampled ``log f(v)`` (deep models)."""
+        log_f, se = self.log_f() if self.data is not None else (None, None)
+        if attach and log_f is not None:
+            attach_log_likelihood(res, log_f, se)
+        est, mean_field = (self._log_f[2], self._log_f[3]) if self._log_f else (None, None)
+        if est is not None:
+            res.extra.update(_deep_extras(est, mean_field, self.options.is_samples))
+        return res
+
+
+def _deep_extras(est, mean_field: float | None, n_samples: int) -> dict:
+    """Summary of the ``log f(v)`` estimates of a deep model (and the DBM mean-field bound)."""
+    out = {"is_samples": int(n_samples), "mean_log_f_is": float(est.log_f.mean()),
+           "mean_log_f_is_stderr": float(torch.sqrt((est.stderr**2).sum()) / len(est.log_f)),
+           # log f-hat is a stochastic lower bound; to second order it errs low by Var/2 = se^2/2
+           # (an underestimate when the weights are heavy-tailed: watch the ESS)
+           "mean_log_f_is_jensen_gap": float((est.stderr**2).mean() / 2),
+           "is_ess_mean": float(est.ess.mean()), "is_ess_min": float(est.ess.min())}
+    if mean_field is not None:
+        out["mean_log_f_mean_field"] = mean_field
+    return out
+
+
+def timed(fn, *args, **kwargs) -> tuple[Any, float]:
+    """``(fn(*args, **kwargs), seconds)``."""
+    t0 = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - t0

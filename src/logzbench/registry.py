@@ -1,0 +1,396 @@
+"""The registry: every estimator and every model family, in one place, importable without torch.
+
+Everything that needs to know which estimators or families exist derives it from here: the
+API's dispatch (:func:`logzbench.api.estimate`), the command line's ``--estimator`` choices,
+the config schema's enums (checked against this module by a test), the workflow's sweep
+tables, estimate rule and script, and the report's method lists, flag rules and plot styles.
+
+Adding an estimator
+    Write its module under ``estimators/`` with an ``estimate(ctx)`` function (see
+    :class:`logzbench.estimators.context.EstimateContext`) and add one :class:`EstimatorSpec`
+    to :data:`ESTIMATORS` below.
+
+Adding a model family
+    Write its module under ``models/`` (a class with ``from_arrays`` / ``to_arrays``), a trainer
+    under ``training/``, and add one :class:`FamilySpec` to :data:`FAMILIES` below.
+
+Entries name their code by dotted path (``"package.module:attribute"``) and :func:`load`
+imports it on first use, so this module stays cheap to import (the command line's ``--help``,
+Snakemake's DAG construction).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+__all__ = [
+    "AXES", "BOUNDS", "ESTIMATORS", "FAMILIES", "INITS", "KINDS", "EstimatorSpec", "FamilySpec", "axis_values",
+    "estimator", "estimator_names", "estimators_for", "family", "family_names", "load", "setting_stem",
+    "parse_setting_stem", "methods_where",
+]
+
+#: initial distributions of the annealing path of a binary model
+INITS = ("uniform", "base-rate")
+#: model kinds: binary (RBM, DBM, DBN), and the continuous analysis (energy E(x)) and
+#: generative (p(x) = integral p(x | s) p(s) ds) models of Sohl-Dickstein & Culpepper (2012)
+KINDS = ("binary", "analysis", "generative")
+#: how an estimate relates to the quantity it yields, in expectation over its randomness:
+#: ``exact``; ``unbiased-in-z`` (Z-hat unbiased, so log Z-hat is a stochastic lower bound of log Z
+#: and the log-likelihood it implies errs high); ``lower`` / ``upper`` (a stochastic lower / upper
+#: bound of what it yields); ``none`` (no direction)
+BOUNDS = ("exact", "unbiased-in-z", "lower", "upper", "none")
+#: sweep axes an estimator can have in the workflow; each is one component of its result file name
+AXES = ("K", "init", "seed")
+#: workflow config key holding each axis' values (an estimator's own, else `evaluation`'s)
+AXIS_CONFIG_KEYS = {"K": "K", "init": "inits", "seed": "seeds"}
+
+
+def load(dotted: str) -> Any:
+    """The object named by ``"package.module:attribute"`` (imported on first use)."""
+    module, _, attr = dotted.partition(":")
+    obj = importlib.import_module(module)
+    for part in attr.split(".") if attr else []:
+        obj = getattr(obj, part)
+    return obj
+
+
+# --------------------------------------------------------------------------- estimators
+@dataclass(frozen=True)
+class EstimatorSpec:
+    """One estimator.
+
+    Attributes
+    ----------
+    name : str
+        What users type (``--estimator``, config ``method``).
+    entry : str
+        ``"module:function"`` of its ``estimate(ctx) -> EstimateResult``.
+    kinds : tuple of str
+        Model kinds it applies to (:data:`KINDS`).
+    families : tuple of str or None
+        Further restriction to these families (CSL: RBMs only); ``None`` = every family of ``kinds``.
+    axes : tuple of str
+        What the workflow sweeps, in result-file order (:data:`AXES`): ``()`` runs once per model.
+    yields : {"log_z", "log_likelihood"}
+        Its headline: ``log Z`` (the mean test log-likelihood follows from ``log f(v)``) or the
+        mean test log-likelihood directly (RAISE, CSL).
+    bound : str
+        Direction of its error on what it yields (:data:`BOUNDS`).
+    options : tuple of str
+        :class:`~logzbench.options.EstimateOptions` fields it reads (besides ``seed``, ``device``,
+        ``progress``), and the config keys the workflow passes on.
+    needs_data : bool
+        Refuses to run without test data.
+    summary : str
+        One line for ``--help`` and the README.
+    color, marker : str
+        Matplotlib style of its lines in every plot.
+    """
+
+    name: str
+    entry: str
+    kinds: tuple[str, ...]
+    axes: tuple[str, ...]
+    yields: str
+    bound: str
+    options: tuple[str, ...]
+    summary: str
+    color: str
+    marker: str = "o"
+    families: tuple[str, ...] | None = None
+    needs_data: bool = False
+
+    def __post_init__(self) -> None:
+        assert set(self.kinds) <= set(KINDS), self
+        assert set(self.axes) <= set(AXES), self
+        assert self.yields in ("log_z", "log_likelihood"), self
+        assert self.bound in BOUNDS, self
+
+    def applies_to(self, family_name: str) -> bool:
+        """Whether this estimator runs on a model of ``family_name``."""
+        fam = family(family_name)
+        return fam.kind in self.kinds and (self.families is None or fam.name in self.families)
+
+    @property
+    def function(self) -> Callable:
+        """Its ``estimate(ctx)`` function (imports the module)."""
+        return load(self.entry)
+
+
+_ANNEALED = ("K", "schedule", "chains", "init", "is_samples", "n_bootstrap")
+_IS_FAMILY = ("chains", "burn_in", "init", "is_samples", "n_bootstrap")
+_CONTINUOUS = ("K", "schedule", "chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap")
+
+
+def _e(name, module, **kw) -> EstimatorSpec:
+    return EstimatorSpec(name=name, entry=f"logzbench.estimators.{module}:estimate", **kw)
+
+
+#: Every estimator, by name, in the order the command line lists them.
+ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
+    _e("exact", "exact", kinds=KINDS, axes=(), yields="log_z", bound="exact", options=(), color="black",
+       marker="_", summary="enumeration (binary models: smaller side <= ~30 units) or a closed form (continuous)"),
+    _e("ais", "ais", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="unbiased-in-z",
+       options=_ANNEALED, color="tab:red",
+       summary="annealed importance sampling (log Z errs low, the log-likelihood high)"),
+    _e("raise", "raise_", kinds=("binary",), axes=("K", "init", "seed"), yields="log_likelihood", bound="lower",
+       options=_ANNEALED + ("n_examples",), needs_data=True, color="tab:blue",
+       summary="reverse AIS estimator of the test log-likelihood (a stochastic lower bound)"),
+    _e("csl", "csl", kinds=("binary",), families=("rbm",), axes=("K", "seed"), yields="log_likelihood",
+       bound="lower", options=("chains", "csl_mode", "burn_in", "thin", "samples_per_chain", "n_examples"),
+       needs_data=True, color="tab:green", marker="s",
+       summary="conservative sampling-based likelihood (RBMs; a stochastic lower bound)"),
+    _e("ads", "ads", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="none",
+       options=_ANNEALED, color="tab:purple",
+       summary="annealed discriminance sampling, sequential binary (Liu et al. Alg. 1) on one AIS run"),
+    _e("ads-multinomial", "ads", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="none",
+       options=_ANNEALED, color="tab:pink", summary="annealed discriminance sampling, multinomial (Liu et al. Alg. 2)"),
+    _e("reverse-ais", "reverse_ais", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="upper",
+       options=_ANNEALED, color="tab:cyan",
+       summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)"),
+    _e("is", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
+       options=_IS_FAMILY, color="tab:blue", marker="v", summary="importance sampling from p_0 (init)"),
+    _e("ris", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="upper",
+       options=_IS_FAMILY, color="tab:red", marker="^", summary="reverse importance sampling from model samples"),
+    _e("is-avg", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
+       options=_IS_FAMILY, color="tab:olive", marker="d", summary="naive average of IS and reverse IS"),
+    _e("is-weighted", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
+       options=_IS_FAMILY, color="tab:brown", marker="p", summary="inverse-variance weighted IS / reverse IS"),
+    _e("is-select", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
+       options=_IS_FAMILY, color="tab:gray", marker="x", summary="IS or reverse IS, whichever has less variance"),
+    _e("ds", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
+       options=_IS_FAMILY, color="black", marker="o", summary="discriminance sampling between p_0 and the model"),
+    _e("hais", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z", bound="unbiased-in-z",
+       options=_CONTINUOUS, color="tab:blue",
+       summary="Hamiltonian AIS (continuous models; Sohl-Dickstein & Culpepper 2012)"),
+    _e("ais-hmc", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
+       bound="unbiased-in-z", options=_CONTINUOUS, color="tab:green",
+       summary="AIS with HMC transitions, momentum resampled every step"),
+    _e("ais-mh", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
+       bound="unbiased-in-z", options=_CONTINUOUS, color="tab:red",
+       summary="AIS with random-walk Metropolis transitions"),
+)}
+
+
+def estimator(name: str) -> EstimatorSpec:
+    """The spec of estimator ``name``; a clear error naming the choices otherwise."""
+    try:
+        return ESTIMATORS[name]
+    except KeyError:
+        raise ValueError(f"unknown estimator {name!r}; choose one of {estimator_names()}") from None
+
+
+def estimator_names() -> tuple[str, ...]:
+    return tuple(ESTIMATORS)
+
+
+def methods_where(**conditions: Any) -> tuple[str, ...]:
+    """Names of the estimators whose attributes equal ``conditions`` (a tuple value: any of them),
+    e.g. ``methods_where(yields="log_likelihood", bound="lower")`` -> ``("raise", "csl")``."""
+    out = []
+    for s in ESTIMATORS.values():
+        ok = True
+        for attr, want in conditions.items():
+            have = getattr(s, attr)
+            if isinstance(want, (tuple, list, set, frozenset)):
+                ok &= (have in want) if not isinstance(have, tuple) else bool(set(have) & set(want))
+            else:
+                ok &= (want in have) if isinstance(have, tuple) else have == want
+        if ok:
+            out.append(s.name)
+    return tuple(out)
+
+
+def estimators_for(family_name: str) -> tuple[str, ...]:
+    """Estimators that run on a model of ``family_name``."""
+    return tuple(n for n, s in ESTIMATORS.items() if s.applies_to(family_name))
+
+
+# --------------------------------------------------------------------------- result file names
+def setting_stem(axes: Sequence[str], values: Mapping[str, Any]) -> str:
+    """File stem of one estimate: ``K<K>`` / ``<init>`` / ``seed<seed>`` for each axis, joined by
+    ``_`` (``K100_base-rate_seed0``, ``K100_seed0``, ``uniform_seed0``); ``exact`` without axes."""
+    parts = []
+    for a in axes:
+        v = values[a]
+        parts.append(f"K{int(v)}" if a == "K" else f"seed{int(v)}" if a == "seed" else str(v))
+    return "_".join(parts) or "exact"
+
+
+def parse_setting_stem(axes: Sequence[str], stem: str) -> dict[str, Any]:
+    """Inverse of :func:`setting_stem`: ``{"K": int | None, "init": str | None, "seed": int | None}``."""
+    out: dict[str, Any] = {a: None for a in AXES}
+    if not axes:
+        if stem != "exact":
+            raise ValueError(f"an estimator without sweep axes has the file stem 'exact', not {stem!r}")
+        return out
+    parts = stem.split("_")
+    if len(parts) != len(axes):
+        raise ValueError(f"file stem {stem!r} does not match the axes {list(axes)}")
+    for a, p in zip(axes, parts):
+        if a == "K":
+            if not (p.startswith("K") and p[1:].isdigit()):
+                raise ValueError(f"file stem {stem!r}: {p!r} is not K<integer>")
+            out["K"] = int(p[1:])
+        elif a == "seed":
+            if not (p.startswith("seed") and p[4:].isdigit()):
+                raise ValueError(f"file stem {stem!r}: {p!r} is not seed<integer>")
+            out["seed"] = int(p[4:])
+        else:
+            if p not in INITS:
+                raise ValueError(f"file stem {stem!r}: unknown initial distribution {p!r}")
+            out["init"] = p
+    return out
+
+
+def stem_pattern(axes: Sequence[str]) -> str:
+    """Regular expression of the file stems of estimators with these axes (a wildcard constraint)."""
+    if not axes:
+        return "exact"
+    pieces = {"K": r"K[0-9]+", "seed": r"seed[0-9]+", "init": "(?:" + "|".join(INITS) + ")"}
+    return "_".join(pieces[a] for a in axes)
+
+
+def axis_values(spec: EstimatorSpec, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``{axis: value}`` for the spec's axes, from a mapping that may hold more."""
+    return {a: values[a] for a in spec.axes}
+
+
+# --------------------------------------------------------------------------- model families
+def _rbm_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
+    # Z: the smaller layer; f(v): the hidden layer is summed out analytically
+    return min(n_visible, hidden[0]), 0
+
+
+def _dbm_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
+    # Z: the smaller side of the even/odd bipartite view; f(v): the even hidden layers h_2, h_4, ...
+    sizes = [n_visible, *hidden]
+    return min(sum(sizes[0::2]), sum(sizes[1::2])), sum(hidden[1::2])
+
+
+def _dbn_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
+    # Z: the top RBM's smaller layer; f(v): h_1 (2^n_1 states per test row)
+    return min(hidden[0], hidden[1]), hidden[0]
+
+
+def _closed_form_always(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
+    return 0, 0
+
+
+def _closed_form_if_complete(n_visible: int, hidden: Sequence[int]) -> tuple[int, int] | None:
+    return (0, 0) if hidden[0] == n_visible else None
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One model family.
+
+    Attributes
+    ----------
+    name : str
+        The model file's ``model_type`` and the config's ``hyperparams.family``.
+    model : str
+        ``"module:Class"``; the class has ``from_arrays(arrays, source=, device=)`` and ``to_arrays()``.
+    trainer : str
+        ``"module:function"`` with ``(train, test=None, **hyperparams) -> (model, history)``.
+    kind : str
+        ``binary``, ``analysis`` or ``generative`` (:data:`KINDS`).
+    inits : tuple of str
+        Initial distributions of its annealing path (:data:`INITS`; none for continuous models).
+    size_key : str
+        Hyperparameter holding its size: ``n_hidden`` (RBM), ``hidden_sizes`` (DBM, DBN) or
+        ``size`` (continuous: experts, units or latent variables).
+    layers : (int, int or None)
+        Allowed number of hidden layers (DBN: exactly two).
+    exact_cost : callable
+        ``(n_visible, hidden_sizes) -> (units enumerated for log Z, units enumerated per test row
+        for log f(v))``, ``(0, 0)`` for a closed form, ``None`` when there is no exact value.
+    """
+
+    name: str
+    model: str
+    trainer: str
+    kind: str
+    inits: tuple[str, ...]
+    size_key: str
+    exact_cost: Callable[[int, Sequence[int]], tuple[int, int] | None] = field(repr=False)
+    layers: tuple[int, int | None] = (1, 1)
+
+    @property
+    def data_kind(self) -> str:
+        """``binary`` rows (0/1) or ``real`` rows."""
+        return "binary" if self.kind == "binary" else "real"
+
+    @property
+    def model_class(self):
+        return load(self.model)
+
+    def hidden_sizes(self, hyperparams: Mapping[str, Any]) -> list[int]:
+        """Hidden sizes from training hyperparameters (``[n_hidden]``, ``hidden_sizes`` or ``[size]``)."""
+        v = hyperparams.get(self.size_key)
+        return [int(n) for n in v] if isinstance(v, (list, tuple)) else [int(v)]
+
+    def check_hyperparams(self, hyperparams: Mapping[str, Any]) -> str | None:
+        """Why these training hyperparameters cannot describe a model of this family (``None``: fine)."""
+        v = hyperparams.get(self.size_key)
+        if self.size_key == "hidden_sizes":
+            if not isinstance(v, (list, tuple)) or not v or not all(
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in v):
+                return (f"a {self.name.upper()} needs `hyperparams.hidden_sizes` (a list of positive layer sizes, "
+                        f"e.g. [500, 1000]) or a `preset`; got {v!r}")
+            lo, hi = self.layers
+            if len(v) < lo or (hi is not None and len(v) > hi):
+                n = f"exactly {lo}" if lo == hi else f"at least {lo}"
+                word = {1: "one", 2: "two"}.get(lo, str(lo)) if lo == hi else n
+                return (f"a {self.name.upper()} has {'exactly ' + word if lo == hi else n} hidden layers; "
+                        f"hidden_sizes = {list(v)}")
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            if self.size_key == "n_hidden":
+                return "give `hyperparams.n_hidden` or a `preset`"
+            return (f"a {self.name} model needs `hyperparams.{self.size_key}` (experts, latent variables or hidden "
+                    f"units), got {v!r}")
+        return None
+
+    def exact_units(self, n_visible: int, hidden: Sequence[int]) -> tuple[int, int] | None:
+        """Units enumerated by exact evaluation (see ``exact_cost``)."""
+        return self.exact_cost(int(n_visible), [int(n) for n in hidden])
+
+
+_CONT = "logzbench.training.continuous:train_continuous"
+#: Every model family, by ``model_type``.
+FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
+    FamilySpec("rbm", "logzbench.models.rbm:BinaryRBM", "logzbench.training:train_rbm", "binary", INITS,
+               "n_hidden", _rbm_cost),
+    FamilySpec("dbm", "logzbench.models.dbm:DBM", "logzbench.training.dbm:train_dbm", "binary", INITS,
+               "hidden_sizes", _dbm_cost, layers=(1, None)),
+    FamilySpec("dbn", "logzbench.models.dbn:DBN", "logzbench.training.dbn:train_dbn", "binary", ("uniform",),
+               "hidden_sizes", _dbn_cost, layers=(2, 2)),
+    FamilySpec("poe-laplace", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",
+               _closed_form_if_complete),
+    FamilySpec("poe-student-t", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",
+               _closed_form_if_complete),
+    FamilySpec("mcrbm", "logzbench.models.mcrbm:MCRBM", _CONT, "analysis", (), "size", lambda nv, h: None),
+    FamilySpec("linear-gaussian", "logzbench.models.linear_generative:LinearGenerative", _CONT, "generative", (),
+               "size", _closed_form_always),
+    FamilySpec("linear-laplace", "logzbench.models.linear_generative:LinearGenerative", _CONT, "generative", (),
+               "size", lambda nv, h: None),
+    FamilySpec("bilinear", "logzbench.models.bilinear:BilinearGenerative", _CONT, "generative", (), "size",
+               lambda nv, h: None),
+)}
+
+
+def family(name: str) -> FamilySpec:
+    """The spec of family ``name``; a clear error naming the choices otherwise."""
+    try:
+        return FAMILIES[str(name).lower()]
+    except KeyError:
+        raise ValueError(f"unknown model family {name!r}; choose one of {family_names()}") from None
+
+
+def family_names(kind: str | Sequence[str] | None = None) -> tuple[str, ...]:
+    """Family names, optionally only those of one or several kinds."""
+    kinds = (kind,) if isinstance(kind, str) else kind
+    return tuple(n for n, s in FAMILIES.items() if kinds is None or s.kind in kinds)
