@@ -85,8 +85,12 @@ class EstimatorSpec:
         Refuses to run without test data.
     summary : str
         One line for ``--help`` and the README.
+    label : str
+        Its name in figure legends.
     color, marker : str
-        Matplotlib style of its lines in every plot.
+        Matplotlib style of its lines in every figure (report and repeated trials alike).
+    emphasis : bool
+        Drawn heavier than the others (the discriminance estimators the trials figures are about).
     """
 
     name: str
@@ -97,8 +101,10 @@ class EstimatorSpec:
     bound: str
     options: tuple[str, ...]
     summary: str
+    label: str
     color: str
     marker: str = "o"
+    emphasis: bool = False
     families: tuple[str, ...] | None = None
     needs_data: bool = False
 
@@ -130,46 +136,54 @@ def _e(name, module, **kw) -> EstimatorSpec:
 
 #: Every estimator, by name, in the order the command line lists them.
 ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
-    _e("exact", "exact", kinds=KINDS, axes=(), yields="log_z", bound="exact", options=(), color="black",
-       marker="_", summary="enumeration (binary models: smaller side <= ~30 units) or a closed form (continuous)"),
+    _e("exact", "exact", kinds=KINDS, axes=(), yields="log_z", bound="exact", options=(), label="exact",
+       color="black", marker="_",
+       summary="enumeration (binary models: smaller side <= ~30 units) or a closed form (continuous)"),
     _e("ais", "ais", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_ANNEALED, color="tab:red",
+       options=_ANNEALED, label="AIS", color="tab:blue", marker="o",
        summary="annealed importance sampling (log Z errs low, the log-likelihood high)"),
     _e("raise", "raise_", kinds=("binary",), axes=("K", "init", "seed"), yields="log_likelihood", bound="lower",
-       options=_ANNEALED + ("n_examples",), needs_data=True, color="tab:blue",
+       options=_ANNEALED + ("n_examples",), needs_data=True, label="RAISE", color="tab:cyan", marker="D",
        summary="reverse AIS estimator of the test log-likelihood (a stochastic lower bound)"),
     _e("csl", "csl", kinds=("binary",), families=("rbm",), axes=("K", "seed"), yields="log_likelihood",
        bound="lower", options=("chains", "csl_mode", "burn_in", "thin", "samples_per_chain", "n_examples"),
-       needs_data=True, color="tab:green", marker="s",
+       needs_data=True, label="CSL", color="tab:green", marker="s",
        summary="conservative sampling-based likelihood (RBMs; a stochastic lower bound)"),
     _e("ads", "ads", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="none",
-       options=_ANNEALED, color="tab:purple",
+       options=_ANNEALED, label="ADS", color="tab:red", marker="*", emphasis=True,
        summary="annealed discriminance sampling, sequential binary (Liu et al. Alg. 1) on one AIS run"),
     _e("ads-multinomial", "ads", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="none",
-       options=_ANNEALED, color="tab:pink", summary="annealed discriminance sampling, multinomial (Liu et al. Alg. 2)"),
+       options=_ANNEALED, label="ADS multinomial", color="tab:purple", marker="v",
+       summary="annealed discriminance sampling, multinomial (Liu et al. Alg. 2)"),
     _e("reverse-ais", "reverse_ais", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="upper",
-       options=_ANNEALED, color="tab:cyan",
+       options=_ANNEALED, label="reverse AIS", color="tab:orange", marker="s",
        summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)"),
     _e("is", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_IS_FAMILY, color="tab:blue", marker="v", summary="importance sampling from p_0 (init)"),
+       options=_IS_FAMILY, label="IS", color="tab:blue", marker="o",
+       summary="importance sampling from p_0 (init)"),
     _e("ris", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="upper",
-       options=_IS_FAMILY, color="tab:red", marker="^", summary="reverse importance sampling from model samples"),
+       options=_IS_FAMILY, label="reverse IS", color="tab:orange", marker="s",
+       summary="reverse importance sampling from model samples"),
     _e("is-avg", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, color="tab:olive", marker="d", summary="naive average of IS and reverse IS"),
+       options=_IS_FAMILY, label="naive average", color="tab:green", marker="^",
+       summary="naive average of IS and reverse IS"),
     _e("is-weighted", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, color="tab:brown", marker="p", summary="inverse-variance weighted IS / reverse IS"),
+       options=_IS_FAMILY, label="weighted average", color="tab:purple", marker="v",
+       summary="inverse-variance weighted IS / reverse IS"),
     _e("is-select", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, color="tab:gray", marker="x", summary="IS or reverse IS, whichever has less variance"),
+       options=_IS_FAMILY, label="weighted selection", color="tab:brown", marker="D",
+       summary="IS or reverse IS, whichever has less variance"),
     _e("ds", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, color="black", marker="o", summary="discriminance sampling between p_0 and the model"),
+       options=_IS_FAMILY, label="DS", color="tab:red", marker="*", emphasis=True,
+       summary="discriminance sampling between p_0 and the model"),
     _e("hais", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_CONTINUOUS, color="tab:blue",
+       options=_CONTINUOUS, label="HAIS", color="tab:blue", marker="o",
        summary="Hamiltonian AIS (continuous models; Sohl-Dickstein & Culpepper 2012)"),
     _e("ais-hmc", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
-       bound="unbiased-in-z", options=_CONTINUOUS, color="tab:green",
+       bound="unbiased-in-z", options=_CONTINUOUS, label="AIS (HMC)", color="tab:green", marker="s",
        summary="AIS with HMC transitions, momentum resampled every step"),
     _e("ais-mh", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
-       bound="unbiased-in-z", options=_CONTINUOUS, color="tab:red",
+       bound="unbiased-in-z", options=_CONTINUOUS, label="AIS (MH)", color="tab:red", marker="^",
        summary="AIS with random-walk Metropolis transitions"),
 )}
 
@@ -324,6 +338,11 @@ class FamilySpec:
         return "binary" if self.kind == "binary" else "real"
 
     @property
+    def deep(self) -> bool:
+        """Several hidden layers (DBM, DBN: RAISE Table 2, importance-sampled ``log f(v)``)."""
+        return self.size_key == "hidden_sizes"
+
+    @property
     def model_class(self):
         return load(self.model)
 
@@ -342,10 +361,8 @@ class FamilySpec:
                         f"e.g. [500, 1000]) or a `preset`; got {v!r}")
             lo, hi = self.layers
             if len(v) < lo or (hi is not None and len(v) > hi):
-                n = f"exactly {lo}" if lo == hi else f"at least {lo}"
-                word = {1: "one", 2: "two"}.get(lo, str(lo)) if lo == hi else n
-                return (f"a {self.name.upper()} has {'exactly ' + word if lo == hi else n} hidden layers; "
-                        f"hidden_sizes = {list(v)}")
+                n = f"exactly {_WORDS.get(lo, lo)}" if lo == hi else f"at least {_WORDS.get(lo, lo)}"
+                return f"a {self.name.upper()} has {n} hidden layers; hidden_sizes = {list(v)}"
             return None
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             if self.size_key == "n_hidden":
@@ -359,6 +376,7 @@ class FamilySpec:
         return self.exact_cost(int(n_visible), [int(n) for n in hidden])
 
 
+_WORDS = {1: "one", 2: "two", 3: "three"}
 _CONT = "logzbench.training.continuous:train_continuous"
 #: Every model family, by ``model_type``.
 FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
