@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from logzbench import report
+from logzbench import plotting, report
 
 
 def rec(model, estimator, *, K=None, init=None, seed=0, ll=-100.0, ll_se=0.05, log_z=None, ess=None,
@@ -192,6 +192,7 @@ def test_plot_history(tmp_path):
     p = report.plot_history(history, tmp_path / "h.png", title="m")
     assert p.stat().st_size > 1000
     assert report.plot_history([], tmp_path / "empty.png").exists()
+    assert report.plot_history is plotting.plot_history  # training curves live in plotting, re-exported here
 
 
 # --------------------------------------------------------------------------- deep models (table 2)

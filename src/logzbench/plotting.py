@@ -1,9 +1,12 @@
-"""Matplotlib helpers shared by the report and the repeated-trial figures."""
+"""Matplotlib helpers shared by the report and the repeated-trial figures, and training curves."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
 
 from .utils import atomic_path
 
@@ -27,3 +30,29 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
     finally:
         pyplot().close(fig)
     return path
+
+
+def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
+    """Training curves (every numeric per-epoch entry but time) vs epoch, one panel each (PNG, atomic)."""
+    plt = pyplot()
+    df = pd.DataFrame(list(history))
+    x = df["epoch"] if "epoch" in df else pd.Series(range(1, len(df) + 1))
+    cols = [c for c in df.columns if c != "epoch" and "second" not in c and pd.api.types.is_numeric_dtype(df[c])
+            and df[c].notna().any()]
+    n = max(1, len(cols))
+    ncol = min(3, n)
+    nrow = (n + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.0 * ncol, 2.8 * nrow), squeeze=False)
+    for ax, c in zip(axes.ravel(), cols):
+        ax.plot(x, df[c], marker="o", markersize=3)
+        ax.set_title(c, fontsize=9)
+        ax.set_xlabel("epoch", fontsize=8)
+        ax.grid(True, alpha=0.3)
+    for ax in axes.ravel()[len(cols):]:
+        ax.axis("off")
+    if not cols:
+        axes[0, 0].text(0.5, 0.5, "no per-epoch metrics", ha="center", va="center")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=100)

@@ -1,0 +1,231 @@
+"""Benchmark report: tables, flags and plots from estimate records.
+
+:func:`build_report` reads every estimate JSON (as written by the workflow's estimate step
+or by ``logzbench estimate``), and writes into ``out_dir``:
+
+``per_run.csv``
+    One row per estimate (model x estimator x K x init x seed), with its own flags.
+``summary.csv``
+    One row per model x estimator x schedule x K x init, aggregated over seeds: mean,
+    spread (sd, min, max) and standard error of the mean test log-likelihood and of log Z,
+    the exact values where known, the AIS - RAISE gap and the flags.
+``table1.csv``
+    RAISE Table 1 layout (RBMs only), one row per model x schedule x K: exact, CSL, and
+    RAISE / AIS / gap (= AIS - RAISE) for each initial distribution (``uniform``, ``base-rate``).
+``table2.csv``
+    RAISE Table 2 layout (deep models: DBMs and DBNs), one row per model x schedule x K:
+    RAISE, AIS and gap = AIS - RAISE with standard errors for each initial distribution
+    (DBNs: uniform only), exact where enumeration was affordable, and the importance-sampling
+    (and DBM mean-field) estimates of the mean ``log f(v)`` of the test set.
+``table_continuous.csv``
+    Sohl-Dickstein & Culpepper Table 1 layout (continuous models), one row per model.
+``annealed_trials.csv``
+    Bias / MSE of log Z over seeds against the ground truth (Liu et al. Figs 3-4).
+``flags.csv``
+    One row per flag reason of a summary row.
+``report.json``
+    Counts, thresholds and the flags, machine-readable.
+``plots/<model>.png``, ``plots/<model>_bias_mse.png``, ``plots/model_size.png``
+    Mean test log-likelihood vs K per model, bias / MSE of log Z vs K per model, and the
+    continuous models' log-likelihood vs size.
+
+The flags are the rules of :data:`.flags.RULES` (see :mod:`.flags`).  With a ``tracking_uri``
+they are also set as tags (``logzbench.flag``, ``logzbench.flagged``) on the runs of the
+affected estimates.  Method and family lists and plot styles come from :mod:`logzbench.registry`
+(see :mod:`.methods`).
+
+Modules: :mod:`.records` (loading, per-run table, summary over seeds), :mod:`.flags`,
+:mod:`.tables`, :mod:`.plots`, :mod:`.methods`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..plotting import plot_history
+from ..utils import write_csv_atomic, write_json_atomic
+from .flags import RULES, ReportThresholds, apply_flags
+from .methods import (ANALYSIS_FAMILIES, ANNEALED_METHODS, CONTINUOUS_FAMILIES, CONTINUOUS_METHODS, DEEP_FAMILIES,
+                      GENERATIVE_FAMILIES, INIT_ORDER, K_METHODS, LOG_Z_METHODS, LOWER_BOUND_METHODS)
+from .plots import plot_annealed_trials, plot_model, plot_model_size
+from .records import GROUP_COLUMNS, LOG_F_COLUMNS, PER_RUN_COLUMNS, load_results, normalize_record, summarize
+from .tables import (ANNEALED_TRIAL_COLUMNS, AVERAGE_METHOD, annealed_trials, flag_rows, ground_truth, make_table1,
+                     make_table2, make_table_continuous)
+
+__all__ = [
+    "ReportThresholds",
+    "build_report",
+    "load_results",
+    "normalize_record",
+    "summarize",
+    "apply_flags",
+    "make_table1",
+    "make_table2",
+    "make_table_continuous",
+    "plot_model_size",
+    "ground_truth",
+    "annealed_trials",
+    "plot_annealed_trials",
+    "plot_model",
+    "plot_history",
+    "flag_rows",
+    "RULES",
+    "ANALYSIS_FAMILIES",
+    "ANNEALED_METHODS",
+    "ANNEALED_TRIAL_COLUMNS",
+    "AVERAGE_METHOD",
+    "CONTINUOUS_FAMILIES",
+    "CONTINUOUS_METHODS",
+    "DEEP_FAMILIES",
+    "GENERATIVE_FAMILIES",
+    "GROUP_COLUMNS",
+    "INIT_ORDER",
+    "K_METHODS",
+    "LOG_F_COLUMNS",
+    "LOG_Z_METHODS",
+    "LOWER_BOUND_METHODS",
+    "PER_RUN_COLUMNS",
+]
+
+_EMPTY_TABLE1_COLUMNS = ["model", "schedule", "K", "exact", "flags"]
+_EMPTY_TABLE2_COLUMNS = ["model", "family", "architecture", "schedule", "K", "n_seeds", "exact", "flags"]
+
+
+def _write_csv(df: pd.DataFrame, path: Path) -> Path:
+    return write_csv_atomic(path, df, float_format="%.6g")
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    """JSON-friendly rows (NaN / NA -> None, numpy scalars -> Python)."""
+    out = []
+    for row in df.to_dict(orient="records"):
+        clean = {}
+        for k, v in row.items():
+            if v is None or (not isinstance(v, str) and pd.isna(v)):
+                clean[k] = None
+            elif isinstance(v, (np.integer, int)) and not isinstance(v, bool):
+                clean[k] = int(v)
+            elif isinstance(v, (np.floating, float)):
+                clean[k] = float(v)
+            else:
+                clean[k] = v
+        out.append(clean)
+    return out
+
+
+def _plots(per_run: pd.DataFrame, summary: pd.DataFrame, trials: pd.DataFrame, table_c: pd.DataFrame,
+           models: Sequence[str] | None, out: Path) -> tuple[dict[str, Path], dict[str, Path], Path]:
+    """Draw ``plots/<model>.png`` and ``plots/<model>_bias_mse.png`` for every model (those of the
+    records and ``models``) and ``plots/model_size.png``; their paths."""
+    model_plots: dict[str, Path] = {}
+    trial_plots: dict[str, Path] = {}
+    for m in sorted(set(per_run["model"]) | set(models or [])):
+        model_plots[m] = plot_model(summary, m, out / "plots" / f"{m}.png")
+        trial_plots[m] = plot_annealed_trials(trials, m, out / "plots" / f"{m}_bias_mse.png")
+    return model_plots, trial_plots, plot_model_size(table_c, out / "plots" / "model_size.png")
+
+
+def _tag_runs(per_run: pd.DataFrame, tracking_uri: str | None, experiment_name: str | None):
+    """Set each estimate's flags as tags on its MLflow run; what :func:`.tracking.set_flags` returns."""
+    from .. import tracking
+
+    flags_by_key = {r["key"]: [f for f in r["flags"].split("; ") if f] for _, r in per_run.iterrows() if r["key"]}
+    return tracking.set_flags(flags_by_key, uri=tracking_uri,
+                              experiment_name=experiment_name or tracking.DEFAULT_EXPERIMENT)
+
+
+def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mapping[str, Any]],
+                 out_dir: str | os.PathLike, *, gap_threshold: float = 1.0, ess_fraction: float = 0.1,
+                 z: float = 2.0, truth_tolerance: float = 0.1, models: Sequence[str] | None = None, plots: bool = True,
+                 tracking_uri: str | None = None, experiment_name: str | None = None) -> dict[str, Any]:
+    """Build the report from estimate records.
+
+    Parameters
+    ----------
+    results : directory, JSON file, or iterable of JSON files / record dicts
+        A directory is searched recursively for ``*.json`` estimate records.
+    out_dir : directory
+        Receives ``per_run.csv``, ``summary.csv``, ``table1.csv`` (RBMs), ``table2.csv`` (DBMs and
+        DBNs), ``table_continuous.csv``, ``flags.csv``, ``annealed_trials.csv`` (bias / MSE of log Z
+        over seeds against the ground truth, Liu et al. Figs 3-4), ``report.json``,
+        ``plots/<model>.png``, ``plots/<model>_bias_mse.png`` and ``plots/model_size.png`` (all
+        written atomically).
+    gap_threshold : float
+        Flag AIS and RAISE estimates disagreeing by more than this many nats.
+    ess_fraction : float
+        Flag estimates whose effective sample size is below this fraction of the chains.
+    z : float
+        Standard errors beyond which RAISE > AIS, AIS log Z > reverse-AIS log Z, or an estimate on
+        the wrong side of the exact value, is flagged; also the interval of the repeated-trials coverage.
+    truth_tolerance : float
+        Models without an exact value: the ground truth of ``annealed_trials.csv`` is the mean of
+        AIS and reverse AIS at their largest common K when they agree within this many nats.
+    models : sequence of str, optional
+        Models that must get a plot even without estimates (a placeholder is drawn).
+    plots : bool
+        Draw the plots.
+    tracking_uri, experiment_name : str, optional
+        When given, tag the affected MLflow runs (``logzbench.flag``/``logzbench.flagged``).
+
+    Returns
+    -------
+    dict
+        The paths written (``annealed_trials``, ``per_run``, ``summary``, ``table1``, ``table2``,
+        ``table_continuous``, ``flags``, ``model_size_plot`` with plots, ``report_json``, ``plots`` and
+        ``trial_plots`` = {model: path}) and ``n_flagged`` (summary rows flagged).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    per_run = load_results(results)
+    per_run, summary = apply_flags(per_run, summarize(per_run), gap_threshold=gap_threshold,
+                                   ess_fraction=ess_fraction, z=z)
+    table1 = make_table1(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE1_COLUMNS)
+    table2 = make_table2(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE2_COLUMNS)
+    table_c = make_table_continuous(summary)
+    truth = ground_truth(per_run, tolerance=truth_tolerance)
+    trials = annealed_trials(per_run, truth, z=z)
+    paths: dict[str, Any] = {
+        "annealed_trials": _write_csv(trials, out / "annealed_trials.csv"),
+        "per_run": _write_csv(per_run, out / "per_run.csv"),
+        "summary": _write_csv(summary, out / "summary.csv"),
+        "table1": _write_csv(table1, out / "table1.csv"),
+        "table2": _write_csv(table2, out / "table2.csv"),
+        "table_continuous": _write_csv(table_c, out / "table_continuous.csv"),
+        "flags": _write_csv(flag_rows(summary), out / "flags.csv"),
+    }
+    model_plots: dict[str, Path] = {}
+    trial_plots: dict[str, Path] = {}
+    if plots:
+        model_plots, trial_plots, paths["model_size_plot"] = _plots(per_run, summary, trials, table_c, models, out)
+    paths["plots"] = model_plots
+    paths["trial_plots"] = trial_plots
+    tagged = (_tag_runs(per_run, tracking_uri, experiment_name)
+              if tracking_uri is not None or experiment_name is not None else None)
+    n_flagged = int((summary["flags"] != "").sum())
+    report = {
+        "n_runs": int(len(per_run)),
+        "n_settings": int(len(summary)),
+        "n_flagged_settings": n_flagged,
+        "n_flagged_runs": int((per_run["flags"] != "").sum()),
+        "mlflow_runs_tagged": tagged,
+        "thresholds": dict(ReportThresholds(gap_threshold, ess_fraction, z)),
+        "models": sorted(set(per_run["model"])),
+        "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
+                   "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
+        "files": {k: str(v) for k, v in paths.items() if k not in ("plots", "trial_plots")},
+        "table_continuous": _records(table_c),
+        "ground_truth": _records(truth),
+        "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
+        "table2": _records(table2),
+        "plots": {k: str(v) for k, v in model_plots.items()},
+        "trial_plots": {k: str(v) for k, v in trial_plots.items()},
+    }
+    paths["report_json"] = out / "report.json"
+    write_json_atomic(paths["report_json"], report)
+    paths["n_flagged"] = n_flagged
+    return paths

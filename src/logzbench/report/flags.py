@@ -1,0 +1,312 @@
+"""Flags: readable reasons to distrust a summary row, from a list of small rules.
+
+A rule is a callable taking a :class:`FlagInput` and yielding ``(summary row indices, reason)``;
+:func:`apply_flags` runs :data:`RULES` in order and joins each row's reasons with ``"; "``.
+The rules:
+
+* low effective sample size of any seed's run (:func:`low_ess`);
+* AIS and RAISE of one setting disagree by more than ``gap_threshold`` nats, or RAISE exceeds
+  AIS by more than ``z`` combined standard errors;
+* a Z-unbiased log Z estimator above its upper-bound partner of the same setting (AIS over
+  reverse AIS, IS over reverse IS): the bounds do not sandwich log Z;
+* the importance-sampled log f(v) of a deep model has few effective proposals;
+* an estimate on the wrong side of the exact value (closed form) by more than ``z`` standard
+  errors, the side following from the estimator's registry bound (:func:`beyond_exact`): the
+  log-likelihood of a Z-unbiased log Z estimator below it (AIS, IS, HAIS on an analysis model) or
+  above it (HAIS on a generative model, whose estimate is per test point), a lower bound of the
+  log-likelihood above it (RAISE, CSL).
+
+Bounds are checked only where they are guaranteed: the upper bounds of log Z (reverse AIS,
+reverse IS) hold for exact model samples, which neither has (it runs Markov chains), so they
+are compared with their Z-unbiased partner (the sandwich rule) but not with the exact value.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import numpy as np
+import pandas as pd
+
+from ..registry import ESTIMATORS
+from .methods import DEEP_FAMILIES, family_kind, label, spec, weight_unit
+from .records import group_key
+
+Flag = tuple[tuple[int, ...], str]
+
+
+class ReportThresholds(dict):
+    """Flag thresholds: ``gap_threshold`` (nats), ``ess_fraction``, ``z`` (standard errors)."""
+
+    def __init__(self, gap_threshold: float = 1.0, ess_fraction: float = 0.1, z: float = 2.0):
+        super().__init__(gap_threshold=float(gap_threshold), ess_fraction=float(ess_fraction), z=float(z))
+
+
+@dataclass(frozen=True)
+class FlagInput:
+    """What the rules look at: the summary (flagged by row index), its runs and the thresholds."""
+
+    summary: pd.DataFrame
+    per_run: pd.DataFrame
+    thresholds: ReportThresholds
+
+
+def _fmt_k(k) -> str:
+    return "-" if k is None or pd.isna(k) else str(int(k))
+
+
+def _where(s: pd.Series) -> str:
+    """``"<init>, K=<K>"``: the setting a reason shared by two rows names (the tables look for it)."""
+    return f"{s['init']}, K={_fmt_k(s['K'])}"
+
+
+def _combined_se(a: float, b: float) -> float:
+    return math.sqrt(np.nansum([a**2, b**2]))
+
+
+# --------------------------------------------------------------------------- effective sample size
+def run_ess_flag(run: pd.Series, ess_fraction: float) -> str | None:
+    """The ESS reason of one run: fewer effective samples than ``ess_fraction`` of its weights."""
+    ess, n_weights = float(run["ess"]), run["n_weights"]
+    if not (math.isfinite(ess) and n_weights is not None and not pd.isna(n_weights) and int(n_weights) > 0):
+        return None
+    n = int(n_weights)
+    if ess < ess_fraction * n:
+        return (f"low ESS: {ess:.3g} of {n} {weight_unit(run['method'])} "
+                f"({100 * ess / n:.2g}% < {100 * ess_fraction:g}%)")
+    return None
+
+
+def low_ess(inp: FlagInput) -> Iterator[Flag]:
+    """A summary row is flagged when any of its seeds' runs has too low an ESS."""
+    frac = inp.thresholds["ess_fraction"]
+    bad: dict[tuple, list[str]] = {}
+    for _, r in inp.per_run.iterrows():
+        if run_ess_flag(r, frac):
+            bad.setdefault(group_key(r), []).append(_fmt_k(r["seed"]))
+    for i, s in inp.summary.iterrows():
+        seeds = bad.get(group_key(s))
+        if seeds:
+            yield (i,), (f"low ESS (seed {','.join(seeds)}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} "
+                         f"{weight_unit(s['method'])} (< {100 * frac:g}%)")
+
+
+# --------------------------------------------------------------------------- rules on one row
+@dataclass(frozen=True)
+class RowRule:
+    """Flags single summary rows: those ``applies`` selects and ``message`` (the condition) returns
+    a reason for."""
+
+    name: str
+    applies: Callable[[pd.Series], bool]
+    message: Callable[[pd.Series, ReportThresholds], str | None]
+
+    def __call__(self, inp: FlagInput) -> Iterator[Flag]:
+        for i, s in inp.summary.iterrows():
+            if self.applies(s):
+                text = self.message(s, inp.thresholds)
+                if text:
+                    yield (i,), text
+
+
+def _poor_log_f_sampling(s: pd.Series, th: ReportThresholds) -> str | None:
+    ess_is, n_is, frac = float(s["log_f_is_ess_mean"]), float(s["is_samples"]), th["ess_fraction"]
+    if math.isfinite(ess_is) and math.isfinite(n_is) and ess_is < frac * n_is:
+        return (f"log f(v) importance sampling: mean ESS {ess_is:.3g} of {n_is:.0f} proposals "
+                f"(< {100 * frac:g}%); log f-hat may err low by more than its s.e. shows")
+    return None
+
+
+def beyond_exact(side: str, subject: Callable[[pd.Series], str], note: Callable[[pd.Series], str]):
+    """The message function of an "estimate vs exact value" rule.
+
+    Parameters
+    ----------
+    side : {"below", "above"}
+        The side of the exact mean test log-likelihood (closed form for continuous models) the
+        estimate must not be on by more than ``z`` of its standard errors (an unknown one counts as 0).
+    subject : callable
+        Row -> who the reason names (``"AIS"``, ``"RAISE lower bound"``).
+    note : callable
+        Row -> text appended to the reason (why the side is wrong, or why it may be).
+    """
+    def message(s: pd.Series, th: ReportThresholds) -> str | None:
+        ex, v = float(s["exact_test_ll"]), float(s["mean_test_ll"])
+        if not (math.isfinite(ex) and math.isfinite(v)):
+            return None
+        se = float(s["mean_test_ll_se"]) if math.isfinite(float(s["mean_test_ll_se"])) else 0.0
+        d, z = (ex - v if side == "below" else v - ex), th["z"]
+        if d > 0 and d > z * se:
+            what = "exact" if family_kind(s["family"], s["method"]) == "binary" else "the closed form"
+            verb = "falls below" if side == "below" else "exceeds"
+            return f"{subject(s)} {verb} {what} by {d:.2f} nats (> {z:g} x s.e. {se:.2g}){note(s)}"
+        return None
+    return message
+
+
+def _bound_is(s: pd.Series, yields: str, bound: str, kinds: tuple[str, ...] | None = None) -> bool:
+    """Whether the row's estimator yields ``yields`` with registry bound ``bound`` (on a model of ``kinds``)."""
+    e = spec(s["method"])
+    return (e is not None and e.yields == yields and e.bound == bound
+            and (kinds is None or family_kind(s["family"], s["method"]) in kinds))
+
+
+def _method(s: pd.Series) -> str:
+    return s["method"].upper()
+
+
+def _errs_high_note(s: pd.Series) -> str:
+    if s["family"] in DEEP_FAMILIES:
+        return "; the importance-sampled log f(v) errs low"
+    if family_kind(s["family"], s["method"]) == "analysis":
+        return "; an analysis model's estimate should err high"
+    return ""
+
+
+#: Z-unbiased log Z (log Z-hat errs low): the log-likelihood errs high on binary and analysis
+#: models, low on generative ones (log p-hat(x) per test point errs low)
+Z_UNBIASED_BELOW_EXACT = RowRule(
+    "Z-unbiased estimate below exact",
+    lambda s: _bound_is(s, "log_z", "unbiased-in-z", ("binary", "analysis")),
+    beyond_exact("below", _method, _errs_high_note))
+Z_UNBIASED_ABOVE_CLOSED_FORM = RowRule(
+    "Z-unbiased estimate of a generative model above its closed form",
+    lambda s: _bound_is(s, "log_z", "unbiased-in-z", ("generative",)),
+    beyond_exact("above", _method, lambda s: "; a generative model's estimate should err low"))
+LOWER_BOUND_ABOVE_EXACT = RowRule(
+    "lower bound of the log-likelihood above exact",
+    lambda s: _bound_is(s, "log_likelihood", "lower"),
+    beyond_exact("above", lambda s: f"{_method(s)} lower bound", lambda s: ""))
+POOR_LOG_F_SAMPLING = RowRule("importance-sampled log f(v) with few effective proposals", lambda s: True,
+                              _poor_log_f_sampling)
+
+
+# --------------------------------------------------------------------------- rules on pairs of rows
+def same_setting(summary: pd.DataFrame, row: pd.Series, method: str) -> pd.DataFrame:
+    """Summary rows of ``method`` with ``row``'s model, schedule, K and init."""
+    m = (summary["model"] == row["model"]) & (summary["method"] == method) & \
+        (summary["schedule"] == row["schedule"]) & (summary["init"] == row["init"])
+    k = summary["K"]
+    m &= (k == row["K"]).fillna(False) if not pd.isna(row["K"]) else k.isna()
+    return summary[m]
+
+
+def pairs(summary: pd.DataFrame, first: str, second: str) -> Iterator[tuple[int, pd.Series, int, pd.Series]]:
+    """``(i, a, j, b)`` for each row ``a`` of method ``first`` and each row ``b`` of ``second`` in its setting."""
+    for i, a in summary[summary["method"] == first].iterrows():
+        for j, b in same_setting(summary, a, second).iterrows():
+            yield i, a, j, b
+
+
+@dataclass(frozen=True)
+class PairRule:
+    """Flags both rows of each pair of methods ``first`` and ``second`` in one setting, once for each
+    of ``checks`` (condition and message) that returns a reason for the pair."""
+
+    name: str
+    first: str
+    second: str
+    checks: tuple[Callable[[pd.Series, pd.Series, ReportThresholds], str | None], ...]
+
+    def __call__(self, inp: FlagInput) -> Iterator[Flag]:
+        for i, a, j, b in pairs(inp.summary, self.first, self.second):
+            for check in self.checks:
+                text = check(a, b, inp.thresholds)
+                if text:
+                    yield (i, j), text
+
+
+def _ll_gap(a: pd.Series, b: pd.Series) -> float:
+    """``a - b`` of the mean test log-likelihoods (NaN unless both are finite)."""
+    x, y = float(a["mean_test_ll"]), float(b["mean_test_ll"])
+    return x - y if math.isfinite(x) and math.isfinite(y) else float("nan")
+
+
+def _gap_too_large(ais: pd.Series, raise_: pd.Series, th: ReportThresholds) -> str | None:
+    gap = _ll_gap(ais, raise_)
+    if abs(gap) > th["gap_threshold"]:
+        return f"AIS-RAISE gap {gap:+.2f} nats exceeds {th['gap_threshold']:g} nat ({_where(ais)})"
+    return None
+
+
+def _raise_above_ais(ais: pd.Series, raise_: pd.Series, th: ReportThresholds) -> str | None:
+    gap, z = _ll_gap(ais, raise_), th["z"]
+    se = _combined_se(float(ais["mean_test_ll_se"]), float(raise_["mean_test_ll_se"]))
+    if -gap > 0 and -gap > z * se:
+        return f"RAISE exceeds AIS by {-gap:.2f} nats (> {z:g} x combined s.e. {se:.2g}, {_where(ais)})"
+    return None
+
+
+def _not_sandwiched(low: pd.Series, high: pd.Series, th: ReportThresholds) -> str | None:
+    a, b, z = float(low["log_z"]), float(high["log_z"]), th["z"]
+    se = _combined_se(float(low["log_z_se"]), float(high["log_z_se"]))
+    if math.isfinite(a) and math.isfinite(b) and a - b > z * se:
+        return (f"{label(low['method'])} log Z exceeds {label(high['method'])} by {a - b:.2f} nats "
+                f"(> {z:g} x combined s.e. {se:.2g}, {_where(low)}): the bounds do not sandwich log Z")
+    return None
+
+
+def _sandwich_pairs() -> tuple[tuple[str, str], ...]:
+    """(Z-unbiased, upper-bound) log Z estimators with the same sweep axes: AIS and reverse AIS, IS and
+    reverse IS (the upper bound holds for exact model samples)."""
+    return tuple((lo.name, hi.name) for lo in ESTIMATORS.values() for hi in ESTIMATORS.values()
+                 if lo.yields == hi.yields == "log_z" and lo.bound == "unbiased-in-z" and hi.bound == "upper"
+                 and lo.axes == hi.axes)
+
+
+#: AIS (errs high on the log-likelihood) against RAISE (errs low), same model / schedule / K / init
+AIS_VS_RAISE = PairRule("AIS vs RAISE", "ais", "raise", (_gap_too_large, _raise_above_ais))
+SANDWICH_RULES = tuple(PairRule(f"{lo} vs {hi}", lo, hi, (_not_sandwiched,)) for lo, hi in _sandwich_pairs())
+
+#: Every flag rule, in the order their reasons appear.
+RULES: tuple[Callable[[FlagInput], Iterator[Flag]], ...] = (
+    low_ess, AIS_VS_RAISE, *SANDWICH_RULES, POOR_LOG_F_SAMPLING, Z_UNBIASED_BELOW_EXACT,
+    Z_UNBIASED_ABOVE_CLOSED_FORM, LOWER_BOUND_ABOVE_EXACT,
+)
+
+
+# --------------------------------------------------------------------------- applying them
+def ais_raise_gaps(summary: pd.DataFrame) -> pd.Series:
+    """AIS - RAISE mean test log-likelihood of each AIS and RAISE row (its first pair with both
+    values known; NaN without one)."""
+    gaps = pd.Series(float("nan"), index=summary.index)
+    for i, a, j, b in pairs(summary, "ais", "raise"):
+        gap = _ll_gap(a, b)
+        if math.isfinite(gap):
+            for k in (i, j):
+                if math.isnan(gaps[k]):
+                    gaps[k] = gap
+    return gaps
+
+
+def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: float = 1.0,
+                ess_fraction: float = 0.1, z: float = 2.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fill the ``flags`` columns (and ``gap_ais_minus_raise``) of both tables; returns copies.
+
+    A summary row carries the reasons of every rule of :data:`RULES`; a run carries its own ESS
+    reason and its summary row's other reasons (for the MLflow tags).
+    """
+    per_run, summary = per_run.copy(), summary.copy()
+    inp = FlagInput(summary, per_run, ReportThresholds(gap_threshold, ess_fraction, z))
+    reasons: dict[int, list[str]] = {i: [] for i in summary.index}
+    for rule in RULES:
+        for rows, text in rule(inp):
+            for i in rows:
+                if text not in reasons[i]:
+                    reasons[i].append(text)
+    summary["gap_ais_minus_raise"] = ais_raise_gaps(summary)
+    summary["flags"] = ["; ".join(reasons[i]) for i in summary.index]
+    row_of: dict[tuple, int] = {}
+    for i, s in summary.iterrows():
+        row_of.setdefault(group_key(s), i)
+    per_run["flags"] = [_run_flags(r, reasons.get(row_of.get(group_key(r)), []), ess_fraction)
+                        for _, r in per_run.iterrows()]
+    return per_run, summary
+
+
+def _run_flags(run: pd.Series, group_reasons: list[str], ess_fraction: float) -> str:
+    own = run_ess_flag(run, ess_fraction)
+    shared = [f for f in group_reasons if not f.startswith("low ESS")]
+    return "; ".join(dict.fromkeys(([own] if own else []) + shared))

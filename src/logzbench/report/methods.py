@@ -1,0 +1,91 @@
+"""The report's method and family lists, sweep axes and plot styles, all derived from the registry.
+
+Records name their estimator's method (``ais``, ``raise``, ...); methods that are not in the
+registry (records of older or foreign estimators) still load: their sweep axes are the ones the
+record gives, they get no bound-based flags, and plots draw them in Matplotlib's default style.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..registry import ESTIMATORS, FAMILIES, INITS, EstimatorSpec, family_names, methods_where
+
+#: stochastic lower bounds of the test log-likelihood (RAISE, CSL)
+LOWER_BOUND_METHODS = methods_where(yields="log_likelihood", bound="lower")
+#: methods with an annealing schedule, swept over K and the initial distribution
+ANNEALED_METHODS = tuple(n for n, s in ESTIMATORS.items() if {"K", "init"} <= set(s.axes))
+#: estimators of continuous models (Sohl-Dickstein & Culpepper 2012), swept over K (no init)
+CONTINUOUS_METHODS = tuple(n for n in methods_where(kinds=("analysis", "generative"))
+                           if ESTIMATORS[n].bound != "exact")
+#: methods that estimate log Z from one annealing run (Liu et al. Figs 3-4 compare them over K)
+LOG_Z_METHODS = tuple(n for n in ANNEALED_METHODS if ESTIMATORS[n].yields == "log_z")
+#: methods swept over K (the x axis of the per-model plots)
+K_METHODS = methods_where(axes="K")
+#: continuous families: analysis models (HAIS errs high on their log-likelihood, as AIS does) and
+#: generative ones (one run per test point: log p-hat(x) errs low)
+ANALYSIS_FAMILIES = family_names("analysis")
+GENERATIVE_FAMILIES = family_names("generative")
+CONTINUOUS_FAMILIES = ANALYSIS_FAMILIES + GENERATIVE_FAMILIES
+#: families with several hidden layers (RAISE Table 2; importance-sampled log f(v))
+DEEP_FAMILIES = tuple(n for n, s in FAMILIES.items() if s.deep)
+#: initial distributions of the annealing path, in table column order
+INIT_ORDER = INITS
+
+
+def spec(method: str) -> EstimatorSpec | None:
+    """The registry entry of ``method``; ``None`` for a method the registry does not know."""
+    return ESTIMATORS.get(str(method))
+
+
+def uses_axis(method: str, axis: str, given: Any = None) -> bool:
+    """Whether a record of ``method`` has a value on sweep axis ``axis`` (``K``, ``init``, ``seed``).
+
+    Registered methods: the axis is one of the estimator's sweep axes.  Other methods: the
+    record gives a value (``given`` is not ``None``), except that every method but ``exact`` has a seed.
+    """
+    s = spec(method)
+    if s is not None:
+        return axis in s.axes
+    return given is not None or (axis == "seed" and method != "exact")
+
+
+def uses_schedule(method: str, given: Any = None) -> bool:
+    """Whether a record of ``method`` has an annealing schedule (the estimator reads the ``schedule``
+    option; a method the registry does not know: the record gives one)."""
+    s = spec(method)
+    return "schedule" in s.options if s is not None else given is not None
+
+
+def weight_unit(method: str) -> str:
+    """What the ESS of ``method`` counts: ``chains`` of an annealing run (and of methods the registry
+    does not know), else ``samples`` (CSL, the importance-sampling family)."""
+    s = spec(method)
+    return "chains" if s is None or "schedule" in s.options else "samples"
+
+
+def family_kind(family: str, method: str = "") -> str | None:
+    """Kind (``binary``, ``analysis``, ``generative``) of ``family``; a family the registry does not
+    know takes the kind of ``method`` when that applies to one kind only, else ``None``."""
+    f = FAMILIES.get(str(family))
+    if f is not None:
+        return f.kind
+    s = spec(method)
+    return s.kinds[0] if s is not None and len(s.kinds) == 1 else None
+
+
+def line_style(method: str) -> dict[str, Any]:
+    """Matplotlib style of ``method``'s lines (registry colour and marker; heavier when emphasised)."""
+    s = spec(method)
+    if s is None:
+        return {"marker": "o"}
+    style: dict[str, Any] = {"color": s.color, "marker": s.marker}
+    if s.emphasis:
+        style.update(linewidth=2.4, zorder=5)
+    return style
+
+
+def label(method: str) -> str:
+    """Legend name of ``method`` (the registry label; the name itself when not registered)."""
+    s = spec(method)
+    return s.label if s is not None else str(method)

@@ -1,0 +1,123 @@
+"""The report's figures: log-likelihood vs K per model, vs model size, and bias / MSE of log Z vs K.
+
+Every estimator is drawn in its registry style (colour, marker, label; :mod:`logzbench.registry`),
+the same in every figure.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..plotting import pyplot, save_figure
+from .methods import DEEP_FAMILIES, K_METHODS, label, line_style
+
+#: line style of each initial distribution (others, and estimators without one: dotted)
+INIT_LINESTYLES = {"uniform": "-", "base-rate": "--"}
+
+
+def _placeholder(text: str, path: str | os.PathLike, size: tuple[float, float]) -> Path:
+    """A figure holding only ``text`` (PNG, written atomically)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=size)
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center")
+    ax.set_axis_off()
+    return save_figure(fig, path, dpi=110)
+
+
+def _legend_name(method: str, estimator: str, sole: bool, init: str, schedule: str) -> str:
+    """Legend entry: the registry label when the estimator is its method's only one in the figure
+    (else its own name), with the initial distribution and a non-linear schedule."""
+    name = label(method) if sole else estimator
+    if not init:
+        return name
+    return f"{name} ({init}{', ' + schedule if schedule not in ('', 'linear') else ''})"
+
+
+def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
+    """Mean test log-likelihood vs K for one model (PNG, written atomically): each estimator swept
+    over K per initial distribution and schedule with standard-error bars, and the exact value."""
+    plt = pyplot()
+    ms = summary[summary["model"] == model]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    swept = ms[ms["method"].isin(K_METHODS)]
+    per_method = swept.groupby("method")["estimator"].nunique()
+    plotted = False
+    for (method, est, sched, init), g in swept.groupby(["method", "estimator", "schedule", "init"], sort=True):
+        g = g[g["K"].notna() & g["mean_test_ll"].notna()].sort_values("K")
+        if g.empty:
+            continue
+        err = g["mean_test_ll_se"].to_numpy(dtype=float)
+        ax.errorbar(g["K"].to_numpy(dtype=float), g["mean_test_ll"].to_numpy(dtype=float),
+                    yerr=np.where(np.isfinite(err), err, 0.0), capsize=3, alpha=0.9,
+                    label=_legend_name(method, est, per_method[method] == 1, init, sched),
+                    linestyle=INIT_LINESTYLES.get(init, ":"), **line_style(method))
+        plotted = True
+    ex = ms["exact_test_ll"].dropna()
+    if len(ex):
+        ax.axhline(float(ex.iloc[0]), color=line_style("exact")["color"], linewidth=1.2, label=label("exact"))
+        plotted = True
+    ks = ms["K"].dropna()
+    if len(ks) and ks.min() > 0 and ks.nunique() > 1:
+        ax.set_xscale("log")
+    if not plotted:
+        ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center", va="center")
+    ax.set_xlabel("K (intermediate distributions / CSL sweeps per chain)")
+    ax.set_ylabel("mean test log-likelihood (nats)")
+    fam = ms["family"].iloc[0] if "family" in ms and len(ms) else ""
+    arch = ms["architecture"].iloc[0] if "architecture" in ms and len(ms) else ""
+    ax.set_title(f"{model} ({fam.upper()} {arch})" if fam in DEEP_FAMILIES else model)
+    ax.grid(True, alpha=0.3)
+    if plotted:
+        ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def plot_model_size(table: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Mean test log-likelihood against model size, one line per family (Sohl-Dickstein &
+    Culpepper Fig. 5): the HAIS estimate at its largest K (the closed form where HAIS is absent)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    plotted = False
+    for family, g in table.groupby("family", sort=True):
+        y = g["hais"] if "hais" in g else pd.Series(float("nan"), index=g.index)
+        y = y.where(y.notna(), g["exact"]).to_numpy(dtype=float)
+        err = (g["hais_se"] if "hais_se" in g else pd.Series(0.0, index=g.index)).fillna(0.0).to_numpy(dtype=float)
+        x = g["size"].to_numpy(dtype=float)
+        ok = np.isfinite(y) & np.isfinite(x)
+        if ok.any():
+            order = np.argsort(x[ok])
+            ax.errorbar(x[ok][order], y[ok][order], yerr=err[ok][order], marker="o", capsize=3, label=family)
+            plotted = True
+    if not plotted:
+        ax.text(0.5, 0.5, "no continuous models", transform=ax.transAxes, ha="center", va="center")
+    else:
+        ax.legend(fontsize=8)
+    ax.set_xlabel("model size (experts / units / latent variables)")
+    ax.set_ylabel("mean test log-likelihood (nats)")
+    ax.set_title("log-likelihood vs model size (HAIS at the largest K)")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def plot_annealed_trials(trials: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
+    """Bias (with ±2 s.e. over seeds) and MSE of ``log Ẑ`` vs K for one model, one line per
+    estimator, one column per initial distribution (the layout of Liu et al. Figs 3-4); PNG, atomic."""
+    from ..trials import plot_trials
+
+    ms = trials[(trials["model"] == model) & trials["bias"].notna()]
+    if ms.empty:
+        return _placeholder(f"{model}: no repeated log Z estimates with a ground truth", path, (6.4, 3.0))
+    # one line per estimator, styled by its method when it is the method's only estimator
+    per_method = ms.groupby("method")["estimator"].nunique()
+    ms = ms.assign(method=[(m if per_method[m] == 1 else e) + ("" if s in ("", "linear") else f" ({s})")
+                           for m, e, s in zip(ms["method"], ms["estimator"], ms["schedule"])])
+    ms = ms.assign(K=ms["K"].astype(float))
+    src = str(ms["truth_source"].iloc[0]).split(" (")[0]
+    return plot_trials(ms, path, x="K", panel="init", log_x=True,
+                       title=f"{model}: log Z error over seeds vs K (truth: {src})")

@@ -1,0 +1,279 @@
+"""Estimate records: loading and normalising them, the per-run table and its summary over seeds."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .methods import uses_axis, uses_schedule
+
+#: per-run summaries of the importance-sampling log f(v) of deep models (EstimateResult.extra)
+LOG_F_COLUMNS = {"log_f_is": "mean_log_f_is", "log_f_is_stderr": "mean_log_f_is_stderr",
+                 "log_f_is_jensen_gap": "mean_log_f_is_jensen_gap", "log_f_mean_field": "mean_log_f_mean_field",
+                 "log_f_is_ess_mean": "is_ess_mean", "log_f_is_ess_min": "is_ess_min", "is_samples": "is_samples"}
+
+PER_RUN_COLUMNS = [
+    "model", "family", "architecture", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains",
+    "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
+    "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "per_example_ll_sd", "exact_test_ll", "exact_log_z",
+    "ll_minus_exact", "log_z_minus_exact", *LOG_F_COLUMNS, "device", "flags", "key", "mlflow_run_id", "source",
+]
+#: one summary row per distinct value of these (aggregated over seeds)
+GROUP_COLUMNS = ["model", "dataset", "estimator", "method", "schedule", "K", "init"]
+#: per-run columns that need the whole table (exact values of the model, flags)
+_DERIVED_COLUMNS = ("exact_test_ll", "exact_log_z", "ll_minus_exact", "log_z_minus_exact", "flags")
+_SUMMARY_COLUMNS = GROUP_COLUMNS + [
+    "family", "architecture", "n_seeds", "seeds", "chains", "n_weights", "n_examples", "mean_test_ll",
+    "mean_test_ll_sd", "mean_test_ll_se", "mean_test_ll_min", "mean_test_ll_max", "log_z", "log_z_sd", "log_z_se",
+    "ess", "ess_min", "ess_fraction_min", "seconds", "total_sweeps", "sweeps_per_second", "per_example_ll_sd",
+    "exact_test_ll", "exact_log_z", "log_f_is", "log_f_is_se", "log_f_is_jensen_gap", "log_f_mean_field",
+    "log_f_is_ess_mean", "is_samples"]
+
+
+# --------------------------------------------------------------------------- loading
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _int_or_none(x: Any) -> int | None:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return None
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _architecture(n_visible, hidden_sizes, n_hidden) -> str:
+    """Layer sizes as ``"784-500-1000"`` (empty when unknown)."""
+    sizes = list(hidden_sizes) if isinstance(hidden_sizes, (list, tuple)) else (
+        [n_hidden] if n_hidden is not None else [])
+    if n_visible is None or not sizes:
+        return ""
+    try:
+        return "-".join(str(int(n)) for n in [n_visible, *sizes])
+    except (TypeError, ValueError):
+        return ""
+
+
+def _model_name(model: Any, source: str | os.PathLike | None) -> str:
+    """The model's name: a model file's stem, else the record's directory two levels up."""
+    if model is not None and (os.sep in str(model) or str(model).endswith(".npz")):
+        model = Path(str(model)).stem
+    if model is None and source is not None:
+        model = Path(source).parent.parent.name or Path(source).stem
+    return str(model) if model is not None else "?"
+
+
+def _sweep(method: str, pick) -> dict[str, Any]:
+    """The record's ``schedule``, ``K``, ``init`` and ``seed``, each only where ``method`` has that axis."""
+    schedule, k, init, seed = pick("schedule"), pick("K", "steps", "n_steps"), pick("init"), pick("seed")
+    return {
+        "schedule": (schedule if schedule is not None else "linear") if uses_schedule(method, schedule) else "",
+        "K": _int_or_none(k) if uses_axis(method, "K", k) else None,
+        "init": str(init if init is not None else "uniform") if uses_axis(method, "init", init) else "",
+        "seed": _int_or_none(seed if seed is not None else 0) if uses_axis(method, "seed", seed) else None,
+    }
+
+
+def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = None) -> dict[str, Any]:
+    """One flat row from an estimate record.
+
+    Accepts the workflow's record (``{"model", "estimator", "method", "K", "init", "seed",
+    ..., "result": EstimateResult.to_dict()}``) and a bare ``EstimateResult.to_dict()``
+    whose ``settings`` name the model, K (``K``/``steps``), init and seed.  A record has a
+    K, init and seed only where its estimator sweeps that axis (see :func:`.methods.uses_axis`).
+    """
+    res = rec.get("result", rec)
+    settings = dict(res.get("settings") or {})
+    if "result" in rec:
+        settings.update({k: v for k, v in rec.items() if k != "result" and v is not None})
+
+    def pick(*names, default=None):
+        for n in names:
+            if settings.get(n) is not None:
+                return settings[n]
+        return default
+
+    method = str(rec.get("method") or res.get("estimator") or pick("method") or "?").lower()
+    estimator = str(rec.get("estimator") if "result" in rec and rec.get("estimator") else pick("name", default=method))
+    chains = pick("chains", default=res.get("n_chains"))
+    # ESS is measured against the number of weights: chains (AIS), chains per example (RAISE),
+    # samples (CSL, importance sampling)
+    n_weights = res.get("n_chains") or chains
+    ess, n_chains = _num(res.get("ess")), _num(n_weights)
+    extra = res.get("extra") or {}
+    return {
+        "model": _model_name(pick("model", "model_name"), source),
+        "family": str(pick("family", "model_family", default="rbm")).lower(),
+        "architecture": _architecture(pick("n_visible"), pick("hidden_sizes", default=None), pick("n_hidden")),
+        "dataset": pick("dataset", default=""),
+        "estimator": estimator,
+        "method": method,
+        **_sweep(method, pick),
+        "chains": _int_or_none(chains),
+        "n_weights": _int_or_none(n_weights),
+        "n_examples": _int_or_none(res.get("n_examples", pick("n_examples"))),
+        "mean_test_ll": _num(res.get("mean_log_likelihood")),
+        "mean_test_ll_stderr": _num(res.get("mean_log_likelihood_stderr")),
+        "log_z": _num(res.get("log_z")),
+        "log_z_stderr": _num(res.get("log_z_stderr")),
+        "ess": ess,
+        "ess_fraction": ess / n_chains if n_chains and math.isfinite(n_chains) and n_chains > 0 else float("nan"),
+        "seconds": _num(res.get("seconds")),
+        "n_sweeps": _num(res.get("n_sweeps")),
+        "total_sweeps": _num(res.get("total_sweeps")),
+        "sweeps_per_second": _num(res.get("sweeps_per_second")),
+        "per_example_ll_sd": _num(extra.get("per_example_ll_sd")),
+        **{col: _num(extra.get(k)) for col, k in LOG_F_COLUMNS.items()},
+        "device": pick("device", default=""),
+        "key": rec.get("key", ""),
+        "mlflow_run_id": rec.get("mlflow_run_id", ""),
+        "source": str(source) if source is not None else "",
+    }
+
+
+def _iter_sources(results) -> Iterable[tuple[Mapping[str, Any], str | None]]:
+    if isinstance(results, (str, os.PathLike, Mapping)):
+        results = [results]
+    for item in results:
+        if isinstance(item, Mapping):
+            yield item, None
+            continue
+        p = Path(item)
+        if p.is_dir():
+            for f in sorted(p.rglob("*.json")):
+                yield from _read_json(f)
+        else:
+            yield from _read_json(p)
+
+
+def _read_json(path: Path) -> Iterable[tuple[Mapping[str, Any], str]]:
+    with open(path) as fh:
+        obj = json.load(fh)
+    if isinstance(obj, list):
+        for o in obj:
+            yield o, str(path)
+    elif isinstance(obj, Mapping) and ("result" in obj or "estimator" in obj):
+        yield obj, str(path)
+    # other JSON files (e.g. a report.json in the same tree) are ignored
+
+
+def _model_constant(df: pd.DataFrame, column: str, default: str) -> list[str]:
+    """``column`` with one value per model: rows that leave it unset (``""`` or ``default``, e.g. a
+    bare exact result) take the model's other rows' value."""
+    known = df[~df[column].isin(["", default])].groupby("model")[column].first()
+    return [known.get(m, v) if v in ("", default) else v for m, v in zip(df["model"], df[column])]
+
+
+def load_results(results) -> pd.DataFrame:
+    """Per-run table from a results directory (searched recursively for ``*.json``), JSON
+    files, or record dicts.  Exact values of each model are attached to every row."""
+    rows = [normalize_record(rec, src) for rec, src in _iter_sources(results)]
+    df = pd.DataFrame(rows, columns=[c for c in PER_RUN_COLUMNS if c not in _DERIVED_COLUMNS])
+    for c in ("K", "seed", "chains", "n_weights", "n_examples"):
+        df[c] = pd.array(df[c], dtype="Int64")
+    for c in ("family", "architecture", "dataset", "schedule", "init", "device", "key", "mlflow_run_id", "source"):
+        df[c] = df[c].fillna("").astype(str)
+    df["family"] = _model_constant(df, "family", "rbm")
+    df["architecture"] = _model_constant(df, "architecture", "")
+    exact = df[df["method"] == "exact"].groupby("model").agg(exact_test_ll=("mean_test_ll", "mean"),
+                                                             exact_log_z=("log_z", "mean"))
+    df = df.merge(exact, how="left", left_on="model", right_index=True)
+    df["ll_minus_exact"] = df["mean_test_ll"] - df["exact_test_ll"]
+    df["log_z_minus_exact"] = df["log_z"] - df["exact_log_z"]
+    df["flags"] = ""
+    df = df.sort_values(["model", "method", "estimator", "schedule", "K", "init", "seed"], na_position="first",
+                        kind="stable").reset_index(drop=True)
+    return df[PER_RUN_COLUMNS]
+
+
+def group_key(row: pd.Series) -> tuple:
+    """The row's :data:`GROUP_COLUMNS` values (missing ones as ``None``): equal for the runs of one
+    summary row and that row."""
+    return tuple(None if pd.isna(row[c]) else row[c] for c in GROUP_COLUMNS)
+
+
+# --------------------------------------------------------------------------- aggregation over seeds
+def _combined_se(se: pd.Series, values: pd.Series) -> float:
+    """Standard error of the mean over seeds: from the runs' own errors when all are known,
+    else from the spread between seeds."""
+    n = int(values.notna().sum())
+    if n == 0:
+        return float("nan")
+    se = se[values.notna()]
+    if len(se) and se.notna().all():
+        return float(np.sqrt(np.sum(np.square(se.to_numpy(dtype=float)))) / n)
+    if n > 1:
+        return float(values.std(ddof=1) / math.sqrt(n))
+    return float("nan")
+
+
+def _stat(values: pd.Series, how: str) -> float:
+    """``values.<how>()`` over the known values (NaN when there are none; ``std`` needs two)."""
+    if values.notna().sum() < (2 if how == "std" else 1):
+        return float("nan")
+    return float(values.std(ddof=1) if how == "std" else getattr(values, how)())
+
+
+def _first_known(values: pd.Series) -> Any:
+    return values.dropna().iloc[0] if values.notna().any() else pd.NA
+
+
+def _summary_row(g: pd.DataFrame) -> dict[str, Any]:
+    """The aggregates of one group of runs (see :func:`summarize`)."""
+    ll, lz = g["mean_test_ll"], g["log_z"]
+    return {
+        "family": g["family"].iloc[0],
+        "architecture": g["architecture"].iloc[0],
+        "n_seeds": len(g),
+        "seeds": " ".join(str(int(s)) for s in g["seed"].dropna()),
+        **{c: _first_known(g[c]) for c in ("chains", "n_weights", "n_examples")},
+        "mean_test_ll": _stat(ll, "mean"),
+        "mean_test_ll_sd": _stat(ll, "std"),
+        "mean_test_ll_se": _combined_se(g["mean_test_ll_stderr"], ll),
+        "mean_test_ll_min": _stat(ll, "min"),
+        "mean_test_ll_max": _stat(ll, "max"),
+        "log_z": _stat(lz, "mean"),
+        "log_z_sd": _stat(lz, "std"),
+        "log_z_se": _combined_se(g["log_z_stderr"], lz),
+        "ess": _stat(g["ess"], "mean"),
+        "ess_min": _stat(g["ess"], "min"),
+        "ess_fraction_min": _stat(g["ess_fraction"], "min"),
+        "seconds": float(g["seconds"].mean()),
+        "total_sweeps": float(g["total_sweeps"].mean()),
+        **{c: _stat(g[c], "mean") for c in ("sweeps_per_second", "per_example_ll_sd")},
+        "exact_test_ll": float(g["exact_test_ll"].iloc[0]),
+        "exact_log_z": float(g["exact_log_z"].iloc[0]),
+        "log_f_is": _stat(g["log_f_is"], "mean"),
+        "log_f_is_se": _combined_se(g["log_f_is_stderr"], g["log_f_is"]),
+        **{c: _stat(g[c], "mean") for c in ("log_f_is_jensen_gap", "log_f_mean_field", "log_f_is_ess_mean")},
+        "is_samples": _stat(g["is_samples"], "max"),
+    }
+
+
+def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
+    """Aggregate the per-run table over seeds (one row per model x estimator x schedule x K x init).
+
+    Means, spread (sd, min, max) and standard errors of the mean test log-likelihood and of
+    log Z, ESS, timings, the exact values, the deep models' log f(v) summaries; empty
+    ``gap_ais_minus_raise`` and ``flags`` columns (see :func:`.flags.apply_flags`).
+    """
+    rows = [{**dict(zip(GROUP_COLUMNS, keys)), **_summary_row(g)}
+            for keys, g in per_run.groupby(GROUP_COLUMNS, dropna=False, sort=False)]
+    s = pd.DataFrame(rows, columns=_SUMMARY_COLUMNS)
+    s["K"] = pd.array(s["K"], dtype="Int64")
+    s["ll_minus_exact"] = s["mean_test_ll"] - s["exact_test_ll"]
+    s["log_z_minus_exact"] = s["log_z"] - s["exact_log_z"]
+    s["gap_ais_minus_raise"] = float("nan")
+    s["flags"] = ""
+    return s.reset_index(drop=True)
