@@ -9,7 +9,7 @@ import torch  # noqa: E402
 
 from logzbench.data import load_prepared  # noqa: E402
 from logzbench.models import save_model  # noqa: E402
-from logzbench.report import plot_history  # noqa: E402
+from logzbench.plotting import plot_history  # noqa: E402
 from logzbench.training import CONTINUOUS_FAMILIES, history_to_csv, train_model  # noqa: E402
 from logzbench.utils import code_version, write_json_atomic  # noqa: E402
 
