@@ -1,9 +1,10 @@
 # logzbench: side-by-side partition-function / test log-likelihood estimators.
 #
-# DAG: prepare (per dataset) -> train (per model) -> estimate (model x estimator x K x
-# init x seed, as declared in the config) -> report; repeated-trial experiments (config
-# `trials`: Liu et al. Figs 1-2) -> report_trials.  Every train/estimate job depends on
-# the MLflow store, which is created once by rule `init_tracking`.
+# DAG: prepare (per dataset) -> train (per model) -> estimate (model x estimator x the
+# estimator's sweep axes K / init / seed, as declared in the config: logzbench.sweep) -> report;
+# repeated-trial experiments (config `trials`: Liu et al. Figs 1-2) -> report_trials.  Every
+# train/estimate job depends on the MLflow store, which is created once by rule `init_tracking`.
+# Every rule runs in workflow/envs/logzbench.yaml with --use-conda (else in the current environment).
 #
 #   snakemake --cores 2 --workflow-profile workflow/profiles/default           # default config
 #   snakemake --cores 2 --configfile config/test.yaml                          # another config

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -25,9 +26,9 @@ CONFIGS = sorted((REPO / "config").glob("*.yaml"))
 TEST_CONFIG = REPO / "config" / "test.yaml"
 EXPERIMENT = "logzbench-test"
 # config/test.yaml: RBM exact 1 + AIS (2 K x 2 inits x 2 seeds) 8 + RAISE (2 K x 2 inits) 4 + CSL 1
-# + ADS and reverse AIS (1 K x base-rate x 2 seeds) 4;
+# + ADS and reverse AIS (1 K x base-rate x 2 seeds) 4 + DS (the IS family: base-rate x 2 seeds) 2;
 # DBM exact 1 + AIS and RAISE (1 K x 2 inits) 4; DBN exact 1 + AIS and RAISE (1 K, uniform only) 2
-N_ESTIMATES = 18 + 5 + 3 + 3 + 3  # + continuous: per model exact 1, hais 1, ais-mh 1
+N_ESTIMATES = 20 + 5 + 3 + 3 + 3  # + continuous: per model exact 1, hais 1, ais-mh 1
 # trials: Gaussian 2 sigma0 + grid 1 sigma_pair x 2 references
 N_TRIAL_SETTINGS = 2 + 2
 N_TRAIN = 3 + 2
@@ -66,37 +67,52 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+def estimate_shapes(output: str) -> Counter:
+    """Estimate jobs of a (dry) run by their sweep axes, from the file stems of their outputs: exact,
+    K x init x seed (ais, raise, ads, ...), K x seed (csl, hais, ...), init x seed (the IS family)."""
+    files = set(re.findall(r"results/estimates/[^/\s]+/[^/\s]+/[^/\s,]+\.json", output))
+    shapes = Counter()
+    for f in files:
+        stem = f.rsplit("/", 1)[1].removesuffix(".json")
+        shape = re.sub(r"(uniform|base-rate)", "init", re.sub(r"[0-9]+", "", stem))
+        shapes[{"exact": "exact", "K_init_seed": "K x init x seed", "K_seed": "K x seed",
+                "init_seed": "init x seed"}[shape]] += 1
+    return shapes
+
+
 # --------------------------------------------------------------------------- dry runs
-#: Expected job counts of the dry run per config (exact: once per model with a layer of
-#: <= exact_max_units units; csl not multiplied by init; exact by neither K, init nor seed).
+#: Expected job counts of the dry run per config (rule estimate: exact once per model with a layer of
+#: <= exact_max_units units, csl and the continuous-model estimators K x seed, the annealed binary-model
+#: estimators K x init x seed, the IS family init x seed).
 EXPECTED_JOBS = {
-    "test": {"init_tracking": 1, "prepare_dataset": 2, "train_model": 5, "estimate_annealed": 12 + 4 + 4 + 2,
-             "estimate_csl": 1, "estimate_exact": 5, "estimate_hais": 4, "report": 1, "trials_gaussian": 2,
-             "trials_grid": 2, "report_trials": 1, "all": 1, "total": 47},
+    # estimate: exact 5 + csl 1 + annealed 12 + 4 + 4 + 2 + hais / ais-mh 4 + ds 2
+    "test": {"init_tracking": 1, "prepare_dataset": 2, "train_model": 5, "estimate": 5 + 1 + 22 + 4 + 2,
+             "report": 1, "trials_gaussian": 2, "trials_grid": 2, "report_trials": 1, "all": 1, "total": 49},
     # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL); on digits-rbm16
     # AIS, reverse AIS, ADS and multinomial ADS at 3 K x base-rate x 3 seeds (Liu et al. Fig. 3 in small);
     # 6 sigma0 (Fig. 1) and 2 sigma_p x 3 references (Fig. 2)
     # + 4 continuous models on van Hateren patches (3 closed forms) x 3 estimators x 3 K
-    "config": {"prepare_dataset": 3, "train_model": 9, "estimate_exact": 2 + 2 + 3, "estimate_csl": 3 * 1 * 2,
-               "estimate_annealed": 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3,
-               "estimate_hais": 4 * 3 * 3, "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1},
+    # + IS, reverse IS and DS on digits-rbm16 (base-rate x 2 seeds)
+    "config": {"prepare_dataset": 3, "train_model": 9,
+               "estimate": (2 + 2 + 3) + 3 * 1 * 2
+               + 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3 + 4 * 3 * 3 + 3 * 2,
+               "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1, "total": 191},
     # Sohl-Dickstein & Culpepper: 17 models x HAIS at 5 K, the baselines on the 3 closed-form models
-    "hais_table1": {"train_model": 17, "estimate_exact": 3, "estimate_hais": 17 * 5 + 2 * 3 * 5},
+    "hais_table1": {"train_model": 17, "estimate": 3 + 17 * 5 + 2 * 3 * 5},
     # 2 DBMs x 2 methods x 3 K x 2 inits + 2 DBNs x 2 methods x 3 K x uniform; no exact, no CSL
-    "raise_table2": {"prepare_dataset": 2, "train_model": 4, "estimate_exact": 0, "estimate_csl": 0,
-                     "estimate_annealed": 2 * 2 * 3 * 2 + 2 * 2 * 3 * 1, "total": 45},
+    "raise_table2": {"prepare_dataset": 2, "train_model": 4, "estimate": 2 * 2 * 3 * 2 + 2 * 2 * 3 * 1,
+                     "total": 45},
     # Liu et al.: Fig. 1 13 sigma0; Fig. 2 6 sigma_p x 3 references; Figs 3-4 10 K x 10 seeds for AIS,
     # reverse AIS, ADS and multinomial ADS, and the two K = 100,000 truth runs
     "liu_fig1": {"trials_gaussian": 13, "trials_grid": 0, "train_model": 0},
     "liu_fig2": {"trials_grid": 18, "trials_gaussian": 0, "train_model": 0},
-    "liu_fig3": {"train_model": 1, "estimate_annealed": 4 * 100 + 2, "estimate_exact": 0},
-    "liu_fig4": {"train_model": 1, "estimate_annealed": 4 * 100 + 2, "estimate_exact": 0},
-    "raise_table1": {"train_model": 5, "estimate_exact": 2, "estimate_csl": 5,
-                     "estimate_annealed": 5 * 2 * (4 * 2 * 1)},
+    "liu_fig3": {"train_model": 1, "estimate": 4 * 100 + 2},
+    "liu_fig4": {"train_model": 1, "estimate": 4 * 100 + 2},
+    # exact 2 + CSL 5 + AIS and RAISE 4 K x 2 inits on 5 RBMs
+    "raise_table1": {"train_model": 5, "estimate": 2 + 5 + 5 * 2 * (4 * 2 * 1)},
     # AIS linear (2 K x 2 inits x 50 seeds), AIS sm14500 (one schedule: not multiplied by the K
     # list), RAISE (2 K x 2 inits x 1 seed); CSL 15 settings x 2 K (N = 100k, 200k) x 5 seeds
-    "upadhya_sastry": {"train_model": 3, "estimate_exact": 1, "estimate_csl": 3 * 15 * 2 * 5,
-                       "estimate_annealed": 3 * (2 * 2 * 50 + 1 * 2 * 50 + 2 * 2 * 1)},
+    "upadhya_sastry": {"train_model": 3, "estimate": 1 + 3 * 15 * 2 * 5 + 3 * (2 * 2 * 50 + 1 * 2 * 50 + 2 * 2 * 1)},
 }
 
 
@@ -106,11 +122,15 @@ def test_dry_run_every_config(config, tmp_path):
     counts = job_counts(proc.stdout + proc.stderr)
     assert counts["init_tracking"] == 1
     if counts.get("train_model"):  # a config with models gets the model report
-        assert counts["report"] == 1 and counts.get("estimate_annealed", 0) + counts.get("estimate_hais", 0) >= 1
+        assert counts["report"] == 1 and counts["estimate"] >= 1
     else:  # a config of repeated-trial experiments only (liu_fig1, liu_fig2)
         assert "report" not in counts and counts["report_trials"] == 1
     for job, n in EXPECTED_JOBS.get(config.stem, {}).items():
         assert counts.get(job, 0) == n, (job, counts)
+    assert sum(estimate_shapes(proc.stdout + proc.stderr).values()) == counts.get("estimate", 0)
+    if config.stem == "test":
+        assert estimate_shapes(proc.stdout) == {"exact": 5, "K x init x seed": 22, "K x seed": 1 + 4,
+                                                "init x seed": 2}
     assert not (tmp_path / "results").exists() and not (tmp_path / "mlflow.db").exists()
 
 
@@ -133,24 +153,26 @@ def test_config_overrides_and_exact_limit(tmp_path):
     override = tmp_path / "override.yaml"
     override.write_text("evaluation: {exact_max_units: 4, K: [10], inits: [uniform], seeds: [0]}\n")
     proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
-    counts = job_counts(proc.stdout)
+    shapes = estimate_shapes(proc.stdout)
     # RBM 64-8: 8 > 4; DBM 64-8-4: min(64 + 4, 8) = 8 > 4; DBN 64-8-4: log Z min(8, 4) = 4 <= 4 and
     # log f(v) 8 <= exact_max_log_f_units (16): only the DBN keeps its exact job
-    assert counts["estimate_exact"] == 1 + 2  # + the continuous models' closed forms (no enumeration)
+    assert shapes["exact"] == 1 + 2  # + the continuous models' closed forms (no enumeration)
     # ais + raise per model (one K, uniform, one seed); the RBM's ads and reverse-ais keep their own
-    # K [10] and base-rate init
-    assert counts["estimate_annealed"] == 2 + 2 + 2 + 2
+    # K [10] and base-rate init, and ds its base-rate init (one seed)
+    assert shapes["K x init x seed"] == 2 + 2 + 2 + 2
+    assert shapes["init x seed"] == 1
+    assert job_counts(proc.stdout)["estimate"] == sum(shapes.values())
     override.write_text("evaluation: {exact_max_units: 4, exact_max_log_f_units: 4, inits: [base-rate]}\n")
     proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
     out = proc.stdout + proc.stderr
-    counts = job_counts(out)
-    assert counts["estimate_exact"] == 2  # DBN: h_1 (8 units) > 4 for log f(v); the continuous closed forms stay
+    shapes = estimate_shapes(out)
+    assert shapes["exact"] == 2  # DBN: h_1 (8 units) > 4 for log f(v); the continuous closed forms stay
     # base-rate only: RBM (2 K x 2 seeds AIS, 2 K RAISE, 2 seeds ADS and reverse AIS) and DBM 2; the DBN
     # has nothing left (a warning)
-    assert counts["estimate_annealed"] == 4 + 2 + 4 + 2
+    assert shapes["K x init x seed"] == 4 + 2 + 4 + 2
     assert "model digits-dbn8-4 (dbn) has no estimate to run" in out
     proc = snakemake(tmp_path, "-n", "--config", "device=cpu", "report={'gap_threshold': 0.5}")
-    assert job_counts(proc.stdout)["estimate_annealed"] == 18 + 4
+    assert estimate_shapes(proc.stdout)["K x init x seed"] == 18 + 4 and job_counts(proc.stdout)["estimate"] == 34
 
 
 def _dbn_models(config: Path) -> list[str]:
@@ -275,9 +297,11 @@ def check_report_tables(real_run):
     assert len(per_run) == N_ESTIMATES
     assert per_run["mlflow_run_id"].notna().all()
     summary = pd.read_csv(rep / "summary.csv", keep_default_na=False)
-    # RBM: exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 + ads 1 + reverse-ais 1 (seeds
+    # RBM: exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 + ads 1 + reverse-ais 1 + ds 1 (seeds
     # aggregated); DBM 1 + 2 + 2; DBN 1 + 1 + 1
-    assert len(summary) == 12 + 5 + 3 + 6  # + continuous: 2 models x (exact, hais, ais-mh)
+    assert len(summary) == 13 + 5 + 3 + 6  # + continuous: 2 models x (exact, hais, ais-mh)
+    ds = summary[summary["estimator"] == "ds"]
+    assert len(ds) == 1 and ds["n_seeds"].iloc[0] == 2 and abs(float(ds["log_z_minus_exact"].iloc[0])) < 1
     ais = summary[summary["estimator"] == "ais"]
     assert set(ais["n_seeds"]) == {2}
     table1 = pd.read_csv(rep / "table1.csv")

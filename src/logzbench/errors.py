@@ -15,3 +15,7 @@ class DatasetError(LogzbenchError, RuntimeError):
 
 class EstimatorError(LogzbenchError, RuntimeError):
     """An estimator produced an invalid result (e.g. a log-weight overflowed or became NaN)."""
+
+
+class ConfigError(LogzbenchError, ValueError):
+    """A workflow config that cannot be run (see :func:`logzbench.sweep.check_config`)."""

@@ -1,4 +1,9 @@
-# Shared definitions: config validation, derived tables, wildcard constraints, input functions.
+# Shared definitions: config validation and checks, the estimate sweep (from logzbench.sweep),
+# wildcard constraints, input functions and every helper function of the rules.
+#
+# What the config means -- each model's family and hyperparameters, the estimators run on it,
+# the jobs of their sweeps, each job's settings -- is logzbench.sweep's (unit-tested in
+# tests/test_sweep.py); which estimators and families exist is logzbench.registry's.
 
 import os
 import re
@@ -6,6 +11,9 @@ import sys
 from pathlib import Path
 
 from snakemake.utils import validate
+
+from logzbench import registry, sweep
+from logzbench.errors import ConfigError
 
 
 _STRING_KEYS = {"description", "experiment", "uri", "data_mirror", "artifact_dir", "preset", "dataset", "source",
@@ -39,27 +47,12 @@ validate(config, schema="../schemas/config.schema.yaml")
 
 # Everything outside the working directory is resolved against the repository root.
 REPO_ROOT = Path(workflow.basedir).resolve()
-SCRIPTS = REPO_ROOT / "workflow" / "scripts"
-
-KNOWN_N_VISIBLE = {"mnist": 784, "digits": 64, "omniglot": 784}
-#: continuous data sets (real-valued rows: whitened PCA coefficients of image patches)
-CONTINUOUS_SOURCES = ("vanhateren",)
-#: methods swept over K x init x seed (log Z from one annealing run: ais, ads, ads-multinomial,
-#: reverse-ais; test log-likelihood: raise)
-METHODS_ANNEALED = ("ais", "raise", "ads", "ads-multinomial", "reverse-ais")
-BINARY_FAMILIES = ("rbm", "dbm", "dbn")
-#: continuous models (Sohl-Dickstein & Culpepper 2012): analysis (PoE, mcRBM) and generative ones
-CONTINUOUS_FAMILIES = ("poe-laplace", "poe-student-t", "mcrbm", "linear-gaussian", "linear-laplace", "bilinear")
-FAMILIES = BINARY_FAMILIES + CONTINUOUS_FAMILIES
-#: estimators of continuous models, swept over K x seed (no initial distribution)
-METHODS_CONTINUOUS = ("hais", "ais-hmc", "ais-mh")
-DEEP_FAMILIES = ("dbm", "dbn")
-#: initial distributions each family supports (the data-base-rate one is not defined for DBNs)
-FAMILY_INITS = {"rbm": ("uniform", "base-rate"), "dbm": ("uniform", "base-rate"), "dbn": ("uniform",),
-                **{f: () for f in CONTINUOUS_FAMILIES}}
-#: estimator methods each family supports (CSL is implemented for RBMs only)
-FAMILY_METHODS = {"rbm": ("exact", "csl") + METHODS_ANNEALED, "dbm": ("exact",) + METHODS_ANNEALED,
-                  "dbn": ("exact",) + METHODS_ANNEALED, **{f: ("exact",) + METHODS_CONTINUOUS for f in CONTINUOUS_FAMILIES}}
+# The software of every rule (used with --use-conda).  Its pip section installs this repository's
+# package from ${LOGZBENCH_REPO}, set here (an output of the workflow, not an input the user must
+# provide): Snakemake copies the file into the conda prefix before creating the environment, so a
+# path relative to workflow/envs/ would not resolve.
+CONDA_ENV = "../envs/logzbench.yaml"
+os.environ.update(LOGZBENCH_REPO=str(REPO_ROOT))
 
 RESULTS = "results"
 LOGS = f"{RESULTS}/logs"
@@ -92,178 +85,27 @@ def tracking_settings():
 TRACKING = tracking_settings()
 
 
-def _presets():
-    """Training presets of every family (`MODEL_PRESETS`, each with its `family`); falls back to the
-    RBM-only `TRAIN_PRESETS` of an older logzbench."""
-    try:
-        from logzbench.training import MODEL_PRESETS as presets
-    except ImportError:
-        try:
-            from logzbench.training import TRAIN_PRESETS as presets
-        except ImportError as exc:  # pragma: no cover - a broken install
-            raise WorkflowError(f"cannot import logzbench.training presets: {exc}")
-    return presets
+# --------------------------------------------------------------------------- models and the estimate sweep
+def _config_error(exc):
+    return WorkflowError(str(exc))
 
 
 def model_hyperparams(model):
-    """Training keyword arguments of a model: the preset, overridden by `hyperparams`.
-
-    `family` (rbm | dbm | dbn, default rbm) comes from the preset or `hyperparams.family`; an RBM
-    needs `n_hidden`, a DBM or DBN `hidden_sizes` (a DBN exactly two layers)."""
-    m = config["models"][model]
-    hp = {}
-    if m.get("preset"):
-        presets = _presets()
-        if m["preset"] not in presets:
-            raise WorkflowError(f"model {model}: unknown preset {m['preset']!r}; known: {sorted(presets)}")
-        hp.update(presets[m["preset"]])
-    hp.update(m.get("hyperparams") or {})
-    family = hp["family"] = str(hp.get("family", "rbm")).lower()
-    if family not in FAMILIES:
-        raise WorkflowError(f"model {model}: unknown family {family!r}; choose one of {list(FAMILIES)}")
-    ds = config["datasets"].get(m["dataset"])  # an unknown dataset is reported by the config check
-    continuous_data = ds is not None and ds["source"] in CONTINUOUS_SOURCES
-    if ds is not None and (family in CONTINUOUS_FAMILIES) != continuous_data:
-        raise WorkflowError(f"model {model}: a {family} model needs a "
-                            f"{'continuous (vanhateren)' if family in CONTINUOUS_FAMILIES else 'binary'} dataset; "
-                            f"{m['dataset']} is {'continuous' if continuous_data else 'binary'}")
-    if family in CONTINUOUS_FAMILIES:
-        if not isinstance(hp.get("size"), int) or hp["size"] < 1:
-            raise WorkflowError(f"model {model}: a {family} model needs `hyperparams.size` (experts, latent "
-                                f"variables or hidden units), got {hp.get('size')!r}")
-    elif family == "rbm":
-        if "n_hidden" not in hp:
-            raise WorkflowError(f"model {model}: give `hyperparams.n_hidden` or a `preset`")
-    else:
-        sizes = hp.get("hidden_sizes")
-        if not isinstance(sizes, (list, tuple)) or not sizes or not all(
-                isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sizes):
-            raise WorkflowError(f"model {model}: a {family.upper()} needs `hyperparams.hidden_sizes` "
-                                f"(a list of positive layer sizes, e.g. [500, 1000]) or a `preset`; got {sizes!r}")
-        if family == "dbn" and len(sizes) != 2:
-            raise WorkflowError(f"model {model}: a DBN has exactly two hidden layers; hidden_sizes = {list(sizes)}")
-    return hp
-
-
-def model_family(model):
-    """rbm, dbm or dbn (`family` of the preset or of `hyperparams`; default rbm)."""
-    return str(model_hyperparams(model).get("family", "rbm")).lower()
-
-
-def hidden_sizes(model):
-    """Hidden layer sizes: [n_hidden] for an RBM, `hidden_sizes` for a DBM or DBN."""
-    hp = model_hyperparams(model)
-    if model_family(model) in CONTINUOUS_FAMILIES:
-        return [int(hp["size"])]
-    if model_family(model) == "rbm":
-        return [int(hp["n_hidden"])]
-    return [int(n) for n in hp["hidden_sizes"]]
-
-
-def n_visible(dataset):
-    """Data dimension: visible units of a binary set, PCA components M of a continuous one."""
-    d = config["datasets"][dataset]
-    if d["source"] in CONTINUOUS_SOURCES:
-        return int(d.get("n_components", 36))
-    return d.get("n_visible") or KNOWN_N_VISIBLE[d["source"]]
+    """Training keyword arguments of a model: the preset, overridden by `hyperparams`, with its `family`."""
+    try:
+        return sweep.model_hyperparams(config, model)
+    except ConfigError as exc:
+        raise _config_error(exc)
 
 
 def model_dataset(model):
-    return config["models"][model]["dataset"]
-
-
-def estimator_method(name):
-    return config["estimators"][name].get("method") or name
-
-
-def estimators_of(model):
-    """The model's `estimators` list, else every estimator whose `models` (if given) includes it."""
-    names = config["models"][model].get("estimators")
-    if names is not None:
-        return list(names)
-    return [n for n, e in config["estimators"].items() if model in (e.get("models") or [model])]
-
-
-def exact_units(model):
-    """(units enumerated for log Z, units enumerated per test row for log f(v)) of exact enumeration.
-
-    RBM: min(n_visible, n_hidden) for Z; f(v) is analytic (0).
-    DBM: Z enumerates the smaller side of the even/odd bipartite view, min(n_visible + n_2 + n_4 + ...,
-         n_1 + n_3 + ...); f(v) enumerates the even hidden layers n_2 + n_4 + ... (odd ones summed out).
-    DBN: Z is the top RBM's, min(n_1, n_2); f(v) enumerates h_1 (2^n_1 states x test rows x n_visible).
-    """
-    nv, hs = n_visible(model_dataset(model)), hidden_sizes(model)
-    family = model_family(model)
-    if family == "rbm":
-        return min(nv, hs[0]), 0
-    if family == "dbm":
-        sizes = [nv] + hs
-        return min(sum(sizes[0::2]), sum(sizes[1::2])), sum(hs[1::2])
-    return min(hs[0], hs[1]), hs[0]
-
-
-def exact_applies(model, est_name):
-    """Exact enumeration when the log Z enumeration has at most `max_units` units and the per-row
-    log f(v) enumeration (deep models) at most `max_log_f_units` (or forced per model)."""
-    setting = config["models"][model].get("exact", "auto")
-    if setting is False:
-        return False
-    if setting is True:
-        return True
-    family = model_family(model)
-    if family in CONTINUOUS_FAMILIES:  # closed forms: complete PoE (L = M), linear model with Gaussian prior
-        return family == "linear-gaussian" or (family.startswith("poe-") and
-                                               hidden_sizes(model)[0] == n_visible(model_dataset(model)))
-    e = config["estimators"][est_name]
-    limit = e.get("max_units", config["evaluation"]["exact_max_units"])
-    limit_f = e.get("max_log_f_units", config["evaluation"]["exact_max_log_f_units"])
-    units_z, units_f = exact_units(model)
-    return units_z <= limit and units_f <= limit_f
-
-
-def _sweep(est_name, key):
-    return list(config["estimators"][est_name].get(key) or config["evaluation"][key])
-
-
-def estimator_K(est_name):
-    e = config["estimators"][est_name]
-    if e.get("schedule") == "sm14500" and not e.get("K"):
-        return [14500]
-    return _sweep(est_name, "K")
-
-
-def inits_of(model, est_name):
-    """The estimator's initial distributions that the model's family supports (a DBN: uniform only)."""
-    allowed = FAMILY_INITS[model_family(model)]
-    return [i for i in _sweep(est_name, "inits") if i in allowed]
-
-
-def estimators_run(model):
-    """Estimator names run on a model: its list (default all), less the methods its family lacks
-    (CSL for a DBM or DBN; listing it explicitly for such a model is refused by the config check)."""
-    allowed = FAMILY_METHODS[model_family(model)]
-    return [n for n in estimators_of(model) if estimator_method(n) in allowed]
+    return sweep.model_dataset(config, model)
 
 
 def estimate_files(model, ext="json"):
-    """Every estimate output of one model: the sweep declared in the config.
-
-    exact: once per model (only where enumeration is affordable); csl: K x seed (no init; RBMs
-    only); ais, raise, ads, ads-multinomial, reverse-ais: K x init x seed (DBNs: uniform init only).
-    """
-    out = []
-    for name in estimators_run(model):
-        method = estimator_method(name)
-        base = f"{RESULTS}/estimates/{model}/{name}"
-        if method == "exact":
-            if exact_applies(model, name):
-                out.append(f"{base}/exact.{ext}")
-        elif method == "csl" or method in METHODS_CONTINUOUS:
-            out += expand(f"{base}/K{{K}}_seed{{seed}}.{ext}", K=estimator_K(name), seed=_sweep(name, "seeds"))
-        else:
-            out += expand(f"{base}/K{{K}}_{{init}}_seed{{seed}}.{ext}", K=estimator_K(name),
-                          init=inits_of(model, name), seed=_sweep(name, "seeds"))
-    return out
+    """Every estimate output of one model: the sweep declared in the config (logzbench.sweep.model_jobs:
+    exact once where it applies, every other estimator over its registry axes K / init / seed)."""
+    return [j.path(ext, RESULTS) for j in sweep.model_jobs(config, model)]
 
 
 def all_estimate_files(ext="json"):
@@ -271,42 +113,12 @@ def all_estimate_files(ext="json"):
 
 
 def _check_config():
-    if not config["models"] and not (config.get("trials") or {}):
-        raise WorkflowError("the config defines no models and no trials: nothing to run")
-    for d, spec in config["datasets"].items():
-        if spec["source"] not in KNOWN_N_VISIBLE and spec["source"] not in CONTINUOUS_SOURCES and "n_visible" not in spec:
-            raise WorkflowError(f"dataset {d}: give n_visible")
-    for model, m in config["models"].items():
-        if m["dataset"] not in config["datasets"]:
-            raise WorkflowError(f"model {model}: unknown dataset {m['dataset']!r}; "
-                                f"defined: {sorted(config['datasets'])}")
-        for name in estimators_of(model):
-            if name not in config["estimators"]:
-                raise WorkflowError(f"model {model}: unknown estimator {name!r}; "
-                                    f"defined: {sorted(config['estimators'])}")
-        family = model_family(model)
-        listed = m.get("estimators")
-        for name in listed or []:
-            if estimator_method(name) not in FAMILY_METHODS[family]:
-                raise WorkflowError(
-                    f"model {model}: estimator {name!r} ({estimator_method(name)}) is not available for a "
-                    f"{family.upper()} (CSL is implemented for RBMs only; hais, ais-hmc and ais-mh for continuous "
-                    f"models only, the binary estimators for binary ones); remove it from models.{model}.estimators "
-                    f"(without an explicit list, estimators a family lacks are skipped automatically)")
-        if not estimate_files(model):
-            print(f"logzbench: warning: model {model} ({family}) has no estimate to run (a DBN supports the uniform "
-                  f"initial distribution only; check the estimators' inits and the exact limits)", file=sys.stderr)
-    for name, e in config["estimators"].items():
-        method = estimator_method(name)
-        unknown = sorted(set(e.get("models") or []) - set(config["models"]))
-        if unknown:
-            raise WorkflowError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
-        if e.get("schedule") == "sm14500" and estimator_K(name) != [14500]:
-            raise WorkflowError(f"estimator {name}: the sm14500 schedule has K = 14500; set K: [14500] or omit K")
-        if method == "csl":
-            bad = [k for k in estimator_K(name) if k // e.get("thin", 1) < 1]
-            if bad:
-                raise WorkflowError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
+    try:
+        warnings = sweep.check_config(config)
+    except ConfigError as exc:
+        raise _config_error(exc)
+    for w in warnings:
+        print(f"logzbench: warning: {w}", file=sys.stderr)
 
 
 _check_config()
@@ -316,16 +128,11 @@ def _alternatives(names):
     return "|".join(re.escape(n) for n in names) if names else "(?!x)x"
 
 
-ESTIMATOR_NAMES = {m: [n for n in config["estimators"] if estimator_method(n) == m]
-                   for m in ("exact", "csl") + METHODS_ANNEALED + METHODS_CONTINUOUS}
-
-
 wildcard_constraints:
     dataset=_alternatives(config["datasets"]),
     model=_alternatives(config["models"]),
-    K=r"[0-9]+",
-    seed=r"[0-9]+",
-    init="uniform|base-rate",
+    estimator=_alternatives(config["estimators"]),
+    setting=sweep.setting_pattern(),
 
 
 # --------------------------------------------------------------------------- input functions
@@ -333,40 +140,83 @@ def dataset_file(wildcards):
     return f"{RESULTS}/data/{model_dataset(wildcards.model)}.npz"
 
 
-def estimator_params(wildcards):
-    """Everything the estimate script needs besides the files (the params of the estimate rules, so changing any
-    of these re-runs the job under Snakemake's default `params` rerun trigger)."""
-    e = config["estimators"][wildcards.estimator]
-    method = estimator_method(wildcards.estimator)
-    model = wildcards.model
-    family, sizes = model_family(model), hidden_sizes(model)
-    K = int(wildcards.K) if "K" in wildcards.keys() else None
-    p = {
-        "model": model,
-        "dataset": model_dataset(model),
-        "estimator": wildcards.estimator,
-        "method": method,
-        "K": K,
-        "init": wildcards.get("init") if method in METHODS_ANNEALED else None,
-        "seed": int(wildcards.seed) if "seed" in wildcards.keys() else None,
-        "device": config["device"],
-        "n_visible": n_visible(model_dataset(model)),
-        "family": family,
-        "hidden_sizes": sizes,
-        "n_hidden": sizes[0] if family == "rbm" else None,  # deep models: see hidden_sizes
-    }
-    if method in METHODS_ANNEALED:
-        p.update(schedule=e["schedule"], chains=e["chains"], n_examples=e["n_examples"] if method == "raise" else None)
-        if family in DEEP_FAMILIES:  # importance samples per example for log f(v)
-            p.update(is_samples=e["is_samples"])
-    elif method in METHODS_CONTINUOUS:
-        p.update(schedule=e["schedule"], chains=e["chains"], step_size=e["step_size"], gamma=e["gamma"],
-                 mh_sigma=e["mh_sigma"], proposal_scale=e["proposal_scale"])
-    elif method == "csl":
-        p.update(chains=e["chains"], csl_mode=e["csl_mode"], burn_in=e["burn_in"], thin=e["thin"],
-                 samples_per_chain=max(1, K // e["thin"]), n_examples=e["n_examples"])
-    return p
+def estimate_settings(wildcards):
+    """Everything the estimate script needs besides the files (logzbench.sweep.job_settings; the params of
+    rule estimate, so changing any of these re-runs the job under Snakemake's default `params` rerun trigger)."""
+    return sweep.job_settings(config, wildcards.model, wildcards.estimator, wildcards.setting)
+
+
+def _is_exact(wildcards):
+    """Rule estimate: the exact method (the only estimator without sweep axes, file stem `exact`)."""
+    return not registry.estimator(sweep.estimator_method(config, wildcards.estimator)).axes
 
 
 def resources_for(step):
     return dict(config["resources"].get(step) or {})
+
+
+def estimate_threads(wildcards):
+    """threads.exact for the exact method, threads.estimate for every other estimator."""
+    return config["threads"]["exact" if _is_exact(wildcards) else "estimate"]
+
+
+def _estimate_resource(key):
+    def value(wildcards):
+        own, other = ("exact", "estimate") if _is_exact(wildcards) else ("estimate", "exact")
+        return resources_for(own).get(key, resources_for(other).get(key))
+
+    return value
+
+
+def estimate_resources():
+    """Rule estimate's resources: resources.exact for the exact method, resources.estimate for the others.
+    One rule has one set of resource names, so a name only one of the two sets takes that value in both
+    (a callable cannot leave e.g. mem_mb unset for some jobs); names neither sets keep default-resources."""
+    keys = dict.fromkeys([*resources_for("estimate"), *resources_for("exact")])
+    return {k: _estimate_resource(k) for k in keys}
+
+
+# --------------------------------------------------------------------------- repeated trials
+TRIALS = config.get("trials") or {}
+TRIALS_DIR = f"{RESULTS}/trials"
+TRIALS_REPORT_DIR = f"{RESULTS}/report/trials"
+
+
+def _num_label(x):
+    """A float as it appears in file names (0.5 -> 0.5, 1.0 -> 1)."""
+    return f"{float(x):g}"
+
+
+def gaussian_trial_files():
+    g = TRIALS.get("gaussian")
+    if not g:
+        return []
+    return [f"{TRIALS_DIR}/gaussian/sigma0={_num_label(s)}.csv" for s in g["sigma0"]]
+
+
+def grid_trial_files():
+    g = TRIALS.get("grid")
+    if not g:
+        return []
+    return [f"{TRIALS_DIR}/grid/{ref}/sigma_pair={_num_label(sp)}.csv"
+            for ref in g["references"] for sp in g["sigma_pair"]]
+
+
+def trials_report_outputs():
+    out = []
+    for name, files in (("gaussian", gaussian_trial_files()), ("grid", grid_trial_files())):
+        if files:
+            out += [f"{TRIALS_REPORT_DIR}/{name}.csv", f"{TRIALS_REPORT_DIR}/{name}.png"]
+    return out
+
+
+def gaussian_setting(wildcards):
+    g = TRIALS["gaussian"]
+    return {"sigma0": float(wildcards.sigma0), "n": g["n"], "n_trials": g["trials"], "seed": g["seed"]}
+
+
+def grid_setting(wildcards):
+    g = TRIALS["grid"]
+    return {"height": g["height"], "width": g["width"], "sigma_pair": float(wildcards.sigma_pair),
+            "reference": wildcards.reference, "sigma_unary": g["sigma_unary"], "n": g["n"],
+            "n_trials": g["trials"], "seed": g["seed"], "burn_in": g["burn_in"], "trw_trees": g["trw_trees"]}

@@ -1,101 +1,34 @@
-# One job per estimate.  exact: once per model (only where enumeration is affordable, or a closed
-# form exists for a continuous model); csl, hais, ais-hmc, ais-mh: K x seed (no init); ais / raise / ads / ads-multinomial / reverse-ais: K x init x seed.  Each writes a JSON record and the
-# per-chain log-weights (.npz), and logs one MLflow run keyed by its settings.
+# One job per estimate (logzbench.sweep.model_jobs): exact once per model (only where enumeration is
+# affordable, or a closed form exists for a continuous model); every other estimator over its
+# registry sweep axes -- csl, hais, ais-hmc, ais-mh: K x seed; ais, raise, ads, ads-multinomial,
+# reverse-ais: K x init x seed; the IS family (is, ris, is-avg, is-weighted, is-select, ds):
+# init x seed.  {setting} is the file stem of those axes (logzbench.registry.setting_stem: exact,
+# K10_seed0, K10_uniform_seed0, uniform_seed0).  Each job writes a JSON record and the per-chain
+# log-weights (.npz), and logs one MLflow run keyed by its settings (logzbench.jobs.run_estimate).
+# Threads and resources: threads.exact / resources.exact for the exact method, threads.estimate /
+# resources.estimate for the others.
 
-_ESTIMATE_INPUT = dict(
-    model=f"{RESULTS}/models/{{model}}.npz",
-    data=dataset_file,
-    store=ancient(TRACKING_SENTINEL),
-)
 
-
-rule estimate_exact:
+rule estimate:
     input:
-        **_ESTIMATE_INPUT,
+        model=f"{RESULTS}/models/{{model}}.npz",
+        data=dataset_file,
+        store=ancient(TRACKING_SENTINEL),
     output:
-        json=f"{RESULTS}/estimates/{{model}}/{{estimator}}/exact.json",
-        arrays=f"{RESULTS}/estimates/{{model}}/{{estimator}}/exact.npz",
-    wildcard_constraints:
-        estimator=_alternatives(ESTIMATOR_NAMES["exact"]),
+        json=f"{RESULTS}/estimates/{{model}}/{{estimator}}/{{setting}}.json",
+        arrays=f"{RESULTS}/estimates/{{model}}/{{estimator}}/{{setting}}.npz",
     params:
-        settings=estimator_params,
+        settings=estimate_settings,
         tracking=TRACKING,
         ess_fraction=config["report"]["ess_fraction"],
     log:
-        f"{LOGS}/estimate/{{model}}/{{estimator}}/exact.log",
+        f"{LOGS}/estimate/{{model}}/{{estimator}}/{{setting}}.log",
     benchmark:
-        f"{BENCH}/estimate/{{model}}/{{estimator}}/exact.tsv"
-    threads: config["threads"]["exact"]
+        f"{BENCH}/estimate/{{model}}/{{estimator}}/{{setting}}.tsv"
+    threads: estimate_threads
     resources:
-        **resources_for("exact"),
-    script:
-        "../scripts/estimate.py"
-
-
-rule estimate_csl:
-    input:
-        **_ESTIMATE_INPUT,
-    output:
-        json=f"{RESULTS}/estimates/{{model}}/{{estimator}}/K{{K}}_seed{{seed}}.json",
-        arrays=f"{RESULTS}/estimates/{{model}}/{{estimator}}/K{{K}}_seed{{seed}}.npz",
-    wildcard_constraints:
-        estimator=_alternatives(ESTIMATOR_NAMES["csl"]),
-    params:
-        settings=estimator_params,
-        tracking=TRACKING,
-        ess_fraction=config["report"]["ess_fraction"],
-    log:
-        f"{LOGS}/estimate/{{model}}/{{estimator}}/K{{K}}_seed{{seed}}.log",
-    benchmark:
-        f"{BENCH}/estimate/{{model}}/{{estimator}}/K{{K}}_seed{{seed}}.tsv"
-    threads: config["threads"]["estimate"]
-    resources:
-        **resources_for("estimate"),
-    script:
-        "../scripts/estimate.py"
-
-
-rule estimate_annealed:
-    input:
-        **_ESTIMATE_INPUT,
-    output:
-        json=f"{RESULTS}/estimates/{{model}}/{{estimator}}/K{{K}}_{{init}}_seed{{seed}}.json",
-        arrays=f"{RESULTS}/estimates/{{model}}/{{estimator}}/K{{K}}_{{init}}_seed{{seed}}.npz",
-    wildcard_constraints:
-        estimator=_alternatives([n for m in METHODS_ANNEALED for n in ESTIMATOR_NAMES[m]]),
-    params:
-        settings=estimator_params,
-        tracking=TRACKING,
-        ess_fraction=config["report"]["ess_fraction"],
-    log:
-        f"{LOGS}/estimate/{{model}}/{{estimator}}/K{{K}}_{{init}}_seed{{seed}}.log",
-    benchmark:
-        f"{BENCH}/estimate/{{model}}/{{estimator}}/K{{K}}_{{init}}_seed{{seed}}.tsv"
-    threads: config["threads"]["estimate"]
-    resources:
-        **resources_for("estimate"),
-    script:
-        "../scripts/estimate.py"
-
-
-rule estimate_hais:
-    input:
-        **_ESTIMATE_INPUT,
-    output:
-        json=f"{RESULTS}/estimates/{{model}}/{{estimator}}/K{{K}}_seed{{seed}}.json",
-        arrays=f"{RESULTS}/estimates/{{model}}/{{estimator}}/K{{K}}_seed{{seed}}.npz",
-    wildcard_constraints:
-        estimator=_alternatives([n for m in METHODS_CONTINUOUS for n in ESTIMATOR_NAMES[m]]),
-    params:
-        settings=estimator_params,
-        tracking=TRACKING,
-        ess_fraction=config["report"]["ess_fraction"],
-    log:
-        f"{LOGS}/estimate/{{model}}/{{estimator}}/K{{K}}_seed{{seed}}.log",
-    benchmark:
-        f"{BENCH}/estimate/{{model}}/{{estimator}}/K{{K}}_seed{{seed}}.tsv"
-    threads: config["threads"]["estimate"]
-    resources:
-        **resources_for("estimate"),
+        **estimate_resources(),
+    conda:
+        CONDA_ENV
     script:
         "../scripts/estimate.py"

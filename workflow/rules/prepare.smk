@@ -14,5 +14,7 @@ rule prepare_dataset:
     threads: config["threads"]["prepare"]
     resources:
         **resources_for("prepare"),
+    conda:
+        CONDA_ENV
     script:
         "../scripts/prepare.py"

@@ -58,5 +58,7 @@ rule report:
     threads: config["threads"]["report"]
     resources:
         **resources_for("report"),
+    conda:
+        CONDA_ENV
     script:
         "../scripts/report.py"

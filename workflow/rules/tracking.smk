@@ -13,5 +13,7 @@ rule init_tracking:
         f"{BENCH}/init_tracking.tsv"
     threads: 1
     localrule: True
+    conda:
+        CONDA_ENV
     script:
         "../scripts/init_tracking.py"

@@ -35,5 +35,7 @@ rule train_model:
     threads: config["threads"]["train"]
     resources:
         **resources_for("train"),
+    conda:
+        CONDA_ENV
     script:
         "../scripts/train.py"

@@ -1,0 +1,60 @@
+"""logzbench.jobs: one workflow estimate job from its settings (the workflow's rule estimate, without Snakemake)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import model_samples, random_rbm
+from logzbench.api import estimate
+from logzbench.jobs import estimate_options, run_estimate
+from logzbench.models import save_model
+
+BASE = {"model": "tiny", "dataset": "tiny-data", "device": "cpu", "n_visible": 12, "family": "rbm",
+        "hidden_sizes": [8], "n_hidden": 8}
+
+
+def test_options_are_the_registry_options_in_the_settings():
+    ais = {**BASE, "estimator": "ais-x", "method": "ais", "K": 10, "init": "base-rate", "seed": 3,
+           "schedule": "linear", "chains": 20, "n_examples": None}
+    assert estimate_options(ais) == {"K": 10, "schedule": "linear", "chains": 20, "init": "base-rate", "seed": 3,
+                                     "device": "cpu", "progress": False}
+    raise_ = {**ais, "method": "raise", "n_examples": 5}
+    assert estimate_options(raise_)["n_examples"] == 5
+    exact = {**BASE, "estimator": "exact", "method": "exact", "K": None, "init": None, "seed": None}
+    assert estimate_options(exact, progress=True) == {"seed": 0, "device": "cpu", "progress": True}
+    ds = {**BASE, "estimator": "ds", "method": "ds", "K": None, "init": "uniform", "seed": 1, "chains": 50,
+          "burn_in": 5, "n_examples": None}
+    assert estimate_options(ds) == {"chains": 50, "burn_in": 5, "init": "uniform", "seed": 1, "device": "cpu",
+                                    "progress": False}
+
+
+@pytest.mark.parametrize("method,extra,stem", [
+    ("exact", {"K": None, "init": None, "seed": None}, "exact"),
+    ("ais", {"K": 10, "init": "base-rate", "seed": 0, "schedule": "linear", "chains": 20, "n_examples": None},
+     "K10_base-rate_seed0"),
+    ("ds", {"K": None, "init": "uniform", "seed": 1, "chains": 50, "burn_in": 5, "n_examples": None},
+     "uniform_seed1"),
+])
+def test_run_estimate_writes_the_record_and_the_arrays(tmp_path, method, extra, stem):
+    rbm = random_rbm(12, 8, seed=0, scale=0.5)
+    save_model(rbm, tmp_path / "tiny.npz")
+    rows = model_samples(rbm, 60, seed=1, sweeps=50).numpy().astype(np.uint8)
+    np.savez(tmp_path / "tiny-data.npz", train=rows[:40], test=rows[40:])
+    settings = {**BASE, "estimator": method, "method": method, **extra}
+    record = run_estimate(settings, model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
+                          arrays=tmp_path / f"{stem}.npz", record_path=tmp_path / f"{stem}.json",
+                          tracking={"enabled": False}, log=lambda msg: None)
+    on_disk = json.loads((tmp_path / f"{stem}.json").read_text())
+    assert on_disk == json.loads(json.dumps(record))
+    assert list(record)[:len(settings) + 1] == ["key", *settings]
+    assert {k: record[k] for k in settings} == settings and "mlflow_run_id" not in record
+    assert record["key"] == {"exact": "estimate/tiny/exact/K-/-/seed-", "ais": "estimate/tiny/ais/K10/base-rate/seed0",
+                             "ds": "estimate/tiny/ds/K-/uniform/seed1"}[method]
+    assert record["arrays"] == str(tmp_path / f"{stem}.npz") and (tmp_path / f"{stem}.npz").is_file()
+    # the same estimate as the API with the registry options
+    direct = estimate(tmp_path / "tiny.npz", method, data=rows[40:], train_data=rows[:40], **estimate_options(settings))
+    assert record["result"]["log_z"] == pytest.approx(direct.log_z, abs=0, rel=0)
+    assert record["result"]["mean_log_likelihood"] == pytest.approx(direct.mean_log_likelihood, abs=0, rel=0)

@@ -1,0 +1,269 @@
+"""logzbench.sweep: from a workflow config to its estimate jobs and their settings (no Snakemake run).
+
+Also checks that the config schema's enums are the registry's."""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from logzbench import registry, sweep
+from logzbench.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+CONFIGS = sorted((REPO / "config").glob("*.yaml"))
+
+
+def load_config(name: str = "test", **overrides) -> dict:
+    """A config of config/ validated against the schema (defaults filled in) when Snakemake is installed."""
+    config = yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
+    for key, value in overrides.items():
+        config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+    try:
+        from snakemake.utils import validate
+    except ImportError:  # the test configs spell out what the tests below need
+        return config
+    validate(config, str(SCHEMA))
+    return config
+
+
+def stems(config, model, estimator=None):
+    return sorted(j.stem for j in sweep.model_jobs(config, model) if estimator in (None, j.estimator))
+
+
+# --------------------------------------------------------------------------- schema = registry
+def test_schema_enums_equal_the_registry():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    est = schema["properties"]["estimators"]["additionalProperties"]["properties"]
+    assert est["method"]["enum"] == list(registry.estimator_names())
+    hp = schema["properties"]["models"]["additionalProperties"]["properties"]["hyperparams"]["properties"]
+    assert hp["family"]["enum"] == list(registry.family_names())
+    assert schema["$defs"]["init_list"]["items"]["enum"] == list(registry.INITS)
+    sources = schema["properties"]["datasets"]["additionalProperties"]["properties"]["source"]["enum"]
+    assert sorted(sources) == sorted(sweep.SOURCE_DATA_KINDS)
+    # every estimator config key the sweep records is a schema key (the registry options' names)
+    assert set(sweep.SETTING_KEYS) - {"samples_per_chain"} <= set(est)
+
+
+def test_importable_without_torch():
+    code = "import sys, logzbench.sweep; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --------------------------------------------------------------------------- jobs of config/test.yaml
+def test_jobs_of_the_test_config():
+    config = load_config()
+    jobs = sweep.all_jobs(config)
+    assert len(jobs) == 34 and len({j.path() for j in jobs}) == 34
+    per_model = Counter(j.model for j in jobs)
+    assert per_model == {"digits-rbm8": 20, "digits-dbm8-4": 5, "digits-dbn8-4": 3, "vh-poe-laplace-4": 3,
+                         "vh-linear-gaussian-4": 3}
+    rbm = Counter(j.estimator for j in sweep.model_jobs(config, "digits-rbm8"))
+    assert rbm == {"exact": 1, "ais": 8, "raise": 4, "csl": 1, "ads": 2, "reverse-ais": 2, "ds": 2}
+    assert stems(config, "digits-rbm8", "exact") == ["exact"]
+    assert stems(config, "digits-rbm8", "csl") == ["K50_seed0"]
+    assert stems(config, "digits-rbm8", "raise") == ["K10_base-rate_seed0", "K10_uniform_seed0",
+                                                     "K50_base-rate_seed0", "K50_uniform_seed0"]
+    assert stems(config, "digits-rbm8", "ds") == ["base-rate_seed0", "base-rate_seed1"]
+    assert stems(config, "vh-poe-laplace-4") == ["K20_seed0", "K20_seed0", "exact"]  # exact, hais, ais-mh
+    # the order of the old expand(): K, then init, then seed
+    ais = [j.stem for j in sweep.model_jobs(config, "digits-rbm8") if j.estimator == "ais"]
+    assert ais[:3] == ["K10_uniform_seed0", "K10_uniform_seed1", "K10_base-rate_seed0"]
+    j = next(j for j in jobs if j.estimator == "ds")
+    assert (j.method, j.K, j.init, j.seed) == ("ds", None, "base-rate", 0)
+    assert j.path("npz") == "results/estimates/digits-rbm8/ds/base-rate_seed0.npz"
+
+
+def test_file_stems_round_trip_and_match_the_wildcard_pattern():
+    config = load_config()
+    pattern = re.compile(sweep.setting_pattern())
+    for j in sweep.all_jobs(config):
+        assert pattern.fullmatch(j.stem), j.stem
+        assert sweep.job(config, j.model, j.estimator, j.stem) == j
+    for bad in ("K10_uniform", "seed0_K10", "K10_gaussian_seed0", "exact_seed0", "uniform"):
+        assert not pattern.fullmatch(bad), bad
+    with pytest.raises(ValueError, match="does not match the axes"):
+        sweep.job(config, "digits-rbm8", "ais", "K10_seed0")
+
+
+def test_estimators_follow_the_registry_families():
+    """CSL on RBMs only, hais / ais-mh on continuous models only, the IS family on binary models only."""
+    config = load_config()
+    for m in config["models"]:
+        config["models"][m].pop("estimators", None)  # without a list: every estimator, less those the family lacks
+    config["estimators"]["is"] = {"chains": 10, "burn_in": 2, "seeds": [0]}
+    run = {m: set(sweep.estimators_run(config, m)) for m in config["models"]}
+    assert {"csl", "is", "ais", "ads"} <= run["digits-rbm8"] and not run["digits-rbm8"] & {"hais", "ais-mh"}
+    assert "csl" not in run["digits-dbm8-4"] and "is" in run["digits-dbm8-4"]
+    assert run["vh-poe-laplace-4"] == {"exact", "hais", "ais-mh"}
+    for m, names in run.items():
+        fam = sweep.model_family(config, m)
+        assert all(registry.estimator(sweep.estimator_method(config, n)).applies_to(fam) for n in names)
+
+
+# --------------------------------------------------------------------------- settings
+BASE_KEYS = ["model", "dataset", "estimator", "method", "K", "init", "seed", "device", "n_visible", "family",
+             "hidden_sizes", "n_hidden"]
+
+
+def test_settings_of_each_kind_of_job():
+    config = load_config()
+    s = sweep.job_settings(config, "digits-rbm8", "exact", "exact")
+    assert list(s) == BASE_KEYS
+    assert (s["K"], s["init"], s["seed"], s["n_visible"], s["hidden_sizes"], s["n_hidden"]) == (None, None, None, 64,
+                                                                                                [8], 8)
+    s = sweep.job_settings(config, "digits-rbm8", "ais", "K50_base-rate_seed1")
+    assert list(s) == BASE_KEYS + ["schedule", "chains", "n_examples"]
+    assert (s["K"], s["init"], s["seed"], s["chains"], s["n_examples"]) == (50, "base-rate", 1, 20, None)
+    s = sweep.job_settings(config, "digits-rbm8", "raise", "K10_uniform_seed0")
+    assert s["n_examples"] == 10 and s["chains"] == 5 and "is_samples" not in s
+    s = sweep.job_settings(config, "digits-dbm8-4", "ais-deep", "K10_uniform_seed0")
+    assert list(s) == BASE_KEYS + ["schedule", "chains", "n_examples", "is_samples"]
+    assert (s["method"], s["family"], s["hidden_sizes"], s["n_hidden"], s["is_samples"]) == ("ais", "dbm", [8, 4],
+                                                                                             None, 50)
+    s = sweep.job_settings(config, "digits-rbm8", "csl", "K50_seed0")
+    assert list(s) == BASE_KEYS + ["chains", "csl_mode", "burn_in", "thin", "samples_per_chain", "n_examples"]
+    assert (s["init"], s["samples_per_chain"], s["burn_in"], s["thin"]) == (None, 10, 10, 5)  # 50 // 5
+    s = sweep.job_settings(config, "vh-poe-laplace-4", "hais", "K20_seed0")
+    assert list(s) == BASE_KEYS + ["schedule", "chains", "step_size", "gamma", "mh_sigma", "proposal_scale"]
+    assert (s["family"], s["n_visible"], s["step_size"], s["gamma"], s["n_hidden"]) == ("poe-laplace", 4, 0.05,
+                                                                                        None, None)
+    s = sweep.job_settings(config, "digits-rbm8", "ds", "base-rate_seed1")
+    assert list(s) == BASE_KEYS + ["chains", "burn_in", "n_examples"]
+    assert (s["K"], s["init"], s["seed"], s["chains"], s["burn_in"]) == (None, "base-rate", 1, 200, 20)
+
+
+def test_settings_hold_what_the_estimator_reads():
+    """Every recorded estimator key is one of the estimator's registry options (n_examples aside: recorded
+    as None by binary-model estimators that do not subsample)."""
+    config = load_config()
+    for j in sweep.all_jobs(config):
+        s = sweep.job_settings(config, j.model, j.estimator, j.stem)
+        spec = registry.estimator(j.method)
+        extra = set(s) - set(BASE_KEYS)
+        assert extra - {"n_examples"} <= set(spec.options), (j, extra)
+        if "n_examples" not in spec.options and "n_examples" in s:
+            assert s["n_examples"] is None
+
+
+# --------------------------------------------------------------------------- exact, inits, K
+def test_exact_limits():
+    config = load_config(evaluation={"exact_max_units": 4})
+    # RBM 64-8: 8 > 4; DBM 64-8-4: min(64 + 4, 8) = 8 > 4; DBN 64-8-4: min(8, 4) = 4 and h_1 = 8 <= 16
+    applies = {m: sweep.exact_applies(config, m, "exact") for m in config["models"]}
+    assert applies == {"digits-rbm8": False, "digits-dbm8-4": False, "digits-dbn8-4": True,
+                       "vh-poe-laplace-4": True, "vh-linear-gaussian-4": True}  # closed forms: no enumeration
+    config["evaluation"]["exact_max_log_f_units"] = 4
+    assert not sweep.exact_applies(config, "digits-dbn8-4", "exact")
+    config["estimators"]["exact"]["max_log_f_units"] = 8  # the estimator's own limit wins
+    assert sweep.exact_applies(config, "digits-dbn8-4", "exact")
+    config["models"]["digits-rbm8"]["exact"] = True
+    config["models"]["vh-poe-laplace-4"]["exact"] = False
+    assert sweep.exact_applies(config, "digits-rbm8", "exact")
+    assert "exact" not in stems(config, "vh-poe-laplace-4")
+    config = load_config()
+    config["models"]["vh-poe-laplace-4"]["hyperparams"]["size"] = 3  # an incomplete PoE: no closed form
+    assert not sweep.exact_applies(config, "vh-poe-laplace-4", "exact")
+    assert sweep.exact_limits(config, "exact") == (20, 16)
+
+
+def test_dbn_gets_the_uniform_init_only():
+    config = load_config()
+    assert stems(config, "digits-dbn8-4") == ["K10_uniform_seed0", "K10_uniform_seed0", "exact"]
+    assert sweep.sweep_values(config, "digits-dbn8-4", "ais-deep") == {"K": [10], "init": ["uniform"], "seed": [0]}
+    config = load_config(evaluation={"inits": ["base-rate"], "exact_max_units": 4, "exact_max_log_f_units": 4})
+    assert sweep.model_jobs(config, "digits-dbn8-4") == []
+    warnings = sweep.check_config(config)
+    assert any("model digits-dbn8-4 (dbn) has no estimate to run" in w for w in warnings)
+
+
+def test_sm14500_schedule_has_one_K():
+    config = load_config()
+    config["estimators"]["ais-sm"] = {"method": "ais", "schedule": "sm14500", "seeds": [0], "inits": ["uniform"]}
+    config["models"]["digits-rbm8"]["estimators"].append("ais-sm")
+    assert stems(config, "digits-rbm8", "ais-sm") == ["K14500_uniform_seed0"]
+    config["estimators"]["ais-sm"]["K"] = [100]
+    with pytest.raises(ConfigError, match="the sm14500 schedule has K = 14500"):
+        sweep.check_config(config)
+
+
+# --------------------------------------------------------------------------- refusals
+def _refused(config, match):
+    with pytest.raises(ConfigError, match=match):
+        sweep.check_config(config, presets={})
+
+
+def test_refusals_name_the_entry_and_the_fix():
+    base = load_config()
+    assert sweep.check_config(base) == []
+
+    c = copy.deepcopy(base)
+    c["models"]["digits-dbm8-4"]["estimators"] = ["exact", "csl"]
+    _refused(c, r"model digits-dbm8-4: estimator 'csl' \(csl\) is not available for a DBM \(csl runs on RBMs only")
+    c = copy.deepcopy(base)
+    c["models"]["digits-rbm8"]["estimators"].append("hais")
+    _refused(c, r"estimator 'hais' \(hais\) is not available for a RBM .*remove it from models.digits-rbm8.estimators")
+    c = copy.deepcopy(base)
+    c["models"]["vh-poe-laplace-4"]["estimators"] = ["ds"]
+    _refused(c, r"estimator 'ds' \(ds\) is not available for a POE-LAPLACE \(ds runs on binary models only")
+    c = copy.deepcopy(base)
+    c["models"]["digits-rbm8"]["dataset"] = "nosuchdata"
+    _refused(c, "model digits-rbm8: unknown dataset 'nosuchdata'")
+    c = copy.deepcopy(base)
+    c["models"]["digits-rbm8"]["estimators"].append("nosuch")
+    _refused(c, "model digits-rbm8: unknown estimator 'nosuch'")
+    c = copy.deepcopy(base)
+    c["estimators"]["mystery"] = {}
+    _refused(c, r"estimator mystery: unknown method 'mystery'; set `method` to one of \['exact'")
+    c = copy.deepcopy(base)
+    c["estimators"]["ais"]["models"] = ["nosuchmodel"]
+    _refused(c, r"estimator ais: unknown models \['nosuchmodel'\]")
+    c = copy.deepcopy(base)
+    c["models"]["digits-dbn8-4"]["hyperparams"]["hidden_sizes"] = [8, 4, 2]
+    _refused(c, "model digits-dbn8-4: a DBN has exactly two hidden layers")
+    c = copy.deepcopy(base)
+    c["models"]["digits-rbm8"]["hyperparams"]["family"] = "poe-laplace"
+    _refused(c, r"model digits-rbm8: a poe-laplace model needs a continuous \(vanhateren\) dataset; digits is binary")
+    c = copy.deepcopy(base)
+    c["models"]["digits-rbm8"]["hyperparams"]["family"] = "boltzmann"
+    _refused(c, "model digits-rbm8: unknown family 'boltzmann'")
+    c = copy.deepcopy(base)
+    c["models"]["digits-rbm8"]["preset"] = "nosuchpreset"
+    _refused(c, "model digits-rbm8: unknown preset 'nosuchpreset'")
+    c = copy.deepcopy(base)
+    del c["models"]["digits-rbm8"]["hyperparams"]["n_hidden"]
+    _refused(c, "model digits-rbm8: give `hyperparams.n_hidden` or a `preset`")
+    c = copy.deepcopy(base)
+    c["estimators"]["csl"]["K"] = [3]
+    _refused(c, r"estimator csl: K \[3\] < thin: no CSL sample would be kept")
+    c = copy.deepcopy(base)
+    c["datasets"]["digits"]["source"] = "mystery-bits"
+    _refused(c, "dataset digits: give n_visible")
+    _refused({"models": {}, "datasets": {}, "estimators": {}, "trials": {}}, "no models and no trials")
+
+
+def test_ignored_sweep_keys_are_warned_about():
+    config = load_config()
+    config["estimators"]["ds"]["K"] = [10]
+    config["estimators"]["csl"]["inits"] = ["uniform"]
+    warnings = sweep.check_config(config)
+    assert "estimator ds (ds) is not swept over K: its `K` is ignored" in warnings
+    assert "estimator csl (csl) is not swept over inits: its `inits` is ignored" in warnings
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[c.stem for c in CONFIGS])
+def test_every_shipped_config_passes_the_checks_without_warnings(path):
+    config = load_config(path.stem)
+    assert sweep.check_config(config) == []
+    jobs = sweep.all_jobs(config)
+    assert len({j.path() for j in jobs}) == len(jobs)
+    if config.get("models"):
+        assert jobs
