@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import all_states
 
-from logzbench import schedules
+from logzbench import registry, schedules
 from logzbench.api import estimate
 from logzbench.errors import ModelFileError
 from logzbench.estimators.raise_ import raise_log_weights
@@ -246,6 +246,17 @@ def test_model_file_round_trip_and_cli(family, tmp_path, capsys):
                  "--is-samples", "20"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["n_sweeps"] == (40 if family == "dbm" else 20)
+
+
+@pytest.mark.parametrize("family", ["dbm", "dbn"])
+def test_from_arrays_of_the_registry_class(family):
+    model = _dbm(seed=3) if family == "dbm" else _dbn(seed=3, tied=False)
+    back = registry.family(family).model_class.from_arrays({**model.to_arrays(), "model_type": np.array(family)})
+    assert type(back) is type(model)
+    for k, a in model.to_arrays().items():
+        np.testing.assert_array_equal(back.to_arrays()[k], a)
+    with pytest.raises(ModelFileError, match=r"^mem: unexpected array\(s\) \['extra'\]"):
+        type(model).from_arrays({**model.to_arrays(), "extra": np.zeros(1)}, source="mem")
 
 
 def _write(path, **arrays):

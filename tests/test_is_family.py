@@ -17,6 +17,7 @@ from logzbench.estimators.is_combinations import (discriminance_sampling, naive_
                                                   weighted_selection)
 from logzbench.estimators.reverse_importance import reverse_importance_sampling
 from logzbench.models import gaussian_toy as toy
+from logzbench.trials import METHODS, estimate_all, run_trial, sweep, trial_errors
 
 SIGMA0S = (0.2, 0.5, 1.0, 2.0, 5.0)
 N = 1000
@@ -26,7 +27,7 @@ TRIALS = 120
 @pytest.fixture(scope="module")
 def trials() -> dict[float, pd.DataFrame]:
     """Per-trial errors and reported stderrs of every method, for each sigma0 (n = 1000)."""
-    return {s0: toy.trial_errors(s0, N, TRIALS, seed=2015, with_stderr=True) for s0 in SIGMA0S}
+    return {s0: trial_errors(s0, N, TRIALS, seed=2015, with_stderr=True) for s0 in SIGMA0S}
 
 
 def _mean_se(x: np.ndarray) -> tuple[float, float]:
@@ -102,18 +103,18 @@ def test_weighted_selection_picks_the_better_side(trials):
 
 
 def test_sweep_table_and_reproducible():
-    a = toy.sweep([0.5, 2.0], n=200, n_trials=5, seed=3)
-    b = toy.sweep([0.5, 2.0], n=200, n_trials=5, seed=3)
+    a = sweep([0.5, 2.0], n=200, n_trials=5, seed=3)
+    b = sweep([0.5, 2.0], n=200, n_trials=5, seed=3)
     pd.testing.assert_frame_equal(a, b)
-    assert set(a["method"]) == set(toy.METHODS) and len(a) == 2 * len(toy.METHODS)
+    assert set(a["method"]) == set(METHODS) and len(a) == 2 * len(METHODS)
     assert np.allclose(a["mse"], a["bias"] ** 2 + a["sd"] ** 2 * (5 - 1) / 5)
-    c = toy.sweep([0.5, 2.0], n=200, n_trials=5, seed=4)
+    c = sweep([0.5, 2.0], n=200, n_trials=5, seed=4)
     assert not np.allclose(a["bias"], c["bias"])
 
 
 def test_same_seed_same_results():
-    assert toy.run_trial(0.7, 300, seed=11) == toy.run_trial(0.7, 300, seed=11)
-    assert toy.run_trial(0.7, 300, seed=11) != toy.run_trial(0.7, 300, seed=12)
+    assert run_trial(0.7, 300, seed=11) == run_trial(0.7, 300, seed=11)
+    assert run_trial(0.7, 300, seed=11) != run_trial(0.7, 300, seed=12)
     l0, l1 = toy.draw(0.7, 300, np.random.default_rng(5))
     for f in (naive_average, weighted_average, weighted_selection):
         assert f(l0, l1, n_bootstrap=200, seed=1).log_z_ci == f(l0, l1, n_bootstrap=200, seed=1).log_z_ci
@@ -170,8 +171,8 @@ def test_empty_input_raises(name):
 
 def test_result_records():
     l0, l1 = toy.draw(0.8, 200, np.random.default_rng(1))
-    res = toy.estimate_all(l0, l1, n_bootstrap=200, seed=0)
-    assert list(res) == list(toy.METHODS)
+    res = estimate_all(l0, l1, n_bootstrap=200, seed=0)
+    assert list(res) == list(METHODS)
     for name, r in res.items():
         assert r.estimator == name and r.seconds >= 0 and {"n0", "n1"} <= set(r.settings)
         assert np.isfinite(r.log_z) and np.isfinite(r.log_z_stderr) and r.log_z_stderr > 0
@@ -201,8 +202,8 @@ def test_log_space_no_overflow():
     """Scaling f by e^c shifts every log Ẑ by exactly c, even where exp(l) overflows."""
     l0, l1 = toy.draw(0.8, 200, np.random.default_rng(2))
     c = 2000.0
-    base = toy.estimate_all(l0, l1)
-    shifted = toy.estimate_all(l0 + c, l1 + c)
-    for name in toy.METHODS:
+    base = estimate_all(l0, l1)
+    shifted = estimate_all(l0 + c, l1 + c)
+    for name in METHODS:
         assert shifted[name].log_z - c == pytest.approx(base[name].log_z, abs=1e-8), name
         assert shifted[name].log_z_stderr == pytest.approx(base[name].log_z_stderr, rel=1e-6, abs=1e-12), name

@@ -137,6 +137,16 @@ def test_not_an_npz_and_missing_file(tmp_path):
         load_model(obj)
 
 
+def test_from_arrays_names_the_source_and_checks_model_type(small_rbm):
+    back = BinaryRBM.from_arrays({**small_rbm.to_arrays(), "model_type": np.array("rbm")}, source="mem")
+    for k, a in small_rbm.to_arrays().items():
+        np.testing.assert_array_equal(back.to_arrays()[k], a)
+    with pytest.raises(ModelFileError, match=r"^mem: array 'model_type' is 'dbm', not 'rbm'$"):
+        BinaryRBM.from_arrays({**small_rbm.to_arrays(), "model_type": np.array("dbm")}, source="mem")
+    with pytest.raises(ModelFileError, match=r"^mem: RBM: 'W' contains NaN \(18 entries\)$"):
+        BinaryRBM.from_arrays({**GOOD, "W": np.full((6, 3), np.nan)}, source="mem")
+
+
 def test_in_memory_nan_refused():
     with pytest.raises(ModelFileError, match="NaN"):
         BinaryRBM(np.full((3, 2), np.nan), np.zeros(3), np.zeros(2))

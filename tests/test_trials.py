@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from logzbench import trials
+from logzbench import registry, trials
 from logzbench.models import GridMRF, gaussian_toy
 
 GRID = {"height": 4, "width": 4, "sigma_pair": 0.5, "n": 400, "n_trials": 3, "seed": 11, "burn_in": 100}
@@ -41,11 +41,11 @@ def _no_seconds(df):
 def test_gaussian_trials_reproduce_trial_errors(sigma0):
     df = trials.gaussian_trials(sigma0, n=200, n_trials=4, seed=7)
     assert list(df.columns) == list(trials.TRIAL_COLUMNS)
-    assert len(df) == 4 * len(gaussian_toy.METHODS)
+    assert len(df) == 4 * len(trials.METHODS)
     assert (df["experiment"] == "gaussian").all() and (df["sigma0"] == sigma0).all() and (df["seed"] == 7).all()
     assert df["height"].isna().all() and df["reference"].isna().all()
-    ref = gaussian_toy.trial_errors(sigma0, 200, 4, 7, with_stderr=True)
-    for m in gaussian_toy.METHODS:
+    ref = trials.trial_errors(sigma0, 200, 4, 7, with_stderr=True)
+    for m in trials.METHODS:
         rows = df[df["method"] == m].sort_values("trial")
         assert rows["trial"].tolist() == [0, 1, 2, 3]
         np.testing.assert_array_equal(rows["error"].to_numpy(), ref[m].to_numpy())
@@ -99,7 +99,7 @@ def test_summarize_trials_keeps_experiments_and_settings_apart(grid_runs):
     both = pd.concat([gauss, *grid_runs.values()], ignore_index=True)
     s = trials.summarize_trials(both)
     n_grid_methods = sum(g["method"].nunique() for g in grid_runs.values())
-    assert len(s) == 2 * len(gaussian_toy.METHODS) + n_grid_methods
+    assert len(s) == 2 * len(trials.METHODS) + n_grid_methods
     assert (s.loc[s["experiment"] == "gaussian", "n_trials"] == 2).all()
     assert (s.loc[s["experiment"] == "grid", "n_trials"] == GRID["n_trials"]).all()
 
@@ -111,7 +111,7 @@ def test_grid_trials_format_and_truth(grid_runs):
         assert (df["experiment"] == "grid").all() and (df["reference"] == ref).all()
         assert df["sigma0"].isna().all() and (df["sigma_pair"] == GRID["sigma_pair"]).all()
         bound = {"uniform": set(), "mean-field": {"mf-bound"}, "trw": {"trw-bound"}}[ref]
-        assert set(df["method"]) == set(gaussian_toy.METHODS) | bound
+        assert set(df["method"]) == set(trials.METHODS) | bound
         np.testing.assert_array_equal(df["error"], df["log_z"] - df["truth"])
         for t in range(GRID["n_trials"]):
             mrf_seed, _, _ = trials.trial_seeds(GRID["seed"], t)
@@ -180,6 +180,23 @@ def test_grid_reference_factory():
 
 
 # --------------------------------------------------------------------------- plots
+def test_method_styles_follow_the_registry():
+    order = list(trials.METHOD_STYLES)
+    assert order[:len(trials.METHODS)] == list(trials.METHODS)
+    assert order[len(trials.METHODS):] == ["ais", "reverse-ais", "avg-ais-reverse-ais", "ads-multinomial", "ads",
+                                           "mf-bound", "trw-bound"]
+    for method, style in trials.METHOD_STYLES.items():
+        if method not in registry.ESTIMATORS:
+            continue
+        spec = registry.estimator(method)
+        assert (style["color"], style["marker"]) == (spec.color, spec.marker)
+        assert style["label"] == trials.TRIAL_LABELS.get(method, spec.label)
+        heavy = {k: style.get(k) for k in trials.EMPHASIS_STYLE}
+        assert heavy == (trials.EMPHASIS_STYLE if spec.emphasis else dict.fromkeys(trials.EMPHASIS_STYLE))
+    assert trials.METHOD_STYLES["ds"]["label"] == "DS (n/2 per side)"
+    assert trials.METHOD_STYLES["ds"]["linewidth"] == trials.METHOD_STYLES["ads"]["linewidth"] == 2.6
+
+
 def _read_png(path):
     import matplotlib.image
 

@@ -1,6 +1,6 @@
 """Repeated-trial experiments of Liu, Peng, Ihler & Fisher (2015), Sec. 6, Figs. 1 and 2.
 
-* Fig. 1 (:func:`gaussian_trials`): the 1-D Gaussian toy of
+* Fig. 1 (:func:`gaussian_trials`, :func:`sweep`): the 1-D Gaussian toy of
   :mod:`logzbench.models.gaussian_toy`, ``p = N(0, sigma^2)``, reference
   ``p_0 = N(0, sigma0^2)``, bias and MSE of ``log Ẑ`` against ``sigma0`` (1000 trials in the
   paper).
@@ -12,10 +12,9 @@
   Gibbs chains started at reference samples and run for ``burn_in`` sweeps (500 in the
   paper); the truth is the transfer-matrix ``log Z``.
 
-Every estimator of :data:`logzbench.models.gaussian_toy.METHODS` is applied through
-:func:`logzbench.models.gaussian_toy.estimate_all`: with ``n`` samples from each of ``p_0``
-and ``p``, IS, reverse IS and the three averaging methods use all of them, discriminance
-sampling (``"ds"``) only the first ``n // 2`` of each, as in the paper.
+Every estimator of :data:`METHODS` is applied through :func:`estimate_all`: with ``n``
+samples from each of ``p_0`` and ``p``, IS, reverse IS and the three averaging methods use all
+of them, discriminance sampling (``"ds"``) only the first ``n // 2`` of each, as in the paper.
 
 The "trials" table
 ------------------
@@ -35,7 +34,7 @@ columns of :data:`TRIAL_COLUMNS`, so frames of either experiment can be concaten
     The base seed of the run; trial ``t``'s randomness is derived from ``(seed, t)`` (see
     :func:`gaussian_trials` and :func:`grid_trials`).
 ``method``
-    One of :data:`~logzbench.models.gaussian_toy.METHODS`, or for grid references with a
+    One of :data:`METHODS`, or for grid references with a
     variational bound ``"mf-bound"`` (mean-field lower bound) / ``"trw-bound"`` (TRW upper
     bound); see :data:`BOUND_METHODS`.
 ``log_z``, ``log_z_stderr``
@@ -65,10 +64,18 @@ import numpy as np
 import pandas as pd
 import torch
 
+from . import registry
+from .estimators.importance import importance_sampling
+from .estimators.is_combinations import discriminance_sampling, naive_average, weighted_average, weighted_selection
+from .estimators.result import EstimateResult
+from .estimators.reverse_importance import reverse_importance_sampling
 from .models import gaussian_toy
 from .models.grid import GridMRF
 from .plotting import pyplot, save_figure
 from .utils import write_csv_atomic
+
+#: Methods of :func:`estimate_all`, in the order of the paper's comparison.
+METHODS = ("is", "ris", "is-avg", "is-weighted", "is-select", "ds")
 
 #: Setting columns of each experiment (the others are missing in its rows).
 SETTING_COLUMNS = {
@@ -93,21 +100,33 @@ _INT_COLUMNS = ("height", "width", "burn_in")
 _FLOAT_COLUMNS = ("sigma0", "sigma", "sigma_pair", "sigma_unary", "log_z", "log_z_stderr", "truth", "error",
                   "seconds")
 
-#: Plot style per method (same colours and markers in every figure; DS drawn prominently).
+#: How an emphasised estimator (:attr:`~logzbench.registry.EstimatorSpec.emphasis`) is drawn.
+EMPHASIS_STYLE = {"linewidth": 2.6, "markersize": 10, "zorder": 5}
+
+
+def estimator_style(name: str, label: str | None = None) -> dict:
+    """Plot style of registry estimator ``name``: its colour, marker and label (or ``label``),
+    drawn heavier and on top (:data:`EMPHASIS_STYLE`) when it is emphasised."""
+    spec = registry.estimator(name)
+    style = {"color": spec.color, "marker": spec.marker, "label": spec.label if label is None else label}
+    if spec.emphasis:
+        style.update(EMPHASIS_STYLE)
+    return style
+
+
+#: Labels of the trials figures that differ from the registry's (DS uses half of each side's samples).
+TRIAL_LABELS = {"ds": "DS (n/2 per side)"}
+
+#: Plot style per method, in legend order (same colours and markers in every figure; DS and ADS
+#: drawn prominently): the registry's style for an estimator, fixed styles for the rest.
 METHOD_STYLES = {
-    "is": {"color": "tab:blue", "marker": "o", "label": "IS"},
-    "ris": {"color": "tab:orange", "marker": "s", "label": "reverse IS"},
-    "is-avg": {"color": "tab:green", "marker": "^", "label": "naive average"},
-    "is-weighted": {"color": "tab:purple", "marker": "v", "label": "weighted average"},
-    "is-select": {"color": "tab:brown", "marker": "D", "label": "weighted selection"},
-    "ds": {"color": "tab:red", "marker": "*", "label": "DS (n/2 per side)", "linewidth": 2.6, "markersize": 10,
-           "zorder": 5},
+    **{m: estimator_style(m, TRIAL_LABELS.get(m)) for m in METHODS},
     # annealed estimators (Figs 3-4; the report's annealed_trials table)
-    "ais": {"color": "tab:blue", "marker": "o", "label": "AIS"},
-    "reverse-ais": {"color": "tab:orange", "marker": "s", "label": "reverse AIS"},
+    "ais": estimator_style("ais"),
+    "reverse-ais": estimator_style("reverse-ais"),
     "avg-ais-reverse-ais": {"color": "tab:green", "marker": "^", "label": "avg(AIS, reverse AIS)"},
-    "ads-multinomial": {"color": "tab:purple", "marker": "v", "label": "ADS multinomial"},
-    "ads": {"color": "tab:red", "marker": "*", "label": "ADS", "linewidth": 2.6, "markersize": 10, "zorder": 5},
+    "ads-multinomial": estimator_style("ads-multinomial"),
+    "ads": estimator_style("ads"),
     "mf-bound": {"color": "tab:gray", "marker": None, "label": "mean-field bound", "linestyle": "--"},
     "trw-bound": {"color": "black", "marker": None, "label": "TRW bound", "linestyle": "--"},
 }
@@ -173,6 +192,76 @@ def _rows(settings: dict, trial: int, seed: int, n: int, truth: float, results: 
     return out
 
 
+# --------------------------------------------------------------------------- the IS family on one draw
+def estimate_all(l0, l1, *, n_bootstrap: int = 0, seed: int = 0) -> dict[str, EstimateResult]:
+    """Every estimator of :data:`METHODS` on one draw, as in the paper's comparison.
+
+    IS uses all of ``l0``, reverse IS all of ``l1``, the three combinations both in full;
+    discriminance sampling only the first half of each (``n0 // 2``, ``n1 // 2`` samples).
+    """
+    l0, l1 = np.asarray(l0, dtype=np.float64), np.asarray(l1, dtype=np.float64)
+    kw = {"n_bootstrap": n_bootstrap, "seed": seed}
+    return {
+        "is": importance_sampling(l0, **kw),
+        "ris": reverse_importance_sampling(l1, **kw),
+        "is-avg": naive_average(l0, l1, **kw),
+        "is-weighted": weighted_average(l0, l1, **kw),
+        "is-select": weighted_selection(l0, l1, **kw),
+        "ds": discriminance_sampling(l0[: l0.size // 2], l1[: l1.size // 2]),
+    }
+
+
+def run_trial(sigma0: float, n: int, seed: int, sigma: float = 1.0) -> dict[str, float]:
+    """Errors ``log Ẑ - log Z`` of every method on one draw of ``n`` samples from each of ``p_0`` and ``p``.
+
+    The draw is ``gaussian_toy.draw(sigma0, n, numpy.random.default_rng(seed), sigma)``; returns
+    ``{method: error}`` for the methods of :data:`METHODS`.
+    """
+    l0, l1 = gaussian_toy.draw(sigma0, n, np.random.default_rng(seed), sigma)
+    truth = gaussian_toy.log_z(sigma)
+    return {m: r.log_z - truth for m, r in estimate_all(l0, l1).items()}
+
+
+def trial_errors(sigma0: float, n: int, n_trials: int, seed: int, sigma: float = 1.0,
+                 with_stderr: bool = False) -> pd.DataFrame:
+    """One row per trial (``trial``, one error column per method; ``<method>_se`` columns with ``with_stderr``).
+
+    Trial ``t`` uses ``numpy.random.default_rng((seed, t))``.
+    """
+    truth = gaussian_toy.log_z(sigma)
+    rows = []
+    for t in range(n_trials):
+        l0, l1 = gaussian_toy.draw(sigma0, n, np.random.default_rng((seed, t)), sigma)
+        res = estimate_all(l0, l1)
+        row: dict = {"trial": t, **{m: r.log_z - truth for m, r in res.items()}}
+        if with_stderr:
+            row.update({f"{m}_se": r.log_z_stderr for m, r in res.items()})
+            row["selected"] = res["is-select"].extra["selected"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def sweep(sigma0s, n: int, n_trials: int, seed: int, sigma: float = 1.0) -> pd.DataFrame:
+    """Bias and MSE of ``log Ẑ`` per method and ``sigma0`` over ``n_trials`` draws (the paper's Fig. 1).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Long format, one row per (``sigma0``, ``method``): ``bias`` (mean error), ``mse``
+        (mean squared error), ``sd`` (spread of the errors), ``bias_se = sd / sqrt(n_trials)``,
+        ``n``, ``n_trials``.  The same ``(seed, trial)`` streams are used for every ``sigma0``.
+    """
+    out = []
+    for s0 in sigma0s:
+        err = trial_errors(float(s0), n, n_trials, seed, sigma)
+        for m in METHODS:
+            e = err[m].to_numpy()
+            sd = float(np.std(e, ddof=1)) if e.size > 1 else float("nan")
+            out.append({"sigma0": float(s0), "method": m, "bias": float(np.mean(e)), "mse": float(np.mean(e**2)),
+                        "sd": sd, "bias_se": sd / math.sqrt(e.size), "n": n, "n_trials": n_trials})
+    return pd.DataFrame(out)
+
+
 # --------------------------------------------------------------------------- Fig. 1
 def gaussian_trials(sigma0: float, n: int, n_trials: int, seed: int, sigma: float = 1.0) -> pd.DataFrame:
     """Repeated trials of the Gaussian toy (Fig. 1) at one ``sigma0``, as a long trials table.
@@ -188,7 +277,7 @@ def gaussian_trials(sigma0: float, n: int, n_trials: int, seed: int, sigma: floa
     seed : int >= 0
         Base seed: trial ``t`` draws from ``numpy.random.default_rng((seed, t))`` via
         :func:`gaussian_toy.draw <logzbench.models.gaussian_toy.draw>`, exactly as
-        :func:`~logzbench.models.gaussian_toy.trial_errors` does, so the errors match it (and
+        :func:`trial_errors` does, so the errors match it (and
         every ``sigma0`` scales the same standard-normal draws: common random numbers).
     sigma : float > 0
         Standard deviation of the target ``p = N(0, sigma^2)``.
@@ -197,7 +286,7 @@ def gaussian_trials(sigma0: float, n: int, n_trials: int, seed: int, sigma: floa
     -------
     pandas.DataFrame
         Columns :data:`TRIAL_COLUMNS`, ``experiment == "gaussian"``, one row per (trial,
-        method of :data:`~logzbench.models.gaussian_toy.METHODS`); ``truth = log(sigma sqrt(2 pi))``.
+        method of :data:`METHODS`); ``truth = log(sigma sqrt(2 pi))``.
 
     Raises
     ------
@@ -212,7 +301,7 @@ def gaussian_trials(sigma0: float, n: int, n_trials: int, seed: int, sigma: floa
     rows: list[dict] = []
     for t in range(n_trials):
         l0, l1 = gaussian_toy.draw(sigma0, n, np.random.default_rng((seed, t)), sigma)
-        rows += _rows(settings, t, seed, n, truth, gaussian_toy.estimate_all(l0, l1))
+        rows += _rows(settings, t, seed, n, truth, estimate_all(l0, l1))
     return _frame(rows)
 
 
@@ -289,7 +378,7 @@ def grid_trials(height: int, width: int, sigma_pair: float, reference: str, *, n
        ``x0 ~ p_0``, then ``n`` more reference samples run through ``burn_in`` checkerboard Gibbs
        sweeps of the MRF as ``x1 ~ p``;
     4. ``l = log f(x) - log p_0(x)`` (float64) at both sets, and every method of
-       :func:`~logzbench.models.gaussian_toy.estimate_all` (DS on the first halves).
+       :func:`estimate_all` (DS on the first halves).
 
     Since the seeds depend only on ``(seed, t)``, the columns of Fig. 2 (references) and the
     points along ``sigma_pair`` use common random numbers: the same trial index has the same
@@ -319,7 +408,7 @@ def grid_trials(height: int, width: int, sigma_pair: float, reference: str, *, n
     -------
     pandas.DataFrame
         Columns :data:`TRIAL_COLUMNS`, ``experiment == "grid"``; per trial one row per method
-        of :data:`~logzbench.models.gaussian_toy.METHODS` and, when the reference has a
+        of :data:`METHODS` and, when the reference has a
         ``log_z_bound``, one ``"mf-bound"`` / ``"trw-bound"`` row (``log_z`` = the bound,
         ``log_z_stderr = 0``, ``seconds`` = time to build the reference).
 
@@ -353,7 +442,7 @@ def grid_trials(height: int, width: int, sigma_pair: float, reference: str, *, n
         x1 = mrf.gibbs(ref.sample(n, g), g, n_sweeps=burn_in)
         l0 = (mrf.log_f(x0) - ref.log_prob(x0)).detach().cpu().numpy().astype(np.float64)
         l1 = (mrf.log_f(x1) - ref.log_prob(x1)).detach().cpu().numpy().astype(np.float64)
-        rows += _rows(settings, t, seed, n, truth, gaussian_toy.estimate_all(l0, l1))
+        rows += _rows(settings, t, seed, n, truth, estimate_all(l0, l1))
         bound = getattr(ref, "log_z_bound", None)
         if bound is not None:
             b = float(bound)

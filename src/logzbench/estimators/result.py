@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..errors import EstimatorError
+from ..stats import ess_from_log_weights, log_mean_stderr
 
 
 class WeightSummary(NamedTuple):
@@ -45,24 +46,6 @@ def check_finite(log_w: torch.Tensor, what: str = "log-weights") -> None:
             f"({n_nan} NaN, {n_inf} inf); the model's energies overflow or the input is invalid. "
             "No chain is dropped silently: fix the model or the settings."
         )
-
-
-def ess_from_log_weights(log_w: torch.Tensor, dim: int = -1) -> torch.Tensor:
-    """Effective sample size ``(sum w)^2 / sum w^2`` along ``dim``."""
-    log_w = log_w.double()
-    return torch.exp(2 * torch.logsumexp(log_w, dim=dim) - torch.logsumexp(2 * log_w, dim=dim))
-
-
-def log_mean_stderr(log_w: torch.Tensor, dim: int = -1) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(logmeanexp(log w), delta-method standard error of it)`` along ``dim``."""
-    log_w = log_w.double()
-    m = log_w.shape[dim]
-    log_mean = torch.logsumexp(log_w, dim=dim) - math.log(m)
-    if m < 2:
-        return log_mean, torch.full_like(log_mean, float("nan"))
-    w = torch.exp(log_w - log_w.amax(dim=dim, keepdim=True))
-    rel = w.std(dim=dim, unbiased=True) / w.mean(dim=dim)
-    return log_mean, rel / math.sqrt(m)
 
 
 def summarize_log_weights(log_w, n_bootstrap: int = 1000, seed: int = 0, what: str = "log-weights") -> WeightSummary:

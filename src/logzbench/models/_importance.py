@@ -15,8 +15,8 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ..estimators.result import ess_from_log_weights, log_mean_stderr
 from ..sampling import bernoulli
+from ..stats import ess_from_log_weights, log_mean_stderr
 
 #: Default bound on the proposal probabilities, ``[PROPOSAL_CLIP, 1 - PROPOSAL_CLIP]``.
 PROPOSAL_CLIP = 0.01

@@ -23,12 +23,16 @@ Parameters are float32 on the model's device; log-densities are float64.
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..sampling import bernoulli, bernoulli_from_logits_
+from . import enumeration
+from ._arrays import checked_arrays, errors_named
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f
 from .rbm import BinaryRBM, RBMAnnealingPath, RBMState, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
@@ -128,6 +132,36 @@ class DBM(VisibleRows):
         if self.data_mean is not None:
             out["data_mean"] = self.data_mean.detach().cpu().numpy()
         return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "DBM":
+        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents).
+
+        Parameters
+        ----------
+        arrays : mapping
+            ``W_1 .. W_L``, ``bias_0 .. bias_L``; optional ``data_mean`` and ``model_type`` (``"dbm"``).
+        source : str
+            Named in error messages (e.g. the file path).
+        device : str or torch.device, optional
+
+        Raises
+        ------
+        ModelFileError
+            Naming ``source`` and the problem: no ``W_1``, missing, unexpected or non-real arrays,
+            inconsistent shapes, NaN / inf, overflowing parameters.
+        """
+        n_layers = 0
+        while f"W_{n_layers + 1}" in arrays:
+            n_layers += 1
+        if n_layers == 0:
+            raise ModelFileError(f"{source}: a dbm file needs weight arrays W_1, ..., W_L and biases bias_0, ..., "
+                                 f"bias_L (found {sorted(k for k in arrays if k != 'model_type')})")
+        required = (*(f"W_{l}" for l in range(1, n_layers + 1)), *(f"bias_{l}" for l in range(n_layers + 1)))
+        a = checked_arrays(arrays, cls.family, required, ("data_mean",), source)
+        with errors_named(source):
+            return cls([a[f"W_{l}"] for l in range(1, n_layers + 1)], [a[f"bias_{l}"] for l in range(n_layers + 1)],
+                       device=device, data_mean=a.get("data_mean"))
 
     # ------------------------------------------------------------------ even/odd view
     def as_rbm(self) -> BinaryRBM:
@@ -249,8 +283,6 @@ class DBM(VisibleRows):
 
     def exact_log_f(self, v, chunk: int = 1 << 14) -> torch.Tensor:
         """``log f(v)`` by enumerating the even hidden layers (odd ones summed out), float64."""
-        from ..estimators.exact import _bits
-
         v = self._as_input(v)
         view = self.as_rbm()
         nv, n_rest = self.n_visible, view.n_visible - self.n_visible
@@ -271,7 +303,7 @@ class DBM(VisibleRows):
             base_pre = vr @ W[:nv] + b_odd  # (rows, n_odd)
             parts = []
             for start in range(0, total, c):
-                s = _bits(start, min(start + c, total), n_rest, v.device, torch.float64)  # (c, n_rest)
+                s = enumeration.state_bits(start, min(start + c, total), n_rest, v.device, torch.float64)  # (c, n_rest)
                 pre = base_pre.unsqueeze(1) + (s @ W[nv:]).unsqueeze(0)  # (rows, c, n_odd)
                 parts.append(torch.logsumexp(F.softplus(pre).sum(-1) + (s @ b_even[nv:]).unsqueeze(0), dim=1))
             out.append(vr @ b_even[:nv] + torch.logsumexp(torch.stack(parts, 1), dim=1))
@@ -279,9 +311,7 @@ class DBM(VisibleRows):
 
     def exact_log_z(self, **kw) -> float:
         """``log Z`` by enumerating the smaller side of the even/odd view."""
-        from ..estimators.exact import exact_log_z
-
-        return exact_log_z(self.as_rbm(), **kw)
+        return enumeration.exact_log_z(self.as_rbm(), **kw)
 
     # ------------------------------------------------------------------ annealing
     def annealing_path(self, init: str = "uniform", data=None) -> "DBMAnnealingPath":

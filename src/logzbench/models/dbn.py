@@ -16,12 +16,15 @@ RAISE proposal for the unrolled network (Sec. 3.3, Fig. 2).
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
+from . import enumeration
+from ._arrays import checked_arrays, errors_named
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f, sample_factorial
 from .rbm import BinaryRBM, RBMAnnealingPath, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
@@ -120,6 +123,31 @@ class DBN(VisibleRows):
             out["data_mean"] = self.data_mean
         return {k: v.detach().cpu().numpy() for k, v in out.items()}
 
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "DBN":
+        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents).
+
+        Parameters
+        ----------
+        arrays : mapping
+            ``W_1``, ``bias_0``, ``W_2``, ``bias_1``, ``bias_2``, ``recognition_bias``; optional
+            ``recognition_W`` (default ``W_1``), ``data_mean`` and ``model_type`` (``"dbn"``).
+        source : str
+            Named in error messages (e.g. the file path).
+        device : str or torch.device, optional
+
+        Raises
+        ------
+        ModelFileError
+            Naming ``source`` and the problem: missing, unexpected or non-real arrays,
+            inconsistent shapes, NaN / inf, overflowing parameters.
+        """
+        a = checked_arrays(arrays, cls.family, ("W_1", "bias_0", "W_2", "bias_1", "bias_2", "recognition_bias"),
+                           ("recognition_W", "data_mean"), source)
+        with errors_named(source):
+            return cls(a["W_1"], a["bias_0"], a["W_2"], a["bias_1"], a["bias_2"], a["recognition_bias"],
+                       a.get("recognition_W"), device=device, data_mean=a.get("data_mean"))
+
     # ------------------------------------------------------------------ densities
     def log_p_v_given_h1(self, v, h1) -> torch.Tensor:
         """``log p_1(v | h_1)`` for paired rows, float64, shape ``(n,)``."""
@@ -158,8 +186,6 @@ class DBN(VisibleRows):
 
     def exact_log_f(self, v, chunk: int = 1 << 14) -> torch.Tensor:
         """``log f(v) = log sum_{h_1} p_1(v | h_1) f_2(h_1)`` by enumerating ``h_1``, float64."""
-        from ..estimators.exact import _bits
-
         v = self._as_input(v).double()
         n1 = self.top.n_visible
         if n1 > MAX_EXACT_BITS:
@@ -169,7 +195,7 @@ class DBN(VisibleRows):
         rows = max(1, (1 << 22) // c)  # (rows, c) float64 blocks near 32 MB
         acc = torch.full((v.shape[0],), -math.inf, dtype=torch.float64, device=v.device)
         for start in range(0, total, c):
-            h = _bits(start, min(start + c, total), n1, self.device, torch.float64)
+            h = enumeration.state_bits(start, min(start + c, total), n1, self.device, torch.float64)
             pre = h @ self.W_1.double().T + self.bias_0.double()  # (c, n_v)
             offset = self.top.log_unnormalized_marginal(h) - F.softplus(pre).sum(1)  # (c,)
             for r in range(0, v.shape[0], rows):
@@ -179,9 +205,7 @@ class DBN(VisibleRows):
 
     def exact_log_z(self, **kw) -> float:
         """``log Z`` of the DBN: that of its top RBM (``p_1(v | h_1)`` is normalised)."""
-        from ..estimators.exact import exact_log_z
-
-        return exact_log_z(self.top, **kw)
+        return enumeration.exact_log_z(self.top, **kw)
 
     # ------------------------------------------------------------------ annealing
     def annealing_path(self, init: str = "uniform", data=None) -> "DBNAnnealingPath":

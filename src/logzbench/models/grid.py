@@ -25,8 +25,8 @@ Contents
   (exact sampling, normalised ``log_prob``); built by :func:`uniform_reference` and
   :func:`mean_field` (naive mean field, damped block-coordinate fixed-point iteration;
   ``log_z_bound`` is the mean-field lower bound on ``log Z``).
-* :meth:`GridMRF.trw_mixture`: the mixture-of-trees reference from tree-reweighted BP with
-  the TRW upper bound on ``log Z`` (:mod:`logzbench.models.grid_trw`).
+* The mixture-of-trees reference from tree-reweighted BP, with the TRW upper bound on
+  ``log Z``, is :func:`logzbench.models.grid_trw.trw_mixture` (it builds on this module).
 * :class:`GridAnnealingPath`: the geometric path ``f_beta = f_0^(1-beta) f^beta`` from a
   factorial reference to the MRF (the :class:`~logzbench.models.base.AnnealingPath`
   protocol), whose transition is one checkerboard Gibbs sweep at ``beta``.
@@ -304,11 +304,6 @@ class GridMRF:
 
     def mean_field(self, **kw) -> "FactorialReference":
         return mean_field(self, **kw)
-
-    def trw_mixture(self, **kw):
-        """A :class:`~logzbench.models.grid_trw.TreeMixtureReference` (TRW-BP mixture of trees)."""
-        from .grid_trw import trw_mixture
-        return trw_mixture(self, **kw)
 
     def annealing_path(self, init: str = "uniform", **kw) -> "GridAnnealingPath":
         """The geometric path from ``init`` (``"uniform"`` or ``"mean-field"``) to this MRF."""

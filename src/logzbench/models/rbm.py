@@ -15,7 +15,7 @@ float64.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Mapping, NamedTuple
 
 import numpy as np
 import torch
@@ -23,6 +23,8 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..sampling import bernoulli, bernoulli_from_logits_
+from . import enumeration
+from ._arrays import checked_arrays, errors_named
 
 
 def as_param(x, device) -> torch.Tensor:
@@ -151,6 +153,29 @@ class BinaryRBM(VisibleRows):
             out["data_mean"] = self.data_mean.detach().cpu().numpy()
         return out
 
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "BinaryRBM":
+        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents).
+
+        Parameters
+        ----------
+        arrays : mapping
+            ``W``, ``visible_bias``, ``hidden_bias``; optional ``data_mean`` and ``model_type``
+            (``"rbm"``).
+        source : str
+            Named in error messages (e.g. the file path).
+        device : str or torch.device, optional
+
+        Raises
+        ------
+        ModelFileError
+            Naming ``source`` and the problem: missing, unexpected or non-real arrays, wrong
+            shapes, NaN / inf, overflowing parameters.
+        """
+        a = checked_arrays(arrays, cls.family, ("W", "visible_bias", "hidden_bias"), ("data_mean",), source)
+        with errors_named(source):
+            return cls(a["W"], a["visible_bias"], a["hidden_bias"], device=device, data_mean=a.get("data_mean"))
+
     # ------------------------------------------------------------------ densities
     def log_unnormalized_marginal(self, v) -> torch.Tensor:
         """``log f(v) = a.v + sum_j softplus(b_j + (vW)_j)``, float64, shape ``(n,)``.
@@ -166,10 +191,8 @@ class BinaryRBM(VisibleRows):
         return self.log_unnormalized_marginal(v)
 
     def exact_log_z(self, **kw) -> float:
-        """``log Z`` by enumerating the smaller layer (:func:`logzbench.estimators.exact.exact_log_z`)."""
-        from ..estimators.exact import exact_log_z
-
-        return exact_log_z(self, **kw)
+        """``log Z`` by enumerating the smaller layer (:func:`logzbench.models.enumeration.exact_log_z`)."""
+        return enumeration.exact_log_z(self, **kw)
 
     def log_unnormalized_hidden_marginal(self, h) -> torch.Tensor:
         """``log f(h) = b.h + sum_i softplus(a_i + (W h)_i)``, float64, shape ``(n,)``."""

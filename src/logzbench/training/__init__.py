@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 
+from .. import registry
 from ..models.rbm import BinaryRBM
 from .continuous import CONTINUOUS_FAMILIES, train_continuous
 from .dbm import DBMTrainer, train_dbm
@@ -27,7 +28,8 @@ __all__ = [
     "train_rbm",
 ]
 
-#: family -> trainer class
+#: binary family -> trainer class, whose constructor arguments are the hyperparameters
+#: :func:`train_model` accepts for it (the registry names the function that trains it)
 FAMILIES = {"rbm": RBMTrainer, "dbm": DBMTrainer, "dbn": DBNTrainer}
 
 
@@ -88,11 +90,36 @@ def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
         When the parameters become NaN or infinite.
     """
     name = str(family).lower()
-    if name in CONTINUOUS_FAMILIES:  # Sohl-Dickstein & Culpepper 2012: MPF or EM with HMC
-        return train_continuous(train, test, family=name, **hyperparams)
-    if name not in FAMILIES:
+    if name not in registry.FAMILIES:
         raise ValueError(f"unknown model family {family!r}; choose one of "
-                         f"{sorted(FAMILIES) + sorted(CONTINUOUS_FAMILIES)}")
+                         f"{sorted(registry.family_names('binary')) + sorted(CONTINUOUS_FAMILIES)}")
+    spec = registry.family(name)
+    trainer = registry.load(spec.trainer)
+    if spec.kind != "binary":  # Sohl-Dickstein & Culpepper 2012: MPF or EM with HMC
+        return trainer(train, test, family=name, **hyperparams)
+    return trainer(train, test, **_binary_hyperparams(name, hyperparams))
+
+
+def _binary_hyperparams(name: str, hyperparams: dict) -> dict:
+    """The hyperparameters of binary family ``name``, checked against its trainer class's arguments.
+
+    Parameters
+    ----------
+    name : str
+        A binary family (a key of :data:`FAMILIES`).
+    hyperparams : dict
+        :func:`train_model`'s keywords; for an RBM ``hidden_sizes=[n]`` stands for ``n_hidden=n``.
+
+    Returns
+    -------
+    dict
+        The trainer's keyword arguments.
+
+    Raises
+    ------
+    ValueError
+        On an argument the trainer does not have, or a ``hidden_sizes`` an RBM cannot have.
+    """
     cls = FAMILIES[name]
     hp = dict(hyperparams)
     if name == "rbm" and "hidden_sizes" in hp:
@@ -107,7 +134,4 @@ def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
     if unknown:
         raise ValueError(f"unknown hyperparameter(s) {unknown} for family {name!r} ({cls.__name__}); "
                          f"valid: {sorted(valid)}")
-    if name == "rbm":
-        return train_rbm(train, test, **hp)
-    trainer = cls(**hp).fit(train, test)
-    return trainer.model_, trainer.history_
+    return hp

@@ -15,9 +15,10 @@ import time
 import numpy as np
 import torch
 
-#: family -> kind
-CONTINUOUS_FAMILIES = {"poe-laplace": "analysis", "poe-student-t": "analysis", "mcrbm": "analysis",
-                       "linear-gaussian": "generative", "linear-laplace": "generative", "bilinear": "generative"}
+from .. import registry
+
+#: continuous family -> its kind (``analysis`` or ``generative``), from the registry
+CONTINUOUS_FAMILIES = {name: registry.family(name).kind for name in registry.family_names(("analysis", "generative"))}
 
 
 def initial_model(family: str, n_dims: int, size: int, *, seed: int = 0, device=None):

@@ -61,9 +61,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..estimators.exact import MAX_ENUMERATION_BITS
 from ..models.dbm import DBM
 from ..models.dbm import MAX_EXACT_BITS as DBM_MAX_EXACT_BITS
+from ..models.enumeration import MAX_ENUMERATION_BITS
 from ..sampling import bernoulli, bernoulli_from_logits_
 from ..utils import make_generator, resolve_device
 from .trainer import (

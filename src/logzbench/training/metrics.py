@@ -5,7 +5,7 @@
 * :func:`pseudo_log_likelihood` -- the usual one-bit stochastic estimate of
   ``sum_i log p(v_i | v_-i)``; needs no partition function.
 * :func:`exact_log_likelihood` -- ``mean log f(v) - log Z`` with ``log Z`` from
-  :func:`~logzbench.estimators.exact.exact_log_z` (only for models whose smaller layer
+  :func:`~logzbench.models.enumeration.exact_log_z` (only for models whose smaller layer
   can be enumerated).
 
 All three return a Python float averaged over the rows of ``data``.
@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..estimators.exact import exact_log_z
+from ..models.enumeration import exact_log_z
 from ..models.rbm import BinaryRBM
 
 __all__ = ["exact_log_likelihood", "pseudo_log_likelihood", "reconstruction_error"]
@@ -94,7 +94,7 @@ def exact_log_likelihood(rbm: BinaryRBM, data, log_z: float | None = None) -> fl
         Binary data.
     log_z : float, optional
         ``log Z`` of ``rbm`` when already known; otherwise computed by
-        :func:`~logzbench.estimators.exact.exact_log_z`, which enumerates
+        :func:`~logzbench.models.enumeration.exact_log_z`, which enumerates
         ``2^min(n_visible, n_hidden)`` states (seconds for 20 units, refused above 32).
 
     Returns

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from ..errors import LogzbenchError
-from ..estimators.exact import MAX_ENUMERATION_BITS, exact_log_z
+from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from ..models.rbm import BinaryRBM
 from ..sampling import bernoulli, bernoulli_from_logits_
 from ..utils import atomic_path, make_generator, resolve_device
