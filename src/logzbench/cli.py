@@ -114,14 +114,15 @@ def _cmd_prepare(args) -> int:
 
 
 def _add_train(sub) -> None:
-    p = sub.add_parser("train", help="train a binary RBM (CD-k / PCD), DBM or DBN",
+    p = sub.add_parser("train", help="train a model of any family (RBM, DBM, DBN, continuous models)",
                        description="Train a model with logzbench.training.train_model and save it (.npz). "
                                    "RBM: --n-hidden; DBM / DBN: --family and --hidden-sizes, or a --preset "
-                                   "(logzbench.training.MODEL_PRESETS).")
+                                   "(logzbench.training.MODEL_PRESETS); continuous families: --family and "
+                                   "--set size=N on prepared patches.")
     p.add_argument("--data", required=True, help="prepared dataset .npz (uses its train and test splits)")
     p.add_argument("--out", required=True, help="output model .npz")
     p.add_argument("--preset", help="named hyperparameters (e.g. mnistCD25-500, us-rbm20, mnist-dbm-500-1000)")
-    p.add_argument("--family", choices=["rbm", "dbm", "dbn"], help="model family (default: the preset's, else rbm)")
+    p.add_argument("--family", choices=registry.family_names(), help="model family (default: the preset's, else rbm)")
     p.add_argument("--hidden-sizes", help="DBM / DBN hidden layer sizes, comma-separated, e.g. 500,1000")
     p.add_argument("--n-hidden", type=int, help="RBM hidden units")
     p.add_argument("--method", choices=["cd", "pcd"], help="RBM, DBN first layer: CD or PCD")
@@ -148,8 +149,34 @@ def _parse_hidden_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _cmd_train(args) -> int:
+def _check_size(spec: registry.FamilySpec, params: dict) -> None:
+    """Refuse, before loading anything, training hyperparameters without the family's size."""
+    if spec.size_key in params or (spec.name == "rbm" and "hidden_sizes" in params):
+        return
+    if spec.size_key == "n_hidden":
+        raise ValueError("give --n-hidden or a --preset")
+    if spec.size_key == "hidden_sizes":
+        raise ValueError(f"a {spec.name.upper()} needs --hidden-sizes (e.g. 500,1000) or a --preset")
+    raise ValueError(f"a {spec.name} model needs --set {spec.size_key}=N (experts, units or latent variables)")
+
+
+def _training_rows(path: str, data_kind: str):
+    """(train rows, test rows or None) of a prepared dataset: binary rows, or real-valued patches."""
     from .data import load_prepared
+
+    if data_kind == "real":
+        from .data.vanhateren import load_patches as load
+    else:
+        load = load_prepared
+    train = load(path, split="train")
+    try:
+        test = load(path, split="test")
+    except LogzbenchError:
+        test = None
+    return train, test
+
+
+def _cmd_train(args) -> int:
     from .models.io import save_model
     from .training import get_preset, history_to_csv, train_model
 
@@ -171,18 +198,11 @@ def _cmd_train(args) -> int:
             params[key.strip()] = json.loads(raw)
         except json.JSONDecodeError:
             params[key.strip()] = raw
-    family = params.setdefault("family", "rbm")
-    if family == "rbm" and "n_hidden" not in params and "hidden_sizes" not in params:
-        raise ValueError("give --n-hidden or a --preset")
-    if family != "rbm" and "hidden_sizes" not in params:
-        raise ValueError(f"a {str(family).upper()} needs --hidden-sizes (e.g. 500,1000) or a --preset")
+    spec = registry.family(params.setdefault("family", "rbm"))
+    _check_size(spec, params)
     if args.progress:
         params["progress"] = True
-    train = load_prepared(args.data, split="train")
-    try:
-        test = load_prepared(args.data, split="test")
-    except LogzbenchError:
-        test = None
+    train, test = _training_rows(args.data, spec.data_kind)
     model, history = train_model(train, test, **params)
     save_model(model, args.out)
     if args.history:
