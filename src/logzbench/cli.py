@@ -22,7 +22,7 @@ def _add_estimate(sub) -> None:
                        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
                                    "(.npz; see README 'Model files'). Prints one JSON object.")
     p.add_argument("model", help="model file (.npz: an RBM, DBM or DBN; see README 'Model files')")
-    p.add_argument("--estimator", required=True, choices=ESTIMATOR_CHOICES, metavar="ESTIMATOR",
+    p.add_argument("--estimator", required=True, choices=registry.estimator_names(), metavar="ESTIMATOR",
                    help="; ".join(f"{n}: {s.summary}" for n, s in registry.ESTIMATORS.items()))
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")

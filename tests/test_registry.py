@@ -1,0 +1,83 @@
+"""The registry is the one place that makes an estimator known: an entry added at run time (with its
+``estimate(ctx)`` in a module of its own, here this file) is reachable from ``api.estimate``, the
+command line and the workflow's sweep without touching any of them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from conftest import random_rbm
+from logzbench import api, cli, registry, sweep
+
+
+def toy_estimate(ctx):
+    """log Z by plain importance sampling from the path's initial distribution (a new estimator's
+    whole module: the pieces come from the context)."""
+    from logzbench.estimators.importance import importance_sampling
+    from logzbench.estimators.is_family import reference_log_ratios
+
+    res = importance_sampling(reference_log_ratios(ctx.path(), ctx.options.chains, ctx.generator), n_bootstrap=0)
+    res.settings.update(ctx.annealed_settings())
+    return ctx.finish(res)
+
+
+TOY = registry.EstimatorSpec(name="toy-is", entry="test_registry:toy_estimate", kinds=("binary",),
+                             axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
+                             options=("chains", "init"), summary="test estimator", label="toy IS", color="tab:olive")
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(registry.ESTIMATORS, TOY.name, TOY)
+    return TOY
+
+
+def test_a_registry_entry_reaches_the_api(toy):
+    rbm = random_rbm(8, 5, seed=3, scale=0.5)
+    exact = api.estimate(rbm, "exact").log_z
+    res = api.estimate(rbm, "toy-is", chains=20000, seed=1)
+    assert abs(res.log_z - exact) < 4 * res.log_z_stderr, (res.log_z, res.log_z_stderr, exact)
+    assert res.settings["estimator"] == "toy-is" and res.settings["init"] == "uniform"
+    assert registry.estimators_for("rbm")[-1] == "toy-is" and "toy-is" not in registry.estimators_for("poe-laplace")
+
+
+def test_a_registry_entry_reaches_the_command_line_and_the_sweep(toy):
+    args = cli.build_parser().parse_args(["estimate", "m.npz", "--estimator", "toy-is"])
+    assert args.estimator == "toy-is"
+    config = {"datasets": {"d": {"source": "digits"}},
+              "models": {"m": {"dataset": "d", "hyperparams": {"family": "dbn", "hidden_sizes": [4, 3]}}},
+              "evaluation": {"K": [10], "inits": ["uniform", "base-rate"], "seeds": [0, 1],
+                             "exact_max_units": 20, "exact_max_log_f_units": 16},
+              "estimators": {"mine": {"method": "toy-is", "chains": 50}}, "device": "cpu"}
+    jobs = sweep.model_jobs(config, "m", presets={})
+    # the toy's axes are init x seed; a DBN has the uniform initial distribution only
+    assert [j.path() for j in jobs] == ["results/estimates/m/mine/uniform_seed0.json",
+                                        "results/estimates/m/mine/uniform_seed1.json"]
+    s = sweep.job_settings(config, "m", "mine", "uniform_seed1", presets={})
+    assert (s["method"], s["init"], s["seed"], s["chains"], s["K"]) == ("toy-is", "uniform", 1, 50, None)
+
+
+def test_entries_are_consistent():
+    """Every entry names a function that exists, options the API knows and families that exist."""
+    from logzbench.options import option_names
+
+    for spec in registry.ESTIMATORS.values():
+        assert callable(spec.function), spec.name
+        assert set(spec.options) <= set(option_names()), spec.name
+        assert set(spec.families or ()) <= set(registry.FAMILIES), spec.name
+        assert registry.parse_setting_stem(spec.axes, registry.setting_stem(spec.axes, {"K": 7, "init": "uniform",
+                                                                                        "seed": 3})) == {
+            "K": 7 if "K" in spec.axes else None, "init": "uniform" if "init" in spec.axes else None,
+            "seed": 3 if "seed" in spec.axes else None}
+    for fam in registry.FAMILIES.values():
+        assert hasattr(fam.model_class, "from_arrays"), fam.name
+        assert callable(registry.load(fam.trainer)), fam.name
+        assert set(fam.inits) <= set(registry.INITS)
+    with pytest.raises(ValueError, match="unknown estimator 'nope'.*ais"):
+        registry.estimator("nope")
+    with pytest.raises(ValueError, match="unknown model family 'nope'.*dbm"):
+        registry.family("nope")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        registry.ESTIMATORS["ais"].axes = ()  # type: ignore[misc]
