@@ -13,8 +13,6 @@ import sys
 from . import registry
 from .errors import LogzbenchError
 
-#: every estimator of the registry (importing it does not import torch, so ``--help`` stays fast)
-ESTIMATOR_CHOICES = registry.estimator_names()
 
 
 def _add_estimate(sub) -> None:
