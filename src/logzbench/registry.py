@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = [
-    "AXES", "BOUNDS", "ESTIMATORS", "FAMILIES", "INITS", "KINDS", "EstimatorSpec", "FamilySpec", "axis_values",
+    "AXES", "BOUNDS", "ESTIMATORS", "FAMILIES", "INITS", "KINDS", "EstimatorSpec", "FamilySpec",
     "estimator", "estimator_names", "estimators_for", "family", "family_names", "load", "setting_stem",
     "parse_setting_stem", "methods_where",
 ]
@@ -265,11 +265,6 @@ def stem_pattern(axes: Sequence[str]) -> str:
         return "exact"
     pieces = {"K": r"K[0-9]+", "seed": r"seed[0-9]+", "init": "(?:" + "|".join(INITS) + ")"}
     return "_".join(pieces[a] for a in axes)
-
-
-def axis_values(spec: EstimatorSpec, values: Mapping[str, Any]) -> dict[str, Any]:
-    """``{axis: value}`` for the spec's axes, from a mapping that may hold more."""
-    return {a: values[a] for a in spec.axes}
 
 
 # --------------------------------------------------------------------------- model families

@@ -12,7 +12,6 @@ lines that call its kernel.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +121,7 @@ class EstimateContext:
     def finish(self, res: EstimateResult, attach: bool = True) -> EstimateResult:
         """Attach the test log-likelihood implied by ``res.log_z`` (when ``attach`` and there is
         data) and the summary of an importance-sampled ``log f(v)`` (deep models)."""
-        log_f, se = self.log_f() if self.data is not None else (None, None)
+        log_f, se = self.log_f()
         if attach and log_f is not None:
             attach_log_likelihood(res, log_f, se)
         est, mean_field = (self._log_f[2], self._log_f[3]) if self._log_f else (None, None)
@@ -143,9 +142,3 @@ def _deep_extras(est, mean_field: float | None, n_samples: int) -> dict:
         out["mean_log_f_mean_field"] = mean_field
     return out
 
-
-def timed(fn, *args, **kwargs) -> tuple[Any, float]:
-    """``(fn(*args, **kwargs), seconds)``."""
-    t0 = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - t0
