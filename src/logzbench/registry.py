@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = [
-    "AXES", "BOUNDS", "ESTIMATORS", "FAMILIES", "INITS", "KINDS", "EstimatorSpec", "FamilySpec",
+    "AXES", "BOUNDS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "INITS", "KINDS", "EstimatorSpec", "FamilySpec",
     "estimator", "estimator_names", "estimators_for", "family", "family_names", "load", "setting_stem",
     "parse_setting_stem", "methods_where",
 ]
@@ -43,6 +43,8 @@ KINDS = ("binary", "analysis", "generative")
 BOUNDS = ("exact", "unbiased-in-z", "lower", "upper", "none")
 #: sweep axes an estimator can have in the workflow; each is one component of its result file name
 AXES = ("K", "init", "seed")
+#: Matplotlib keywords that draw an emphasised estimator heavier and on top
+EMPHASIS_STYLE = {"linewidth": 2.6, "markersize": 10, "zorder": 5}
 #: workflow config key holding each axis' values (an estimator's own, else `evaluation`'s)
 AXIS_CONFIG_KEYS = {"K": "K", "init": "inits", "seed": "seeds"}
 
@@ -118,6 +120,12 @@ class EstimatorSpec:
         """Whether this estimator runs on a model of ``family_name``."""
         fam = family(family_name)
         return fam.kind in self.kinds and (self.families is None or fam.name in self.families)
+
+    @property
+    def style(self) -> dict[str, Any]:
+        """Matplotlib keywords of its lines: colour and marker, and :data:`EMPHASIS_STYLE` when emphasised
+        (the same in the report's and the repeated trials' figures)."""
+        return {"color": self.color, "marker": self.marker, **(EMPHASIS_STYLE if self.emphasis else {})}
 
     @property
     def function(self) -> Callable:

@@ -101,17 +101,14 @@ _FLOAT_COLUMNS = ("sigma0", "sigma", "sigma_pair", "sigma_unary", "log_z", "log_
                   "seconds")
 
 #: How an emphasised estimator (:attr:`~logzbench.registry.EstimatorSpec.emphasis`) is drawn.
-EMPHASIS_STYLE = {"linewidth": 2.6, "markersize": 10, "zorder": 5}
+EMPHASIS_STYLE = registry.EMPHASIS_STYLE
 
 
 def estimator_style(name: str, label: str | None = None) -> dict:
-    """Plot style of registry estimator ``name``: its colour, marker and label (or ``label``),
-    drawn heavier and on top (:data:`EMPHASIS_STYLE`) when it is emphasised."""
+    """Plot style of registry estimator ``name`` (:attr:`~logzbench.registry.EstimatorSpec.style`)
+    with its label (or ``label``)."""
     spec = registry.estimator(name)
-    style = {"color": spec.color, "marker": spec.marker, "label": spec.label if label is None else label}
-    if spec.emphasis:
-        style.update(EMPHASIS_STYLE)
-    return style
+    return {**spec.style, "label": spec.label if label is None else label}
 
 
 #: Labels of the trials figures that differ from the registry's (DS uses half of each side's samples).

@@ -75,14 +75,10 @@ def family_kind(family: str, method: str = "") -> str | None:
 
 
 def line_style(method: str) -> dict[str, Any]:
-    """Matplotlib style of ``method``'s lines (registry colour and marker; heavier when emphasised)."""
+    """Matplotlib style of ``method``'s lines (:attr:`~logzbench.registry.EstimatorSpec.style`; a
+    method the registry does not know: Matplotlib's colour cycle with round markers)."""
     s = spec(method)
-    if s is None:
-        return {"marker": "o"}
-    style: dict[str, Any] = {"color": s.color, "marker": s.marker}
-    if s.emphasis:
-        style.update(linewidth=2.4, zorder=5)
-    return style
+    return dict(s.style) if s is not None else {"marker": "o"}
 
 
 def label(method: str) -> str:
