@@ -159,16 +159,12 @@ def _check_size(spec: registry.FamilySpec, params: dict) -> None:
 
 
 def _training_rows(path: str, data_kind: str):
-    """(train rows, test rows or None) of a prepared dataset: binary rows, or real-valued patches."""
-    from .data import load_prepared
+    """(train rows, test rows or None) of a prepared dataset of the family's data kind."""
+    from .data import load_rows
 
-    if data_kind == "real":
-        from .data.vanhateren import load_patches as load
-    else:
-        load = load_prepared
-    train = load(path, split="train")
+    train = load_rows(path, data_kind, "train", prepared=True)
     try:
-        test = load(path, split="test")
+        test = load_rows(path, data_kind, "test", prepared=True)
     except LogzbenchError:
         test = None
     return train, test

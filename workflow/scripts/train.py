@@ -7,10 +7,11 @@ sys.stdout = sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: F821
 
 import torch  # noqa: E402
 
-from logzbench.data import load_prepared  # noqa: E402
+from logzbench import registry  # noqa: E402
+from logzbench.data import load_rows  # noqa: E402
 from logzbench.models import save_model  # noqa: E402
 from logzbench.plotting import plot_history  # noqa: E402
-from logzbench.training import CONTINUOUS_FAMILIES, history_to_csv, train_model  # noqa: E402
+from logzbench.training import history_to_csv, train_model  # noqa: E402
 from logzbench.utils import code_version, write_json_atomic  # noqa: E402
 
 sm = snakemake  # noqa: F821
@@ -19,16 +20,14 @@ model_name = sm.wildcards.model
 hp = dict(sm.params.hyperparams)
 hp.setdefault("device", sm.params.device)
 family = str(hp.pop("family", "rbm")).lower()
-if family in CONTINUOUS_FAMILIES:  # whitened image patches; "device" and "progress" are not trainer arguments
-    from logzbench.data.vanhateren import load_patches
-
-    train, test = load_patches(sm.input.data, "train"), load_patches(sm.input.data, "test")
-else:
-    train, test = load_prepared(sm.input.data, "train"), load_prepared(sm.input.data, "test")
+fam = registry.family(family)
+binary = fam.kind == "binary"  # continuous models train on whitened image patches
+train, test = (load_rows(sm.input.data, fam.data_kind, split, prepared=True) for split in ("train", "test"))
 print(f"training {model_name} ({family}) on {sm.params.dataset}: {train.shape[0]} x {train.shape[1]}; {hp}")
 
 t0 = time.perf_counter()
-extra = {"progress": bool(sm.config.get("progress", False))} if family not in CONTINUOUS_FAMILIES else {}
+# "progress" is not an argument of the continuous trainers
+extra = {"progress": bool(sm.config.get("progress", False))} if binary else {}
 model, history = train_model(train, test, family=family, **{**hp, **extra})
 seconds = time.perf_counter() - t0
 
@@ -39,7 +38,7 @@ final = {f"final_{k}": v for k, v in (history[-1] if history else {}).items() if
 final["train_seconds"] = seconds
 
 # hidden layer sizes: [n_hidden] for an RBM, layer_sizes[1:] for a DBM / DBN, [size] for a continuous model
-if family in CONTINUOUS_FAMILIES:
+if not binary:
     sizes, n_vis = [int(model.size)], int(model.n_dims)
 else:
     sizes = [int(n) for n in (model.layer_sizes[1:] if hasattr(model, "layer_sizes") else [model.n_hidden])]

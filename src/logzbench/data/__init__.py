@@ -248,17 +248,34 @@ def load_binary_rows(path: str | os.PathLike, split: str = "test", n_features: i
         raise DatasetError(f"{path} holds arrays {obj.files} but no {split!r}; give a prepared dataset or a single array")
 
 
-def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test") -> np.ndarray:
-    """Data rows of either kind a model family takes (``registry.family(name).data_kind``):
-    ``binary`` rows by :func:`load_binary_rows`, ``real`` rows by
-    :func:`logzbench.data.vanhateren.load_real_rows` (an ``.npy``, or a prepared patches file's ``split``)."""
-    if data_kind == "real":
-        from .vanhateren import load_real_rows
+def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, prepared: bool = False) -> np.ndarray:
+    """Data rows of either kind a model family takes (``registry.family(name).data_kind``).
 
-        return load_real_rows(path, split)
+    Parameters
+    ----------
+    path : path-like
+        A data file.
+    data_kind : {"binary", "real"}
+        ``binary`` 0/1 rows, ``real`` rows (whitened image patches).
+    split : str
+        The split to take from a prepared dataset.
+    prepared : bool
+        Only a prepared dataset is accepted, and it must hold ``split`` (:func:`load_prepared`,
+        :func:`logzbench.data.vanhateren.load_patches`: what training reads).  Otherwise binary rows
+        come from :func:`load_binary_rows` (also a ``.npy`` or a single-array ``.npz``) and real rows
+        from :func:`logzbench.data.vanhateren.load_real_rows` (also a ``.npy``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (n, n_features)
+    """
+    if data_kind == "real":
+        from .vanhateren import load_patches, load_real_rows
+
+        return (load_patches if prepared else load_real_rows)(path, split)
     if data_kind != "binary":
         raise ValueError(f"unknown data kind {data_kind!r}; expected 'binary' or 'real'")
-    return load_binary_rows(path, split)
+    return (load_prepared if prepared else load_binary_rows)(path, split)
 
 
 def load_meta(path: str | os.PathLike) -> dict:
