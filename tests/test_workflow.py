@@ -348,7 +348,10 @@ def check_report_tables(real_run):
     # aggregated); DBM 1 + 2 + 2; DBN 1 + 1 + 1
     assert len(summary) == 13 + 5 + 3 + 6  # + continuous: 2 models x (exact, hais, ais-mh)
     ds = summary[summary["estimator"] == "ds"]
-    assert len(ds) == 1 and ds["n_seeds"].iloc[0] == 2 and abs(float(ds["log_z_minus_exact"].iloc[0])) < 1
+    assert len(ds) == 1 and ds["n_seeds"].iloc[0] == 2
+    # every DS run agrees with the exact log Z within 4 of its own reported standard errors
+    ds_runs = per_run[per_run["estimator"] == "ds"]
+    assert len(ds_runs) == 2 and (ds_runs["log_z_minus_exact"].abs() < 4 * ds_runs["log_z_stderr"]).all(), ds_runs
     ais = summary[summary["estimator"] == "ais"]
     assert set(ais["n_seeds"]) == {2}
     table1 = pd.read_csv(rep / "table1.csv")
