@@ -23,7 +23,7 @@ from .estimators.context import EstimateContext
 from .estimators.result import EstimateResult
 from .models.io import Model, load_model
 from .options import EstimateOptions
-from .utils import make_generator, resolve_device
+from .utils import make_generator, resolve_device, using_threads
 
 #: every estimator's name (:data:`logzbench.registry.ESTIMATORS`)
 ESTIMATORS = registry.estimator_names()
@@ -35,7 +35,7 @@ __all__ = ["CONTINUOUS_ESTIMATORS", "ESTIMATORS", "INITS", "as_rows", "estimate"
 
 
 def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, train_data=None,
-             **options: Any) -> EstimateResult:
+             threads: int | None = None, **options: Any) -> EstimateResult:
     """Run one estimator on one model.
 
     Parameters
@@ -60,7 +60,13 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
         ``csl_mode``, ``burn_in``, ``thin``, ``samples_per_chain``, ``is_samples``, ``n_bootstrap``,
         ``step_size``, ``gamma``, ``mh_sigma``, ``proposal_scale``, ``progress``.  An estimator reads
         those its registry entry lists (``registry.estimator(name).options``) and ignores the rest.
-        The same seed gives the same estimate.
+        The same seed gives the same estimate (to rounding across thread counts: give ``threads``
+        for bit-identical reruns).
+    threads : int, optional
+        Torch threads for this call (torch's previous count is restored afterwards; the count used
+        is recorded as ``settings["threads"]``).  Default: :func:`logzbench.utils.choose_threads`:
+        ``$LOGZBENCH_THREADS``, else the CPUs this process may use minus those other processes
+        keep busy right now, at least 1 and at most torch's current count.
 
     Returns
     -------
@@ -68,14 +74,17 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     """
     spec = registry.estimator(estimator)
     opts = EstimateOptions.from_kwargs(**options)
-    dev = resolve_device(opts.device)
-    m = load_model(model, device=dev) if isinstance(model, (str, os.PathLike)) else model.to(dev)
-    fam = registry.family(m.family)
-    _check_applies(spec, fam)
-    ctx = EstimateContext(spec=spec, family=fam, model=m, data=as_rows(data, m, fam, "test data"),
-                          train_data=as_rows(train_data, m, fam, "training data"), options=opts,
-                          generator=make_generator(opts.seed, dev), device=dev)
-    return spec.function(ctx)
+    with using_threads(threads) as n_threads:
+        dev = resolve_device(opts.device)
+        m = load_model(model, device=dev) if isinstance(model, (str, os.PathLike)) else model.to(dev)
+        fam = registry.family(m.family)
+        _check_applies(spec, fam)
+        ctx = EstimateContext(spec=spec, family=fam, model=m, data=as_rows(data, m, fam, "test data"),
+                              train_data=as_rows(train_data, m, fam, "training data"), options=opts,
+                              generator=make_generator(opts.seed, dev), device=dev)
+        res = spec.function(ctx)
+    res.settings["threads"] = n_threads
+    return res
 
 
 def _check_applies(spec: registry.EstimatorSpec, fam: registry.FamilySpec) -> None:

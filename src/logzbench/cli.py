@@ -8,11 +8,36 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import sys
 
 from . import registry
 from .errors import LogzbenchError
 
+_log = logging.getLogger(__name__)
+
+#: environment variable of the default thread count (the same name as ``logzbench.utils.THREADS_ENV``;
+#: not imported from there: ``utils`` imports torch, and importing the command line must not)
+_THREADS_ENV = "LOGZBENCH_THREADS"
+
+
+def _thread_count(text: str) -> int:
+    """``--threads`` value: an integer >= 1."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects an integer >= 1 (torch threads), got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expects an integer >= 1 (torch threads), got {n}")
+    return n
+
+
+def _add_threads(p) -> None:
+    p.add_argument("--threads", type=_thread_count, metavar="N",
+                   help=f"torch threads (default: ${_THREADS_ENV} if set, else automatic: the CPUs this process "
+                        "may use minus those other processes keep busy right now, at least 1 and at most torch's "
+                        "default; more threads than free CPUs slow a run down many times)")
 
 
 def _add_estimate(sub) -> None:
@@ -47,6 +72,7 @@ def _add_estimate(sub) -> None:
     p.add_argument("--json", dest="json_out", help="also write the JSON object to this file")
     p.add_argument("--log-weights", help="write per-chain log-weights (.npz) to this file")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
+    _add_threads(p)
 
 
 #: ``logzbench estimate`` flags that are estimator options (:class:`logzbench.options.EstimateOptions`)
@@ -64,7 +90,7 @@ def _cmd_estimate(args) -> int:
     kind = registry.family(model.family).data_kind  # binary 0/1 rows or real rows
     data = load_rows(args.data, kind, args.split) if args.data else None
     train = load_rows(args.train_data, kind, "train") if args.train_data else None
-    res = estimate(model, args.estimator, data=data, train_data=train,
+    res = estimate(model, args.estimator, data=data, train_data=train, threads=args.threads,
                    **{k: getattr(args, k) for k in _OPTION_FLAGS})
     out = {"model": str(args.model), "data": args.data, **res.to_dict()}
     if args.json_out:
@@ -135,6 +161,7 @@ def _add_train(sub) -> None:
                    help="any other trainer hyperparameter (JSON value), e.g. --set final_momentum=0.9")
     p.add_argument("--history", help="write per-epoch metrics (.csv)")
     p.add_argument("--progress", action="store_true")
+    _add_threads(p)
 
 
 def _parse_hidden_sizes(text: str) -> list[int]:
@@ -201,8 +228,8 @@ def _cmd_train(args) -> int:
     save_model(model, args.out)
     if args.history:
         history_to_csv(history, args.history)
-    print(json.dumps({"model": args.out, "family": model.family, "final": history[-1] if history else {}},
-                     default=float))
+    print(json.dumps({"model": args.out, "family": model.family, "threads": args.threads,
+                      "final": history[-1] if history else {}}, default=float))
     return 0
 
 
@@ -234,13 +261,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 _COMMANDS = {"prepare": _cmd_prepare, "train": _cmd_train, "estimate": _cmd_estimate, "report": _cmd_report}
+#: subcommands that run torch work, and take --threads
+_THREADED = ("train", "estimate")
+
+
+def _run(args) -> int:
+    """Run the subcommand; one that computes runs with the thread count of ``--threads`` (see
+    ``logzbench.utils.choose_threads``), which replaces ``args.threads`` and is logged once."""
+    if args.command not in _THREADED:
+        return _COMMANDS[args.command](args)
+    from .utils import using_threads
+
+    if args.threads is not None:
+        source = "--threads"
+    elif os.environ.get(_THREADS_ENV, "").strip():
+        source = _THREADS_ENV
+    else:
+        source = "automatic"
+    with using_threads(args.threads) as n:
+        _log.info("logzbench %s: %d torch thread%s (%s)", args.command, n, "" if n == 1 else "s", source)
+        args.threads = n
+        return _COMMANDS[args.command](args)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _COMMANDS[args.command](args)
+        return _run(args)
     except (LogzbenchError, ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"logzbench {args.command}: error: {exc}", file=sys.stderr)
         return 2
