@@ -1,9 +1,11 @@
 # logzbench: side-by-side partition-function / test log-likelihood estimators.
 #
-# DAG: prepare (per dataset) -> train (per model) -> estimate (model x estimator x the
-# estimator's sweep axes K / init / seed, as declared in the config: logzbench.sweep) -> report;
-# repeated-trial experiments (config `trials`: Liu et al. Figs 1-2) -> report_trials.  Every
-# train/estimate job depends on the MLflow store, which is created once by rule `init_tracking`.
+# DAG: prepare (per dataset) -> train (per model) -> estimate (one job per model x estimator runs
+# the estimator's sweep over K / init / seed, as declared in the config: logzbench.sweep) -> report;
+# repeated-trial experiments (config `trials`: Liu et al. Figs 1-2, one job per experiment) ->
+# report_trials.  Every train/estimate job depends on the MLflow store, which is created once by
+# rule `init_tracking`.  Jobs run in processes forked from a warm server that has imported torch,
+# MLflow and logzbench once (config `warm_start`, logzbench.warm).
 # Every rule runs in workflow/envs/logzbench.yaml with --use-conda (else in the current environment).
 #
 #   snakemake --cores 2 --workflow-profile workflow/profiles/default           # default config
@@ -43,3 +45,19 @@ rule all:
     input:
         REPORT_OUTPUTS,
     default_target: True
+
+
+# The warm server (logzbench.warm) that ran this run's jobs stops with the run.
+def _stop_warm_server(log):
+    if WARM:
+        from logzbench.warm import stop_server
+
+        stop_server()
+
+
+onsuccess:
+    _stop_warm_server(log)
+
+
+onerror:
+    _stop_warm_server(log)

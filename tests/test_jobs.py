@@ -58,3 +58,49 @@ def test_run_estimate_writes_the_record_and_the_arrays(tmp_path, method, extra, 
     direct = estimate(tmp_path / "tiny.npz", method, data=rows[40:], train_data=rows[:40], **estimate_options(settings))
     assert record["result"]["log_z"] == pytest.approx(direct.log_z, abs=0, rel=0)
     assert record["result"]["mean_log_likelihood"] == pytest.approx(direct.mean_log_likelihood, abs=0, rel=0)
+
+
+def test_sweep_writes_each_setting_and_keeps_one_mlflow_run_per_setting(tmp_path):
+    """run_estimate_sweep: one file pair per setting, each the same estimate as run_estimate on its own,
+    each its own MLflow run; running the sweep again replaces the runs (one live run per key)."""
+    from logzbench.jobs import run_estimate_sweep
+    from logzbench.tracking import find_runs
+
+    rbm = random_rbm(12, 8, seed=0, scale=0.5)
+    save_model(rbm, tmp_path / "tiny.npz")
+    rows = model_samples(rbm, 60, seed=1, sweeps=50).numpy().astype(np.uint8)
+    np.savez(tmp_path / "tiny-data.npz", train=rows[:40], test=rows[40:])
+    settings = [{**BASE, "estimator": "ais", "method": "ais", "K": K, "init": init, "seed": seed,
+                 "schedule": "linear", "chains": 20, "n_examples": None}
+                for K in (5, 10) for init in ("uniform", "base-rate") for seed in (0, 1)]
+    uri = "sqlite:///" + str(tmp_path / "mlflow.db")
+    tracking = {"enabled": True, "uri": uri, "experiment": "sweep-test"}
+    out = tmp_path / "ais"
+    records = run_estimate_sweep(settings, model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
+                                 out_dir=out, tracking=tracking, log=lambda msg: None)
+    stems = sorted(p.stem for p in out.glob("*.json"))
+    assert stems == sorted(f"K{s['K']}_{s['init']}_seed{s['seed']}" for s in settings)
+    assert sorted(p.stem for p in out.glob("*.npz")) == stems
+    alone = run_estimate(settings[3], model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
+                         arrays=tmp_path / "alone.npz", record_path=tmp_path / "alone.json",
+                         tracking={"enabled": False}, log=lambda msg: None)
+    assert records[3]["result"]["log_z"] == alone["result"]["log_z"]
+    runs = find_runs(uri=uri, experiment_name="sweep-test", kind="estimate")
+    assert sorted(r.data.tags["logzbench.key"] for r in runs) == sorted(r["key"] for r in records)
+    assert {r.info.run_id for r in runs} == {r["mlflow_run_id"] for r in records}
+    again = run_estimate_sweep(settings, model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
+                               out_dir=out, tracking=tracking, log=lambda msg: None)
+    runs = find_runs(uri=uri, experiment_name="sweep-test", kind="estimate")
+    assert len(runs) == len(settings)
+    assert {r.info.run_id for r in runs} == {r["mlflow_run_id"] for r in again}
+    assert not {r["mlflow_run_id"] for r in again} & {r["mlflow_run_id"] for r in records}
+
+
+def test_sweep_refuses_settings_that_share_a_file(tmp_path):
+    from logzbench.jobs import run_estimate_sweep
+
+    s = {**BASE, "estimator": "ais", "method": "ais", "K": 5, "init": "uniform", "seed": 0, "chains": 5}
+    with pytest.raises(ValueError, match="different file stems"):
+        run_estimate_sweep([s, dict(s)], model=tmp_path / "m.npz", data=tmp_path / "d.npz", out_dir=tmp_path / "o")
+    with pytest.raises(ValueError, match="at least one setting"):
+        run_estimate_sweep([], model=tmp_path / "m.npz", data=tmp_path / "d.npz", out_dir=tmp_path / "o")

@@ -12,7 +12,7 @@ first:
 4. ``api``, ``training``, ``trials``, ``tracking``, and the workflow's ``sweep`` (config -> jobs)
    and ``jobs`` (one estimate job);
 5. ``report`` (a module or a package);
-6. ``cli``.
+6. ``cli`` and ``warm`` (runs a workflow job's function, named by a string, in a forked process).
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ LAYERS = {
     **dict.fromkeys(("api", "training", "trials", "tracking", "sweep", "jobs"), 4),
     "report": 5,
     "cli": 6,
+    "warm": 6,
 }
-LAYER_NAMES = ("ground", "data", "models", "estimators", "application", "report", "cli")
+LAYER_NAMES = ("ground", "data", "models", "estimators", "application", "report", "entry points")
 
 
 def module_files() -> dict[str, Path]:

@@ -67,13 +67,41 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
-def estimate_shapes(output: str) -> Counter:
-    """Estimate jobs of a (dry) run by their sweep axes, from the file stems of their outputs: exact,
+def _config(configfiles) -> dict:
+    """The config Snakemake builds from ``configfiles`` (later files update earlier ones, recursively),
+    validated against the schema (which fills in the defaults)."""
+    import yaml
+    from snakemake.utils import update_config, validate
+
+    config: dict = {}
+    for f in configfiles:
+        update_config(config, yaml.safe_load(Path(f).read_text()))
+    validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    return config
+
+
+def estimate_dirs(output: str) -> set[tuple[str, str]]:
+    """The rule estimate jobs of a (dry) run: the ``(model, estimator)`` of each output directory."""
+    return set(re.findall(r"results/estimates/([^/\s,]+)/([^/\s,]+?)(?=[\s,]|$)", output, flags=re.M))
+
+
+def estimate_stems(output: str, configfiles) -> list[str]:
+    """File stems of every estimate the (dry) run's rule estimate jobs write: each job (a model x
+    estimator directory of the output) runs its sweep (logzbench.sweep.sweep_settings of the config)."""
+    from logzbench import sweep
+    from logzbench.jobs import setting_stem
+
+    config = _config(configfiles)
+    return [f"{m}/{e}/{setting_stem(s)}" for m, e in sorted(estimate_dirs(output))
+            for s in sweep.sweep_settings(config, m, e)]
+
+
+def estimate_shapes(output: str, configfiles=(TEST_CONFIG,)) -> Counter:
+    """Estimates of a (dry) run by their sweep axes, from the file stems of their outputs: exact,
     K x init x seed (ais, raise, ads, ...), K x seed (csl, hais, ...), init x seed (the IS family)."""
-    files = set(re.findall(r"results/estimates/[^/\s]+/[^/\s]+/[^/\s,]+\.json", output))
     shapes = Counter()
-    for f in files:
-        stem = f.rsplit("/", 1)[1].removesuffix(".json")
+    for f in estimate_stems(output, configfiles):
+        stem = f.rsplit("/", 1)[1]
         shape = re.sub(r"(uniform|base-rate)", "init", re.sub(r"[0-9]+", "", stem))
         shapes[{"exact": "exact", "K_init_seed": "K x init x seed", "K_seed": "K x seed",
                 "init_seed": "init x seed"}[shape]] += 1
@@ -81,13 +109,14 @@ def estimate_shapes(output: str) -> Counter:
 
 
 # --------------------------------------------------------------------------- dry runs
-#: Expected job counts of the dry run per config (rule estimate: exact once per model with a layer of
-#: <= exact_max_units units, csl and the continuous-model estimators K x seed, the annealed binary-model
-#: estimators K x init x seed, the IS family init x seed).
+#: Expected job counts of the dry run per config; for rule estimate the number of estimates its jobs
+#: (one per model x estimator) write (exact once per model with a layer of <= exact_max_units units, csl
+#: and the continuous-model estimators K x seed, the annealed binary-model estimators K x init x seed,
+#: the IS family init x seed), for the trials rules the number of settings (one job runs them all).
 EXPECTED_JOBS = {
     # estimate: exact 5 + csl 1 + annealed 12 + 4 + 4 + 2 + hais / ais-mh 4 + ds 2
     "test": {"init_tracking": 1, "prepare_dataset": 2, "train_model": 5, "estimate": 5 + 1 + 22 + 4 + 2,
-             "report": 1, "trials_gaussian": 2, "trials_grid": 2, "report_trials": 1, "all": 1, "total": 49},
+             "report": 1, "trials_gaussian": 2, "trials_grid": 2, "report_trials": 1, "all": 1},
     # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL); on digits-rbm16
     # AIS, reverse AIS, ADS and multinomial ADS at 3 K x base-rate x 3 seeds (Liu et al. Fig. 3 in small);
     # 6 sigma0 (Fig. 1) and 2 sigma_p x 3 references (Fig. 2)
@@ -96,12 +125,11 @@ EXPECTED_JOBS = {
     "config": {"prepare_dataset": 3, "train_model": 9,
                "estimate": (2 + 2 + 3) + 3 * 1 * 2
                + 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3 + 4 * 3 * 3 + 3 * 2,
-               "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1, "total": 191},
+               "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1},
     # Sohl-Dickstein & Culpepper: 17 models x HAIS at 5 K, the baselines on the 3 closed-form models
     "hais_table1": {"train_model": 17, "estimate": 3 + 17 * 5 + 2 * 3 * 5},
     # 2 DBMs x 2 methods x 3 K x 2 inits + 2 DBNs x 2 methods x 3 K x uniform; no exact, no CSL
-    "raise_table2": {"prepare_dataset": 2, "train_model": 4, "estimate": 2 * 2 * 3 * 2 + 2 * 2 * 3 * 1,
-                     "total": 45},
+    "raise_table2": {"prepare_dataset": 2, "train_model": 4, "estimate": 2 * 2 * 3 * 2 + 2 * 2 * 3 * 1},
     # Liu et al.: Fig. 1 13 sigma0; Fig. 2 6 sigma_p x 3 references; Figs 3-4 10 K x 10 seeds for AIS,
     # reverse AIS, ADS and multinomial ADS, and the two K = 100,000 truth runs
     "liu_fig1": {"trials_gaussian": 13, "trials_grid": 0, "train_model": 0},
@@ -125,12 +153,21 @@ def test_dry_run_every_config(config, tmp_path):
         assert counts["report"] == 1 and counts["estimate"] >= 1
     else:  # a config of repeated-trial experiments only (liu_fig1, liu_fig2)
         assert "report" not in counts and counts["report_trials"] == 1
+    out = proc.stdout + proc.stderr
+    # one estimate job per model x estimator, one trials job per experiment
+    assert counts.get("estimate", 0) == len(estimate_dirs(out))
+    n_trials = {e: len(set(re.findall(rf"results/trials/{e}/\S+?\.csv", out))) for e in ("gaussian", "grid")}
+    for e, n in n_trials.items():
+        assert counts.get(f"trials_{e}", 0) == (1 if n else 0)
     for job, n in EXPECTED_JOBS.get(config.stem, {}).items():
-        assert counts.get(job, 0) == n, (job, counts)
-    assert sum(estimate_shapes(proc.stdout + proc.stderr).values()) == counts.get("estimate", 0)
+        if job == "estimate":
+            assert len(estimate_stems(out, [config])) == n
+        elif job.startswith("trials_"):
+            assert n_trials[job.removeprefix("trials_")] == n, (job, n_trials)
+        else:
+            assert counts.get(job, 0) == n, (job, counts)
     if config.stem == "test":
-        assert estimate_shapes(proc.stdout) == {"exact": 5, "K x init x seed": 22, "K x seed": 1 + 4,
-                                                "init x seed": 2}
+        assert estimate_shapes(out) == {"exact": 5, "K x init x seed": 22, "K x seed": 1 + 4, "init x seed": 2}
     assert not (tmp_path / "results").exists() and not (tmp_path / "mlflow.db").exists()
 
 
@@ -153,7 +190,7 @@ def test_config_overrides_and_exact_limit(tmp_path):
     override = tmp_path / "override.yaml"
     override.write_text("evaluation: {exact_max_units: 4, K: [10], inits: [uniform], seeds: [0]}\n")
     proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
-    shapes = estimate_shapes(proc.stdout)
+    shapes = estimate_shapes(proc.stdout, [TEST_CONFIG, override])
     # RBM 64-8: 8 > 4; DBM 64-8-4: min(64 + 4, 8) = 8 > 4; DBN 64-8-4: log Z min(8, 4) = 4 <= 4 and
     # log f(v) 8 <= exact_max_log_f_units (16): only the DBN keeps its exact job
     assert shapes["exact"] == 1 + 2  # + the continuous models' closed forms (no enumeration)
@@ -161,18 +198,19 @@ def test_config_overrides_and_exact_limit(tmp_path):
     # K [10] and base-rate init, and ds its base-rate init (one seed)
     assert shapes["K x init x seed"] == 2 + 2 + 2 + 2
     assert shapes["init x seed"] == 1
-    assert job_counts(proc.stdout)["estimate"] == sum(shapes.values())
+    assert job_counts(proc.stdout)["estimate"] == len(estimate_dirs(proc.stdout))
     override.write_text("evaluation: {exact_max_units: 4, exact_max_log_f_units: 4, inits: [base-rate]}\n")
     proc = snakemake(tmp_path, "-n", "--configfile", str(TEST_CONFIG), str(override), configfile=None)
     out = proc.stdout + proc.stderr
-    shapes = estimate_shapes(out)
+    shapes = estimate_shapes(out, [TEST_CONFIG, override])
     assert shapes["exact"] == 2  # DBN: h_1 (8 units) > 4 for log f(v); the continuous closed forms stay
     # base-rate only: RBM (2 K x 2 seeds AIS, 2 K RAISE, 2 seeds ADS and reverse AIS) and DBM 2; the DBN
     # has nothing left (a warning)
     assert shapes["K x init x seed"] == 4 + 2 + 4 + 2
     assert "model digits-dbn8-4 (dbn) has no estimate to run" in out
     proc = snakemake(tmp_path, "-n", "--config", "device=cpu", "report={'gap_threshold': 0.5}")
-    assert estimate_shapes(proc.stdout)["K x init x seed"] == 18 + 4 and job_counts(proc.stdout)["estimate"] == 34
+    assert estimate_shapes(proc.stdout)["K x init x seed"] == 18 + 4 and len(estimate_stems(proc.stdout, [TEST_CONFIG])) == 34
+    assert job_counts(proc.stdout)["estimate"] == 19  # one job per model x estimator
 
 
 def _dbn_models(config: Path) -> list[str]:
@@ -194,11 +232,12 @@ def test_dbn_targets_have_no_base_rate_or_csl_jobs(name, tmp_path):
     assert dbns
     proc = snakemake(tmp_path, "-n", configfile=config)
     out = proc.stdout + proc.stderr
+    stems = estimate_stems(out, [config])
     for m in dbns:
-        files = set(re.findall(rf"results/estimates/{re.escape(m)}/\S+\.json", out))
+        files = [f for f in stems if f.startswith(f"{m}/")]
         assert any("_uniform_seed" in f for f in files), files
         assert not [f for f in files if "base-rate" in f or "/csl/" in f], files
-    assert "base-rate" in out  # the other models still get them
+    assert any("base-rate" in f for f in stems)  # the other models still get them
 
 
 def test_csl_listed_for_a_deep_model_is_refused(tmp_path):
@@ -426,9 +465,10 @@ def check_continuous_models(real_run):
 
 
 def check_rerun_does_not_duplicate_runs(real_run):
+    """Re-running a sweep replaces its MLflow runs (one live run per setting) and its files."""
     target = "results/estimates/digits-rbm8/ais/K10_uniform_seed0.json"
     before = json.loads((real_run / target).read_text())["mlflow_run_id"]
-    snakemake(real_run, "--forcerun", target)
+    snakemake(real_run, "--forcerun", "results/estimates/digits-rbm8/ais")
     est = _runs(real_run, "estimate")
     assert len(est) == N_ESTIMATES
     same = [r for r in est if r.data.tags["logzbench.key"] == "estimate/digits-rbm8/ais/K10/uniform/seed0"]

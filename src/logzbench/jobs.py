@@ -1,17 +1,25 @@
-"""One workflow job, end to end: :func:`run_estimate` (the workflow's rule ``estimate``).
+"""The workflow's jobs, end to end, without Snakemake (each rule's script calls one of these
+through :func:`logzbench.warm.run_job`).
 
-From a job's settings (:func:`logzbench.sweep.job_settings`): load the test rows (and, for
-binary models, the training rows) of the model family's data kind, run
-:func:`logzbench.api.estimate` with the estimator's registry ``options`` taken from the settings,
-write the per-chain arrays (``.npz``), log one MLflow run keyed by the settings, then write the
-JSON record (``key``, the settings, ``code_version``, ``arrays``, ``result`` =
-:meth:`EstimateResult.to_dict`, ``mlflow_run_id`` when tracked).
+* :func:`run_estimate_sweep` (rule ``estimate``): every setting of one model x estimator sweep
+  (:func:`logzbench.sweep.sweep_settings`) in one process, each through :func:`run_estimate`:
+  from a setting (:func:`logzbench.sweep.job_settings`) run :func:`logzbench.api.estimate` with
+  the estimator's registry ``options`` taken from it, write the per-chain arrays (``.npz``), log
+  one MLflow run keyed by the setting, then write the JSON record (``key``, the settings,
+  ``code_version``, ``arrays``, ``result`` = :meth:`EstimateResult.to_dict`, ``mlflow_run_id``
+  when tracked).  The data rows and the model are loaded once per sweep.
+* :func:`train_job` (rule ``train_model``), :func:`trials_job` (rules ``trials_gaussian`` /
+  ``trials_grid``: every setting of one experiment), :func:`prepare_job` (rule
+  ``prepare_dataset``) and :func:`init_tracking_job` (rule ``init_tracking``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Callable, Mapping
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -19,9 +27,10 @@ from . import registry
 from .api import estimate
 from .data import load_rows
 from .tracking import estimate_key
-from .utils import code_version, save_npz_atomic, write_json_atomic
+from .utils import code_version, save_npz_atomic, write_csv_atomic, write_json_atomic
 
-__all__ = ["estimate_options", "run_estimate"]
+__all__ = ["estimate_options", "init_tracking_job", "prepare_job", "run_estimate", "run_estimate_sweep",
+           "setting_stem", "train_job", "trials_job"]
 
 
 def estimate_options(settings: Mapping[str, Any], *, progress: bool = False) -> dict[str, Any]:
@@ -34,35 +43,52 @@ def estimate_options(settings: Mapping[str, Any], *, progress: bool = False) -> 
     return opts
 
 
-def run_estimate(settings: Mapping[str, Any], *, model: str | os.PathLike, data: str | os.PathLike,
+def _rows(settings: Mapping[str, Any], data: str | os.PathLike):
+    """(test rows, training rows or ``None``) of the model family's data kind: binary models also
+    need the training rows (the data base rate, init="base-rate", and biased CSL's chain starts)."""
+    fam = registry.family(settings["family"])
+    test = load_rows(data, fam.data_kind, "test")
+    train = load_rows(data, fam.data_kind, "train") if fam.data_kind == "binary" else None
+    return test, train
+
+
+def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
                  arrays: str | os.PathLike, record_path: str | os.PathLike,
                  tracking: Mapping[str, Any] | None = None, ess_fraction: float = 0.1, progress: bool = False,
-                 log: Callable[[str], Any] = print) -> dict[str, Any]:
+                 log: Callable[[str], Any] = print, rows: tuple | None = None, session=None) -> dict[str, Any]:
     """Run one estimate job and write its outputs; return the JSON record.
 
     Parameters
     ----------
     settings : mapping
         :func:`logzbench.sweep.job_settings` (``method`` and ``family`` are registry names).
-    model, data : path
-        The model file and the prepared dataset (its ``test`` split; binary models: also ``train``).
+    model : path or model object
+        The model (file).
+    data : path
+        The prepared dataset (its ``test`` split; binary models: also ``train``).
     arrays, record_path : path
         Outputs: the arrays ``.npz`` and the JSON record.
     tracking : mapping, optional
         ``{"enabled", "uri", "experiment"}``: log one MLflow run (its id goes into the record).
     ess_fraction : float
         ESS flag threshold of the MLflow run's tags.
+    rows : (test, train), optional
+        The data rows, already loaded from ``data`` (a sweep loads them once).
+    session : logzbench.tracking.TrackingSession, optional
+        Log through this session (a sweep's runs share one client; it replaces older runs of the
+        same keys when it closes).
     """
     s = dict(settings)
     method = s["method"]
     fam = registry.family(s["family"])
-    test = load_rows(data, fam.data_kind, "test")
-    # training rows: the data base rate (init="base-rate") and biased CSL's chain starts (binary models)
-    train = load_rows(data, fam.data_kind, "train") if fam.data_kind == "binary" else None
+    test, train = rows if rows is not None else _rows(s, data)
     opts = estimate_options(s, progress=progress)
     log(f"{method} on {s['model']} ({fam.name} {s.get('hidden_sizes')}): {opts}")
 
-    res = estimate(model, method, data=test, train_data=train, **opts)
+    import torch
+
+    # the job's thread count (Snakemake's `threads`, set by logzbench.warm.run_job), not the automatic choice
+    res = estimate(model, method, data=test, train_data=train, threads=torch.get_num_threads(), **opts)
 
     key = estimate_key(s["model"], s["estimator"], s.get("K"), s.get("init"), s.get("seed"))
     record = {"key": key, **s, "code_version": code_version(), "arrays": str(arrays), "result": res.to_dict()}
@@ -73,7 +99,8 @@ def run_estimate(settings: Mapping[str, Any], *, model: str | os.PathLike, data:
         record["mlflow_run_id"] = log_estimate(
             record, uri=tracking.get("uri"), experiment_name=tracking["experiment"], artifacts=[arrays],
             ess_fraction=ess_fraction,
-            extra_tags={"logzbench.family": s.get("family", "rbm"), "logzbench.hidden_sizes": s.get("hidden_sizes")})
+            extra_tags={"logzbench.family": s.get("family", "rbm"), "logzbench.hidden_sizes": s.get("hidden_sizes")},
+            session=session)
     write_json_atomic(record_path, record)
 
     r = record["result"]
@@ -85,3 +112,200 @@ def run_estimate(settings: Mapping[str, Any], *, model: str | os.PathLike, data:
             f"{x.get('mean_log_f_is_stderr')} (Jensen gap ~ {x.get('mean_log_f_is_jensen_gap')}); "
             f"mean-field bound {x.get('mean_log_f_mean_field')}")
     return record
+
+
+def setting_stem(settings: Mapping[str, Any]) -> str:
+    """The file stem of a setting (:func:`logzbench.registry.setting_stem` of its estimator's axes)."""
+    return registry.setting_stem(registry.estimator(settings["method"]).axes, settings)
+
+
+def run_estimate_sweep(settings: Sequence[Mapping[str, Any]], *, model: str | os.PathLike, data: str | os.PathLike,
+                       out_dir: str | os.PathLike, tracking: Mapping[str, Any] | None = None,
+                       ess_fraction: float = 0.1, progress: bool = False,
+                       log: Callable[[str], Any] = print) -> list[dict[str, Any]]:
+    """Run every setting of one model x estimator sweep: ``out_dir/<stem>.json`` and ``.npz`` each.
+
+    Parameters
+    ----------
+    settings : sequence of mapping
+        :func:`logzbench.sweep.sweep_settings`: one :func:`logzbench.sweep.job_settings` per
+        setting, all of one model (``out_dir`` holds their files; their stems must differ).
+    model, data : path
+        The model file and the prepared dataset, loaded once.
+    out_dir : path
+        Receives ``<stem>.json`` and ``<stem>.npz`` per setting (:func:`setting_stem`).
+    tracking, ess_fraction, progress, log
+        As :func:`run_estimate`: each setting is its own MLflow run, keyed by its settings.
+
+    Returns
+    -------
+    list of dict
+        The records, in the order of ``settings``.
+    """
+    from .models import load_model
+
+    settings = [dict(s) for s in settings]
+    if not settings:
+        raise ValueError("an estimate sweep needs at least one setting")
+    stems = [setting_stem(s) for s in settings]
+    if len(set(stems)) != len(stems):
+        raise ValueError(f"the settings of one sweep must have different file stems; got {stems}")
+    if len({(s["model"], s["family"]) for s in settings}) != 1:
+        raise ValueError("the settings of one sweep must be of one model")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    m = load_model(model)
+    rows = _rows(settings[0], data)
+    log(f"sweep of {len(settings)} settings: {', '.join(stems)}")
+    records = []
+    with contextlib.ExitStack() as stack:
+        session = None
+        if tracking and tracking.get("enabled"):
+            from .tracking import TrackingSession
+
+            session = stack.enter_context(TrackingSession(tracking.get("uri"), tracking["experiment"]))
+        for s, stem in zip(settings, stems):
+            records.append(run_estimate(s, model=m, data=data, arrays=out / f"{stem}.npz",
+                                        record_path=out / f"{stem}.json", tracking=tracking,
+                                        ess_fraction=ess_fraction, progress=progress, log=log, rows=rows,
+                                        session=session))
+    computed = sum(float(r["result"].get("seconds") or 0.0) for r in records)
+    log(f"sweep done: {len(records)} estimates in {time.perf_counter() - t0:.1f} s ({computed:.1f} s estimating)")
+    return records
+
+
+# --------------------------------------------------------------------------- the other workflow jobs
+def prepare_job(spec: Mapping[str, Any], out: str | os.PathLike, mirror: str | os.PathLike | None = None) -> Path:
+    """Download / verify (the mirror first) and prepare one dataset (rule ``prepare_dataset``): binary
+    sets binarised (:func:`logzbench.data.prepare_dataset`), continuous ones as whitened patches
+    (:func:`logzbench.data.prepare_patches`).  ``spec`` is the config's dataset entry."""
+    from .data import CONTINUOUS_DATASETS, prepare_dataset, prepare_patches
+
+    spec = dict(spec)
+    source = spec.pop("source")
+    if source in CONTINUOUS_DATASETS:
+        path = prepare_patches(source, out, mirror=mirror,
+                               **{k: v for k, v in spec.items() if k not in ("binarize", "threshold", "n_valid")})
+    else:
+        path = prepare_dataset(source, out, mirror=mirror, **spec)
+    print(f"prepared {source} -> {path} (mirror {mirror}, {spec})")
+    return path
+
+
+def init_tracking_job(tracking: Mapping[str, Any], out: str | os.PathLike) -> dict[str, Any]:
+    """Create the MLflow store and experiment once (rule ``init_tracking``); write the sentinel ``out``."""
+    info: dict[str, Any] = {"enabled": bool(tracking["enabled"])}
+    if tracking["enabled"]:
+        from .tracking import init_store
+
+        info.update(init_store(tracking["uri"], tracking["experiment"], tracking.get("artifact_dir")))
+        print(f"MLflow store ready: {info['uri']} (experiment {info['experiment_name']!r}, id {info['experiment_id']})")
+    else:
+        print("MLflow tracking disabled (tracking.enabled: false)")
+    info["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    write_json_atomic(out, info)
+    return info
+
+
+def _tracked_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Deep trainers record greedy pretraining epochs (phase != "joint", one series per layer) before
+    joint training; give those their own metric names so that the per-epoch series do not mix."""
+    phase = row.get("phase")
+    if not isinstance(phase, str) or phase in ("", "joint", "train"):
+        return row
+    layer = row.get("layer")
+    prefix = f"{phase}_" if layer is None or str(layer) in phase else f"{phase}_l{layer}_"
+    return {(k if k == "epoch" else prefix + k): v for k, v in row.items()}
+
+
+def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, data: str | os.PathLike,
+              out_model: str | os.PathLike, out_summary: str | os.PathLike, out_history: str | os.PathLike,
+              out_plot: str | os.PathLike, device: str = "cpu", tracking: Mapping[str, Any] | None = None,
+              progress: bool = False) -> dict[str, Any]:
+    """Train one model (rule ``train_model``): :func:`logzbench.training.train_model` of the family in
+    ``hyperparams`` (default ``rbm``) on the prepared dataset ``data``; write the model, its history
+    (CSV and plot) and the summary record (JSON, last); log one MLflow run (``train/<model>``)."""
+    from .models import save_model
+    from .plotting import plot_history
+    from .training import history_to_csv, train_model
+
+    hp = dict(hyperparams)
+    hp.setdefault("device", device)
+    family = str(hp.pop("family", "rbm")).lower()
+    fam = registry.family(family)
+    binary = fam.kind == "binary"  # continuous models train on whitened image patches
+    train, test = (load_rows(data, fam.data_kind, split, prepared=True) for split in ("train", "test"))
+    print(f"training {model_name} ({family}) on {dataset}: {train.shape[0]} x {train.shape[1]}; {hp}")
+
+    t0 = time.perf_counter()
+    # "progress" is not an argument of the continuous trainers
+    extra = {"progress": bool(progress)} if binary else {}
+    model, history = train_model(train, test, family=family, **{**hp, **extra})
+    seconds = time.perf_counter() - t0
+
+    save_model(model, out_model)
+    history_to_csv(history, out_history)
+    plot_history(history, out_plot, title=model_name)
+    final = {f"final_{k}": v for k, v in (history[-1] if history else {}).items() if isinstance(v, (int, float))}
+    final["train_seconds"] = seconds
+
+    # hidden layer sizes: [n_hidden] for an RBM, layer_sizes[1:] for a DBM / DBN, [size] for a continuous model
+    if not binary:
+        sizes, n_vis = [int(model.size)], int(model.n_dims)
+    else:
+        sizes = [int(n) for n in (model.layer_sizes[1:] if hasattr(model, "layer_sizes") else [model.n_hidden])]
+        n_vis = int(model.n_visible)
+    record = {"model": model_name, "dataset": dataset, "family": family, "n_visible": n_vis,
+              "hidden_sizes": sizes, "n_hidden": sizes[0] if family == "rbm" else None,
+              "hyperparams": {"family": family, **hp}, "seconds": seconds, "final": final,
+              "code_version": code_version(), "n_train": int(train.shape[0]), "n_test": int(test.shape[0])}
+    if tracking and tracking.get("enabled"):
+        from .tracking import log_training
+
+        record["mlflow_run_id"] = log_training(
+            model_name, hyperparams=hp, history=[_tracked_row(r) for r in history], summary=final,
+            uri=tracking["uri"], experiment_name=tracking["experiment"], dataset=dataset,
+            artifacts=[out_history, out_plot, out_model],
+            extra_params={"family": family, "n_visible": n_vis, "hidden_sizes": sizes, "n_train": train.shape[0]},
+        )
+    write_json_atomic(out_summary, record)
+    print(f"done in {seconds:.1f} s: {final}")
+    return record
+
+
+def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: Sequence[str | os.PathLike], *,
+               tracking: Mapping[str, Any] | None = None) -> list[Path]:
+    """Every setting of one repeated-trials experiment (rules ``trials_gaussian`` / ``trials_grid``):
+    for each, run every trial (:func:`logzbench.trials.gaussian_trials` / :func:`~logzbench.trials.grid_trials`),
+    write its long per-trial table to the matching ``outputs`` file (CSV, atomically) and log one MLflow
+    run with every trial as metric steps.  The per-trial tables record each method's seconds."""
+    from . import trials
+
+    if len(settings) != len(outputs):
+        raise ValueError(f"{len(settings)} settings for {len(outputs)} output files")
+    written = []
+    for s, out in zip(settings, outputs):
+        s = dict(s)
+        print(f"{experiment} trials: {s}")
+        if experiment == "gaussian":
+            df = trials.gaussian_trials(s["sigma0"], n=s["n"], n_trials=s["n_trials"], seed=s["seed"])
+            setting = {"sigma0": s["sigma0"]}
+        elif experiment == "grid":
+            df = trials.grid_trials(s["height"], s["width"], s["sigma_pair"], s["reference"], n=s["n"],
+                                    n_trials=s["n_trials"], seed=s["seed"], sigma_unary=s["sigma_unary"],
+                                    burn_in=s["burn_in"], trw_trees=s["trw_trees"])
+            setting = {"reference": s["reference"], "sigma_pair": s["sigma_pair"]}
+        else:
+            raise ValueError(f"unknown repeated-trials experiment {experiment!r}: gaussian or grid")
+        write_csv_atomic(out, df)
+        summary = trials.summarize_trials(df)
+        print(summary.to_string())
+        if tracking and tracking.get("enabled"):
+            from .tracking import log_trials
+
+            run_id = log_trials(experiment, setting, df, summary, uri=tracking["uri"],
+                                experiment_name=tracking["experiment"], params=s, artifacts=[out])
+            print(f"MLflow run {run_id}")
+        written.append(Path(out))
+    return written

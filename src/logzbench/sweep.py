@@ -36,7 +36,7 @@ __all__ = [
     "ConfigError", "Job", "KNOWN_N_VISIBLE", "SETTING_KEYS", "SOURCE_DATA_KINDS", "all_jobs", "check_config",
     "dataset_kind", "estimator_method", "estimator_spec", "estimators_of", "estimators_run", "exact_applies",
     "exact_limits", "family_spec", "hidden_sizes", "job", "job_settings", "model_dataset", "model_family",
-    "model_hyperparams", "model_jobs", "n_visible", "setting_pattern", "sweep_values",
+    "model_hyperparams", "model_jobs", "n_visible", "setting_pattern", "sweep_pairs", "sweep_settings", "sweep_values",
 ]
 
 #: visible units of the binary data sources (any other source needs ``datasets.<name>.n_visible``)
@@ -270,6 +270,19 @@ def model_jobs(config: Mapping, model: str, presets: Mapping | None = None) -> l
 def all_jobs(config: Mapping, presets: Mapping | None = None) -> list[Job]:
     """Every estimate of every model."""
     return [j for model in config["models"] for j in model_jobs(config, model, presets)]
+
+
+def sweep_pairs(config: Mapping, presets: Mapping | None = None) -> list[tuple[str, str]]:
+    """The ``(model, estimator)`` pairs with at least one estimate, in config order: one workflow job
+    each (:func:`logzbench.jobs.run_estimate_sweep` runs the pair's whole sweep in one process)."""
+    return list(dict.fromkeys((j.model, j.estimator) for j in all_jobs(config, presets)))
+
+
+def sweep_settings(config: Mapping, model: str, estimator: str, presets: Mapping | None = None) -> list[dict[str, Any]]:
+    """The settings (:func:`job_settings`) of every estimate of one model x estimator sweep, in
+    :func:`model_jobs` order."""
+    return [job_settings(config, model, estimator, j.stem, presets)
+            for j in model_jobs(config, model, presets) if j.estimator == estimator]
 
 
 def setting_pattern(axes_list: Sequence[Sequence[str]] | None = None) -> str:

@@ -47,6 +47,7 @@ __all__ = [
     "estimate_key",
     "train_key",
     "log_run",
+    "TrackingSession",
     "log_estimate",
     "log_training",
     "find_runs",
@@ -249,8 +250,9 @@ def _param_value(v: Any) -> str:
 
 
 def find_runs(key: str | None = None, *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
-              kind: str | None = None, client=None) -> list:
-    """Live (not deleted) runs of the experiment, optionally only those with ``key`` / ``kind``.
+              kind: str | None = None, client=None, key_prefix: str | None = None) -> list:
+    """Live (not deleted) runs of the experiment, optionally only those with ``key`` / ``kind`` / a key
+    starting with ``key_prefix`` (``LIKE``: ``_`` and ``%`` in the prefix match more; filter the keys).
 
     Ordered newest first.  Returns ``[]`` when the experiment does not exist.
     """
@@ -264,6 +266,8 @@ def find_runs(key: str | None = None, *, uri: str | None = None, experiment_name
         filters.append(f"tags.`{KEY_TAG}` = '{_quote(key)}'")
     if kind is not None:
         filters.append(f"tags.`{KIND_TAG}` = '{_quote(kind)}'")
+    if key_prefix:
+        filters.append(f"tags.`{KEY_TAG}` LIKE '{_quote(key_prefix)}%'")
     out, token = [], None
     while True:
         page = _retry(client.search_runs, [exp.experiment_id], filter_string=" and ".join(filters),
@@ -298,55 +302,112 @@ def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_
             params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
             step_metrics: Iterable[Mapping[str, Any]] | None = None, step_key: str = "epoch",
             tags: Mapping[str, Any] | None = None,
-            artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None) -> str:
+            artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
+            session: "TrackingSession | None" = None) -> str:
     """Record one run under the deterministic ``key`` and return its run id.
 
     ``params`` and ``metrics`` are flat mappings (non-finite or ``None`` metrics are
     skipped).  ``step_metrics`` is a sequence of dicts (e.g. a training history), each
     logged at ``step = d[step_key]``.  ``artifacts`` are files (a mapping gives each its
     artifact sub-directory).  Any live run with the same key is replaced: exactly one live
-    run per key remains, even under concurrent writers.
+    run per key remains, even under concurrent writers.  Within a :class:`TrackingSession`
+    (``session``) the replacing waits for :meth:`TrackingSession.close`, which does it for every
+    key of the session with one search.
     """
-    from mlflow.entities import Metric, Param
+    if session is not None:
+        return session.log_run(key, run_name=run_name, kind=kind, params=params, metrics=metrics,
+                               step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts)
+    with TrackingSession(uri, experiment_name) as own:
+        return own.log_run(key, run_name=run_name, kind=kind, params=params, metrics=metrics,
+                           step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts)
 
-    uri = resolve_tracking_uri(uri)
-    _ensure_store(uri, experiment_name)
-    client = get_client(uri)
-    exp_id = _experiment_id(client, uri, experiment_name)
 
-    all_tags = {KEY_TAG: key, KIND_TAG: kind}
-    all_tags.update({str(k): _param_value(v) for k, v in (tags or {}).items() if v is not None})
-    run = _retry(client.create_run, exp_id, tags=all_tags, run_name=run_name or key)
-    run_id = run.info.run_id
-    try:
-        now = int(time.time() * 1000)
-        plist = [Param(str(k), _param_value(v)) for k, v in (params or {}).items()]
-        mlist = [Metric(str(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
-        for row in step_metrics or []:
-            step = int(row.get(step_key, 0) or 0)
-            for k, v in row.items():
-                if k != step_key and _finite(v):
-                    mlist.append(Metric(str(k), float(v), now, step))
-        for i in range(0, len(plist), _MAX_PARAMS_PER_BATCH):
-            _retry(client.log_batch, run_id, params=plist[i:i + _MAX_PARAMS_PER_BATCH])
-        for i in range(0, len(mlist), _MAX_METRICS_PER_BATCH):
-            _retry(client.log_batch, run_id, metrics=mlist[i:i + _MAX_METRICS_PER_BATCH])
-        if artifacts:
-            items = artifacts.items() if isinstance(artifacts, Mapping) else ((a, None) for a in artifacts)
-            for path, sub in items:
-                if path is not None and Path(path).exists():
-                    _retry(client.log_artifact, run_id, str(path), sub)
-        _retry(client.set_terminated, run_id, "FINISHED")
-    except BaseException:
-        with contextlib.suppress(Exception):
-            _retry(client.delete_run, run_id)
-        raise
-    # Keep exactly one live run per key: the newest (ours, unless a concurrent writer's is newer).
-    runs = _newest_first(find_runs(key, uri=uri, experiment_name=experiment_name, client=client))
-    for old in runs[1:]:
-        with contextlib.suppress(Exception):
-            _delete_run(client, old)
-    return run_id
+class TrackingSession:
+    """Several runs logged with one client (one store connection, one experiment lookup); on
+    :meth:`close` (or leaving the ``with`` block) every key logged keeps exactly one live run, the
+    newest, found with one search of the session's key prefix.
+
+    A workflow job that runs a whole sweep logs each setting's run as it finishes through one
+    session; :func:`log_run` without a session is a session of one run.
+    """
+
+    def __init__(self, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT):
+        self.uri = resolve_tracking_uri(uri)
+        self.experiment_name = experiment_name
+        _ensure_store(self.uri, experiment_name)
+        self.client = get_client(self.uri)
+        self.experiment_id = _experiment_id(self.client, self.uri, experiment_name)
+        self.keys: list[str] = []
+
+    def __enter__(self) -> "TrackingSession":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close()
+
+    def log_run(self, key: str, *, run_name: str | None = None, kind: str = "estimate",
+                params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
+                step_metrics: Iterable[Mapping[str, Any]] | None = None, step_key: str = "epoch",
+                tags: Mapping[str, Any] | None = None,
+                artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None) -> str:
+        """Log one run (see :func:`log_run`); return its id."""
+        from mlflow.entities import Metric, Param
+
+        client = self.client
+        all_tags = {KEY_TAG: key, KIND_TAG: kind}
+        all_tags.update({str(k): _param_value(v) for k, v in (tags or {}).items() if v is not None})
+        run = _retry(client.create_run, self.experiment_id, tags=all_tags, run_name=run_name or key)
+        run_id = run.info.run_id
+        try:
+            now = int(time.time() * 1000)
+            plist = [Param(str(k), _param_value(v)) for k, v in (params or {}).items()]
+            mlist = [Metric(str(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
+            for row in step_metrics or []:
+                step = int(row.get(step_key, 0) or 0)
+                for k, v in row.items():
+                    if k != step_key and _finite(v):
+                        mlist.append(Metric(str(k), float(v), now, step))
+            # one request for the params and the first metrics where MLflow's limits allow
+            first = min(len(mlist), _MAX_METRICS_PER_BATCH) if len(plist) <= _MAX_PARAMS_PER_BATCH else 0
+            if plist or first:
+                _retry(client.log_batch, run_id, params=plist[:_MAX_PARAMS_PER_BATCH], metrics=mlist[:first])
+            for i in range(_MAX_PARAMS_PER_BATCH, len(plist), _MAX_PARAMS_PER_BATCH):
+                _retry(client.log_batch, run_id, params=plist[i:i + _MAX_PARAMS_PER_BATCH])
+            for i in range(first, len(mlist), _MAX_METRICS_PER_BATCH):
+                _retry(client.log_batch, run_id, metrics=mlist[i:i + _MAX_METRICS_PER_BATCH])
+            if artifacts:
+                items = artifacts.items() if isinstance(artifacts, Mapping) else ((a, None) for a in artifacts)
+                for path, sub in items:
+                    if path is not None and Path(path).exists():
+                        _retry(client.log_artifact, run_id, str(path), sub)
+            _retry(client.set_terminated, run_id, "FINISHED")
+        except BaseException:
+            with contextlib.suppress(Exception):
+                _retry(client.delete_run, run_id)
+            raise
+        self.keys.append(key)
+        return run_id
+
+    def close(self) -> None:
+        """Keep exactly one live run per logged key: the newest (ours, unless a concurrent writer's is newer)."""
+        keys, self.keys = set(self.keys), []
+        if not keys:
+            return
+        prefix = os.path.commonprefix(sorted(keys))
+        if len(keys) == 1:
+            runs = find_runs(next(iter(keys)), uri=self.uri, experiment_name=self.experiment_name, client=self.client)
+        else:
+            runs = find_runs(None, uri=self.uri, experiment_name=self.experiment_name, client=self.client,
+                             key_prefix=prefix)
+        by_key: dict[str, list] = {}
+        for run in runs:
+            k = run.data.tags.get(KEY_TAG)
+            if k in keys:
+                by_key.setdefault(k, []).append(run)
+        for same in by_key.values():
+            for old in _newest_first(same)[1:]:
+                with contextlib.suppress(Exception):
+                    _delete_run(self.client, old)
 
 
 # --------------------------------------------------------------------------- estimates
@@ -408,7 +469,7 @@ def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1) -> l
 
 def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
                  artifacts: Iterable | Mapping | None = None, ess_fraction: float = 0.1,
-                 extra_tags: Mapping[str, Any] | None = None) -> str:
+                 extra_tags: Mapping[str, Any] | None = None, session: TrackingSession | None = None) -> str:
     """Log one estimate record (``{"model", "estimator", "K", ..., "result": EstimateResult.to_dict()}``
     or a flat ``to_dict()`` with those keys) as an MLflow run; returns the run id."""
     res = _res(record)
@@ -427,7 +488,7 @@ def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experimen
     tags.update(extra_tags or {})
     return log_run(key, uri=uri, experiment_name=experiment_name, kind="estimate", params=params,
                    metrics=estimate_metrics(record), tags=tags, artifacts=artifacts,
-                   run_name=key.removeprefix("estimate/"))
+                   run_name=key.removeprefix("estimate/"), session=session)
 
 
 # --------------------------------------------------------------------------- training

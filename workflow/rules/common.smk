@@ -85,6 +85,18 @@ def tracking_settings():
 TRACKING = tracking_settings()
 
 
+def warm_start():
+    """Whether jobs run in processes forked from a warm server (logzbench.warm): config `warm_start`;
+    `auto` = only where Snakemake itself runs the jobs (not in jobs a cluster executor starts)."""
+    w = config.get("warm_start", "auto")
+    if w == "auto":
+        return bool(workflow.local_exec) and not workflow.remote_exec
+    return bool(w)
+
+
+WARM = warm_start()
+
+
 # --------------------------------------------------------------------------- models and the estimate sweep
 def _config_error(exc):
     return WorkflowError(str(exc))
@@ -112,6 +124,15 @@ def all_estimate_files(ext="json"):
     return [f for model in config["models"] for f in estimate_files(model, ext)]
 
 
+def estimate_dir(model, estimator):
+    """The output of one rule estimate job: the files of the model x estimator sweep."""
+    return f"{RESULTS}/estimates/{model}/{estimator}"
+
+
+def all_estimate_dirs():
+    return [estimate_dir(m, e) for m, e in sweep.sweep_pairs(config)]
+
+
 def _check_config():
     try:
         warnings = sweep.check_config(config)
@@ -132,7 +153,6 @@ wildcard_constraints:
     dataset=_alternatives(config["datasets"]),
     model=_alternatives(config["models"]),
     estimator=_alternatives(config["estimators"]),
-    setting=sweep.setting_pattern(),
 
 
 # --------------------------------------------------------------------------- input functions
@@ -141,9 +161,10 @@ def dataset_file(wildcards):
 
 
 def estimate_settings(wildcards):
-    """Everything the estimate script needs besides the files (logzbench.sweep.job_settings; the params of
-    rule estimate, so changing any of these re-runs the job under Snakemake's default `params` rerun trigger)."""
-    return sweep.job_settings(config, wildcards.model, wildcards.estimator, wildcards.setting)
+    """The settings of every estimate of the model x estimator sweep (logzbench.sweep.sweep_settings; the
+    params of rule estimate, so changing any of these re-runs the job under Snakemake's default `params`
+    rerun trigger)."""
+    return sweep.sweep_settings(config, wildcards.model, wildcards.estimator)
 
 
 def _is_exact(wildcards):
@@ -210,13 +231,20 @@ def trials_report_outputs():
     return out
 
 
-def gaussian_setting(wildcards):
-    g = TRIALS["gaussian"]
-    return {"sigma0": float(wildcards.sigma0), "n": g["n"], "n_trials": g["trials"], "seed": g["seed"]}
+def gaussian_settings():
+    """One setting per gaussian_trial_files() file, in the same order."""
+    g = TRIALS.get("gaussian")
+    if not g:
+        return []
+    return [{"sigma0": float(s), "n": g["n"], "n_trials": g["trials"], "seed": g["seed"]} for s in g["sigma0"]]
 
 
-def grid_setting(wildcards):
-    g = TRIALS["grid"]
-    return {"height": g["height"], "width": g["width"], "sigma_pair": float(wildcards.sigma_pair),
-            "reference": wildcards.reference, "sigma_unary": g["sigma_unary"], "n": g["n"],
-            "n_trials": g["trials"], "seed": g["seed"], "burn_in": g["burn_in"], "trw_trees": g["trw_trees"]}
+def grid_settings():
+    """One setting per grid_trial_files() file, in the same order."""
+    g = TRIALS.get("grid")
+    if not g:
+        return []
+    return [{"height": g["height"], "width": g["width"], "sigma_pair": float(sp), "reference": ref,
+             "sigma_unary": g["sigma_unary"], "n": g["n"], "n_trials": g["trials"], "seed": g["seed"],
+             "burn_in": g["burn_in"], "trw_trees": g["trw_trees"]}
+            for ref in g["references"] for sp in g["sigma_pair"]]

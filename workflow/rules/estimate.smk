@@ -1,10 +1,13 @@
-# One job per estimate (logzbench.sweep.model_jobs): exact once per model (only where enumeration is
+# One job per model x estimator (logzbench.sweep.sweep_pairs) runs that estimator's whole sweep in
+# one process (logzbench.jobs.run_estimate_sweep): exact once per model (only where enumeration is
 # affordable, or a closed form exists for a continuous model); every other estimator over its
 # registry sweep axes -- csl, hais, ais-hmc, ais-mh: K x seed; ais, raise, ads, ads-multinomial,
 # reverse-ais: K x init x seed; the IS family (is, ris, is-avg, is-weighted, is-select, ds):
-# init x seed.  {setting} is the file stem of those axes (logzbench.registry.setting_stem: exact,
-# K10_seed0, K10_uniform_seed0, uniform_seed0).  Each job writes a JSON record and the per-chain
-# log-weights (.npz), and logs one MLflow run keyed by its settings (logzbench.jobs.run_estimate).
+# init x seed.  The job's output is the directory results/estimates/{model}/{estimator}/ with one
+# JSON record and one .npz of per-chain log-weights per setting, named by the setting's file stem
+# (logzbench.registry.setting_stem: exact, K10_seed0, K10_uniform_seed0, uniform_seed0); each
+# setting is its own MLflow run keyed by its settings.  Changing any setting of the sweep re-runs it
+# (the settings are the rule's params); a failed job leaves no directory behind.
 # Threads and resources: threads.exact / resources.exact for the exact method, threads.estimate /
 # resources.estimate for the others.
 
@@ -15,16 +18,17 @@ rule estimate:
         data=dataset_file,
         store=ancient(TRACKING_SENTINEL),
     output:
-        json=f"{RESULTS}/estimates/{{model}}/{{estimator}}/{{setting}}.json",
-        arrays=f"{RESULTS}/estimates/{{model}}/{{estimator}}/{{setting}}.npz",
+        directory(f"{RESULTS}/estimates/{{model}}/{{estimator}}"),
     params:
         settings=estimate_settings,
         tracking=TRACKING,
         ess_fraction=config["report"]["ess_fraction"],
+        progress=bool(config.get("progress", False)),
+        warm=WARM,
     log:
-        f"{LOGS}/estimate/{{model}}/{{estimator}}/{{setting}}.log",
+        f"{LOGS}/estimate/{{model}}/{{estimator}}.log",
     benchmark:
-        f"{BENCH}/estimate/{{model}}/{{estimator}}/{{setting}}.tsv"
+        f"{BENCH}/estimate/{{model}}/{{estimator}}.tsv"
     threads: estimate_threads
     resources:
         **estimate_resources(),

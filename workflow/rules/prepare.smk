@@ -7,6 +7,7 @@ rule prepare_dataset:
     params:
         spec=lambda wc: {k: v for k, v in config["datasets"][wc.dataset].items() if k != "n_visible"},
         mirror=data_mirror(),
+        warm=WARM,
     log:
         f"{LOGS}/prepare/{{dataset}}.log",
     benchmark:

@@ -22,7 +22,7 @@ REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if config["models"] else []) + trials_rep
 
 rule report:
     input:
-        estimates=all_estimate_files(),
+        estimates=all_estimate_dirs(),
         models=expand(f"{RESULTS}/models/{{model}}.json", model=list(config["models"])),
         store=ancient(TRACKING_SENTINEL),
     output:
@@ -48,9 +48,12 @@ rule report:
         plots=report(expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])),
                      caption="../report/plot.rst", category="2. Estimate vs K"),
     params:
+        estimates=all_estimate_files(),
+        out_dir=REPORT_DIR,
         models=list(config["models"]),
         thresholds=config["report"],
         tracking=TRACKING,
+        warm=WARM,
     log:
         f"{LOGS}/report.log",
     benchmark:

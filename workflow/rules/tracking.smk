@@ -7,6 +7,7 @@ rule init_tracking:
         TRACKING_SENTINEL,
     params:
         tracking=TRACKING,
+        warm=WARM,
     log:
         f"{LOGS}/init_tracking.log",
     benchmark:

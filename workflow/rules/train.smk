@@ -28,6 +28,8 @@ rule train_model:
         dataset=lambda wc: model_dataset(wc.model),
         device=config["device"],
         tracking=TRACKING,
+        progress=bool(config.get("progress", False)),
+        warm=WARM,
     log:
         f"{LOGS}/train/{{model}}.log",
     benchmark:

@@ -1,58 +1,59 @@
 # Repeated-trial experiments of Liu et al. (2015), Figs 1-2 (config section `trials`): one job per
-# setting runs every trial and every method, writes the long per-trial table and logs one MLflow run
-# (every trial as metric steps); rule report_trials summarises bias / MSE and draws the figures.
+# experiment runs every setting in one process (logzbench.jobs.trials_job); per setting it runs every
+# trial and every method, writes the long per-trial table and logs one MLflow run (every trial as
+# metric steps); rule report_trials summarises bias / MSE and draws the figures.
 # Figs 3-4 (annealed estimators on RBMs / DBMs) are ordinary estimator sweeps with several seeds:
 # their bias / MSE table is part of rule report.
-# The file lists and settings (gaussian_trial_files, grid_setting, ...) are in common.smk.
+# The file lists and settings (gaussian_trial_files, grid_settings, ...) are in common.smk.
+
+if gaussian_trial_files():
+
+    rule trials_gaussian:
+        input:
+            store=ancient(TRACKING_SENTINEL),
+        output:
+            gaussian_trial_files(),
+        params:
+            experiment="gaussian",
+            settings=gaussian_settings(),
+            tracking=TRACKING,
+            warm=WARM,
+        log:
+            f"{LOGS}/trials/gaussian.log",
+        benchmark:
+            f"{BENCH}/trials/gaussian.tsv"
+        threads: config["threads"]["estimate"]
+        resources:
+            **resources_for("estimate"),
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/trials.py"
 
 
-rule trials_gaussian:
-    input:
-        store=ancient(TRACKING_SENTINEL),
-    output:
-        f"{TRIALS_DIR}/gaussian/sigma0={{sigma0}}.csv",
-    wildcard_constraints:
-        sigma0=r"[0-9.e+-]+",
-    params:
-        experiment="gaussian",
-        setting=gaussian_setting,
-        tracking=TRACKING,
-    log:
-        f"{LOGS}/trials/gaussian/sigma0={{sigma0}}.log",
-    benchmark:
-        f"{BENCH}/trials/gaussian/sigma0={{sigma0}}.tsv"
-    threads: config["threads"]["estimate"]
-    resources:
-        **resources_for("estimate"),
-    conda:
-        CONDA_ENV
-    script:
-        "../scripts/trials.py"
+if grid_trial_files():
 
-
-rule trials_grid:
-    input:
-        store=ancient(TRACKING_SENTINEL),
-    output:
-        f"{TRIALS_DIR}/grid/{{reference}}/sigma_pair={{sigma_pair}}.csv",
-    wildcard_constraints:
-        reference="uniform|mean-field|trw",
-        sigma_pair=r"[0-9.e+-]+",
-    params:
-        experiment="grid",
-        setting=grid_setting,
-        tracking=TRACKING,
-    log:
-        f"{LOGS}/trials/grid/{{reference}}/sigma_pair={{sigma_pair}}.log",
-    benchmark:
-        f"{BENCH}/trials/grid/{{reference}}/sigma_pair={{sigma_pair}}.tsv"
-    threads: config["threads"]["estimate"]
-    resources:
-        **resources_for("estimate"),
-    conda:
-        CONDA_ENV
-    script:
-        "../scripts/trials.py"
+    rule trials_grid:
+        input:
+            store=ancient(TRACKING_SENTINEL),
+        output:
+            grid_trial_files(),
+        params:
+            experiment="grid",
+            settings=grid_settings(),
+            tracking=TRACKING,
+            warm=WARM,
+        log:
+            f"{LOGS}/trials/grid.log",
+        benchmark:
+            f"{BENCH}/trials/grid.tsv"
+        threads: config["threads"]["estimate"]
+        resources:
+            **resources_for("estimate"),
+        conda:
+            CONDA_ENV
+        script:
+            "../scripts/trials.py"
 
 
 rule report_trials:
@@ -64,6 +65,7 @@ rule report_trials:
          for f in trials_report_outputs()],
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output[0]),
+        warm=WARM,
     log:
         f"{LOGS}/report_trials.log",
     benchmark:

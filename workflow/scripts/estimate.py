@@ -1,19 +1,12 @@
-"""One estimate (rule estimate): logzbench.jobs.run_estimate with the job's settings.
+"""One model x estimator sweep (rule estimate): logzbench.jobs.run_estimate_sweep with its settings.
 
-Writes the per-chain arrays (.npz), logs one MLflow run keyed by the settings, then the
-JSON record (settings + EstimateResult.to_dict() + the run id).
+Writes <setting>.json and <setting>.npz per setting into the output directory and logs one MLflow
+run per setting (logzbench.warm.run_job: in a process forked from the warm server when enabled).
 """
 
-import sys
-
-sys.stdout = sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: F821
-
-import torch  # noqa: E402
-
-from logzbench.jobs import run_estimate  # noqa: E402
+from logzbench.warm import run_job
 
 sm = snakemake  # noqa: F821
-torch.set_num_threads(sm.threads)
-run_estimate(sm.params.settings, model=sm.input.model, data=sm.input.data, arrays=sm.output.arrays,
-             record_path=sm.output.json, tracking=sm.params.tracking, ess_fraction=sm.params.ess_fraction,
-             progress=bool(sm.config.get("progress", False)))
+run_job("logzbench.jobs:run_estimate_sweep", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
+        settings=list(sm.params.settings), model=sm.input.model, data=sm.input.data, out_dir=sm.output[0],
+        tracking=dict(sm.params.tracking), ess_fraction=sm.params.ess_fraction, progress=sm.params.progress)

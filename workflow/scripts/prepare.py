@@ -1,19 +1,7 @@
-"""Prepare one dataset (rule prepare_dataset): logzbench.data.prepare_dataset."""
+"""Prepare one dataset (rule prepare_dataset): logzbench.jobs.prepare_job (logzbench.warm.run_job)."""
 
-import sys
+from logzbench.warm import run_job
 
-sys.stdout = sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: F821
-
-import torch  # noqa: E402
-
-from logzbench.data import CONTINUOUS_DATASETS, prepare_dataset, prepare_patches  # noqa: E402
-
-torch.set_num_threads(snakemake.threads)  # noqa: F821
-spec = dict(snakemake.params.spec)  # noqa: F821
-source = spec.pop("source")
-if source in CONTINUOUS_DATASETS:  # whitened image patches
-    path = prepare_patches(source, snakemake.output[0], mirror=snakemake.params.mirror,  # noqa: F821
-                           **{k: v for k, v in spec.items() if k not in ("binarize", "threshold", "n_valid")})
-else:
-    path = prepare_dataset(source, snakemake.output[0], mirror=snakemake.params.mirror, **spec)  # noqa: F821
-print(f"prepared {source} -> {path} (mirror {snakemake.params.mirror}, {spec})")  # noqa: F821
+sm = snakemake  # noqa: F821
+run_job("logzbench.jobs:prepare_job", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
+        spec=dict(sm.params.spec), out=sm.output[0], mirror=sm.params.mirror)

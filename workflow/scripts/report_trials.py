@@ -1,11 +1,8 @@
-"""Bias / MSE of log Z over repeated trials (rule report_trials): the Liu et al. Fig. 1 / Fig. 2 layouts."""
+"""Bias / MSE of log Z over repeated trials (rule report_trials): logzbench.trials.report_trials
+(the Liu et al. Fig. 1 / Fig. 2 layouts), through logzbench.warm.run_job."""
 
-import sys
-
-sys.stdout = sys.stderr = open(snakemake.log[0], "w", buffering=1)  # noqa: F821
-
-from logzbench.trials import report_trials  # noqa: E402
+from logzbench.warm import run_job
 
 sm = snakemake  # noqa: F821
-paths = report_trials({"gaussian": list(sm.input.gaussian), "grid": list(sm.input.grid)}, sm.params.out_dir)
-print(f"report_trials: {paths}")
+run_job("logzbench.trials:report_trials", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
+        files={"gaussian": list(sm.input.gaussian), "grid": list(sm.input.grid)}, out_dir=sm.params.out_dir)

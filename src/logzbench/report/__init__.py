@@ -60,6 +60,7 @@ from .tables import (ANNEALED_TRIAL_COLUMNS, AVERAGE_METHOD, annealed_trials, fl
 __all__ = [
     "ReportThresholds",
     "build_report",
+    "report_job",
     "load_results",
     "normalize_record",
     "summarize",
@@ -228,4 +229,27 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     paths["report_json"] = out / "report.json"
     write_json_atomic(paths["report_json"], report)
     paths["n_flagged"] = n_flagged
+    return paths
+
+
+def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, thresholds: Mapping[str, Any],
+               models: Sequence[str], tracking: Mapping[str, Any], tables: Sequence[str | os.PathLike] = (),
+               plots: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
+    """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
+    ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
+    ``truth_tolerance``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
+    MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts."""
+    enabled = bool(tracking.get("enabled"))
+    paths = build_report(
+        list(estimates), out_dir, gap_threshold=thresholds["gap_threshold"], ess_fraction=thresholds["ess_fraction"],
+        z=thresholds["z"], truth_tolerance=thresholds["truth_tolerance"], models=list(models),
+        tracking_uri=tracking["uri"] if enabled else None, experiment_name=tracking["experiment"] if enabled else None)
+    if enabled:
+        from ..tracking import log_run
+
+        log_run("report", uri=tracking["uri"], experiment_name=tracking["experiment"], kind="report",
+                params={"n_estimates": len(estimates), **thresholds},
+                metrics={"n_flagged_settings": paths["n_flagged"]},
+                artifacts={**{str(f): "tables" for f in tables}, **{str(p): "plots" for p in plots}})
+    print(f"report: {paths}")
     return paths
