@@ -10,16 +10,15 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
+from typing import TYPE_CHECKING
 
 from .. import registry
-from ..models.rbm import BinaryRBM
-from .continuous import CONTINUOUS_FAMILIES, train_continuous
-from .dbm import DBMTrainer, train_dbm
-from .dbn import DBNTrainer, train_dbn
-from .metrics import exact_log_likelihood, pseudo_log_likelihood, reconstruction_error
 from .presets import DEEP_TRAIN_PRESETS, MODEL_PRESETS, TRAIN_PRESETS, get_preset
-from .trainer import RBMTrainer, TrainingDivergedError, history_to_csv
+
+if TYPE_CHECKING:
+    from ..models.rbm import BinaryRBM
 
 __all__ = [
     "CONTINUOUS_FAMILIES", "DBMTrainer", "DBNTrainer", "DEEP_TRAIN_PRESETS", "FAMILIES", "MODEL_PRESETS", "RBMTrainer", "TRAIN_PRESETS",
@@ -30,7 +29,34 @@ __all__ = [
 
 #: binary family -> trainer class, whose constructor arguments are the hyperparameters
 #: :func:`train_model` accepts for it (the registry names the function that trains it)
-FAMILIES = {"rbm": RBMTrainer, "dbm": DBMTrainer, "dbn": DBNTrainer}
+#: The trainers are imported on first use (PEP 562), so that the presets (plain data) can be read
+#: without torch -- the workflow's DAG building reads them.
+_LAZY = {
+    "CONTINUOUS_FAMILIES": ".continuous", "train_continuous": ".continuous",
+    "DBMTrainer": ".dbm", "train_dbm": ".dbm", "DBNTrainer": ".dbn", "train_dbn": ".dbn",
+    "exact_log_likelihood": ".metrics", "pseudo_log_likelihood": ".metrics", "reconstruction_error": ".metrics",
+    "RBMTrainer": ".trainer", "TrainingDivergedError": ".trainer", "history_to_csv": ".trainer",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    elif name == "FAMILIES":
+        value = _families()
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def _families() -> dict:
+    """The binary families' trainer classes: ``{"rbm": RBMTrainer, "dbm": DBMTrainer, "dbn": DBNTrainer}``."""
+    from .dbm import DBMTrainer
+    from .dbn import DBNTrainer
+    from .trainer import RBMTrainer
+
+    return {"rbm": RBMTrainer, "dbm": DBMTrainer, "dbn": DBNTrainer}
 
 
 def train_rbm(train, test=None, **hyperparams) -> tuple[BinaryRBM, list[dict]]:
@@ -51,6 +77,8 @@ def train_rbm(train, test=None, **hyperparams) -> tuple[BinaryRBM, list[dict]]:
     history : list of dict
         Per-epoch records (see :meth:`RBMTrainer.fit`).
     """
+    from .trainer import RBMTrainer
+
     trainer = RBMTrainer(**hyperparams).fit(train, test)
     return trainer.model_, trainer.history_
 
@@ -89,6 +117,8 @@ def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
     TrainingDivergedError
         When the parameters become NaN or infinite.
     """
+    from .continuous import CONTINUOUS_FAMILIES
+
     name = str(family).lower()
     if name not in registry.FAMILIES:
         raise ValueError(f"unknown model family {family!r}; choose one of "
@@ -120,7 +150,7 @@ def _binary_hyperparams(name: str, hyperparams: dict) -> dict:
     ValueError
         On an argument the trainer does not have, or a ``hidden_sizes`` an RBM cannot have.
     """
-    cls = FAMILIES[name]
+    cls = _families()[name]
     hp = dict(hyperparams)
     if name == "rbm" and "hidden_sizes" in hp:
         sizes = hp.pop("hidden_sizes")
