@@ -82,7 +82,7 @@ def _config(configfiles) -> dict:
 
 def estimate_dirs(output: str) -> set[tuple[str, str]]:
     """The rule estimate jobs of a (dry) run: the ``(model, estimator)`` of each output directory."""
-    return set(re.findall(r"results/estimates/([^/\s,]+)/([^/\s,]+?)(?=[\s,]|$)", output, flags=re.M))
+    return set(re.findall(r"results/estimates/([^/\s,;]+)/([^/\s,;]+?)(?=[\s,;]|$)", output, flags=re.M))
 
 
 def estimate_stems(output: str, configfiles) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import numbers
@@ -296,8 +297,10 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+@functools.lru_cache(maxsize=1)
 def code_version() -> str:
-    """Package version plus the git commit of the source tree when available."""
+    """Package version plus the git commit of the source tree when available (asked of git once per
+    process: a workflow job records it for every estimate of its sweep)."""
     from . import __version__
 
     try:
