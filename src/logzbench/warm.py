@@ -308,6 +308,23 @@ def _child(conn: socket.socket, request: Mapping[str, Any]) -> int:
     return status
 
 
+def _warm_matplotlib() -> None:
+    """Draw one small figure, so that the children inherit matplotlib's loaded fonts and caches
+    (Agg only: no threads, nothing that must not cross a fork)."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        plt = sys.modules["matplotlib.pyplot"]
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.plot([0, 1], [0, 1], marker="o", label="x")
+        ax.set_title("warm-up", fontsize=9)
+        ax.legend()
+        fig.savefig(io.BytesIO(), format="png", dpi=50)
+        plt.close(fig)
+    except Exception as exc:  # noqa: BLE001 - an optimisation only
+        print(f"matplotlib warm-up: {type(exc).__name__}: {exc}", flush=True)
+
+
 def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOAD) -> None:
     """Import ``preload``, then run jobs sent to ``address`` until idle for ``idle`` seconds or stopped."""
     address = Path(address)
@@ -318,6 +335,7 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
             importlib.import_module(name)
         except Exception as exc:  # noqa: BLE001 - a missing optional module
             print(f"preload {name}: {type(exc).__name__}: {exc}", flush=True)
+    _warm_matplotlib()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     tmp = address.with_name(f".{address.name}.{os.getpid()}")
     with contextlib.suppress(FileNotFoundError):
