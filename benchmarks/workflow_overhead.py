@@ -4,7 +4,10 @@ Runs the workflow on a config in a fresh directory (or reads a finished run), th
 
 * the wall time of the ``snakemake`` command;
 * the compute seconds the run's own records report: estimation (``result.seconds`` of every
-  estimate record under ``results/estimates``), training (``seconds`` of every
+  estimate record under ``results/estimates``: the estimator's run) and the evaluation of the test
+  rows' ``log f(v)`` the test log-likelihood needs (``result.extra.log_f_seconds``: exact for an
+  RBM, importance-sampled for a DBM or DBN, where it often costs more than the estimator), training
+  (``seconds`` of every
   ``results/models/*.json``) and repeated trials (the ``seconds`` column of every per-trial table
   under ``results/trials``);
 * the ratio ``wall / (compute / cores)``: 1 would be every core computing all the time (the
@@ -43,10 +46,12 @@ REPO = Path(__file__).resolve().parents[1]
 def compute_seconds(workdir: Path) -> dict[str, float]:
     """Compute seconds reported by the run's records: ``estimate``, ``train``, ``trials``."""
     res = workdir / "results"
-    est = 0.0
+    est = log_f = 0.0
     for f in glob.glob(str(res / "estimates" / "**" / "*.json"), recursive=True):
         with open(f) as fh:
-            est += float((json.load(fh).get("result") or {}).get("seconds") or 0.0)
+            r = json.load(fh).get("result") or {}
+        est += float(r.get("seconds") or 0.0)
+        log_f += float((r.get("extra") or {}).get("log_f_seconds") or 0.0)
     train = 0.0
     for f in glob.glob(str(res / "models" / "*.json")):
         with open(f) as fh:
@@ -55,7 +60,7 @@ def compute_seconds(workdir: Path) -> dict[str, float]:
     for f in glob.glob(str(res / "trials" / "**" / "*.csv"), recursive=True):
         with open(f, newline="") as fh:
             trials += sum(float(r.get("seconds") or 0.0) for r in csv.DictReader(fh))
-    return {"estimate": est, "train": train, "trials": trials}
+    return {"estimate": est, "log_f": log_f, "train": train, "trials": trials}
 
 
 def job_seconds(workdir: Path) -> dict[str, tuple[int, float]]:

@@ -12,6 +12,8 @@ lines that call its kernel.
 
 from __future__ import annotations
 
+import time
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +57,7 @@ class EstimateContext:
     generator: torch.Generator
     device: torch.device
     _log_f: tuple | None = field(default=None, repr=False)
+    _log_f_seconds: float | None = field(default=None, repr=False)
 
     # ----------------------------------------------------------------- settings
     @property
@@ -101,6 +104,7 @@ class EstimateContext:
         ``None``), importance-sampled for a DBM or DBN (RAISE Sec. 5.2-5.3; this draws from the
         generator, so estimators call it before their kernel); ``(None, None)`` without data."""
         if self._log_f is None:
+            t0 = time.perf_counter()
             est = mean_field = None
             if self.data is None:
                 log_f = se = None
@@ -116,6 +120,8 @@ class EstimateContext:
                     est = self.model.importance_log_f(self.data, n, self.generator)
                 log_f, se = est.log_f, est.stderr
             self._log_f = (log_f, se, est, mean_field)
+            if self.data is not None:
+                self._log_f_seconds = time.perf_counter() - t0
         return self._log_f[0], self._log_f[1]
 
     def finish(self, res: EstimateResult, attach: bool = True) -> EstimateResult:
@@ -127,6 +133,9 @@ class EstimateContext:
         est, mean_field = (self._log_f[2], self._log_f[3]) if self._log_f else (None, None)
         if est is not None:
             res.extra.update(_deep_extras(est, mean_field, self.options.is_samples))
+        if self._log_f_seconds is not None:
+            # computing log f(v) of the test rows is not part of `seconds` (the estimator's own run)
+            res.extra["log_f_seconds"] = self._log_f_seconds
         return res
 
 
