@@ -127,7 +127,7 @@ BASE_KEYS = ["model", "dataset", "estimator", "method", "K", "init", "seed", "de
 def test_settings_of_each_kind_of_job():
     config = load_config()
     s = sweep.job_settings(config, "digits-rbm8", "exact", "exact")
-    assert list(s) == BASE_KEYS
+    assert list(s) == BASE_KEYS + ["exact_precision"] and s["exact_precision"] == "float64"
     assert (s["K"], s["init"], s["seed"], s["n_visible"], s["hidden_sizes"], s["n_hidden"]) == (None, None, None, 64,
                                                                                                 [8], 8)
     s = sweep.job_settings(config, "digits-rbm8", "ais", "K50_base-rate_seed1")

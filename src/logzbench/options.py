@@ -28,9 +28,11 @@ from typing import Any
 
 from .registry import INITS
 
-__all__ = ["EstimateOptions", "CSL_MODES", "option_names"]
+__all__ = ["EstimateOptions", "CSL_MODES", "EXACT_PRECISIONS", "option_names"]
 
 CSL_MODES = ("unbiased", "biased")
+#: the exact estimator's enumeration precisions (:data:`logzbench.models.enumeration.PRECISIONS`)
+EXACT_PRECISIONS = ("float64", "mixed")
 
 
 def _int(name: str, v: Any, lo: int, allow_none: bool = False) -> int | None:
@@ -81,6 +83,9 @@ class EstimateOptions:
     n_examples : int, optional
         RAISE: random subsample of the test set (control variates correct the mean).
     csl_mode : {"unbiased", "biased"}
+    exact_precision : {"float64", "mixed"}
+        The exact estimator's enumeration: float64 throughout, or float32 pre-activations and
+        softplus with float64 sums (its a-priori error bound is reported, ``extra.log_z_error_bound``).
     burn_in : int
         CSL burn-in sweeps; IS family: Gibbs sweeps per model sample.
     thin : int
@@ -106,6 +111,7 @@ class EstimateOptions:
     device: str | None = "cpu"
     n_examples: int | None = None
     csl_mode: str = "unbiased"
+    exact_precision: str = "float64"
     burn_in: int = 100
     thin: int = 1
     samples_per_chain: int = 10
@@ -136,6 +142,8 @@ class EstimateOptions:
             raise ValueError(f"unknown initial distribution {self.init!r}; choose one of {INITS}")
         if self.csl_mode not in CSL_MODES:
             raise ValueError(f"unknown CSL mode {self.csl_mode!r}; choose one of {CSL_MODES}")
+        if self.exact_precision not in EXACT_PRECISIONS:
+            raise ValueError(f"unknown exact precision {self.exact_precision!r}; choose one of {EXACT_PRECISIONS}")
         if not isinstance(self.schedule, str) or not self.schedule:
             raise ValueError(f"schedule must be a name or a file, got {self.schedule!r}")
         s(self, "progress", bool(self.progress))

@@ -50,7 +50,7 @@ DEFAULT_N_COMPONENTS = 36
 #: ``samples_per_chain`` (CSL) is derived, ``K // thin``; ``is_samples`` is recorded for deep models
 #: only; ``n_examples`` is recorded (``None``: every test row) by every binary-model estimator with
 #: a sweep, its config value by those that subsample (RAISE, CSL).
-SETTING_KEYS = ("schedule", "chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "csl_mode", "burn_in",
+SETTING_KEYS = ("schedule", "chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "csl_mode", "exact_precision", "burn_in",
                 "thin", "samples_per_chain", "n_examples", "is_samples")
 #: schema defaults of the estimator keys (equal to :class:`~logzbench.options.EstimateOptions`'),
 #: for a config that was not validated

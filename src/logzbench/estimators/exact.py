@@ -1,8 +1,12 @@
 """The ``exact`` estimator: enumeration for binary models, closed forms for continuous ones.
 
 A binary model enumerates with :mod:`logzbench.models.enumeration` (an RBM's smaller layer;
-see :func:`exact`); :func:`~logzbench.models.enumeration.exact_log_z` and
+see :func:`exact`), in float64 by default or in mixed precision (``precision="mixed"``: float32
+softplus, float64 sums) with an a-priori error bound recorded as ``extra["log_z_error_bound"]``;
+:func:`~logzbench.models.enumeration.exact_log_z` and
 :data:`~logzbench.models.enumeration.MAX_ENUMERATION_BITS` are importable from here too.
+The registry entry takes the precision from ``options.exact_precision`` (config key
+``exact_precision`` of an exact estimator entry, ``logzbench estimate --exact-precision``).
 """
 
 from __future__ import annotations
@@ -15,21 +19,42 @@ from .result import EstimateResult
 __all__ = ["MAX_ENUMERATION_BITS", "estimate", "exact", "exact_log_z"]
 
 
-def exact(model, data=None, *, chunk_size: int = 1 << 14, progress: bool = False) -> EstimateResult:
+def exact(model, data=None, *, chunk_size: int | None = None, precision: str = "float64",
+          progress: bool = False) -> EstimateResult:
     """Exact ``log Z`` (and mean log-likelihood of ``data`` when given) as a result record.
 
     ``model`` is any family with ``exact_log_z`` and ``exact_log_f`` (RBM, DBM, DBN): a DBM
     enumerates the smaller side of its even/odd view for ``Z`` and its even hidden layers for
     ``f(v)``; a DBN enumerates its top RBM for ``Z`` and ``h_1`` for ``f(v)``.
+
+    Parameters
+    ----------
+    model : BinaryRBM, DBM or DBN
+    data : array-like, shape (n_examples, n_visible), optional
+        Test rows; ``log f(v)`` is always enumerated in float64.
+    chunk_size : int, optional
+        States per enumeration step (default: automatic, from the free memory on CUDA).
+    precision : {"float64", "mixed"}
+        Arithmetic of the ``log Z`` enumeration (:func:`~logzbench.models.enumeration.exact_log_z`).
+    progress : bool
+        Progress bar.
+
+    Returns
+    -------
+    EstimateResult
+        ``settings["precision"]`` and ``extra["log_z_error_bound"]`` (nats; a bound on the
+        floating-point error of ``log_z``) are recorded.
     """
     t0 = time.perf_counter()
-    log_z = model.exact_log_z(chunk_size=chunk_size, progress=progress)
+    log_z, bound = model.exact_log_z(chunk_size=chunk_size, precision=precision, progress=progress,
+                                     return_bound=True)
     ll = None if data is None else (model.exact_log_f(data) - log_z).cpu().numpy()
     seconds = time.perf_counter() - t0
     res = EstimateResult(
         estimator="exact", log_z=log_z, log_z_stderr=0.0, log_z_ci=(log_z, log_z), ess=float("nan"),
         n_chains=0, seconds=seconds, n_sweeps=0, total_sweeps=0,
-        settings={"chunk_size": chunk_size, "model_family": model.family},
+        settings={"chunk_size": chunk_size, "precision": precision, "model_family": model.family},
+        extra={"log_z_error_bound": bound},
     )
     if ll is not None:
         res.per_example_log_likelihood = ll
@@ -42,7 +67,7 @@ def exact(model, data=None, *, chunk_size: int = 1 << 14, progress: bool = False
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``exact``: enumeration for a binary model, the closed form of a continuous one."""
     if ctx.family.kind == "binary":
-        res = exact(ctx.model, ctx.data, progress=ctx.options.progress)
+        res = exact(ctx.model, ctx.data, precision=ctx.options.exact_precision, progress=ctx.options.progress)
         res.settings.update(ctx.settings())
         return res
     return _closed_form(ctx)
