@@ -82,11 +82,13 @@ def enabled(warm: bool | None = None) -> bool:
 
 
 def fingerprint() -> str:
-    """Hash of what a server's imports depend on: the interpreter, ``sys.path`` and every module
-    file of the package (path, size, modification time)."""
-    h = hashlib.sha256()
-    h.update(f"{sys.executable}\0{sys.version}\0{os.pathsep.join(sys.path)}".encode())
+    """Hash of what a server's imports depend on: the interpreter, ``$PYTHONPATH``, the package's
+    directory and every module file of the package (path, size, modification time).  (Not
+    ``sys.path``, which differs between Snakemake's own process, which stops the server, and
+    its jobs' scripts.)"""
     root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    h.update(f"{sys.executable}\0{sys.version}\0{os.environ.get('PYTHONPATH', '')}\0{root}".encode())
     for p in sorted(root.rglob("*.py")):
         st = p.stat()
         h.update(f"\0{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
