@@ -39,9 +39,28 @@ def init(path: AnnealingPath, n_chains: int, generator: torch.Generator) -> AISS
     return AISState(x, log_w)
 
 
+def _fused_step(path: AnnealingPath):
+    """The path's ``reweight_and_move``, if it goes with the ``log_f_ratio`` and ``transition`` the
+    path uses (not when a subclass, a wrapper or the instance replaces either of them)."""
+    cls = type(path)
+    if getattr(cls, "reweight_and_move", None) is None or "log_f_ratio" in vars(path) or "transition" in vars(path):
+        return None
+    owner = next(c for c in cls.__mro__ if "reweight_and_move" in vars(c))
+    if cls.log_f_ratio is not owner.log_f_ratio or cls.transition is not owner.transition:
+        return None
+    return path.reweight_and_move
+
+
 def step(path: AnnealingPath, state: AISState, beta: float, beta_next: float, generator: torch.Generator,
          move: bool = True) -> AISState:
-    """Reweight from ``beta`` to ``beta_next``, then (if ``move``) transition at ``beta_next``."""
+    """Reweight from ``beta`` to ``beta_next``, then (if ``move``) transition at ``beta_next``.
+
+    A path with a ``reweight_and_move(x, beta, beta_next, generator)`` method (the RBM paths:
+    the same numbers as the two calls, in fewer passes over the state) does both at once."""
+    fused = _fused_step(path) if move else None
+    if fused is not None:
+        inc, x = fused(state.x, beta, beta_next, generator)
+        return AISState(x, state.log_w + inc)
     log_w = state.log_w + path.log_f_ratio(state.x, beta, beta_next)
     x = path.transition(state.x, beta_next, generator) if move else state.x
     return AISState(x, log_w)

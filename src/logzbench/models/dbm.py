@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
-from ..sampling import bernoulli, bernoulli_from_logits_
+from ..sampling import bernoulli, bernoulli_from_logits, bernoulli_from_logits_
 from . import enumeration
 from ._arrays import checked_arrays, errors_named
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f
@@ -359,9 +359,8 @@ class DBMAnnealingPath(RBMAnnealingPath):
         """One Gibbs sweep at ``beta`` over every layer except ``v``."""
         nv, rbm = self.n_clamped, self.rbm
         if rbm.n_visible == nv:  # one hidden layer: summed out, nothing left to move
-            self._memo = None
             return state
-        h = bernoulli(self._hidden_probs(state, beta), generator)
+        h = bernoulli_from_logits(state.pre_h, generator, scale=beta)
         bias = (1.0 - beta) * self.a0[nv:] + beta * rbm.visible_bias[nv:]
         rest = bernoulli_from_logits_(torch.addmm(bias, h, rbm.W[nv:].T, beta=1.0, alpha=beta), generator)
         return self._state(torch.cat([state.v[:, :nv], rest], 1))

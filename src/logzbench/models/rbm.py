@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
-from ..sampling import bernoulli, bernoulli_from_logits_
+from ..sampling import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
 from ._arrays import checked_arrays, errors_named
 
@@ -297,10 +297,7 @@ class RBMAnnealingPath:
             raise ValueError(f"initial visible biases have shape {tuple(self.a0.shape)}, expected ({rbm.n_visible},)")
         if not torch.isfinite(self.a0).all():
             raise ValueError("initial visible biases contain NaN or inf")
-        self._memo = None  # (pre_h, beta, sigmoid(beta * pre_h)) of the last reweighted state
-        self._da32 = rbm.visible_bias - self.a0
-        # |v W + b| <= max_j (|b_j| + sum_i |W_ij|) for every binary v
-        self._x_bound = float((rbm.hidden_bias.abs() + rbm.W.abs().sum(0)).max())  # a - a0 (the increment's linear term is scaled by d)
+        self._da32 = rbm.visible_bias - self.a0  # a - a0 (the increment's linear term is scaled by d)
 
     # state helpers
     def _state(self, v: torch.Tensor) -> RBMState:
@@ -314,8 +311,9 @@ class RBMAnnealingPath:
         return float(self.rbm.n_hidden * np.log(2.0) + F.softplus(self.a0.double()).sum().item())
 
     def sample_initial(self, n_chains: int, generator: torch.Generator) -> RBMState:
-        p = torch.sigmoid(self.a0).expand(n_chains, -1)
-        return self._state(bernoulli(p, generator))
+        """Exact draws from ``p_0``: ``v_i ~ Bernoulli(sigmoid(a0_i))`` with the probability exact to
+        float64 precision, as ``log Z_0`` is computed (from the logits, not a float32 sigmoid)."""
+        return self._state(bernoulli_from_logits(self.a0.expand(n_chains, -1), generator))
 
     def log_f(self, state: RBMState, beta: float) -> torch.Tensor:
         v = state.v.double()
@@ -330,38 +328,44 @@ class RBMAnnealingPath:
             softplus(beta_to x) - softplus(beta_from x) = -log1p(sigmoid(beta_to x) expm1(-d x)),
 
         which keeps the full relative precision of the (small) increment in float32 (the
-        argument of ``log1p`` stays above ``e^-1 - 1``); the sum over units is accumulated in
-        float64.  Coarse steps with ``|d x| > 1`` use float64 softplus differences instead.
-
-        ``sigmoid(beta_to x)`` is exactly the hidden conditional of a transition at
-        ``beta_to``: it is remembered for that state, so AIS (reweight to ``beta_to``, then
-        move at ``beta_to``) and RAISE (move at ``beta``, reweight down to ``beta_to``, then
-        move at ``beta_to``) both compute it once per sweep.
+        argument of ``log1p`` stays above ``e^-1 - 1``); the sums over units, and the linear
+        term ``d v.(a - a0)``, are accumulated in float64
+        (:func:`logzbench.sampling.softplus_diff_rows`: one fused pass over ``x`` and ``v`` on
+        CPU).  Coarse steps with some ``|d x| > 1`` use float64 softplus differences instead.
         """
-        d = beta_to - beta_from
-        x = state.pre_h
-        lin = d * (state.v @ self._da32).double()
-        p_h = torch.mul(x, beta_to).sigmoid_()
-        self._memo = (x, beta_to, p_h)
-        if abs(d) * self._x_bound <= 1.0 or float(x.abs().max()) * abs(d) <= 1.0:
-            # float32 terms of relative precision ~1e-7 of the increment; summed per chain
-            hid = -torch.mul(x, -d).expm1_().mul_(p_h).log1p_().sum(dim=1).double()
-        else:
-            x64 = x.double()
-            hid = (F.softplus(beta_to * x64) - F.softplus(beta_from * x64)).sum(dim=1)
-        return lin + hid
+        inc = softplus_diff_rows(state.pre_h, beta_from, beta_to, v=state.v, dv=self._da32)
+        return self._coarse_increment(state, beta_from, beta_to) if inc is None else inc
 
-    def _hidden_probs(self, state: RBMState, beta: float) -> torch.Tensor:
-        memo, self._memo = self._memo, None
-        if memo is not None and memo[0] is state.pre_h and memo[1] == beta:
-            return memo[2]
-        return torch.sigmoid(beta * state.pre_h)
+    def _coarse_increment(self, state: RBMState, beta_from: float, beta_to: float) -> torch.Tensor:
+        """:meth:`log_f_ratio` from float64 softplus values (steps with some ``|d x| > 1``)."""
+        x64 = state.pre_h.double()
+        lin = (beta_to - beta_from) * (state.v.double() @ self._da32.double())
+        return lin + (F.softplus(beta_to * x64) - F.softplus(beta_from * x64)).sum(dim=1)
 
     def transition(self, state: RBMState, beta: float, generator: torch.Generator) -> RBMState:
+        """One block-Gibbs sweep ``v -> h -> v`` at ``beta``.
+
+        ``h ~ Bernoulli(sigmoid(beta x))`` straight from the cached pre-activations
+        ``x = vW + b`` (no sigmoid is stored), then the visible units from their logits, both
+        with the exact sampler of :mod:`logzbench.sampling`.
+        """
+        return self._visible_move(bernoulli_from_logits(state.pre_h, generator, scale=beta), beta, generator)
+
+    def reweight_and_move(self, state: RBMState, beta_from: float, beta_to: float,
+                          generator: torch.Generator) -> tuple[torch.Tensor, RBMState]:
+        """``(log_f_ratio(state, beta_from, beta_to), transition(state, beta_to, generator))``, the
+        same numbers and draws, with the log-weight increment and the hidden draw in one pass over
+        the hidden pre-activations (:func:`logzbench.sampling.reweight_and_draw`): an AIS step."""
+        inc, h = reweight_and_draw(state.pre_h, beta_from, beta_to, generator, v=state.v, dv=self._da32)
+        if inc is None:
+            inc = self._coarse_increment(state, beta_from, beta_to)
+        return inc, self._visible_move(h, beta_to, generator)
+
+    def _visible_move(self, h: torch.Tensor, beta: float, generator: torch.Generator) -> RBMState:
+        """The second half of a sweep: ``v ~ p_beta(v | h)``, the new state."""
         rbm = self.rbm
-        h = bernoulli(self._hidden_probs(state, beta), generator)
-        # visible pre-activation: (1 - beta) a0 + beta (a + h W^T)
-        bias_v = (1.0 - beta) * self.a0 + beta * rbm.visible_bias
+        # visible pre-activation: (1 - beta) a0 + beta (a + h W^T) = a0 + beta (a - a0) + beta h W^T
+        bias_v = torch.add(self.a0, self._da32, alpha=beta)
         pre_v = torch.addmm(bias_v, h, rbm.W.T, beta=1.0, alpha=beta)
         return self._state(bernoulli_from_logits_(pre_v, generator))
 
