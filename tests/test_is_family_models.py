@@ -25,16 +25,24 @@ def _dbm() -> DBM:
 @pytest.mark.parametrize("init", ["uniform", "base-rate"])
 def test_is_family_agrees_with_exact_on_a_small_rbm(estimator, init):
     """A weakly coupled RBM, where both IS and reverse-IS weights have moderate variance (for strong
-    coupling the reported standard errors understate the error, as Liu et al. point out)."""
+    coupling the reported standard errors understate the error, as Liu et al. point out).
+
+    Even here the weights are skewed: over 40 seeds the uniform-init IS errors had a spread of 1.3
+    reported standard errors and one reached 4.5 (low, as IS errs), so the test pools four seeds'
+    independent estimates and compares their mean with the pooled standard error."""
     rbm = random_rbm(12, 8, seed=0, scale=0.5)
     train = model_samples(rbm, 500, seed=5)
     exact = api.estimate(rbm, "exact").log_z
-    res = api.estimate(rbm, estimator, chains=2000, burn_in=30, init=init, train_data=train, seed=3,
-                       n_bootstrap=0)
-    assert res.estimator == estimator
-    assert abs(res.log_z - exact) < 4 * res.log_z_stderr + 0.02, (res.log_z, exact, res.log_z_stderr)
-    assert res.n_sweeps == (0 if estimator == "is" else 30) and res.seconds > 0
-    assert res.settings["n"] == 2000 and res.settings["init"] == init
+    runs = [api.estimate(rbm, estimator, chains=2000, burn_in=30, init=init, train_data=train, seed=seed,
+                         n_bootstrap=0) for seed in range(4)]
+    for res in runs:
+        assert res.estimator == estimator
+        assert res.n_sweeps == (0 if estimator == "is" else 30) and res.seconds > 0
+        assert res.settings["n"] == 2000 and res.settings["init"] == init
+        assert np.isfinite(res.log_z_stderr) and res.log_z_stderr > 0
+    mean = float(np.mean([r.log_z for r in runs]))
+    pooled = float(np.sqrt(sum(r.log_z_stderr ** 2 for r in runs))) / len(runs)
+    assert abs(mean - exact) < 4 * pooled + 0.02, ([r.log_z for r in runs], exact, pooled)
 
 
 @pytest.mark.parametrize("estimator", ["is", "ris", "ds"])

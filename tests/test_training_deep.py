@@ -180,8 +180,11 @@ def test_dbn_recognition_weights_are_tied(dbn_fit):
 def test_dbn_greedy_top_layer_raises_bound_and_likelihood(dbn_fit, data, base_rate_ll):
     top = [row for row in dbn_fit.history_ if row["phase"] == "layer2"]
     first, last = top[0], top[-1]
+    # Greedy training raises the variational bound (its objective) and so the likelihood above the
+    # initial bound (Hinton et al. 2006); that the likelihood also beats its own starting value is not
+    # guaranteed (the initial bound is not tight) and depends on the seed, so it is not asserted.
     assert last["test_variational_bound"] > first["test_variational_bound"] + 0.5
-    assert last["test_log_likelihood"] > first["test_log_likelihood"] + 0.2
+    assert last["test_log_likelihood"] > first["test_variational_bound"] + 0.5
     assert last["test_log_likelihood"] > base_rate_ll + 2.0
     for row in (first, last):  # the bound is below the exact log-likelihood (up to Monte-Carlo noise)
         assert row["test_variational_bound"] <= row["test_log_likelihood"] + 0.05

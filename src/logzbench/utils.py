@@ -225,7 +225,9 @@ def _busy_cpus(interval: float = BUSY_INTERVAL) -> int:
                 d_idle, d_total = idle1 - before[cpu][0], total1 - before[cpu][1]
                 if d_total > 0:
                     busy += min(1.0, max(0.0, 1.0 - d_idle / d_total))
-        others = busy - (own / wall if wall > 0 else 0.0)
+        # this process's own share (at most one CPU per thread measured; over a look shorter than
+        # 10 ms the process clock's granularity makes the ratio noise, so it is not subtracted)
+        others = busy - (min(own / wall, float(len(after))) if wall >= 0.01 else 0.0)
         return min(len(after), max(0, math.floor(others + 0.5)))
     except Exception:  # never fail: nothing counts as busy
         return 0
