@@ -39,9 +39,12 @@ remembered (delete the directory to retry).  Without a compiler, or with
 is one IEEE operation in both) gives bit-for-bit the same samples and increments, only slower.
 :func:`kernel_status` says which is in use.
 
-**Other devices** (CUDA) use the same decision rule in torch operations, with the bytes and the
-refinement integers drawn from the run's device generator and ``torch.sigmoid`` for the tie
-fraction.
+**CUDA** uses the same decision rule in one Triton kernel per draw
+(:mod:`logzbench.triton_kernels`: Philox bytes under a key the run's device generator draws on
+the device, ties refined inside the kernel), and one kernel for the hidden half of an AIS step:
+no host synchronisation, so the GPU is never left waiting for Python.  The log-weight increment
+there is a float64 softplus difference per unit.  Without Triton (or with
+``LOGZBENCH_NO_TRITON=1``), and on other devices, torch operations implement the same rule.
 
 :func:`uniform` (``U[0, 1)`` draws for other samplers) fills large draws in ``N_STREAMS`` fixed
 blocks, each from its own NumPy ``PCG64`` generator seeded once from the run's generator, in
@@ -65,6 +68,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 __all__ = ["CHUNK", "C_SOURCE", "N_STREAMS", "bernoulli", "bernoulli_from_logits", "bernoulli_from_logits_",
            "kernel_status", "reweight_and_draw", "softplus_diff_rows", "uniform"]
@@ -81,11 +85,15 @@ ENV_NO_COMPILE = "LOGZBENCH_NO_COMPILE"
 ENV_KERNEL_DIR = "LOGZBENCH_KERNEL_DIR"
 #: Seconds the one-time compilation may take before the NumPy implementation is used instead.
 COMPILE_TIMEOUT = 120.0
+#: Environment variable: ``1`` keeps CUDA draws on torch operations instead of the Triton kernels.
+ENV_NO_TRITON = "LOGZBENCH_NO_TRITON"
 
 _streams: "weakref.WeakKeyDictionary[torch.Generator, list[np.random.Generator]]" = weakref.WeakKeyDictionary()
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
 _NUMPY_DTYPES = {torch.float32: np.float32, torch.float64: np.float64}
+#: softplus(y) = y in float64 beyond this (exp(-40) is below half an ulp of 40).
+_SOFTPLUS64_LINEAR = 40.0
 
 
 # ============================================================================ uniform draws
@@ -460,6 +468,17 @@ static double lz_dot_lanes(const float* a, const float* b, int64_t n) {
     return tot;
 }
 
+/* tm = |fl(max_j |x_j| * nd)| of a row (max_j |fl(x_j nd)|: rounding is monotone), NaN if a x_j is
+   NaN (its bits exceed every finite |x|): the row's largest step, which picks its series degree */
+static inline float lz_row_tm(const float* xr, int64_t cols, float nd) {
+    uint32_t mb = 0;
+    for (int64_t j = 0; j < cols; j++) {
+        uint32_t u = f2u(xr[j]) & 0x7FFFFFFFu;
+        mb = u > mb ? u : mb;
+    }
+    return fabsf(u2f(mb) * nd);
+}
+
 /* out[i] = d (v_i . dv) + sum_j softplus(b2 x_ij) - softplus((b2 + nd) x_ij) for a (rows x cols)
    float32 matrix x (the linear term only where v is given: rows x vcols, dv of length vcols).
    The degrees follow tm = |fl(max_j |x_ij| * nd)| = max_j |fl(x_ij nd)|.  Returns 1 if some
@@ -471,12 +490,7 @@ int lz_softplus_diff_f32(const float* x, int64_t rows, int64_t cols, float b2, f
     if(nthreads > 1 && rows * cols >= 65536)
     for (int64_t i = 0; i < rows; i++) {
         const float* xr = x + i * cols;
-        uint32_t mb = 0;
-        for (int64_t j = 0; j < cols; j++) {
-            uint32_t u = f2u(xr[j]) & 0x7FFFFFFFu;
-            mb = u > mb ? u : mb;
-        }
-        float tm = fabsf(u2f(mb) * nd);
+        float tm = lz_row_tm(xr, cols, nd);
         double hid;
         if (!(tm <= 1.0f)) {
             coarse = 1;
@@ -610,12 +624,7 @@ int lz_hidden_step_f32(const float* x, int64_t rows, int64_t cols, float b2, flo
     if(nthreads > 1 && rows * cols >= 65536)
     for (int64_t i = 0; i < rows; i++) {
         const float* xr = x + i * cols;
-        uint32_t mb = 0;
-        for (int64_t j = 0; j < cols; j++) {
-            uint32_t u = f2u(xr[j]) & 0x7FFFFFFFu;
-            mb = u > mb ? u : mb;
-        }
-        float tm = fabsf(u2f(mb) * nd);
+        float tm = lz_row_tm(xr, cols, nd);
         int big = !(tm <= 1.0f);
         uint64_t u0 = (uint64_t)(i * cols);
         float* hr = h + i * cols;
@@ -1146,6 +1155,32 @@ def _bernoulli_cpu(x: np.ndarray, scale, logits: bool, key: tuple[int, int], out
        None if given is None else given.ctypes.data, out.ctypes.data, x.shape[0], max(1, torch.get_num_threads()))
 
 
+def _device_kernels(device: torch.device):
+    """:mod:`logzbench.triton_kernels` when it serves ``device`` (CUDA, Triton importable, not
+    switched off by ``LOGZBENCH_NO_TRITON=1``), else None."""
+    if device.type != "cuda" or os.environ.get(ENV_NO_TRITON, "").strip() == "1":
+        return None
+    from . import triton_kernels
+
+    return triton_kernels if triton_kernels.available(device) else None
+
+
+_DEVICE_TABLES: dict = {}
+
+
+def _device_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """:func:`_table` as a tensor on ``device`` (cached)."""
+    t = _DEVICE_TABLES.get((dtype, device))
+    if t is None:
+        t = _DEVICE_TABLES[(dtype, device)] = torch.as_tensor(_table(_NUMPY_DTYPES[dtype]), device=device)
+    return t
+
+
+def _device_key(generator: torch.Generator) -> torch.Tensor:
+    """A fresh Philox key from the run's device generator, left on the device (no host sync)."""
+    return torch.randint(0, 2**62, (1,), generator=generator, device=generator.device, dtype=torch.int64)
+
+
 def _bernoulli_torch(x: torch.Tensor, scale: float, logits: bool, generator: torch.Generator,
                      out: torch.Tensor) -> torch.Tensor:
     """The same decision rule in torch operations (any device), random numbers from ``generator``:
@@ -1194,9 +1229,15 @@ def _bernoulli(x: torch.Tensor, scale: float, logits: bool, generator: torch.Gen
     if x.dtype not in _NUMPY_DTYPES:  # half precision etc.: decide in float32
         return out.copy_(_bernoulli(x.float(), scale, logits, generator, None))
     if x.device.type != "cpu":
-        if out.is_contiguous() and out.dtype == x.dtype:
-            return _bernoulli_torch(x, scale, logits, generator, out)
-        return out.copy_(_bernoulli_torch(x, scale, logits, generator, torch.empty_like(x)))
+        direct = out.is_contiguous() and out.dtype == x.dtype
+        target = out if direct else torch.empty_like(x, memory_format=torch.contiguous_format)
+        kernels = _device_kernels(x.device)
+        if kernels is not None:
+            kernels.bernoulli_(x.contiguous(), scale, logits, _device_key(generator),
+                               _device_table(x.dtype, x.device), target)
+        else:
+            _bernoulli_torch(x, scale, logits, generator, target)
+        return out if direct else out.copy_(target)
     key = _key(generator)
     xc = x.contiguous()
     target = out if (out.is_contiguous() and out.dtype == x.dtype) else torch.empty(x.shape, dtype=x.dtype)
@@ -1287,7 +1328,8 @@ def softplus_diff_rows(x: torch.Tensor, beta_from: float, beta_to: float, v: tor
     -------
     torch.Tensor of shape (n_rows,), float64, or None
         ``None`` when some ``|d x| > 1`` (a coarse step) or is NaN: the caller then subtracts
-        float64 softplus values instead.
+        float64 softplus values instead.  On CUDA (and other non-CPU devices) the terms are float64
+        softplus differences, for every step size, and the result is never ``None``.
     """
     d = float(beta_to) - float(beta_from)
     if x.dim() != 2:
@@ -1296,8 +1338,12 @@ def softplus_diff_rows(x: torch.Tensor, beta_from: float, beta_to: float, v: tor
     linear = v is not None and dv is not None
     if linear and (v.dim() != 2 or v.shape[0] != x.shape[0] or dv.shape != (v.shape[1],)):
         raise ValueError(f"v {tuple(v.shape)} and dv {tuple(dv.shape)} do not match x {tuple(x.shape)}")
-    if x.device.type != "cpu" or x.dtype != torch.float32 or (linear and (v.dtype != torch.float32
-                                                                          or dv.dtype != torch.float32)):
+    if x.device.type != "cpu":  # float64 softplus differences: no coarse-step test, no host sync
+        x64 = x.double()
+        hid = (F.softplus(x64 * beta_to, threshold=_SOFTPLUS64_LINEAR)
+               - F.softplus(x64 * beta_from, threshold=_SOFTPLUS64_LINEAR)).sum(dim=1)
+        return hid + d * (v.double() @ dv.double()) if linear else hid
+    if x.dtype != torch.float32 or (linear and (v.dtype != torch.float32 or dv.dtype != torch.float32)):
         t = torch.mul(x, -d)
         if not bool((t.abs() <= 1.0).all()):
             return None
@@ -1344,6 +1390,14 @@ def reweight_and_draw(x: torch.Tensor, beta_from: float, beta_to: float, generat
         The increments (``None`` on a coarse step, as :func:`softplus_diff_rows`) and the 0./1. draws.
     """
     linear = v is not None and dv is not None
+    kernels = _device_kernels(x.device)
+    if (kernels is not None and x.dim() == 2 and x.dtype == torch.float32
+            and (not linear or (v.dtype == torch.float32 and dv.dtype == torch.float32 and v.dim() == 2
+                                and v.shape[0] == x.shape[0] and dv.shape == (v.shape[1],)))):
+        return kernels.hidden_step(x.detach().contiguous(), float(beta_from), float(beta_to),
+                                   v.detach().contiguous() if linear else None,
+                                   dv.detach().contiguous() if linear else None,
+                                   _device_key(generator), _device_table(torch.float32, x.device))
     lib = _kernel() if x.device.type == "cpu" else None
     if (lib is None or x.dim() != 2 or x.dtype != torch.float32
             or (linear and (v.dtype != torch.float32 or dv.dtype != torch.float32 or v.dim() != 2
