@@ -27,11 +27,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
 import platform
 import time
 
 import torch
+from _machine import machine
 
 from logzbench.models import BinaryRBM
 from logzbench.models.enumeration import exact_log_z
@@ -41,17 +41,7 @@ CONFIGS = [("float64", "float64", "auto"), ("float64/softplus", "float64", "soft
 
 
 def _machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (f"{platform.node()} | {cpu} | {os.cpu_count()} logical CPUs | Python {platform.python_version()} | "
-            f"torch {torch.__version__}")
+    return f"{machine(' | ')} | Python {platform.python_version()} | torch {torch.__version__}"
 
 
 def _sync(dev: torch.device) -> None:

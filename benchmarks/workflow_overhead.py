@@ -32,13 +32,14 @@ import csv
 import glob
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _machine import machine
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,19 +76,6 @@ def job_seconds(workdir: Path) -> dict[str, tuple[int, float]]:
         n, s = out.get(rule, (0, 0.0))
         out[rule] = (n + 1, s + float(row["s"]))
     return out
-
-
-def machine() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{platform.node()}: {model}, {os.cpu_count()} CPUs"
 
 
 def run_workflow(configfile: str, cores: int, directory: Path, extra: list[str]) -> float:
