@@ -47,17 +47,11 @@ rule all:
     default_target: True
 
 
-# The warm server (logzbench.warm) that ran this run's jobs stops with the run.
-def _stop_warm_server(log):
-    if WARM:
-        from logzbench.warm import stop_server
-
-        stop_server()
-
-
+# At the end of the run: the warm server stops; the MLflow UI's page is printed.
 onsuccess:
-    _stop_warm_server(log)
+    stop_warm_server()
+    print_dashboard_hint()
 
 
 onerror:
-    _stop_warm_server(log)
+    stop_warm_server()

@@ -9,7 +9,7 @@ first:
 1. ``data`` (imports only ground);
 2. ``models``;
 3. ``estimators``;
-4. ``api``, ``training``, ``trials``, ``tracking``, and the workflow's ``sweep`` (config -> jobs)
+4. ``api``, ``training``, ``trials``, ``tracking`` (with ``tracking_server``), and the workflow's ``sweep`` (config -> jobs)
    and ``jobs`` (one estimate job);
 5. ``report`` (a module or a package);
 6. ``cli`` and ``warm`` (runs a workflow job's function, named by a string, in a forked process).
@@ -33,7 +33,7 @@ LAYERS = {
     "data": 1,
     "models": 2,
     "estimators": 3,
-    **dict.fromkeys(("api", "training", "trials", "tracking", "sweep", "jobs"), 4),
+    **dict.fromkeys(("api", "training", "trials", "tracking", "tracking_server", "sweep", "jobs"), 4),
     "report": 5,
     "cli": 6,
     "warm": 6,

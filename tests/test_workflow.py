@@ -267,7 +267,31 @@ def test_invalid_config_is_refused(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
                     reason="snakemake-executor-plugin-slurm is not installed")
 def test_slurm_profile_dry_run(tmp_path):
-    snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "slurm"))
+    """The SLURM profile takes each job's resources from the rules (threads -> cpus_per_task, the
+    config's runtime / mem_mb, a GPU for device cuda|auto) and only fills in what a config leaves
+    unset.  tests/test_slurm.py checks the sbatch command lines and runs the workflow on SLURM."""
+    profile = str(REPO / "workflow" / "profiles" / "slurm")
+    proc = snakemake(tmp_path, "-n", "--workflow-profile", profile)  # config/test.yaml: threads 1, device cpu
+    res = re.findall(r"resources: (.*)", proc.stdout)
+    assert res and all("cpus_per_task=1" in r and "runtime=60" in r and "gres" not in r
+                       for r in res if "cpus_per_task" in r), res
+    # a dry run caps threads at --cores (1 unless given); the SLURM executor does not
+    proc = snakemake(tmp_path, "-n", "--cores", "256", "--workflow-profile", profile,
+                     configfile=REPO / "config" / "raise_table1.yaml")
+    jobs = Counter()
+    for block in re.split(r"\n(?=rule \w+:)", proc.stdout):
+        m = re.match(r"rule (\w+):", block)
+        res = re.search(r"resources: (.*)", block)
+        if m and res and "cpus_per_task" in res.group(1):
+            r = dict(x.split("=", 1) for x in res.group(1).split(", "))
+            jobs[(m.group(1), r["cpus_per_task"], r["runtime"], r["mem_mb"], r.get("gres"))] += 1
+    # raise_table1: threads {train: 4, estimate: 4, exact: 8}, resources train 720 min / 8 GB,
+    # estimate 1,440 min / 16 GB, exact 240 min / 16 GB, device auto
+    assert jobs == {("prepare_dataset", "1", "60", "4000", None): 1,
+                    ("train_model", "4", "720", "8000", "gpu:1"): 5,
+                    ("estimate", "4", "1440", "16000", "gpu:1"): 15,
+                    ("estimate", "8", "240", "16000", "gpu:1"): 2,
+                    ("report", "1", "60", "4000", None): 1}, jobs
 
 
 # --------------------------------------------------------------------------- real run

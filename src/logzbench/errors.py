@@ -19,3 +19,7 @@ class EstimatorError(LogzbenchError, RuntimeError):
 
 class ConfigError(LogzbenchError, ValueError):
     """A workflow config that cannot be run (see :func:`logzbench.sweep.check_config`)."""
+
+
+class TrackingError(LogzbenchError, RuntimeError):
+    """The MLflow tracking store or server cannot be reached (after bounded retries) or is misconfigured."""

@@ -27,7 +27,7 @@ from . import registry
 from .api import estimate
 from .data import load_rows
 from .tracking import estimate_key
-from .utils import code_version, save_npz_atomic, write_csv_atomic, write_json_atomic
+from .utils import code_version, save_npz_atomic, utc_now, write_csv_atomic, write_json_atomic
 
 __all__ = ["estimate_options", "init_tracking_job", "prepare_job", "run_estimate", "run_estimate_sweep",
            "setting_stem", "train_job", "trials_job"]
@@ -87,12 +87,15 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
 
     import torch
 
+    started = utc_now()
     # the job's thread count (Snakemake's `threads`, set by logzbench.warm.run_job), not the automatic choice
     res = estimate(model, method, data=test, train_data=train, threads=torch.get_num_threads(), **opts)
 
     key = estimate_key(s["model"], s["estimator"], s.get("K"), s.get("init"), s.get("seed"))
     record = {"key": key, **s, "code_version": code_version(), "arrays": str(arrays), "result": res.to_dict()}
     save_npz_atomic(arrays, **(res.arrays() or {"log_weights": np.zeros(0)}))
+    # when this setting ran (the MLflow run's start and end): the estimate and its arrays
+    record["started_at"], record["finished_at"] = started, utc_now()
     if tracking and tracking.get("enabled"):
         from .tracking import log_estimate
 
@@ -197,10 +200,13 @@ def init_tracking_job(tracking: Mapping[str, Any], out: str | os.PathLike) -> di
     """Create the MLflow store and experiment once (rule ``init_tracking``); write the sentinel ``out``."""
     info: dict[str, Any] = {"enabled": bool(tracking["enabled"])}
     if tracking["enabled"]:
-        from .tracking import init_store
+        from .tracking import dashboard_hint, init_store
 
-        info.update(init_store(tracking["uri"], tracking["experiment"], tracking.get("artifact_dir")))
+        info.update(init_store(tracking["uri"], tracking["experiment"], tracking.get("artifact_dir"),
+                               description=tracking.get("description")))
         print(f"MLflow store ready: {info['uri']} (experiment {info['experiment_name']!r}, id {info['experiment_id']})")
+        info["mlflow_ui"] = dashboard_hint(info["uri"], info["experiment_id"])  # how to review the runs
+        print(info["mlflow_ui"])
     else:
         print("MLflow tracking disabled (tracking.enabled: false)")
     info["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -238,6 +244,7 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     train, test = (load_rows(data, fam.data_kind, split, prepared=True) for split in ("train", "test"))
     print(f"training {model_name} ({family}) on {dataset}: {train.shape[0]} x {train.shape[1]}; {hp}")
 
+    started = utc_now()
     t0 = time.perf_counter()
     # "progress" is not an argument of the continuous trainers
     extra = {"progress": bool(progress)} if binary else {}
@@ -259,7 +266,8 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     record = {"model": model_name, "dataset": dataset, "family": family, "n_visible": n_vis,
               "hidden_sizes": sizes, "n_hidden": sizes[0] if family == "rbm" else None,
               "hyperparams": {"family": family, **hp}, "seconds": seconds, "final": final,
-              "code_version": code_version(), "n_train": int(train.shape[0]), "n_test": int(test.shape[0])}
+              "code_version": code_version(), "n_train": int(train.shape[0]), "n_test": int(test.shape[0]),
+              "started_at": started, "finished_at": utc_now()}
     if tracking and tracking.get("enabled"):
         from .tracking import log_training
 
@@ -268,6 +276,7 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
             uri=tracking["uri"], experiment_name=tracking["experiment"], dataset=dataset,
             artifacts=[out_history, out_plot, out_model],
             extra_params={"family": family, "n_visible": n_vis, "hidden_sizes": sizes, "n_train": train.shape[0]},
+            start_time=record["started_at"], end_time=record["finished_at"],
         )
     write_json_atomic(out_summary, record)
     print(f"done in {seconds:.1f} s: {final}")
@@ -288,6 +297,7 @@ def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: 
     for s, out in zip(settings, outputs):
         s = dict(s)
         print(f"{experiment} trials: {s}")
+        started = utc_now()
         if experiment == "gaussian":
             df = trials.gaussian_trials(s["sigma0"], n=s["n"], n_trials=s["n_trials"], seed=s["seed"])
             setting = {"sigma0": s["sigma0"]}
@@ -299,13 +309,15 @@ def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: 
         else:
             raise ValueError(f"unknown repeated-trials experiment {experiment!r}: gaussian or grid")
         write_csv_atomic(out, df)
+        finished = utc_now()
         summary = trials.summarize_trials(df)
         print(summary.to_string())
         if tracking and tracking.get("enabled"):
             from .tracking import log_trials
 
             run_id = log_trials(experiment, setting, df, summary, uri=tracking["uri"],
-                                experiment_name=tracking["experiment"], params=s, artifacts=[out])
+                                experiment_name=tracking["experiment"], params=s, artifacts=[out],
+                                start_time=started, end_time=finished)
             print(f"MLflow run {run_id}")
         written.append(Path(out))
     return written

@@ -14,7 +14,16 @@ Design (see ``docs``/the workflow README):
   live run with the same key, always keeping the newest, so re-running a job replaces its
   run and concurrent writers of the same key converge to exactly one run.
 * **Retries.**  Every store operation is retried with exponential backoff when SQLite
-  answers "database is locked" (many parallel writers).
+  answers "database is locked" (many parallel writers) or PostgreSQL reports a transient
+  conflict.  A tracking server (``http(s)://``, :mod:`logzbench.tracking_server`) that cannot
+  be reached fails the call after MLflow's HTTP retries, bounded by :data:`HTTP_DEFAULTS`
+  (about 15-20 s), with a :class:`~logzbench.errors.TrackingError` naming the URI.
+* **The MLflow UI.**  A run starts and ends when its job did (``start_time`` / ``end_time``;
+  the records' ``started_at`` / ``finished_at``); of a key's runs the last *recorded* is kept
+  (tag ``logzbench.logged``).  Runs carry the tags the runs table groups by (:data:`GROUP_TAG`:
+  the model; :data:`SETTING_TAG`: the setting less its seed).  The experiment is a model-training
+  experiment with a description of what to compare and saved views grouped by model
+  (:func:`setup_dashboard`); :func:`dashboard_url` is the page to open.
 
 The tracking URI is taken from, in order: the ``uri`` argument (e.g. the workflow's
 ``tracking.uri`` config key), the ``MLFLOW_TRACKING_URI`` environment variable, and the
@@ -29,6 +38,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import time
 from pathlib import Path
@@ -40,6 +50,8 @@ __all__ = [
     "KEY_TAG",
     "FLAG_TAG",
     "resolve_tracking_uri",
+    "is_http_uri",
+    "HTTP_DEFAULTS",
     "sqlite_path",
     "default_artifact_location",
     "init_store",
@@ -56,6 +68,12 @@ __all__ = [
     "estimate_params",
     "estimate_metrics",
     "training_metrics",
+    "GROUP_TAG",
+    "SETTING_TAG",
+    "DASHBOARD_DESCRIPTION",
+    "dashboard_url",
+    "dashboard_hint",
+    "setup_dashboard",
 ]
 
 DEFAULT_EXPERIMENT = "logzbench"
@@ -63,6 +81,12 @@ KEY_TAG = "logzbench.key"
 KIND_TAG = "logzbench.kind"
 FLAG_TAG = "logzbench.flag"
 FLAGGED_TAG = "logzbench.flagged"
+#: what the MLflow UI groups a run by: its model (estimates and training), ``trials/<experiment>``, ``report``
+GROUP_TAG = "logzbench.group"
+#: an estimate's key less its seed (the seeds of one setting group together); other runs: their key
+SETTING_TAG = "logzbench.setting"
+#: when the run was recorded (ms since the epoch): of a key's runs the last recorded is kept
+LOGGED_TAG = "logzbench.logged"
 
 T = TypeVar("T")
 
@@ -78,9 +102,18 @@ def resolve_tracking_uri(uri: str | None = None, workdir: str | os.PathLike | No
 
     A relative SQLite path (``sqlite:///mlflow.db``) is made absolute against ``workdir``
     (default: the current directory) so that every process of a workflow, whatever its
-    working directory, writes the same file.  A bare filesystem path is accepted too.
+    working directory, writes the same file.  A bare filesystem path is accepted too.  A
+    tracking server's ``http(s)://host:port`` is kept as it is (less a trailing ``/``); a bare
+    ``host:port`` is refused (:class:`~logzbench.errors.TrackingError`: it would be a file path).
     """
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or "sqlite:///mlflow.db"
+    if is_http_uri(uri):
+        return uri.rstrip("/")
+    if re.fullmatch(r"[A-Za-z0-9.-]+:\d+/?", uri):
+        from .errors import TrackingError
+
+        raise TrackingError(f"tracking URI {uri!r} has no scheme: a tracking server's URI is "
+                            f"http://{uri.rstrip('/')} (or https://...)")
     base = Path(workdir) if workdir is not None else Path.cwd()
     if uri.startswith("sqlite:///"):
         rest = uri[len("sqlite:///"):]
@@ -91,6 +124,11 @@ def resolve_tracking_uri(uri: str | None = None, workdir: str | os.PathLike | No
         p = (base / uri).resolve()
         return "sqlite:///" + str(p) if p.suffix in (".db", ".sqlite", ".sqlite3") else p.as_uri()
     return uri
+
+
+def is_http_uri(uri: str | None) -> bool:
+    """Whether ``uri`` is a tracking server's (``http://`` or ``https://``)."""
+    return isinstance(uri, str) and uri.lower().startswith(("http://", "https://"))
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -116,20 +154,128 @@ def default_artifact_location(uri: str, artifact_dir: str | os.PathLike | None =
 
 
 # --------------------------------------------------------------------------- retries
+#: MLflow's HTTP client settings for a tracking server (an ``http(s)://`` URI), each set by
+#: :func:`get_client` only where the environment leaves it unset (the user's value wins).  MLflow's
+#: own defaults (7 retries, backoff factor 2, 120 s timeout) keep a job waiting about 4 minutes
+#: for a server that is down; these give up after 4 retries 0, 2, 4 and 8 s apart (plus up to 1 s
+#: of jitter each): a call to a server that refuses connections fails after about 15-20 s, one
+#: that accepts but never answers after at most 5 x 30 s.  The error names the URI
+#: (:class:`~logzbench.errors.TrackingError`).
+HTTP_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "4",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+}
+
+# Transient errors of a database store: SQLite's lock, PostgreSQL's deadlock / serialisation
+# failure / connection limit (and a concurrent insert of the same row: _is_locked_error).  Retried
+# by _retry.
+_LOCKED = ("database is locked", "database table is locked", "database is busy", "sqlite_busy",
+           "unable to open database file", "deadlock detected", "could not serialize access",
+           "too many clients already", "remaining connection slots are reserved",
+           "the database system is starting up")
+# A store that cannot be reached: the HTTP client's connection errors (after MLflow's own retries:
+# "API request to ... failed with exception ... Max retries exceeded") or a database's.
+_UNREACHABLE = ("max retries exceeded", "failed to establish a new connection", "connection refused",
+                "connection aborted", "connection reset", "remotedisconnected", "remote end closed connection",
+                "read timed out", "connect timeout", "failed with timeout exception", "timed out",
+                "name or service not known", "temporary failure in name resolution", "no route to host",
+                "network is unreachable", "could not connect to server", "server closed the connection unexpectedly")
+
+
 def _is_locked_error(exc: BaseException) -> bool:
     text = f"{type(exc).__name__}: {exc}".lower()
-    return any(s in text for s in ("database is locked", "database table is locked", "database is busy",
-                                   "sqlite_busy", "unable to open database file"))
+    if any(s in text for s in _LOCKED):
+        return True
+    # two writers inserting the same row at once (e.g. concurrent set_experiment_tag on PostgreSQL,
+    # where MLflow's upsert is a SELECT then an INSERT): the retry updates the row the other wrote.
+    # A name that really exists (create_experiment: RESOURCE_ALREADY_EXISTS, "Experiment(name=...) already
+    # exists") is no transient error.
+    return (("duplicate key value violates unique constraint" in text or "unique constraint failed" in text)
+            and "resource_already_exists" not in text and not re.search(r"\(name=[^)]*\) already exists", text))
+
+
+def _is_unreachable_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the tracking store (server or database) could not be reached."""
+    from .errors import TrackingError
+
+    if isinstance(exc, TrackingError):
+        return False
+    text = f"{type(exc).__name__}: {exc}".lower()
+    return any(s in text for s in _UNREACHABLE) or ("connection to server at" in text and "failed" in text)
+
+
+def _apply_http_defaults() -> None:
+    """Bound MLflow's HTTP retries (:data:`HTTP_DEFAULTS`) where the environment does not set them."""
+    for name, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+def _redact(uri: str) -> str:
+    """``uri`` without its password (``scheme://user:***@host``)."""
+    parts = urlparse(uri)
+    if parts.password:
+        netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+        return parts._replace(netloc=netloc).geturl()
+    return uri
+
+
+def _failing_uri(fn: Callable, kwargs: Mapping[str, Any], exc: BaseException) -> str:
+    """The tracking URI a failed call went to: the client's, else the one in MLflow's message."""
+    uri = kwargs.get("tracking_uri") or getattr(getattr(fn, "__self__", None), "tracking_uri", None)
+    if not isinstance(uri, str):
+        m = re.search(r"API request to (\S+?)/(?:api|ajax-api)/", str(exc))
+        uri = m.group(1) if m else None
+    return _redact(uri) if uri else "(unknown URI)"
+
+
+def _unreachable_error(exc: BaseException, uri: str, seconds: float, attempts: int):
+    """The :class:`~logzbench.errors.TrackingError` of a store that could not be reached."""
+    from .errors import TrackingError
+
+    text = str(exc)
+    low = text.lower()
+    status = re.search(r"too many (\d{3}) error responses", low)
+    if status:
+        reason = f"HTTP {status.group(1)} on every attempt: see the server's log"
+    elif "connection refused" in low:
+        reason = "connection refused: nothing listens there"
+    elif "name or service not known" in low or "name resolution" in low:
+        reason = "unknown host name"
+    elif "timed out" in low or "timeout" in low:
+        reason = "no answer in time (MLFLOW_HTTP_REQUEST_TIMEOUT)"
+    else:
+        reason = text if len(text) <= 300 else text[:300] + "..."
+    if is_http_uri(uri) or "API request to" in text:
+        settings = ", ".join(f"{k}={os.environ.get(k, 'MLflow default')}" for k in HTTP_DEFAULTS)
+        what, tried = "MLflow tracking server", f"gave up after {seconds:.0f} s of retries ({settings})"
+    else:
+        what, tried = "MLflow tracking store", f"gave up after {attempts} attempts in {seconds:.0f} s"
+    return TrackingError(
+        f"{what} {uri} is unreachable ({reason}); {tried}. Start the server (README: 'A tracking server on PostgreSQL', "
+        f"python -m logzbench.tracking_server) or point tracking.uri / MLFLOW_TRACKING_URI at a running one; "
+        f"a rerun then picks up where this job stopped.")
 
 
 def _retry(fn: Callable[..., T], *args: Any, attempts: int = 12, base_delay: float = 0.05,
            max_delay: float = 5.0, **kwargs: Any) -> T:
-    """Call ``fn`` and retry with jittered exponential backoff on SQLite lock errors."""
+    """Call ``fn`` and retry with jittered exponential backoff on transient store errors (SQLite
+    "database is locked", PostgreSQL deadlocks and connection limits).
+
+    A store that cannot be reached raises :class:`~logzbench.errors.TrackingError` naming its URI:
+    a tracking server's at once (MLflow's HTTP client has retried already, bounded by
+    :data:`HTTP_DEFAULTS`), a database's after these ``attempts``.
+    """
+    t0 = time.monotonic()
     for i in range(attempts):
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - filtered just below
-            if i == attempts - 1 or not _is_locked_error(exc):
+            unreachable = _is_unreachable_error(exc)
+            if unreachable and (i == attempts - 1 or "API request to" in str(exc)):
+                raise _unreachable_error(exc, _failing_uri(fn, kwargs, exc), time.monotonic() - t0, i + 1) from exc
+            if i == attempts - 1 or not (unreachable or _is_locked_error(exc)):
                 raise
             delay = min(max_delay, base_delay * (2 ** i))
             time.sleep(delay * (0.5 + random.random()))
@@ -157,20 +303,31 @@ def _store_lock(uri: str) -> Iterator[None]:
 
 # --------------------------------------------------------------------------- store
 def get_client(uri: str | None = None):
-    """An :class:`mlflow.MlflowClient` on the resolved URI (created with retries)."""
+    """An :class:`mlflow.MlflowClient` on the resolved URI (created with retries).
+
+    For a tracking server (``http(s)://``) MLflow's HTTP retries are bounded first
+    (:data:`HTTP_DEFAULTS`, where the environment does not set them).
+    """
     from mlflow import MlflowClient
 
     uri = resolve_tracking_uri(uri)
+    if is_http_uri(uri):
+        _apply_http_defaults()
     return _retry(MlflowClient, tracking_uri=uri)
 
 
 def init_store(uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
-               artifact_location: str | os.PathLike | None = None) -> dict[str, str]:
+               artifact_location: str | os.PathLike | None = None, *,
+               description: str | None = None) -> dict[str, str]:
     """Create the tracking store and the experiment, once.
 
     Safe to call from several processes at once (an exclusive file lock serialises the
     creation of a SQLite store) and idempotent (an existing store and experiment are
     reused).  Returns ``{"uri", "experiment_name", "experiment_id", "artifact_location"}``.
+
+    The experiment is set up for reviewing in the MLflow UI (:func:`setup_dashboard`): its kind
+    (a model-training experiment, whose page is the runs table), its description (``description``,
+    default :data:`DASHBOARD_DESCRIPTION`) and saved views of the runs table grouped by model.
     """
     uri = resolve_tracking_uri(uri)
     art = default_artifact_location(uri, artifact_location)
@@ -192,6 +349,12 @@ def init_store(uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT
                 _retry(client.restore_experiment, exp.experiment_id)
             exp_id = exp.experiment_id
             art = exp.artifact_location
+        try:
+            setup_dashboard(client, str(exp_id), description)
+        except Exception as exc:  # noqa: BLE001 - a convenience (e.g. no permission to edit the experiment)
+            import warnings
+
+            warnings.warn(f"MLflow UI set-up of experiment {experiment_name!r} skipped: {exc}", stacklevel=2)
     return {"uri": uri, "experiment_name": experiment_name, "experiment_id": str(exp_id),
             "artifact_location": str(art) if art is not None else ""}
 
@@ -209,6 +372,128 @@ def _ensure_store(uri: str, experiment_name: str) -> None:
     db = sqlite_path(uri)
     if db is not None and not db.exists():
         init_store(uri, experiment_name)
+
+
+# --------------------------------------------------------------------------- the MLflow UI
+#: The experiment's description in the MLflow UI (``mlflow.note.content``, Markdown): what to compare.
+DASHBOARD_DESCRIPTION = """\
+**Compare one model's estimators side by side**: the view *By model* groups the runs by model \
+(*Group by* `logzbench.group`); *Seeds pooled* groups the seeds of each setting (`logzbench.setting`) \
+and shows their average.
+
+- `mean_test_ll` ± `mean_test_ll_stderr` (nats): the `exact` run, where there is one, is the truth. \
+AIS estimates Z without bias, so its log-likelihood errs high when chains are too few or too short; \
+RAISE and CSL are stochastic lower bounds. RAISE below and AIS above bracket the truth: a wide gap \
+means neither has converged (grow K).
+- `log_z` ± `log_z_stderr` against the exact run's; a small `ess_fraction` (effective / all chains; the \
+report flags < 0.1 by default) makes an estimate unreliable.
+- `seconds`: the estimator's own time; *Duration*: the job's wall time for that setting.
+- `logzbench.flagged`, `logzbench.flag`: the report's reasons to distrust a setting (AIS-RAISE gap, \
+low ESS, a bound on the wrong side of the exact value).
+
+**logzbench** (log-likelihood estimates of energy-based models): one run per estimate \
+(`<model>/<estimator>/K<K>/<init>/seed<seed>`), per trained model (`train/<model>`), per \
+repeated-trials setting (`<experiment>/...`) and the report (`report`).
+"""
+# descriptions an earlier version wrote (replaced by the current one; a person's own text is kept)
+_PREVIOUS_DESCRIPTIONS: tuple[str, ...] = ()
+
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+#: MLflow 3's experiment kind of a model-training experiment: its page is the runs table, not the
+#: GenAI overview.  (MLflow 3.17's UI decides by its sidebar's "GenAI / Model training" switch, set
+#: by ``workflowType=machine_learning`` in :func:`dashboard_url`; earlier 3.x releases read the tag.)
+EXPERIMENT_KIND = "custom_model_development"
+_REPLACEABLE_KINDS = ("", "no_inferred_type", "genai_development_inferred", "custom_model_development_inferred")
+NOTE_TAG = "mlflow.note.content"
+_VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # the runs table's saved views ("Views" menu; ?viewStateShareKey=)
+#: the saved view :func:`dashboard_url` opens
+DASHBOARD_VIEW = "logzbench-by-model"
+#: saved views of the runs table: id -> (name, tag grouped by)
+DASHBOARD_VIEWS = {"logzbench-by-model": ("By model", GROUP_TAG),
+                   "logzbench-seeds-pooled": ("Seeds pooled", SETTING_TAG)}
+_VIEW_COLUMNS = (*(f"metrics.`{m}`" for m in ("mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr",
+                                              "ess_fraction", "seconds")),
+                 *(f"params.`{p}`" for p in ("estimator", "K", "init", "seed", "chains")),
+                 f"tags.`{FLAGGED_TAG}`")
+
+
+def _view_state(group_tag: str) -> str:
+    """A saved view's state (the runs table's search facets and UI state, as MLflow's UI stores them):
+    sorted by run name, grouped by the tag ``group_tag`` (average over each group), the main metric
+    and parameter columns."""
+    return json.dumps({
+        "orderByKey": "tags.`mlflow.runName`", "orderByAsc": True,
+        "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": group_tag}]},
+        "groupsExpanded": {}, "selectedColumns": list(_VIEW_COLUMNS),
+        # the grid's column ids: run name, Created, Duration, then ours (its widths apply to these only)
+        "columnOrder": ["attributes.`Run Name`", "runDateAndNestInfo", "duration", *_VIEW_COLUMNS],
+        "columnWidths": {"attributes.`Run Name`": 330},  # run names are long: <model>/<estimator>/K/init/seed
+    }, sort_keys=True)
+
+
+def _own_view(value: str | None, name: str, state: str) -> bool | None:
+    """Whether a saved view's tag ``value`` is this one (``True``), one of ours to update (``False``:
+    absent, or an uncompressed state, which MLflow's UI never writes), or a person's (``None``)."""
+    if value is None:
+        return False
+    try:
+        env = json.loads(value)
+        json.loads(env["state"])
+    except (ValueError, TypeError, KeyError):
+        return None  # compressed by the UI ("Override saved view"): keep it
+    return env.get("name") == name and env.get("state") == state
+
+
+def setup_dashboard(client, experiment_id: str, description: str | None = None) -> dict[str, str]:
+    """Set the experiment up for reviewing in the MLflow UI; return the tags it set.
+
+    * ``mlflow.experimentKind`` = :data:`EXPERIMENT_KIND` unless a definite kind is set;
+    * the description ``mlflow.note.content`` (``description``, default :data:`DASHBOARD_DESCRIPTION`)
+      unless a person wrote another;
+    * the saved views :data:`DASHBOARD_VIEWS` of the runs table (grouped by model; by setting, seeds
+      pooled) unless a person overrode them.
+
+    Idempotent: a second call sets nothing.
+    """
+    exp = _retry(client.get_experiment, experiment_id)
+    tags = dict(getattr(exp, "tags", None) or {})
+    want: dict[str, str] = {}
+    if tags.get(EXPERIMENT_KIND_TAG, "") in _REPLACEABLE_KINDS:
+        want[EXPERIMENT_KIND_TAG] = EXPERIMENT_KIND
+    text = description or DASHBOARD_DESCRIPTION
+    note = tags.get(NOTE_TAG)
+    if note != text and (note in (None, "", DASHBOARD_DESCRIPTION) or note in _PREVIOUS_DESCRIPTIONS):
+        want[NOTE_TAG] = text
+    now = int(time.time() * 1000)
+    for view_id, (name, group_tag) in DASHBOARD_VIEWS.items():
+        state, current = _view_state(group_tag), tags.get(_VIEW_TAG_PREFIX + view_id)
+        if _own_view(current, name, state) is False:
+            created = now
+            with contextlib.suppress(ValueError, TypeError, KeyError):
+                created = int(json.loads(current)["createdAt"])
+            want[_VIEW_TAG_PREFIX + view_id] = json.dumps({"name": name, "createdAt": created, "updatedAt": now,
+                                                           "state": state})
+    for key, value in want.items():
+        _retry(client.set_experiment_tag, experiment_id, key, value)
+    return want
+
+
+def dashboard_url(experiment_id: str, base_url: str = "http://127.0.0.1:5000", view: str | None = DASHBOARD_VIEW) -> str:
+    """The experiment's runs table in the MLflow UI at ``base_url``, as the saved ``view`` (default
+    grouped by model; ``None``: the plain runs table).  ``workflowType=machine_learning`` switches
+    MLflow 3's sidebar to "Model training" (its default, GenAI, opens experiments on the traces overview)."""
+    url = f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    return url + (f"&viewStateShareKey={view}" if view else "")
+
+
+def dashboard_hint(uri: str | None, experiment_id: str, port: int = 5000) -> str:
+    """How to review the experiment in the MLflow UI: the command that serves the store (a SQLite or
+    file store; a tracking server is its own UI) and the page to open (:func:`dashboard_url`)."""
+    uri = resolve_tracking_uri(uri)
+    if uri.lower().startswith(("http://", "https://")):
+        return f"MLflow UI: open {dashboard_url(experiment_id, uri)}"
+    return (f"MLflow UI: mlflow ui --backend-store-uri {uri} --port {port}, then open "
+            f"{dashboard_url(experiment_id, f'http://127.0.0.1:{port}')}")
 
 
 # --------------------------------------------------------------------------- keys
@@ -293,8 +578,32 @@ def _delete_run(client, run) -> None:
         shutil.rmtree(target, ignore_errors=True)
 
 
+def _logged_ms(run) -> int:
+    """When ``run`` was recorded: its :data:`LOGGED_TAG` (a run's start time is its job's, which a
+    re-logged record repeats), else its start time (runs recorded before the tag existed)."""
+    with contextlib.suppress(TypeError, ValueError):
+        return int(run.data.tags[LOGGED_TAG])
+    return int(run.info.start_time or 0)
+
+
 def _newest_first(runs: Sequence) -> list:
-    return sorted(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id), reverse=True)
+    return sorted(runs, key=lambda r: (_logged_ms(r), r.info.start_time or 0, r.info.run_id), reverse=True)
+
+
+def _epoch_ms(t: Any) -> int | None:
+    """Milliseconds since the epoch of ``t``: a :class:`datetime.datetime` (naive = UTC), an ISO 8601
+    string (as the job records write) or seconds since the epoch; ``None`` stays ``None``."""
+    import datetime as _dt
+
+    if t is None or t == "":
+        return None
+    if isinstance(t, str):
+        t = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    if isinstance(t, _dt.datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=_dt.timezone.utc)
+        return int(round(t.timestamp() * 1000))
+    return int(round(float(t) * 1000))
 
 
 def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
@@ -303,7 +612,7 @@ def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_
             step_metrics: Iterable[Mapping[str, Any]] | None = None, step_key: str = "epoch",
             tags: Mapping[str, Any] | None = None,
             artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
-            session: "TrackingSession | None" = None) -> str:
+            session: "TrackingSession | None" = None, start_time: Any = None, end_time: Any = None) -> str:
     """Record one run under the deterministic ``key`` and return its run id.
 
     ``params`` and ``metrics`` are flat mappings (non-finite or ``None`` metrics are
@@ -313,13 +622,21 @@ def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_
     run per key remains, even under concurrent writers.  Within a :class:`TrackingSession`
     (``session``) the replacing waits for :meth:`TrackingSession.close`, which does it for every
     key of the session with one search.
+
+    ``start_time`` and ``end_time`` (a :class:`datetime.datetime`, an ISO 8601 string or seconds
+    since the epoch) are the run's start and end in the MLflow UI (its *Created* and *Duration*):
+    the job's own, where the run is logged after the job; either defaults to now.  Every run is
+    tagged with its group (:data:`GROUP_TAG`, default ``kind``) and setting (:data:`SETTING_TAG`,
+    default ``key``), which the UI's runs table groups by.
     """
     if session is not None:
         return session.log_run(key, run_name=run_name, kind=kind, params=params, metrics=metrics,
-                               step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts)
+                               step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts,
+                               start_time=start_time, end_time=end_time)
     with TrackingSession(uri, experiment_name) as own:
         return own.log_run(key, run_name=run_name, kind=kind, params=params, metrics=metrics,
-                           step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts)
+                           step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts,
+                           start_time=start_time, end_time=end_time)
 
 
 class TrackingSession:
@@ -343,23 +660,33 @@ class TrackingSession:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        from .errors import TrackingError
+
+        if exc_type is not None and issubclass(exc_type, TrackingError):
+            return  # the store is unreachable: closing would wait out the retries again; a rerun tidies up
         self.close()
 
     def log_run(self, key: str, *, run_name: str | None = None, kind: str = "estimate",
                 params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
                 step_metrics: Iterable[Mapping[str, Any]] | None = None, step_key: str = "epoch",
                 tags: Mapping[str, Any] | None = None,
-                artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None) -> str:
+                artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
+                start_time: Any = None, end_time: Any = None) -> str:
         """Log one run (see :func:`log_run`); return its id."""
         from mlflow.entities import Metric, Param
 
         client = self.client
-        all_tags = {KEY_TAG: key, KIND_TAG: kind}
+        logged = int(time.time() * 1000)
+        start, end = _epoch_ms(start_time), _epoch_ms(end_time)
+        start = start if start is not None else (min(end, logged) if end is not None else logged)
+        end = max(end if end is not None else logged, start)
+        all_tags = {KEY_TAG: key, KIND_TAG: kind, GROUP_TAG: kind, SETTING_TAG: key}
         all_tags.update({str(k): _param_value(v) for k, v in (tags or {}).items() if v is not None})
-        run = _retry(client.create_run, self.experiment_id, tags=all_tags, run_name=run_name or key)
+        all_tags[LOGGED_TAG] = str(logged)
+        run = _retry(client.create_run, self.experiment_id, start_time=start, tags=all_tags, run_name=run_name or key)
         run_id = run.info.run_id
         try:
-            now = int(time.time() * 1000)
+            now = end  # the metrics' time: when the job had them
             plist = [Param(str(k), _param_value(v)) for k, v in (params or {}).items()]
             mlist = [Metric(str(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
             for row in step_metrics or []:
@@ -380,7 +707,7 @@ class TrackingSession:
                 for path, sub in items:
                     if path is not None and Path(path).exists():
                         _retry(client.log_artifact, run_id, str(path), sub)
-            _retry(client.set_terminated, run_id, "FINISHED")
+            _retry(client.set_terminated, run_id, "FINISHED", end_time=end)
         except BaseException:
             with contextlib.suppress(Exception):
                 _retry(client.delete_run, run_id)
@@ -469,9 +796,14 @@ def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1) -> l
 
 def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
                  artifacts: Iterable | Mapping | None = None, ess_fraction: float = 0.1,
-                 extra_tags: Mapping[str, Any] | None = None, session: TrackingSession | None = None) -> str:
+                 extra_tags: Mapping[str, Any] | None = None, session: TrackingSession | None = None,
+                 start_time: Any = None, end_time: Any = None) -> str:
     """Log one estimate record (``{"model", "estimator", "K", ..., "result": EstimateResult.to_dict()}``
-    or a flat ``to_dict()`` with those keys) as an MLflow run; returns the run id."""
+    or a flat ``to_dict()`` with those keys) as an MLflow run; returns the run id.
+
+    The run starts and ends when the estimate did: ``start_time`` / ``end_time``, else the record's
+    ``started_at`` / ``finished_at`` (:func:`logzbench.jobs.run_estimate`), else now.  It is grouped
+    by its model (:data:`GROUP_TAG`) and by its setting less the seed (:data:`SETTING_TAG`)."""
     res = _res(record)
     params = estimate_params(record)
     key = record.get("key") or estimate_key(params.get("model", "?"), params.get("estimator", params.get("method", "?")),
@@ -484,11 +816,15 @@ def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experimen
         "logzbench.method": params.get("method") or res.get("estimator"),
         FLAGGED_TAG: "true" if flags else "false",
         FLAG_TAG: "; ".join(flags) if flags else None,
+        GROUP_TAG: params.get("model"),
+        SETTING_TAG: re.sub(r"/seed[^/]*$", "", key.removeprefix("estimate/")),
     }
     tags.update(extra_tags or {})
     return log_run(key, uri=uri, experiment_name=experiment_name, kind="estimate", params=params,
                    metrics=estimate_metrics(record), tags=tags, artifacts=artifacts,
-                   run_name=key.removeprefix("estimate/"), session=session)
+                   run_name=key.removeprefix("estimate/"), session=session,
+                   start_time=start_time if start_time is not None else record.get("started_at"),
+                   end_time=end_time if end_time is not None else record.get("finished_at"))
 
 
 # --------------------------------------------------------------------------- training
@@ -505,9 +841,12 @@ def training_metrics(history: Sequence[Mapping[str, Any]], step_key: str = "epoc
 def log_training(model: str, *, hyperparams: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
                  summary: Mapping[str, Any] | None = None, uri: str | None = None,
                  experiment_name: str = DEFAULT_EXPERIMENT, dataset: str | None = None,
-                 artifacts: Iterable | Mapping | None = None, extra_params: Mapping[str, Any] | None = None) -> str:
+                 artifacts: Iterable | Mapping | None = None, extra_params: Mapping[str, Any] | None = None,
+                 start_time: Any = None, end_time: Any = None) -> str:
     """Log one training run: hyperparameters as params, the history as per-epoch metrics
-    (``step = epoch``), the final values of ``summary`` as metrics."""
+    (``step = epoch``), the final values of ``summary`` as metrics.  The run starts and ends when
+    the training did (``start_time``, ``end_time``; default now) and is grouped with its model's
+    estimates (:data:`GROUP_TAG`)."""
     from .utils import code_version
 
     params = {"model": model, "dataset": dataset, "code_version": code_version(), **dict(hyperparams),
@@ -515,8 +854,8 @@ def log_training(model: str, *, hyperparams: Mapping[str, Any], history: Sequenc
     params = {k: v for k, v in params.items() if v is not None}
     return log_run(train_key(model), uri=uri, experiment_name=experiment_name, kind="train",
                    params=params, metrics=dict(summary or {}), step_metrics=training_metrics(history),
-                   tags={"logzbench.model": model, "logzbench.dataset": dataset}, artifacts=artifacts,
-                   run_name=train_key(model))
+                   tags={"logzbench.model": model, "logzbench.dataset": dataset, GROUP_TAG: model},
+                   artifacts=artifacts, run_name=train_key(model), start_time=start_time, end_time=end_time)
 
 
 # --------------------------------------------------------------------------- repeated trials
@@ -527,7 +866,7 @@ def trials_key(experiment: str, setting: Mapping[str, Any]) -> str:
 
 def log_trials(experiment: str, setting: Mapping[str, Any], trials, summary, *, uri: str | None = None,
                experiment_name: str = DEFAULT_EXPERIMENT, params: Mapping[str, Any] | None = None,
-               artifacts: Iterable | Mapping | None = None) -> str:
+               artifacts: Iterable | Mapping | None = None, start_time: Any = None, end_time: Any = None) -> str:
     """Log one setting of a repeated-trials experiment (Liu et al. Figs 1-2) as one MLflow run.
 
     Every trial is recorded: per method ``log_z/<method>``, ``error/<method>`` and
@@ -545,6 +884,9 @@ def log_trials(experiment: str, setting: Mapping[str, Any], trials, summary, *, 
         Long per-trial table with ``trial``, ``method``, ``log_z``, ``log_z_stderr``, ``error``, ``truth``.
     summary : pandas.DataFrame
         Per-method summary with ``method``, ``bias``, ``mse``, ``sd``, ``coverage``.
+    start_time, end_time : optional
+        When the setting's trials ran (see :func:`log_run`; default now).  The run is grouped as
+        ``trials/<experiment>`` (:data:`GROUP_TAG`).
     """
     from .utils import code_version
 
@@ -565,8 +907,8 @@ def log_trials(experiment: str, setting: Mapping[str, Any], trials, summary, *, 
     return log_run(key, uri=uri, experiment_name=experiment_name, kind="trials",
                    params={k: v for k, v in all_params.items() if v is not None}, metrics=metrics,
                    step_metrics=list(steps.values()), step_key="trial",
-                   tags={"logzbench.experiment": experiment}, artifacts=artifacts,
-                   run_name=key.removeprefix("trials/"))
+                   tags={"logzbench.experiment": experiment, GROUP_TAG: f"trials/{experiment}"}, artifacts=artifacts,
+                   run_name=key.removeprefix("trials/"), start_time=start_time, end_time=end_time)
 
 
 # --------------------------------------------------------------------------- flags

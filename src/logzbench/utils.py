@@ -299,6 +299,14 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+def utc_now() -> str:
+    """Now, as an ISO 8601 UTC timestamp with milliseconds (records' ``started_at``/``finished_at``; the
+    MLflow runs' start and end times)."""
+    import datetime
+
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
     """Package version plus the git commit of the source tree when available (asked of git once per

@@ -125,7 +125,7 @@ def all_estimate_files(ext="json"):
 
 
 def estimate_dir(model, estimator):
-    """The output of one rule estimate job: the files of the model x estimator sweep."""
+    """The output of one job of the estimate rule, the files of the model x estimator sweep."""
     return f"{RESULTS}/estimates/{model}/{estimator}"
 
 
@@ -176,6 +176,45 @@ def resources_for(step):
     return dict(config["resources"].get(step) or {})
 
 
+# --------------------------------------------------------------------------- cluster resources
+# What a cluster executor (workflow/profiles/slurm) asks for, per job; Snakemake's local execution
+# ignores all of it but `threads`.  Every rule's resources are
+#   cpus_per_task  = the job's threads (config `threads`; --set-threads applies), so that a profile's
+#                    default-resources cannot give a 4- or 8-thread job one CPU,
+#   gres           = gpu:1 on the rules that run torch on the config's `device` (train_model,
+#                    estimate) when it is cuda, cuda:N or auto; nothing for `device: cpu`,
+#   mem_mb, runtime, ... = the config's `resources` of the step (they win over all of the above, so
+#                    a config may say e.g. gres: "gpu:a100:1");
+# anything not set here comes from the profile's default-resources (runtime, mem_mb) or
+# --set-resources (which wins over everything).
+
+
+def uses_gpu():
+    """Whether the config's `device` may use a GPU (cuda, cuda:N, auto)."""
+    device = str(config.get("device", "cpu"))
+    return device == "auto" or device.startswith("cuda")
+
+
+def _threads_as_cpus(wildcards, threads):
+    return threads
+
+
+def _base_resources(gpu):
+    base = {"cpus_per_task": _threads_as_cpus}
+    if gpu and uses_gpu():
+        base["gres"] = "gpu:1"
+    return base
+
+
+def rule_resources(step, gpu=False):
+    """The resources of the rules of `step` (a key of the config's `resources`), as above."""
+    own = resources_for(step)
+    base = _base_resources(gpu)
+    if "gpu" in own or "gpus" in own:  # the config asks for GPUs its own way
+        base.pop("gres", None)
+    return {**base, **own}
+
+
 def estimate_threads(wildcards):
     """threads.exact for the exact method, threads.estimate for every other estimator."""
     return config["threads"]["exact" if _is_exact(wildcards) else "estimate"]
@@ -192,9 +231,13 @@ def _estimate_resource(key):
 def estimate_resources():
     """Rule estimate's resources: resources.exact for the exact method, resources.estimate for the others.
     One rule has one set of resource names, so a name only one of the two sets takes that value in both
-    (a callable cannot leave e.g. mem_mb unset for some jobs); names neither sets keep default-resources."""
+    (a callable cannot leave e.g. mem_mb unset for some jobs); names neither sets keep default-resources.
+    On top of cpus_per_task and the GPU request of rule_resources."""
     keys = dict.fromkeys([*resources_for("estimate"), *resources_for("exact")])
-    return {k: _estimate_resource(k) for k in keys}
+    base = _base_resources(gpu=True)
+    if keys.keys() & {"gpu", "gpus"}:
+        base.pop("gres", None)
+    return {**base, **{k: _estimate_resource(k) for k in keys}}
 
 
 # --------------------------------------------------------------------------- repeated trials
@@ -248,3 +291,25 @@ def grid_settings():
              "sigma_unary": g["sigma_unary"], "n": g["n"], "n_trials": g["trials"], "seed": g["seed"],
              "burn_in": g["burn_in"], "trw_trees": g["trw_trees"]}
             for ref in g["references"] for sp in g["sigma_pair"]]
+
+
+# --------------------------------------------------------------------------- end of the run
+def stop_warm_server():
+    """Stop the warm server (logzbench.warm) that ran this run's jobs: it stops with the run."""
+    if WARM:
+        from logzbench.warm import stop_server
+
+        stop_server()
+
+
+def print_dashboard_hint():
+    """Where to review the runs: the MLflow UI command and page init_tracking wrote into its sentinel."""
+    import json
+
+    try:
+        with open(TRACKING_SENTINEL) as f:
+            hint = json.load(f).get("mlflow_ui")
+    except (OSError, ValueError):
+        return
+    if hint:
+        print(hint)

@@ -14,7 +14,7 @@ rule prepare_dataset:
         f"{BENCH}/prepare/{{dataset}}.tsv"
     threads: config["threads"]["prepare"]
     resources:
-        **resources_for("prepare"),
+        **rule_resources("prepare"),
     conda:
         CONDA_ENV
     script:

@@ -49,7 +49,7 @@ rule report:
                      caption="../report/plot.rst", category="2. Estimate vs K"),
     params:
         estimates=all_estimate_files(),
-        out_dir=REPORT_DIR,
+        out_dir=lambda w, output: os.path.dirname(output.json),  # REPORT_DIR
         models=list(config["models"]),
         thresholds=config["report"],
         tracking=TRACKING,
@@ -60,7 +60,7 @@ rule report:
         f"{BENCH}/report.tsv"
     threads: config["threads"]["report"]
     resources:
-        **resources_for("report"),
+        **rule_resources("report"),
     conda:
         CONDA_ENV
     script:

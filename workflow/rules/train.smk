@@ -36,7 +36,7 @@ rule train_model:
         f"{BENCH}/train/{{model}}.tsv"
     threads: config["threads"]["train"]
     resources:
-        **resources_for("train"),
+        **rule_resources("train", gpu=True),
     conda:
         CONDA_ENV
     script:

@@ -24,7 +24,7 @@ if gaussian_trial_files():
             f"{BENCH}/trials/gaussian.tsv"
         threads: config["threads"]["estimate"]
         resources:
-            **resources_for("estimate"),
+            **rule_resources("estimate"),
         conda:
             CONDA_ENV
         script:
@@ -49,7 +49,7 @@ if grid_trial_files():
             f"{BENCH}/trials/grid.tsv"
         threads: config["threads"]["estimate"]
         resources:
-            **resources_for("estimate"),
+            **rule_resources("estimate"),
         conda:
             CONDA_ENV
         script:
@@ -72,7 +72,7 @@ rule report_trials:
         f"{BENCH}/report_trials.tsv"
     threads: config["threads"]["report"]
     resources:
-        **resources_for("report"),
+        **rule_resources("report"),
     conda:
         CONDA_ENV
     script:

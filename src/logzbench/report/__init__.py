@@ -48,7 +48,7 @@ import numpy as np
 import pandas as pd
 
 from ..plotting import plot_history
-from ..utils import write_csv_atomic, write_json_atomic
+from ..utils import utc_now, write_csv_atomic, write_json_atomic
 from .flags import RULES, ReportThresholds, apply_flags
 from .methods import (ANALYSIS_FAMILIES, ANNEALED_METHODS, CONTINUOUS_FAMILIES, CONTINUOUS_METHODS, DEEP_FAMILIES,
                       GENERATIVE_FAMILIES, INIT_ORDER, K_METHODS, LOG_Z_METHODS, LOWER_BOUND_METHODS)
@@ -238,18 +238,30 @@ def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
     ``truth_tolerance``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
-    MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts."""
+    MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts (its start and end: this job's)."""
+    started = utc_now()
     enabled = bool(tracking.get("enabled"))
     paths = build_report(
         list(estimates), out_dir, gap_threshold=thresholds["gap_threshold"], ess_fraction=thresholds["ess_fraction"],
         z=thresholds["z"], truth_tolerance=thresholds["truth_tolerance"], models=list(models),
         tracking_uri=tracking["uri"] if enabled else None, experiment_name=tracking["experiment"] if enabled else None)
     if enabled:
-        from ..tracking import log_run
+        from ..tracking import dashboard_hint, log_run
 
         log_run("report", uri=tracking["uri"], experiment_name=tracking["experiment"], kind="report",
                 params={"n_estimates": len(estimates), **thresholds},
                 metrics={"n_flagged_settings": paths["n_flagged"]},
-                artifacts={**{str(f): "tables" for f in tables}, **{str(p): "plots" for p in plots}})
+                artifacts={**{str(f): "tables" for f in tables}, **{str(p): "plots" for p in plots}},
+                start_time=started, end_time=utc_now())
     print(f"report: {paths}")
+    if enabled:
+        from ..tracking import get_client, setup_dashboard
+
+        try:  # the MLflow UI's description and views (a store made before they existed gets them) and its page
+            client = get_client(tracking["uri"])
+            exp = client.get_experiment_by_name(tracking["experiment"])
+            setup_dashboard(client, exp.experiment_id, tracking.get("description"))
+            print(dashboard_hint(tracking["uri"], exp.experiment_id))
+        except Exception as exc:  # noqa: BLE001 - the report is built; the UI's set-up is a convenience
+            print(f"MLflow UI set-up skipped: {exc}")
     return paths

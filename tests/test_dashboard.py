@@ -1,0 +1,421 @@
+"""The MLflow dashboard a reviewer reads: the experiment's kind, description and saved views, runs
+grouped by model, each run's real start and end -- and the UI itself in a headless Chromium.
+
+The browser test serves a store with the runs of a finished ``config/test.yaml`` run (the same run
+names, tags, params and metric names, logged through the package's logging functions with made-up
+numbers, in a few seconds) with ``mlflow server``, loads the dashboard page
+(:func:`logzbench.tracking.dashboard_url`) with ``chromium --headless=new --dump-dom`` and checks
+that it is the runs table (not MLflow 3's GenAI overview), grouped by model, with every expected
+run name, the metric columns and the description; then it keeps a screenshot (``dashboard.png``
+in the test's ``tmp_path``, copied to ``$LOGZBENCH_TEST_ARTIFACTS`` or
+``<tmp>/logzbench-dashboard/``; its path is printed, see ``pytest -s``).
+
+``LOGZBENCH_DASHBOARD_STORE=<dir or sqlite URI>`` points it at the store of a real finished run
+instead (e.g. a ``snakemake --configfile config/test.yaml`` working directory).  Without a
+``chromium`` (Debian: ``apt-get install -y chromium``) the browser test skips.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mlflow", reason="mlflow is not installed; the dashboard tests need it")
+
+from logzbench import tracking  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+TEST_CONFIG = REPO / "config" / "test.yaml"
+EXPERIMENT = "logzbench-test"  # config/test.yaml's tracking.experiment
+HOUR = 3600.0
+
+
+def _uri(path: Path) -> str:
+    return "sqlite:///" + str(path / "mlflow.db")
+
+
+def _record(model="m", estimator="ais", K=100, init="uniform", seed=0, log_z=10.0, **extra):
+    return {"model": model, "dataset": "digits", "estimator": estimator, "method": estimator, "K": K, "init": init,
+            "seed": seed, "schedule": "linear", "chains": 100, "device": "cpu", "code_version": "test",
+            "result": {"estimator": estimator, "log_z": log_z, "log_z_stderr": 0.1, "ess": 50.0, "n_chains": 100,
+                       "mean_log_likelihood": -20.0, "mean_log_likelihood_stderr": 0.5, "seconds": 1.5}, **extra}
+
+
+# --------------------------------------------------------------------------- runs: times and groups
+def test_runs_start_and_end_when_the_record_says(tmp_path):
+    """A run's start and end (the UI's Created and Duration) are the record's ``started_at`` /
+    ``finished_at``, not the moment it was logged; training and trials runs take theirs too."""
+    import pandas as pd
+
+    uri = _uri(tmp_path)
+    tracking.init_store(uri, "exp")
+    t0 = time.time() - HOUR
+    rec = _record(started_at="2026-01-02T03:04:05.250+00:00", finished_at="2026-01-02T03:06:05.750+00:00")
+    run_id = tracking.log_estimate(rec, uri=uri, experiment_name="exp")
+    tracking.log_training("m", hyperparams={"n_hidden": 8}, history=[{"epoch": 1, "loss": 1.0}], uri=uri,
+                          experiment_name="exp", start_time=t0, end_time=t0 + 90)
+    trials = pd.DataFrame({"trial": [0, 1], "method": ["ds", "ds"], "log_z": [1.0, 1.1], "log_z_stderr": [0.1, 0.1],
+                           "error": [0.0, 0.1], "truth": [1.0, 1.0]})
+    summary = pd.DataFrame({"method": ["ds"], "bias": [0.05], "mse": [0.005], "sd": [0.07], "coverage": [1.0]})
+    tracking.log_trials("gaussian", {"sigma0": 0.5}, trials, summary, uri=uri, experiment_name="exp",
+                        start_time=t0 + 100, end_time=t0 + 112.5)
+    before = int(time.time() * 1000)
+    plain = tracking.log_run("report", uri=uri, experiment_name="exp", kind="report")  # no times: now
+    client = tracking.get_client(uri)
+
+    info = client.get_run(run_id).info
+    assert (info.start_time, info.end_time) == (1767323045250, 1767323165750)  # 2 min 0.5 s
+    assert info.status == "FINISHED"
+    assert client.get_run(run_id).data.metrics["log_z"] == 10.0
+    assert [m.timestamp for m in client.get_metric_history(run_id, "log_z")] == [info.end_time]
+    train = tracking.find_runs("train/m", uri=uri, experiment_name="exp")[0]
+    assert (train.info.start_time, train.info.end_time) == (round(t0 * 1000), round((t0 + 90) * 1000))
+    trial = tracking.find_runs(kind="trials", uri=uri, experiment_name="exp")[0]
+    assert trial.info.end_time - trial.info.start_time == 12500
+    report = client.get_run(plain).info
+    assert before <= report.start_time <= report.end_time <= int(time.time() * 1000)
+
+
+def test_runs_are_tagged_with_the_group_the_ui_groups_by(tmp_path):
+    """Estimates and training runs group by model, the seeds of one setting by ``logzbench.setting``,
+    trials by experiment, the report by itself."""
+    uri = _uri(tmp_path)
+    for seed in (0, 1):
+        tracking.log_estimate(_record(seed=seed), uri=uri, experiment_name="exp")
+    tracking.log_estimate(_record(estimator="exact", K=None, init=None, seed=None), uri=uri, experiment_name="exp")
+    tracking.log_training("m", hyperparams={}, history=[], uri=uri, experiment_name="exp")
+    tracking.log_run("report", uri=uri, experiment_name="exp", kind="report")
+    tags = {r.data.tags["mlflow.runName"]: r.data.tags for r in tracking.find_runs(uri=uri, experiment_name="exp")}
+    assert {n: (t[tracking.GROUP_TAG], t[tracking.SETTING_TAG]) for n, t in tags.items()} == {
+        "m/ais/K100/uniform/seed0": ("m", "m/ais/K100/uniform"),
+        "m/ais/K100/uniform/seed1": ("m", "m/ais/K100/uniform"),
+        "m/exact/K-/-/seed-": ("m", "m/exact/K-/-"),
+        "train/m": ("m", "train/m"),
+        "report": ("report", "report"),
+    }
+
+
+def test_relogging_a_record_replaces_its_run_even_with_the_same_times(tmp_path):
+    """Which of a key's runs is kept is decided by when it was logged, not by its (the job's)
+    start time: logging the same record twice keeps the second run."""
+    uri = _uri(tmp_path)
+    rec = _record(started_at="2026-01-02T03:04:05+00:00", finished_at="2026-01-02T03:05:05+00:00")
+    first = tracking.log_estimate(rec, uri=uri, experiment_name="exp")
+    second = tracking.log_estimate(rec, uri=uri, experiment_name="exp")
+    assert [r.info.run_id for r in tracking.find_runs(uri=uri, experiment_name="exp")] == [second] != [first]
+    # an earlier job logged later still replaces
+    third = tracking.log_estimate({**rec, "started_at": "2025-01-01T00:00:00+00:00",
+                                   "finished_at": "2025-01-01T00:01:00+00:00"}, uri=uri, experiment_name="exp")
+    assert [r.info.run_id for r in tracking.find_runs(uri=uri, experiment_name="exp")] == [third]
+
+
+def test_a_sweep_job_gives_each_setting_its_own_real_start_and_end(tmp_path):
+    """run_estimate_sweep: each setting's record has its start and end, its run spans them exactly,
+    and the settings' runs follow one another (the job ran them in turn)."""
+    import numpy as np
+
+    from conftest import model_samples, random_rbm
+    from logzbench.jobs import run_estimate_sweep
+    from logzbench.models import save_model
+
+    rbm = random_rbm(12, 8, seed=0, scale=0.5)
+    save_model(rbm, tmp_path / "tiny.npz")
+    rows = model_samples(rbm, 60, seed=1, sweeps=50).numpy().astype(np.uint8)
+    np.savez(tmp_path / "tiny-data.npz", train=rows[:40], test=rows[40:])
+    base = {"model": "tiny", "dataset": "tiny-data", "device": "cpu", "n_visible": 12, "family": "rbm",
+            "hidden_sizes": [8], "n_hidden": 8, "estimator": "ais", "method": "ais", "init": "uniform",
+            "schedule": "linear", "chains": 20, "n_examples": None}
+    settings = [{**base, "K": K, "seed": 0} for K in (5, 200)]
+    uri = _uri(tmp_path)
+    t0 = int(time.time() * 1000)
+    records = run_estimate_sweep(settings, model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
+                                 out_dir=tmp_path / "ais", log=lambda msg: None,
+                                 tracking={"enabled": True, "uri": uri, "experiment": "exp"})
+    client = tracking.get_client(uri)
+    spans = []
+    for rec in records:
+        on_disk = json.loads((tmp_path / "ais" / f"K{rec['K']}_uniform_seed0.json").read_text())
+        assert on_disk["started_at"] == rec["started_at"] and on_disk["finished_at"] == rec["finished_at"]
+        info = client.get_run(rec["mlflow_run_id"]).info
+        assert (info.start_time, info.end_time) == (tracking._epoch_ms(rec["started_at"]),
+                                                    tracking._epoch_ms(rec["finished_at"]))
+        # the run spans the estimator's own time (and the test rows' log f(v), the arrays)
+        assert info.end_time - info.start_time >= 1000 * rec["result"]["seconds"] - 2
+        spans.append((info.start_time, info.end_time))
+    assert t0 <= spans[0][0] <= spans[0][1] <= spans[1][0] <= spans[1][1]
+
+
+# --------------------------------------------------------------------------- the experiment
+def test_experiment_kind_description_and_views_are_set_once(tmp_path):
+    """init_store makes a model-training experiment with the description and the saved views; a
+    second call changes nothing; a person's own description or overridden view is kept."""
+    uri = _uri(tmp_path)
+    exp_id = tracking.init_store(uri, "exp")["experiment_id"]
+    client = tracking.get_client(uri)
+    tags = client.get_experiment(exp_id).tags
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+    assert tags["mlflow.note.content"] == tracking.DASHBOARD_DESCRIPTION
+    views = {k.removeprefix("mlflow.sharedViewState."): json.loads(v) for k, v in tags.items()
+             if k.startswith("mlflow.sharedViewState.")}
+    assert {k: v["name"] for k, v in views.items()} == {"logzbench-by-model": "By model",
+                                                        "logzbench-seeds-pooled": "Seeds pooled"}
+    state = json.loads(views["logzbench-by-model"]["state"])
+    assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": tracking.GROUP_TAG}]
+    assert "metrics.`mean_test_ll`" in state["selectedColumns"]
+    assert tracking.setup_dashboard(client, exp_id) == {}  # idempotent
+    assert tracking.init_store(uri, "exp")["experiment_id"] == exp_id
+    assert client.get_experiment(exp_id).tags == tags
+
+    client.set_experiment_tag(exp_id, "mlflow.note.content", "my own notes")
+    client.set_experiment_tag(exp_id, "mlflow.experimentKind", "finetuning")
+    overridden = json.dumps({"name": "By model", "createdAt": 1, "updatedAt": 2, "state": "H4sIAAAA-compressed"})
+    client.set_experiment_tag(exp_id, "mlflow.sharedViewState.logzbench-by-model", overridden)
+    client.delete_experiment_tag(exp_id, "mlflow.sharedViewState.logzbench-seeds-pooled")
+    assert set(tracking.setup_dashboard(client, exp_id)) == {"mlflow.sharedViewState.logzbench-seeds-pooled"}
+    tags = client.get_experiment(exp_id).tags
+    assert tags["mlflow.note.content"] == "my own notes" and tags["mlflow.experimentKind"] == "finetuning"
+    assert tags["mlflow.sharedViewState.logzbench-by-model"] == overridden
+    # a description of the workflow's config
+    other = tracking.init_store(_uri(tmp_path / "b"), "exp", description="compare AIS and RAISE")
+    assert tracking.get_client(_uri(tmp_path / "b")).get_experiment(other["experiment_id"]).tags[
+        "mlflow.note.content"] == "compare AIS and RAISE"
+
+
+def test_dashboard_url_and_hint():
+    url = tracking.dashboard_url("7", "http://127.0.0.1:5000/")
+    assert url == ("http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
+                   "&viewStateShareKey=logzbench-by-model")
+    assert tracking.dashboard_url("7", view=None).endswith("/#/experiments/7/runs?workflowType=machine_learning")
+    hint = tracking.dashboard_hint("sqlite:////x/mlflow.db", "7")
+    assert "mlflow ui --backend-store-uri sqlite:////x/mlflow.db --port 5000" in hint and url in hint
+    assert tracking.dashboard_hint("http://srv:5001", "7").endswith(tracking.dashboard_url("7", "http://srv:5001"))
+
+
+# --------------------------------------------------------------------------- a config/test.yaml store
+def _test_config() -> dict:
+    """config/test.yaml as the workflow sees it (validated against the schema, defaults filled in)."""
+    pytest.importorskip("snakemake", reason="snakemake validates the config")
+    import yaml
+    from snakemake.utils import validate
+
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    validate(config, str(REPO / "workflow" / "schemas" / "config.schema.yaml"))
+    return config
+
+
+def _trials_settings(config) -> list[tuple[str, dict]]:
+    out = []
+    g = (config.get("trials") or {}).get("gaussian")
+    if g:
+        out += [("gaussian", {"sigma0": float(s)}) for s in g["sigma0"]]
+    g = (config.get("trials") or {}).get("grid")
+    if g:
+        out += [("grid", {"reference": r, "sigma_pair": float(s)}) for r in g["references"] for s in g["sigma_pair"]]
+    return out
+
+
+def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> dict[str, str]:
+    """Log the runs a finished ``config/test.yaml`` run has (training, every estimate of its sweeps,
+    the trials settings, the report) through the package's logging functions, with made-up numbers
+    and job times (the last hour, one job after another).  Returns ``{run name: kind}``."""
+    import pandas as pd
+
+    from logzbench import sweep
+
+    presets = sweep._load_presets()
+    tracking.init_store(uri, experiment, description=None)
+    t = time.time() - HOUR
+    names: dict[str, str] = {}
+    for i, model in enumerate(config["models"]):
+        tracking.log_training(model, hyperparams={"n_epochs": 3}, history=[{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3)],
+                              summary={"train_seconds": 90.0}, uri=uri, experiment_name=experiment,
+                              dataset=config["models"][model]["dataset"], start_time=t, end_time=t + 90)
+        names[tracking.train_key(model)] = "train"
+        t += 95
+    with tracking.TrackingSession(uri, experiment) as session:
+        for i, (model, est) in enumerate(sweep.sweep_pairs(config, presets)):
+            for j, s in enumerate(sweep.sweep_settings(config, model, est, presets)):
+                key = tracking.estimate_key(s["model"], s["estimator"], s.get("K"), s.get("init"), s.get("seed"))
+                seconds = 2.0 + 0.5 * j
+                ll = -30.0 + 0.1 * i + 0.01 * j
+                rec = {"key": key, **s, "code_version": "test",
+                       "result": {"estimator": s["method"], "log_z": 40.0 - ll, "log_z_stderr": 0.05,
+                                  "ess": 0.6 * (s.get("chains") or 20), "n_chains": s.get("chains") or 20,
+                                  "mean_log_likelihood": ll,
+                                  "mean_log_likelihood_stderr": 0.05, "seconds": seconds, "n_sweeps": s.get("K") or 0},
+                       "started_at": t, "finished_at": t + seconds + 0.7}
+                tracking.log_estimate(rec, session=session, extra_tags={"logzbench.family": s.get("family", "rbm")})
+                names[key.removeprefix("estimate/")] = "estimate"
+                t += seconds + 1
+    for experiment_name, setting in _trials_settings(config):
+        df = pd.DataFrame({"trial": [0, 1], "method": ["ds", "ds"], "log_z": [1.0, 1.2], "log_z_stderr": [0.1, 0.1],
+                           "error": [0.0, 0.2], "truth": [1.0, 1.0]})
+        summary = pd.DataFrame({"method": ["ds"], "bias": [0.1], "mse": [0.02], "sd": [0.14], "coverage": [1.0]})
+        tracking.log_trials(experiment_name, setting, df, summary, uri=uri, experiment_name=experiment,
+                            start_time=t, end_time=t + 4)
+        names[tracking.trials_key(experiment_name, setting).removeprefix("trials/")] = "trials"
+        t += 5
+    tracking.log_run("report", uri=uri, experiment_name=experiment, kind="report", metrics={"n_flagged_settings": 0},
+                     start_time=t, end_time=t + 3)
+    names["report"] = "report"
+    return names
+
+
+def test_the_test_store_has_every_run_of_a_finished_test_run(tmp_path):
+    """The store the browser test reads has the runs tests/test_workflow.py counts after a real run."""
+    names = build_test_store(_uri(tmp_path), _test_config())
+    kinds = [k for k in names.values()]
+    assert (kinds.count("train"), kinds.count("estimate"), kinds.count("trials"), kinds.count("report")) == (5, 34, 4, 1)
+    runs = tracking.find_runs(uri=_uri(tmp_path), experiment_name=EXPERIMENT)
+    assert sorted(r.data.tags["mlflow.runName"] for r in runs) == sorted(names)
+    durations = {r.data.tags["mlflow.runName"]: r.info.end_time - r.info.start_time for r in runs}
+    assert durations["train/digits-rbm8"] == 90_000 and min(durations.values()) >= 2_700
+
+
+# --------------------------------------------------------------------------- the UI, in a real browser
+def _chromium_binary() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    binary = _chromium_binary()
+    if binary is None:
+        pytest.skip("chromium is not installed: the headless-browser test of the MLflow UI needs it "
+                    "(Debian: apt-get install -y chromium)")
+    return binary
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def mlflow_ui(tmp_path):
+    """``(base URL, store URI, {run name: kind} or None)``: ``mlflow server`` on a config/test.yaml store
+    (``$LOGZBENCH_DASHBOARD_STORE``, else :func:`build_test_store` in ``tmp_path``)."""
+    store = os.environ.get("LOGZBENCH_DASHBOARD_STORE")
+    if store:
+        uri = store if "://" in store else _uri(Path(store))
+        names = None
+    else:
+        uri = _uri(tmp_path)
+        names = build_test_store(uri, _test_config())
+    port = _free_port()
+    log = open(tmp_path / "mlflow-server.log", "w")
+    # no job runner (its queue consumers are half a dozen processes the UI's runs table does not need)
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
+                             "--port", str(port), "--workers", "1"], stdout=log, stderr=subprocess.STDOUT,
+                            cwd=tmp_path, env=env, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log.flush()
+                pytest.fail(f"mlflow server did not start:\n{(tmp_path / 'mlflow-server.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield base, uri, names
+    finally:
+        _stop(proc)
+        log.close()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the server this test started and its workers (the process group it leads)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError):  # whatever of the group is left
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=20)
+
+
+def _page_text(dom: str) -> str:
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+def _headless(chromium: str, url: str, profile: Path, *args: str, budget_ms: int = 25_000,
+              size: tuple[int, int] = (1900, 2600)) -> subprocess.CompletedProcess:
+    """One headless Chromium run on ``url`` with a fresh profile (no remembered UI state)."""
+    shutil.rmtree(profile, ignore_errors=True)
+    cmd = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+           "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
+           f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={budget_ms}",
+           *args, url]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def test_mlflow_ui_opens_on_the_runs_table_grouped_by_model(chromium, mlflow_ui, tmp_path, record_property):
+    """The page the workflow prints (tracking.dashboard_url) is the runs table, not the GenAI
+    overview; it is grouped by model, lists every run by name, shows the metric columns and the
+    description, and its durations are the jobs' (not ~60 ms).  A screenshot is kept."""
+    base, uri, names = mlflow_ui
+    if names is None:  # a real store: its runs
+        names = {r.data.tags["mlflow.runName"]: r.data.tags.get(tracking.KIND_TAG)
+                 for r in tracking.find_runs(uri=uri, experiment_name=EXPERIMENT)}
+    exp = tracking.get_client(uri).get_experiment_by_name(EXPERIMENT)
+    url = tracking.dashboard_url(exp.experiment_id, base)
+    models = sorted({n.split("/")[1] if n.startswith("train/") else n.split("/")[0]
+                     for n, kind in names.items() if kind in ("train", "estimate")})
+
+    text = ""
+    for budget in (25_000, 60_000):  # a slow machine: once more, with more (virtual) time
+        proc = _headless(chromium, url, tmp_path / "profile", "--dump-dom", budget_ms=budget)
+        text = _page_text(proc.stdout)
+        if all(f"Group: {m}" in text for m in models) and all(n in text for n in names):
+            break
+    (tmp_path / "dashboard.txt").write_text(text)
+    where = f"(page text in {tmp_path / 'dashboard.txt'}; chromium stderr: {proc.stderr[-1500:]})"
+    assert f"Runs - Experiment {exp.experiment_id} - MLflow" in text[:300], where  # the page's title
+    assert "Traces 0" not in text and "No data available for the selected time range" not in text, where
+    assert "Group by: logzbench.group" in text and "By model" in text, where
+    for m in models:
+        assert f"Group: {m}" in text, (m, where)
+    missing = sorted(n for n in names if n not in text)
+    assert not missing, (missing, where)
+    assert "Metrics" in text and "mean_test_ll" in text and "log_z" in text, where
+    assert "Compare one model's estimators side by side" in text, where
+    if not os.environ.get("LOGZBENCH_DASHBOARD_STORE"):
+        assert "1.5min" in text, where  # the training runs' 90 s
+        assert not re.search(r"\b\d+ms\b", text), where  # no run lasts the ~60 ms of logging
+
+    shot = tmp_path / "dashboard.png"
+    proc = _headless(chromium, url, tmp_path / "profile", f"--screenshot={shot}", budget_ms=25_000, size=(1900, 1300))
+    assert shot.is_file() and shot.stat().st_size > 20_000, proc.stderr[-1500:]
+    keep = Path(os.environ.get("LOGZBENCH_TEST_ARTIFACTS") or Path(tempfile.gettempdir()) / "logzbench-dashboard")
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(shot, keep / "dashboard.png")
+    record_property("screenshot", str(keep / "dashboard.png"))
+    print(f"\nMLflow dashboard screenshot: {shot} (kept as {keep / 'dashboard.png'})")
