@@ -90,6 +90,30 @@ def test_parallel_writers_same_key_converge_to_one(tmp_path):
     assert len(runs) == 1
 
 
+def test_writer_superseded_while_logging_keeps_one_run_and_does_not_fail(tmp_path):
+    """The race of test_parallel_writers_same_key_converge_to_one, made deterministic: while one writer
+    is still logging its run, a newer writer of the same key finishes and deletes it; the first writer's
+    job must not fail, and one live run remains (the newer one)."""
+    uri = _uri(tmp_path)
+    tracking.init_store(uri, "exp")
+    key = tracking.estimate_key("m", "ais", 100, "uniform", 0)
+    with tracking.TrackingSession(uri, "exp") as slow:
+        real = slow.client.set_terminated
+        newer = {}
+
+        def interleave(run_id, *args, **kwargs):
+            if not newer:  # a concurrent writer logs the same key now and closes its session
+                newer["id"] = tracking.log_run(key, uri=uri, experiment_name="exp", metrics={"log_z": 2.0})
+            return real(run_id, *args, **kwargs)
+
+        slow.client.set_terminated = interleave
+        first = slow.log_run(key, metrics={"log_z": 1.0})
+    assert newer["id"] != first
+    runs = tracking.find_runs(key, uri=uri, experiment_name="exp")
+    assert [r.info.run_id for r in runs] == [newer["id"]]
+    assert runs[0].data.metrics["log_z"] == 2.0
+
+
 def test_relogging_same_key_replaces(tmp_path):
     uri = _uri(tmp_path)
     tracking.init_store(uri, "exp")

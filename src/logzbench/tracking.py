@@ -639,6 +639,15 @@ def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_
                            start_time=start_time, end_time=end_time)
 
 
+def _superseded(client, run_id: str) -> bool:
+    """Whether run ``run_id`` was deleted (by a concurrent writer's :meth:`TrackingSession.close` that kept
+    a newer run of the same key)."""
+    try:
+        return client.get_run(run_id).info.lifecycle_stage == "deleted"
+    except Exception:  # noqa: BLE001 - the store cannot say: not superseded, the original error stands
+        return False
+
+
 class TrackingSession:
     """Several runs logged with one client (one store connection, one experiment lookup); on
     :meth:`close` (or leaving the ``with`` block) every key logged keeps exactly one live run, the
@@ -708,7 +717,11 @@ class TrackingSession:
                     if path is not None and Path(path).exists():
                         _retry(client.log_artifact, run_id, str(path), sub)
             _retry(client.set_terminated, run_id, "FINISHED", end_time=end)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, Exception) and _superseded(client, run_id):
+                # a concurrent writer of the same key logged a newer run and removed this one while it
+                # was being written (TrackingSession.close): the key has its one live run
+                return run_id
             with contextlib.suppress(Exception):
                 _retry(client.delete_run, run_id)
             raise
