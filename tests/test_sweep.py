@@ -51,6 +51,12 @@ def test_schema_defers_estimator_and_family_names_to_the_registry():
     assert schema["$defs"]["init_list"]["items"]["enum"] == list(registry.INITS)
     sources = schema["properties"]["datasets"]["additionalProperties"]["properties"]["source"]["enum"]
     assert sorted(sources) == sorted(sweep.SOURCE_DATA_KINDS)
+    # the sweep's torch-free table of widths and kinds agrees with the data package's
+    from logzbench import data
+
+    assert sweep.KNOWN_N_VISIBLE == data.N_FEATURES
+    assert {s for s, k in sweep.SOURCE_DATA_KINDS.items() if k == "real"} == set(data.CONTINUOUS_DATASETS)
+    assert {s for s, k in sweep.SOURCE_DATA_KINDS.items() if k == "binary"} == set(data.DATASETS)
     # every estimator config key the sweep records is a schema key (the registry options' names)
     assert set(sweep.SETTING_KEYS) - {"samples_per_chain"} <= set(est)
     config = load_config()
@@ -223,7 +229,7 @@ def test_refusals_name_the_entry_and_the_fix():
     _refused(c, r"estimator 'hais' \(hais\) is not available for a RBM .*remove it from models.digits-rbm8.estimators")
     c = copy.deepcopy(base)
     c["models"]["vh-poe-laplace-4"]["estimators"] = ["ds"]
-    _refused(c, r"estimator 'ds' \(ds\) is not available for a POE-LAPLACE \(ds runs on binary models only")
+    _refused(c, r"estimator 'ds' \(ds\) is not available for a POE-LAPLACE \(ds runs on binary and gaussian-binary models only")
     c = copy.deepcopy(base)
     c["models"]["digits-rbm8"]["dataset"] = "nosuchdata"
     _refused(c, "model digits-rbm8: unknown dataset 'nosuchdata'")
@@ -241,7 +247,7 @@ def test_refusals_name_the_entry_and_the_fix():
     _refused(c, "model digits-dbn8-4: a DBN has exactly two hidden layers")
     c = copy.deepcopy(base)
     c["models"]["digits-rbm8"]["hyperparams"]["family"] = "poe-laplace"
-    _refused(c, r"model digits-rbm8: a poe-laplace model needs a continuous \(vanhateren\) dataset; digits is binary")
+    _refused(c, r"model digits-rbm8: a poe-laplace model needs a continuous \(vanhateren, frey\) dataset; digits is binary")
     c = copy.deepcopy(base)
     c["models"]["digits-rbm8"]["hyperparams"]["family"] = "boltzmann"
     _refused(c, "model digits-rbm8: unknown family 'boltzmann'")

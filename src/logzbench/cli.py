@@ -106,7 +106,9 @@ def _cmd_estimate(args) -> int:
 
 def _add_prepare(sub) -> None:
     p = sub.add_parser("prepare", help="download/verify and binarise a dataset (or cut whitened image patches)")
-    p.add_argument("name", help="dataset name (mnist, omniglot, digits; vanhateren: continuous patches)")
+    p.add_argument("name", help="dataset name (mnist, omniglot, digits, digits-avil, the UCI sets adult, connect4, "
+                                "dna, mushrooms, nips-0-12, ocr_letters, rcv1, web; continuous: vanhateren patches, "
+                                "frey faces)")
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--mirror", help="local mirror directory (default: $LOGZBENCH_DATA_MIRROR)")
     p.add_argument("--binarize", default="stochastic", choices=["stochastic", "threshold"])
@@ -126,6 +128,11 @@ def _add_prepare(sub) -> None:
 def _cmd_prepare(args) -> int:
     from .data import CONTINUOUS_DATASETS, prepare_dataset, prepare_patches
 
+    if args.name == "frey":  # standardized faces: only the split sizes apply
+        sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
+        path = prepare_patches(args.name, args.out, mirror=args.mirror, seed=args.seed, **sizes)
+        print(json.dumps({"prepared": str(path)}))
+        return 0
     if args.name in CONTINUOUS_DATASETS:
         sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
         path = prepare_patches(args.name, args.out, mirror=args.mirror, n_images=args.n_images,

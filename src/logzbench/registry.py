@@ -26,16 +26,21 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = [
-    "AXES", "BOUNDS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "INITS", "KINDS", "EstimatorSpec", "FamilySpec",
-    "estimator", "estimator_names", "estimators_for", "family", "family_names", "load", "setting_stem",
+    "AXES", "BOUNDS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "GIBBS_KINDS", "INITS", "KINDS", "EstimatorSpec",
+    "FamilySpec", "estimator", "estimator_names", "estimators_for", "family", "family_names", "load", "setting_stem",
     "parse_setting_stem", "methods_where",
 ]
 
 #: initial distributions of the annealing path of a binary model
 INITS = ("uniform", "base-rate")
-#: model kinds: binary (RBM, DBM, DBN), and the continuous analysis (energy E(x)) and
-#: generative (p(x) = integral p(x | s) p(s) ds) models of Sohl-Dickstein & Culpepper (2012)
-KINDS = ("binary", "analysis", "generative")
+#: model kinds: binary (RBM, DBM, DBN); gaussian-binary (real visible rows, binary hidden units,
+#: a Gibbs annealing path with the hidden layer summed out: the Gaussian-Bernoulli RBM); and the
+#: continuous analysis (energy E(x)) and generative (p(x) = integral p(x | s) p(s) ds) models of
+#: Sohl-Dickstein & Culpepper (2012)
+KINDS = ("binary", "gaussian-binary", "analysis", "generative")
+#: kinds whose models have a Gibbs annealing path (``annealing_path``): AIS, RAISE, ADS, reverse AIS
+#: and the IS family run on them
+GIBBS_KINDS = ("binary", "gaussian-binary")
 #: how an estimate relates to the quantity it yields, in expectation over its randomness:
 #: ``exact``; ``unbiased-in-z`` (Z-hat unbiased, so log Z-hat is a stochastic lower bound of log Z
 #: and the log-likelihood it implies errs high); ``lower`` / ``upper`` (a stochastic lower / upper
@@ -147,41 +152,41 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     _e("exact", "exact", kinds=KINDS, axes=(), yields="log_z", bound="exact", options=("exact_precision",), label="exact",
        color="black", marker="_",
        summary="enumeration (binary models: smaller side <= ~30 units) or a closed form (continuous)"),
-    _e("ais", "ais", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="unbiased-in-z",
+    _e("ais", "ais", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="unbiased-in-z",
        options=_ANNEALED, label="AIS", color="tab:blue", marker="o",
        summary="annealed importance sampling (log Z errs low, the log-likelihood high)"),
-    _e("raise", "raise_", kinds=("binary",), axes=("K", "init", "seed"), yields="log_likelihood", bound="lower",
+    _e("raise", "raise_", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_likelihood", bound="lower",
        options=_ANNEALED + ("n_examples",), needs_data=True, label="RAISE", color="tab:cyan", marker="D",
        summary="reverse AIS estimator of the test log-likelihood (a stochastic lower bound)"),
     _e("csl", "csl", kinds=("binary",), families=("rbm",), axes=("K", "seed"), yields="log_likelihood",
        bound="lower", options=("chains", "csl_mode", "burn_in", "thin", "samples_per_chain", "n_examples"),
        needs_data=True, label="CSL", color="tab:green", marker="s",
        summary="conservative sampling-based likelihood (RBMs; a stochastic lower bound)"),
-    _e("ads", "ads", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="none",
+    _e("ads", "ads", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="none",
        options=_ANNEALED, label="ADS", color="tab:red", marker="*", emphasis=True,
        summary="annealed discriminance sampling, sequential binary (Liu et al. Alg. 1) on one AIS run"),
-    _e("ads-multinomial", "ads", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="none",
+    _e("ads-multinomial", "ads", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="none",
        options=_ANNEALED, label="ADS multinomial", color="tab:purple", marker="v",
        summary="annealed discriminance sampling, multinomial (Liu et al. Alg. 2)"),
-    _e("reverse-ais", "reverse_ais", kinds=("binary",), axes=("K", "init", "seed"), yields="log_z", bound="upper",
+    _e("reverse-ais", "reverse_ais", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="upper",
        options=_ANNEALED, label="reverse AIS", color="tab:orange", marker="s",
        summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)"),
-    _e("is", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
+    _e("is", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
        options=_IS_FAMILY, label="IS", color="tab:blue", marker="o",
        summary="importance sampling from p_0 (init)"),
-    _e("ris", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="upper",
+    _e("ris", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="upper",
        options=_IS_FAMILY, label="reverse IS", color="tab:orange", marker="s",
        summary="reverse importance sampling from model samples"),
-    _e("is-avg", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
+    _e("is-avg", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
        options=_IS_FAMILY, label="naive average", color="tab:green", marker="^",
        summary="naive average of IS and reverse IS"),
-    _e("is-weighted", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
+    _e("is-weighted", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
        options=_IS_FAMILY, label="weighted average", color="tab:purple", marker="v",
        summary="inverse-variance weighted IS / reverse IS"),
-    _e("is-select", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
+    _e("is-select", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
        options=_IS_FAMILY, label="weighted selection", color="tab:brown", marker="D",
        summary="IS or reverse IS, whichever has less variance"),
-    _e("ds", "is_family", kinds=("binary",), axes=("init", "seed"), yields="log_z", bound="none",
+    _e("ds", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
        options=_IS_FAMILY, label="DS", color="tab:red", marker="*", emphasis=True,
        summary="discriminance sampling between p_0 and the model"),
     _e("hais", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z", bound="unbiased-in-z",
@@ -292,6 +297,11 @@ def _dbn_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
     return min(hidden[0], hidden[1]), hidden[0]
 
 
+def _grbm_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
+    # Z: the 2^H hidden states (v is integrated out analytically); f(v): h is summed out analytically
+    return hidden[0], 0
+
+
 def _closed_form_always(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
     return 0, 0
 
@@ -313,7 +323,7 @@ class FamilySpec:
     trainer : str
         ``"module:function"`` with ``(train, test=None, **hyperparams) -> (model, history)``.
     kind : str
-        ``binary``, ``analysis`` or ``generative`` (:data:`KINDS`).
+        ``binary``, ``gaussian-binary``, ``analysis`` or ``generative`` (:data:`KINDS`).
     inits : tuple of str
         Initial distributions of its annealing path (:data:`INITS`; none for continuous models).
     size_key : str
@@ -389,6 +399,8 @@ FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
                "hidden_sizes", _dbm_cost, layers=(1, None)),
     FamilySpec("dbn", "logzbench.models.dbn:DBN", "logzbench.training.dbn:train_dbn", "binary", ("uniform",),
                "hidden_sizes", _dbn_cost, layers=(2, 2)),
+    FamilySpec("grbm", "logzbench.models.grbm:GaussianBernoulliRBM", "logzbench.training.grbm:train_grbm",
+               "gaussian-binary", ("uniform",), "n_hidden", _grbm_cost),
     FamilySpec("poe-laplace", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",
                _closed_form_if_complete),
     FamilySpec("poe-student-t", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",

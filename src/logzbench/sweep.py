@@ -39,10 +39,17 @@ __all__ = [
     "model_hyperparams", "model_jobs", "n_visible", "setting_pattern", "sweep_pairs", "sweep_settings", "sweep_values",
 ]
 
-#: visible units of the binary data sources (any other source needs ``datasets.<name>.n_visible``)
-KNOWN_N_VISIBLE = {"mnist": 784, "digits": 64, "omniglot": 784}
-#: rows of each data source: ``binary`` (0/1) or ``real`` (whitened PCA coefficients of image patches)
-SOURCE_DATA_KINDS = {"mnist": "binary", "digits": "binary", "omniglot": "binary", "vanhateren": "real"}
+#: binarized UCI sets of Larochelle & Murray (logzbench.data.uci) and their widths
+_UCI_WIDTHS = {"adult": 123, "connect4": 126, "dna": 180, "mushrooms": 112, "nips-0-12": 500, "ocr_letters": 128,
+               "rcv1": 150, "web": 300}
+#: row width of the data sources whose width does not depend on settings (``logzbench.data.N_FEATURES``,
+#: which imports torch: a test checks the two agree); any other source needs ``datasets.<name>.n_visible``
+#: (binary) or is ``vanhateren`` (its ``n_components``)
+KNOWN_N_VISIBLE = {"mnist": 784, "digits": 64, "omniglot": 784, "digits-avil": 64, "frey": 560, **_UCI_WIDTHS}
+#: rows of each data source: ``binary`` (0/1) or ``real`` (whitened PCA coefficients of image patches,
+#: standardized Frey faces)
+SOURCE_DATA_KINDS = {"mnist": "binary", "digits": "binary", "omniglot": "binary", "digits-avil": "binary",
+                     **dict.fromkeys(_UCI_WIDTHS, "binary"), "vanhateren": "real", "frey": "real"}
 #: PCA components of a ``vanhateren`` dataset without ``n_components``
 DEFAULT_N_COMPONENTS = 36
 #: Estimator config keys recorded in a job's settings, in this order, when the estimator reads them
@@ -66,9 +73,10 @@ def dataset_kind(config: Mapping, dataset: str) -> str:
 
 
 def n_visible(config: Mapping, dataset: str) -> int:
-    """Data dimension: visible units of a binary set, PCA components ``M`` of a continuous one."""
+    """Data dimension: visible units of a binary set, PCA components ``M`` of van Hateren patches, pixels
+    of Frey faces."""
     d = config["datasets"][dataset]
-    if dataset_kind(config, dataset) == "real":
+    if d["source"] == "vanhateren":
         return int(d.get("n_components", DEFAULT_N_COMPONENTS))
     if d.get("n_visible"):
         return int(d["n_visible"])
@@ -110,7 +118,7 @@ def model_hyperparams(config: Mapping, model: str, presets: Mapping[str, Mapping
     if m["dataset"] in config["datasets"]:  # an unknown dataset is reported by check_config
         kind = dataset_kind(config, m["dataset"])
         if kind != fam.data_kind:
-            want = "continuous (vanhateren)" if fam.data_kind == "real" else "binary"
+            want = "continuous (vanhateren, frey)" if fam.data_kind == "real" else "binary"
             have = "continuous" if kind == "real" else "binary"
             raise ConfigError(f"model {model}: a {name} model needs a {want} dataset; {m['dataset']} is {have}")
     why = fam.check_hyperparams(hp)

@@ -1,4 +1,6 @@
-# Download/verify (offline mirror first) and binarize each dataset into one .npz.
+# Download/verify (offline mirror first) and prepare each dataset into one .npz: binary sources binarised
+# (logzbench.data.prepare_dataset; the UCI sets are binary already), continuous ones (vanhateren, frey)
+# by logzbench.data.prepare_patches.
 
 
 rule prepare_dataset:

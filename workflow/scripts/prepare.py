@@ -1,4 +1,6 @@
-"""Prepare one dataset (rule prepare_dataset): logzbench.jobs.prepare_job (logzbench.warm.run_job)."""
+"""Prepare one dataset (rule prepare_dataset): logzbench.jobs.prepare_job (logzbench.warm.run_job), which
+sends continuous sources (logzbench.data.CONTINUOUS_DATASETS: vanhateren, frey) to prepare_patches and the
+others (mnist, digits, omniglot, digits-avil, the UCI sets) to prepare_dataset."""
 
 from logzbench.warm import run_job
 

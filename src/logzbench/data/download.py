@@ -12,8 +12,11 @@ For a ``.gz`` entry the uncompressed file (name without ``.gz``) is accepted too
 mirror and in the cache.  Every file is checked against the sha256 of its **decompressed**
 content, so re-gzipped copies (different gzip header) are accepted while any change
 of the data is not; entries that are not ``.gz`` (Omniglot's ``.npz`` files) are checked
-against the sha256 of the file itself.  All network access goes through :func:`_download`, which tests
-replace.
+against the sha256 of the file itself.  A file whose sha256 is not published (``sha256=None``) is
+checked against the git blob SHA-1 of the repository tree it comes from when that is known
+(``git_sha1``), and otherwise accepted as found: its reader must then check the content (shapes,
+values) and record the sha256 it saw (see :mod:`logzbench.data.uci`).  All network access goes
+through :func:`_download`, which tests replace.
 """
 
 from __future__ import annotations
@@ -41,19 +44,24 @@ class RemoteFile:
     ----------
     dataset, filename : str
         Where the file lives in a mirror or cache: ``<root>/<dataset>/<filename>``.
-    sha256 : str
-        sha256 of the decompressed content (of the file itself when not ``.gz``).
+    sha256 : str or None
+        sha256 of the decompressed content (of the file itself when not ``.gz``); ``None`` when
+        no trustworthy value is known (then ``git_sha1``, or nothing, is checked).
     urls : tuple of str
         Canonical public URL first, then fallback mirrors, tried in order.
     gz_sha256 : str or None
         sha256 of the official ``.gz`` as published, for reference only (not enforced).
+    git_sha1 : str or None
+        Git blob SHA-1 of the file (``git hash-object``) in the pinned repository tree it comes
+        from; checked only when ``sha256`` is ``None``.
     """
 
     dataset: str
     filename: str
-    sha256: str
+    sha256: str | None
     urls: tuple[str, ...]
     gz_sha256: str | None = None
+    git_sha1: str | None = None
 
     @property
     def gzipped(self) -> bool:
@@ -183,8 +191,30 @@ def content_sha256(path: str | os.PathLike, gzipped: bool | None = None) -> str:
     return digest.hexdigest()
 
 
+def git_blob_sha1(path: str | os.PathLike) -> str:
+    """Git's blob SHA-1 of a file (``git hash-object path``): sha1 of ``b"blob <size>\\0"`` + content."""
+    path = Path(path)
+    digest = hashlib.sha1(b"blob %d\0" % path.stat().st_size)  # noqa: S324 - git's object id, not security
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def expected_digest(entry: RemoteFile) -> str:
+    """What :func:`verify` checks for ``entry``, in words (for messages)."""
+    if entry.sha256 is not None:
+        return f"sha256 {entry.sha256}" + (" of the decompressed content" if entry.gzipped else "")
+    if entry.git_sha1 is not None:
+        return f"git blob sha1 {entry.git_sha1} (no sha256 is published)"
+    return "no checksum (none is known; the content is checked after loading)"
+
+
 def verify(path: str | os.PathLike, entry: RemoteFile, gzipped: bool | None = None, hint: str | None = None) -> None:
     """Check the decompressed sha256 of ``path`` against ``entry``.
+
+    Without a registered sha256 the git blob SHA-1 (``entry.git_sha1``) is checked instead, and
+    with neither the file is accepted unchecked (its reader checks the content).
 
     Parameters
     ----------
@@ -203,17 +233,24 @@ def verify(path: str | os.PathLike, entry: RemoteFile, gzipped: bool | None = No
         On a mismatch or an unreadable / truncated gzip stream; the message names the
         file, the expected sha256 and where a good copy must go.
     """
+    if entry.sha256 is None and entry.git_sha1 is None:
+        return
     try:
-        actual = content_sha256(path, entry.gzipped if gzipped is None else gzipped)
+        if entry.sha256 is None:
+            expected, actual = entry.git_sha1, git_blob_sha1(path)
+            problem = f"has git blob sha1 {actual}"
+        else:
+            expected, actual = entry.sha256, content_sha256(path, entry.gzipped if gzipped is None else gzipped)
+            problem = f"has sha256 {actual}" + (" (decompressed content)" if entry.gzipped else "")
     except (OSError, EOFError, zlib.error) as exc:
         problem = f"cannot be decompressed/read ({type(exc).__name__}: {exc})"
     else:
-        if actual == entry.sha256:
+        if actual == expected:
             return
-        problem = f"has sha256 {actual}" + (" (decompressed content)" if entry.gzipped else "")
+    what = (f"sha256 {entry.sha256} of the {'decompressed ' if entry.gzipped else ''}{entry.filename}"
+            if entry.sha256 is not None else f"git blob sha1 {entry.git_sha1} of {entry.filename}")
     raise DatasetError(
-        f"data file {path} is corrupt: it {problem}, expected sha256 {entry.sha256} of the "
-        f"{'decompressed ' if entry.gzipped else ''}{entry.filename}. Replace it with a good copy "
+        f"data file {path} is corrupt: it {problem}, expected {what}. Replace it with a good copy "
         f"({hint or _where_to_put(entry)})."
     )
 
@@ -278,7 +315,7 @@ def fetch(
             failures.append(f"{url}: {type(exc).__name__}: {exc}")
     raise DatasetError(
         f"data file {dataset}/{filename} is not available offline and could not be "
-        f"downloaded (expected sha256 {entry.sha256}{' of the decompressed content' if entry.gzipped else ''}). "
+        f"downloaded (expected {expected_digest(entry)}). "
         f"{_where_to_put(entry, mirror_root, cache_root)}.{cache_note}\nDownload attempts:\n  "
         + "\n  ".join(failures)
     )

@@ -80,7 +80,7 @@ class EstimateContext:
     def annealed_settings(self) -> dict[str, Any]:
         """Settings of an estimate on a binary model's annealing path (or its endpoints)."""
         out = self.settings("init", "schedule", "model_family")
-        if self.family.name != "rbm":  # deep models: importance samples per example for log f(v)
+        if self.family.deep:  # deep models: importance samples per example for log f(v)
             out["is_samples"] = int(self.options.is_samples)
         return out
 
@@ -100,7 +100,7 @@ class EstimateContext:
         return self.data
 
     def log_f(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """``(log f(v), its standard error)`` of the test rows: exact for an RBM (standard error
+        """``(log f(v), its standard error)`` of the test rows: exact for an RBM or GRBM (standard error
         ``None``), importance-sampled for a DBM or DBN (RAISE Sec. 5.2-5.3; this draws from the
         generator, so estimators call it before their kernel); ``(None, None)`` without data."""
         if self._log_f is None:
@@ -108,7 +108,7 @@ class EstimateContext:
             est = mean_field = None
             if self.data is None:
                 log_f = se = None
-            elif self.family.name == "rbm":
+            elif not self.family.deep:  # one hidden layer (RBM, GRBM): summed out exactly
                 log_f, se = self.model.log_unnormalized_marginal(self.data), None
             else:
                 n = self.options.is_samples

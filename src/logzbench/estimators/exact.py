@@ -23,9 +23,10 @@ def exact(model, data=None, *, chunk_size: int | None = None, precision: str = "
           progress: bool = False) -> EstimateResult:
     """Exact ``log Z`` (and mean log-likelihood of ``data`` when given) as a result record.
 
-    ``model`` is any family with ``exact_log_z`` and ``exact_log_f`` (RBM, DBM, DBN): a DBM
+    ``model`` is any family with ``exact_log_z`` and ``exact_log_f`` (RBM, DBM, DBN, GRBM): a DBM
     enumerates the smaller side of its even/odd view for ``Z`` and its even hidden layers for
-    ``f(v)``; a DBN enumerates its top RBM for ``Z`` and ``h_1`` for ``f(v)``.
+    ``f(v)``; a DBN enumerates its top RBM for ``Z`` and ``h_1`` for ``f(v)``; a GRBM its ``2^H``
+    hidden states for ``Z`` (float64 only), with ``f(v)`` in closed form.
 
     Parameters
     ----------
@@ -65,8 +66,8 @@ def exact(model, data=None, *, chunk_size: int | None = None, precision: str = "
 
 
 def estimate(ctx) -> EstimateResult:
-    """Registry entry ``exact``: enumeration for a binary model, the closed form of a continuous one."""
-    if ctx.family.kind == "binary":
+    """Registry entry ``exact``: enumeration for a binary model or a GRBM, the closed form of a continuous one."""
+    if ctx.family.kind in ("binary", "gaussian-binary"):
         res = exact(ctx.model, ctx.data, precision=ctx.options.exact_precision, progress=ctx.options.progress)
         res.settings.update(ctx.settings())
         return res

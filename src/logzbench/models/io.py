@@ -106,7 +106,7 @@ def load_model(path: str | os.PathLike, device=None) -> Model:
     family = str(arrays.get("model_type", np.array("rbm"))).lower()
     if family not in registry.FAMILIES:
         raise ModelFileError(f"{path}: unknown model_type {family!r}; supported: "
-                             f"{sorted(registry.family_names('binary')) + sorted(CONTINUOUS_FAMILIES)}")
+                             f"{sorted(registry.FAMILIES)}")
     return registry.family(family).model_class.from_arrays(arrays, source=str(path), device=device)
 
 

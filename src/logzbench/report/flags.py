@@ -30,7 +30,7 @@ from typing import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from ..registry import ESTIMATORS
+from ..registry import ESTIMATORS, GIBBS_KINDS
 from .methods import DEEP_FAMILIES, family_kind, label, spec, weight_unit
 from .records import group_key
 
@@ -139,7 +139,7 @@ def beyond_exact(side: str, subject: Callable[[pd.Series], str], note: Callable[
         se = float(s["mean_test_ll_se"]) if math.isfinite(float(s["mean_test_ll_se"])) else 0.0
         d, z = (ex - v if side == "below" else v - ex), th["z"]
         if d > 0 and d > z * se:
-            what = "exact" if family_kind(s["family"], s["method"]) == "binary" else "the closed form"
+            what = "exact" if family_kind(s["family"], s["method"]) in GIBBS_KINDS else "the closed form"
             verb = "falls below" if side == "below" else "exceeds"
             return f"{subject(s)} {verb} {what} by {d:.2f} nats (> {z:g} x s.e. {se:.2g}){note(s)}"
         return None
@@ -165,11 +165,11 @@ def _errs_high_note(s: pd.Series) -> str:
     return ""
 
 
-#: Z-unbiased log Z (log Z-hat errs low): the log-likelihood errs high on binary and analysis
-#: models, low on generative ones (log p-hat(x) per test point errs low)
+#: Z-unbiased log Z (log Z-hat errs low): the log-likelihood errs high on binary, Gaussian-binary and
+#: analysis models, low on generative ones (log p-hat(x) per test point errs low)
 Z_UNBIASED_BELOW_EXACT = RowRule(
     "Z-unbiased estimate below exact",
-    lambda s: _bound_is(s, "log_z", "unbiased-in-z", ("binary", "analysis")),
+    lambda s: _bound_is(s, "log_z", "unbiased-in-z", (*GIBBS_KINDS, "analysis")),
     beyond_exact("below", _method, _errs_high_note))
 Z_UNBIASED_ABOVE_CLOSED_FORM = RowRule(
     "Z-unbiased estimate of a generative model above its closed form",

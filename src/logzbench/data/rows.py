@@ -1,0 +1,80 @@
+"""Reading and checking data arrays: the binary-row check and a pickle-free ``np.load``.
+
+Kept apart from :mod:`logzbench.data` (which re-exports :func:`check_binary_rows`) so that the data
+modules (:mod:`~logzbench.data.uci`, :mod:`~logzbench.data.frey`) can use them without importing
+the package that dispatches to them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import DatasetError
+
+
+class _open_npz:
+    """``np.load`` without pickles as a context manager; errors become DatasetError."""
+
+    def __init__(self, path: Path):
+        if not path.is_file():
+            raise DatasetError(f"data file {path} does not exist")
+        try:
+            self.obj = np.load(path, allow_pickle=False)
+        except (OSError, ValueError, EOFError) as exc:
+            raise DatasetError(f"cannot read {path} as .npy/.npz: {exc}") from exc
+
+    def __enter__(self):
+        return self.obj
+
+    def __exit__(self, *exc):
+        if isinstance(self.obj, np.lib.npyio.NpzFile):
+            self.obj.close()
+
+
+def _member(npz, key: str, path: Path) -> np.ndarray:
+    """``npz[key]``; unreadable members (e.g. pickled objects) become DatasetError."""
+    try:
+        return npz[key]
+    except (OSError, ValueError, EOFError) as exc:
+        raise DatasetError(f"cannot read array {key!r} of {path}: {exc}") from exc
+
+
+def check_binary_rows(x, what: str, n_features: int | None = None, error: type[Exception] = ValueError) -> np.ndarray:
+    """Validate rows of 0/1 values and return them as a ``uint8`` array ``(n, n_features)``.
+
+    The one binary-data check of logzbench: prepared dataset files (``error=DatasetError``),
+    the data given to :func:`logzbench.api.estimate` and to the trainers (``ValueError``).
+
+    Parameters
+    ----------
+    x : array-like or torch.Tensor
+        Candidate rows.
+    what : str
+        Names the data in messages (e.g. ``"test data"``, ``"data mnist.npz [test]"``).
+    n_features : int, optional
+        Required number of columns.
+    error : exception class
+        Raised with a message naming ``what`` and the problem: a non-numeric dtype, not a
+        non-empty 2-D array, the wrong width, NaN / inf, or a value other than 0 and 1.
+    """
+    if hasattr(x, "detach"):  # torch.Tensor
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise error(f"{what} is not a numeric array ({exc})") from exc
+    if arr.dtype.kind not in "biuf":
+        raise error(f"{what} has dtype {arr.dtype}; expected 0/1 numbers")
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise error(f"{what} has shape {arr.shape}; expected a non-empty 2-D array (rows, features)")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise error(f"{what} has {arr.shape[1]} columns; expected rows of {n_features} binary values")
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise error(f"{what} contains NaN or infinite values ({int((~np.isfinite(arr)).sum())}); expected binary 0/1")
+    bad = (arr != 0) & (arr != 1)
+    if bad.any():
+        raise error(f"{what} is not binary: {int(bad.sum())} value(s) are neither 0 nor 1, e.g. "
+                    f"{arr[bad].flat[0].item()!r}; binarise it first")
+    return arr.astype(np.uint8)
