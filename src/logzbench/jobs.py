@@ -225,6 +225,13 @@ def _tracked_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
     return {(k if k == "epoch" else prefix + k): v for k, v in row.items()}
 
 
+def _valid_rows(data: str | os.PathLike, data_kind: str):
+    """The prepared dataset's validation rows, or ``None`` where it has none."""
+    with np.load(data, allow_pickle=False) as z:
+        has_valid = "valid" in z.files
+    return load_rows(data, data_kind, "valid", prepared=True) if has_valid else None
+
+
 def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, data: str | os.PathLike,
               out_model: str | os.PathLike, out_summary: str | os.PathLike, out_history: str | os.PathLike,
               out_plot: str | os.PathLike, device: str = "cpu", tracking: Mapping[str, Any] | None = None,
@@ -234,10 +241,12 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     (CSV and plot) and the summary record (JSON, last); log one MLflow run (``train/<model>``)."""
     from .models import save_model
     from .plotting import plot_history
-    from .training import history_to_csv, train_model
+    from .training import history_to_csv, train_model, train_with_learner
 
     hp = dict(hyperparams)
     hp.setdefault("device", device)
+    # figures of a learner-trained model (not training arguments): samples of the model and its decoder
+    figure_opts = {"n": hp.pop("figure_samples", 64), "sweeps": hp.pop("figure_sweeps", 1000)}
     family = str(hp.pop("family", "rbm")).lower()
     fam = registry.family(family)
     binary = fam.kind == "binary"  # continuous models train on whitened image patches
@@ -246,16 +255,29 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
 
     started = utc_now()
     t0 = time.perf_counter()
-    # "progress" is not an argument of the continuous trainers
-    extra = {"progress": bool(progress)} if binary else {}
-    model, history = train_model(train, test, family=family, **{**hp, **extra})
+    # "progress" is an argument of the binary families' own trainers only; a black-box learner
+    # (hyperparams.learner) monitors the validation split where the dataset has one
+    state = None
+    if hp.get("learner"):
+        valid = _valid_rows(data, fam.data_kind)
+        model, history, state = train_with_learner(train, valid if valid is not None else test, family=family, **hp)
+    else:
+        extra = {"progress": bool(progress)} if binary else {}
+        model, history = train_model(train, test, family=family, **{**hp, **extra})
     seconds = time.perf_counter() - t0
 
     save_model(model, out_model)
+    if state is not None:  # <model>.samples.npz beside the model: the report's sample figures (Figs. 4, 6)
+        from .training.variational import figure_samples
+
+        save_npz_atomic(Path(out_model).with_suffix(".samples.npz"),
+                        **figure_samples(model, state, seed=int(hp.get("seed", 0)), **figure_opts))
     history_to_csv(history, out_history)
     plot_history(history, out_plot, title=model_name)
     final = {f"final_{k}": v for k, v in (history[-1] if history else {}).items() if isinstance(v, (int, float))}
     final["train_seconds"] = seconds
+    if state is not None:  # the iteration of the saved model (the last, or the best on validation rows)
+        final["selected_iteration"] = int(state["selected_iteration"])
 
     # hidden layer sizes: [n_hidden] for an RBM, layer_sizes[1:] for a DBM / DBN, [size] for a continuous model
     if not binary:

@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .utils import atomic_path
+from .utils import atomic_path, history_step_key
 
 
 def pyplot():
@@ -33,11 +33,14 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
 
 
 def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
-    """Training curves (every numeric per-epoch entry but time) vs epoch, one panel each (PNG, atomic)."""
+    """Training curves (every numeric per-epoch entry but time) vs epoch (a learner's: vs iteration), one
+    panel each (PNG, atomic)."""
     plt = pyplot()
-    df = pd.DataFrame(list(history))
-    x = df["epoch"] if "epoch" in df else pd.Series(range(1, len(df) + 1))
-    cols = [c for c in df.columns if c != "epoch" and "second" not in c and pd.api.types.is_numeric_dtype(df[c])
+    history = list(history)
+    step = history_step_key(history)
+    df = pd.DataFrame(history)
+    x = df[step] if step in df else pd.Series(range(1, len(df) + 1))
+    cols = [c for c in df.columns if c != step and "second" not in c and pd.api.types.is_numeric_dtype(df[c])
             and df[c].notna().any()]
     n = max(1, len(cols))
     ncol = min(3, n)
@@ -46,7 +49,7 @@ def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
     for ax, c in zip(axes.ravel(), cols):
         ax.plot(x, df[c], marker="o", markersize=3)
         ax.set_title(c, fontsize=9)
-        ax.set_xlabel("epoch", fontsize=8)
+        ax.set_xlabel(step, fontsize=8)
         ax.grid(True, alpha=0.3)
     for ax in axes.ravel()[len(cols):]:
         ax.axis("off")

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = [
-    "AXES", "BOUNDS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "GIBBS_KINDS", "INITS", "KINDS", "EstimatorSpec",
-    "FamilySpec", "estimator", "estimator_names", "estimators_for", "family", "family_names", "load", "setting_stem",
+    "AXES", "BOUNDS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "GIBBS_KINDS", "INITS", "KINDS", "LEARNERS",
+    "EstimatorSpec", "FamilySpec", "LearnerSpec", "estimator", "learner", "estimator_names", "estimators_for", "family", "family_names", "load", "setting_stem",
     "parse_setting_stem", "methods_where",
 ]
 
@@ -413,6 +413,53 @@ FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     FamilySpec("bilinear", "logzbench.models.bilinear:BilinearGenerative", _CONT, "generative", (), "size",
                lambda nv, h: None),
 )}
+
+
+# --------------------------------------------------------------------------- learners
+@dataclass(frozen=True)
+class LearnerSpec:
+    """A black-box learner that trains a model of some families from its energy alone (config
+    ``hyperparams.learner``; the family's own trainer when absent).
+
+    Attributes
+    ----------
+    name : str
+        What users write (``learner: avil``).
+    entry : str
+        ``"module:function"`` of ``(train, valid=None, *, family, hidden_sizes, **hyperparams) ->
+        (model, history)`` with ``history`` a dict of equal-length lists, one entry per logged iteration.
+    families : tuple of str
+        The families it trains.
+    label : str
+        Legend and table label.
+    bound : str
+        What its running ``log Z`` estimate is (``lower``: AVIL's decoder; ``upper``: NVIL's chi-square
+        bound; ``none``: VCD has none).
+    """
+
+    name: str
+    entry: str
+    families: tuple[str, ...]
+    label: str
+    bound: str
+
+
+#: Every learner, by name (Li et al. "Adversarial Variational Inference and Learning in MRFs").
+LEARNERS: dict[str, LearnerSpec] = {s.name: s for s in (
+    LearnerSpec("avil", "logzbench.training.avil:train_avil", ("rbm", "dbm", "grbm"), "AVIL", "lower"),
+    LearnerSpec("nvil", "logzbench.training.nvil:train_nvil", ("rbm", "grbm"), "NVIL", "upper"),
+    LearnerSpec("vcd", "logzbench.training.vcd:train_vcd", ("dbm",), "VCD-1", "none"),
+)}
+
+
+def learner(name: str, family_name: str | None = None) -> LearnerSpec:
+    """The spec of learner ``name`` (checked to train ``family_name`` when given); a clear error otherwise."""
+    spec = LEARNERS.get(str(name).lower())
+    if spec is None:
+        raise ValueError(f"unknown learner {name!r}; choose one of {list(LEARNERS)} (or none: the family's trainer)")
+    if family_name is not None and str(family_name).lower() not in spec.families:
+        raise ValueError(f"learner {spec.name} trains {', '.join(spec.families)} models, not a {family_name}")
+    return spec
 
 
 def family(name: str) -> FamilySpec:

@@ -121,6 +121,11 @@ def model_hyperparams(config: Mapping, model: str, presets: Mapping[str, Mapping
             want = "continuous (vanhateren, frey)" if fam.data_kind == "real" else "binary"
             have = "continuous" if kind == "real" else "binary"
             raise ConfigError(f"model {model}: a {name} model needs a {want} dataset; {m['dataset']} is {have}")
+    if hp.get("learner") is not None:
+        try:
+            registry.learner(hp["learner"], name)
+        except ValueError as exc:
+            raise ConfigError(f"model {model}: {exc}") from None
     why = fam.check_hyperparams(hp)
     if why:
         raise ConfigError(f"model {model}: {why}")

@@ -841,8 +841,12 @@ def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experimen
 
 
 # --------------------------------------------------------------------------- training
-def training_metrics(history: Sequence[Mapping[str, Any]], step_key: str = "epoch") -> list[dict[str, float]]:
-    """Per-epoch metrics of a training history (numeric entries only), keyed by ``step_key``."""
+def training_metrics(history: Sequence[Mapping[str, Any]], step_key: str | None = None) -> list[dict[str, float]]:
+    """Per-epoch metrics of a training history (numeric entries only), keyed by ``step_key`` (default
+    :func:`logzbench.utils.history_step_key`: ``iteration`` for a learner's history, else ``epoch``)."""
+    from .utils import history_step_key
+
+    step_key = step_key or history_step_key(history)
     out = []
     for i, row in enumerate(history):
         d = {k: float(v) for k, v in row.items() if k != step_key and _finite(v)}
@@ -860,13 +864,14 @@ def log_training(model: str, *, hyperparams: Mapping[str, Any], history: Sequenc
     (``step = epoch``), the final values of ``summary`` as metrics.  The run starts and ends when
     the training did (``start_time``, ``end_time``; default now) and is grouped with its model's
     estimates (:data:`GROUP_TAG`)."""
-    from .utils import code_version
+    from .utils import code_version, history_step_key
 
     params = {"model": model, "dataset": dataset, "code_version": code_version(), **dict(hyperparams),
               **dict(extra_params or {})}
     params = {k: v for k, v in params.items() if v is not None}
     return log_run(train_key(model), uri=uri, experiment_name=experiment_name, kind="train",
                    params=params, metrics=dict(summary or {}), step_metrics=training_metrics(history),
+                   step_key=history_step_key(history),
                    tags={"logzbench.model": model, "logzbench.dataset": dataset, GROUP_TAG: model},
                    artifacts=artifacts, run_name=train_key(model), start_time=start_time, end_time=end_time)
 

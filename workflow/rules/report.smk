@@ -1,9 +1,31 @@
 # Tables (per run, per setting, RAISE Table 1 layout for RBMs, Table 2 layout for DBMs / DBNs,
-# bias / MSE of log Z over seeds against the ground truth: Liu et al. Figs 3-4),
-# flags and plots from every estimate;
+# bias / MSE of log Z over seeds against the ground truth: Liu et al. Figs 3-4; learner-trained
+# models against the AVIL paper's Tables 2-3), flags and plots from every estimate;
 # flags are also set as tags on the MLflow runs.  Outputs are marked for `--report`.
 
 REPORT_DIR = f"{RESULTS}/report"
+
+
+def learner_models():
+    """{model: its training hyperparams} of the models a black-box learner (hyperparams.learner) trains."""
+    hps = {m: model_hyperparams(m) for m in config["models"]}
+    return {m: hp for m, hp in hps.items() if hp.get("learner")}
+
+
+def learner_report_plots():
+    """The learner figures logzbench.report.learners always draws: plots/<model>_bounds.png of each
+    learner-trained model, plots/<dataset>_bounds_vs_ais.png of each dataset with an NVIL- and an
+    AVIL-trained RBM (the sample and filter figures depend on files and image shapes: undeclared)."""
+    learned = learner_models()
+    rbm_learners = {}
+    for m, hp in learned.items():
+        if str(hp.get("family", "rbm")).lower() == "rbm":
+            rbm_learners.setdefault(model_dataset(m), set()).add(str(hp["learner"]).lower())
+    paired = [d for d, names in sorted(rbm_learners.items()) if {"nvil", "avil"} <= names]
+    return [f"{REPORT_DIR}/plots/{m}_bounds.png" for m in learned] + [
+        f"{REPORT_DIR}/plots/{d}_bounds_vs_ais.png" for d in paired]
+
+
 MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table1.csv",
     f"{REPORT_DIR}/table2.csv",
@@ -14,7 +36,8 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/annealed_trials.csv",
     f"{REPORT_DIR}/table_continuous.csv",
     f"{REPORT_DIR}/plots/model_size.png",
-] + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
+    f"{REPORT_DIR}/table_learners.csv",
+] + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
     f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
 # a config with repeated-trial experiments only (e.g. config/liu_fig1.yaml) has no model report
 REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if config["models"] else []) + trials_report_outputs()
@@ -25,6 +48,8 @@ rule report:
         estimates=all_estimate_dirs(),
         models=expand(f"{RESULTS}/models/{{model}}.json", model=list(config["models"])),
         store=ancient(TRACKING_SENTINEL),
+        # the learner-trained models' datasets: source names, image shapes (logzbench.report.learners)
+        data=sorted({f"{RESULTS}/data/{model_dataset(m)}.npz" for m in learner_models()}),
     output:
         table1=report(f"{REPORT_DIR}/table1.csv", caption="../report/table1.rst", category="1. Results",
                       labels={"table": "RAISE Table 1 layout (RBMs)"}),
@@ -47,6 +72,9 @@ rule report:
                            caption="../report/annealed_trials.rst", category="3. Bias / MSE vs K"),
         plots=report(expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])),
                      caption="../report/plot.rst", category="2. Estimate vs K"),
+        # always written (header only without learner-trained models)
+        table_learners=f"{REPORT_DIR}/table_learners.csv",
+        learner_plots=learner_report_plots(),
     params:
         estimates=all_estimate_files(),
         out_dir=lambda w, output: os.path.dirname(output.json),  # REPORT_DIR

@@ -28,6 +28,10 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
 ``plots/<model>.png``, ``plots/<model>_bias_mse.png``, ``plots/model_size.png``
     Mean test log-likelihood vs K per model, bias / MSE of log Z vs K per model, and the
     continuous models' log-likelihood vs size.
+``table_learners.csv``, ``plots/<model>_bounds.png``, ...
+    Models trained by a black-box learner (AVIL, NVIL, VCD) against the AVIL paper's Tables 2-3,
+    and their training bounds, samples and filters (see :mod:`.learners`; the table has only its
+    header without such models).
 
 The flags are the rules of :data:`.flags.RULES` (see :mod:`.flags`).  With a ``tracking_uri``
 they are also set as tags (``logzbench.flag``, ``logzbench.flagged``) on the runs of the
@@ -35,7 +39,8 @@ affected estimates.  Method and family lists and plot styles come from :mod:`log
 (see :mod:`.methods`).
 
 Modules: :mod:`.records` (loading, per-run table, summary over seeds), :mod:`.flags`,
-:mod:`.tables`, :mod:`.plots`, :mod:`.methods`.
+:mod:`.tables`, :mod:`.plots`, :mod:`.methods`, :mod:`.learners` (learner-trained models),
+:mod:`.published` (the papers' values).
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ import pandas as pd
 from ..plotting import plot_history
 from ..utils import utc_now, write_csv_atomic, write_json_atomic
 from .flags import RULES, ReportThresholds, apply_flags
+from .learners import learner_models, make_table_learners, plot_learners
 from .methods import (ANALYSIS_FAMILIES, ANNEALED_METHODS, CONTINUOUS_FAMILIES, CONTINUOUS_METHODS, DEEP_FAMILIES,
                       GENERATIVE_FAMILIES, INIT_ORDER, K_METHODS, LOG_Z_METHODS, LOWER_BOUND_METHODS)
 from .plots import plot_annealed_trials, plot_model, plot_model_size
@@ -68,6 +74,7 @@ __all__ = [
     "make_table1",
     "make_table2",
     "make_table_continuous",
+    "make_table_learners",
     "plot_model_size",
     "ground_truth",
     "annealed_trials",
@@ -143,7 +150,9 @@ def _tag_runs(per_run: pd.DataFrame, tracking_uri: str | None, experiment_name: 
 def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mapping[str, Any]],
                  out_dir: str | os.PathLike, *, gap_threshold: float = 1.0, ess_fraction: float = 0.1,
                  z: float = 2.0, truth_tolerance: float = 0.1, models: Sequence[str] | None = None, plots: bool = True,
-                 tracking_uri: str | None = None, experiment_name: str | None = None) -> dict[str, Any]:
+                 tracking_uri: str | None = None, experiment_name: str | None = None,
+                 model_records: Iterable[str | os.PathLike | Mapping[str, Any]] = (),
+                 data_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """Build the report from estimate records.
 
     Parameters
@@ -154,8 +163,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         Receives ``per_run.csv``, ``summary.csv``, ``table1.csv`` (RBMs), ``table2.csv`` (DBMs and
         DBNs), ``table_continuous.csv``, ``flags.csv``, ``annealed_trials.csv`` (bias / MSE of log Z
         over seeds against the ground truth, Liu et al. Figs 3-4), ``report.json``,
-        ``plots/<model>.png``, ``plots/<model>_bias_mse.png`` and ``plots/model_size.png`` (all
-        written atomically).
+        ``plots/<model>.png``, ``plots/<model>_bias_mse.png``, ``plots/model_size.png``,
+        ``table_learners.csv`` and the learner-trained models' figures (all written atomically).
     gap_threshold : float
         Flag AIS and RAISE estimates disagreeing by more than this many nats.
     ess_fraction : float
@@ -172,13 +181,21 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         Draw the plots.
     tracking_uri, experiment_name : str, optional
         When given, tag the affected MLflow runs (``logzbench.flag``/``logzbench.flagged``).
+    model_records : iterable of JSON files or dicts
+        Training summary records (``results/models/<model>.json``); those of learner-trained models
+        make the rows of ``table_learners.csv`` and their figures (:mod:`.learners`; their histories,
+        samples and parameters are read beside the files).
+    data_dir : directory, optional
+        The prepared datasets (``<dataset>.npz``): the source names and image shapes of the learner
+        tables and figures.
 
     Returns
     -------
     dict
         The paths written (``annealed_trials``, ``per_run``, ``summary``, ``table1``, ``table2``,
         ``table_continuous``, ``flags``, ``model_size_plot`` with plots, ``report_json``, ``plots`` and
-        ``trial_plots`` = {model: path}) and ``n_flagged`` (summary rows flagged).
+        ``trial_plots`` = {model: path}, ``table_learners``, ``learner_plots`` = {file stem: path}) and
+        ``n_flagged`` (summary rows flagged).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -190,6 +207,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     table_c = make_table_continuous(summary)
     truth = ground_truth(per_run, tolerance=truth_tolerance)
     trials = annealed_trials(per_run, truth, z=z)
+    learners = learner_models(model_records, data_dir)
+    table_l = make_table_learners(per_run, learners, z=z)
     paths: dict[str, Any] = {
         "annealed_trials": _write_csv(trials, out / "annealed_trials.csv"),
         "per_run": _write_csv(per_run, out / "per_run.csv"),
@@ -198,11 +217,13 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "table2": _write_csv(table2, out / "table2.csv"),
         "table_continuous": _write_csv(table_c, out / "table_continuous.csv"),
         "flags": _write_csv(flag_rows(summary), out / "flags.csv"),
+        "table_learners": _write_csv(table_l, out / "table_learners.csv"),
     }
     model_plots: dict[str, Path] = {}
     trial_plots: dict[str, Path] = {}
     if plots:
         model_plots, trial_plots, paths["model_size_plot"] = _plots(per_run, summary, trials, table_c, models, out)
+    learner_plots = plot_learners(per_run, learners, out / "plots") if plots else {}
     paths["plots"] = model_plots
     paths["trial_plots"] = trial_plots
     tagged = (_tag_runs(per_run, tracking_uri, experiment_name)
@@ -218,7 +239,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "models": sorted(set(per_run["model"])),
         "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
                    "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
-        "files": {k: str(v) for k, v in paths.items() if k not in ("plots", "trial_plots")},
+        "files": {k: str(v) for k, v in paths.items()
+                  if k not in ("plots", "trial_plots") and (learners or k != "table_learners")},
         "table_continuous": _records(table_c),
         "ground_truth": _records(truth),
         "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
@@ -226,6 +248,10 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "plots": {k: str(v) for k, v in model_plots.items()},
         "trial_plots": {k: str(v) for k, v in trial_plots.items()},
     }
+    if learners:  # (report.json of a report without learner-trained models stays as it was)
+        report["table_learners"] = _records(table_l)
+        report["learner_plots"] = {k: str(v) for k, v in learner_plots.items()}
+    paths["learner_plots"] = learner_plots
     paths["report_json"] = out / "report.json"
     write_json_atomic(paths["report_json"], report)
     paths["n_flagged"] = n_flagged
@@ -234,17 +260,29 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
 
 def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, thresholds: Mapping[str, Any],
                models: Sequence[str], tracking: Mapping[str, Any], tables: Sequence[str | os.PathLike] = (),
-               plots: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
+               plots: Sequence[str | os.PathLike] = (), model_dir: str | os.PathLike | None = None,
+               data_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
     ``truth_tolerance``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
-    MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts (its start and end: this job's)."""
+    MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts (its start and end: this job's;
+    ``table_learners.csv`` and the learner figures are added to them).
+
+    The training records ``<model_dir>/<model>.json`` of ``models`` and the prepared datasets in
+    ``data_dir`` feed the learner table and figures; by default the workflow's layout beside
+    ``out_dir`` (``results/report`` -> ``results/models``, ``results/data``)."""
     started = utc_now()
     enabled = bool(tracking.get("enabled"))
+    root = Path(out_dir).parent
+    model_dir = Path(model_dir) if model_dir is not None else root / "models"
+    records = [p for p in (model_dir / f"{m}.json" for m in models) if p.is_file()]
     paths = build_report(
         list(estimates), out_dir, gap_threshold=thresholds["gap_threshold"], ess_fraction=thresholds["ess_fraction"],
         z=thresholds["z"], truth_tolerance=thresholds["truth_tolerance"], models=list(models),
-        tracking_uri=tracking["uri"] if enabled else None, experiment_name=tracking["experiment"] if enabled else None)
+        tracking_uri=tracking["uri"] if enabled else None, experiment_name=tracking["experiment"] if enabled else None,
+        model_records=records, data_dir=data_dir if data_dir is not None else root / "data")
+    tables = [*tables, paths["table_learners"]]
+    plots = [*plots, *paths["learner_plots"].values()]
     if enabled:
         from ..tracking import dashboard_hint, log_run
 

@@ -2,10 +2,17 @@
 
 >>> model, history = train_rbm(x_train, x_test, **TRAIN_PRESETS["mnistCD1-20"])  # doctest: +SKIP
 >>> model, history = train_model(x_train, x_test, **MODEL_PRESETS["mnist-dbm-500-1000"])  # doctest: +SKIP
+>>> model, history = train_avil(x_train, x_valid, family="rbm", hidden_sizes=(50,))  # doctest: +SKIP
 
 :func:`train_model` is the single entry point for every family: its ``family`` keyword
 (``"rbm"``, ``"dbm"`` or ``"dbn"``) picks :class:`RBMTrainer`, :class:`DBMTrainer` or
 :class:`DBNTrainer`, and the other keywords are that trainer's hyperparameters.
+
+Black-box variational learners (they need only the energy ``E(v, h)``; Li et al. 2019):
+:func:`train_avil` (AVIL, Alg. 1), :func:`train_nvil` (NVIL with a neural auxiliary-variable
+``q``, Kuleshov & Ermon 2017) and :func:`train_vcd` (variational CD for DBMs), each
+``(train, valid=None, **hyperparams) -> (model, history)`` with ``history`` a dict of
+equal-length lists; the bounds and networks are in :mod:`logzbench.training.variational`.
 """
 
 from __future__ import annotations
@@ -23,8 +30,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTINUOUS_FAMILIES", "DBMTrainer", "DBNTrainer", "DEEP_TRAIN_PRESETS", "FAMILIES", "MODEL_PRESETS", "RBMTrainer", "TRAIN_PRESETS",
     "TrainingDivergedError", "exact_log_likelihood", "get_preset", "history_to_csv", "pseudo_log_likelihood",
-    "reconstruction_error", "train_continuous", "train_dbm", "train_dbn", "train_model",
-    "train_rbm",
+    "reconstruction_error", "train_avil", "train_continuous", "train_dbm", "train_dbn", "train_model",
+    "train_nvil", "train_rbm", "train_vcd", "train_with_learner",
 ]
 
 #: binary family -> trainer class, whose constructor arguments are the hyperparameters
@@ -36,6 +43,8 @@ _LAZY = {
     "DBMTrainer": ".dbm", "train_dbm": ".dbm", "DBNTrainer": ".dbn", "train_dbn": ".dbn",
     "exact_log_likelihood": ".metrics", "pseudo_log_likelihood": ".metrics", "reconstruction_error": ".metrics",
     "RBMTrainer": ".trainer", "TrainingDivergedError": ".trainer", "history_to_csv": ".trainer",
+    # black-box variational learners (Li et al. 2019): AVIL, NVIL, VCD; their pieces in .variational
+    "train_avil": ".avil", "train_nvil": ".nvil", "train_vcd": ".vcd",
 }
 
 
@@ -83,7 +92,7 @@ def train_rbm(train, test=None, **hyperparams) -> tuple[BinaryRBM, list[dict]]:
     return trainer.model_, trainer.history_
 
 
-def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
+def train_model(train, test=None, *, family: str = "rbm", learner: str | None = None, valid=None, **hyperparams):
     """Train a model of any family; returns ``(model, history)``.
 
     Parameters
@@ -97,6 +106,13 @@ def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
         Model family: :func:`train_rbm` (:class:`RBMTrainer`), :class:`DBMTrainer`,
         :class:`DBNTrainer`, or a continuous model (:func:`~logzbench.training.continuous.train_continuous`:
         ``size``, ``n_iter``, ``seed`` and the MPF / EM trainer's keywords).
+    learner : {"avil", "nvil", "vcd"}, optional
+        Train with a black-box variational learner (:data:`logzbench.registry.LEARNERS`:
+        :func:`train_avil`, :func:`train_nvil`, :func:`train_vcd`) instead of the family's trainer;
+        ``n_hidden=n`` stands for ``hidden_sizes=(n,)``, and the history is one row per logged
+        iteration (key ``iteration``).
+    valid : array-like, optional
+        Validation rows a learner monitors (default ``test``).
     **hyperparams
         The trainer's constructor arguments, e.g. ``**MODEL_PRESETS[name]`` (which includes
         ``family``) plus overrides.  For ``family="rbm"``, ``hidden_sizes=[n]`` is accepted as
@@ -124,10 +140,34 @@ def train_model(train, test=None, *, family: str = "rbm", **hyperparams):
         raise ValueError(f"unknown model family {family!r}; choose one of "
                          f"{sorted(registry.family_names('binary')) + sorted(CONTINUOUS_FAMILIES)}")
     spec = registry.family(name)
+    if learner is not None:
+        model, history, _ = train_with_learner(train, valid if valid is not None else test, family=name,
+                                               learner=learner, **hyperparams)
+        return model, history
     trainer = registry.load(spec.trainer)
     if spec.kind != "binary":  # Sohl-Dickstein & Culpepper 2012: MPF or EM with HMC
         return trainer(train, test, family=name, **hyperparams)
     return trainer(train, test, **_binary_hyperparams(name, hyperparams))
+
+
+def train_with_learner(train, valid=None, *, family: str, learner: str, **hyperparams):
+    """Train with a black-box learner (:data:`logzbench.registry.LEARNERS`); return ``(model, history,
+    state)``: the model, its history as one row (dict) per logged iteration (key ``iteration``), and the
+    trained networks (``encoder``, ``decoder``, ...; for :func:`~.variational.figure_samples`).
+    ``n_hidden=n`` stands for ``hidden_sizes=(n,)``; the other keywords are the learner's."""
+    spec = registry.learner(learner, family)
+    hp = dict(hyperparams)
+    if "n_hidden" in hp:
+        n = hp.pop("n_hidden")
+        if "hidden_sizes" in hp and list(hp["hidden_sizes"]) != [n]:
+            raise ValueError(f"conflicting n_hidden={n!r} and hidden_sizes={hp['hidden_sizes']!r}")
+        hp["hidden_sizes"] = (n,)
+    if "hidden_sizes" in hp:
+        hp["hidden_sizes"] = tuple(int(n) for n in hp["hidden_sizes"])
+    model, history, state = registry.load(spec.entry)(train, valid, family=family, return_state=True, **hp)
+    columns = list(history)
+    rows = [dict(zip(columns, values)) for values in zip(*(history[c] for c in columns))]
+    return model, rows, state
 
 
 def _binary_hyperparams(name: str, hyperparams: dict) -> dict:

@@ -1,0 +1,489 @@
+"""Tables and figures of the models a black-box learner trained (Li et al., AVIL: Secs. 5.3-5.6).
+
+A model is *learner-trained* when its training summary record (``results/models/<model>.json``)
+has ``hyperparams.learner`` (``avil``, ``nvil``, ``vcd``: :data:`logzbench.registry.LEARNERS`);
+its history (``<model>.history.csv``), samples (``<model>.samples.npz``) and parameters
+(``<model>.npz``) lie beside that record, its prepared dataset (``<dataset>.npz``: the source name
+and image shape in ``meta``) in the data directory.
+
+``table_learners.csv`` (:func:`make_table_learners`)
+    The layout of the paper's Tables 2-3, one row per learner-trained model (a reviewer reads
+    one comparison per line, and models of one dataset and family stand together): the model, its
+    dataset and the dataset's source, family, learner, hidden sizes and auxiliary size, our mean test
+    log-likelihood by AIS at its largest K (mean over seeds, its standard error, that K, the initial
+    distribution, the number of seeds) and the exact value where there is one, the paper's value
+    (Table 2 for RBMs, Table 3 for DBMs; row ``<family>/<learner>``, column the source), the
+    difference ours - paper, the tolerance ``z`` x s.e. and whether the difference lies within it.
+``plots/<model>_bounds.png`` (:func:`plot_bounds`)
+    The learner's running bounds against their exact values (Fig. 3 for AVIL, Fig. 5a for NVIL; VCD:
+    its free-energy bound and loss); without an exact ``log Z``, the final model's AIS estimate.
+``plots/<dataset>_bounds_vs_ais.png`` (:func:`plot_bounds_vs_ais`)
+    Where a dataset has an NVIL-trained and an AVIL-trained RBM: NVIL's upper and AVIL's lower
+    bound of ``log Z`` against iterations, each with its exact ``log Z`` or its AIS estimate (Fig. 5).
+``plots/<model>_samples.png`` (:func:`plot_samples`)
+    Model samples (row 1) and decoder samples (row 2) as images (Figs. 4, 6c-d; Frey faces mapped
+    back to pixels), where the samples file exists and the dataset has an image shape.
+``plots/<model>_filters.png`` (:func:`plot_filters`)
+    A learner-trained Gaussian RBM's first 40 filters (columns of ``W``) as images (Fig. 6b).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..plotting import pyplot, save_figure
+from ..registry import LEARNERS
+from .methods import label, line_style
+from .plots import _placeholder
+from .published import load_published, lookup
+from .records import _combined_se
+
+__all__ = ["LEARNER_TABLE_COLUMNS", "LearnerModel", "PAPER", "PAPER_QUANTITY", "PAPER_TABLES", "PANELS", "Panel",
+           "bounds_vs_ais_datasets", "final_ais", "learner_models", "make_table_learners", "plot_bounds",
+           "plot_bounds_vs_ais", "plot_filters", "plot_learners", "plot_samples", "within_uncertainty"]
+
+#: the paper the table compares with (a key of ``published.csv``), its quantity, and its table per family
+PAPER = "li_avil"
+PAPER_QUANTITY = "mean_test_ll_ais"
+PAPER_TABLES = {"rbm": "2", "dbm": "3"}
+#: families in the table's order (others after them, by name)
+_FAMILY_ORDER = ("rbm", "dbm", "grbm")
+
+LEARNER_TABLE_COLUMNS = [
+    "model", "dataset", "source", "family", "learner", "hidden_sizes", "aux_size", "K", "init", "n_seeds",
+    "ais", "ais_se", "exact", "paper_table", "paper_row", "paper", "diff", "tolerance", "within_uncertainty",
+    "paper_note",
+]
+
+
+# --------------------------------------------------------------------------- the models
+@dataclass(frozen=True)
+class LearnerModel:
+    """A learner-trained model as the report sees it.
+
+    ``files`` is the directory of its training outputs (``None`` for a record given as a dict);
+    ``data`` its prepared dataset file when that exists; ``source`` the dataset's source name
+    (the prepared file's ``meta.dataset``, else the record's ``source`` or ``dataset``);
+    ``image_shape`` from the prepared file's meta (``None``: no images).
+    """
+
+    model: str
+    dataset: str
+    source: str
+    family: str
+    learner: str
+    hidden_sizes: tuple[int, ...]
+    aux_size: int | None
+    files: Path | None = None
+    data: Path | None = None
+    image_shape: tuple[int, ...] | None = None
+
+    def file(self, suffix: str) -> Path | None:
+        """``<files>/<model><suffix>`` when it exists."""
+        p = self.files / f"{self.model}{suffix}" if self.files is not None else None
+        return p if p is not None and p.is_file() else None
+
+
+def _read_record(item: str | os.PathLike | Mapping[str, Any]) -> tuple[dict[str, Any], Path | None]:
+    """A training summary record and the directory of its model's files (``None`` for a dict)."""
+    if isinstance(item, Mapping):
+        return dict(item), None
+    path = Path(item)
+    with open(path) as fh:
+        rec = json.load(fh)
+    rec.setdefault("model", path.stem)
+    return rec, path.parent
+
+
+def _dataset_meta(data: Path | None) -> Mapping[str, Any]:
+    if data is None:
+        return {}
+    with np.load(data, allow_pickle=False) as z:
+        return json.loads(str(z["meta"])) if "meta" in z.files else {}
+
+
+def _int_or_none(x: Any) -> int | None:
+    return int(x) if x is not None else None
+
+
+def learner_models(records: Iterable[str | os.PathLike | Mapping[str, Any]],
+                   data_dir: str | os.PathLike | None = None) -> list[LearnerModel]:
+    """The learner-trained models among training summary records (``results/models/<model>.json``
+    files or their dicts), their prepared datasets looked up as ``<data_dir>/<dataset>.npz``."""
+    out = []
+    for item in records:
+        rec, files = _read_record(item)
+        hp = dict(rec.get("hyperparams") or {})
+        if not hp.get("learner"):
+            continue
+        dataset = str(rec.get("dataset", ""))
+        data = Path(data_dir) / f"{dataset}.npz" if data_dir is not None else None
+        data = data if data is not None and data.is_file() else None
+        meta = _dataset_meta(data)
+        shape = meta.get("image_shape")
+        hidden = rec.get("hidden_sizes") or hp.get("hidden_sizes") or [rec.get("n_hidden") or hp.get("n_hidden")]
+        out.append(LearnerModel(
+            model=str(rec.get("model", "?")), dataset=dataset,
+            source=str(meta.get("dataset") or rec.get("source") or dataset),
+            family=str(rec.get("family") or hp.get("family") or "rbm").lower(), learner=str(hp["learner"]).lower(),
+            hidden_sizes=tuple(int(h) for h in hidden if h is not None), aux_size=_int_or_none(hp.get("aux_size")),
+            files=files, data=data, image_shape=tuple(int(s) for s in shape) if shape else None))
+    return out
+
+
+def bounds_vs_ais_datasets(models: Sequence[LearnerModel]) -> dict[str, list[LearnerModel]]:
+    """Datasets with an NVIL-trained and an AVIL-trained RBM: {dataset: those RBMs, NVIL first}."""
+    rbms: dict[str, list[LearnerModel]] = {}
+    for m in models:
+        if m.family == "rbm" and m.learner in ("nvil", "avil"):
+            rbms.setdefault(m.dataset, []).append(m)
+    return {d: sorted(ms, key=lambda m: (m.learner != "nvil", m.model)) for d, ms in sorted(rbms.items())
+            if {m.learner for m in ms} == {"nvil", "avil"}}
+
+
+# --------------------------------------------------------------------------- the table
+_NO_AIS = {"K": pd.NA, "init": "", "n_seeds": 0, "ais": float("nan"), "ais_se": float("nan"),
+           "log_z": float("nan"), "log_z_se": float("nan")}
+
+
+def final_ais(per_run: pd.DataFrame, model: str) -> dict[str, Any]:
+    """The model's AIS estimate at its largest K: ``K``, ``init``, ``n_seeds``, the mean test
+    log-likelihood ``ais`` (mean over seeds) with its standard error ``ais_se``, and ``log_z`` /
+    ``log_z_se``.  With several initial distributions at that K, the one with the largest mean log Z
+    (AIS's log Z errs low, so the tightest); runs of several AIS estimators there are pooled."""
+    runs = per_run[(per_run["model"] == model) & (per_run["method"] == "ais") & per_run["K"].notna()
+                   & per_run["mean_test_ll"].notna()]
+    if runs.empty:
+        return dict(_NO_AIS)
+    runs = runs[runs["K"] == runs["K"].max()]
+    by_init = runs.groupby("init")["log_z"].mean()
+    init = by_init.idxmax() if by_init.notna().any() else sorted(runs["init"])[0]
+    g = runs[runs["init"] == init]
+    return {"K": int(g["K"].iloc[0]), "init": init, "n_seeds": len(g),
+            "ais": float(g["mean_test_ll"].mean()), "ais_se": _combined_se(g["mean_test_ll_stderr"], g["mean_test_ll"]),
+            "log_z": float(g["log_z"].mean()) if g["log_z"].notna().any() else float("nan"),
+            "log_z_se": _combined_se(g["log_z_stderr"], g["log_z"])}
+
+
+def _exact(per_run: pd.DataFrame, model: str, column: str) -> float:
+    ex = per_run.loc[per_run["model"] == model, column].dropna()
+    return float(ex.iloc[0]) if len(ex) else float("nan")
+
+
+def within_uncertainty(ours: float, se: float, paper: float, z: float) -> str:
+    """Whether ``ours - paper`` lies within ``z`` standard errors ``se`` of ours: ``"yes"`` when
+    ``|ours - paper| <= z * se``, else ``"no"``; ``"no uncertainty"`` when ``se`` is missing, ``"no
+    paper value"`` / ``"no AIS estimate"`` when ``paper`` / ``ours`` is."""
+    if not math.isfinite(paper):
+        return "no paper value"
+    if not math.isfinite(ours):
+        return "no AIS estimate"
+    if not math.isfinite(se):
+        return "no uncertainty"
+    return "yes" if abs(ours - paper) <= z * se else "no"
+
+
+def _table_row(m: LearnerModel, per_run: pd.DataFrame, published: pd.DataFrame, z: float) -> dict[str, Any]:
+    ais = final_ais(per_run, m.model)
+    table = PAPER_TABLES.get(m.family)
+    paper_row = f"{m.family}/{m.learner}"
+    hit = lookup(published, PAPER, table, paper_row, m.source, PAPER_QUANTITY) if table is not None else None
+    paper = float(hit["value"]) if hit is not None else float("nan")
+    return {"model": m.model, "dataset": m.dataset, "source": m.source, "family": m.family, "learner": m.learner,
+            "hidden_sizes": "-".join(str(h) for h in m.hidden_sizes), "aux_size": m.aux_size,
+            **{k: ais[k] for k in ("K", "init", "n_seeds", "ais", "ais_se")},
+            "exact": _exact(per_run, m.model, "exact_test_ll"),
+            "paper_table": table if table is not None else "", "paper_row": paper_row if table is not None else "",
+            "paper": paper, "diff": ais["ais"] - paper, "tolerance": z * ais["ais_se"],
+            "within_uncertainty": within_uncertainty(ais["ais"], ais["ais_se"], paper, z),
+            "paper_note": hit["note"] if hit is not None else ""}
+
+
+def make_table_learners(per_run: pd.DataFrame, models: Sequence[LearnerModel], *, z: float = 2.0,
+                        published: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``table_learners.csv``: one row per learner-trained model (columns :data:`LEARNER_TABLE_COLUMNS`).
+
+    ``ais``, ``ais_se``: our mean test log-likelihood by AIS at the largest K (:func:`final_ais`) and
+    its standard error (nats); ``exact``: the exact value where the report has one; ``paper``: the
+    paper's value (:data:`PAPER`, Table :data:`PAPER_TABLES` of the family, row
+    ``<family>/<learner>``, column the dataset's source; NaN when it has none, e.g. a GRBM);
+    ``diff`` = ``ais`` - ``paper``; ``tolerance`` = ``z`` x ``ais_se``; ``within_uncertainty``:
+    ``yes`` / ``no`` (``|diff| <= tolerance``), ``no uncertainty`` (no standard error),
+    ``no paper value`` or ``no AIS estimate``.  Rows by family (RBMs, DBMs, GRBMs), source, learner.
+    With no models: the header only.
+    """
+    published = load_published() if published is None else published
+    rows = [_table_row(m, per_run, published, z) for m in models]
+    t = pd.DataFrame(rows, columns=LEARNER_TABLE_COLUMNS)
+    for c in ("K", "aux_size", "n_seeds"):
+        t[c] = pd.array(t[c], dtype="Int64")
+    order = {f: i for i, f in enumerate(_FAMILY_ORDER)}
+    key = t["family"].map(lambda f: (order.get(f, len(order)), f))
+    t = t.assign(_key=key).sort_values(["_key", "source", "learner", "model"], kind="stable")
+    return t.drop(columns="_key").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- bounds figures
+@dataclass(frozen=True)
+class Panel:
+    """One panel of a bounds figure: history ``curves`` (column, legend; a ``<column>_stderr`` column
+    is drawn as a ±1 s.e. band), the exact value's column ``truth``; with ``ais``, the final model's
+    AIS log Z where the history has no exact one; with ``zero``, a line at 0."""
+
+    title: str
+    curves: tuple[tuple[str, str], ...]
+    truth: str = ""
+    truth_label: str = ""
+    ais: bool = False
+    zero: bool = False
+
+
+def _loss(letter: str) -> Panel:
+    return Panel(f"({letter}) model loss", (("model_loss", "loss"),), zero=True)
+
+
+#: the panels of each learner's bounds figure (AVIL: the paper's Fig. 3; NVIL: Fig. 5a)
+PANELS: dict[str, tuple[Panel, ...]] = {
+    "avil": (
+        Panel("(a) free energy", (("free_energy_bound", "encoder bound G(v)"),
+                                  ("valid_free_energy_bound", "G(v), validation")), "exact_free_energy", "exact F(v)"),
+        Panel("(b) decoder entropy", (("entropy_bound", "entropy bound"),), "exact_entropy", "exact H(q)"),
+        Panel("(c) log Z", (("log_z_bound", "decoder lower bound"),), "exact_log_z", "exact log Z", ais=True),
+        _loss("d")),
+    "nvil": (
+        Panel("(a) log Z", (("log_z_upper_bound", "chi-square upper bound"),
+                            ("log_z_importance", "importance estimate")), "exact_log_z", "exact log Z", ais=True),
+        _loss("b")),
+    "vcd": (
+        Panel("(a) free energy", (("free_energy_bound", "encoder bound G(v), data"),
+                                  ("valid_free_energy_bound", "G(v), validation"),
+                                  ("negative_free_energy_bound", "G(v), negative samples")),
+              "exact_free_energy", "exact F(v)"),
+        _loss("b")),
+}
+
+
+def _series(hist: pd.DataFrame, col: str) -> np.ndarray | None:
+    if col not in hist:
+        return None
+    y = pd.to_numeric(hist[col], errors="coerce").to_numpy(dtype=float)
+    return y if np.isfinite(y).any() else None
+
+
+def _ais_line(ax, ais: Mapping[str, Any], color: str, text: str) -> bool:
+    """The final model's AIS log Z as a horizontal line; whether there was one."""
+    lz = float(ais.get("log_z", float("nan")))
+    if not math.isfinite(lz):
+        return False
+    ax.axhline(lz, color=color, linestyle=":", linewidth=1.4, label=f"{text}{label('ais')} (K={ais['K']}, final)")
+    return True
+
+
+def _draw_panel(ax, hist: pd.DataFrame, panel: Panel, ais: Mapping[str, Any], *, color: str | None = None,
+                prefix: str = "") -> bool:
+    """Draw ``panel`` of one model's history on ``ax`` (all curves in ``color`` when given, its truth
+    dashed); whether anything was drawn."""
+    x = pd.to_numeric(hist["iteration"], errors="coerce").to_numpy(dtype=float) if "iteration" in hist else \
+        np.arange(len(hist), dtype=float)
+    drawn = False
+    for i, (col, text) in enumerate(panel.curves):
+        y = _series(hist, col)
+        if y is None:
+            continue
+        style = {"color": color, "linestyle": ("-", "--", "-.")[i % 3]} if color else {}
+        line, = ax.plot(x, y, marker="o", markersize=2.5, linewidth=1.3, label=prefix + text, **style)
+        se = _series(hist, f"{col}_stderr")
+        if se is not None:
+            ax.fill_between(x, y - se, y + se, color=line.get_color(), alpha=0.2, linewidth=0)
+        drawn = True
+    truth = _series(hist, panel.truth) if panel.truth else None
+    exact_color = color or line_style("exact").get("color", "black")
+    if truth is not None:
+        ax.plot(x, truth, color=exact_color, linestyle="--" if color else "-", linewidth=1.6, alpha=0.9,
+                label=prefix + panel.truth_label)
+        drawn = True
+    elif panel.ais:
+        drawn = _ais_line(ax, ais, color or line_style("ais").get("color", "C1"), prefix) or drawn
+    if panel.zero and drawn:
+        ax.axhline(0.0, color="grey", linewidth=0.8, alpha=0.6)
+    return drawn
+
+
+def _finish_panel(ax, title: str, drawn: bool) -> None:
+    if drawn:
+        ax.legend(fontsize=7, loc="best")
+    else:
+        ax.text(0.5, 0.5, "not logged", transform=ax.transAxes, ha="center", va="center")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("iteration", fontsize=8)
+    ax.set_ylabel("nats", fontsize=8)
+    ax.grid(True, alpha=0.3)
+
+
+def _title(m: LearnerModel) -> str:
+    spec = LEARNERS.get(m.learner)
+    arch = "-".join(str(h) for h in m.hidden_sizes)
+    return f"{m.model}: {m.family.upper()} ({arch} hidden) by {spec.label if spec else m.learner} on {m.source}"
+
+
+def _history(m: LearnerModel) -> pd.DataFrame | None:
+    path = m.file(".history.csv")
+    return pd.read_csv(path) if path is not None else None
+
+
+def plot_bounds(m: LearnerModel, hist: pd.DataFrame | None, ais: Mapping[str, Any],
+                path: str | os.PathLike) -> Path:
+    """``<model>_bounds.png``: the panels :data:`PANELS` of ``m``'s learner from its history ``hist``
+    (one row per logged iteration), ``ais`` the final model's estimate (:func:`final_ais`); a
+    placeholder without a history or for a learner without panels."""
+    panels = PANELS.get(m.learner)
+    if hist is None or hist.empty or panels is None:
+        why = "no training history" if panels is not None else f"no bounds figure for learner {m.learner!r}"
+        return _placeholder(f"{m.model}: {why}", path, (6.4, 3.0))
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.7 * len(panels), 3.4), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        _finish_panel(ax, panel.title, _draw_panel(ax, hist, panel, ais))
+    fig.suptitle(_title(m), fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def plot_bounds_vs_ais(dataset: str, entries: Sequence[tuple[LearnerModel, pd.DataFrame | None, Mapping[str, Any]]],
+                       path: str | os.PathLike) -> Path:
+    """``<dataset>_bounds_vs_ais.png`` (Fig. 5): (a) the NVIL RBMs' upper bound and (b) the AVIL RBMs'
+    lower bound of log Z against iterations, each model in its own colour with its exact log Z
+    (dashed) or its final AIS estimate (dotted).  ``entries``: (model, history, :func:`final_ais`)."""
+    plt = pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), squeeze=False)
+    n_each = {lrn: sum(m.learner == lrn for m, _, _ in entries) for lrn in ("nvil", "avil")}
+    for ax, (letter, lrn) in zip(axes[0], (("a", "nvil"), ("b", "avil"))):
+        drawn = False
+        for i, (m, hist, ais) in enumerate([e for e in entries if e[0].learner == lrn]):
+            if hist is None or hist.empty:
+                continue
+            panel = PANELS[lrn][0] if lrn == "nvil" else PANELS[lrn][2]
+            panel = Panel(panel.title, panel.curves[:1], panel.truth, panel.truth_label, ais=True)
+            drawn = _draw_panel(ax, hist, panel, ais, color=f"C{i}",
+                                prefix=f"{m.model}: " if n_each[lrn] > 1 else "") or drawn
+        bound = "upper" if lrn == "nvil" else "lower"
+        _finish_panel(ax, f"({letter}) {LEARNERS[lrn].label}: {bound} bound of log Z", drawn)
+    fig.suptitle(f"{dataset}: log Z bounds of the black-box learners vs exact / AIS", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+# --------------------------------------------------------------------------- images
+def _mosaic(images: np.ndarray, ncol: int) -> np.ndarray:
+    """Tile ``images`` (n, h, w) into one array, ``ncol`` across, NaN between them."""
+    n, h, w = images.shape
+    nrow = max(1, -(-n // ncol))
+    out = np.full((nrow * (h + 1) - 1, ncol * (w + 1) - 1), np.nan)
+    for k in range(n):
+        r, c = divmod(k, ncol)
+        out[r * (h + 1):r * (h + 1) + h, c * (w + 1):c * (w + 1) + w] = images[k]
+    return out
+
+
+def _show(ax, mosaic: np.ndarray, vmin: float, vmax: float, text: str) -> None:
+    cmap = pyplot().get_cmap("gray").with_extremes(bad="white")
+    ax.imshow(np.ma.masked_invalid(mosaic), cmap=cmap, vmin=vmin, vmax=vmax, interpolation="nearest")
+    ax.set_title(text, fontsize=9)
+    ax.set_axis_off()
+
+
+def _as_images(rows: np.ndarray, m: LearnerModel) -> tuple[np.ndarray, float, float]:
+    """Rows of the model's visible units as images of its dataset and their display range: Frey faces
+    mapped back to 8-bit pixels (the dataset's ``mean`` and ``sd``), binary means on [0, 1]."""
+    rows = np.asarray(rows, dtype=np.float64)
+    if m.source == "frey" and m.data is not None:
+        from ..data.frey import to_images
+
+        with np.load(m.data, allow_pickle=False) as z:
+            std = {"mean": z["mean"], "sd": z["sd"]}
+        return to_images(rows, std).astype(np.float64), 0.0, 255.0
+    images = rows.reshape(len(rows), *m.image_shape)
+    lo, hi = float(np.nanmin(images)), float(np.nanmax(images))
+    return images, *((0.0, 1.0) if lo >= 0.0 and hi <= 1.0 else (lo, hi))
+
+
+def plot_samples(m: LearnerModel, samples: Mapping[str, np.ndarray], path: str | os.PathLike,
+                 n: int = 16) -> Path:
+    """``<model>_samples.png`` (Figs. 4, 6c-d): up to ``n`` visible means of the model's Gibbs chains
+    (row 1, ``model_mean_v``) and of the decoder's ancestral draws (row 2, ``decoder_mean_v``; absent
+    for VCD), as images of the dataset's ``image_shape``."""
+    # a DBM's chains end on visible states (figure_samples), the others' on E[v | h]
+    model_text = "visible units" if m.family == "dbm" else "mean of v"
+    rows = [(key, text) for key, text in (("model_mean_v", f"{m.family.upper()} (Gibbs sampling): {model_text}"),
+                                          ("decoder_mean_v", "variational decoder (ancestral sampling): mean of v"))
+            if key in samples]
+    if not rows:
+        return _placeholder(f"{m.model}: no model_mean_v / decoder_mean_v in its samples", path, (6.4, 3.0))
+    n = max(1, min([n, *(len(samples[key]) for key, _ in rows)]))
+    plt = pyplot()
+    h, w = m.image_shape
+    fig, axes = plt.subplots(len(rows), 1, figsize=(max(4.0, min(12.0, 0.75 * n * w / h)), 1.1 * len(rows) + 0.5),
+                             squeeze=False)
+    for ax, (key, text) in zip(axes[:, 0], rows):
+        images, lo, hi = _as_images(np.asarray(samples[key])[:n], m)
+        _show(ax, _mosaic(images, n), lo, hi, text)
+    fig.suptitle(_title(m), fontsize=9)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def plot_filters(m: LearnerModel, W: np.ndarray, path: str | os.PathLike, n: int = 40, ncol: int = 10) -> Path:
+    """``<model>_filters.png`` (Fig. 6b): the first ``n`` columns of ``W`` (visible x hidden) as images,
+    each scaled to its own range."""
+    W = np.asarray(W, dtype=np.float64)[:, :n]
+    images = W.T.reshape(W.shape[1], *m.image_shape)
+    lo = images.min(axis=(1, 2), keepdims=True)
+    span = images.max(axis=(1, 2), keepdims=True) - lo
+    images = (images - lo) / np.where(span > 0, span, 1.0)
+    plt = pyplot()
+    nrow = max(1, -(-len(images) // ncol))
+    h, w = m.image_shape
+    fig, ax = plt.subplots(figsize=(min(12.0, 0.6 * ncol * w / h + 0.4), 0.6 * nrow + 0.7))
+    _show(ax, _mosaic(images, ncol), 0.0, 1.0, f"{m.model}: the first {len(images)} filters (columns of W)")
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def plot_learners(per_run: pd.DataFrame, models: Sequence[LearnerModel], plot_dir: str | os.PathLike
+                  ) -> dict[str, Path]:
+    """Every learner figure of ``models`` into ``plot_dir``: {file stem: path}.  ``<model>_bounds``
+    for each model; ``<dataset>_bounds_vs_ais`` for each dataset of :func:`bounds_vs_ais_datasets`;
+    ``<model>_samples`` where the samples file exists and the dataset has an image shape;
+    ``<model>_filters`` for a Gaussian RBM whose dataset has one."""
+    plot_dir = Path(plot_dir)
+    out: dict[str, Path] = {}
+    hists = {m.model: _history(m) for m in models}
+    ais = {m.model: final_ais(per_run, m.model) for m in models}
+    for m in models:
+        out[f"{m.model}_bounds"] = plot_bounds(m, hists[m.model], ais[m.model], plot_dir / f"{m.model}_bounds.png")
+    for dataset, ms in bounds_vs_ais_datasets(models).items():
+        out[f"{dataset}_bounds_vs_ais"] = plot_bounds_vs_ais(
+            dataset, [(m, hists[m.model], ais[m.model]) for m in ms], plot_dir / f"{dataset}_bounds_vs_ais.png")
+    for m in models:
+        if m.image_shape is None:
+            continue
+        n_pixels = int(np.prod(m.image_shape))
+        samples, params = m.file(".samples.npz"), m.file(".npz")
+        if samples is not None:
+            with np.load(samples, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files if z[k].ndim == 2 and z[k].shape[1] == n_pixels}
+            out[f"{m.model}_samples"] = plot_samples(m, arrays, plot_dir / f"{m.model}_samples.png")
+        if m.family == "grbm" and params is not None:
+            with np.load(params, allow_pickle=False) as z:
+                W = z["W"] if "W" in z.files and z["W"].shape[0] == n_pixels else None
+            if W is not None:
+                out[f"{m.model}_filters"] = plot_filters(m, W, plot_dir / f"{m.model}_filters.png")
+    return out
