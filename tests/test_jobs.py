@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import torch
 import pytest
 
 from conftest import model_samples, random_rbm
@@ -104,3 +105,54 @@ def test_sweep_refuses_settings_that_share_a_file(tmp_path):
         run_estimate_sweep([s, dict(s)], model=tmp_path / "m.npz", data=tmp_path / "d.npz", out_dir=tmp_path / "o")
     with pytest.raises(ValueError, match="at least one setting"):
         run_estimate_sweep([], model=tmp_path / "m.npz", data=tmp_path / "d.npz", out_dir=tmp_path / "o")
+
+
+def test_learner_train_job_then_estimate_then_report(tmp_path):
+    """The workflow's path for a black-box learner, without Snakemake: train_job (AVIL with AIS during
+    training and the best validation model kept) writes the model, its history, samples and summary;
+    an AIS estimate of the saved model; the report's learner tables and figures from both."""
+    from logzbench.jobs import train_job
+    from logzbench.models import load_model
+    from logzbench.report import build_report
+
+    rbm = random_rbm(12, 3, seed=2, scale=1.0)
+    rows = model_samples(rbm, 160, seed=3, sweeps=50).numpy().astype(np.uint8)
+    meta = json.dumps({"dataset": "tiny-uci", "image_shape": [3, 4]})
+    np.savez(tmp_path / "tiny-data.npz", train=rows[:100], valid=rows[100:130], test=rows[130:], meta=meta)
+    models = tmp_path / "models"
+    models.mkdir()
+    hp = {"learner": "avil", "n_hidden": 3, "aux_size": 3, "z": "discrete", "iterations": 40, "K1": 3,
+          "batch_size": 50, "lr": 0.02, "log_every": 10, "ais_every": 20, "ais_K": 100, "ais_chains": 50,
+          "select": "best-valid", "seed": 0, "figure_samples": 8, "figure_sweeps": 20}
+    record = train_job("tiny", hyperparams=hp, dataset="tiny-data", data=tmp_path / "tiny-data.npz",
+                       out_model=models / "tiny.npz", out_summary=models / "tiny.json",
+                       out_history=models / "tiny.history.csv", out_plot=models / "tiny.history.png",
+                       tracking={"enabled": False})
+    history = __import__("pandas").read_csv(models / "tiny.history.csv")
+    assert list(history["iteration"]) == [0, 10, 20, 30, 40]
+    best = history.loc[history["valid_exact_log_likelihood"].idxmax()]
+    assert record["final"]["selected_iteration"] == best["iteration"]
+    model = load_model(models / "tiny.npz")
+    valid = torch.as_tensor(rows[100:130], dtype=torch.float64)
+    assert float(model.exact_log_f(valid).mean()) - model.exact_log_z() == pytest.approx(
+        best["valid_exact_log_likelihood"], abs=1e-6)
+    with np.load(models / "tiny.samples.npz") as z:
+        assert z["model_mean_v"].shape == z["decoder_mean_v"].shape == (8, 12)
+    assert history["ais_log_z"].notna().sum() == 3  # iterations 0, 20 and 40
+
+    settings = {**BASE, "model": "tiny", "n_hidden": 3, "hidden_sizes": [3], "estimator": "ais", "method": "ais",
+                "K": 100, "init": "base-rate", "seed": 0, "schedule": "linear", "chains": 50, "n_examples": None}
+    est_record = run_estimate(settings, model=models / "tiny.npz", data=tmp_path / "tiny-data.npz",
+                              arrays=tmp_path / "ais.npz", record_path=tmp_path / "ais.json",
+                              tracking={"enabled": False}, log=lambda msg: None)
+    out = tmp_path / "report"
+    paths = build_report([est_record], out, model_records=[models / "tiny.json"], data_dir=tmp_path)
+    table = __import__("pandas").read_csv(out / "table_learners.csv")
+    row = table.iloc[0]
+    assert (row["model"], row["source"], row["learner"], row["selected_iteration"]) == ("tiny", "tiny-uci", "avil",
+                                                                                        best["iteration"])
+    assert row["ais"] == pytest.approx(est_record["result"]["mean_log_likelihood"])
+    assert row["within_uncertainty"] == "no paper value"  # not a dataset of the paper
+    assert (row["bound"], row["reference"], row["bound_rows"]) == ("lower", "exact", 5)
+    assert (out / "table_learners_paper.csv").is_file()
+    assert {"tiny_bounds", "tiny_samples"} <= set(paths["learner_plots"])

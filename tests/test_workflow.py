@@ -122,9 +122,12 @@ EXPECTED_JOBS = {
     # 6 sigma0 (Fig. 1) and 2 sigma_p x 3 references (Fig. 2)
     # + 4 continuous models on van Hateren patches (3 closed forms) x 3 estimators x 3 K
     # + IS, reverse IS and DS on digits-rbm16 (base-rate x 2 seeds)
-    "config": {"prepare_dataset": 3, "train_model": 9,
+    # + 6 learner-trained models on 3 more datasets: 5 binary (exact + AIS 2 K x 2 inits x 2 seeds) and
+    #   a GRBM (exact + AIS 2 K x uniform x 2 seeds)
+    "config": {"prepare_dataset": 3 + 3, "train_model": 9 + 6,
                "estimate": (2 + 2 + 3) + 3 * 1 * 2
-               + 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3 + 4 * 3 * 3 + 3 * 2,
+               + 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3 + 4 * 3 * 3 + 3 * 2
+               + 5 * (1 + 2 * 2 * 2) + (1 + 2 * 1 * 2),
                "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1},
     # Sohl-Dickstein & Culpepper: 17 models x HAIS at 5 K, the baselines on the 3 closed-form models
     "hais_table1": {"train_model": 17, "estimate": 3 + 17 * 5 + 2 * 3 * 5},
@@ -140,6 +143,14 @@ EXPECTED_JOBS = {
     "raise_table1": {"train_model": 5, "estimate": 2 + 5 + 5 * 2 * (4 * 2 * 1)},
     # AIS linear (2 K x 2 inits x 50 seeds), AIS sm14500 (one schedule: not multiplied by the K
     # list), RAISE (2 K x 2 inits x 1 seed); CSL 15 settings x 2 K (N = 100k, 200k) x 5 seeds
+    # Li et al. (AVIL): Tables 2-3 two learners x 9 datasets, AIS at 2 K x base-rate x 2 seeds; Fig. 3 exact +
+    # AIS; Fig. 4 three models (AVIL and its two ablations) at one K; Fig. 5 two learners; Fig. 6 a GRBM
+    "avil_table2": {"prepare_dataset": 9, "train_model": 18, "estimate": 18 * 2 * 1 * 2},
+    "avil_table3": {"prepare_dataset": 9, "train_model": 18, "estimate": 18 * 2 * 1 * 2},
+    "avil_fig3": {"prepare_dataset": 1, "train_model": 1, "estimate": 1 + 2 * 1 * 2},
+    "avil_fig4": {"prepare_dataset": 1, "train_model": 3, "estimate": 3 * 1 * 1 * 1},
+    "avil_fig5": {"prepare_dataset": 1, "train_model": 2, "estimate": 2 * 2 * 1 * 2},
+    "avil_fig6": {"prepare_dataset": 1, "train_model": 1, "estimate": 2 * 1 * 1},
     "upadhya_sastry": {"train_model": 3, "estimate": 1 + 3 * 15 * 2 * 5 + 3 * (2 * 2 * 50 + 1 * 2 * 50 + 2 * 2 * 1)},
 }
 
@@ -175,7 +186,7 @@ def test_default_config_and_profile_without_configfile(tmp_path):
     """No --configfile: the Snakefile falls back to the repository's config/config.yaml."""
     proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"),
                      configfile=None)
-    assert job_counts(proc.stdout)["train_model"] == 9
+    assert job_counts(proc.stdout)["train_model"] == 15
 
 
 def test_config_without_models_or_trials_is_refused(tmp_path):

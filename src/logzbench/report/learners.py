@@ -47,7 +47,8 @@ from .published import load_published, lookup
 from .records import _combined_se
 
 __all__ = ["LEARNER_TABLE_COLUMNS", "LearnerModel", "PAPER", "PAPER_QUANTITY", "PAPER_TABLES", "PANELS", "Panel",
-           "bounds_vs_ais_datasets", "final_ais", "learner_models", "make_table_learners", "plot_bounds",
+           "bound_check", "bounds_vs_ais_datasets", "final_ais", "learner_models", "make_table_learners",
+           "make_table_learners_paper", "plot_bounds",
            "plot_bounds_vs_ais", "plot_filters", "plot_learners", "plot_samples", "within_uncertainty"]
 
 #: the paper the table compares with (a key of ``published.csv``), its quantity, and its table per family
@@ -58,10 +59,17 @@ PAPER_TABLES = {"rbm": "2", "dbm": "3"}
 _FAMILY_ORDER = ("rbm", "dbm", "grbm")
 
 LEARNER_TABLE_COLUMNS = [
-    "model", "dataset", "source", "family", "learner", "hidden_sizes", "aux_size", "K", "init", "n_seeds",
-    "ais", "ais_se", "exact", "paper_table", "paper_row", "paper", "diff", "tolerance", "within_uncertainty",
-    "paper_note",
+    "model", "dataset", "source", "family", "learner", "hidden_sizes", "aux_size", "selected_iteration", "K",
+    "init", "n_seeds", "ais", "ais_se", "exact", "paper_table", "paper_row", "paper", "diff", "tolerance",
+    "within_uncertainty", "paper_note", "bound", "bound_log_z", "reference_log_z", "reference", "bound_holds",
+    "bound_violated_rows", "bound_rows",
 ]
+
+#: the learner's running bound of log Z in its history: learner -> (column, its s.e. column, direction)
+LOG_Z_BOUNDS = {"avil": ("log_z_bound", "log_z_bound_stderr", "lower"),
+                "nvil": ("log_z_upper_bound", "", "upper")}
+#: the datasets of the paper's Tables 2-3, in its column order (the sources' names)
+PAPER_COLUMNS = ("digits-avil", "adult", "connect4", "dna", "mushrooms", "nips-0-12", "ocr_letters", "rcv1", "web")
 
 
 # --------------------------------------------------------------------------- the models
@@ -85,6 +93,7 @@ class LearnerModel:
     files: Path | None = None
     data: Path | None = None
     image_shape: tuple[int, ...] | None = None
+    selected_iteration: int | None = None
 
     def file(self, suffix: str) -> Path | None:
         """``<files>/<model><suffix>`` when it exists."""
@@ -135,7 +144,8 @@ def learner_models(records: Iterable[str | os.PathLike | Mapping[str, Any]],
             source=str(meta.get("dataset") or rec.get("source") or dataset),
             family=str(rec.get("family") or hp.get("family") or "rbm").lower(), learner=str(hp["learner"]).lower(),
             hidden_sizes=tuple(int(h) for h in hidden if h is not None), aux_size=_int_or_none(hp.get("aux_size")),
-            files=files, data=data, image_shape=tuple(int(s) for s in shape) if shape else None))
+            files=files, data=data, image_shape=tuple(int(s) for s in shape) if shape else None,
+            selected_iteration=_int_or_none((rec.get("final") or {}).get("selected_iteration"))))
     return out
 
 
@@ -191,6 +201,60 @@ def within_uncertainty(ours: float, se: float, paper: float, z: float) -> str:
     return "yes" if abs(ours - paper) <= z * se else "no"
 
 
+def _reference(row: Mapping[str, Any]) -> tuple[float, float, str]:
+    """A history row's reference log Z: exact where logged, else the AIS monitor's (value, s.e., name)."""
+    for col, se_col, name in (("exact_log_z", "", "exact"), ("ais_log_z", "ais_log_z_stderr", "AIS")):
+        x = _num(row.get(col))
+        if math.isfinite(x):
+            se = _num(row.get(se_col)) if se_col else 0.0
+            return x, se if math.isfinite(se) else 0.0, name
+    return math.nan, math.nan, ""
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def bound_check(m: LearnerModel, hist: pd.DataFrame | None, z: float) -> dict[str, Any]:
+    """Whether the learner's running bound of log Z (:data:`LOG_Z_BOUNDS`: AVIL's decoder lower bound,
+    NVIL's chi-square upper bound) sits on its side of the reference log Z (exact where the history
+    logs it, else its AIS monitor's), beyond ``z`` combined standard errors.
+
+    Returns ``bound`` (lower / upper / none), at the last logged iteration ``bound_log_z``,
+    ``reference_log_z``, ``reference`` (exact / AIS / empty) and ``bound_holds`` (yes / no / ``no bound``
+    / ``no reference``), and over the logged iterations with a reference ``bound_rows`` and
+    ``bound_violated_rows`` (NVIL's Fig. 5a: its estimate falls below log Z when ``q`` misses modes)."""
+    spec = LOG_Z_BOUNDS.get(m.learner)
+    out = {"bound": spec[2] if spec else "none", "bound_log_z": math.nan, "reference_log_z": math.nan,
+           "reference": "", "bound_holds": "no bound", "bound_violated_rows": 0, "bound_rows": 0}
+    if spec is None or hist is None or hist.empty or spec[0] not in hist:
+        return out
+    col, se_col, side = spec
+    violated = []
+    last = None
+    for _, row in hist.iterrows():
+        b = _num(row.get(col))
+        ref, ref_se, name = _reference(row)
+        if not (math.isfinite(b) and math.isfinite(ref)):
+            continue
+        se = _num(row.get(se_col)) if se_col else 0.0
+        tol = z * math.hypot(se if math.isfinite(se) else 0.0, ref_se)
+        violated.append((b - ref > tol) if side == "lower" else (ref - b > tol))
+        last = (b, ref, name, violated[-1])
+    out["bound_rows"], out["bound_violated_rows"] = len(violated), int(sum(violated))
+    b_last = _num(hist[col].iloc[-1])
+    out["bound_log_z"] = b_last
+    if last is None:
+        out["bound_holds"] = "no reference"
+        return out
+    out["reference_log_z"], out["reference"] = last[1], last[2]
+    out["bound_holds"] = "no" if last[3] else "yes"
+    return out
+
+
 def _table_row(m: LearnerModel, per_run: pd.DataFrame, published: pd.DataFrame, z: float) -> dict[str, Any]:
     ais = final_ais(per_run, m.model)
     table = PAPER_TABLES.get(m.family)
@@ -204,7 +268,8 @@ def _table_row(m: LearnerModel, per_run: pd.DataFrame, published: pd.DataFrame, 
             "paper_table": table if table is not None else "", "paper_row": paper_row if table is not None else "",
             "paper": paper, "diff": ais["ais"] - paper, "tolerance": z * ais["ais_se"],
             "within_uncertainty": within_uncertainty(ais["ais"], ais["ais_se"], paper, z),
-            "paper_note": hit["note"] if hit is not None else ""}
+            "paper_note": hit["note"] if hit is not None else "", "selected_iteration": m.selected_iteration,
+            **bound_check(m, _history(m), z)}
 
 
 def make_table_learners(per_run: pd.DataFrame, models: Sequence[LearnerModel], *, z: float = 2.0,
@@ -223,12 +288,38 @@ def make_table_learners(per_run: pd.DataFrame, models: Sequence[LearnerModel], *
     published = load_published() if published is None else published
     rows = [_table_row(m, per_run, published, z) for m in models]
     t = pd.DataFrame(rows, columns=LEARNER_TABLE_COLUMNS)
-    for c in ("K", "aux_size", "n_seeds"):
+    for c in ("K", "aux_size", "n_seeds", "selected_iteration", "bound_violated_rows", "bound_rows"):
         t[c] = pd.array(t[c], dtype="Int64")
     order = {f: i for i, f in enumerate(_FAMILY_ORDER)}
     key = t["family"].map(lambda f: (order.get(f, len(order)), f))
     t = t.assign(_key=key).sort_values(["_key", "source", "learner", "model"], kind="stable")
     return t.drop(columns="_key").reset_index(drop=True)
+
+
+def make_table_learners_paper(table: pd.DataFrame, published: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``table_learners_paper.csv``: the paper's Tables 2-3 as they are printed -- one row per table,
+    learner and quantity (``ours``: our AIS mean test log-likelihood, ``ours_se``, ``paper``, ``diff``),
+    one column per dataset in the paper's order (:data:`PAPER_COLUMNS`; other sources after them) --
+    from the rows of :func:`make_table_learners` (the first model of a source, learner and table) and
+    every published value of the two tables (so a dataset we did not run shows the paper's value only)."""
+    published = load_published() if published is None else published
+    pub = published[(published["paper"] == PAPER) & published["table"].astype(str).isin(PAPER_TABLES.values())
+                     & (published["quantity"] == PAPER_QUANTITY)]
+    cells: dict[tuple[str, str, str], dict[str, float]] = {}
+    for _, r in pub.iterrows():
+        cells.setdefault((str(r["table"]), str(r["row"]).split("/")[-1], "paper"), {})[str(r["column"])] = float(r["value"])
+    ours = table[table["paper_table"].astype(str) != ""] if len(table) else table
+    for _, r in ours.drop_duplicates(["paper_table", "learner", "source"]).iterrows():
+        key = (str(r["paper_table"]), str(r["learner"]))
+        for what, value in (("ours", r["ais"]), ("ours_se", r["ais_se"]), ("diff", r["diff"])):
+            cells.setdefault((*key, what), {})[str(r["source"])] = float(value)
+    sources = sorted({c for row in cells.values() for c in row}, key=lambda c: (
+        PAPER_COLUMNS.index(c) if c in PAPER_COLUMNS else len(PAPER_COLUMNS), c))
+    what_order = {"ours": 0, "ours_se": 1, "paper": 2, "diff": 3}
+    keys = sorted(cells, key=lambda k: (k[0], k[1], what_order[k[2]]))
+    rows = [{"table": k[0], "learner": LEARNERS[k[1]].label if k[1] in LEARNERS else k[1], "value": k[2],
+             **{c: cells[k].get(c, float("nan")) for c in sources}} for k in keys]
+    return pd.DataFrame(rows, columns=["table", "learner", "value", *sources])
 
 
 # --------------------------------------------------------------------------- bounds figures
@@ -310,8 +401,17 @@ def _draw_panel(ax, hist: pd.DataFrame, panel: Panel, ais: Mapping[str, Any], *,
         ax.plot(x, truth, color=exact_color, linestyle="--" if color else "-", linewidth=1.6, alpha=0.9,
                 label=prefix + panel.truth_label)
         drawn = True
-    elif panel.ais:
-        drawn = _ais_line(ax, ais, color or line_style("ais").get("color", "C1"), prefix) or drawn
+    if panel.ais:
+        ais_color = color or line_style("ais").get("color", "C1")
+        y = _series(hist, "ais_log_z")
+        if y is not None:  # the AIS monitor during training (Fig. 5), where it ran
+            ok = np.isfinite(y)
+            se = _series(hist, "ais_log_z_stderr")
+            ax.errorbar(x[ok], y[ok], yerr=None if se is None else se[ok], color=ais_color, linestyle=":",
+                        marker="s", markersize=3, linewidth=1.3, capsize=2, label=f"{prefix}{label('ais')} during training")
+            drawn = True
+        elif truth is None:  # no reference during training: the final model's AIS
+            drawn = _ais_line(ax, ais, ais_color, prefix) or drawn
     if panel.zero and drawn:
         ax.axhline(0.0, color="grey", linewidth=0.8, alpha=0.6)
     return drawn
