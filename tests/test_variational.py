@@ -306,7 +306,7 @@ def test_avil_trains_a_dbm_and_nvil_tracks_log_z():
     rbm, h = train_nvil(x, hidden_sizes=(4,), aux_size=3, iterations=100, K1=5, batch_size=50, lr=2e-2,
                         init_scale=0.3, log_every=50)
     assert isinstance(rbm, BinaryRBM)
-    assert h["exact_log_likelihood"][-1] > h["exact_log_likelihood"][0] + 0.3  # seeds 0-4 gain 0.85-1.16
+    assert h["exact_log_likelihood"][-1] > h["exact_log_likelihood"][0] + 0.3  # seeds 0-4 gain 1.02-1.18
     assert abs(h["log_z_upper_bound"][-1] - h["exact_log_z"][-1]) < 1.0  # an estimate: may fall below log Z
 
 
