@@ -87,3 +87,40 @@ def test_console_script_entry_point(model_and_data):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["estimator"] == "exact"
+
+
+def test_train_with_a_learner_monitors_the_valid_split(tmp_path, capsys):
+    rbm = random_rbm(10, 4, seed=5, scale=0.8)
+    rows = model_samples(rbm, 150, seed=2).numpy().astype(np.uint8)
+    data = tmp_path / "data.npz"
+    np.savez(data, train=rows[:100], valid=rows[100:130], test=rows[130:], meta=json.dumps({"dataset": "toy"}))
+    out, hist = tmp_path / "avil.npz", tmp_path / "avil.csv"
+    rc = main(["train", "--data", str(data), "--out", str(out), "--learner", "avil", "--n-hidden", "4",
+               "--set", "aux_size=3", "--set", "iterations=10", "--set", "K1=2", "--set", "batch_size=50",
+               "--set", "log_every=5", "--history", str(hist), "--threads", "1"])
+    assert rc == 0 and out.is_file()
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["final"]["iteration"] == 10
+    header = hist.read_text().splitlines()[0].split(",")
+    assert "valid_exact_log_likelihood" in header and "log_z_bound" in header
+    # the validation rows, not the test rows, are monitored
+    from logzbench.models import load_model
+
+    model = load_model(out)
+    import torch
+
+    valid = torch.as_tensor(rows[100:130], dtype=torch.float64)
+    last = hist.read_text().splitlines()[-1].split(",")
+    recorded = float(last[header.index("valid_exact_log_likelihood")])
+    assert recorded == pytest.approx(float(model.exact_log_f(valid).mean()) - model.exact_log_z(), abs=1e-6)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--learner", "vcd", "--n-hidden", "4"], "learner vcd trains dbm models, not a rbm"),
+    (["--learner", "nvil", "--family", "dbm", "--hidden-sizes", "4,3"], "learner nvil trains rbm, grbm models"),
+])
+def test_train_learner_refused_before_reading_data(tmp_path, capsys, args, message):
+    out = tmp_path / "m.npz"
+    rc = main(["train", "--data", str(tmp_path / "missing.npz"), "--out", str(out), *args])
+    assert rc == 2 and not out.exists()
+    assert message in capsys.readouterr().err

@@ -167,9 +167,12 @@ def _add_train(sub) -> None:
     p.add_argument("--weight-decay", type=float)
     p.add_argument("--seed", type=int)
     p.add_argument("--device")
+    p.add_argument("--learner", choices=sorted(registry.LEARNERS),
+                   help="train by a black-box variational learner (README: Black-box learners; e.g. --learner avil "
+                        "--set aux_size=15 --set iterations=10000); it monitors the data's valid split when present")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any other trainer hyperparameter (JSON value), e.g. --set final_momentum=0.9")
-    p.add_argument("--history", help="write per-epoch metrics (.csv)")
+    p.add_argument("--history", help="write per-epoch metrics (.csv; a learner's: per logged iteration)")
     p.add_argument("--progress", action="store_true")
     _add_threads(p)
 
@@ -229,11 +232,19 @@ def _cmd_train(args) -> int:
             params[key.strip()] = json.loads(raw)
         except json.JSONDecodeError:
             params[key.strip()] = raw
+    if args.learner:
+        params["learner"] = args.learner
     spec = registry.family(params.setdefault("family", "rbm"))
     _check_size(spec, params)
-    if args.progress:
+    if params.get("learner") is not None:  # refused before any data is read
+        registry.learner(params["learner"], spec.name)
+    elif args.progress:
         params["progress"] = True
     train, test = _training_rows(args.data, spec.data_kind)
+    if params.get("learner") is not None:
+        from .data import load_split_if_present
+
+        params["valid"] = load_split_if_present(args.data, spec.data_kind, "valid")
     model, history = train_model(train, test, **params)
     save_model(model, args.out)
     if args.history:

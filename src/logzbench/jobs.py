@@ -25,7 +25,7 @@ import numpy as np
 
 from . import registry
 from .api import estimate
-from .data import load_rows
+from .data import load_rows, load_split_if_present
 from .tracking import estimate_key
 from .utils import code_version, save_npz_atomic, utc_now, write_csv_atomic, write_json_atomic
 
@@ -225,13 +225,6 @@ def _tracked_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
     return {(k if k == "epoch" else prefix + k): v for k, v in row.items()}
 
 
-def _valid_rows(data: str | os.PathLike, data_kind: str):
-    """The prepared dataset's validation rows, or ``None`` where it has none."""
-    with np.load(data, allow_pickle=False) as z:
-        has_valid = "valid" in z.files
-    return load_rows(data, data_kind, "valid", prepared=True) if has_valid else None
-
-
 def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, data: str | os.PathLike,
               out_model: str | os.PathLike, out_summary: str | os.PathLike, out_history: str | os.PathLike,
               out_plot: str | os.PathLike, device: str = "cpu", tracking: Mapping[str, Any] | None = None,
@@ -259,7 +252,7 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     # (hyperparams.learner) monitors the validation split where the dataset has one
     state = None
     if hp.get("learner"):
-        valid = _valid_rows(data, fam.data_kind)
+        valid = load_split_if_present(data, fam.data_kind, "valid")
         model, history, state = train_with_learner(train, valid if valid is not None else test, family=family, **hp)
     else:
         extra = {"progress": bool(progress)} if binary else {}

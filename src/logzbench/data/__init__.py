@@ -48,7 +48,8 @@ FORMAT_VERSION = 1
 _STREAM = {"train": 0, "test": 1, "valid": 2}
 
 __all__ = ["DATASETS", "CONTINUOUS_DATASETS", "N_FEATURES", "check_binary_rows", "prepare_dataset",
-           "prepare_patches", "load_prepared", "load_binary_rows", "load_meta", "load_rows"]
+           "prepare_patches", "load_prepared", "load_binary_rows", "load_meta", "load_rows",
+           "load_split_if_present"]
 
 
 def prepare_dataset(
@@ -375,6 +376,14 @@ def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, p
     if data_kind != "binary":
         raise ValueError(f"unknown data kind {data_kind!r}; expected 'binary' or 'real'")
     return (load_prepared if prepared else load_binary_rows)(path, split)
+
+
+def load_split_if_present(path: str | os.PathLike, data_kind: str, split: str) -> np.ndarray | None:
+    """:func:`load_rows` of a prepared dataset's ``split`` (e.g. ``valid``), or ``None`` when the file
+    has no such array (a corrupt file or bad rows still raise)."""
+    with _open_npz(Path(path)) as npz:
+        present = isinstance(npz, np.lib.npyio.NpzFile) and split in npz.files
+    return load_rows(path, data_kind, split, prepared=True) if present else None
 
 
 def load_meta(path: str | os.PathLike) -> dict:
