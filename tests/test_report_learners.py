@@ -183,3 +183,14 @@ def test_frey_samples_back_to_pixels(tmp_path):
     images, lo, hi = learners._as_images(np.array([np.ones(n), np.full(n, 30.0)]), m)
     assert images.shape == (2, *shape) and (lo, hi) == (0.0, 255.0)
     assert (images[0] == 110).all() and (images[1] == 255).all()  # clipped
+
+
+def test_an_ablation_has_no_paper_value():
+    per_run = report.load_results(avil_records())
+    rec = trained("mush-avil", "avil")
+    rec["hyperparams"]["ablation"] = "no_decoder_entropy"
+    row = learners.make_table_learners(per_run, learners.learner_models([rec]), z=2.0).iloc[0]
+    assert row["ablation"] == "no_decoder_entropy"
+    assert math.isnan(row["paper"]) and row["within_uncertainty"] == "no paper value"
+    paper = learners.make_table_learners_paper(learners.make_table_learners(per_run, learners.learner_models([rec])))
+    assert set(paper["value"]) == {"paper"}  # only the published rows: the ablation is not ours to compare

@@ -59,7 +59,7 @@ PAPER_TABLES = {"rbm": "2", "dbm": "3"}
 _FAMILY_ORDER = ("rbm", "dbm", "grbm")
 
 LEARNER_TABLE_COLUMNS = [
-    "model", "dataset", "source", "family", "learner", "hidden_sizes", "aux_size", "selected_iteration", "K",
+    "model", "dataset", "source", "family", "learner", "ablation", "hidden_sizes", "aux_size", "selected_iteration", "K",
     "init", "n_seeds", "ais", "ais_se", "exact", "paper_table", "paper_row", "paper", "diff", "tolerance",
     "within_uncertainty", "paper_note", "bound", "bound_log_z", "reference_log_z", "reference", "bound_holds",
     "bound_violated_rows", "bound_rows",
@@ -94,6 +94,7 @@ class LearnerModel:
     data: Path | None = None
     image_shape: tuple[int, ...] | None = None
     selected_iteration: int | None = None
+    ablation: str = ""
 
     def file(self, suffix: str) -> Path | None:
         """``<files>/<model><suffix>`` when it exists."""
@@ -145,7 +146,8 @@ def learner_models(records: Iterable[str | os.PathLike | Mapping[str, Any]],
             family=str(rec.get("family") or hp.get("family") or "rbm").lower(), learner=str(hp["learner"]).lower(),
             hidden_sizes=tuple(int(h) for h in hidden if h is not None), aux_size=_int_or_none(hp.get("aux_size")),
             files=files, data=data, image_shape=tuple(int(s) for s in shape) if shape else None,
-            selected_iteration=_int_or_none((rec.get("final") or {}).get("selected_iteration"))))
+            selected_iteration=_int_or_none((rec.get("final") or {}).get("selected_iteration")),
+            ablation=str(hp.get("ablation") or "")))
     return out
 
 
@@ -257,11 +259,13 @@ def bound_check(m: LearnerModel, hist: pd.DataFrame | None, z: float) -> dict[st
 
 def _table_row(m: LearnerModel, per_run: pd.DataFrame, published: pd.DataFrame, z: float) -> dict[str, Any]:
     ais = final_ais(per_run, m.model)
-    table = PAPER_TABLES.get(m.family)
+    # an ablation (Fig. 4) is not a row of the paper's tables
+    table = PAPER_TABLES.get(m.family) if not m.ablation else None
     paper_row = f"{m.family}/{m.learner}"
     hit = lookup(published, PAPER, table, paper_row, m.source, PAPER_QUANTITY) if table is not None else None
     paper = float(hit["value"]) if hit is not None else float("nan")
     return {"model": m.model, "dataset": m.dataset, "source": m.source, "family": m.family, "learner": m.learner,
+            "ablation": m.ablation,
             "hidden_sizes": "-".join(str(h) for h in m.hidden_sizes), "aux_size": m.aux_size,
             **{k: ais[k] for k in ("K", "init", "n_seeds", "ais", "ais_se")},
             "exact": _exact(per_run, m.model, "exact_test_ll"),
@@ -431,7 +435,8 @@ def _finish_panel(ax, title: str, drawn: bool) -> None:
 def _title(m: LearnerModel) -> str:
     spec = LEARNERS.get(m.learner)
     arch = "-".join(str(h) for h in m.hidden_sizes)
-    return f"{m.model}: {m.family.upper()} ({arch} hidden) by {spec.label if spec else m.learner} on {m.source}"
+    ablation = f", {m.ablation.replace('_', ' ')}" if m.ablation else ""
+    return f"{m.model}: {m.family.upper()} ({arch} hidden) by {spec.label if spec else m.learner}{ablation} on {m.source}"
 
 
 def _history(m: LearnerModel) -> pd.DataFrame | None:
