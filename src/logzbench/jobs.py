@@ -266,7 +266,8 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
         save_npz_atomic(Path(out_model).with_suffix(".samples.npz"),
                         **figure_samples(model, state, seed=int(hp.get("seed", 0)), **figure_opts))
     history_to_csv(history, out_history)
-    plot_history(history, out_plot, title=model_name)
+    step = "iteration" if state is not None else "epoch"  # a learner's history: one row per logged iteration
+    plot_history(history, out_plot, title=model_name, step=step)
     final = {f"final_{k}": v for k, v in (history[-1] if history else {}).items() if isinstance(v, (int, float))}
     final["train_seconds"] = seconds
     if state is not None:  # the iteration of the saved model (the last, or the best on validation rows)
@@ -291,7 +292,7 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
             uri=tracking["uri"], experiment_name=tracking["experiment"], dataset=dataset,
             artifacts=[out_history, out_plot, out_model],
             extra_params={"family": family, "n_visible": n_vis, "hidden_sizes": sizes, "n_train": train.shape[0]},
-            start_time=record["started_at"], end_time=record["finished_at"],
+            start_time=record["started_at"], end_time=record["finished_at"], step_key=step,
         )
     write_json_atomic(out_summary, record)
     print(f"done in {seconds:.1f} s: {final}")

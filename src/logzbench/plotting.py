@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from .utils import atomic_path, history_step_key
+from .utils import atomic_path
 
 
 def pyplot():
@@ -32,12 +32,12 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
     return path
 
 
-def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
-    """Training curves (every numeric per-epoch entry but time) vs epoch (a learner's: vs iteration), one
-    panel each (PNG, atomic)."""
+def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "",
+                 step: str = "epoch") -> Path:
+    """Training curves (every numeric per-epoch entry but time) vs ``step`` (a black-box learner's:
+    ``iteration``), one panel each (PNG, atomic)."""
     plt = pyplot()
     history = list(history)
-    step = history_step_key(history)
     df = pd.DataFrame(history)
     x = df[step] if step in df else pd.Series(range(1, len(df) + 1))
     cols = [c for c in df.columns if c != step and "second" not in c and pd.api.types.is_numeric_dtype(df[c])

@@ -841,12 +841,9 @@ def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experimen
 
 
 # --------------------------------------------------------------------------- training
-def training_metrics(history: Sequence[Mapping[str, Any]], step_key: str | None = None) -> list[dict[str, float]]:
-    """Per-epoch metrics of a training history (numeric entries only), keyed by ``step_key`` (default
-    :func:`logzbench.utils.history_step_key`: ``iteration`` for a learner's history, else ``epoch``)."""
-    from .utils import history_step_key
-
-    step_key = step_key or history_step_key(history)
+def training_metrics(history: Sequence[Mapping[str, Any]], step_key: str = "epoch") -> list[dict[str, float]]:
+    """Per-epoch metrics of a training history (numeric entries only), keyed by ``step_key`` (a black-box
+    learner's history: ``iteration``)."""
     out = []
     for i, row in enumerate(history):
         d = {k: float(v) for k, v in row.items() if k != step_key and _finite(v)}
@@ -859,19 +856,19 @@ def log_training(model: str, *, hyperparams: Mapping[str, Any], history: Sequenc
                  summary: Mapping[str, Any] | None = None, uri: str | None = None,
                  experiment_name: str = DEFAULT_EXPERIMENT, dataset: str | None = None,
                  artifacts: Iterable | Mapping | None = None, extra_params: Mapping[str, Any] | None = None,
-                 start_time: Any = None, end_time: Any = None) -> str:
+                 start_time: Any = None, end_time: Any = None, step_key: str = "epoch") -> str:
     """Log one training run: hyperparameters as params, the history as per-epoch metrics
-    (``step = epoch``), the final values of ``summary`` as metrics.  The run starts and ends when
-    the training did (``start_time``, ``end_time``; default now) and is grouped with its model's
-    estimates (:data:`GROUP_TAG`)."""
-    from .utils import code_version, history_step_key
+    (``step = epoch``; a black-box learner's ``step_key="iteration"``), the final values of ``summary``
+    as metrics.  The run starts and ends when the training did (``start_time``, ``end_time``; default
+    now) and is grouped with its model's estimates (:data:`GROUP_TAG`)."""
+    from .utils import code_version
 
     params = {"model": model, "dataset": dataset, "code_version": code_version(), **dict(hyperparams),
               **dict(extra_params or {})}
     params = {k: v for k, v in params.items() if v is not None}
     return log_run(train_key(model), uri=uri, experiment_name=experiment_name, kind="train",
-                   params=params, metrics=dict(summary or {}), step_metrics=training_metrics(history),
-                   step_key=history_step_key(history),
+                   params=params, metrics=dict(summary or {}), step_metrics=training_metrics(history, step_key),
+                   step_key=step_key,
                    tags={"logzbench.model": model, "logzbench.dataset": dataset, GROUP_TAG: model},
                    artifacts=artifacts, run_name=train_key(model), start_time=start_time, end_time=end_time)
 

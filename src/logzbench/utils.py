@@ -299,13 +299,6 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def history_step_key(history) -> str:
-    """The step of a training history (a sequence of row dicts): ``iteration`` for the black-box
-    learners' histories (one row per logged iteration), else ``epoch``."""
-    first = next(iter(history), None) if history is not None else None
-    return "iteration" if isinstance(first, dict) and "iteration" in first and "epoch" not in first else "epoch"
-
-
 def utc_now() -> str:
     """Now, as an ISO 8601 UTC timestamp with milliseconds (records' ``started_at``/``finished_at``; the
     MLflow runs' start and end times)."""
