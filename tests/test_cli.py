@@ -6,11 +6,12 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from conftest import model_samples, random_rbm
 from logzbench.cli import main
 from logzbench.estimators.exact import exact_log_z
-from logzbench.models import save_model
+from logzbench.models import load_model, save_model
 
 
 @pytest.fixture
@@ -104,11 +105,7 @@ def test_train_with_a_learner_monitors_the_valid_split(tmp_path, capsys):
     header = hist.read_text().splitlines()[0].split(",")
     assert "valid_exact_log_likelihood" in header and "log_z_bound" in header
     # the validation rows, not the test rows, are monitored
-    from logzbench.models import load_model
-
     model = load_model(out)
-    import torch
-
     valid = torch.as_tensor(rows[100:130], dtype=torch.float64)
     last = hist.read_text().splitlines()[-1].split(",")
     recorded = float(last[header.index("valid_exact_log_likelihood")])

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import torch
+import pandas as pd
 import pytest
+import torch
 
 from conftest import model_samples, random_rbm
 from logzbench.api import estimate
@@ -128,7 +129,7 @@ def test_learner_train_job_then_estimate_then_report(tmp_path):
                        out_model=models / "tiny.npz", out_summary=models / "tiny.json",
                        out_history=models / "tiny.history.csv", out_plot=models / "tiny.history.png",
                        tracking={"enabled": False})
-    history = __import__("pandas").read_csv(models / "tiny.history.csv")
+    history = pd.read_csv(models / "tiny.history.csv")
     assert list(history["iteration"]) == [0, 10, 20, 30, 40]
     best = history.loc[history["valid_exact_log_likelihood"].idxmax()]
     assert record["final"]["selected_iteration"] == best["iteration"]
@@ -147,7 +148,7 @@ def test_learner_train_job_then_estimate_then_report(tmp_path):
                               tracking={"enabled": False}, log=lambda msg: None)
     out = tmp_path / "report"
     paths = build_report([est_record], out, model_records=[models / "tiny.json"], data_dir=tmp_path)
-    table = __import__("pandas").read_csv(out / "table_learners.csv")
+    table = pd.read_csv(out / "table_learners.csv")
     row = table.iloc[0]
     assert (row["model"], row["source"], row["learner"], row["selected_iteration"]) == ("tiny", "tiny-uci", "avil",
                                                                                         best["iteration"])

@@ -71,12 +71,12 @@ def avil_records(ll=-17.0, ll_se=0.05):
 
 
 def test_table_paper_column_and_difference():
-    per_run = report.load_results(avil_records() + [est("adult-vcd", "ais", K=100, init="uniform", ll=-22.0,
-                                                        dataset="adult")])
+    summary = report.summarize(report.load_results(
+        avil_records() + [est("adult-vcd", "ais", K=100, init="uniform", ll=-22.0, dataset="adult")]))
     models = learners.learner_models([trained("mush-avil", "avil"), trained("plain", None),
                                       trained("adult-vcd", "vcd", family="dbm", dataset="adult", hidden=(50, 50)),
                                       trained("frey-grbm", "avil", family="grbm", dataset="frey")])
-    t = learners.make_table_learners(per_run, models, z=2.0)
+    t = learners.make_table_learners(summary, models, z=2.0)
     assert list(t.columns) == learners.LEARNER_TABLE_COLUMNS
     assert list(t["model"]) == ["mush-avil", "adult-vcd", "frey-grbm"]  # RBMs, DBMs, GRBMs; "plain" has no learner
     row = t.iloc[0]
@@ -98,7 +98,7 @@ def test_table_paper_column_and_difference():
     grbm = t.iloc[2]
     assert math.isnan(grbm["paper"]) and grbm["within_uncertainty"] == "no paper value"
     # a looser z takes the AVIL difference in
-    assert learners.make_table_learners(per_run, models[:1], z=6.0)["within_uncertainty"].iloc[0] == "yes"
+    assert learners.make_table_learners(summary, models[:1], z=6.0)["within_uncertainty"].iloc[0] == "yes"
 
 
 def test_within_uncertainty():
@@ -165,7 +165,7 @@ def test_learner_figures_written(tmp_path):
     assert len(rep["table_learners"]) == 4 and "table_learners" in rep["files"]
     # the figures (build_report draws them with plots=True)
     models = learners.learner_models(records, data)
-    paths = learners.plot_learners(report.load_results(estimates), models, out / "plots")
+    paths = learners.plot_learners(report.summarize(report.load_results(estimates)), models, out / "plots")
     expected = {"t-avil_bounds", "t-nvil_bounds", "t-vcd_bounds", "t-grbm_bounds", "tiny_bounds_vs_ais",
                 "t-avil_samples", "t-vcd_samples", "t-grbm_filters"}
     assert set(paths) == expected
@@ -186,11 +186,11 @@ def test_frey_samples_back_to_pixels(tmp_path):
 
 
 def test_an_ablation_has_no_paper_value():
-    per_run = report.load_results(avil_records())
+    summary = report.summarize(report.load_results(avil_records()))
     rec = trained("mush-avil", "avil")
     rec["hyperparams"]["ablation"] = "no_decoder_entropy"
-    row = learners.make_table_learners(per_run, learners.learner_models([rec]), z=2.0).iloc[0]
+    row = learners.make_table_learners(summary, learners.learner_models([rec]), z=2.0).iloc[0]
     assert row["ablation"] == "no_decoder_entropy"
     assert math.isnan(row["paper"]) and row["within_uncertainty"] == "no paper value"
-    paper = learners.make_table_learners_paper(learners.make_table_learners(per_run, learners.learner_models([rec])))
+    paper = learners.make_table_learners_paper(learners.make_table_learners(summary, learners.learner_models([rec])))
     assert set(paper["value"]) == {"paper"}  # only the published rows: the ablation is not ours to compare

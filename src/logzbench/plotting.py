@@ -37,8 +37,7 @@ def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
     """Training curves (every numeric per-epoch entry but time) vs ``step`` (a black-box learner's:
     ``iteration``), one panel each (PNG, atomic)."""
     plt = pyplot()
-    history = list(history)
-    df = pd.DataFrame(history)
+    df = pd.DataFrame(list(history))
     x = df[step] if step in df else pd.Series(range(1, len(df) + 1))
     cols = [c for c in df.columns if c != step and "second" not in c and pd.api.types.is_numeric_dtype(df[c])
             and df[c].notna().any()]

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = [
-    "AXES", "BOUNDS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "GIBBS_KINDS", "INITS", "KINDS", "LEARNERS",
-    "EstimatorSpec", "FamilySpec", "LearnerSpec", "estimator", "learner", "estimator_names", "estimators_for", "family", "family_names", "load", "setting_stem",
-    "parse_setting_stem", "methods_where",
+    "AXES", "BOUNDS", "COMPARED_FAMILY", "COMPARED_LEARNERS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "GIBBS_KINDS", "INITS", "KINDS", "LEARNERS",
+    "EstimatorSpec", "FamilySpec", "LearnerSpec", "compared_learner_datasets", "estimator", "estimator_names", "estimators_for", "family",
+    "family_names", "learner", "load", "setting_stem", "parse_setting_stem", "methods_where",
 ]
 
 #: initial distributions of the annealing path of a binary model
@@ -426,8 +426,9 @@ class LearnerSpec:
     name : str
         What users write (``learner: avil``).
     entry : str
-        ``"module:function"`` of ``(train, valid=None, *, family, hidden_sizes, **hyperparams) ->
-        (model, history)`` with ``history`` a dict of equal-length lists, one entry per logged iteration.
+        ``"module:function"`` of ``(train, valid=None, *, family, hidden_sizes, return_state=False,
+        **hyperparams) -> (model, history)`` (and the trained networks with ``return_state=True``), with
+        ``history`` a dict of equal-length lists, one entry per logged iteration.
     families : tuple of str
         The families it trains.
     label : str
@@ -460,6 +461,21 @@ def learner(name: str, family_name: str | None = None) -> LearnerSpec:
     if family_name is not None and str(family_name).lower() not in spec.families:
         raise ValueError(f"learner {spec.name} trains {', '.join(spec.families)} models, not a {family_name}")
     return spec
+
+
+#: the learners whose bounds of log Z the AVIL paper's Fig. 5 compares on one dataset, and their family
+COMPARED_LEARNERS, COMPARED_FAMILY = ("nvil", "avil"), "rbm"
+
+
+def compared_learner_datasets(models) -> list[str]:
+    """The datasets, sorted, on which a :data:`COMPARED_FAMILY` model was trained by each of
+    :data:`COMPARED_LEARNERS` (the report's ``plots/<dataset>_bounds_vs_ais.png``); ``models`` are
+    ``(dataset, family, learner)`` triples."""
+    seen: dict[str, set] = {}
+    for dataset, family_name, learner_name in models:
+        if str(family_name).lower() == COMPARED_FAMILY:
+            seen.setdefault(str(dataset), set()).add(str(learner_name).lower())
+    return sorted(d for d, names in seen.items() if set(COMPARED_LEARNERS) <= names)
 
 
 def family(name: str) -> FamilySpec:

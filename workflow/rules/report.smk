@@ -17,11 +17,8 @@ def learner_report_plots():
     learner-trained model, plots/<dataset>_bounds_vs_ais.png of each dataset with an NVIL- and an
     AVIL-trained RBM (the sample and filter figures depend on files and image shapes: undeclared)."""
     learned = learner_models()
-    rbm_learners = {}
-    for m, hp in learned.items():
-        if str(hp.get("family", "rbm")).lower() == "rbm":
-            rbm_learners.setdefault(model_dataset(m), set()).add(str(hp["learner"]).lower())
-    paired = [d for d, names in sorted(rbm_learners.items()) if {"nvil", "avil"} <= names]
+    paired = registry.compared_learner_datasets(
+        (model_dataset(m), hp.get("family", "rbm"), hp["learner"]) for m, hp in learned.items())
     return [f"{REPORT_DIR}/plots/{m}_bounds.png" for m in learned] + [
         f"{REPORT_DIR}/plots/{d}_bounds_vs_ais.png" for d in paired]
 

@@ -210,7 +210,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     truth = ground_truth(per_run, tolerance=truth_tolerance)
     trials = annealed_trials(per_run, truth, z=z)
     learners = learner_models(model_records, data_dir)
-    table_l = make_table_learners(per_run, learners, z=z)
+    table_l = make_table_learners(summary, learners, z=z)
     paths: dict[str, Any] = {
         "annealed_trials": _write_csv(trials, out / "annealed_trials.csv"),
         "per_run": _write_csv(per_run, out / "per_run.csv"),
@@ -228,7 +228,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     trial_plots: dict[str, Path] = {}
     if plots:
         model_plots, trial_plots, paths["model_size_plot"] = _plots(per_run, summary, trials, table_c, models, out)
-    learner_plots = plot_learners(per_run, learners, out / "plots") if plots else {}
+    learner_plots = plot_learners(summary, learners, out / "plots") if plots else {}
     paths["plots"] = model_plots
     paths["trial_plots"] = trial_plots
     tagged = (_tag_runs(per_run, tracking_uri, experiment_name)

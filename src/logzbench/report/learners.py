@@ -40,11 +40,10 @@ import numpy as np
 import pandas as pd
 
 from ..plotting import pyplot, save_figure
-from ..registry import LEARNERS
+from ..registry import COMPARED_FAMILY, COMPARED_LEARNERS, LEARNERS, compared_learner_datasets
 from .methods import label, line_style
 from .plots import _placeholder
 from .published import load_published, lookup
-from .records import _combined_se
 
 __all__ = ["LEARNER_TABLE_COLUMNS", "LearnerModel", "PAPER", "PAPER_QUANTITY", "PAPER_TABLES", "PANELS", "Panel",
            "bound_check", "bounds_vs_ais_datasets", "final_ais", "learner_models", "make_table_learners",
@@ -65,9 +64,9 @@ LEARNER_TABLE_COLUMNS = [
     "bound_violated_rows", "bound_rows",
 ]
 
-#: the learner's running bound of log Z in its history: learner -> (column, its s.e. column, direction)
-LOG_Z_BOUNDS = {"avil": ("log_z_bound", "log_z_bound_stderr", "lower"),
-                "nvil": ("log_z_upper_bound", "", "upper")}
+#: the learner's running bound of log Z in its history: learner -> (column, its s.e. column); its direction
+#: is the registry's (:attr:`logzbench.registry.LearnerSpec.bound`)
+LOG_Z_BOUNDS = {"avil": ("log_z_bound", "log_z_bound_stderr"), "nvil": ("log_z_upper_bound", "")}
 #: the datasets of the paper's Tables 2-3, in its column order (the sources' names)
 PAPER_COLUMNS = ("digits-avil", "adult", "connect4", "dna", "mushrooms", "nips-0-12", "ocr_letters", "rcv1", "web")
 
@@ -152,13 +151,12 @@ def learner_models(records: Iterable[str | os.PathLike | Mapping[str, Any]],
 
 
 def bounds_vs_ais_datasets(models: Sequence[LearnerModel]) -> dict[str, list[LearnerModel]]:
-    """Datasets with an NVIL-trained and an AVIL-trained RBM: {dataset: those RBMs, NVIL first}."""
-    rbms: dict[str, list[LearnerModel]] = {}
-    for m in models:
-        if m.family == "rbm" and m.learner in ("nvil", "avil"):
-            rbms.setdefault(m.dataset, []).append(m)
-    return {d: sorted(ms, key=lambda m: (m.learner != "nvil", m.model)) for d, ms in sorted(rbms.items())
-            if {m.learner for m in ms} == {"nvil", "avil"}}
+    """Datasets with an NVIL-trained and an AVIL-trained RBM (:func:`logzbench.registry.compared_learner_datasets`):
+    {dataset: those RBMs, NVIL first}."""
+    datasets = compared_learner_datasets((m.dataset, m.family, m.learner) for m in models)
+    return {d: sorted((m for m in models if m.dataset == d and m.family == COMPARED_FAMILY
+                       and m.learner in COMPARED_LEARNERS), key=lambda m: (m.learner != "nvil", m.model))
+            for d in datasets}
 
 
 # --------------------------------------------------------------------------- the table
@@ -166,27 +164,25 @@ _NO_AIS = {"K": pd.NA, "init": "", "n_seeds": 0, "ais": float("nan"), "ais_se": 
            "log_z": float("nan"), "log_z_se": float("nan")}
 
 
-def final_ais(per_run: pd.DataFrame, model: str) -> dict[str, Any]:
-    """The model's AIS estimate at its largest K: ``K``, ``init``, ``n_seeds``, the mean test
-    log-likelihood ``ais`` (mean over seeds) with its standard error ``ais_se``, and ``log_z`` /
-    ``log_z_se``.  With several initial distributions at that K, the one with the largest mean log Z
-    (AIS's log Z errs low, so the tightest); runs of several AIS estimators there are pooled."""
-    runs = per_run[(per_run["model"] == model) & (per_run["method"] == "ais") & per_run["K"].notna()
-                   & per_run["mean_test_ll"].notna()]
-    if runs.empty:
+def final_ais(summary: pd.DataFrame, model: str) -> dict[str, Any]:
+    """The model's AIS estimate at its largest K, from the report's summary over seeds
+    (:func:`.records.summarize`): ``K``, ``init``, ``n_seeds``, the mean test log-likelihood ``ais``
+    with its standard error ``ais_se``, and ``log_z`` / ``log_z_se``.  With several summary rows at
+    that K (initial distributions, AIS estimator entries), the one with the largest mean log Z (AIS's
+    log Z errs low, so the tightest)."""
+    rows = summary[(summary["model"] == model) & (summary["method"] == "ais") & summary["K"].notna()
+                   & summary["mean_test_ll"].notna()]
+    if rows.empty:
         return dict(_NO_AIS)
-    runs = runs[runs["K"] == runs["K"].max()]
-    by_init = runs.groupby("init")["log_z"].mean()
-    init = by_init.idxmax() if by_init.notna().any() else sorted(runs["init"])[0]
-    g = runs[runs["init"] == init]
-    return {"K": int(g["K"].iloc[0]), "init": init, "n_seeds": len(g),
-            "ais": float(g["mean_test_ll"].mean()), "ais_se": _combined_se(g["mean_test_ll_stderr"], g["mean_test_ll"]),
-            "log_z": float(g["log_z"].mean()) if g["log_z"].notna().any() else float("nan"),
-            "log_z_se": _combined_se(g["log_z_stderr"], g["log_z"])}
+    rows = rows[rows["K"] == rows["K"].max()]
+    best = rows.loc[rows["log_z"].idxmax()] if rows["log_z"].notna().any() else rows.sort_values("init").iloc[0]
+    return {"K": int(best["K"]), "init": best["init"], "n_seeds": int(best["n_seeds"]),
+            "ais": float(best["mean_test_ll"]), "ais_se": float(best["mean_test_ll_se"]),
+            "log_z": float(best["log_z"]), "log_z_se": float(best["log_z_se"])}
 
 
-def _exact(per_run: pd.DataFrame, model: str, column: str) -> float:
-    ex = per_run.loc[per_run["model"] == model, column].dropna()
+def _exact(summary: pd.DataFrame, model: str, column: str) -> float:
+    ex = summary.loc[summary["model"] == model, column].dropna()
     return float(ex.iloc[0]) if len(ex) else float("nan")
 
 
@@ -229,12 +225,13 @@ def bound_check(m: LearnerModel, hist: pd.DataFrame | None, z: float) -> dict[st
     ``reference_log_z``, ``reference`` (exact / AIS / empty) and ``bound_holds`` (yes / no / ``no bound``
     / ``no reference``), and over the logged iterations with a reference ``bound_rows`` and
     ``bound_violated_rows`` (NVIL's Fig. 5a: its estimate falls below log Z when ``q`` misses modes)."""
-    spec = LOG_Z_BOUNDS.get(m.learner)
-    out = {"bound": spec[2] if spec else "none", "bound_log_z": math.nan, "reference_log_z": math.nan,
+    columns = LOG_Z_BOUNDS.get(m.learner)
+    side = LEARNERS[m.learner].bound if m.learner in LEARNERS else "none"
+    out = {"bound": side if columns else "none", "bound_log_z": math.nan, "reference_log_z": math.nan,
            "reference": "", "bound_holds": "no bound", "bound_violated_rows": 0, "bound_rows": 0}
-    if spec is None or hist is None or hist.empty or spec[0] not in hist:
+    if columns is None or hist is None or hist.empty or columns[0] not in hist:
         return out
-    col, se_col, side = spec
+    col, se_col = columns
     violated = []
     last = None
     for _, row in hist.iterrows():
@@ -257,8 +254,8 @@ def bound_check(m: LearnerModel, hist: pd.DataFrame | None, z: float) -> dict[st
     return out
 
 
-def _table_row(m: LearnerModel, per_run: pd.DataFrame, published: pd.DataFrame, z: float) -> dict[str, Any]:
-    ais = final_ais(per_run, m.model)
+def _table_row(m: LearnerModel, summary: pd.DataFrame, published: pd.DataFrame, z: float) -> dict[str, Any]:
+    ais = final_ais(summary, m.model)
     # an ablation (Fig. 4) is not a row of the paper's tables
     table = PAPER_TABLES.get(m.family) if not m.ablation else None
     paper_row = f"{m.family}/{m.learner}"
@@ -268,7 +265,7 @@ def _table_row(m: LearnerModel, per_run: pd.DataFrame, published: pd.DataFrame, 
             "ablation": m.ablation,
             "hidden_sizes": "-".join(str(h) for h in m.hidden_sizes), "aux_size": m.aux_size,
             **{k: ais[k] for k in ("K", "init", "n_seeds", "ais", "ais_se")},
-            "exact": _exact(per_run, m.model, "exact_test_ll"),
+            "exact": _exact(summary, m.model, "exact_test_ll"),
             "paper_table": table if table is not None else "", "paper_row": paper_row if table is not None else "",
             "paper": paper, "diff": ais["ais"] - paper, "tolerance": z * ais["ais_se"],
             "within_uncertainty": within_uncertainty(ais["ais"], ais["ais_se"], paper, z),
@@ -276,21 +273,23 @@ def _table_row(m: LearnerModel, per_run: pd.DataFrame, published: pd.DataFrame, 
             **bound_check(m, _history(m), z)}
 
 
-def make_table_learners(per_run: pd.DataFrame, models: Sequence[LearnerModel], *, z: float = 2.0,
+def make_table_learners(summary: pd.DataFrame, models: Sequence[LearnerModel], *, z: float = 2.0,
                         published: pd.DataFrame | None = None) -> pd.DataFrame:
     """``table_learners.csv``: one row per learner-trained model (columns :data:`LEARNER_TABLE_COLUMNS`).
 
+    From the report's ``summary`` over seeds (:func:`.records.summarize`).
     ``ais``, ``ais_se``: our mean test log-likelihood by AIS at the largest K (:func:`final_ais`) and
     its standard error (nats); ``exact``: the exact value where the report has one; ``paper``: the
     paper's value (:data:`PAPER`, Table :data:`PAPER_TABLES` of the family, row
-    ``<family>/<learner>``, column the dataset's source; NaN when it has none, e.g. a GRBM);
+    ``<family>/<learner>``, column the dataset's source; NaN when it has none, e.g. a GRBM or an
+    ``ablation``);
     ``diff`` = ``ais`` - ``paper``; ``tolerance`` = ``z`` x ``ais_se``; ``within_uncertainty``:
     ``yes`` / ``no`` (``|diff| <= tolerance``), ``no uncertainty`` (no standard error),
     ``no paper value`` or ``no AIS estimate``.  Rows by family (RBMs, DBMs, GRBMs), source, learner.
     With no models: the header only.
     """
     published = load_published() if published is None else published
-    rows = [_table_row(m, per_run, published, z) for m in models]
+    rows = [_table_row(m, summary, published, z) for m in models]
     t = pd.DataFrame(rows, columns=LEARNER_TABLE_COLUMNS)
     for c in ("K", "aux_size", "n_seeds", "selected_iteration", "bound_violated_rows", "bound_rows"):
         t[c] = pd.array(t[c], dtype="Int64")
@@ -510,11 +509,9 @@ def _as_images(rows: np.ndarray, m: LearnerModel) -> tuple[np.ndarray, float, fl
     mapped back to 8-bit pixels (the dataset's ``mean`` and ``sd``), binary means on [0, 1]."""
     rows = np.asarray(rows, dtype=np.float64)
     if m.source == "frey" and m.data is not None:
-        from ..data.frey import to_images
+        from ..data.frey import load_standardization, to_images
 
-        with np.load(m.data, allow_pickle=False) as z:
-            std = {"mean": z["mean"], "sd": z["sd"]}
-        return to_images(rows, std).astype(np.float64), 0.0, 255.0
+        return to_images(rows, load_standardization(m.data)).astype(np.float64), 0.0, 255.0
     images = rows.reshape(len(rows), *m.image_shape)
     lo, hi = float(np.nanmin(images)), float(np.nanmax(images))
     return images, *((0.0, 1.0) if lo >= 0.0 and hi <= 1.0 else (lo, hi))
@@ -562,16 +559,17 @@ def plot_filters(m: LearnerModel, W: np.ndarray, path: str | os.PathLike, n: int
     return save_figure(fig, path, dpi=110)
 
 
-def plot_learners(per_run: pd.DataFrame, models: Sequence[LearnerModel], plot_dir: str | os.PathLike
+def plot_learners(summary: pd.DataFrame, models: Sequence[LearnerModel], plot_dir: str | os.PathLike
                   ) -> dict[str, Path]:
-    """Every learner figure of ``models`` into ``plot_dir``: {file stem: path}.  ``<model>_bounds``
+    """Every learner figure of ``models`` into ``plot_dir`` (``summary``: the report's summary over
+    seeds, for the final AIS estimates): {file stem: path}.  ``<model>_bounds``
     for each model; ``<dataset>_bounds_vs_ais`` for each dataset of :func:`bounds_vs_ais_datasets`;
     ``<model>_samples`` where the samples file exists and the dataset has an image shape;
     ``<model>_filters`` for a Gaussian RBM whose dataset has one."""
     plot_dir = Path(plot_dir)
     out: dict[str, Path] = {}
     hists = {m.model: _history(m) for m in models}
-    ais = {m.model: final_ais(per_run, m.model) for m in models}
+    ais = {m.model: final_ais(summary, m.model) for m in models}
     for m in models:
         out[f"{m.model}_bounds"] = plot_bounds(m, hists[m.model], ais[m.model], plot_dir / f"{m.model}_bounds.png")
     for dataset, ms in bounds_vs_ais_datasets(models).items():

@@ -31,9 +31,9 @@ import math
 import torch
 
 from .variational import (
+    AISMonitor,
     Decoder,
     Encoder,
-    AISMonitor,
     ExactMonitor,
     History,
     adam,
@@ -42,6 +42,7 @@ from .variational import (
     exact_decoder_entropy,
     free_energy_bound,
     logged,
+    mean_stderr,
     setup,
     step,
 )
@@ -176,9 +177,9 @@ def train_avil(train, valid=None, *, family: str = "rbm", hidden_sizes=(50,), au
         fe = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen)
         pos = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen, entropy=False)
         db = decoder_bounds(energy, decoder, monitor_samples or n_draws, s.eval_gen)
-        f_mean = float(fe.value.mean())
-        f_se = float(fe.value.std() / math.sqrt(fe.value.numel())) if fe.value.numel() > 1 else math.nan
-        row = {"iteration": it, "free_energy_bound": f_mean, "free_energy_bound_stderr": f_se,
+        f = mean_stderr(fe.value)  # over the monitoring batch's rows
+        f_mean = float(f.value)
+        row = {"iteration": it, "free_energy_bound": f_mean, "free_energy_bound_stderr": float(f.stderr),
                "log_z_bound": float(db.log_z.value), "log_z_bound_stderr": float(db.log_z.stderr),
                "entropy_bound": float(db.entropy.value), "positive_phase": float(pos.value.mean()),
                "negative_phase": float(db.energy.value),

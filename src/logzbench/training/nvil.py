@@ -64,18 +64,18 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 
 from ..models.enumeration import state_bits
 from .variational import (
+    AISMonitor,
     Decoder,
     DecoderSample,
     Encoder,
     EnergyModel,
-    AISMonitor,
     ExactMonitor,
     History,
     adam,
+    bernoulli_log_prob_table,
     float64_copy,
     logged,
     setup,
@@ -162,15 +162,11 @@ def exact_log_chi2_bound(energy: EnergyModel, proposal: NVILProposal, max_bits: 
     zs = dec.all_z(dev)
     hs = state_bits(0, 1 << n_h, n_h, dev, torch.float64)
     vs = state_bits(0, 1 << n_v, n_v, dev, torch.float64)
-    logits_h = dec.top(zs)  # (2^k, n_h)
-    log_q_h_z = hs @ logits_h.T - F.softplus(logits_h).sum(-1)  # (2^n_h, 2^k)
-    r_out = dec.r(hs)  # (2^n_h, k) logits of r(z | h)
-    log_r_z_h = zs @ r_out.T - F.softplus(r_out).sum(-1)  # (2^k, 2^n_h)
+    log_q_h_z = bernoulli_log_prob_table(hs, dec.top(zs))  # (2^n_h, 2^k)
+    log_r_z_h = bernoulli_log_prob_table(zs, dec.r(hs))  # (2^k, 2^n_h): r(z | h)
     c = torch.logsumexp(2 * log_r_z_h.T - log_q_h_z - dec.log_prior(zs)[None], dim=1)  # (2^n_h,)
-    logits_v = dec.vis(hs)  # (2^n_h, n_v)
-    log_q_v_h = vs @ logits_v.T - F.softplus(logits_v).sum(-1)  # (2^n_v, 2^n_h)
-    logits_r = prop.encoder.nets[0](vs)  # (2^n_v, n_h)
-    log_r_h_v = logits_r @ hs.T - F.softplus(logits_r).sum(-1, keepdim=True)  # (2^n_v, 2^n_h)
+    log_q_v_h = bernoulli_log_prob_table(vs, dec.vis(hs))  # (2^n_v, 2^n_h)
+    log_r_h_v = bernoulli_log_prob_table(hs, prop.encoder.nets[0](vs)).T  # (2^n_v, 2^n_h): r(h | v)
     f2 = -2 * energy.free_energy(vs)  # (2^n_v,)
     return float(torch.logsumexp((f2[:, None] + 2 * log_r_h_v - log_q_v_h + c[None]).reshape(-1), 0))
 

@@ -72,9 +72,11 @@ from .trainer import _as_binary_data, _check_int, _check_real, _spawn_seed
 
 __all__ = [
     "FAMILIES", "Decoder", "DecoderBounds", "DecoderSample", "Encoder", "EncoderSample", "EnergyFamily", "EnergyModel",
-    "MCEstimate", "MLP", "Relaxation", "bernoulli_entropy", "bernoulli_log_prob", "binary_concrete", "decoder_bounds",
-    "exact_decoder_entropy", "figure_samples", "free_energy_bound", "get_family", "grbm_energy", "grbm_free_energy", "layered_energy",
-    "layered_free_energy", "logistic_noise", "sample_bernoulli",
+    "MCEstimate", "MLP", "Relaxation", "bernoulli_entropy", "bernoulli_log_prob", "bernoulli_log_prob_table",
+    "binary_concrete", "decoder_bounds",
+    "exact_decoder_entropy", "figure_samples", "free_energy_bound", "gaussian_entropy", "gaussian_log_prob", "get_family",
+    "grbm_energy", "grbm_free_energy", "layered_energy",
+    "layered_free_energy", "logistic_noise", "mean_stderr", "sample_bernoulli",
 ]
 
 #: ``z`` priors of the decoder
@@ -143,9 +145,25 @@ def bernoulli_log_prob(x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
     return (x * logits - F.softplus(logits)).sum(-1)
 
 
+def bernoulli_log_prob_table(x: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    """``log Bernoulli(x_i; sigmoid(logits_j))`` for every pair of rows, shape ``(len(x), len(logits))``
+    (exact enumeration: every state against every parent's logits)."""
+    return x @ logits.T - F.softplus(logits).sum(-1)
+
+
 def bernoulli_entropy(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of factorial Bernoulli(sigmoid(l)): ``sum_i softplus(l_i) - sigmoid(l_i) l_i``, shape ``(...)``."""
     return (F.softplus(logits) - torch.sigmoid(logits) * logits).sum(-1)
+
+
+def gaussian_log_prob(x: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
+    """``log N(x; mean, diag(exp(log_std)^2))`` over the last axis, shape ``(...)``."""
+    return (-0.5 * ((x - mean) * torch.exp(-log_std)) ** 2 - log_std).sum(-1) - 0.5 * x.shape[-1] * _LOG_2PI
+
+
+def gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
+    """Entropy of ``N(., diag(exp(log_std)^2))``: ``sum_i log_std_i + (1 + log 2 pi) / 2`` over the last axis."""
+    return (log_std + 0.5 * (1.0 + _LOG_2PI)).sum(-1)
 
 
 # ---------------------------------------------------------------------------- networks
@@ -338,7 +356,7 @@ class Decoder(nn.Module):
         if self.z_kind == "discrete":
             return bernoulli_log_prob(z, out)
         mean, log_std = out.chunk(2, dim=-1)
-        return (-0.5 * ((z - mean) * torch.exp(-log_std)) ** 2 - log_std).sum(-1) - 0.5 * self.aux_size * _LOG_2PI
+        return gaussian_log_prob(z, mean, log_std)
 
     def _visible_log_std(self) -> torch.Tensor:
         return self.log_std if self.log_std is not None else self.fixed_log_std
@@ -347,15 +365,14 @@ class Decoder(nn.Module):
         """``H(q(v | h_1))``, shape ``(n,)``."""
         if self.visible == "binary":
             return bernoulli_entropy(self.vis(h1))
-        return (self._visible_log_std() + 0.5 * (1.0 + _LOG_2PI)).sum().expand(h1.shape[0])
+        return gaussian_entropy(self._visible_log_std()).expand(h1.shape[0])
 
     def log_prob_visible(self, v: torch.Tensor, h1: torch.Tensor) -> torch.Tensor:
         """``log q(v | h_1)``, shape ``(n,)``."""
         out = self.vis(h1)
         if self.visible == "binary":
             return bernoulli_log_prob(v, out)
-        log_std = self._visible_log_std()
-        return (-0.5 * ((v - out) * torch.exp(-log_std)) ** 2 - log_std).sum(-1) - 0.5 * self.n_visible * _LOG_2PI
+        return gaussian_log_prob(v, out, self._visible_log_std())
 
     def log_prob_hidden_given_z(self, hs: Sequence[torch.Tensor], z: torch.Tensor) -> torch.Tensor:
         """``log q(h | z) = log q(h_L | z) + sum_{l<L} log q(h_l | h_{l+1})``, shape ``(n,)``."""
@@ -393,7 +410,7 @@ class Decoder(nn.Module):
             v = out + torch.exp(log_std) * eps
             if relax is None:
                 v = v.detach()
-            ent = ent + (log_std + 0.5 * (1.0 + _LOG_2PI)).sum()
+            ent = ent + gaussian_entropy(log_std)
         return DecoderSample(z, hs, v, ent, self.log_r(z, hs[-1]), self.prior_entropy())
 
     # -- exact (discrete z)
@@ -407,15 +424,20 @@ class Decoder(nn.Module):
         """Exact ``log q(h_L) = logsumexp_z log q(z) + log q(h_L | z)`` (discrete ``z``), shape ``(n,)``."""
         zs = self.all_z(h_top.device, h_top.dtype)
         logits = self.top(zs)  # (2^k, n_L)
-        pair = h_top @ logits.T - F.softplus(logits).sum(-1)  # (n, 2^k): log q(h_L | z)
+        pair = bernoulli_log_prob_table(h_top, logits)  # (n, 2^k): log q(h_L | z)
         return torch.logsumexp(pair, dim=1) - self.aux_size * math.log(2.0)
 
-    def log_prob(self, v: torch.Tensor, hs: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Exact ``log q(v, h)`` (discrete ``z`` enumerated), shape ``(n,)``."""
-        out = self.log_prob_top(hs[-1]) + self.log_prob_visible(v, hs[0])
+    def log_prob_hidden(self, hs: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Exact ``log q(h) = log q(h_L) + sum_{l<L} log q(h_l | h_{l+1})`` (discrete ``z`` enumerated),
+        shape ``(n,)``."""
+        out = self.log_prob_top(hs[-1])
         for l, net in enumerate(self.down):
             out = out + bernoulli_log_prob(hs[l], net(hs[l + 1]))
         return out
+
+    def log_prob(self, v: torch.Tensor, hs: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Exact ``log q(v, h)`` (discrete ``z`` enumerated), shape ``(n,)``."""
+        return self.log_prob_hidden(hs) + self.log_prob_visible(v, hs[0])
 
 
 @torch.no_grad()
@@ -456,10 +478,7 @@ def exact_decoder_entropy(decoder: Decoder, max_bits: int = MAX_EXACT_BITS, chun
     for start in range(0, total, chunk):
         h = state_bits(start, min(start + chunk, total), n_h, p.device, torch.float64)
         hs = list(torch.split(h, decoder.hidden_sizes, dim=1))
-        log_q = dec.log_prob_top(hs[-1])
-        for l, net in enumerate(dec.down):
-            log_q = log_q + bernoulli_log_prob(hs[l], net(hs[l + 1]))
-        ent.append(log_q)
+        ent.append(dec.log_prob_hidden(hs))
         vis_ent.append(dec.visible_entropy(hs[0]))
     log_q, vis = torch.cat(ent), torch.cat(vis_ent)
     q = torch.exp(log_q)
@@ -678,7 +697,7 @@ class MCEstimate(NamedTuple):
     stderr: torch.Tensor
 
 
-def _mean_stderr(x: torch.Tensor) -> MCEstimate:
+def mean_stderr(x: torch.Tensor) -> MCEstimate:
     """Mean over axis 0 and its standard error (float64)."""
     x = x.double()
     n = x.shape[0]
@@ -714,7 +733,7 @@ def free_energy_bound(energy: Callable, encoder: Encoder, v: torch.Tensor, gener
         s = encoder.sample(v, generator)
         e = energy(v.double(), [h.double() for h in s.hs])
         vals.append(e - s.entropy.double() if entropy else e)
-    return _mean_stderr(torch.stack(vals))
+    return mean_stderr(torch.stack(vals))
 
 
 class DecoderBounds(NamedTuple):
@@ -762,7 +781,7 @@ def decoder_bounds(energy: Callable, decoder: Decoder, n_samples: int, generator
         en.append(energy(s.v.double(), [h.double() for h in s.hs]))
         ent.append(s.entropy_bound().double())
     ent, en = torch.cat(ent), torch.cat(en)
-    return DecoderBounds(_mean_stderr(ent - en), _mean_stderr(ent), _mean_stderr(en))
+    return DecoderBounds(mean_stderr(ent - en), mean_stderr(ent), mean_stderr(en))
 
 
 # ---------------------------------------------------------------------------- training helpers
@@ -809,6 +828,11 @@ class Setup(NamedTuple):
         ``history``."""
         row.update(self.exact(self.energy))
         row.update(self.ais(it, self.energy))
+        if it == 0 and self.best.select == "best-valid" and not math.isfinite(self.best.criterion(row)):
+            # (before any training: the first logged row has the monitors' values or none)
+            raise ValueError("select='best-valid' needs a validation log-likelihood during training: the model is "
+                             f"not enumerable with exact_max_units={self.exact.max_units}; set ais_every (AIS on "
+                             "the validation rows every that many iterations)")
         self.best.offer(it, row, self.energy)
         history.add(row)
 
@@ -885,13 +909,8 @@ def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, bet
                          "iterations)")
     exact = ExactMonitor(x_train, monitor, x_valid, exact_max_units)
     best = BestSnapshot(check_select(select))
-    if best.select == "best-valid":
-        if x_valid is None:
-            raise ValueError("select='best-valid' needs validation rows (the dataset has no validation split)")
-        if not ais.every and energy.exact(int(exact_max_units)) is None:
-            raise ValueError("select='best-valid' needs a validation log-likelihood during training: the model is "
-                             f"not enumerable with exact_max_units={exact_max_units}; set ais_every (AIS on the "
-                             "validation rows every that many iterations)")
+    if best.select == "best-valid" and x_valid is None:
+        raise ValueError("select='best-valid' needs validation rows (the dataset has no validation split)")
     return Setup(fam, dev, x_train, x_valid, sizes, int(mlp_hidden), relax, init_gen, gen, eval_gen, energy, batches, monitor,
                  exact, ais, best, data_mean)
 
