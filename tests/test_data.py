@@ -340,3 +340,27 @@ def test_load_binary_rows(tmp_path):
         load_binary_rows(tmp_path / "obj.npy")
     with pytest.raises(DatasetError, match="missing.npy"):
         load_binary_rows(tmp_path / "missing.npy")
+
+
+def test_class_subset_takes_per_class_rows_of_each_label(tmp_path):
+    from logzbench.data import class_subset, load_labels
+
+    labels = np.random.default_rng(0).permutation(np.repeat(np.arange(4), [7, 5, 9, 6]))
+    idx = class_subset(labels, 5, seed=0)
+    assert idx.dtype == np.int64 and list(idx) == sorted(set(idx.tolist()))  # distinct, in the original order
+    assert np.bincount(labels[idx]).tolist() == [5, 5, 5, 5]
+    assert np.array_equal(class_subset(labels, 5, seed=0), idx)  # reproducible
+    assert not np.array_equal(class_subset(labels, 3, seed=1), class_subset(labels, 3, seed=0))
+    assert set(np.flatnonzero(labels == 1)) <= set(idx.tolist())  # a class of exactly per_class rows: all of them
+    with pytest.raises(DatasetError, match=r"class 1 has 5 test rows, fewer than test_subset per_class = 6"):
+        class_subset(labels, 6, seed=0)
+    for bad in (0, -2, 1.5):
+        with pytest.raises(ValueError, match="per_class must be an integer >= 1"):
+            class_subset(labels, bad, seed=0)
+    np.savez(tmp_path / "unlabelled.npz", train=np.zeros((3, 2)), test=np.zeros((3, 2)))
+    assert load_labels(tmp_path / "unlabelled.npz") is None
+    with pytest.raises(DatasetError, match=r"unlabelled\.npz has no test_labels: test_subset .* needs a dataset "
+                                           r"with labels"):
+        class_subset(load_labels(tmp_path / "unlabelled.npz"), 2, seed=0, source=tmp_path / "unlabelled.npz")
+    np.savez(tmp_path / "labelled.npz", test=np.zeros((len(labels), 2)), test_labels=labels)
+    assert np.array_equal(load_labels(tmp_path / "labelled.npz", "test"), labels)

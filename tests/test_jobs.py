@@ -98,6 +98,65 @@ def test_sweep_writes_each_setting_and_keeps_one_mlflow_run_per_setting(tmp_path
     assert not {r["mlflow_run_id"] for r in again} & {r["mlflow_run_id"] for r in records}
 
 
+def test_test_subset_restricts_the_rows_of_each_setting(tmp_path):
+    """An estimator entry's test_subset: each setting evaluates per_class test rows of each label
+    (logzbench.data.class_subset of test_labels), chosen per setting within one sweep; RAISE's n_examples
+    then subsamples those rows; a dataset without labels is refused, naming the file."""
+    from logzbench.data import class_subset
+    from logzbench.errors import DatasetError
+    from logzbench.jobs import run_estimate_sweep
+
+    rbm = random_rbm(12, 8, seed=0, scale=0.5)
+    save_model(rbm, tmp_path / "tiny.npz")
+    rows = model_samples(rbm, 70, seed=1, sweeps=50).numpy().astype(np.uint8)
+    labels = np.random.default_rng(5).permutation(np.repeat([0, 1, 2], 10))
+    data = tmp_path / "tiny-data.npz"
+    np.savez(data, train=rows[:40], test=rows[40:], test_labels=labels)
+    test = torch.as_tensor(rows[40:], dtype=torch.float64)
+    log_f, log_z = rbm.exact_log_f(test).numpy(), rbm.exact_log_z()
+
+    def run(settings, out, tracking=None):
+        return run_estimate_sweep(settings, model=tmp_path / "tiny.npz", data=data, out_dir=tmp_path / out,
+                                  tracking=tracking or {"enabled": False}, log=lambda msg: None)
+
+    sub = {"per_class": 4, "seed": 0}
+    exact = {**BASE, "estimator": "exact-subset", "method": "exact", "K": None, "init": None, "seed": None,
+             "test_subset": sub}
+    [rec] = run([exact], "exact")
+    idx = class_subset(labels, 4, 0)
+    assert len(idx) == 12 and rec["test_subset"] == sub and rec["result"]["n_examples"] == 12
+    assert rec["result"]["mean_log_likelihood"] == pytest.approx(log_f[idx].mean() - log_z, abs=1e-9)
+    # AIS: per-example log-likelihood = exact log f(v) - log Z-hat, on the rows of each setting's own subset
+    ais = {**BASE, "estimator": "ais", "method": "ais", "K": 5, "schedule": "linear", "chains": 10, "n_examples": None}
+    settings = [{**ais, "init": "uniform", "seed": 0},
+                {**ais, "init": "uniform", "seed": 1, "test_subset": sub},
+                {**ais, "init": "base-rate", "seed": 0, "test_subset": {"per_class": 2, "seed": 7}}]
+    uri = "sqlite:///" + str(tmp_path / "mlflow.db")
+    records = run(settings, "ais", {"enabled": True, "uri": uri, "experiment": "subset-test"})
+    for s, r, want in zip(settings, records, (np.arange(30), idx, class_subset(labels, 2, 7))):
+        with np.load(r["arrays"]) as z:
+            per_ex = z["per_example_log_likelihood"]
+        assert r["result"]["n_examples"] == len(want) and ("test_subset" in r) == ("test_subset" in s)
+        assert per_ex + r["result"]["log_z"] == pytest.approx(log_f[want], abs=1e-9)
+    from logzbench.tracking import find_runs
+
+    tags = {r.data.tags["logzbench.key"]: r.data.tags.get("logzbench.test_subset")
+            for r in find_runs(uri=uri, experiment_name="subset-test", kind="estimate")}
+    assert tags == {r["key"]: None if "test_subset" not in s else json.dumps(s["test_subset"], sort_keys=True)
+                    for s, r in zip(settings, records)}
+    # RAISE: n_examples of the subset's rows, as of the full test set (at least as many: all of them)
+    raise_ = {**ais, "method": "raise", "estimator": "raise", "init": "uniform", "test_subset": sub}
+    all_rows, five = run([{**raise_, "seed": 0, "n_examples": 100}, {**raise_, "seed": 1, "n_examples": 5}], "raise")
+    assert all_rows["result"]["n_examples"] == 12 and all_rows["result"]["settings"]["n_test"] == 12
+    assert five["result"]["n_examples"] == 5 and five["result"]["settings"]["n_test"] == 12
+    np.savez(tmp_path / "unlabelled.npz", train=rows[:40], test=rows[40:])
+    with pytest.raises(DatasetError, match=r"unlabelled\.npz has no test_labels: test_subset"):
+        run_estimate(exact, model=tmp_path / "tiny.npz", data=tmp_path / "unlabelled.npz",
+                     arrays=tmp_path / "u.npz", record_path=tmp_path / "u.json", log=lambda msg: None)
+    with pytest.raises(DatasetError, match="class 0 has 10 test rows, fewer than test_subset per_class = 11"):
+        run([{**exact, "test_subset": {"per_class": 11, "seed": 0}}], "exact-11")
+
+
 def test_sweep_refuses_settings_that_share_a_file(tmp_path):
     from logzbench.jobs import run_estimate_sweep
 

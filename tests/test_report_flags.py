@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -11,15 +12,16 @@ from logzbench import report
 from logzbench.estimators.result import EstimateResult
 from logzbench.report.flags import (AIS_VS_RAISE, LOWER_BOUND_ABOVE_EXACT, POOR_LOG_F_SAMPLING, RULES,
                                     SANDWICH_RULES, Z_UNBIASED_ABOVE_CLOSED_FORM, Z_UNBIASED_BELOW_EXACT, FlagInput,
-                                    ReportThresholds, low_ess)
+                                    ReportThresholds, heavy_tails, low_ess, understated_spread)
 
 
 def rec(method, *, model="m", K=None, init=None, seed=0, ll=-100.0, ll_se=0.05, log_z=None, ess=None, chains=100,
-        family="rbm", extra=None):
+        family="rbm", extra=None, khat=None, log_z_se=0.01):
     """A workflow estimate record (the result as ``EstimateResult.to_dict()``)."""
     res = EstimateResult(estimator=method, log_z=float("nan") if log_z is None else log_z,
-                         log_z_stderr=0.01 if log_z is not None else float("nan"),
+                         log_z_stderr=log_z_se if log_z is not None else float("nan"),
                          ess=float("nan") if ess is None else ess, n_chains=0 if method == "exact" else chains,
+                         khat=float("nan") if khat is None else khat,
                          mean_log_likelihood=ll, mean_log_likelihood_stderr=ll_se, seconds=1.0,
                          extra=dict(extra or {}))
     return {"key": f"estimate/{model}/{method}/{K}/{init}/{seed}", "model": model, "dataset": "digits",
@@ -33,11 +35,24 @@ def exact(ll=-100.0, family="rbm", log_z=10.0):
 
 
 LF = {"mean_log_f_is": -70.0, "mean_log_f_is_stderr": 0.05, "is_samples": 500}
+
+
+def seeds(method="ais", lls=(), ll_se=0.05, **kw):
+    """One setting's runs, seed i with mean test log-likelihood ``lls[i]``."""
+    return [rec(method, K=10, init="uniform", seed=i, ll=v, ll_se=ll_se, **kw) for i, v in enumerate(lls)]
+
+
 GEN = "linear-gaussian"
 #: rule -> (records on which it fires, a clean variant, text of the reason)
 CASES = {
     low_ess: ([rec("ais", K=10, init="uniform", ess=5.0)], [rec("ais", K=10, init="uniform", ess=50.0)],
               "low ESS (seed 0): min 5 of 100 chains"),
+    heavy_tails: ([rec("ais", K=10, init="uniform", khat=0.83)], [rec("ais", K=10, init="uniform", khat=0.5)],
+                  "heavy-tailed log-weights (seed 0): Pareto k-hat 0.83 > 0.7, the standard error understates"),
+    # sd 0.65 over 4 seeds against s.e. 0.05; the clean variant scatters by about its s.e.
+    understated_spread: (seeds(lls=(-100.0, -99.5, -100.5, -99.0)), seeds(lls=(-100.03, -99.94, -100.02, -99.97)),
+                         "standard errors understate the spread between seeds (mean test LL): sd 0.65 vs mean s.e. "
+                         "0.05 (root mean square) over 4 seeds (Cochran's Q 500 > 11.3"),
     AIS_VS_RAISE: ([rec("ais", K=10, init="uniform", ll=-90.0), rec("raise", K=10, init="uniform", ll=-92.5)],
                    [rec("ais", K=10, init="uniform", ll=-90.0), rec("raise", K=10, init="uniform", ll=-90.3)],
                    "AIS-RAISE gap +2.50 nats exceeds 1 nat (uniform, K=10)"),
@@ -119,3 +134,80 @@ def test_is_family_records_through_build_report(tmp_path):
     assert rep["n_runs"] == 25 and rep["ground_truth"][0]["truth_source"] == "exact"
     for p in (*paths["plots"].values(), *paths["trial_plots"].values(), paths["model_size_plot"]):
         assert p.stat().st_size > 1000
+
+
+# --------------------------------------------------------------------------- k-hat and the spread between seeds
+def test_khat_columns_and_run_flags():
+    recs = [rec("ais", K=10, init="uniform", seed=0, khat=0.3), rec("ais", K=10, init="uniform", seed=1, khat=0.91),
+            rec("ais", K=10, init="uniform", seed=2)]  # no k-hat (None in the record)
+    per_run = report.load_results(recs)
+    assert list(per_run["khat"].iloc[:2]) == [0.3, 0.91] and np.isnan(per_run["khat"].iloc[2])
+    s = report.summarize(per_run)
+    assert s["khat_max"].iloc[0] == 0.91
+    per_run, s = report.apply_flags(per_run, s)
+    assert "heavy-tailed log-weights (seed 1): Pareto k-hat 0.91 > 0.7" in s["flags"].iloc[0]
+    flags = dict(zip(per_run["seed"], per_run["flags"]))
+    assert flags[1].startswith("heavy-tailed log-weights: Pareto k-hat 0.91 > 0.7") and flags[0] == flags[2] == ""
+    # the threshold is ReportThresholds' khat
+    _, s = report.apply_flags(per_run, report.summarize(per_run), khat=0.95)
+    assert s["flags"].iloc[0] == ""
+    assert ReportThresholds()["khat"] == 0.7
+
+
+def test_se_spread_ratio_columns():
+    recs = seeds(lls=(-91.0, -89.0, -90.0), ll_se=0.3)
+    for r, lz in zip(recs, (10.0, 10.4, 9.8)):
+        r["result"].update(log_z=lz, log_z_stderr=0.2)
+    s = report.summarize(report.load_results(recs))
+    assert s["se_spread_ratio"].iloc[0] == pytest.approx(1.0 / 0.3)  # sd 1 / rms s.e. 0.3
+    assert s["log_z_se_spread_ratio"].iloc[0] == pytest.approx(np.std([10.0, 10.4, 9.8], ddof=1) / 0.2)
+    one = report.summarize(report.load_results(seeds(lls=(-90.0,))))
+    assert np.isnan(one["se_spread_ratio"].iloc[0])  # one seed: no spread
+
+
+def _spread_settings(n_settings: int, n_seeds: int, se_factor: float, seed: int = 0) -> list[dict]:
+    """Settings whose seeds' estimates are normal around a common value with heterogeneous standard
+    errors; the runs report ``se_factor`` times their true standard error."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n_settings):
+        se = rng.uniform(0.05, 0.3, size=n_seeds)
+        lls = -100.0 + se * rng.normal(size=n_seeds)
+        out += [rec("ais", K=10 + k, init="uniform", seed=i, ll=float(v), ll_se=float(e * se_factor))
+                for i, (v, e) in enumerate(zip(lls, se))]
+    return out
+
+
+def _n_spread_flags(records) -> int:
+    return len(_reasons(understated_spread, records))
+
+
+def test_spread_rule_quiet_when_standard_errors_are_right():
+    # 60 settings x 8 seeds with correct (unequal) standard errors: Cochran's Q is chi-square(7), so
+    # the test at 0.99 fires on 1 % of them (0.6 expected; P(4 or more) = 0.3 % for Binomial(60, 0.01))
+    assert _n_spread_flags(_spread_settings(60, 8, se_factor=1.0)) <= 3
+
+
+def test_spread_rule_fires_when_standard_errors_are_halved():
+    # reported s.e. half the truth: Q is 4 chi-square(7), mean 28, against the 0.99 quantile 18.5: the
+    # test fires on 71 % of the settings (42 expected; P(fewer than 30) < 0.1 %)
+    assert _n_spread_flags(_spread_settings(60, 8, se_factor=0.5)) >= 30
+
+
+def test_spread_rule_needs_three_seeds_with_standard_errors():
+    assert _n_spread_flags(seeds(lls=(-100.0, -98.0))) == 0  # two seeds
+    recs = seeds(lls=(-100.0, -98.0, -99.0))
+    recs[2]["result"]["mean_log_likelihood_stderr"] = None  # the third has no s.e.
+    assert _n_spread_flags(recs) == 0
+    recs[2]["result"]["mean_log_likelihood_stderr"] = 0.05
+    assert _n_spread_flags(recs) == 1
+
+
+def test_spread_rule_checks_log_z_without_a_log_likelihood():
+    recs = [rec("ais", K=10, init="uniform", seed=i, ll=None, log_z=v, log_z_se=0.02)
+            for i, v in enumerate((40.0, 40.5, 39.6, 40.2))]
+    (reason,) = _reasons(understated_spread, recs)
+    assert reason.startswith("standard errors understate the spread between seeds (log Z): sd 0.38 vs mean s.e. 0.02")
+    for r, v in zip(recs, (40.0, 40.01, 39.98, 40.02)):
+        r["result"]["log_z"] = v
+    assert _reasons(understated_spread, recs) == []

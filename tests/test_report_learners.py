@@ -27,14 +27,14 @@ def test_published_lookups():
     assert math.isnan(published_value(pub, "li_avil", 3, "rbm/avil", "mushrooms", "mean_test_ll_ais"))
 
 
-HEADER = "paper,table,row,column,quantity,units,value,note\n"
+HEADER = "paper,table,row,column,quantity,units,value,uncertainty,uncertainty_kind,estimator,init,K,note\n"
 
 
 @pytest.mark.parametrize("text, match", [
     ("paper,table,row,column,quantity,value,note\nx,1,r,c,q,1.0,\n", r"header must be .*missing: units"),
-    (HEADER + "x,1,r,c,q,nats,1.0,\nx,1,r,c,q,nats,abc,\n", r"line 3: value 'abc' is not a finite number"),
-    (HEADER + "x,1,r,c,q,nats,1.0,\nx,1,r,c,q,nats,2.0,again\n", r"lines 2, 3: the same .* more than once"),
-    (HEADER + "x,,r,c,q,nats,1.0,\n", r"line 2: empty table"),
+    (HEADER + "x,1,r,c,q,nats,1.0,,,,,,\nx,1,r,c,q,nats,abc,,,,,,\n", r"line 3: value 'abc' is not a finite number"),
+    (HEADER + "x,1,r,c,q,nats,1.0,,,,,,\nx,1,r,c,q,nats,2.0,,,,,,again\n", r"lines 2, 3: the same .* more than once"),
+    (HEADER + "x,,r,c,q,nats,1.0,,,,,,\n", r"line 2: empty table"),
 ])
 def test_malformed_published_refused(tmp_path, text, match):
     path = tmp_path / "published.csv"

@@ -165,9 +165,49 @@ def test_settings_hold_what_the_estimator_reads():
         s = sweep.job_settings(config, j.model, j.estimator, j.stem)
         spec = registry.estimator(j.method)
         extra = set(s) - set(BASE_KEYS)
-        assert extra - {"n_examples"} <= set(spec.options), (j, extra)
+        assert extra - {"n_examples", "test_subset"} <= set(spec.options), (j, extra)
         if "n_examples" not in spec.options and "n_examples" in s:
             assert s["n_examples"] is None
+
+
+def test_test_subset_flows_into_the_settings_of_its_entry_only():
+    """An estimator entry's test_subset ({per_class, seed}; seed defaults to 0) is recorded last in its
+    settings; other entries' settings and every file stem are unchanged; the schema refuses a bad one at
+    parse time and check_config a model whose dataset has no labels."""
+    validate = pytest.importorskip("snakemake.utils").validate
+    base = load_config()
+    config = copy.deepcopy(base)
+    config["estimators"]["raise"]["test_subset"] = {"per_class": 2, "seed": 3}
+    config["estimators"]["csl"]["test_subset"] = {"per_class": 4}
+    validate(config, str(SCHEMA))
+    assert config["estimators"]["csl"]["test_subset"] == {"per_class": 4, "seed": 0}
+    assert sweep.check_config(config) == []
+    jobs = sweep.all_jobs(config)
+    assert jobs == sweep.all_jobs(base)
+    for j in jobs:
+        s, before = (sweep.job_settings(c, j.model, j.estimator, j.stem) for c in (config, base))
+        if j.estimator in ("raise", "csl"):
+            assert list(s) == [*before, "test_subset"] and {k: s[k] for k in before} == before
+            assert s["test_subset"] == {"raise": {"per_class": 2, "seed": 3}, "csl": {"per_class": 4, "seed": 0}}[
+                j.estimator]
+        else:
+            assert s == before
+    from snakemake.exceptions import WorkflowError
+
+    for bad, why in (({"per_class": 0}, "0 is less than the minimum of 1"),
+                     ({"per_class": 5, "n": 3}, "Additional properties are not allowed"),
+                     ({"seed": 1}, "'per_class' is a required property"),
+                     ({"per_class": 1.5}, "1.5 is not of type 'integer'"),
+                     ({"per_class": 5, "seed": -1}, "-1 is less than the minimum of 0"),
+                     (50, "50 is not of type 'object'")):
+        c = copy.deepcopy(base)
+        c["estimators"]["raise"]["test_subset"] = bad
+        with pytest.raises(WorkflowError, match=re.escape(why)):
+            validate(c, str(SCHEMA))
+    c = copy.deepcopy(base)
+    c["estimators"]["exact"]["test_subset"] = {"per_class": 5, "seed": 0}  # exact also runs on van Hateren patches
+    _refused(c, r"estimator exact: test_subset needs test labels, and model vh-poe-laplace-4's dataset \(vanhateren\) "
+                r"has none")
 
 
 # --------------------------------------------------------------------------- exact, inits, K

@@ -139,10 +139,11 @@ EXPECTED_JOBS = {
     "liu_fig2": {"trials_grid": 18, "trials_gaussian": 0, "train_model": 0},
     "liu_fig3": {"train_model": 1, "estimate": 4 * 100 + 2},
     "liu_fig4": {"train_model": 1, "estimate": 4 * 100 + 2},
-    # exact 2 + CSL 5 + AIS and RAISE 4 K x 2 inits on 5 RBMs
-    "raise_table1": {"train_model": 5, "estimate": 2 + 5 + 5 * 2 * (4 * 2 * 1)},
+    # exact 2 + CSL 6 + AIS and RAISE 4 K x 2 inits on 6 RBMs (five on MNIST, omniPCD-1000 on Omniglot)
+    "raise_table1": {"prepare_dataset": 2, "train_model": 6, "estimate": 2 + 6 + 6 * 2 * (4 * 2 * 1)},
     # AIS linear (2 K x 2 inits x 50 seeds), AIS sm14500 (one schedule: not multiplied by the K
-    # list), RAISE (2 K x 2 inits x 1 seed); CSL 15 settings x 2 K (N = 100k, 200k) x 5 seeds
+    # list), RAISE (2 K x 2 inits x 1 seed); CSL 15 settings x 2 K (N = 100k, 200k) x 100 seeds; on the
+    # 500-row per-class test subset: AIS (1 K x base-rate x 1 seed), CSL (1 K x 1 seed), exact (RBM20)
     # Li et al. (AVIL): Tables 2-3 two learners x 9 datasets, AIS at 2 K x base-rate x 2 seeds; Fig. 3 exact +
     # AIS; Fig. 4 three models (AVIL and its two ablations) at one K; Fig. 5 two learners; Fig. 6 a GRBM
     "avil_table2": {"prepare_dataset": 9, "train_model": 18, "estimate": 18 * 2 * 1 * 2},
@@ -151,7 +152,8 @@ EXPECTED_JOBS = {
     "avil_fig4": {"prepare_dataset": 1, "train_model": 3, "estimate": 3 * 1 * 1 * 1},
     "avil_fig5": {"prepare_dataset": 1, "train_model": 2, "estimate": 2 * 2 * 1 * 2},
     "avil_fig6": {"prepare_dataset": 1, "train_model": 1, "estimate": 2 * 1 * 1},
-    "upadhya_sastry": {"train_model": 3, "estimate": 1 + 3 * 15 * 2 * 5 + 3 * (2 * 2 * 50 + 1 * 2 * 50 + 2 * 2 * 1)},
+    "upadhya_sastry": {"train_model": 3, "estimate": 1 + 1 + 3 * 15 * 2 * 100
+                       + 3 * (2 * 2 * 50 + 1 * 2 * 50 + 2 * 2 * 1 + 1 * 1 * 1 + 1 * 1)},
 }
 
 
@@ -275,6 +277,18 @@ def test_invalid_config_is_refused(tmp_path):
     assert proc.returncode != 0 and "a DBN has exactly two hidden layers" in proc.stdout + proc.stderr
 
 
+def test_bad_test_subset_is_refused(tmp_path):
+    """An estimator's test_subset is checked by the schema when the config is loaded."""
+    bad = tmp_path / "bad.yaml"
+    for subset, why in (("{per_class: 0}", "0 is less than the minimum of 1"),
+                        ("{per_class: 5, seeds: [0]}", "Additional properties are not allowed ('seeds' was unexpected)")):
+        # the first `n_examples: 10` is the raise entry's
+        bad.write_text(TEST_CONFIG.read_text().replace("    n_examples: 10\n",
+                                                       f"    n_examples: 10\n    test_subset: {subset}\n", 1))
+        proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
+        assert proc.returncode != 0 and why in proc.stdout + proc.stderr
+
+
 @pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
                     reason="snakemake-executor-plugin-slurm is not installed")
 def test_slurm_profile_dry_run(tmp_path):
@@ -298,9 +312,9 @@ def test_slurm_profile_dry_run(tmp_path):
             jobs[(m.group(1), r["cpus_per_task"], r["runtime"], r["mem_mb"], r.get("gres"))] += 1
     # raise_table1: threads {train: 4, estimate: 4, exact: 8}, resources train 720 min / 8 GB,
     # estimate 1,440 min / 16 GB, exact 240 min / 16 GB, device auto
-    assert jobs == {("prepare_dataset", "1", "60", "4000", None): 1,
-                    ("train_model", "4", "720", "8000", "gpu:1"): 5,
-                    ("estimate", "4", "1440", "16000", "gpu:1"): 15,
+    assert jobs == {("prepare_dataset", "1", "60", "4000", None): 2,
+                    ("train_model", "4", "720", "8000", "gpu:1"): 6,
+                    ("estimate", "4", "1440", "16000", "gpu:1"): 18,
                     ("estimate", "8", "240", "16000", "gpu:1"): 2,
                     ("report", "1", "60", "4000", None): 1}, jobs
 

@@ -258,12 +258,17 @@ def _add_report(sub) -> None:
     p = sub.add_parser("report", help="tables and plots from estimate JSON files")
     p.add_argument("results", nargs="+", help="estimate .json files or directories holding them")
     p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--paper", action="append", default=[], metavar="MODEL=PAPER:ROW",
+                   help="the published row a model stands for (table_papers.csv), e.g. "
+                        "mnist-rbm20=burda_raise:mnistCD1-20; repeat for more models")
 
 
 def _cmd_report(args) -> int:
     from .report import build_report
+    from .report.papers import check_paper_rows, parse_paper_rows
 
-    out = build_report(args.results, args.out)
+    paper_rows = check_paper_rows(parse_paper_rows(args.paper))  # before reading any result
+    out = build_report(args.results, args.out, paper_rows=paper_rows)
     print(json.dumps({"report": str(args.out), **out}, default=str))
     return 0
 

@@ -7,7 +7,9 @@ through :func:`logzbench.warm.run_job`).
   the estimator's registry ``options`` taken from it, write the per-chain arrays (``.npz``), log
   one MLflow run keyed by the setting, then write the JSON record (``key``, the settings,
   ``code_version``, ``arrays``, ``result`` = :meth:`EstimateResult.to_dict`, ``mlflow_run_id``
-  when tracked).  The data rows and the model are loaded once per sweep.
+  when tracked).  The data rows and the model are loaded once per sweep; a setting's
+  ``test_subset`` (``{"per_class", "seed"}``) restricts the test rows it evaluates
+  (:func:`logzbench.data.class_subset` of the dataset's ``test_labels``).
 * :func:`train_job` (rule ``train_model``), :func:`trials_job` (rules ``trials_gaussian`` /
   ``trials_grid``: every setting of one experiment), :func:`prepare_job` (rule
   ``prepare_dataset``) and :func:`init_tracking_job` (rule ``init_tracking``).
@@ -25,7 +27,8 @@ import numpy as np
 
 from . import registry
 from .api import estimate
-from .data import load_rows, load_split_if_present
+from .data import class_subset, load_labels, load_rows, load_split_if_present
+from .errors import DatasetError
 from .tracking import estimate_key
 from .utils import code_version, save_npz_atomic, utc_now, write_csv_atomic, write_json_atomic
 
@@ -52,6 +55,20 @@ def _rows(settings: Mapping[str, Any], data: str | os.PathLike):
     return test, train
 
 
+def _test_subset(settings: Mapping[str, Any], data: str | os.PathLike, test):
+    """The test rows a setting evaluates: all, or with ``test_subset`` ``{"per_class", "seed"}`` those of
+    :func:`logzbench.data.class_subset` of the dataset's ``test_labels`` (in their original order)."""
+    subset = settings.get("test_subset")
+    if not subset:
+        return test
+    labels = load_labels(data, "test")
+    idx = class_subset(labels, subset["per_class"], subset.get("seed", 0), source=data)
+    if len(labels) != len(test):
+        raise DatasetError(f"{data}: {len(labels)} test_labels for {len(test)} test rows; test_subset needs one "
+                           f"label per test row")
+    return test[idx]
+
+
 def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
                  arrays: str | os.PathLike, record_path: str | os.PathLike,
                  tracking: Mapping[str, Any] | None = None, ess_fraction: float = 0.1, progress: bool = False,
@@ -73,7 +90,8 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
     ess_fraction : float
         ESS flag threshold of the MLflow run's tags.
     rows : (test, train), optional
-        The data rows, already loaded from ``data`` (a sweep loads them once).
+        The data rows, already loaded from ``data`` (a sweep loads them once): all test rows; the
+        setting's ``test_subset``, if any, is applied to them here.
     session : logzbench.tracking.TrackingSession, optional
         Log through this session (a sweep's runs share one client; it replaces older runs of the
         same keys when it closes).
@@ -82,8 +100,11 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
     method = s["method"]
     fam = registry.family(s["family"])
     test, train = rows if rows is not None else _rows(s, data)
+    test = _test_subset(s, data, test)
     opts = estimate_options(s, progress=progress)
     log(f"{method} on {s['model']} ({fam.name} {s.get('hidden_sizes')}): {opts}")
+    if s.get("test_subset"):
+        log(f"test subset {s['test_subset']}: {len(test)} test rows")
 
     import torch
 
@@ -102,7 +123,8 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
         record["mlflow_run_id"] = log_estimate(
             record, uri=tracking.get("uri"), experiment_name=tracking["experiment"], artifacts=[arrays],
             ess_fraction=ess_fraction,
-            extra_tags={"logzbench.family": s.get("family", "rbm"), "logzbench.hidden_sizes": s.get("hidden_sizes")},
+            extra_tags={"logzbench.family": s.get("family", "rbm"), "logzbench.hidden_sizes": s.get("hidden_sizes"),
+                        "logzbench.test_subset": s.get("test_subset")},  # None: no tag
             session=session)
     write_json_atomic(record_path, record)
 

@@ -33,7 +33,8 @@ from .errors import ConfigError
 from .options import EstimateOptions, option_names
 
 __all__ = [
-    "ConfigError", "Job", "KNOWN_N_VISIBLE", "SETTING_KEYS", "SOURCE_DATA_KINDS", "all_jobs", "check_config",
+    "ConfigError", "Job", "KNOWN_N_VISIBLE", "LABELLED_SOURCES", "SETTING_KEYS", "SOURCE_DATA_KINDS", "all_jobs",
+    "check_config",
     "dataset_kind", "estimator_method", "estimator_spec", "estimators_of", "estimators_run", "exact_applies",
     "exact_limits", "family_spec", "hidden_sizes", "job", "job_settings", "model_dataset", "model_family",
     "model_hyperparams", "model_jobs", "n_visible", "setting_pattern", "sweep_pairs", "sweep_settings", "sweep_values",
@@ -52,6 +53,8 @@ SOURCE_DATA_KINDS = {"mnist": "binary", "digits": "binary", "omniglot": "binary"
                      **dict.fromkeys(_UCI_WIDTHS, "binary"), "vanhateren": "real", "frey": "real"}
 #: PCA components of a ``vanhateren`` dataset without ``n_components``
 DEFAULT_N_COMPONENTS = 36
+#: data sources whose prepared files hold ``test_labels`` (what an estimator's ``test_subset`` needs)
+LABELLED_SOURCES = ("mnist", "digits", "omniglot", "digits-avil")
 #: Estimator config keys recorded in a job's settings, in this order, when the estimator reads them
 #: (its registry ``options``); ``K`` and ``init`` come from the file stem instead (sweep axes).
 #: ``samples_per_chain`` (CSL) is derived, ``K // thin``; ``is_samples`` is recorded for deep models
@@ -315,7 +318,8 @@ def job_settings(config: Mapping, model: str, estimator: str, stem: str,
     Keys: ``model``, ``dataset``, ``estimator`` (the config entry), ``method`` (the registry
     estimator), ``K``, ``init``, ``seed`` (``None`` off the estimator's axes), ``device``,
     ``n_visible``, ``family``, ``hidden_sizes``, ``n_hidden`` (RBMs; ``None`` otherwise), then the
-    estimator's config keys of :data:`SETTING_KEYS` that it reads."""
+    estimator's config keys of :data:`SETTING_KEYS` that it reads, then ``test_subset``
+    (``{"per_class", "seed"}``) where the entry restricts the test rows (absent otherwise)."""
     j = job(config, model, estimator, stem)
     spec = registry.estimator(j.method)
     e = config["estimators"][estimator]
@@ -352,6 +356,9 @@ def job_settings(config: Mapping, model: str, estimator: str, stem: str,
                 s[key] = e.get(key, _OPTION_DEFAULTS[key])
         elif reads:
             s[key] = e.get(key, _OPTION_DEFAULTS[key])
+    subset = e.get("test_subset")
+    if subset:  # per_class test rows of each label (logzbench.jobs: logzbench.data.class_subset), before the estimator
+        s["test_subset"] = {"per_class": int(subset["per_class"]), "seed": int(subset.get("seed", 0))}
     return s
 
 
@@ -371,7 +378,8 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     Raises :class:`ConfigError` naming the entry and what to change: no models and no trials, a
     dataset of unknown dimension, a model's unknown dataset, preset, family or estimator, an
     estimator listed for a model whose family it does not apply to, an estimator's unknown method or
-    models, an ``sm14500`` schedule with another K, a CSL K below ``thin``.  Warns of a model left
+    models, an ``sm14500`` schedule with another K, a CSL K below ``thin``, a ``test_subset`` on a model
+    whose dataset has no labels.  Warns of a model left
     with no estimate (e.g. a DBN with only base-rate inits) and of sweep keys an estimator has no axis
     for."""
     warnings: list[str] = []
@@ -407,6 +415,13 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
         unknown = sorted(set(e.get("models") or []) - set(config.get("models") or {}))
         if unknown:
             raise ConfigError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
+        if e.get("test_subset"):
+            for model in config.get("models") or {}:
+                source = config["datasets"][model_dataset(config, model)]["source"]
+                if source not in LABELLED_SOURCES and name in estimators_run(config, model, presets):
+                    raise ConfigError(f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
+                                      f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
+                                      f"test_subset or run {name} on other models (its `models`)")
         for axis, key in registry.AXIS_CONFIG_KEYS.items():
             if e.get(key) and axis not in spec.axes:
                 warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")

@@ -775,6 +775,7 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
         "log_z": res.get("log_z"),
         "log_z_stderr": res.get("log_z_stderr"),
         "ess": res.get("ess"),
+        "khat": res.get("khat"),  # Pareto k-hat of the log-weights (> 0.7: heavy tails)
         "mean_test_ll": res.get("mean_log_likelihood"),
         "mean_test_ll_stderr": res.get("mean_log_likelihood_stderr"),
         "seconds": res.get("seconds"),
@@ -796,15 +797,21 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     return {k: float(v) for k, v in m.items() if _finite(v)}
 
 
-def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1) -> list[str]:
-    """Flags decidable from one estimate alone (low ESS)."""
+def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1, khat: float = 0.7) -> list[str]:
+    """Flags decidable from one estimate alone (low ESS; heavy-tailed log-weights: Pareto k-hat
+    above ``khat``)."""
     res = _res(record)
+    flags = []
     ess, chains = res.get("ess"), res.get("n_chains")
     if _finite(ess) and _finite(chains) and float(chains) > 0 and float(ess) < ess_fraction * float(chains):
         unit = "samples" if (record.get("method") or res.get("estimator")) == "csl" else "chains"
-        return [f"low ESS: {float(ess):.3g} of {int(chains)} {unit} ({100 * float(ess) / float(chains):.2g}% "
-                f"< {100 * ess_fraction:g}%)"]
-    return []
+        flags.append(f"low ESS: {float(ess):.3g} of {int(chains)} {unit} ({100 * float(ess) / float(chains):.2g}% "
+                     f"< {100 * ess_fraction:g}%)")
+    k = res.get("khat")
+    if _finite(k) and float(k) > khat:
+        flags.append(f"heavy-tailed log-weights: Pareto k-hat {float(k):.2f} > {khat:g}, "
+                     "the standard error understates the uncertainty")
+    return flags
 
 
 def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,

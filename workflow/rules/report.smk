@@ -1,6 +1,7 @@
 # Tables (per run, per setting, RAISE Table 1 layout for RBMs, Table 2 layout for DBMs / DBNs,
 # bias / MSE of log Z over seeds against the ground truth: Liu et al. Figs 3-4; learner-trained
-# models against the AVIL paper's Tables 2-3), flags and plots from every estimate;
+# models against the AVIL paper's Tables 2-3; the papers' published values beside ours), flags and
+# plots from every estimate;
 # flags are also set as tags on the MLflow runs.  Outputs are marked for `--report`.
 
 REPORT_DIR = f"{RESULTS}/report"
@@ -34,6 +35,8 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table_continuous.csv",
     f"{REPORT_DIR}/plots/model_size.png",
     f"{REPORT_DIR}/table_learners.csv",
+    f"{REPORT_DIR}/table_papers.csv",
+    f"{REPORT_DIR}/table_csl.csv",
 ] + ([f"{REPORT_DIR}/table_learners_paper.csv"] if learner_models() else []) + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
     f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
 # a config with repeated-trial experiments only (e.g. config/liu_fig1.yaml) has no model report
@@ -71,13 +74,20 @@ rule report:
                      caption="../report/plot.rst", category="2. Estimate vs K"),
         # always written (header only without learner-trained models)
         table_learners=f"{REPORT_DIR}/table_learners.csv",
+        # the papers' published values beside ours (header only where no model has a `paper` entry)
+        table_papers=report(f"{REPORT_DIR}/table_papers.csv", caption="../report/table_papers.rst",
+                            category="1. Results", labels={"table": "the papers' values beside ours"}),
         # the paper's Tables 2-3 as printed: written where the config has learner-trained models
         table_learners_paper=[f"{REPORT_DIR}/table_learners_paper.csv"] if learner_models() else [],
+        # Upadhya & Sastry Table 2 layout of the CSL estimates (header only without CSL)
+        table_csl=report(f"{REPORT_DIR}/table_csl.csv", caption="../report/table_csl.rst", category="1. Results",
+                         labels={"table": "CSL (Upadhya & Sastry Table 2 layout)"}),
         learner_plots=learner_report_plots(),
     params:
         estimates=all_estimate_files(),
         out_dir=lambda w, output: os.path.dirname(output.json),  # REPORT_DIR
         models=list(config["models"]),
+        paper_rows={m: dict(e["paper"]) for m, e in config["models"].items() if e.get("paper")},
         thresholds=config["report"],
         tracking=TRACKING,
         warm=WARM,

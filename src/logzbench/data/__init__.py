@@ -34,6 +34,7 @@ from ..utils import save_npz_atomic
 from .binarize import METHODS as BINARIZE_METHODS
 from .binarize import binarize as _binarize
 from .rows import _member, _open_npz, check_binary_rows
+from .subset import class_subset, load_labels
 from .uci import UCI_DATASETS, UCI_SETS
 
 DATASETS = ("mnist", "digits", "omniglot", "digits-avil", *UCI_DATASETS)
@@ -47,8 +48,8 @@ FORMAT_VERSION = 1
 #: Stream index per split: split ``s`` is binarized with ``default_rng([seed, _STREAM[s]])``.
 _STREAM = {"train": 0, "test": 1, "valid": 2}
 
-__all__ = ["DATASETS", "CONTINUOUS_DATASETS", "N_FEATURES", "check_binary_rows", "prepare_dataset",
-           "prepare_patches", "load_prepared", "load_binary_rows", "load_meta", "load_rows",
+__all__ = ["DATASETS", "CONTINUOUS_DATASETS", "N_FEATURES", "check_binary_rows", "class_subset", "prepare_dataset",
+           "prepare_patches", "load_labels", "load_prepared", "load_binary_rows", "load_meta", "load_rows",
            "load_split_if_present"]
 
 

@@ -11,7 +11,9 @@ sampling (:func:`logzbench.estimators.discriminance.discriminance`, the paper's 
 
 and ``log Ẑ = log Z_0 + sum_k log r̂_k`` (Eq. (7)).  Each ratio is solved as soon as both
 populations exist; the cost over AIS is one ratio evaluation and one one-dimensional root per
-temperature.  The AIS estimate from the same run is reported beside it in ``extra``.
+temperature.  The AIS estimate from the same run is reported beside it in ``extra``, with the
+Pareto k-hat of its log-weights (``extra["ais_khat"]``); the result's own ``khat`` is NaN (the
+estimate is a sum of discriminance fits, not a weighted mean).
 
 Standard error: the ratios share chains, so their errors are correlated and adding the
 per-ratio variances understates the error (by about half at K = 64 on a small RBM).  When the
@@ -105,7 +107,8 @@ def ads(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
         ess=float(np.min(n_effs)), n_chains=n_chains, seconds=t[0], n_sweeps=K, total_sweeps=K * n_chains,
         settings={"K": K, "chains": n_chains, "version": "sequential-binary", **(settings or {})},
         log_weights=state.log_w.cpu().numpy(),
-        extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "min_gamma": float(np.min(gammas)),
+        extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "ais_khat": s.khat,
+               "min_gamma": float(np.min(gammas)),
                "min_population_ess": float(np.min(n_effs)),
                "stderr_method": f"jackknife over {N_GROUPS} groups of chains" if keep
                else "independent ratios (understates the error)",
@@ -213,7 +216,7 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
         ess=s.ess, n_chains=n_chains, seconds=t[0], n_sweeps=K, total_sweeps=K * n_chains,
         settings={"K": K, "chains": n_chains, "version": "multinomial", **(settings or {})},
         log_weights=state.log_w.cpu().numpy(),
-        extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "log_z_path": c.tolist(),
+        extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "ais_khat": s.khat, "log_z_path": c.tolist(),
                "stderr_method": f"jackknife over {N_GROUPS} groups of chains"},
     )
 

@@ -109,7 +109,7 @@ def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
                               what="AIS log-weights")
     res = EstimateResult(
         estimator="ais", log_z=s.log_mean, log_z_stderr=s.stderr, log_z_ci=(s.ci_low, s.ci_high), ess=s.ess,
-        n_chains=n_chains, seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * n_chains,
+        khat=s.khat, n_chains=n_chains, seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * n_chains,
         settings={"K": len(betas) - 1, "chains": n_chains, **(settings or {})},
         log_weights=state.log_w.cpu().numpy(),
     )

@@ -12,7 +12,11 @@ nats when the chains mix poorly).  Two variants (Upadhya & Sastry, Sec. 3.2):
 
 Chains run ``burn_in`` sweeps, then a hidden sample is kept every ``thin`` sweeps until each
 chain has contributed ``samples_per_chain`` samples.  ``p(v | h_s)`` is accumulated for all
-test examples with a running log-sum-exp in float64, so no ``(N, S)`` matrix is stored.
+test examples with a running log-sum-exp in float64, so no ``(N, S)`` matrix is stored.  Only for
+the Pareto k-hat of the weights ``p(v | h_s)`` (``khat``: the maximum over examples, with
+``extra["khat_frac_above_0.7"]``) are the ``S`` terms kept, for at most :data:`KHAT_EXAMPLES`
+evenly spaced test examples (fewer when ``S`` is large; NaN when ``S < 25``).  The ``S``
+samples are taken as independent (``r_eff = 1``), which they are not within a chain.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ import torch
 
 from ..models.rbm import BinaryRBM
 from ._common import progress_range, timer
-from .result import EstimateResult, check_finite
+from ..stats import KHAT_MIN_WEIGHTS
+from .result import EstimateResult, check_finite, khat_per_example
 
 CSL_MODES = ("unbiased", "biased")
+#: test examples whose ``S`` terms ``log p(v | h_s)`` are kept for the k-hat (at most 2e6 terms in all)
+KHAT_EXAMPLES = 100
 
 
 def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_chains: int = 100,
@@ -74,6 +81,9 @@ def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_cha
     lse = torch.full((N,), -math.inf, dtype=torch.float64, device=rbm.device)
     lse2 = torch.full((N,), -math.inf, dtype=torch.float64, device=rbm.device)
     n_sweeps = burn_in + thin * samples_per_chain
+    n_keep = min(N, KHAT_EXAMPLES, 2_000_000 // S) if S >= KHAT_MIN_WEIGHTS else 0
+    keep = torch.linspace(0, N - 1, n_keep, device=rbm.device).round().long() if n_keep else None
+    kept = []  # (n_keep, M) log p(v | h_s) per kept sweep, for the k-hat
     with timer(generator.device) as t:
         for sweep in progress_range(n_sweeps, progress, "CSL"):
             h = rbm.sample_h_given_v(v, generator)
@@ -82,6 +92,8 @@ def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_cha
                 lp = rbm.log_prob_v_given_h(data, h)  # (N, M)
                 lse = torch.logaddexp(lse, torch.logsumexp(lp, dim=1))
                 lse2 = torch.logaddexp(lse2, torch.logsumexp(2 * lp, dim=1))
+                if keep is not None:
+                    kept.append(lp[keep])
     per_ex = lse - math.log(S)
     check_finite(per_ex, "CSL log-likelihoods")
     ess = torch.exp(2 * lse - lse2)  # per example, in samples
@@ -90,8 +102,9 @@ def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_cha
     rel_var = torch.clamp(torch.exp(lse2 - 2 * lse) * S - 1.0, min=0.0) / max(S - 1, 1)
     per_ex_se = torch.sqrt(rel_var)
     per_ex_np = per_ex.cpu().numpy()
+    khat, khat_extra = khat_per_example(torch.cat(kept, dim=1) if kept else torch.empty(0, 0))
     return EstimateResult(
-        estimator="csl", ess=float(ess.mean()), n_chains=S,
+        estimator="csl", ess=float(ess.mean()), khat=khat, n_chains=S,
         mean_log_likelihood=float(per_ex_np.mean()),
         # the same samples serve every example, so their errors are correlated: the mean of
         # the per-example errors bounds the error of the mean
@@ -100,7 +113,8 @@ def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_cha
         settings={"mode": mode, "chains": n_chains, "samples_per_chain": samples_per_chain, "burn_in": burn_in,
                   "thin": thin, "n_samples": S, **(settings or {})},
         log_weights=per_ex_np, per_example_log_likelihood=per_ex_np,
-        extra={"min_ess": float(ess.min()), "ess_fraction": float(ess.mean() / S)},
+        extra={"min_ess": float(ess.min()), "ess_fraction": float(ess.mean() / S), **khat_extra,
+               "khat_examples": n_keep},
     )
 
 

@@ -36,7 +36,7 @@ from ..models.hamiltonian import HamiltonianPath, gaussian_proposal
 from ..schedules import from_array
 from . import ais as ais_kernel
 from ._common import timer
-from .result import EstimateResult, check_finite, ess_from_log_weights, log_mean_stderr
+from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
 #: estimator name -> kernel
 ESTIMATORS = {"hais": "hais", "ais-hmc": "hmc", "ais-mh": "mh"}
@@ -145,15 +145,16 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
     ll_np, se_np = ll.cpu().numpy(), se.cpu().numpy()
     mean_se = float(math.sqrt(float(np.sum(se_np**2)))) / P
     mean_ll = float(np.mean(ll_np))
+    khat, khat_extra = khat_per_example(log_w)  # max over test points
     return EstimateResult(
-        estimator=estimator, ess=float(ess_from_log_weights(log_w, dim=1).mean()), n_chains=int(n_chains),
+        estimator=estimator, ess=float(ess_from_log_weights(log_w, dim=1).mean()), khat=khat, n_chains=int(n_chains),
         mean_log_likelihood=mean_ll, mean_log_likelihood_stderr=mean_se,
         mean_log_likelihood_ci=(mean_ll - 1.96 * mean_se, mean_ll + 1.96 * mean_se),
         seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * P * int(n_chains),
         settings={**common, **path.settings(), "n_examples": P},
         log_weights=log_w.cpu().numpy(), per_example_log_likelihood=ll_np,
         extra={"acceptance_rate": path.acceptance_rate, "per_example_stderr_mean": float(np.mean(se_np)),
-               "per_example_ll_sd": per_example_sd(ll_np)},
+               "per_example_ll_sd": per_example_sd(ll_np), **khat_extra},
     )
 
 

@@ -92,7 +92,7 @@ def importance_sampling(l0, *, n_bootstrap: int = 1000, seed: int = 0, settings:
     -------
     EstimateResult
         ``estimator = "is"``; ``log_z = logmeanexp(l0)``, delta-method ``log_z_stderr``,
-        bootstrap ``log_z_ci``, ``ess`` of the weights ``exp(l0)``; ``log_weights = l0``;
+        bootstrap ``log_z_ci``, ``ess`` and ``khat`` of the weights ``exp(l0)``; ``log_weights = l0``;
         ``extra["v_is"]`` is the paper's variance estimate ``var̂(w) / Ẑ^2``.
     """
     t0 = time.perf_counter()
@@ -102,7 +102,7 @@ def importance_sampling(l0, *, n_bootstrap: int = 1000, seed: int = 0, settings:
     seconds = time.perf_counter() - t0
     return EstimateResult(
         estimator="is", log_z=s.log_mean, log_z_stderr=s.stderr, log_z_ci=(s.ci_low, s.ci_high), ess=s.ess,
-        n_chains=int(l0.size), seconds=seconds,
+        khat=s.khat, n_chains=int(l0.size), seconds=seconds,
         settings={"n0": int(l0.size), "n1": 0, "n_bootstrap": n_bootstrap, "seed": seed, **(settings or {})},
         log_weights=l0, extra={"v_is": v_is},
     )

@@ -29,6 +29,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..stats import pareto_khat
 from .discriminance import discriminance
 from .importance import as_log_ratios, log_mean_exp, relative_variance
 from .result import EstimateResult
@@ -100,17 +101,21 @@ def _combination(name: str, rule: Callable, l0, l1, n_bootstrap: int, seed: int,
     log_z, var, info = rule(c)
     ci = _bootstrap(rule, l0, l1, n_bootstrap, seed)
     ess_is, ess_ris = _ess(l0), _ess(-l1)
-    extra = {**c, "ess_is": ess_is, "ess_ris": ess_ris}
+    khat_is, khat_ris = pareto_khat(l0), pareto_khat(-l1)
+    extra = {**c, "ess_is": ess_is, "ess_ris": ess_ris, "khat_is": khat_is, "khat_ris": khat_ris}
     ess = float("nan")
+    # both weight sets enter the averages: the heavier tail decides
+    khat = float(np.nanmax([khat_is, khat_ris])) if np.isfinite([khat_is, khat_ris]).any() else float("nan")
     if "weight_is" in info:
         extra["weight_is"] = float(info["weight_is"])
     if "pick_is" in info:
         extra["selected"] = "is" if bool(info["pick_is"]) else "ris"
         ess = ess_is if bool(info["pick_is"]) else ess_ris
+        khat = khat_is if bool(info["pick_is"]) else khat_ris
     seconds = time.perf_counter() - t0
     return EstimateResult(
         estimator=name, log_z=float(log_z), log_z_stderr=math.sqrt(float(var)), log_z_ci=ci, ess=ess,
-        n_chains=int(l0.size + l1.size), seconds=seconds,
+        khat=khat, n_chains=int(l0.size + l1.size), seconds=seconds,
         settings={"n0": int(l0.size), "n1": int(l1.size), "n_bootstrap": n_bootstrap, "seed": seed,
                   **(settings or {})},
         extra=extra,
@@ -142,7 +147,8 @@ _PARAMS_DOC = """
     EstimateResult
         ``extra`` holds the components ``log_z_is``, ``log_z_ris``, the paper's ``v_is``,
         ``v_ris``, the variances ``var_log_z_is = v_is / n0``, ``var_log_z_ris = v_ris / n1``,
-        and the ESS of both weight sets.  ``n_chains = n0 + n1``.
+        and the ESS and Pareto k-hat (``khat_is``, ``khat_ris``) of both weight sets; ``khat`` is
+        the larger k-hat (the selected one's for ``is-select``).  ``n_chains = n0 + n1``.
 
     Raises
     ------
@@ -197,7 +203,8 @@ def discriminance_sampling(l0, l1, *, log_w0=None, log_w1=None, settings: dict |
     -------
     EstimateResult
         ``log_z`` and ``log_z_stderr`` from :func:`.discriminance.discriminance`, interval
-        ``log_z +- 1.96 se``, ``ess = n_eff`` (effective samples per side), ``extra["gamma"]``.
+        ``log_z +- 1.96 se``, ``ess = n_eff`` (effective samples per side), ``extra["gamma"]``;
+        ``khat`` is NaN (the logistic fit's weights are bounded: no importance-weight tail).
 
     Raises
     ------

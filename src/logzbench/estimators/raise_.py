@@ -31,7 +31,7 @@ import torch
 from ..models.base import AnnealingPath
 from ..schedules import from_array
 from ._common import progress_range, timer
-from .result import EstimateResult, check_finite, ess_from_log_weights, log_mean_stderr
+from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
 
 def init(path: AnnealingPath, data: torch.Tensor, n_chains: int):
@@ -200,8 +200,9 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
         alpha = 0.0
     ess = ess_from_log_weights(log_w, dim=1).cpu().numpy()
     ci = _bootstrap_ci(log_w.cpu(), x_all[idx], x_all, subsampled=n < N, seed=subsample_seed)
+    khat, khat_extra = khat_per_example(log_w)  # max over examples (NaN with fewer than 25 chains)
     return EstimateResult(
-        estimator="raise", ess=float(ess.mean()), n_chains=n_chains,
+        estimator="raise", ess=float(ess.mean()), khat=khat, n_chains=n_chains,
         mean_log_likelihood=est, mean_log_likelihood_stderr=se, mean_log_likelihood_ci=ci,
         seconds=t[0], n_sweeps=sweeps, total_sweeps=sweeps * n_chains * n,
         settings={"K": K, "chains": n_chains, "n_examples": n, "n_test": N, **(settings or {})},
@@ -214,6 +215,7 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
             # log Z implied by the RAISE mean: comparable with AIS/exact log Z (an upper estimate)
             "implied_log_z": float(x_all.mean() - est),
             "subsample_indices": idx.tolist() if n < N else None,
+            **khat_extra,
         },
     )
 

@@ -5,7 +5,9 @@ All statistics are computed from per-chain log-weights in float64:
 * ``log Ẑ = logmeanexp(log w)``;
 * its standard error by the delta method, ``sd(w) / (sqrt(M) mean(w))``;
 * a percentile bootstrap interval over chains (seeded);
-* the effective sample size ``(sum w)^2 / sum w^2``.
+* the effective sample size ``(sum w)^2 / sum w^2``;
+* the Pareto k-hat of the weights' tail (:func:`~logzbench.stats.pareto_khat`; above 0.7 the
+  standard error is not to be trusted).
 
 A non-finite log-weight is an error (:class:`~logzbench.errors.EstimatorError`), never
 silently dropped.
@@ -22,7 +24,7 @@ import numpy as np
 import torch
 
 from ..errors import EstimatorError
-from ..stats import ess_from_log_weights, log_mean_stderr
+from ..stats import ess_from_log_weights, log_mean_stderr, pareto_khat
 
 
 class WeightSummary(NamedTuple):
@@ -33,6 +35,7 @@ class WeightSummary(NamedTuple):
     ci_low: float  #: bootstrap percentile interval (2.5 %)
     ci_high: float  #: bootstrap percentile interval (97.5 %)
     ess: float  #: effective sample size, in chains
+    khat: float  #: Pareto k-hat of the weights (NaN with fewer than 25)
 
 
 def check_finite(log_w: torch.Tensor, what: str = "log-weights") -> None:
@@ -61,7 +64,8 @@ def summarize_log_weights(log_w, n_bootstrap: int = 1000, seed: int = 0, what: s
         lo, hi = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     else:
         lo = hi = float("nan")
-    return WeightSummary(float(log_mean), float(se), float(lo), float(hi), float(ess_from_log_weights(log_w)))
+    return WeightSummary(float(log_mean), float(se), float(lo), float(hi), float(ess_from_log_weights(log_w)),
+                         pareto_khat(log_w))
 
 
 @dataclass
@@ -80,6 +84,12 @@ class EstimateResult:
     ess : float
         Effective sample size of the per-chain weights (for per-example estimators, the
         mean over examples).
+    khat : float
+        Pareto k-hat of the per-chain log-weights (:func:`~logzbench.stats.pareto_khat`); above
+        0.7 the standard error is not to be trusted.  For per-example estimators (RAISE, HAIS on a
+        generative model, CSL) the maximum over examples, with ``extra["khat_frac_above_0.7"]``
+        the fraction of examples above 0.7.  NaN without weights (exact, discriminance
+        sampling) or with fewer than 25 weights per estimate.
     n_chains : int
         Chains per estimate (per example for RAISE; samples per example for CSL).
     mean_log_likelihood, mean_log_likelihood_stderr : float
@@ -110,6 +120,7 @@ class EstimateResult:
     log_z_stderr: float = float("nan")
     log_z_ci: tuple[float, float] = (float("nan"), float("nan"))
     ess: float = float("nan")
+    khat: float = float("nan")
     n_chains: int = 0
     mean_log_likelihood: float | None = None
     mean_log_likelihood_stderr: float | None = None
@@ -161,6 +172,17 @@ def _nan_to_none(o: Any) -> Any:
     if isinstance(o, np.integer):
         return int(o)
     return o
+
+
+def khat_per_example(log_w) -> tuple[float, dict[str, Any]]:
+    """``(max k-hat over examples, extra)`` of per-example log-weights ``(n_examples, M)``: ``extra``
+    holds ``khat_frac_above_0.7`` (over the examples with a k-hat) and ``khat_median``; NaN and
+    ``None`` where no example has one (fewer than 25 weights each)."""
+    k = np.atleast_1d(pareto_khat(log_w, dim=-1))
+    k = k[np.isfinite(k)]
+    if k.size == 0:
+        return float("nan"), {"khat_frac_above_0.7": None, "khat_median": None}
+    return float(k.max()), {"khat_frac_above_0.7": float(np.mean(k > 0.7)), "khat_median": float(np.median(k))}
 
 
 def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor,

@@ -30,7 +30,7 @@ def reverse_ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Gene
     """Reverse-AIS estimate of ``log Z`` as a result record (``estimator="reverse-ais"``).
 
     ``log_weights`` holds the per-chain ``log v``; ``log_z_stderr`` is the delta-method error of
-    ``log mean(v)``, the interval the bootstrap one mirrored, and ``ess`` that of ``v``.
+    ``log mean(v)``, the interval the bootstrap one mirrored, and ``ess`` and ``khat`` those of ``v``.
     """
     betas = from_array(betas)
     K = len(betas) - 1
@@ -49,7 +49,7 @@ def reverse_ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Gene
     log_z0 = path.log_z0()
     return EstimateResult(
         estimator="reverse-ais", log_z=log_z0 - s.log_mean, log_z_stderr=s.stderr,
-        log_z_ci=(log_z0 - s.ci_high, log_z0 - s.ci_low), ess=s.ess, n_chains=n_chains, seconds=t[0],
+        log_z_ci=(log_z0 - s.ci_high, log_z0 - s.ci_low), ess=s.ess, khat=s.khat, n_chains=n_chains, seconds=t[0],
         n_sweeps=2 * K, total_sweeps=2 * K * n_chains,
         settings={"K": K, "chains": n_chains, **(settings or {})},
         log_weights=log_v.cpu().numpy(),

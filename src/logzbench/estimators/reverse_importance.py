@@ -50,7 +50,7 @@ def reverse_importance_sampling(l1, *, n_bootstrap: int = 1000, seed: int = 0,
     seconds = time.perf_counter() - t0
     return EstimateResult(
         estimator="ris", log_z=-s.log_mean, log_z_stderr=s.stderr, log_z_ci=(-s.ci_high, -s.ci_low), ess=s.ess,
-        n_chains=int(l1.size), seconds=seconds,
+        khat=s.khat, n_chains=int(l1.size), seconds=seconds,
         settings={"n0": 0, "n1": int(l1.size), "n_bootstrap": n_bootstrap, "seed": seed, **(settings or {})},
         log_weights=-l1, extra={"v_ris": v_ris},
     )

@@ -17,6 +17,10 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
     RAISE, AIS and gap = AIS - RAISE with standard errors for each initial distribution
     (DBNs: uniform only), exact where enumeration was affordable, and the importance-sampling
     (and DBM mean-field) estimates of the mean ``log f(v)`` of the test set.
+``table_csl.csv``
+    Upadhya & Sastry Table 2 layout of the CSL estimates: per (mode and burn-in, N samples, M
+    chains) the mean test log-likelihood per model, its variance over seeds and the seed count
+    (header only without CSL estimates).
 ``table_continuous.csv``
     Sohl-Dickstein & Culpepper Table 1 layout (continuous models), one row per model.
 ``annealed_trials.csv``
@@ -33,6 +37,11 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
     (one row per model, and the paper's own layout), whether each learner's running bound of log Z
     held, and their training bounds, samples and filters (see :mod:`.learners`; the first table has
     only its header, and the second is not written, without such models).
+``table_papers.csv``
+    The reproduced papers' published values (:mod:`.published`) of the rows the models stand for
+    (a config's ``models.<name>.paper``, the CLI's ``--paper``), ours beside each with the
+    difference and whether it lies within our uncertainty (:mod:`.papers`; header only when no
+    model names a paper row).
 
 The flags are the rules of :data:`.flags.RULES` (see :mod:`.flags`).  With a ``tracking_uri``
 they are also set as tags (``logzbench.flag``, ``logzbench.flagged``) on the runs of the
@@ -41,7 +50,7 @@ affected estimates.  Method and family lists and plot styles come from :mod:`log
 
 Modules: :mod:`.records` (loading, per-run table, summary over seeds), :mod:`.flags`,
 :mod:`.tables`, :mod:`.plots`, :mod:`.methods`, :mod:`.learners` (learner-trained models),
-:mod:`.published` (the papers' values).
+:mod:`.published` (the papers' values), :mod:`.papers` (ours beside them).
 """
 
 from __future__ import annotations
@@ -59,10 +68,11 @@ from .flags import RULES, ReportThresholds, apply_flags
 from .learners import learner_models, make_table_learners, make_table_learners_paper, plot_learners
 from .methods import (ANALYSIS_FAMILIES, ANNEALED_METHODS, CONTINUOUS_FAMILIES, CONTINUOUS_METHODS, DEEP_FAMILIES,
                       GENERATIVE_FAMILIES, INIT_ORDER, K_METHODS, LOG_Z_METHODS, LOWER_BOUND_METHODS)
+from .papers import make_table_papers
 from .plots import plot_annealed_trials, plot_model, plot_model_size
 from .records import GROUP_COLUMNS, LOG_F_COLUMNS, PER_RUN_COLUMNS, load_results, normalize_record, summarize
 from .tables import (ANNEALED_TRIAL_COLUMNS, AVERAGE_METHOD, annealed_trials, flag_rows, ground_truth, make_table1,
-                     make_table2, make_table_continuous)
+                     make_table2, make_table_continuous, make_table_csl)
 
 __all__ = [
     "ReportThresholds",
@@ -75,8 +85,10 @@ __all__ = [
     "make_table1",
     "make_table2",
     "make_table_continuous",
+    "make_table_csl",
     "make_table_learners",
     "make_table_learners_paper",
+    "make_table_papers",
     "plot_model_size",
     "ground_truth",
     "annealed_trials",
@@ -151,10 +163,12 @@ def _tag_runs(per_run: pd.DataFrame, tracking_uri: str | None, experiment_name: 
 
 def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mapping[str, Any]],
                  out_dir: str | os.PathLike, *, gap_threshold: float = 1.0, ess_fraction: float = 0.1,
-                 z: float = 2.0, truth_tolerance: float = 0.1, models: Sequence[str] | None = None, plots: bool = True,
+                 z: float = 2.0, truth_tolerance: float = 0.1, khat: float = 0.7,
+                 models: Sequence[str] | None = None, plots: bool = True,
                  tracking_uri: str | None = None, experiment_name: str | None = None,
                  model_records: Iterable[str | os.PathLike | Mapping[str, Any]] = (),
-                 data_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+                 data_dir: str | os.PathLike | None = None,
+                 paper_rows: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """Build the report from estimate records.
 
     Parameters
@@ -166,7 +180,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         DBNs), ``table_continuous.csv``, ``flags.csv``, ``annealed_trials.csv`` (bias / MSE of log Z
         over seeds against the ground truth, Liu et al. Figs 3-4), ``report.json``,
         ``plots/<model>.png``, ``plots/<model>_bias_mse.png``, ``plots/model_size.png``,
-        ``table_learners.csv`` and the learner-trained models' figures (all written atomically).
+        ``table_learners.csv``, ``table_papers.csv`` and the learner-trained models' figures (all
+        written atomically).
     gap_threshold : float
         Flag AIS and RAISE estimates disagreeing by more than this many nats.
     ess_fraction : float
@@ -174,6 +189,9 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     z : float
         Standard errors beyond which RAISE > AIS, AIS log Z > reverse-AIS log Z, or an estimate on
         the wrong side of the exact value, is flagged; also the interval of the repeated-trials coverage.
+    khat : float
+        Flag estimates whose log-weights have a Pareto k-hat above this (their standard error is not
+        to be trusted).
     truth_tolerance : float
         Models without an exact value: the ground truth of ``annealed_trials.csv`` is the mean of
         AIS and reverse AIS at their largest common K when they agree within this many nats.
@@ -190,20 +208,24 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     data_dir : directory, optional
         The prepared datasets (``<dataset>.npz``): the source names and image shapes of the learner
         tables and figures.
+    paper_rows : mapping, optional
+        ``{model: {paper key: row name}}``: the published rows each model stands for
+        (``table_papers.csv``, :func:`.papers.make_table_papers`).
 
     Returns
     -------
     dict
         The paths written (``annealed_trials``, ``per_run``, ``summary``, ``table1``, ``table2``,
-        ``table_continuous``, ``flags``, ``model_size_plot`` with plots, ``report_json``, ``plots`` and
-        ``trial_plots`` = {model: path}, ``table_learners``, ``learner_plots`` = {file stem: path}) and
+        ``table_continuous``, ``table_csl``, ``flags``, ``model_size_plot`` with plots, ``report_json``, ``plots`` and
+        ``trial_plots`` = {model: path}, ``table_learners``, ``table_papers``, ``learner_plots`` =
+        {file stem: path}) and
         ``n_flagged`` (summary rows flagged).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     per_run = load_results(results)
     per_run, summary = apply_flags(per_run, summarize(per_run), gap_threshold=gap_threshold,
-                                   ess_fraction=ess_fraction, z=z)
+                                   ess_fraction=ess_fraction, z=z, khat=khat)
     table1 = make_table1(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE1_COLUMNS)
     table2 = make_table2(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE2_COLUMNS)
     table_c = make_table_continuous(summary)
@@ -211,6 +233,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     trials = annealed_trials(per_run, truth, z=z)
     learners = learner_models(model_records, data_dir)
     table_l = make_table_learners(summary, learners, z=z)
+    table_p = make_table_papers(summary, paper_rows or {}, z=z)
     paths: dict[str, Any] = {
         "annealed_trials": _write_csv(trials, out / "annealed_trials.csv"),
         "per_run": _write_csv(per_run, out / "per_run.csv"),
@@ -220,6 +243,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "table_continuous": _write_csv(table_c, out / "table_continuous.csv"),
         "flags": _write_csv(flag_rows(summary), out / "flags.csv"),
         "table_learners": _write_csv(table_l, out / "table_learners.csv"),
+        "table_papers": _write_csv(table_p, out / "table_papers.csv"),
+        "table_csl": _write_csv(make_table_csl(summary), out / "table_csl.csv"),
     }
     if learners:  # the paper's Tables 2-3 as printed, ours beside theirs
         paths["table_learners_paper"] = _write_csv(make_table_learners_paper(table_l),
@@ -240,12 +265,13 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "n_flagged_settings": n_flagged,
         "n_flagged_runs": int((per_run["flags"] != "").sum()),
         "mlflow_runs_tagged": tagged,
-        "thresholds": dict(ReportThresholds(gap_threshold, ess_fraction, z)),
+        "thresholds": dict(ReportThresholds(gap_threshold, ess_fraction, z, khat)),
         "models": sorted(set(per_run["model"])),
         "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
                    "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
         "files": {k: str(v) for k, v in paths.items()
-                  if k not in ("plots", "trial_plots") and (learners or k != "table_learners")},
+                  if k not in ("plots", "trial_plots") and (learners or k != "table_learners")
+                  and (paper_rows or k != "table_papers")},
         "table_continuous": _records(table_c),
         "ground_truth": _records(truth),
         "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
@@ -253,6 +279,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "plots": {k: str(v) for k, v in model_plots.items()},
         "trial_plots": {k: str(v) for k, v in trial_plots.items()},
     }
+    if paper_rows:  # (likewise without paper rows)
+        report["table_papers"] = _records(table_p)
     if learners:  # (report.json of a report without learner-trained models stays as it was)
         report["table_learners"] = _records(table_l)
         report["learner_plots"] = {k: str(v) for k, v in learner_plots.items()}
@@ -266,16 +294,18 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
 def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, thresholds: Mapping[str, Any],
                models: Sequence[str], tracking: Mapping[str, Any], tables: Sequence[str | os.PathLike] = (),
                plots: Sequence[str | os.PathLike] = (), model_dir: str | os.PathLike | None = None,
-               data_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+               data_dir: str | os.PathLike | None = None,
+               paper_rows: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
     """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
-    ``truth_tolerance``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
+    ``truth_tolerance``, ``khat``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
     MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts (its start and end: this job's;
     ``table_learners.csv`` and the learner figures are added to them).
 
     The training records ``<model_dir>/<model>.json`` of ``models`` and the prepared datasets in
     ``data_dir`` feed the learner table and figures; by default the workflow's layout beside
-    ``out_dir`` (``results/report`` -> ``results/models``, ``results/data``)."""
+    ``out_dir`` (``results/report`` -> ``results/models``, ``results/data``); ``paper_rows`` (the
+    config's ``models.<name>.paper``) make ``table_papers.csv``."""
     started = utc_now()
     enabled = bool(tracking.get("enabled"))
     root = Path(out_dir).parent
@@ -283,10 +313,11 @@ def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     records = [p for p in (model_dir / f"{m}.json" for m in models) if p.is_file()]
     paths = build_report(
         list(estimates), out_dir, gap_threshold=thresholds["gap_threshold"], ess_fraction=thresholds["ess_fraction"],
-        z=thresholds["z"], truth_tolerance=thresholds["truth_tolerance"], models=list(models),
+        z=thresholds["z"], truth_tolerance=thresholds["truth_tolerance"], khat=thresholds.get("khat", 0.7),
+        models=list(models),
         tracking_uri=tracking["uri"] if enabled else None, experiment_name=tracking["experiment"] if enabled else None,
-        model_records=records, data_dir=data_dir if data_dir is not None else root / "data")
-    tables = [*tables, paths["table_learners"], *([paths["table_learners_paper"]] if "table_learners_paper" in paths else [])]
+        model_records=records, data_dir=data_dir if data_dir is not None else root / "data", paper_rows=paper_rows)
+    tables = [*tables, paths["table_learners"], paths["table_papers"], paths["table_csl"], *([paths["table_learners_paper"]] if "table_learners_paper" in paths else [])]
     plots = [*plots, *paths["learner_plots"].values()]
     if enabled:
         from ..tracking import dashboard_hint, log_run

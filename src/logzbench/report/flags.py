@@ -5,6 +5,11 @@ A rule is a callable taking a :class:`FlagInput` and yielding ``(summary row ind
 The rules:
 
 * low effective sample size of any seed's run (:func:`low_ess`);
+* heavy-tailed log-weights of any seed's run: Pareto k-hat above ``khat`` (0.7; :func:`heavy_tails`),
+  where the standard error understates the uncertainty;
+* standard errors that understate the spread between seeds (:func:`understated_spread`): with at
+  least 3 seeds, Cochran's Q (``(n - 1) sd^2 / mean(se^2)`` for equal errors) above the 0.99
+  quantile of chi-square(n - 1);
 * AIS and RAISE of one setting disagree by more than ``gap_threshold`` nats, or RAISE exceeds
   AIS by more than ``z`` combined standard errors;
 * a Z-unbiased log Z estimator above its upper-bound partner of the same setting (AIS over
@@ -32,16 +37,18 @@ import pandas as pd
 
 from ..registry import ESTIMATORS, GIBBS_KINDS
 from .methods import DEEP_FAMILIES, family_kind, label, spec, weight_unit
-from .records import group_key
+from .records import group_key, seed_spread
 
 Flag = tuple[tuple[int, ...], str]
 
 
 class ReportThresholds(dict):
-    """Flag thresholds: ``gap_threshold`` (nats), ``ess_fraction``, ``z`` (standard errors)."""
+    """Flag thresholds: ``gap_threshold`` (nats), ``ess_fraction``, ``z`` (standard errors), ``khat``
+    (Pareto k-hat)."""
 
-    def __init__(self, gap_threshold: float = 1.0, ess_fraction: float = 0.1, z: float = 2.0):
-        super().__init__(gap_threshold=float(gap_threshold), ess_fraction=float(ess_fraction), z=float(z))
+    def __init__(self, gap_threshold: float = 1.0, ess_fraction: float = 0.1, z: float = 2.0, khat: float = 0.7):
+        super().__init__(gap_threshold=float(gap_threshold), ess_fraction=float(ess_fraction), z=float(z),
+                         khat=float(khat))
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,74 @@ def low_ess(inp: FlagInput) -> Iterator[Flag]:
         if seeds:
             yield (i,), (f"low ESS (seed {','.join(seeds)}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} "
                          f"{weight_unit(s['method'])} (< {100 * frac:g}%)")
+
+
+# --------------------------------------------------------------------------- tails and spread
+def run_khat_flag(run: pd.Series, khat: float) -> str | None:
+    """The k-hat reason of one run: a Pareto k-hat of its log-weights above ``khat``."""
+    k = float(run.get("khat", float("nan")))
+    if math.isfinite(k) and k > khat:
+        return (f"heavy-tailed log-weights: Pareto k-hat {k:.2f} > {khat:g}, "
+                "the standard error understates the uncertainty")
+    return None
+
+
+def heavy_tails(inp: FlagInput) -> Iterator[Flag]:
+    """A summary row is flagged when any of its seeds' runs has heavy-tailed log-weights (k-hat > ``khat``)."""
+    th = inp.thresholds["khat"]
+    bad: dict[tuple, list[str]] = {}
+    for _, r in inp.per_run.iterrows():
+        if run_khat_flag(r, th):
+            bad.setdefault(group_key(r), []).append(_fmt_k(r["seed"]))
+    for i, s in inp.summary.iterrows():
+        seeds = bad.get(group_key(s))
+        if seeds:
+            yield (i,), (f"heavy-tailed log-weights (seed {','.join(seeds)}): Pareto k-hat {s['khat_max']:.2f} > "
+                         f"{th:g}, the standard error understates the uncertainty")
+
+
+#: quantile of chi-square(n - 1) above which the spread between seeds is too wide for the standard errors
+SPREAD_QUANTILE = 0.99
+#: fewest seeds (with finite standard errors) the spread check needs
+SPREAD_MIN_SEEDS = 3
+
+
+def understated_spread(inp: FlagInput) -> Iterator[Flag]:
+    """A summary row is flagged when its seeds scatter more than their standard errors allow.
+
+    Over the ``n >= 3`` runs with a finite estimate ``x_i`` and a finite positive standard error
+    ``se_i``, Cochran's ``Q = sum (x_i - x_w)^2 / se_i^2`` (``x_w`` the inverse-variance weighted
+    mean) is chi-square with ``n - 1`` degrees of freedom when the standard errors are right and the
+    errors normal; with equal errors it is ``(n - 1) sd^2 / mean(se^2)``, and it stays calibrated
+    when they differ between seeds (which the plain ratio does not: it fires too often).  Above the
+    :data:`SPREAD_QUANTILE` quantile the standard errors understate the error; the reason quotes sd
+    and ``sqrt(mean(se^2))`` (the summary's ``se_spread_ratio``).  The mean test log-likelihood is
+    checked, log Z where there is none (for AIS the two spread alike).
+    """
+    from scipy.stats import chi2  # lazy: only a report needs it
+
+    runs: dict[tuple, list[int]] = {}
+    for j, r in inp.per_run.iterrows():
+        runs.setdefault(group_key(r), []).append(j)
+    for i, s in inp.summary.iterrows():
+        g = inp.per_run.loc[runs.get(group_key(s), [])]
+        for what, col, se_col in (("mean test LL", "mean_test_ll", "mean_test_ll_stderr"),
+                                  ("log Z", "log_z", "log_z_stderr")):
+            n, sd, rms = seed_spread(g[col], g[se_col])
+            if n < SPREAD_MIN_SEEDS:
+                continue
+            x, se = g[col].to_numpy(dtype=float), g[se_col].to_numpy(dtype=float)
+            ok = np.isfinite(x) & np.isfinite(se)
+            x, se = x[ok], se[ok]
+            if not np.all(se > 0):
+                break  # a zero standard error (an exact value): nothing to test
+            w = 1.0 / se**2
+            q, crit = float(np.sum(w * (x - np.sum(w * x) / np.sum(w)) ** 2)), float(chi2.ppf(SPREAD_QUANTILE, n - 1))
+            if q > crit:
+                yield (i,), (f"standard errors understate the spread between seeds ({what}): sd {sd:.2g} vs "
+                             f"mean s.e. {rms:.2g} (root mean square) over {n} seeds (Cochran's Q {q:.3g} > "
+                             f"{crit:.3g}, the {SPREAD_QUANTILE:g} quantile of chi-square({n - 1}))")
+            break
 
 
 # --------------------------------------------------------------------------- rules on one row
@@ -185,9 +260,11 @@ POOR_LOG_F_SAMPLING = RowRule("importance-sampled log f(v) with few effective pr
 
 # --------------------------------------------------------------------------- rules on pairs of rows
 def same_setting(summary: pd.DataFrame, row: pd.Series, method: str) -> pd.DataFrame:
-    """Summary rows of ``method`` with ``row``'s model, schedule, K and init."""
+    """Summary rows of ``method`` with ``row``'s model, test rows, schedule, K and init."""
     m = (summary["model"] == row["model"]) & (summary["method"] == method) & \
         (summary["schedule"] == row["schedule"]) & (summary["init"] == row["init"])
+    if "test_set" in summary and "test_set" in row:
+        m &= summary["test_set"] == row["test_set"]
     k = summary["K"]
     m &= (k == row["K"]).fillna(False) if not pd.isna(row["K"]) else k.isna()
     return summary[m]
@@ -262,8 +339,8 @@ SANDWICH_RULES = tuple(PairRule(f"{lo} vs {hi}", lo, hi, (_not_sandwiched,)) for
 
 #: Every flag rule, in the order their reasons appear.
 RULES: tuple[Callable[[FlagInput], Iterator[Flag]], ...] = (
-    low_ess, AIS_VS_RAISE, *SANDWICH_RULES, POOR_LOG_F_SAMPLING, Z_UNBIASED_BELOW_EXACT,
-    Z_UNBIASED_ABOVE_CLOSED_FORM, LOWER_BOUND_ABOVE_EXACT,
+    low_ess, heavy_tails, understated_spread, AIS_VS_RAISE, *SANDWICH_RULES, POOR_LOG_F_SAMPLING,
+    Z_UNBIASED_BELOW_EXACT, Z_UNBIASED_ABOVE_CLOSED_FORM, LOWER_BOUND_ABOVE_EXACT,
 )
 
 
@@ -282,14 +359,15 @@ def ais_raise_gaps(summary: pd.DataFrame) -> pd.Series:
 
 
 def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: float = 1.0,
-                ess_fraction: float = 0.1, z: float = 2.0) -> tuple[pd.DataFrame, pd.DataFrame]:
+                ess_fraction: float = 0.1, z: float = 2.0,
+                khat: float = 0.7) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fill the ``flags`` columns (and ``gap_ais_minus_raise``) of both tables; returns copies.
 
     A summary row carries the reasons of every rule of :data:`RULES`; a run carries its own ESS
-    reason and its summary row's other reasons (for the MLflow tags).
+    and k-hat reasons and its summary row's other reasons (for the MLflow tags).
     """
     per_run, summary = per_run.copy(), summary.copy()
-    inp = FlagInput(summary, per_run, ReportThresholds(gap_threshold, ess_fraction, z))
+    inp = FlagInput(summary, per_run, ReportThresholds(gap_threshold, ess_fraction, z, khat))
     reasons: dict[int, list[str]] = {i: [] for i in summary.index}
     for rule in RULES:
         for rows, text in rule(inp):
@@ -301,12 +379,12 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
     row_of: dict[tuple, int] = {}
     for i, s in summary.iterrows():
         row_of.setdefault(group_key(s), i)
-    per_run["flags"] = [_run_flags(r, reasons.get(row_of.get(group_key(r)), []), ess_fraction)
+    per_run["flags"] = [_run_flags(r, reasons.get(row_of.get(group_key(r)), []), ess_fraction, khat)
                         for _, r in per_run.iterrows()]
     return per_run, summary
 
 
-def _run_flags(run: pd.Series, group_reasons: list[str], ess_fraction: float) -> str:
-    own = run_ess_flag(run, ess_fraction)
-    shared = [f for f in group_reasons if not f.startswith("low ESS")]
-    return "; ".join(dict.fromkeys(([own] if own else []) + shared))
+def _run_flags(run: pd.Series, group_reasons: list[str], ess_fraction: float, khat: float = 0.7) -> str:
+    own = [f for f in (run_ess_flag(run, ess_fraction), run_khat_flag(run, khat)) if f]
+    shared = [f for f in group_reasons if not f.startswith(("low ESS", "heavy-tailed"))]
+    return "; ".join(dict.fromkeys(own + shared))

@@ -19,19 +19,22 @@ LOG_F_COLUMNS = {"log_f_is": "mean_log_f_is", "log_f_is_stderr": "mean_log_f_is_
                  "log_f_is_ess_mean": "is_ess_mean", "log_f_is_ess_min": "is_ess_min", "is_samples": "is_samples"}
 
 PER_RUN_COLUMNS = [
-    "model", "family", "architecture", "dataset", "estimator", "method", "schedule", "K", "init", "seed", "chains",
-    "n_weights", "n_examples", "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
-    "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "per_example_ll_sd", "exact_test_ll", "exact_log_z",
-    "ll_minus_exact", "log_z_minus_exact", *LOG_F_COLUMNS, "device", "flags", "key", "mlflow_run_id", "source",
+    "model", "family", "architecture", "dataset", "test_set", "estimator", "method", "schedule", "K", "init", "seed",
+    "chains", "n_weights", "n_examples", "csl_mode", "burn_in", "thin", "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
+    "khat", "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "per_example_ll_sd", "exact_test_ll",
+    "exact_log_z", "ll_minus_exact", "log_z_minus_exact", *LOG_F_COLUMNS, "device", "flags", "key", "mlflow_run_id",
+    "source",
 ]
 #: one summary row per distinct value of these (aggregated over seeds)
-GROUP_COLUMNS = ["model", "dataset", "estimator", "method", "schedule", "K", "init"]
+GROUP_COLUMNS = ["model", "dataset", "test_set", "estimator", "method", "schedule", "K", "init"]
 #: per-run columns that need the whole table (exact values of the model, flags)
 _DERIVED_COLUMNS = ("exact_test_ll", "exact_log_z", "ll_minus_exact", "log_z_minus_exact", "flags")
 _SUMMARY_COLUMNS = GROUP_COLUMNS + [
-    "family", "architecture", "n_seeds", "seeds", "chains", "n_weights", "n_examples", "mean_test_ll",
-    "mean_test_ll_sd", "mean_test_ll_se", "mean_test_ll_min", "mean_test_ll_max", "log_z", "log_z_sd", "log_z_se",
-    "ess", "ess_min", "ess_fraction_min", "seconds", "total_sweeps", "sweeps_per_second", "per_example_ll_sd",
+    "family", "architecture", "n_seeds", "seeds", "chains", "n_weights", "n_examples", "csl_mode", "burn_in", "thin",
+    "mean_test_ll",
+    "mean_test_ll_sd", "mean_test_ll_se", "se_spread_ratio", "mean_test_ll_min", "mean_test_ll_max", "log_z",
+    "log_z_sd", "log_z_se", "log_z_se_spread_ratio", "ess", "ess_min", "ess_fraction_min", "khat_max", "seconds",
+    "total_sweeps", "sweeps_per_second", "per_example_ll_sd",
     "exact_test_ll", "exact_log_z", "log_f_is", "log_f_is_se", "log_f_is_jensen_gap", "log_f_mean_field",
     "log_f_is_ess_mean", "is_samples"]
 
@@ -117,18 +120,22 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "family": str(pick("family", "model_family", default="rbm")).lower(),
         "architecture": _architecture(pick("n_visible"), pick("hidden_sizes", default=None), pick("n_hidden")),
         "dataset": pick("dataset", default=""),
+        "test_set": test_set_label(pick("test_subset")),
         "estimator": estimator,
         "method": method,
         **_sweep(method, pick),
         "chains": _int_or_none(chains),
         "n_weights": _int_or_none(n_weights),
         "n_examples": _int_or_none(res.get("n_examples", pick("n_examples"))),
+        **({"csl_mode": str(pick("csl_mode", default="")), "burn_in": _int_or_none(pick("burn_in")),
+            "thin": _int_or_none(pick("thin"))} if method == "csl" else {"csl_mode": "", "burn_in": None, "thin": None}),
         "mean_test_ll": _num(res.get("mean_log_likelihood")),
         "mean_test_ll_stderr": _num(res.get("mean_log_likelihood_stderr")),
         "log_z": _num(res.get("log_z")),
         "log_z_stderr": _num(res.get("log_z_stderr")),
         "ess": ess,
         "ess_fraction": ess / n_chains if n_chains and math.isfinite(n_chains) and n_chains > 0 else float("nan"),
+        "khat": _num(res.get("khat")),
         "seconds": _num(res.get("seconds")),
         "n_sweeps": _num(res.get("n_sweeps")),
         "total_sweeps": _num(res.get("total_sweeps")),
@@ -140,6 +147,14 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "mlflow_run_id": rec.get("mlflow_run_id", ""),
         "source": str(source) if source is not None else "",
     }
+
+
+def test_set_label(subset: Any) -> str:
+    """The test rows a record was evaluated on: ``""`` for the dataset's whole test split, else the
+    per-class subset (``test_subset`` of the settings) as ``"50 per class, seed 0"``."""
+    if not isinstance(subset, Mapping) or subset.get("per_class") is None:
+        return ""
+    return f"{int(subset['per_class'])} per class, seed {int(subset.get('seed') or 0)}"
 
 
 def _iter_sources(results) -> Iterable[tuple[Mapping[str, Any], str | None]]:
@@ -180,15 +195,19 @@ def load_results(results) -> pd.DataFrame:
     files, or record dicts.  Exact values of each model are attached to every row."""
     rows = [normalize_record(rec, src) for rec, src in _iter_sources(results)]
     df = pd.DataFrame(rows, columns=[c for c in PER_RUN_COLUMNS if c not in _DERIVED_COLUMNS])
-    for c in ("K", "seed", "chains", "n_weights", "n_examples"):
+    for c in ("K", "seed", "chains", "n_weights", "n_examples", "burn_in", "thin"):
         df[c] = pd.array(df[c], dtype="Int64")
-    for c in ("family", "architecture", "dataset", "schedule", "init", "device", "key", "mlflow_run_id", "source"):
+    for c in ("family", "architecture", "dataset", "test_set", "csl_mode", "schedule", "init", "device", "key",
+              "mlflow_run_id", "source"):
         df[c] = df[c].fillna("").astype(str)
     df["family"] = _model_constant(df, "family", "rbm")
     df["architecture"] = _model_constant(df, "architecture", "")
-    exact = df[df["method"] == "exact"].groupby("model").agg(exact_test_ll=("mean_test_ll", "mean"),
-                                                             exact_log_z=("log_z", "mean"))
-    df = df.merge(exact, how="left", left_on="model", right_index=True)
+    # the exact log-likelihood of the same test rows (a per-class subset has its own), log Z of the model
+    exacts = df[df["method"] == "exact"]
+    df = df.merge(exacts.groupby(["model", "test_set"]).agg(exact_test_ll=("mean_test_ll", "mean")),
+                  how="left", left_on=["model", "test_set"], right_index=True)
+    df = df.merge(exacts.groupby("model").agg(exact_log_z=("log_z", "mean")), how="left", left_on="model",
+                  right_index=True)
     df["ll_minus_exact"] = df["mean_test_ll"] - df["exact_test_ll"]
     df["log_z_minus_exact"] = df["log_z"] - df["exact_log_z"]
     df["flags"] = ""
@@ -218,6 +237,24 @@ def _combined_se(se: pd.Series, values: pd.Series) -> float:
     return float("nan")
 
 
+def seed_spread(values: pd.Series, se: pd.Series) -> tuple[int, float, float]:
+    """``(n, sd, rms_se)`` over the runs with a finite value and a finite standard error: ``n`` such
+    runs, the sd of their values (``ddof=1``; NaN below 2) and ``sqrt(mean(se^2))``.  With correct
+    standard errors (and normal errors) ``(n - 1) sd^2 / rms_se^2`` is about chi-square(n - 1)."""
+    v, e = values.to_numpy(dtype=float), se.to_numpy(dtype=float)
+    ok = np.isfinite(v) & np.isfinite(e)
+    n = int(ok.sum())
+    sd = float(np.std(v[ok], ddof=1)) if n >= 2 else float("nan")
+    rms = float(np.sqrt(np.mean(np.square(e[ok])))) if n else float("nan")
+    return n, sd, rms
+
+
+def _spread_ratio(values: pd.Series, se: pd.Series) -> float:
+    """sd over seeds / rms of the runs' standard errors (about 1 when the standard errors are right)."""
+    n, sd, rms = seed_spread(values, se)
+    return sd / rms if n >= 2 and rms > 0 else float("nan")
+
+
 def _stat(values: pd.Series, how: str) -> float:
     """``values.<how>()`` over the known values (NaN when there are none; ``std`` needs two)."""
     if values.notna().sum() < (2 if how == "std" else 1):
@@ -237,18 +274,21 @@ def _summary_row(g: pd.DataFrame) -> dict[str, Any]:
         "architecture": g["architecture"].iloc[0],
         "n_seeds": len(g),
         "seeds": " ".join(str(int(s)) for s in g["seed"].dropna()),
-        **{c: _first_known(g[c]) for c in ("chains", "n_weights", "n_examples")},
+        **{c: _first_known(g[c]) for c in ("chains", "n_weights", "n_examples", "csl_mode", "burn_in", "thin")},
         "mean_test_ll": _stat(ll, "mean"),
         "mean_test_ll_sd": _stat(ll, "std"),
         "mean_test_ll_se": _combined_se(g["mean_test_ll_stderr"], ll),
+        "se_spread_ratio": _spread_ratio(ll, g["mean_test_ll_stderr"]),
         "mean_test_ll_min": _stat(ll, "min"),
         "mean_test_ll_max": _stat(ll, "max"),
         "log_z": _stat(lz, "mean"),
         "log_z_sd": _stat(lz, "std"),
         "log_z_se": _combined_se(g["log_z_stderr"], lz),
+        "log_z_se_spread_ratio": _spread_ratio(lz, g["log_z_stderr"]),
         "ess": _stat(g["ess"], "mean"),
         "ess_min": _stat(g["ess"], "min"),
         "ess_fraction_min": _stat(g["ess_fraction"], "min"),
+        "khat_max": _stat(g["khat"], "max"),
         "seconds": float(g["seconds"].mean()),
         "total_sweeps": float(g["total_sweeps"].mean()),
         **{c: _stat(g[c], "mean") for c in ("sweeps_per_second", "per_example_ll_sd")},
@@ -265,13 +305,16 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
     """Aggregate the per-run table over seeds (one row per model x estimator x schedule x K x init).
 
     Means, spread (sd, min, max) and standard errors of the mean test log-likelihood and of
-    log Z, ESS, timings, the exact values, the deep models' log f(v) summaries; empty
+    log Z, the spread over seeds against the runs' standard errors (``se_spread_ratio``,
+    ``log_z_se_spread_ratio``: about 1 when they are right), ESS, the largest Pareto k-hat
+    (``khat_max``), timings, the exact values, the deep models' log f(v) summaries; empty
     ``gap_ais_minus_raise`` and ``flags`` columns (see :func:`.flags.apply_flags`).
     """
     rows = [{**dict(zip(GROUP_COLUMNS, keys)), **_summary_row(g)}
             for keys, g in per_run.groupby(GROUP_COLUMNS, dropna=False, sort=False)]
     s = pd.DataFrame(rows, columns=_SUMMARY_COLUMNS)
-    s["K"] = pd.array(s["K"], dtype="Int64")
+    for c in ("K", "burn_in", "thin"):
+        s[c] = pd.array(s[c], dtype="Int64")
     s["ll_minus_exact"] = s["mean_test_ll"] - s["exact_test_ll"]
     s["log_z_minus_exact"] = s["log_z"] - s["exact_log_z"]
     s["gap_ais_minus_raise"] = float("nan")

@@ -30,6 +30,18 @@ def _inits(summary: pd.DataFrame) -> list[str]:
     return inits or list(INIT_ORDER)
 
 
+def _by_test_set(summary: pd.DataFrame) -> pd.DataFrame:
+    """``summary`` with the estimates on a per-class test subset as a model of their own, named
+    ``"<model> (<test set>)"`` (its exact value is the subset's): the RAISE tables compare AIS and
+    RAISE on the same test rows."""
+    if "test_set" not in summary or not (summary["test_set"] != "").any():
+        return summary
+    out = summary.copy()
+    sub = out["test_set"] != ""
+    out.loc[sub, "model"] = out.loc[sub, "model"] + " (" + out.loc[sub, "test_set"] + ")"
+    return out
+
+
 def _table_keys(summary: pd.DataFrame) -> pd.DataFrame:
     """model x schedule x K of the annealed estimates, plus one row (K = NA) per model without any."""
     annealed = summary[summary["method"].isin(["ais", "raise"])]
@@ -109,7 +121,7 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
     (``uniform`` and ``base-rate`` first), and ``flags``.  Values are mean test
     log-likelihoods (nats), averaged over seeds; ``gap`` is AIS - RAISE.
     """
-    summary = summary[~_is_deep(summary) & ~summary["family"].isin(CONTINUOUS_FAMILIES)]
+    summary = _by_test_set(summary[~_is_deep(summary) & ~summary["family"].isin(CONTINUOUS_FAMILIES)])
     inits = _inits(summary)
     csl_names = sorted(set(summary.loc[summary["method"] == "csl", "estimator"]))
     csl_cols = {n: ("csl" if len(csl_names) == 1 else f"csl:{n}") for n in csl_names}
@@ -154,7 +166,7 @@ def make_table2(summary: pd.DataFrame) -> pd.DataFrame:
     log-likelihoods (nats) averaged over seeds, standard errors of those means; ``gap`` is
     AIS - RAISE with the combined standard error.
     """
-    summary = summary[_is_deep(summary)]
+    summary = _by_test_set(summary[_is_deep(summary)])
     inits = _inits(summary)
     rows = []
     for _, k in _table_keys(summary).iterrows():
@@ -342,3 +354,59 @@ def flag_rows(summary: pd.DataFrame) -> pd.DataFrame:
     t = pd.DataFrame(rows, columns=FLAG_ROW_COLUMNS)
     t["K"] = pd.array(t["K"], dtype="Int64")
     return t
+
+
+# --------------------------------------------------------------------------- CSL (Upadhya & Sastry Table 2)
+#: the leading columns of table_csl.csv; then per model ``<model>``, ``<model>_var``, ``<model>_n``
+CSL_TABLE_KEYS = ["block", "csl_mode", "burn_in", "thin", "N", "M"]
+
+
+def _csl_block(mode: str, burn_in: float, burn_ins: list[float]) -> str:
+    """``unbiased`` / ``biased, large burn-in (5000)`` / ``biased, small burn-in (10)``: the paper's
+    blocks; a biased mode with one burn-in only is ``biased, burn-in B``."""
+    if mode != "biased":
+        return str(mode)
+    b = int(burn_in)
+    if len(burn_ins) < 2:
+        return f"biased, burn-in {b}"
+    return f"biased, {'large' if burn_in == max(burn_ins) else 'small' if burn_in == min(burn_ins) else 'mid'} burn-in ({b})"
+
+
+def make_table_csl(summary: pd.DataFrame) -> pd.DataFrame:
+    """Upadhya & Sastry Table 2 layout of the CSL estimates: one row per (mode and burn-in block,
+    N = samples, M = parallel chains), one column group per model: the mean test log-likelihood
+    over seeds (``<model>``), its variance over seeds (``<model>_var``, the paper's sigma^2 over
+    100 repeats) and the number of seeds (``<model>_n``).
+
+    ``N = M * K / thin`` with K the sweeps per chain.  Rows sorted by block (unbiased first), N, M;
+    models in the order of the summary.  Header only without CSL estimates."""
+    csl = summary[summary["method"] == "csl"] if len(summary) else summary
+    models = list(dict.fromkeys(csl["model"])) if len(csl) else []
+    cols = CSL_TABLE_KEYS + [f"{m}{s}" for m in models for s in ("", "_var", "_n")]
+    if csl.empty:
+        return pd.DataFrame(columns=cols)
+    csl = csl.copy()
+    for c in ("burn_in", "thin"):
+        if c not in csl:
+            csl[c] = float("nan")
+    csl["csl_mode"] = csl["csl_mode"] if "csl_mode" in csl else ""
+    csl["N"] = [int(round(m * k / t)) if all(pd.notna(x) for x in (m, k, t)) and t else pd.NA
+                for m, k, t in zip(csl["chains"], csl["K"], csl["thin"])]
+    burn_ins = {mode: sorted(set(g["burn_in"].dropna())) for mode, g in csl.groupby("csl_mode")}
+    csl["block"] = [_csl_block(mode, b, burn_ins.get(mode, [])) for mode, b in zip(csl["csl_mode"], csl["burn_in"])]
+    rows = []
+    for key, g in csl.groupby(["block", "csl_mode", "burn_in", "thin", "N", "chains"], dropna=False, sort=False):
+        row = dict(zip(CSL_TABLE_KEYS, key))
+        for m in models:
+            gm = g[g["model"] == m]
+            row[m] = float(gm["mean_test_ll"].iloc[0]) if len(gm) else float("nan")
+            sd = float(gm["mean_test_ll_sd"].iloc[0]) if len(gm) else float("nan")
+            row[f"{m}_var"] = sd ** 2
+            row[f"{m}_n"] = int(gm["n_seeds"].iloc[0]) if len(gm) else 0
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=cols)
+    table["_order"] = (table["csl_mode"] != "unbiased").astype(int)
+    table = table.sort_values(["_order", "block", "N", "M"], kind="stable").drop(columns="_order")
+    for c in ("N", "M"):
+        table[c] = pd.array(table[c], dtype="Int64")
+    return table.reset_index(drop=True)

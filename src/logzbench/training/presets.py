@@ -1,11 +1,12 @@
 """Named training recipes for the seed papers' RBMs (keyword arguments of :class:`RBMTrainer`).
 
 RAISE (Burda, Grosse & Salakhutdinov 2015, Table 1) evaluates five MNIST RBMs -- the
-ones of Grosse et al. (2013) -- named "mnist<algorithm>-<n_hidden>", but lists none of
-their training hyperparameters.  For those we chose a common recipe from Hinton's
+ones of Grosse et al. (2013) -- named "mnist<algorithm>-<n_hidden>", and an Omniglot RBM
+with 1,000 hidden units trained by PCD ("omniPCD-1000"), but lists none of their training
+hyperparameters.  For those we chose a common recipe from Hinton's
 practical guide: learning rate 0.05, batch 100, momentum 0.5 -> 0.9 after epoch 5,
 weight decay 2e-4, N(0, 0.01^2) initial weights, base-rate visible biases, 100 epochs.
-The PCD models follow Tieleman (2008): 100 persistent chains (one per minibatch row)
+The PCD models (the Omniglot one included) follow Tieleman (2008): 100 persistent chains (one per minibatch row)
 and a learning rate decaying linearly to zero, which persistent chains need to converge.
 
 Upadhya & Sastry (Section 4) state their recipe: CD-20, learning rate 0.1, batch 100,
@@ -65,6 +66,7 @@ TRAIN_PRESETS: dict[str, dict] = {
     "mnistCD1-500": {**_RAISE_COMMON, "n_hidden": 500, "method": "cd", "k": 1},
     "mnistPCD-500": {**_RAISE_COMMON, **_PCD, "n_hidden": 500},
     "mnistCD25-500": {**_RAISE_COMMON, "n_hidden": 500, "method": "cd", "k": 25},
+    "omniPCD-1000": {**_RAISE_COMMON, **_PCD, "n_hidden": 1000},
     "us-rbm20": {**_UPADHYA_SASTRY, "n_hidden": 20},
     "us-rbm200": {**_UPADHYA_SASTRY, "n_hidden": 200},
     "us-rbm500": {**_UPADHYA_SASTRY, "n_hidden": 500},

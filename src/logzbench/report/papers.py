@@ -1,0 +1,223 @@
+"""Our estimates beside the papers' published values: ``table_papers.csv``.
+
+A model of a config stands for rows of the reproduced papers through its ``paper`` entry
+(``{paper key: row name}``, e.g. ``{burda_raise: mnistCD1-20}``).  For each published value of
+those rows (:mod:`.published`) :func:`make_table_papers` finds our summary row that matches it --
+the same estimator, initial distribution and K where the published line names them -- and writes
+one line: the published value and its printed uncertainty, ours with its standard error and its
+spread over seeds, the difference, and whether the difference lies within our uncertainty
+(``|ours - published| <= z * s.e. + ROUNDING``, ``ROUNDING`` being half a unit of the papers'
+last printed digit).
+
+Where our run differs from the paper's setting the line says so in ``note`` (``ours at K=10000;
+the paper's at K=100000``): such a difference is expected and is not an error of either.  A
+published value we have no estimate for keeps empty ``ours`` columns, so the whole published row
+is visible.  Quantities: ``mean_test_ll`` and ``log_z`` (our summary's columns of the same name),
+``gap_ais_minus_raise`` (our AIS minus our RAISE mean test log-likelihood at the same initial
+distribution and K).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from .published import load_published
+
+__all__ = ["ROUNDING", "TABLE_PAPERS_COLUMNS", "check_paper_rows", "make_table_papers", "parse_paper_rows"]
+
+#: papers whose values the learner tables compare (:mod:`.learners`, by learner and dataset)
+LEARNER_PAPERS = ("li_avil",)
+#: half a unit of the last printed digit of the papers' values (two decimals at least)
+ROUNDING = 0.005
+
+TABLE_PAPERS_COLUMNS = [
+    "paper", "table", "row", "column", "quantity", "model", "estimator", "init", "K_paper", "K_ours", "n_seeds",
+    "published", "published_uncertainty", "uncertainty_kind", "ours", "ours_se", "ours_uncertainty", "difference",
+    "z_score", "within_uncertainty", "note",
+]
+
+
+def parse_paper_rows(items: Any) -> dict[str, dict[str, str]]:
+    """``{model: {paper: row}}`` from a mapping of that shape or from ``"MODEL=PAPER:ROW"`` strings
+    (the CLI's ``--paper``).  Raises ``ValueError`` naming a malformed item."""
+    if items is None:
+        return {}
+    if isinstance(items, Mapping):
+        out: dict[str, dict[str, str]] = {}
+        for model, rows in items.items():
+            if rows is None:
+                continue
+            if not isinstance(rows, Mapping):
+                raise ValueError(f"paper rows of model {model!r} must map a paper key to a row name, got {rows!r}")
+            out[str(model)] = {str(p): str(r) for p, r in rows.items()}
+        return out
+    out = {}
+    for item in items:
+        model, sep, rest = str(item).partition("=")
+        paper, sep2, row = rest.partition(":")
+        if not (sep and sep2 and model and paper and row):
+            raise ValueError(f"--paper {item!r}: expected MODEL=PAPER:ROW, e.g. mnist-rbm20=burda_raise:mnistCD1-20")
+        out.setdefault(model, {})[paper] = row
+    return out
+
+
+def check_paper_rows(paper_rows: Mapping[str, Mapping[str, str]],
+                     published: pd.DataFrame | None = None) -> dict[str, dict[str, str]]:
+    """``paper_rows`` unchanged when every ``(paper, row)`` has published values; else ``ValueError``
+    naming the model, the paper and the rows it does have (a misspelt row would show nothing)."""
+    published = load_published() if published is None else published
+    for model, rows in paper_rows.items():
+        for paper, row in rows.items():
+            if paper in LEARNER_PAPERS:
+                raise ValueError(f"model {model!r}: {paper!r}'s values are compared in table_learners.csv by "
+                                 "learner and dataset; a model trained by a learner needs no paper entry")
+            if not ((published["paper"] == paper) & (published["row"] == row)).any():
+                known = sorted(set(published.loc[published["paper"] == paper, "row"]))
+                raise ValueError(f"model {model!r}: paper {paper!r} has no published row {row!r}"
+                                 + (f" (its rows: {', '.join(known)})" if known else
+                                    f" (unknown paper key; known: {', '.join(sorted(set(published['paper'])))})"))
+    return {m: dict(r) for m, r in paper_rows.items()}
+
+
+def _num(x: Any) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+    return v
+
+
+def _k_int(x: Any) -> int | None:
+    return None if x is None or pd.isna(x) else int(x)
+
+
+def _candidates(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> pd.DataFrame:
+    """Our summary rows of ``model`` with the line's estimator and init (where the line names them)."""
+    rows = summary[summary["model"] == model]
+    if line.get("estimator"):
+        rows = rows[rows["estimator"] == line["estimator"]]
+    if line.get("init"):
+        rows = rows[rows["init"] == line["init"]]
+    return rows
+
+
+def _pick_k(rows: pd.DataFrame, k_paper: int | None) -> pd.DataFrame:
+    """The rows at the paper's K when we have it, else at our largest K (rows without K as they are)."""
+    ks = rows["K"].dropna()
+    if ks.empty:
+        return rows
+    k = k_paper if k_paper is not None and (ks == k_paper).any() else int(ks.max())
+    return rows[rows["K"] == k]
+
+
+def _ours(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Our value of a published line: ``ours``, ``ours_se``, the spread over seeds, ``K_ours``,
+    ``n_seeds``; ``None`` when we have no estimate to compare."""
+    quantity = line["quantity"]
+    k_paper = _k_int(line.get("K"))
+    if quantity == "gap_ais_minus_raise":
+        init = {"init": line.get("init")} if line.get("init") else {}
+        ais = _pick_k(_candidates(summary, model, {"estimator": "ais", **init}), k_paper)
+        rai = _candidates(summary, model, {"estimator": "raise", **init})
+        if ais.empty or rai.empty:
+            return None
+        a = ais.iloc[0]
+        rai = rai[rai["K"] == a["K"]]
+        if rai.empty:
+            return None
+        r = rai.iloc[0]
+        se = math.sqrt(np.nansum([_num(a["mean_test_ll_se"]) ** 2, _num(r["mean_test_ll_se"]) ** 2]))
+        return {"ours": _num(a["mean_test_ll"]) - _num(r["mean_test_ll"]), "ours_se": se, "sd": float("nan"),
+                "K_ours": _k_int(a["K"]), "n_seeds": int(min(a["n_seeds"], r["n_seeds"]))}
+    column = {"mean_test_ll": "mean_test_ll", "mean_test_ll_ais": "mean_test_ll", "log_z": "log_z"}.get(quantity)
+    if column is None:
+        return None
+    rows = _pick_k(_candidates(summary, model, line), k_paper)
+    rows = rows[rows[column].notna()]
+    if rows.empty:
+        return None
+    s = rows.iloc[0]
+    exact = s["method"] == "exact"
+    return {"ours": _num(s[column]), "ours_se": 0.0 if exact else _num(s[f"{column}_se"]),
+            "sd": _num(s[f"{column}_sd"]), "K_ours": _k_int(s["K"]), "n_seeds": int(s["n_seeds"])}
+
+
+def _ours_uncertainty(kind: str, ours: Mapping[str, Any]) -> float:
+    """Ours in the paper's kind of uncertainty: the spread over seeds (``sd``), its square (``var``),
+    our standard error (``pm``, the papers' unexplained ``±``)."""
+    if kind == "sd":
+        return ours["sd"]
+    if kind == "var":
+        return ours["sd"] ** 2
+    if kind == "pm":
+        return ours["ours_se"]
+    return float("nan")
+
+
+def _note(line: Mapping[str, Any], ours: Mapping[str, Any] | None) -> str:
+    notes = []
+    k_paper = _k_int(line.get("K"))
+    if ours is not None and k_paper is not None and ours["K_ours"] is not None and ours["K_ours"] != k_paper:
+        notes.append(f"ours at K={ours['K_ours']}; the paper's at K={k_paper}")
+    if ours is None:
+        notes.append("no estimate of ours for this setting")
+    if line.get("note"):
+        notes.append(f"paper: {line['note']}")
+    return "; ".join(notes)
+
+
+def make_table_papers(summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[str, str]], *, z: float = 2.0,
+                      published: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One line per published value of the rows the models stand for, ours beside it.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        The report's summary over seeds (:func:`.records.summarize`).
+    paper_rows : mapping
+        ``{model: {paper key: row name}}`` (a config's ``models.<name>.paper`` entries).
+    z : float
+        Standard errors of ours within which a difference counts as agreement.
+    published : pandas.DataFrame, optional
+        :func:`.published.load_published` (default: the package's file).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns :data:`TABLE_PAPERS_COLUMNS`, in the published file's order per model.  A
+        ``(paper, row)`` without published values is an error (``ValueError``): a misspelt row
+        would otherwise show nothing.
+    """
+    published = load_published() if published is None else published
+    out: list[dict[str, Any]] = []
+    for model, rows in check_paper_rows(paper_rows, published).items():
+        for paper, row in rows.items():
+            lines = published[(published["paper"] == paper) & (published["row"] == row)]
+            for _, line in lines.iterrows():
+                line = {k: (None if (not isinstance(v, str) and pd.isna(v)) else v) for k, v in line.items()}
+                ours = _ours(summary, model, line) if len(summary) else None
+                kind = line.get("uncertainty_kind") or ""
+                value = float(line["value"])
+                rec = {"paper": paper, "table": line["table"], "row": row, "column": line["column"],
+                       "quantity": line["quantity"], "model": model, "estimator": line.get("estimator") or "",
+                       "init": line.get("init") or "", "K_paper": _k_int(line.get("K")),
+                       "published": value, "published_uncertainty": _num(line.get("uncertainty")),
+                       "uncertainty_kind": kind, "note": _note(line, ours)}
+                if ours is not None:
+                    diff = ours["ours"] - value
+                    se = ours["ours_se"]
+                    rec.update({"K_ours": ours["K_ours"], "n_seeds": ours["n_seeds"], "ours": ours["ours"],
+                                "ours_se": se, "ours_uncertainty": _ours_uncertainty(kind, ours),
+                                "difference": diff,
+                                "z_score": diff / se if se and math.isfinite(se) and se > 0 else float("nan"),
+                                "within_uncertainty": ("" if not math.isfinite(se)
+                                                       else "yes" if abs(diff) <= z * se + ROUNDING else "no")})
+                out.append(rec)
+    table = pd.DataFrame(out, columns=TABLE_PAPERS_COLUMNS)
+    for col in ("K_paper", "K_ours", "n_seeds"):
+        table[col] = pd.array(table[col], dtype="Int64")
+    return table
