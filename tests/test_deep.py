@@ -98,8 +98,11 @@ def test_importance_log_f_agrees_with_exact(family):
     model = _dbm(seed=5) if family == "dbm" else _dbn(seed=5)
     V = all_states(8)[::7].float()
     exact = model.exact_log_f(V)
-    est, se, ess = model.importance_log_f(V, 500, torch.Generator().manual_seed(0))
+    est, se, ess, khat = model.importance_log_f(V, 500, torch.Generator().manual_seed(0))
     assert torch.all((ess >= 1 - 1e-9) & (ess <= 500 + 1e-9))
+    # each row's Pareto k-hat (PSIS) from its 500 weights; none from 10 samples (too few for a tail fit)
+    assert khat.shape == est.shape and torch.all(torch.isfinite(khat)), khat
+    assert torch.isnan(model.importance_log_f(V, 10, torch.Generator().manual_seed(0)).khat).all()
     z = (est - exact) / se
     assert torch.all(z.abs() < 4.5), z
     assert float(se.max()) < 0.2  # informative

@@ -10,7 +10,7 @@ import pytest
 
 from logzbench import report
 from logzbench.estimators.result import EstimateResult
-from logzbench.report.flags import (AIS_VS_RAISE, LOWER_BOUND_ABOVE_EXACT, POOR_LOG_F_SAMPLING, RULES,
+from logzbench.report.flags import (AIS_VS_RAISE, HEAVY_LOG_F_TAILS, LOWER_BOUND_ABOVE_EXACT, POOR_LOG_F_SAMPLING, RULES,
                                     SANDWICH_RULES, Z_UNBIASED_ABOVE_CLOSED_FORM, Z_UNBIASED_BELOW_EXACT, FlagInput,
                                     ReportThresholds, heavy_tails, low_ess, understated_spread)
 
@@ -67,6 +67,9 @@ CASES = {
     POOR_LOG_F_SAMPLING: ([rec("ais", K=10, init="uniform", family="dbn", extra={**LF, "is_ess_mean": 20.0})],
                           [rec("ais", K=10, init="uniform", family="dbn", extra={**LF, "is_ess_mean": 400.0})],
                           "log f(v) importance sampling: mean ESS 20 of 500 proposals"),
+    HEAVY_LOG_F_TAILS: ([rec("ais", K=10, init="uniform", family="dbm", extra={**LF, "is_khat_max": 0.92})],
+                        [rec("ais", K=10, init="uniform", family="dbm", extra={**LF, "is_khat_max": 0.45})],
+                        "log f(v) importance sampling: Pareto k-hat up to 0.92 > 0.7 over the test rows"),
     Z_UNBIASED_BELOW_EXACT: ([exact(), rec("is", init="base-rate", ll=-101.0)],
                              [exact(), rec("is", init="base-rate", ll=-99.5)],
                              "IS falls below exact by 1.00 nats (> 2 x s.e. 0.05)"),

@@ -173,3 +173,39 @@ def test_csl_table_in_the_papers_layout():
 def test_csl_table_header_only_without_csl():
     table = make_table_csl(_summary([rec("m", "ais", K=10, init="uniform")]))
     assert len(table) == 0 and list(table.columns) == ["block", "csl_mode", "burn_in", "thin", "N", "M"]
+
+
+# --------------------------------------------------------------------------- per-class test subsets
+SUBSET = {"per_class": 50, "seed": 0}
+
+
+def _on_subset(r):
+    r["test_subset"] = dict(SUBSET)
+    return r
+
+
+def test_subset_estimates_meet_the_subsets_exact_value():
+    """Upadhya & Sastry's Table 3: RAISE, AIS and CSL on 50 test images per class, against the exact
+    value of that subset, beside the full test set's estimates against theirs."""
+    records = [
+        rec("m", "exact", ll=-100.0, log_z=10.0, ll_se=0.0, chains=0),
+        _on_subset(rec("m", "exact-subset", ll=-98.0, log_z=10.0, ll_se=0.0, chains=0, method="exact")),
+        rec("m", "ais", K=1000, init="base-rate", ll=-100.05),
+        _on_subset(rec("m", "ais-subset", K=1000, init="base-rate", ll=-98.05, method="ais")),
+        _on_subset(rec("m", "raise", K=1000, init="base-rate", ll=-98.2)),
+    ]
+    per_run = report.load_results(records)
+    sub = per_run[per_run["test_set"] != ""]
+    assert set(sub["test_set"]) == {"50 per class, seed 0"} and len(sub) == 3
+    assert (sub["exact_test_ll"] == -98.0).all()
+    assert (per_run.loc[per_run["test_set"] == "", "exact_test_ll"] == -100.0).all()
+    summary = report.summarize(per_run)
+    table = report.make_table1(summary)
+    subset_row = table[table["model"] == "m (50 per class, seed 0)"].iloc[0]
+    # AIS and RAISE of the same test rows side by side, the gap between them
+    assert subset_row["exact"] == -98.0 and math.isclose(subset_row["gap_base-rate"], -98.05 + 98.2)
+    full = table[table["model"] == "m"].iloc[0]
+    assert full["exact"] == -100.0 and pd.isna(full["raise_base-rate"])
+    # no AIS-RAISE gap flag across different test rows (a 1.85-nat difference would be flagged)
+    _, flagged = report.apply_flags(per_run, summary)
+    assert not flagged["flags"].str.contains("gap").any()

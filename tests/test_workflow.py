@@ -277,16 +277,30 @@ def test_invalid_config_is_refused(tmp_path):
     assert proc.returncode != 0 and "a DBN has exactly two hidden layers" in proc.stdout + proc.stderr
 
 
-def test_bad_test_subset_is_refused(tmp_path):
-    """An estimator's test_subset is checked by the schema when the config is loaded."""
+#: (text of config/test.yaml, its replacement, words of the error): each refused when the config is loaded
+BAD_CONFIGS = [
+    # an estimator's test_subset, checked by the schema (the first `n_examples: 10` is the raise entry's)
+    ("    n_examples: 10\n", "    n_examples: 10\n    test_subset: {per_class: 0}\n",
+     "0 is less than the minimum of 1"),
+    ("    n_examples: 10\n", "    n_examples: 10\n    test_subset: {per_class: 5, seeds: [0]}\n",
+     "Additional properties are not allowed ('seeds' was unexpected)"),
+    # a model's published row: an unknown paper (schema), a row the file does not have (the check)
+    ("  digits-rbm8:\n    dataset: digits\n", "  digits-rbm8:\n    dataset: digits\n    paper: {burda: x}\n",
+     "'burda' is not one of"),
+    ("  digits-rbm8:\n    dataset: digits\n",
+     "  digits-rbm8:\n    dataset: digits\n    paper: {burda_raise: mnistCD1-21}\n",
+     "model 'digits-rbm8': paper 'burda_raise' has no published row 'mnistCD1-21'"),
+]
+
+
+@pytest.mark.parametrize("old, new, why", BAD_CONFIGS, ids=[w[:40] for _, _, w in BAD_CONFIGS])
+def test_bad_config_is_refused_when_loaded(tmp_path, old, new, why):
     bad = tmp_path / "bad.yaml"
-    for subset, why in (("{per_class: 0}", "0 is less than the minimum of 1"),
-                        ("{per_class: 5, seeds: [0]}", "Additional properties are not allowed ('seeds' was unexpected)")):
-        # the first `n_examples: 10` is the raise entry's
-        bad.write_text(TEST_CONFIG.read_text().replace("    n_examples: 10\n",
-                                                       f"    n_examples: 10\n    test_subset: {subset}\n", 1))
-        proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
-        assert proc.returncode != 0 and why in proc.stdout + proc.stderr
+    text = TEST_CONFIG.read_text()
+    assert old in text
+    bad.write_text(text.replace(old, new, 1))
+    proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
+    assert proc.returncode != 0 and why in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,

@@ -387,6 +387,31 @@ RAISE and CSL are stochastic lower bounds. RAISE below and AIS above bracket the
 means neither has converged (grow K).
 - `log_z` ± `log_z_stderr` against the exact run's; a small `ess_fraction` (effective / all chains; the \
 report flags < 0.1 by default) makes an estimate unreliable.
+- `khat`: the Pareto k-hat of the run's log-weights (PSIS); above 0.7 their tail is so heavy that the \
+standard error understates the uncertainty (flagged).
+- `seconds`: the estimator's own time; *Duration*: the job's wall time for that setting.
+- `logzbench.flagged`, `logzbench.flag`: the report's reasons to distrust a setting (AIS-RAISE gap, \
+low ESS, heavy-tailed weights, standard errors below the spread between seeds, a bound on the wrong side \
+of the exact value).
+
+**logzbench** (log-likelihood estimates of energy-based models): one run per estimate \
+(`<model>/<estimator>/K<K>/<init>/seed<seed>`), per trained model (`train/<model>`), per \
+repeated-trials setting (`<experiment>/...`) and the report (`report`).
+"""
+# descriptions an earlier version wrote (replaced by the current one; a person's own text is kept)
+_PREVIOUS_DESCRIPTIONS: tuple[str, ...] = (
+    # before the k-hat line
+    """\
+**Compare one model's estimators side by side**: the view *By model* groups the runs by model \
+(*Group by* `logzbench.group`); *Seeds pooled* groups the seeds of each setting (`logzbench.setting`) \
+and shows their average.
+
+- `mean_test_ll` ± `mean_test_ll_stderr` (nats): the `exact` run, where there is one, is the truth. \
+AIS estimates Z without bias, so its log-likelihood errs high when chains are too few or too short; \
+RAISE and CSL are stochastic lower bounds. RAISE below and AIS above bracket the truth: a wide gap \
+means neither has converged (grow K).
+- `log_z` ± `log_z_stderr` against the exact run's; a small `ess_fraction` (effective / all chains; the \
+report flags < 0.1 by default) makes an estimate unreliable.
 - `seconds`: the estimator's own time; *Duration*: the job's wall time for that setting.
 - `logzbench.flagged`, `logzbench.flag`: the report's reasons to distrust a setting (AIS-RAISE gap, \
 low ESS, a bound on the wrong side of the exact value).
@@ -394,9 +419,8 @@ low ESS, a bound on the wrong side of the exact value).
 **logzbench** (log-likelihood estimates of energy-based models): one run per estimate \
 (`<model>/<estimator>/K<K>/<init>/seed<seed>`), per trained model (`train/<model>`), per \
 repeated-trials setting (`<experiment>/...`) and the report (`report`).
-"""
-# descriptions an earlier version wrote (replaced by the current one; a person's own text is kept)
-_PREVIOUS_DESCRIPTIONS: tuple[str, ...] = ()
+""",
+)
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 #: MLflow 3's experiment kind of a model-training experiment: its page is the runs table, not the
@@ -412,7 +436,7 @@ DASHBOARD_VIEW = "logzbench-by-model"
 DASHBOARD_VIEWS = {"logzbench-by-model": ("By model", GROUP_TAG),
                    "logzbench-seeds-pooled": ("Seeds pooled", SETTING_TAG)}
 _VIEW_COLUMNS = (*(f"metrics.`{m}`" for m in ("mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr",
-                                              "ess_fraction", "seconds")),
+                                              "ess_fraction", "khat", "seconds")),
                  *(f"params.`{p}`" for p in ("estimator", "K", "init", "seed", "chains")),
                  f"tags.`{FLAGGED_TAG}`")
 
@@ -786,7 +810,7 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     }
     extra = res.get("extra") or {}
     for k in ("mean_log_f_is", "mean_log_f_is_stderr", "mean_log_f_is_jensen_gap", "mean_log_f_mean_field",
-              "is_ess_mean", "is_ess_min", "log_f_seconds"):  # deep models: the importance-sampled log f(v)
+              "is_ess_mean", "is_ess_min", "is_khat_max", "log_f_seconds"):  # deep models: the importance-sampled log f(v)
         m[k] = extra.get(k)
     chains = res.get("n_chains")
     if _finite(m["ess"]) and _finite(chains) and float(chains) > 0:

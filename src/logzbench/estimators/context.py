@@ -139,6 +139,14 @@ class EstimateContext:
         return res
 
 
+def _khat_extras(khat: torch.Tensor) -> dict:
+    """``is_khat_max`` and ``is_khat_frac_above_0.7`` of the examples' k-hats (none where all are NaN)."""
+    k = khat[torch.isfinite(khat)]
+    if not k.numel():
+        return {}
+    return {"is_khat_max": float(k.max()), "is_khat_frac_above_0.7": float((k > 0.7).double().mean())}
+
+
 def _deep_extras(est, mean_field: float | None, n_samples: int) -> dict:
     """Summary of the ``log f(v)`` estimates of a deep model (and the DBM mean-field bound)."""
     out = {"is_samples": int(n_samples), "mean_log_f_is": float(est.log_f.mean()),
@@ -146,7 +154,9 @@ def _deep_extras(est, mean_field: float | None, n_samples: int) -> dict:
            # log f-hat is a stochastic lower bound; to second order it errs low by Var/2 = se^2/2
            # (an underestimate when the weights are heavy-tailed: watch the ESS)
            "mean_log_f_is_jensen_gap": float((est.stderr**2).mean() / 2),
-           "is_ess_mean": float(est.ess.mean()), "is_ess_min": float(est.ess.min())}
+           "is_ess_mean": float(est.ess.mean()), "is_ess_min": float(est.ess.min()),
+           # the tail of each example's weights (PSIS): above 0.7 its log f-hat and standard error mislead
+           **_khat_extras(est.khat)}
     if mean_field is not None:
         out["mean_log_f_mean_field"] = mean_field
     return out

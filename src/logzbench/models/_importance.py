@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ..sampling import bernoulli
-from ..stats import ess_from_log_weights, log_mean_stderr
+from ..stats import ess_from_log_weights, log_mean_stderr, pareto_khat
 
 #: Default bound on the proposal probabilities, ``[PROPOSAL_CLIP, 1 - PROPOSAL_CLIP]``.
 PROPOSAL_CLIP = 0.01
@@ -28,6 +28,9 @@ class LogFEstimate(NamedTuple):
     log_f: torch.Tensor  #: ``log mean_s w_s``: unbiased for ``f(v)`` on the linear scale
     stderr: torch.Tensor  #: delta-method standard error of ``log_f``
     ess: torch.Tensor  #: effective sample size of the importance weights
+    #: Pareto k-hat of each example's weights (:func:`logzbench.stats.pareto_khat`; NaN with fewer
+    #: than 25 samples or where f(v) is exact)
+    khat: torch.Tensor
 
 
 def clip_logits(logits: torch.Tensor, clip: float) -> torch.Tensor:
@@ -73,5 +76,7 @@ def importance_log_f(v: torch.Tensor, logits: torch.Tensor, n_samples: int, gene
         vi = v[i:i + per].repeat_interleave(S, 0)
         h, log_q = sample_factorial(logits[i:i + per].repeat_interleave(S, 0), generator)
         log_w = (log_target(vi, h) - log_q).reshape(-1, S)
-        parts.append((*log_mean_stderr(log_w, dim=1), ess_from_log_weights(log_w, dim=1)))
+        parts.append((*log_mean_stderr(log_w, dim=1), ess_from_log_weights(log_w, dim=1),
+                      torch.as_tensor(pareto_khat(log_w, dim=1), dtype=torch.float64, device=log_w.device)
+                      .reshape(-1)))
     return LogFEstimate(*(torch.cat(p) for p in zip(*parts)))

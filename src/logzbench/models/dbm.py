@@ -274,7 +274,7 @@ class DBM(VisibleRows):
             raise ValueError(f"n_samples must be >= 1, got {n_samples}")
         if view.n_visible == nv:  # no even hidden layer: f(v) is exact
             zero = torch.zeros(n, dtype=torch.float64, device=v.device)
-            return LogFEstimate(view.log_unnormalized_marginal(v), zero, zero + int(n_samples))
+            return LogFEstimate(view.log_unnormalized_marginal(v), zero, zero + int(n_samples), zero + float("nan"))
         mu = self.mean_field(v) if mu is None else mu  # pass it in to share it with mean_field_bound
         mu = torch.cat([m for l, m in enumerate(mu, start=1) if l % 2 == 0], 1)
         logits = clip_logits(torch.log(mu) - torch.log1p(-mu), clip)

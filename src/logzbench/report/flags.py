@@ -14,7 +14,8 @@ The rules:
   AIS by more than ``z`` combined standard errors;
 * a Z-unbiased log Z estimator above its upper-bound partner of the same setting (AIS over
   reverse AIS, IS over reverse IS): the bounds do not sandwich log Z;
-* the importance-sampled log f(v) of a deep model has few effective proposals;
+* the importance-sampled log f(v) of a deep model has few effective proposals, or heavy-tailed
+  weights (k-hat above ``khat`` on some test row);
 * an estimate on the wrong side of the exact value (closed form) by more than ``z`` standard
   errors, the side following from the estimator's registry bound (:func:`beyond_exact`): the
   log-likelihood of a Z-unbiased log Z estimator below it (AIS, IS, HAIS on an analysis model) or
@@ -194,6 +195,14 @@ def _poor_log_f_sampling(s: pd.Series, th: ReportThresholds) -> str | None:
     return None
 
 
+def _heavy_log_f_tails(s: pd.Series, th: ReportThresholds) -> str | None:
+    k = float(s.get("log_f_is_khat_max", float("nan")))
+    if math.isfinite(k) and k > th["khat"]:
+        return (f"log f(v) importance sampling: Pareto k-hat up to {k:.2f} > {th['khat']:g} over the test rows, "
+                "heavy-tailed weights (log f-hat and its s.e. mislead)")
+    return None
+
+
 def beyond_exact(side: str, subject: Callable[[pd.Series], str], note: Callable[[pd.Series], str]):
     """The message function of an "estimate vs exact value" rule.
 
@@ -256,6 +265,8 @@ LOWER_BOUND_ABOVE_EXACT = RowRule(
     beyond_exact("above", lambda s: f"{_method(s)} lower bound", lambda s: ""))
 POOR_LOG_F_SAMPLING = RowRule("importance-sampled log f(v) with few effective proposals", lambda s: True,
                               _poor_log_f_sampling)
+HEAVY_LOG_F_TAILS = RowRule("importance-sampled log f(v) with heavy-tailed weights", lambda s: True,
+                            _heavy_log_f_tails)
 
 
 # --------------------------------------------------------------------------- rules on pairs of rows
@@ -339,7 +350,7 @@ SANDWICH_RULES = tuple(PairRule(f"{lo} vs {hi}", lo, hi, (_not_sandwiched,)) for
 
 #: Every flag rule, in the order their reasons appear.
 RULES: tuple[Callable[[FlagInput], Iterator[Flag]], ...] = (
-    low_ess, heavy_tails, understated_spread, AIS_VS_RAISE, *SANDWICH_RULES, POOR_LOG_F_SAMPLING,
+    low_ess, heavy_tails, understated_spread, AIS_VS_RAISE, *SANDWICH_RULES, POOR_LOG_F_SAMPLING, HEAVY_LOG_F_TAILS,
     Z_UNBIASED_BELOW_EXACT, Z_UNBIASED_ABOVE_CLOSED_FORM, LOWER_BOUND_ABOVE_EXACT,
 )
 
