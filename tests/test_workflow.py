@@ -141,6 +141,8 @@ EXPECTED_JOBS = {
     "liu_fig4": {"train_model": 1, "estimate": 4 * 100 + 2},
     # exact 2 + CSL 6 + AIS and RAISE 4 K x 2 inits on 6 RBMs (five on MNIST, omniPCD-1000 on Omniglot)
     "raise_table1": {"prepare_dataset": 2, "train_model": 6, "estimate": 2 + 6 + 6 * 2 * (4 * 2 * 1)},
+    # RAISE Table 1's 20-unit RBMs under an hour: exact + CSL (1 K) + AIS 3 K x 2 inits x 3 seeds + RAISE 3 K x 2 inits
+    "raise_table1_20": {"prepare_dataset": 1, "train_model": 2, "estimate": 2 * (1 + 1 + 3 * 2 * 3 + 3 * 2)},
     # AIS linear (2 K x 2 inits x 50 seeds), AIS sm14500 (one schedule: not multiplied by the K
     # list), RAISE (2 K x 2 inits x 1 seed); CSL 15 settings x 2 K (N = 100k, 200k) x 100 seeds; on the
     # 500-row per-class test subset: AIS (1 K x base-rate x 1 seed), CSL (1 K x 1 seed), exact (RBM20)
