@@ -87,18 +87,24 @@ def run_ess_flag(run: pd.Series, ess_fraction: float) -> str | None:
     return None
 
 
+def _flagged_seeds(inp: FlagInput, run_flag: Callable[[pd.Series], str | None]
+                   ) -> Iterator[tuple[int, pd.Series, list[str]]]:
+    """``(index, summary row, its seeds)`` of each summary row with runs that ``run_flag`` flags."""
+    bad: dict[tuple, list[str]] = {}
+    for _, r in inp.per_run.iterrows():
+        if run_flag(r):
+            bad.setdefault(group_key(r), []).append(_fmt_k(r["seed"]))
+    for i, s in inp.summary.iterrows():
+        if group_key(s) in bad:
+            yield i, s, bad[group_key(s)]
+
+
 def low_ess(inp: FlagInput) -> Iterator[Flag]:
     """A summary row is flagged when any of its seeds' runs has too low an ESS."""
     frac = inp.thresholds["ess_fraction"]
-    bad: dict[tuple, list[str]] = {}
-    for _, r in inp.per_run.iterrows():
-        if run_ess_flag(r, frac):
-            bad.setdefault(group_key(r), []).append(_fmt_k(r["seed"]))
-    for i, s in inp.summary.iterrows():
-        seeds = bad.get(group_key(s))
-        if seeds:
-            yield (i,), (f"low ESS (seed {','.join(seeds)}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} "
-                         f"{weight_unit(s['method'])} (< {100 * frac:g}%)")
+    for i, s, seeds in _flagged_seeds(inp, lambda r: run_ess_flag(r, frac)):
+        yield (i,), (f"low ESS (seed {','.join(seeds)}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} "
+                     f"{weight_unit(s['method'])} (< {100 * frac:g}%)")
 
 
 # --------------------------------------------------------------------------- tails and spread
@@ -114,15 +120,9 @@ def run_khat_flag(run: pd.Series, khat: float) -> str | None:
 def heavy_tails(inp: FlagInput) -> Iterator[Flag]:
     """A summary row is flagged when any of its seeds' runs has heavy-tailed log-weights (k-hat > ``khat``)."""
     th = inp.thresholds["khat"]
-    bad: dict[tuple, list[str]] = {}
-    for _, r in inp.per_run.iterrows():
-        if run_khat_flag(r, th):
-            bad.setdefault(group_key(r), []).append(_fmt_k(r["seed"]))
-    for i, s in inp.summary.iterrows():
-        seeds = bad.get(group_key(s))
-        if seeds:
-            yield (i,), (f"heavy-tailed log-weights (seed {','.join(seeds)}): Pareto k-hat {s['khat_max']:.2f} > "
-                         f"{th:g}, the standard error understates the uncertainty")
+    for i, s, seeds in _flagged_seeds(inp, lambda r: run_khat_flag(r, th)):
+        yield (i,), (f"heavy-tailed log-weights (seed {','.join(seeds)}): Pareto k-hat {s['khat_max']:.2f} > "
+                     f"{th:g}, the standard error understates the uncertainty")
 
 
 #: quantile of chi-square(n - 1) above which the spread between seeds is too wide for the standard errors
