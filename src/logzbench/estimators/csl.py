@@ -13,8 +13,8 @@ nats when the chains mix poorly).  Two variants (Upadhya & Sastry, Sec. 3.2):
 Chains run ``burn_in`` sweeps, then a hidden sample is kept every ``thin`` sweeps until each
 chain has contributed ``samples_per_chain`` samples.  ``p(v | h_s)`` is accumulated for all
 test examples with a running log-sum-exp in float64, so no ``(N, S)`` matrix is stored.  Only for
-the Pareto k-hat of the weights ``p(v | h_s)`` (``khat``: the maximum over examples, with
-``extra["khat_frac_above_0.7"]``) are the ``S`` terms kept, for at most :data:`KHAT_EXAMPLES`
+the Pareto k-hat of the weights ``p(v | h_s)`` (``khat``: the median over examples, with
+``extra["khat_max"]`` and ``extra["khat_frac_above_0.7"]``) are the ``S`` terms kept, for at most :data:`KHAT_EXAMPLES`
 evenly spaced test examples (fewer when ``S`` is large; NaN when ``S < 25``).  The ``S``
 samples are taken as independent (``r_eff = 1``), which they are not within a chain.
 """

@@ -145,7 +145,7 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
     ll_np, se_np = ll.cpu().numpy(), se.cpu().numpy()
     mean_se = float(math.sqrt(float(np.sum(se_np**2)))) / P
     mean_ll = float(np.mean(ll_np))
-    khat, khat_extra = khat_per_example(log_w)  # max over test points
+    khat, khat_extra = khat_per_example(log_w)  # median over test points
     return EstimateResult(
         estimator=estimator, ess=float(ess_from_log_weights(log_w, dim=1).mean()), khat=khat, n_chains=int(n_chains),
         mean_log_likelihood=mean_ll, mean_log_likelihood_stderr=mean_se,

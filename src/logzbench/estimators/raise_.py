@@ -200,7 +200,7 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
         alpha = 0.0
     ess = ess_from_log_weights(log_w, dim=1).cpu().numpy()
     ci = _bootstrap_ci(log_w.cpu(), x_all[idx], x_all, subsampled=n < N, seed=subsample_seed)
-    khat, khat_extra = khat_per_example(log_w)  # max over examples (NaN with fewer than 25 chains)
+    khat, khat_extra = khat_per_example(log_w)  # median over examples (NaN with fewer than 25 chains)
     return EstimateResult(
         estimator="raise", ess=float(ess.mean()), khat=khat, n_chains=n_chains,
         mean_log_likelihood=est, mean_log_likelihood_stderr=se, mean_log_likelihood_ci=ci,

@@ -87,8 +87,9 @@ class EstimateResult:
     khat : float
         Pareto k-hat of the per-chain log-weights (:func:`~logzbench.stats.pareto_khat`); above
         0.7 the standard error is not to be trusted.  For per-example estimators (RAISE, HAIS on a
-        generative model, CSL) the maximum over examples, with ``extra["khat_frac_above_0.7"]``
-        the fraction of examples above 0.7.  NaN without weights (exact, discriminance
+        generative model, CSL) the median over examples (a typical example's tail; the maximum of
+        noisy per-example k-hats exceeds 0.7 by chance), with ``extra["khat_max"]`` and
+        ``extra["khat_frac_above_0.7"]``, the fraction of examples above 0.7.  NaN without weights (exact, discriminance
         sampling) or with fewer than 25 weights per estimate.
     n_chains : int
         Chains per estimate (per example for RAISE; samples per example for CSL).
@@ -175,14 +176,21 @@ def _nan_to_none(o: Any) -> Any:
 
 
 def khat_per_example(log_w) -> tuple[float, dict[str, Any]]:
-    """``(max k-hat over examples, extra)`` of per-example log-weights ``(n_examples, M)``: ``extra``
-    holds ``khat_frac_above_0.7`` (over the examples with a k-hat) and ``khat_median``; NaN and
-    ``None`` where no example has one (fewer than 25 weights each)."""
+    """``(median k-hat over examples, extra)`` of per-example log-weights ``(n_examples, M)``:
+    ``extra`` holds ``khat_frac_above_0.7`` (over the examples with a k-hat), ``khat_median`` and
+    ``khat_max``; NaN and ``None`` where no example has one (fewer than 25 weights each).
+
+    The median, not the maximum, is the headline: a typical example's tail.  With few weights per
+    example (RAISE's 50 chains: a tail of 10) each k-hat is noisy, and the maximum over 100 examples
+    exceeds 0.7 even where every example's weights are light-tailed (measured: RAISE Table 1's
+    mnistPCD-20 from the base rate at K = 10,000, where RAISE and AIS agree within 0.2 nats: median
+    0.30, 3 % of examples above 0.7, maximum 0.95)."""
     k = np.atleast_1d(pareto_khat(log_w, dim=-1))
     k = k[np.isfinite(k)]
     if k.size == 0:
-        return float("nan"), {"khat_frac_above_0.7": None, "khat_median": None}
-    return float(k.max()), {"khat_frac_above_0.7": float(np.mean(k > 0.7)), "khat_median": float(np.median(k))}
+        return float("nan"), {"khat_frac_above_0.7": None, "khat_median": None, "khat_max": None}
+    median = float(np.median(k))
+    return median, {"khat_frac_above_0.7": float(np.mean(k > 0.7)), "khat_median": median, "khat_max": float(k.max())}
 
 
 def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor,
