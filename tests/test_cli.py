@@ -40,6 +40,17 @@ def test_estimate_prints_one_json_object(model_and_data, tmp_path, capsys):
     assert np.load(lw)["log_weights"].shape == (50,)
 
 
+@pytest.mark.parametrize("schedule, steps, K", [("linear", [], 1000), ("sm14500", [], 14500),
+                                                ("sm14500", ["--steps", "14500"], 14500)])
+def test_steps_default_to_the_schedules_own(model_and_data, capsys, schedule, steps, K):
+    """Without --steps a linear schedule has K = 1000 and sm14500 its own 14,500 (a different --steps is refused:
+    tests/test_option_errors.py)."""
+    rbm, model, _ = model_and_data
+    assert main(["estimate", str(model), "--estimator", "ais", "--schedule", schedule, "--chains", "4", *steps]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["settings"]["K"] == K and abs(res["log_z"] - exact_log_z(rbm)) < 4 * res["log_z_stderr"] + 0.05
+
+
 @pytest.mark.parametrize("estimator", ["exact", "raise", "csl"])
 def test_estimate_other_estimators(model_and_data, capsys, estimator):
     _, model, data = model_and_data

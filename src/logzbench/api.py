@@ -58,7 +58,11 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
         Fields of :class:`logzbench.options.EstimateOptions`, validated before any work: ``K``
         (alias ``steps``), ``schedule``, ``chains``, ``init``, ``seed``, ``device``, ``n_examples``,
         ``csl_mode``, ``burn_in``, ``thin``, ``samples_per_chain``, ``is_samples``, ``n_bootstrap``,
-        ``step_size``, ``gamma``, ``mh_sigma``, ``proposal_scale``, ``progress``.  An estimator reads
+        ``step_size``, ``gamma``, ``mh_sigma``, ``proposal_scale``, ``exact_max_seconds``, ``progress``.
+        Then, still before any work (:meth:`~logzbench.estimators.context.EstimateContext.check`): a
+        fixed schedule (``sm14500``, a file) with another explicit ``K`` is refused, so is a run whose
+        chains need more than 80 % of the memory available on the device, and an ``exact``
+        enumeration estimated to take longer than ``exact_max_seconds`` (default 600).  An estimator reads
         those its registry entry lists (``registry.estimator(name).options``) and ignores the rest.
         The same seed gives the same estimate (to rounding across thread counts: give ``threads``
         for bit-identical reruns).
@@ -82,6 +86,7 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
         ctx = EstimateContext(spec=spec, family=fam, model=m, data=as_rows(data, m, fam, "test data"),
                               train_data=as_rows(train_data, m, fam, "training data"), options=opts,
                               generator=make_generator(opts.seed, dev), device=dev)
+        ctx.check()  # schedule, memory, exact's time budget: refused here, before any work
         res = spec.function(ctx)
     res.settings["threads"] = n_threads
     return res

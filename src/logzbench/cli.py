@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sys
+from pathlib import Path
 
 from . import registry
 from .errors import LogzbenchError
@@ -40,6 +41,52 @@ def _add_threads(p) -> None:
                         "default; more threads than free CPUs slow a run down many times)")
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (``os.path.samefile`` where both exist, else equal resolved paths)."""
+    if a.exists() and b.exists():
+        return os.path.samefile(a, b)
+    return a.resolve() == b.resolve()
+
+
+def _check_outputs(outputs=(), inputs=(), dirs=()) -> None:
+    """Refuse, before anything is loaded or computed, an output the command could not or must not write.
+
+    ``outputs``: ``(option, file path or None)``; ``dirs``: ``(option, output directory or None)``;
+    ``inputs``: ``(name, path or None)`` of the command's input files.  An output file must not be a
+    directory, an existing non-regular file, one of the inputs or another output; an output directory
+    must not be an existing non-directory; and the nearest existing directory above (the output
+    directory itself, when it exists) must be a writable directory, where the missing folders are
+    created.  Raises ValueError naming the option and the path.
+    """
+    done: list[tuple[str, Path]] = []
+    for option, path, is_dir in [*((o, q, False) for o, q in outputs), *((o, q, True) for o, q in dirs)]:
+        if path is None or str(path) == "":
+            continue
+        p, what = Path(path), f"{option} {path}"
+        if is_dir and p.exists() and not p.is_dir():
+            raise ValueError(f"{what}: exists and is not a directory (an output directory is expected)")
+        if not is_dir and (p.is_dir() or str(path).endswith(("/", os.sep))):
+            raise ValueError(f"{what}: is a directory; give a file name")
+        if not is_dir and p.exists() and not p.is_file():
+            raise ValueError(f"{what}: exists and is not a regular file")
+        base = Path(os.path.abspath(p if is_dir else p.parent))
+        while not base.exists() and base != base.parent:
+            base = base.parent
+        if not base.is_dir():
+            raise ValueError(f"{what}: cannot be created, {base} is not a directory")
+        if not os.access(base, os.W_OK | os.X_OK):
+            raise ValueError(f"{what}: directory {base} is not writable")
+        if is_dir:
+            continue
+        for name, src in inputs:
+            if src is not None and str(src) != "" and _same_file(p, Path(src)):
+                raise ValueError(f"{what}: is the {name} file {src}; refusing to overwrite an input")
+        for other, q in done:
+            if _same_file(p, q):
+                raise ValueError(f"{what}: {other} names the same file")
+        done.append((option, p))
+
+
 def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="estimate log Z / test log-likelihood of a model file",
                        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
@@ -50,7 +97,9 @@ def _add_estimate(sub) -> None:
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
     p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
-    p.add_argument("--steps", "-K", dest="K", type=int, default=1000, help="intermediate distributions K (AIS, RAISE)")
+    p.add_argument("--steps", "-K", dest="K", type=int, default=None,
+                   help="intermediate distributions K (AIS, RAISE; default 1000 for the linear and sigmoid schedules; "
+                        "sm14500 and a schedule file have their own, and a different --steps is refused)")
     p.add_argument("--schedule", default="linear", help="linear | sigmoid | sm14500 | file of betas")
     p.add_argument("--chains", type=int, default=100, help="AIS chains / RAISE chains per example / CSL chains / IS-family samples per side")
     p.add_argument("--init", default="uniform", choices=["uniform", "base-rate"], help="initial distribution")
@@ -59,6 +108,8 @@ def _add_estimate(sub) -> None:
     p.add_argument("--exact-precision", default="float64", choices=["float64", "mixed"],
                    help="exact: float64 enumeration, or float32 pre-activations with float64 sums (about 2x "
                         "faster on the same kernel; the error bound is reported as extra.log_z_error_bound)")
+    p.add_argument("--exact-budget", dest="exact_max_seconds", type=float, metavar="SECONDS",
+                   help="exact: refuse an enumeration estimated to take longer than this (default 600; inf: no limit)")
     p.add_argument("--burn-in", type=int, default=100, help="CSL burn-in sweeps; IS family: Gibbs sweeps per model sample")
     p.add_argument("--thin", type=int, default=1, help="CSL sweeps between kept samples")
     p.add_argument("--samples-per-chain", type=int, default=10, help="CSL samples kept per chain")
@@ -79,8 +130,20 @@ def _add_estimate(sub) -> None:
 
 
 #: ``logzbench estimate`` flags that are estimator options (:class:`logzbench.options.EstimateOptions`)
-_OPTION_FLAGS = ("K", "schedule", "chains", "init", "seed", "device", "n_examples", "csl_mode", "exact_precision", "burn_in", "thin",
+_OPTION_FLAGS = ("K", "schedule", "chains", "init", "seed", "device", "n_examples", "csl_mode", "exact_precision",
+                 "exact_max_seconds", "burn_in", "thin",
                  "samples_per_chain", "is_samples", "progress", "step_size", "gamma", "mh_sigma", "proposal_scale")
+
+
+def _estimate_options(args) -> dict:
+    """The API options of ``logzbench estimate``: K defaults to 1000 only for a schedule without its own
+    length (linear, sigmoid); ``sm14500`` and a schedule file keep theirs (a different ``--steps`` is refused)."""
+    opts = {k: getattr(args, k) for k in _OPTION_FLAGS}
+    if opts["K"] is None and opts["schedule"] in ("linear", "sigmoid"):
+        from .schedules import DEFAULT_K
+
+        opts["K"] = DEFAULT_K
+    return opts
 
 
 def _cmd_estimate(args) -> int:
@@ -89,12 +152,16 @@ def _cmd_estimate(args) -> int:
     from .models.io import load_model
     from .utils import save_npz_atomic, write_json_atomic
 
+    schedule_file = args.schedule if os.path.isfile(args.schedule) else None
+    _check_outputs([("--json", args.json_out), ("--log-weights", args.log_weights)],
+                   inputs=[("model", args.model), ("--data", args.data), ("--train-data", args.train_data),
+                           ("--schedule", schedule_file)])
     model = load_model(args.model)
     kind = registry.family(model.family).data_kind  # binary 0/1 rows or real rows
     data = load_rows(args.data, kind, args.split) if args.data else None
     train = load_rows(args.train_data, kind, "train") if args.train_data else None
     res = estimate(model, args.estimator, data=data, train_data=train, threads=args.threads,
-                   **{k: getattr(args, k) for k in _OPTION_FLAGS})
+                   **_estimate_options(args))
     out = {"model": str(args.model), "data": args.data, **res.to_dict()}
     if args.json_out:
         write_json_atomic(args.json_out, out)
@@ -127,7 +194,10 @@ def _add_prepare(sub) -> None:
 
 def _cmd_prepare(args) -> int:
     from .data import CONTINUOUS_DATASETS, prepare_dataset, prepare_patches
+    from .data.download import check_mirror
 
+    _check_outputs([("--out", args.out)])
+    check_mirror(args.mirror)  # a mistyped mirror would fall back to downloading
     if args.name == "frey":  # standardized faces: only the split sizes apply
         sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
         path = prepare_patches(args.name, args.out, mirror=args.mirror, seed=args.seed, **sizes)
@@ -200,20 +270,17 @@ def _check_size(spec: registry.FamilySpec, params: dict) -> None:
 
 def _training_rows(path: str, data_kind: str):
     """(train rows, test rows or None) of a prepared dataset of the family's data kind."""
-    from .data import load_rows
+    from .data import load_rows, load_split_if_present
 
     train = load_rows(path, data_kind, "train", prepared=True)
-    try:
-        test = load_rows(path, data_kind, "test", prepared=True)
-    except LogzbenchError:
-        test = None
-    return train, test
+    return train, load_split_if_present(path, data_kind, "test")  # a damaged test split still raises
 
 
 def _cmd_train(args) -> int:
     from .models.io import save_model
     from .training import get_preset, history_to_csv, train_model
 
+    _check_outputs([("--out", args.out), ("--history", args.history)], inputs=[("--data", args.data)])
     params: dict = get_preset(args.preset) if args.preset else {}
     if args.family:
         params["family"] = args.family
@@ -266,8 +333,13 @@ def _add_report(sub) -> None:
 def _cmd_report(args) -> int:
     from .report import build_report
     from .report.papers import check_paper_rows, parse_paper_rows
+    from .report.records import find_records
 
+    _check_outputs(dirs=[("--out", args.out)])
     paper_rows = check_paper_rows(parse_paper_rows(args.paper))  # before reading any result
+    if not find_records(args.results):  # (malformed or foreign JSON named directly is refused there)
+        raise ValueError(f"no estimate records in {' '.join(map(str, args.results))}: expected the JSON files "
+                         "`logzbench estimate --json` or the workflow writes")
     out = build_report(args.results, args.out, paper_rows=paper_rows)
     print(json.dumps({"report": str(args.out), **out}, default=str))
     return 0

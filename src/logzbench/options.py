@@ -27,12 +27,16 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from .registry import INITS
+from .schedules import make_schedule
 
-__all__ = ["EstimateOptions", "CSL_MODES", "EXACT_PRECISIONS", "option_names"]
+__all__ = ["EstimateOptions", "CSL_MODES", "EXACT_MAX_SECONDS", "EXACT_PRECISIONS", "option_names"]
 
 CSL_MODES = ("unbiased", "biased")
 #: the exact estimator's enumeration precisions (:data:`logzbench.models.enumeration.PRECISIONS`)
 EXACT_PRECISIONS = ("float64", "mixed")
+#: the exact estimator's default time budget (seconds; ``exact_max_seconds=None``): a longer
+#: estimated enumeration is refused before it starts
+EXACT_MAX_SECONDS = 600.0
 
 
 def _int(name: str, v: Any, lo: int, allow_none: bool = False) -> int | None:
@@ -46,6 +50,19 @@ def _int(name: str, v: Any, lo: int, allow_none: bool = False) -> int | None:
         what = {"chains": "number of chains", "K": "number of intermediate distributions K"}.get(name, name)
         raise ValueError(f"{what} must be >= {lo}, got {v}")
     return int(v)
+
+
+def _budget(name: str, v: Any) -> float | None:
+    """A time budget in seconds: ``None`` (the default budget), or a number > 0 (``inf``: no limit)."""
+    if v is None:
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, got {v!r}") from None
+    if isinstance(v, bool) or not x > 0:  # NaN fails too
+        raise ValueError(f"{name} must be > 0 seconds (inf: no limit), got {v!r}")
+    return x
 
 
 def _positive(name: str, v: Any, allow_none: bool = False, upper: float | None = None) -> float | None:
@@ -69,9 +86,11 @@ class EstimateOptions:
     ----------
     K : int, optional
         Intermediate distributions (annealed estimators; required by the ``linear`` and ``sigmoid``
-        schedules, ignored by ``sm14500`` and schedule files).
+        schedules; ``sm14500`` and schedule files have their own, and a different explicit ``K`` is
+        refused).
     schedule : str
-        ``linear``, ``sigmoid``, ``sm14500`` or a file of inverse temperatures.
+        ``linear``, ``sigmoid``, ``sm14500`` or a file of inverse temperatures (read and checked
+        here: 1-D, finite, non-decreasing from 0 to 1).
     chains : int
         See the module docstring.
     init : {"uniform", "base-rate"}
@@ -86,6 +105,9 @@ class EstimateOptions:
     exact_precision : {"float64", "mixed"}
         The exact estimator's enumeration: float64 throughout, or float32 pre-activations and
         softplus with float64 sums (its a-priori error bound is reported, ``extra.log_z_error_bound``).
+    exact_max_seconds : float, optional
+        The exact estimator refuses an enumeration whose estimated time exceeds this many seconds
+        (before starting it); ``None``: :data:`EXACT_MAX_SECONDS` (10 minutes), ``inf``: no limit.
     burn_in : int
         CSL burn-in sweeps; IS family: Gibbs sweeps per model sample.
     thin : int
@@ -112,6 +134,7 @@ class EstimateOptions:
     n_examples: int | None = None
     csl_mode: str = "unbiased"
     exact_precision: str = "float64"
+    exact_max_seconds: float | None = None
     burn_in: int = 100
     thin: int = 1
     samples_per_chain: int = 10
@@ -138,6 +161,7 @@ class EstimateOptions:
         s(self, "gamma", _positive("gamma", self.gamma, allow_none=True, upper=1.0))
         s(self, "mh_sigma", _positive("mh_sigma", self.mh_sigma))
         s(self, "proposal_scale", _positive("proposal_scale", self.proposal_scale))
+        s(self, "exact_max_seconds", _budget("exact_max_seconds", self.exact_max_seconds))
         if self.init not in INITS:
             raise ValueError(f"unknown initial distribution {self.init!r}; choose one of {INITS}")
         if self.csl_mode not in CSL_MODES:
@@ -146,6 +170,9 @@ class EstimateOptions:
             raise ValueError(f"unknown exact precision {self.exact_precision!r}; choose one of {EXACT_PRECISIONS}")
         if not isinstance(self.schedule, str) or not self.schedule:
             raise ValueError(f"schedule must be a name or a file, got {self.schedule!r}")
+        if self.schedule not in ("linear", "sigmoid"):
+            # sm14500 or a file: its K is fixed; refuse an unknown name, a bad file, another explicit K
+            make_schedule(self.schedule, self.K)
         s(self, "progress", bool(self.progress))
 
     @classmethod

@@ -149,7 +149,7 @@ def _e(name, module, **kw) -> EstimatorSpec:
 
 #: Every estimator, by name, in the order the command line lists them.
 ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
-    _e("exact", "exact", kinds=KINDS, axes=(), yields="log_z", bound="exact", options=("exact_precision",), label="exact",
+    _e("exact", "exact", kinds=KINDS, axes=(), yields="log_z", bound="exact", options=("exact_precision", "exact_max_seconds"), label="exact",
        color="black", marker="_",
        summary="enumeration (binary models: smaller side <= ~30 units) or a closed form (continuous)"),
     _e("ais", "ais", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="unbiased-in-z",

@@ -39,7 +39,12 @@ def salakhutdinov_murray() -> np.ndarray:
 
 def from_array(betas) -> np.ndarray:
     """Validate a user-given schedule: 1-D, finite, starts at 0, ends at 1, non-decreasing."""
-    b = np.asarray(betas, dtype=np.float64).ravel()
+    try:
+        b = np.asarray(betas, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"a schedule must be numbers (inverse temperatures), got {type(betas).__name__}") from None
+    if b.ndim != 1:
+        raise ValueError(f"a schedule must be a 1-D array of inverse temperatures, got shape {b.shape}")
     if b.size < 2:
         raise ValueError("a schedule needs at least two inverse temperatures (0 and 1)")
     if not np.isfinite(b).all():
@@ -52,29 +57,72 @@ def from_array(betas) -> np.ndarray:
 
 
 def from_file(path: str | os.PathLike) -> np.ndarray:
-    """Read a schedule from ``.npy`` or a text file with one value per line."""
+    """Read a schedule from ``.npy`` or a text file with one value per line.
+
+    The file must hold one 1-D, finite, non-decreasing array from 0 to 1 (:func:`from_array`);
+    anything else (a 2-D array, several columns, text that is not numbers) is refused with a
+    message naming the file and what it holds.
+    """
     path = Path(path)
     if not path.exists():
         raise ValueError(f"schedule file not found: {path}")
-    arr = np.load(path) if path.suffix == ".npy" else np.loadtxt(path)
-    return from_array(arr)
+    if not path.is_file():
+        raise ValueError(f"schedule file {path} is not a file")
+    try:
+        if path.suffix == ".npy":
+            arr = np.load(path, allow_pickle=False)
+        else:
+            arr = np.loadtxt(path, ndmin=1)
+    except (OSError, ValueError, EOFError) as exc:
+        what = "an .npy array" if path.suffix == ".npy" else "one number per line"
+        raise ValueError(f"schedule file {path}: cannot be read as {what} "
+                         f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    if getattr(arr, "ndim", 0) != 1:
+        raise ValueError(f"schedule file {path} holds an array of shape {np.shape(arr)}; a schedule is 1-D "
+                         "(one inverse temperature per line or a 1-D .npy)")
+    try:
+        return from_array(arr)
+    except ValueError as exc:
+        raise ValueError(f"schedule file {path} (shape {arr.shape}): {exc}") from None
 
 
 SCHEDULES = ("linear", "sigmoid", "sm14500")
+#: K of the ``linear`` and ``sigmoid`` schedules on the command line when ``--steps`` is not given
+#: (the Python API has no default: ``K`` is required by these schedules).
+DEFAULT_K = 1000
+
+
+#: Names of the fixed Salakhutdinov–Murray schedule.
+SM14500_NAMES = ("sm14500", "salakhutdinov-murray", "salakhutdinov_murray")
 
 
 def make_schedule(name: str, n_steps: int | None = None) -> np.ndarray:
     """Schedule by name: ``linear``, ``sigmoid``, ``sm14500`` (the 14,500-step
-    Salakhutdinov–Murray schedule; ``n_steps`` is ignored) or a path to a file."""
+    Salakhutdinov–Murray schedule) or a path to a file.
+
+    A fixed schedule (``sm14500``, a file) has its own number of steps: ``n_steps`` may be
+    ``None`` (not given) or equal to it; any other value is refused, naming both numbers.
+    """
     if name == "linear":
         return linear(_need(n_steps, name))
     if name == "sigmoid":
         return sigmoid(_need(n_steps, name))
-    if name in ("sm14500", "salakhutdinov-murray", "salakhutdinov_murray"):
-        return salakhutdinov_murray()
+    if name in SM14500_NAMES:
+        return _fixed(salakhutdinov_murray(), n_steps, f"schedule {name!r}")
     if Path(name).exists():
-        return from_file(name)
+        return _fixed(from_file(name), n_steps, f"schedule file {name}")
+    if os.sep in name or Path(name).suffix in (".npy", ".txt", ".csv", ".dat"):
+        raise ValueError(f"schedule file not found: {name}")
     raise ValueError(f"unknown schedule {name!r}; choose one of {SCHEDULES} or give a file of betas")
+
+
+def _fixed(betas: np.ndarray, n_steps: int | None, what: str) -> np.ndarray:
+    """A fixed schedule, refused when an explicit ``n_steps`` differs from its own ``K``."""
+    own = len(betas) - 1
+    if n_steps is not None and int(n_steps) != own:
+        raise ValueError(f"{what} has K = {own} steps, but K (--steps) = {int(n_steps)} was given; "
+                         f"omit K or give K = {own}")
+    return betas
 
 
 def _need(n_steps, name):

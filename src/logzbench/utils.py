@@ -10,6 +10,7 @@ import numbers
 import os
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -233,6 +234,45 @@ def _busy_cpus(interval: float = BUSY_INTERVAL) -> int:
         return 0
 
 
+def available_memory(device: torch.device | str = "cpu") -> int | None:
+    """Bytes a new allocation on ``device`` can use now, or ``None`` where that is not known.
+
+    CUDA: the device's free memory (:func:`torch.cuda.mem_get_info`) plus what torch's caching
+    allocator holds unused.  CPU: ``MemAvailable`` of ``/proc/meminfo``, lowered to the room left
+    under a cgroup memory limit (v2 ``memory.max`` / ``memory.current``, v1
+    ``memory.limit_in_bytes`` / ``memory.usage_in_bytes``) where one is set.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        try:
+            free, _ = torch.cuda.mem_get_info(device)
+            return int(free) + max(0, torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+        except (RuntimeError, AssertionError):
+            return None
+    if device.type != "cpu":
+        return None
+    found: list[int] = []
+    try:
+        with open("/proc/meminfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit_file, usage_file in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                                   ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                    "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            limit = Path(limit_file).read_text().strip()
+            if limit == "max" or int(limit) >= 1 << 60:  # no limit (v1 reports a huge number)
+                continue
+            found.append(max(0, int(limit) - int(Path(usage_file).read_text().strip())))
+        except (OSError, ValueError):
+            continue
+    return min(found) if found else None
+
+
 def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """An explicit, seeded :class:`torch.Generator` on ``device`` (one per run)."""
     gen = torch.Generator(device=torch.device(device))
@@ -246,12 +286,42 @@ def logmeanexp(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     return torch.logsumexp(x, dim=dim) - np.log(n)
 
 
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's file-creation mask, read without changing it where possible.
+
+    From ``Umask:`` in ``/proc/self/status`` (Linux >= 4.7); elsewhere by setting and restoring
+    :func:`os.umask` under a lock (``os.umask`` is process-wide: threads of this package that read
+    it go through the lock, so none sees the temporary value).
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _UMASK_LOCK:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def default_file_mode() -> int:
+    """The permissions ``open(path, "w")`` gives a new file: ``0o666 & ~umask``."""
+    return 0o666 & ~current_umask()
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path in the destination directory; rename it onto ``path`` on success.
 
     Nothing half-written is left behind: on any exception the temporary file is removed
-    and ``path`` is untouched.
+    and ``path`` is untouched.  The file gets the permissions a plain ``open(path, "w")`` of a
+    new file would (``0o666 & ~umask``, :func:`default_file_mode`), also when ``path`` already
+    exists: an existing file's own mode is not kept (it is replaced by a new file).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -260,6 +330,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, default_file_mode())  # mkstemp creates 0600 whatever the umask
         os.replace(tmp_path, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

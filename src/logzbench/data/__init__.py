@@ -33,6 +33,7 @@ from ..errors import DatasetError
 from ..utils import save_npz_atomic
 from .binarize import METHODS as BINARIZE_METHODS
 from .binarize import binarize as _binarize
+from .binarize import check_threshold
 from .rows import _member, _open_npz, check_binary_rows
 from .subset import class_subset, load_labels
 from .uci import UCI_DATASETS, UCI_SETS
@@ -94,7 +95,7 @@ def prepare_dataset(
     binarize : {"stochastic", "threshold"}
         See :func:`logzbench.data.binarize.binarize`; unused for the (binary) UCI sets.
     threshold : float, default 0.5
-        Cut-off for ``binarize="threshold"``.
+        Cut-off for ``binarize="threshold"``, in [0, 1) (the grey levels are scaled to [0, 1]).
     seed : int, default 0
         Binarization seed.  Each split uses its own stream ``default_rng([seed, k])``
         (train k=0, test k=1, valid k=2), so a row's bits do not depend on ``n_train``,
@@ -129,6 +130,11 @@ def prepare_dataset(
         raise DatasetError(f"unknown binarization {binarize!r}; choose from {BINARIZE_METHODS}")
     if shift_augment is not None and name != "digits-avil":
         raise DatasetError(f"shift_augment applies to digits-avil only, not to {name}")
+    if binarize == "threshold" and name not in UCI_SETS:  # (the UCI sets are binary already)
+        try:
+            check_threshold(threshold)
+        except ValueError as exc:
+            raise DatasetError(f"{name}: {exc}") from None
     if name == "digits-avil" and n_test is not None:
         raise DatasetError("digits-avil has no n_test: its test split is the 359-image validation split "
                            "(the paper reports the best validation result)")

@@ -2,12 +2,34 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 METHODS = ("stochastic", "threshold")
 _CHUNK_ROWS = 4096
+
+
+def check_threshold(threshold: Any) -> float:
+    """``threshold`` as a float in [0, 1), the cut-offs that can give both bits: grey levels are in
+    [0, 1] and a bit is 1 where the level is strictly above the threshold, so 1 and above give all
+    zeros, a negative one all ones, NaN all zeros.
+
+    Raises
+    ------
+    ValueError
+        Naming the value and the range.
+    """
+    try:
+        t = float(threshold)
+    except (TypeError, ValueError):
+        t = math.nan
+    if isinstance(threshold, bool) or not 0.0 <= t < 1.0:
+        raise ValueError(f"threshold {threshold!r} must be a number in [0, 1): grey levels are scaled to [0, 1] and a "
+                         "bit is 1 where the level exceeds the threshold (1 or more gives all zeros, a negative one "
+                         "all ones)")
+    return t
 
 
 def binarize(x: Any, method: str = "stochastic", seed: Any = 0, threshold: float = 0.5) -> np.ndarray:
@@ -26,7 +48,7 @@ def binarize(x: Any, method: str = "stochastic", seed: Any = 0, threshold: float
         The same seed gives the same bits; uniforms are drawn in row-major order, so
         the first ``n`` rows of a larger input get the same bits as those ``n`` rows alone.
     threshold : float, default 0.5
-        Cut-off for ``method="threshold"``.
+        Cut-off for ``method="threshold"``, in [0, 1) (:func:`check_threshold`).
 
     Returns
     -------
@@ -36,11 +58,14 @@ def binarize(x: Any, method: str = "stochastic", seed: Any = 0, threshold: float
     Raises
     ------
     ValueError
-        For an unknown method, or values that are NaN, infinite or outside [0, 1].
+        For an unknown method, values that are NaN, infinite or outside [0, 1], or a threshold
+        outside [0, 1).
     """
     x = np.asarray(x, dtype=np.float64)
     if method not in METHODS:
         raise ValueError(f"unknown binarization method {method!r}; choose from {METHODS}")
+    if method == "threshold":
+        threshold = check_threshold(threshold)
     if x.size and (not np.isfinite(x).all() or x.min() < 0.0 or x.max() > 1.0):
         raise ValueError("binarize expects finite values in [0, 1]")
     if method == "threshold" or x.size == 0:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 import os
 import zlib
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from ..utils import atomic_path
 MIRROR_ENV = "LOGZBENCH_DATA_MIRROR"
 CACHE_ENV = "LOGZBENCH_DATA_CACHE"
 DEFAULT_CACHE = Path("~/.cache/logzbench")
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -287,6 +289,9 @@ def fetch(
     """
     entry = remote_file(dataset, filename)
     mirror_root = _mirror_root(mirror)
+    if mirror_root is not None and not mirror_root.is_dir():
+        _log.warning("data mirror %s is not a directory; looking for %s/%s in the cache, then downloading",
+                     mirror_root, dataset, filename)
     if mirror_root is not None:
         found = _existing(mirror_root / dataset, entry)
         if found is not None:
@@ -326,6 +331,25 @@ def _download(url: str, dest: Path) -> None:
     import pooch
 
     pooch.HTTPDownloader(progressbar=False, timeout=60)(url, str(dest), None)
+
+
+def check_mirror(mirror: str | os.PathLike | None = None) -> Path | None:
+    """The mirror root ``mirror`` (else ``$LOGZBENCH_DATA_MIRROR``; ``None`` when neither is set),
+    refused when it is not an existing directory (a mistyped mirror would otherwise fall back to
+    downloading; :func:`fetch` itself only warns, for the workflow's default mirror).
+
+    Raises
+    ------
+    DatasetError
+        Naming the path and where it came from.
+    """
+    root = _mirror_root(mirror)
+    if root is not None and not root.is_dir():
+        where = "--mirror / mirror=" if mirror is not None else f"${MIRROR_ENV}"
+        raise DatasetError(f"data mirror {root} (from {where}) "
+                           f"{'is not a directory' if root.exists() else 'does not exist'}; give the directory "
+                           f"holding <dataset>/<file>, or leave it unset to use the cache and download")
+    return root
 
 
 def _mirror_root(mirror: str | os.PathLike | None) -> Path | None:

@@ -45,7 +45,7 @@ from .. import __version__
 from ..errors import DatasetError
 from ..utils import save_npz_atomic
 from .download import RemoteFile, fetch, register, remote_file
-from .rows import _member, _open_npz
+from .rows import READ_ERRORS, _member, _open_npz
 
 DATASET = "frey"
 #: Mirror / cache folder and file name of the source.
@@ -284,6 +284,6 @@ def is_frey_file(npz) -> bool:
         return False
     try:
         meta = json.loads(str(npz["meta"]))
-    except (OSError, ValueError, EOFError):
+    except READ_ERRORS:  # a damaged file: its reader (van Hateren's, for real rows) names the problem
         return False
     return isinstance(meta, dict) and meta.get("dataset") == DATASET

@@ -7,23 +7,55 @@ the package that dispatches to them.
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import DatasetError
 
+#: what reading a damaged ``.npy`` / ``.npz`` raises (a truncated or corrupt zip archive, a short
+#: ``.npy``, bad compressed data, an object array that would need pickles)
+READ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
+_ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive (an empty one)
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+def _why(exc: BaseException) -> str:
+    """What a :data:`READ_ERRORS` exception says about the file, in a few words."""
+    if "pickle" in str(exc):  # "pickled (object) data", "Object arrays cannot be loaded"
+        return "it holds Python objects (pickled), not numeric arrays"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def load_npy_npz(path: Path):
+    """``np.load(path, allow_pickle=False)`` of an ``.npy`` or ``.npz`` file (an array or an open
+    ``NpzFile``); a missing file, a file of another kind and a damaged one are refused with a
+    :class:`DatasetError` naming ``path``."""
+    if path.is_dir():
+        raise DatasetError(f"data file {path} is a directory, not an .npz/.npy file")
+    if not path.is_file():
+        raise DatasetError(f"data file {path} does not exist")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot be read ({exc})") from exc
+    if not (head.startswith(_NPY_MAGIC) or head[:4] in _ZIP_MAGIC):
+        raise DatasetError(f"{path}: not an .npz/.npy file (it "
+                           f"{'is empty' if not head else f'begins with {head!r}'}; expected a NumPy array file)")
+    try:
+        return np.load(path, allow_pickle=False)
+    except READ_ERRORS as exc:
+        raise DatasetError(f"{path}: not a readable .npz/.npy file ({_why(exc)})") from exc
+
 
 class _open_npz:
     """``np.load`` without pickles as a context manager; errors become DatasetError."""
 
     def __init__(self, path: Path):
-        if not path.is_file():
-            raise DatasetError(f"data file {path} does not exist")
-        try:
-            self.obj = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as exc:
-            raise DatasetError(f"cannot read {path} as .npy/.npz: {exc}") from exc
+        self.obj = load_npy_npz(path)
 
     def __enter__(self):
         return self.obj
@@ -37,8 +69,8 @@ def _member(npz, key: str, path: Path) -> np.ndarray:
     """``npz[key]``; unreadable members (e.g. pickled objects) become DatasetError."""
     try:
         return npz[key]
-    except (OSError, ValueError, EOFError) as exc:
-        raise DatasetError(f"cannot read array {key!r} of {path}: {exc}") from exc
+    except READ_ERRORS as exc:
+        raise DatasetError(f"{path}: not a readable .npz/.npy file (array {key!r}: {_why(exc)})") from exc
 
 
 def check_binary_rows(x, what: str, n_features: int | None = None, error: type[Exception] = ValueError) -> np.ndarray:

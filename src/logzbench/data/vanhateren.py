@@ -71,8 +71,6 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +78,7 @@ import numpy as np
 from ..errors import DatasetError
 from ..utils import save_npz_atomic
 from .download import fetch, remote_file
+from .rows import READ_ERRORS, load_npy_npz
 
 DATASET = "vanhateren"
 IMAGE_SHAPE = (1024, 1536)  # rows, columns
@@ -471,7 +470,13 @@ def load_patches(path: str | os.PathLike, split: str = "test") -> np.ndarray:
 def load_real_rows(path: str | os.PathLike, split: str = "test") -> np.ndarray:
     """Real-valued data rows from a file: a ``.npy`` array as stored (the caller checks it against
     the model), or one split of a prepared patches file (:func:`load_patches`)."""
-    return np.load(path) if str(path).endswith(".npy") else load_patches(path, split)
+    if not str(path).endswith(".npy"):
+        return load_patches(path, split)
+    arr = load_npy_npz(Path(path))
+    if isinstance(arr, np.lib.npyio.NpzFile):
+        arr.close()
+        raise DatasetError(f"{path}: an .npz archive named .npy; give one array (.npy) or a prepared .npz")
+    return arr
 
 
 def load_whitening(path: str | os.PathLike) -> dict:
@@ -584,12 +589,9 @@ class _open_prepared:
     """``np.load`` of a prepared patch ``.npz`` (no pickles) as a context manager; errors become DatasetError."""
 
     def __init__(self, path: Path):
-        if not path.is_file():
+        if not path.is_file() and not path.is_dir():
             raise DatasetError(f"prepared patch file {path} does not exist")
-        try:
-            self.npz = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise DatasetError(f"cannot read prepared patch file {path}: {type(exc).__name__}: {exc}") from exc
+        self.npz = load_npy_npz(path)
         if not isinstance(self.npz, np.lib.npyio.NpzFile) or "meta" not in self.npz.files:
             raise DatasetError(f"{path} is not a prepared patch file (.npz with 'meta'); create it with "
                                "save_prepared_patches(path, prepare_vanhateren(...))")
@@ -604,8 +606,9 @@ class _open_prepared:
 def _member(npz, key: str, path: Path) -> np.ndarray:
     try:
         return npz[key]
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-        raise DatasetError(f"cannot read array {key!r} of {path}: {type(exc).__name__}: {exc}") from exc
+    except READ_ERRORS as exc:
+        raise DatasetError(f"{path}: not a readable .npz/.npy file (array {key!r}: "
+                           f"{type(exc).__name__}: {exc})") from exc
 
 
 def _read_meta(npz, path: Path) -> dict:

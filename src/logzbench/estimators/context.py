@@ -25,7 +25,61 @@ from ..registry import EstimatorSpec, FamilySpec
 from ..schedules import make_schedule
 from .result import EstimateResult, attach_log_likelihood
 
-__all__ = ["EstimateContext", "attach_log_likelihood"]
+__all__ = ["EstimateContext", "MEMORY_SHARE", "attach_log_likelihood", "estimated_bytes", "state_units"]
+
+#: Share of the available memory (:func:`logzbench.utils.available_memory`) an estimate may need;
+#: above it :meth:`EstimateContext.check` refuses the run before allocating anything.
+MEMORY_SHARE = 0.8
+#: Peak bytes per chain (per chain and example for RAISE and generative HAIS) and per unit of the
+#: model's state (:func:`state_units`), by family kind: measured as the growth of the peak resident
+#: memory of one-thread CPU runs (784-200 RBM, 784-200-200 DBM / DBN, 64-dimensional continuous
+#: models; 5-15, 10-34 and 27-54 bytes) and rounded up.
+_BYTES_PER_UNIT = {"binary": 16, "gaussian-binary": 32, "analysis": 64, "generative": 64}
+#: RAISE on a deep model (the DBN's recognition draws and the DBM's heating chain hold more).
+_RAISE_DEEP_BYTES_PER_UNIT = 40
+#: CSL's per-sweep ``log p(v | h)`` of every test row and chain (float64, with two temporaries).
+_CSL_BYTES_PER_PAIR = 24
+
+
+def state_units(model) -> int:
+    """Units of a model's state that every chain carries: all layers of an RBM / DBM / DBN, the data
+    dimension plus the experts, hidden units or latent variables of a continuous model."""
+    sizes = getattr(model, "layer_sizes", None)
+    if sizes:
+        return int(sum(sizes))
+    if hasattr(model, "n_hidden"):
+        return int(model.n_visible) + int(model.n_hidden)
+    return int(sum(int(getattr(model, a)) for a in ("n_dims", "size", "n_factors", "n_latent", "n_coefficients")
+                   if hasattr(model, a)))
+
+
+def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
+    """``(bytes, what drives them)``: the memory an estimate needs at its peak, roughly (the state of
+    all chains, see :data:`_BYTES_PER_UNIT`, and the estimator's own arrays).  ``exact`` enumerates
+    in chunks of bounded size and is not counted (0)."""
+    o, name, kind = ctx.options, ctx.name, ctx.family.kind
+    if name == "exact" or "chains" not in ctx.spec.options:
+        return 0, ""
+    units = state_units(ctx.model)
+    per_unit = _BYTES_PER_UNIT.get(kind, 64)
+    n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
+    rows, what = o.chains, f"chains = {o.chains}"
+    extra = 0
+    if name == "raise":
+        n = n_data if o.n_examples is None else min(o.n_examples, n_data)
+        rows, what = o.chains * max(n, 1), f"chains x test examples = {o.chains} x {n}"
+        if ctx.family.deep:
+            per_unit = _RAISE_DEEP_BYTES_PER_UNIT
+    elif kind == "generative" and n_data:  # one latent chain per chain and test point
+        rows, what = o.chains * n_data, f"chains x test examples = {o.chains} x {n_data}"
+    elif name == "csl":
+        extra = _CSL_BYTES_PER_PAIR * o.chains * n_data
+        what = f"chains = {o.chains} (with {n_data} test examples)"
+    elif name == "ads-multinomial":  # (K + 1)^2 x chains float64 log-densities
+        K = len(ctx.betas()) - 1
+        extra = 8 * (K + 1) ** 2 * o.chains
+        what = f"chains = {o.chains}, K = {K}"
+    return rows * units * per_unit + extra, what
 
 
 @dataclass
@@ -56,6 +110,9 @@ class EstimateContext:
     options: EstimateOptions
     generator: torch.Generator
     device: torch.device
+    #: the exact estimator's estimated seconds (set by :meth:`check`; ``None`` for the others)
+    estimated_seconds: float | None = None
+    _betas: np.ndarray | None = field(default=None, repr=False)
     _log_f: tuple | None = field(default=None, repr=False)
     _log_f_seconds: float | None = field(default=None, repr=False)
 
@@ -84,6 +141,40 @@ class EstimateContext:
             out["is_samples"] = int(self.options.is_samples)
         return out
 
+    # ----------------------------------------------------------------- checks
+    def check(self) -> None:
+        """Refuse, before any work, what the options allow but this run cannot do: no test data for an
+        estimator that needs it (``spec.needs_data``), a schedule the
+        estimator needs that cannot be built (``linear`` / ``sigmoid`` without ``K``), more memory
+        than :data:`MEMORY_SHARE` of what the device has available (:func:`estimated_bytes`), and
+        for ``exact`` an enumeration estimated to take longer than ``exact_max_seconds``
+        (:func:`logzbench.estimators.exact.check_budget`).  :func:`logzbench.api.estimate` calls it."""
+        if self.spec.needs_data:
+            self.require_data()
+        if "schedule" in self.spec.options:
+            self.betas()
+        self.check_memory()
+        if self.name == "exact" and self.family.kind in ("binary", "gaussian-binary"):
+            from .exact import check_budget
+
+            self.estimated_seconds = check_budget(self)
+
+    def check_memory(self, available: int | None = None) -> None:
+        """Refuse an estimate whose :func:`estimated_bytes` exceed :data:`MEMORY_SHARE` of the memory
+        available on the device (``available``: bytes, default :func:`logzbench.utils.available_memory`)."""
+        from ..utils import available_memory
+
+        need, what = estimated_bytes(self)
+        if not need:
+            return
+        avail = available_memory(self.device) if available is None else int(available)
+        if avail is None or need <= MEMORY_SHARE * avail:
+            return
+        raise ValueError(f"{what}: {self.name} on this {self.model.family} ({state_units(self.model)} units) needs "
+                         f"about {need / 2**30:.1f} GiB of memory, more than {MEMORY_SHARE:.0%} of the "
+                         f"{avail / 2**30:.1f} GiB available on {self.device}; use fewer chains"
+                         + (" or test examples (n_examples)" if "x test examples" in what else ""))
+
     # ----------------------------------------------------------------- shared pieces
     def path(self):
         """The model's annealing path from ``options.init`` (base rate from the training rows when
@@ -92,7 +183,9 @@ class EstimateContext:
 
     def betas(self) -> np.ndarray:
         """The schedule ``0 = beta_0 < ... < beta_K = 1`` from ``options.schedule`` and ``options.K``."""
-        return make_schedule(self.options.schedule, self.options.K)
+        if self._betas is None:
+            self._betas = make_schedule(self.options.schedule, self.options.K)
+        return self._betas.copy()
 
     def require_data(self) -> torch.Tensor:
         if self.data is None:

@@ -11,12 +11,127 @@ The registry entry takes the precision from ``options.exact_precision`` (config 
 
 from __future__ import annotations
 
+import logging
+import math
+import sys
 import time
 
+import torch
+
+from ..models import enumeration
 from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from .result import EstimateResult
 
-__all__ = ["MAX_ENUMERATION_BITS", "estimate", "exact", "exact_log_z"]
+__all__ = ["MAX_ENUMERATION_BITS", "check_budget", "estimate", "estimated_seconds", "exact", "exact_log_z"]
+
+_log = logging.getLogger(__name__)
+
+#: Enumeration rates on one CPU thread (terms per second; a term is one state times one unit of the
+#: layer summed out, or one multiply-add), from the README's Benchmark section (784-unit RBM, 2^22
+#: states: float64 product kernel 7.0 s, mixed precision 18.2 s) and measurements of the softplus
+#: kernel, the DBM's and DBN's ``log f(v)`` and the GRBM's products on the same machine, rounded down.
+_CPU_RATES = {"product": 4.7e8, "mixed": 1.8e8, "softplus": 1.2e8, "dbm-log-f": 8e7, "matmul": 5e9}
+#: CUDA against one CPU thread (H100: 2^25 states of a 784-unit RBM in 0.26 s, 1.0e11 terms/s).
+_CUDA_SPEEDUP = 200.0
+#: Estimated seconds from which a warning line announces the enumeration (and a progress bar is
+#: shown on a terminal even without ``progress``).
+LONG_SECONDS = 60.0
+
+
+def _rbm_terms(rbm, precision: str, device) -> tuple[float, str, int]:
+    """``(terms, kernel, n)`` of enumerating ``rbm``'s ``log Z`` (refuses above 2^MAX_ENUMERATION_BITS)."""
+    plan = enumeration._plan(rbm, None, precision, "auto", device)
+    kernel = "mixed" if precision == "mixed" else ("product" if plan.G is not None else "softplus")
+    return float(2 ** plan.n) * plan.M.shape[1], kernel, plan.n
+
+
+def estimated_seconds(model, n_rows: int = 0, precision: str = "float64", device=None,
+                      threads: int | None = None) -> tuple[float, str]:
+    """``(seconds, what)``: the estimated time of :func:`exact` on ``model`` with ``n_rows`` test rows.
+
+    Terms (states times units) divided by the measured rates (:data:`_CPU_RATES`, times the torch
+    thread count on the CPU, :data:`_CUDA_SPEEDUP` on CUDA).  An RBM enumerates ``log Z`` only
+    (``log f(v)`` is a closed form); a DBM also enumerates its even hidden layers per row, a DBN
+    its ``h_1`` per row; a GRBM its ``2^H`` hidden states.  ``what`` names the states.  A model over
+    the hard caps (``2^MAX_ENUMERATION_BITS`` states for ``Z``, ``2^26`` per row for a deep model's
+    ``log f(v)``) is refused here, before any enumeration.
+    """
+    dev = torch.device(device) if device is not None else model.device
+    threads = torch.get_num_threads() if threads is None else int(threads)
+    scale = _CUDA_SPEEDUP if dev.type == "cuda" else max(1, threads)
+    fam = model.family
+    if fam == "grbm":
+        H = model.n_hidden
+        if H > MAX_ENUMERATION_BITS:
+            raise ValueError(f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
+                             f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead.")
+        return float(2 ** H) * model.n_visible / (_CPU_RATES["matmul"] * scale), f"2^{H} hidden states"
+    if fam == "dbm":
+        from ..models.dbm import MAX_EXACT_BITS
+
+        view = model.as_rbm()
+        terms, kernel, n = _rbm_terms(view, precision, dev)
+        seconds = terms / _CPU_RATES[kernel]
+        what = f"2^{n} states for log Z"
+        n_rest = view.n_visible - model.n_visible
+        if n_rows and n_rest:
+            if n_rest > MAX_EXACT_BITS:
+                raise ValueError(f"exact log f(v) of this DBM needs 2^{n_rest} states of the even hidden layers "
+                                 f"per test row; refusing above 2^{MAX_EXACT_BITS}. Use ais or raise instead.")
+            seconds += float(n_rows) * 2 ** n_rest * view.n_hidden / _CPU_RATES["dbm-log-f"]
+            what += f" and 2^{n_rest} per test row ({n_rows} rows) for log f(v)"
+        return seconds / scale, what
+    if fam == "dbn":
+        from ..models.dbn import MAX_EXACT_BITS
+
+        terms, kernel, n = _rbm_terms(model.top, precision, dev)
+        seconds = terms / _CPU_RATES[kernel]
+        what = f"2^{n} states for log Z"
+        if n_rows:
+            n1 = model.top.n_visible
+            if n1 > MAX_EXACT_BITS:
+                raise ValueError(f"exact log f(v) of this DBN needs 2^{n1} states of h_1; refusing above "
+                                 f"2^{MAX_EXACT_BITS}. Use ais or raise instead.")
+            seconds += 2.0 ** n1 * (float(n_rows) * model.n_visible / _CPU_RATES["matmul"]
+                                    + (model.n_visible + model.top.n_hidden) / _CPU_RATES["softplus"])
+            what += f" and 2^{n1} states of h_1 for log f(v) of {n_rows} rows"
+        return seconds / scale, what
+    terms, kernel, n = _rbm_terms(model, precision, dev)
+    return terms / _CPU_RATES[kernel] / scale, f"2^{n} states"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 86400:.0f} days"
+
+
+def check_budget(ctx) -> float:
+    """Refuse an exact enumeration estimated (:func:`estimated_seconds`) to take longer than
+    ``options.exact_max_seconds`` (default :data:`logzbench.options.EXACT_MAX_SECONDS`); returns the
+    estimate.  Estimates from :data:`LONG_SECONDS` on are announced with one warning line."""
+    from ..options import EXACT_MAX_SECONDS
+
+    o = ctx.options
+    budget = EXACT_MAX_SECONDS if o.exact_max_seconds is None else o.exact_max_seconds
+    n_rows = 0 if ctx.data is None else int(ctx.data.shape[0])
+    threads = torch.get_num_threads()
+    seconds, what = estimated_seconds(ctx.model, n_rows, o.exact_precision, ctx.device, threads)
+    where = "cuda" if ctx.device.type == "cuda" else f"{threads} CPU thread{'s' if threads > 1 else ''}"
+    if seconds > budget:
+        allow = math.ceil(seconds * 2)
+        raise ValueError(f"exact enumeration of {what} of this {ctx.model.family} would take about "
+                         f"{_duration(seconds)} (estimated, {o.exact_precision} on {where}), over the budget of "
+                         f"{budget:g} s; allow it with exact_max_seconds={allow} (--exact-budget {allow}), or use "
+                         f"ais or raise")
+    if seconds >= LONG_SECONDS:
+        _log.warning("exact: enumerating %s of this %s, about %s (estimated, %s on %s)%s", what, ctx.model.family,
+                     _duration(seconds), o.exact_precision, where, "" if o.progress else "; --progress shows a bar")
+    return seconds
 
 
 def exact(model, data=None, *, chunk_size: int | None = None, precision: str = "float64",
@@ -68,7 +183,9 @@ def exact(model, data=None, *, chunk_size: int | None = None, precision: str = "
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``exact``: enumeration for a binary model or a GRBM, the closed form of a continuous one."""
     if ctx.family.kind in ("binary", "gaussian-binary"):
-        res = exact(ctx.model, ctx.data, precision=ctx.options.exact_precision, progress=ctx.options.progress)
+        long = (ctx.estimated_seconds or 0.0) >= LONG_SECONDS  # a bar on a terminal even without `progress`
+        progress = ctx.options.progress or (long and sys.stderr.isatty())
+        res = exact(ctx.model, ctx.data, precision=ctx.options.exact_precision, progress=progress)
         res.settings.update(ctx.settings())
         return res
     return _closed_form(ctx)

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import os
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -78,11 +79,26 @@ CONTINUOUS_FAMILIES = registry.family_names(("analysis", "generative"))
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     if not path.exists():
         raise ModelFileError(f"model file not found: {path}")
+    if path.is_dir():
+        raise ModelFileError(f"{path}: a directory, not an .npz model file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+    except OSError as exc:
+        raise ModelFileError(f"{path}: not a readable .npz model file ({exc})") from exc
+    if head.startswith(b"\x93NUMPY"):
+        raise ModelFileError(f"{path}: not a readable .npz model file (it is a single .npy array; a model file is "
+                             "an .npz of named arrays, see README 'Model files')")
+    if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):  # the zip archive an .npz is (an empty one)
+        raise ModelFileError(f"{path}: not a readable .npz model file (not an .npz file: it "
+                             f"{'is empty' if not head else f'begins with {head!r}'})")
     try:
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
-        raise ModelFileError(f"{path}: not a readable .npz model file ({exc})") from exc
+    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as exc:
+        why = ("an array holds Python objects (pickled), not numbers" if "pickle" in str(exc)
+               else f"{type(exc).__name__}: {exc}")
+        raise ModelFileError(f"{path}: not a readable .npz model file ({why})") from exc
 
 
 def load_model(path: str | os.PathLike, device=None) -> Model:

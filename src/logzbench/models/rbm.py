@@ -399,13 +399,17 @@ def validate_rbm_arrays(W: np.ndarray, visible_bias: np.ndarray, hidden_bias: np
             raise ModelFileError(f"{source}: '{name}' contains {' and '.join(kinds)} ({int(bad.sum())} entries)")
     # Pre-activations beyond this bound overflow exp() in float32 conditionals and make
     # log-weights meaningless; a trained model never gets near it.
-    bound = float(np.abs(W).sum(axis=0).max() + np.abs(hidden_bias).max(initial=0.0))
-    bound_v = float(np.abs(W).sum(axis=1).max() + np.abs(visible_bias).max(initial=0.0))
-    limit = 1e30
-    if max(bound, bound_v) > limit or np.abs(W).max() > 1e15:
-        raise ModelFileError(
-            f"{source}: parameters overflow (largest possible pre-activation {max(bound, bound_v):.3g} > {limit:.0e}); "
-            "the weights are not a usable model"
-        )
+    limit, w_limit = 1e30, 1e15
+    w_max = float(np.abs(W).max())
+    if w_max > w_limit:
+        raise ModelFileError(f"{source}: parameters overflow ('W' has an entry of magnitude {w_max:.3g} > "
+                             f"{w_limit:.0e}); the weights are not a usable model")
+    for layer, axis, name, bias in (("hidden", 0, "hidden_bias", hidden_bias),
+                                    ("visible", 1, "visible_bias", visible_bias)):
+        w_part, b_part = float(np.abs(W).sum(axis=axis).max()), float(np.abs(bias).max(initial=0.0))
+        if w_part + b_part > limit:
+            culprit = f"'{name}' reaches {b_part:.3g}" if b_part >= w_part else f"a sum of |'W'| reaches {w_part:.3g}"
+            raise ModelFileError(f"{source}: parameters overflow ({culprit}: a {layer} pre-activation can reach "
+                                 f"{w_part + b_part:.3g} > {limit:.0e}); the weights are not a usable model")
     if data_mean is not None and (not np.isfinite(data_mean).all() or (data_mean < 0).any() or (data_mean > 1).any()):
         raise ModelFileError(f"{source}: 'data_mean' must hold finite values in [0, 1]")

@@ -168,20 +168,59 @@ def _iter_sources(results) -> Iterable[tuple[Mapping[str, Any], str | None]]:
         p = Path(item)
         if p.is_dir():
             for f in sorted(p.rglob("*.json")):
-                yield from _read_json(f)
+                yield from _read_json(f, strict=False)
         else:
             yield from _read_json(p)
 
 
-def _read_json(path: Path) -> Iterable[tuple[Mapping[str, Any], str]]:
-    with open(path) as fh:
-        obj = json.load(fh)
+def _is_record(obj: Any) -> bool:
+    """Whether a JSON value is an estimate record (the workflow's, or ``logzbench estimate --json``'s)."""
+    return isinstance(obj, Mapping) and ("result" in obj or "estimator" in obj)
+
+
+def _read_json(path: Path, strict: bool = True) -> Iterable[tuple[Mapping[str, Any], str]]:
+    """The estimate records of a JSON file: one record, or a list of them.
+
+    Raises ValueError naming the file for malformed JSON, a list mixing records with anything
+    else, and (``strict``: a file named directly) any other JSON; found in a directory (not
+    ``strict``), other JSON files (e.g. a ``report.json``, a model's training record) are skipped.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file or directory") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if isinstance(obj, list):
+        bad = next((i for i, o in enumerate(obj) if not _is_record(o)), None)
+        if bad is not None and not strict and not any(_is_record(o) for o in obj):
+            return  # a foreign list in a directory: skipped as other JSON files are
+        if bad is not None:
+            raise ValueError(f"{path}: item {bad} of the list is not an estimate record ({_describe(obj[bad])}); "
+                             "expected an estimate record (with 'result' or 'estimator') or a list of them")
         for o in obj:
             yield o, str(path)
-    elif isinstance(obj, Mapping) and ("result" in obj or "estimator" in obj):
+    elif _is_record(obj):
         yield obj, str(path)
-    # other JSON files (e.g. a report.json in the same tree) are ignored
+    elif strict:
+        raise ValueError(f"{path}: not an estimate record ({_describe(obj)}); expected an estimate record "
+                         "(with 'result' or 'estimator') or a list of them")
+    # other JSON files in a directory (e.g. a report.json in the same tree) are ignored
+
+
+def _describe(obj: Any) -> str:
+    """A JSON value in a few words, for messages."""
+    if isinstance(obj, Mapping):
+        return f"an object with keys {sorted(obj)[:6]}"
+    return f"{type(obj).__name__} {json.dumps(obj)[:40]}"
+
+
+def find_records(results) -> list[tuple[Mapping[str, Any], str | None]]:
+    """Every (estimate record, source file) of ``results`` (as :func:`load_results` takes them)."""
+    return list(_iter_sources(results))
 
 
 def _model_constant(df: pd.DataFrame, column: str, default: str) -> list[str]:

@@ -1,0 +1,185 @@
+"""Bad input to the command line (issue 15): one line on stderr naming the problem, exit status 2,
+no traceback, and no file written or changed.
+
+Each case is one row of :data:`CASES`: ``(id, setup, argv, words)``.  The fixture ``workdir`` makes
+the tiny inputs in a temporary working directory (``model.npz``: a 6x3 RBM; ``rows.npy``: binary
+rows; ``data.npz``: a prepared dataset with ``train`` / ``test``; ``file.txt``: a regular file;
+``empty/``: an empty directory); ``setup(tmp, env)`` makes what else the case needs (``env`` is
+pytest's ``monkeypatch``, e.g. for environment variables); ``argv`` uses paths relative to that
+directory; ``words`` must all appear in the error line.
+
+Running as root (as the tests do), ``os.access`` reports every directory writable, so "an output
+directory without write permission" cannot be tested here; the same check refuses an output whose
+parent is a regular file (``file.txt/out.json``), which is tested.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from logzbench.cli import main
+from logzbench.models import BinaryRBM, save_model
+
+EST = ["estimate", "model.npz", "--estimator", "exact"]  # a cheap estimate, refused before it runs
+TRAIN = ["train", "--data", "data.npz", "--n-hidden", "3", "--epochs", "1"]
+
+
+def _truncate(src, dst):
+    data = open(src, "rb").read()
+    open(dst, "wb").write(data[: len(data) // 2])
+
+
+def _bad_crc(tmp):
+    """An uncompressed .npz with one byte of an array's data changed (the zip CRC no longer matches)."""
+    np.savez(tmp / "crc.npz", test=np.zeros((50, 6), dtype=np.uint8))
+    data = bytearray((tmp / "crc.npz").read_bytes())
+    data[len(data) // 2] ^= 1
+    (tmp / "crc.npz").write_bytes(bytes(data))
+
+
+def _model(tmp, name, **arrays):
+    np.savez(tmp / name, **{"W": np.zeros((6, 3)), "visible_bias": np.zeros(6), "hidden_bias": np.zeros(3), **arrays})
+
+
+def _json(tmp, name, obj):
+    (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp / name).write_text(obj if isinstance(obj, str) else json.dumps(obj))
+
+
+def _nothing(tmp, env):
+    pass
+
+
+CASES = [
+    # --- damaged or foreign data and model files
+    ("data-truncated", lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"), EST + ["--data", "trunc.npz"],
+     ["trunc.npz", "not a readable .npz/.npy file"]),
+    ("train-data-truncated", lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
+     EST + ["--train-data", "trunc.npz", "--init", "base-rate"], ["trunc.npz", "not a readable .npz/.npy file"]),
+    ("train-truncated", lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
+     ["train", "--data", "trunc.npz", "--out", "m2.npz", "--n-hidden", "3"], ["trunc.npz", "not a readable"]),
+    ("data-bad-crc", lambda t, e: _bad_crc(t), EST + ["--data", "crc.npz"], ["crc.npz", "not a readable", "CRC"]),
+    ("data-garbage", lambda t, e: (t / "junk.npz").write_bytes(b"hello, not numpy\n" * 4), EST + ["--data", "junk.npz"],
+     ["junk.npz", "not an .npz/.npy file"]),
+    ("data-empty-file", lambda t, e: (t / "nil.npy").write_bytes(b""), EST + ["--data", "nil.npy"],
+     ["nil.npy", "not an .npz/.npy file", "empty"]),
+    ("data-objects", lambda t, e: np.savez(t / "obj.npz", test=np.array([{"a": 1}], dtype=object)),
+     EST + ["--data", "obj.npz"], ["obj.npz", "Python objects"]),
+    ("data-is-directory", _nothing, EST + ["--data", "empty"], ["empty", "directory"]),
+    ("model-garbage", lambda t, e: (t / "junk.npz").write_bytes(b"hello, not numpy\n" * 4),
+     ["estimate", "junk.npz", "--estimator", "exact"], ["junk.npz", "not an .npz file"]),
+    ("model-truncated", lambda t, e: _truncate(t / "model.npz", t / "half.npz"),
+     ["estimate", "half.npz", "--estimator", "exact"], ["half.npz", "not a readable .npz model file"]),
+    ("model-is-npy", _nothing, ["estimate", "rows.npy", "--estimator", "exact"], ["rows.npy", "single .npy array"]),
+    ("model-weight-overflow", lambda t, e: _model(t, "big.npz", W=np.full((6, 3), 5.52e21)),
+     ["estimate", "big.npz", "--estimator", "exact"], ["big.npz", "'W'", "5.52e+21 > 1e+15"]),
+    ("model-bias-overflow", lambda t, e: _model(t, "big.npz", hidden_bias=np.full(3, 2e30)),
+     ["estimate", "big.npz", "--estimator", "exact"], ["big.npz", "'hidden_bias'", "2e+30 > 1e+30"]),
+    # --- output paths, checked before anything is loaded
+    ("json-is-directory", _nothing, EST + ["--json", "empty"], ["--json", "empty", "is a directory"]),
+    ("json-trailing-slash", _nothing, EST + ["--json", "new/"], ["--json", "new/", "directory"]),
+    ("json-is-model", _nothing, EST + ["--json", "model.npz"], ["--json", "model.npz", "model file", "overwrite"]),
+    ("json-is-data", _nothing, EST + ["--data", "rows.npy", "--json", "./rows.npy"], ["--json", "--data", "overwrite"]),
+    ("log-weights-is-train-data", _nothing, EST + ["--train-data", "rows.npy", "--log-weights", "rows.npy"],
+     ["--log-weights", "--train-data", "overwrite"]),
+    ("log-weights-under-file", _nothing, EST + ["--json", "ok.json", "--log-weights", "file.txt/lw.npz"],
+     ["--log-weights", "file.txt", "not a directory"]),
+    ("json-and-log-weights-same", _nothing, EST + ["--json", "a.npz", "--log-weights", "a.npz"],
+     ["--log-weights", "--json", "same file"]),
+    ("prepare-out-under-file", _nothing, ["prepare", "digits", "--out", "file.txt/d.npz"],
+     ["--out", "file.txt", "not a directory"]),
+    ("prepare-out-is-directory", _nothing, ["prepare", "digits", "--out", "empty"], ["--out", "is a directory"]),
+    ("train-out-under-file", _nothing, TRAIN + ["--out", "file.txt/m.npz"], ["--out", "file.txt", "not a directory"]),
+    ("train-out-is-data", _nothing, TRAIN + ["--out", "data.npz"], ["--out", "data.npz", "--data", "overwrite"]),
+    ("train-history-is-out", _nothing, TRAIN + ["--out", "m2.npz", "--history", "m2.npz"],
+     ["--history", "--out", "same file"]),
+    ("report-out-is-file", lambda t, e: _json(t, "est.json", {"estimator": "exact"}),
+     ["report", "est.json", "--out", "file.txt"], ["--out", "file.txt", "not a directory"]),
+    ("report-out-under-file", lambda t, e: _json(t, "est.json", {"estimator": "exact"}),
+     ["report", "est.json", "--out", "file.txt/rep"], ["--out", "file.txt", "not a directory"]),
+    # --- report inputs
+    ("report-list-of-numbers", lambda t, e: _json(t, "list.json", [1, 2, 3]), ["report", "list.json", "--out", "rep"],
+     ["list.json", "not an estimate record"]),
+    ("report-malformed-json", lambda t, e: _json(t, "bad.json", "{not json"), ["report", "bad.json", "--out", "rep"],
+     ["bad.json", "not valid JSON"]),
+    ("report-malformed-in-tree", lambda t, e: _json(t, "res/a/bad.json", "[1,"), ["report", "res", "--out", "rep"],
+     ["bad.json", "not valid JSON"]),
+    ("report-foreign-json", lambda t, e: _json(t, "other.json", {"a": 1}), ["report", "other.json", "--out", "rep"],
+     ["other.json", "not an estimate record"]),
+    ("report-empty-directory", _nothing, ["report", "empty", "--out", "rep"], ["no estimate records in empty"]),
+    ("report-only-foreign-json", lambda t, e: _json(t, "res/report.json", {"n_runs": 0}),
+     ["report", "res", "--out", "rep"], ["no estimate records in res"]),
+    ("report-missing-input", _nothing, ["report", "nope.json", "--out", "rep"], ["nope.json"]),
+    # --- prepare settings
+    ("threshold-above-1", _nothing, ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "2"],
+     ["threshold 2.0", "[0, 1)"]),
+    ("threshold-1", _nothing, ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "1"],
+     ["threshold 1.0", "[0, 1)"]),
+    ("threshold-negative", _nothing,
+     ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "-0.5"], ["threshold -0.5"]),
+    ("threshold-nan", _nothing, ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "nan"],
+     ["threshold nan", "[0, 1)"]),
+    ("mirror-missing", _nothing, ["prepare", "mnist", "--out", "d.npz", "--mirror", "no-such-mirror"],
+     ["data mirror", "no-such-mirror", "does not exist"]),
+    ("mirror-is-file", _nothing, ["prepare", "mnist", "--out", "d.npz", "--mirror", "file.txt"],
+     ["data mirror", "file.txt", "not a directory"]),
+    ("mirror-env-missing", lambda t, e: e.setenv("LOGZBENCH_DATA_MIRROR", str(t / "no-such-mirror")),
+     ["prepare", "mnist", "--out", "d.npz"], ["no-such-mirror", "LOGZBENCH_DATA_MIRROR", "does not exist"]),
+]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    """A working directory with the tiny inputs (see the module docstring)."""
+    monkeypatch.chdir(tmp_path)
+    save_model(BinaryRBM.random(6, 3, generator=torch.Generator().manual_seed(0)), tmp_path / "model.npz")
+    rows = np.random.default_rng(0).integers(0, 2, (8, 6)).astype(np.uint8)
+    np.save(tmp_path / "rows.npy", rows)
+    np.savez_compressed(tmp_path / "data.npz", train=rows, test=rows[:4],
+                        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})))
+    (tmp_path / "file.txt").write_text("a regular file\n")
+    (tmp_path / "empty").mkdir()
+    return tmp_path
+
+
+def _snapshot(root):
+    """Every file and folder under ``root`` with its size and modification time."""
+    return {str(p.relative_to(root)): (p.is_dir(), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+@pytest.mark.parametrize("setup, argv, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_nothing_written(workdir, monkeypatch, capsys, setup, argv, words):
+    setup(workdir, monkeypatch)
+    before = _snapshot(workdir)
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert rc == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"logzbench {argv[0]}: error: "), err
+    for word in words:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+    assert out == ""
+    assert _snapshot(workdir) == before  # nothing created, changed or removed
+
+
+def test_outputs_in_new_folders_and_reruns_work(workdir, capsys):
+    """The normal case: outputs in folders that do not exist yet are created; an existing output of a
+    previous run is replaced; a report reads a tree holding an estimate and other JSON files."""
+    for _ in range(2):  # the second run replaces the first run's files
+        rc = main(EST + ["--data", "data.npz", "--json", "res/est/exact.json", "--log-weights", "res/lw/exact.npz"])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+    printed = json.loads(out)
+    assert json.loads((workdir / "res/est/exact.json").read_text())["log_z"] == printed["log_z"]
+    assert (workdir / "res/lw/exact.npz").is_file()
+    _json(workdir, "res/models/model.json", {"family": "rbm"})  # a foreign JSON in the tree: skipped
+    rc = main(["report", "res", "--out", "out/report"])
+    assert rc == 0, capsys.readouterr().err
+    assert (workdir / "out/report/per_run.csv").is_file()
+    rc = main(TRAIN + ["--out", "models/new/m.npz", "--history", "models/new/m.csv", "--batch-size", "4"])
+    assert rc == 0, capsys.readouterr().err
+    assert (workdir / "models/new/m.npz").is_file() and (workdir / "models/new/m.csv").is_file()
