@@ -323,3 +323,188 @@ def test_every_shipped_config_passes_the_checks_without_warnings(path):
     assert len({j.path() for j in jobs}) == len(jobs)
     if config.get("models"):
         assert jobs
+
+
+# --------------------------------------------------------------------------- issue 15: checked when loaded
+def test_hyperparameter_names_are_the_trainers():
+    """The torch-free names (read from the trainers' source) are those train_model / the learners accept."""
+    import dataclasses
+    import inspect
+
+    from logzbench import training
+    from logzbench.training.em import train_em
+    from logzbench.training.grbm import GRBMHyperparams
+    from logzbench.training.mpf import train_mpf
+
+    def params(f, drop=()):
+        return {n for n, p in inspect.signature(f).parameters.items()
+                if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in drop}
+
+    common = sweep._COMMON_HYPERPARAMS
+    expected = {name: params(cls) for name, cls in training._families().items()}
+    expected["rbm"] |= {"hidden_sizes"}
+    expected["grbm"] = {f.name for f in dataclasses.fields(GRBMHyperparams)}
+    cont = params(training.train_continuous, ("train", "test"))
+    for name in registry.family_names(("analysis", "generative")):
+        fit = train_mpf if registry.family(name).kind == "analysis" else train_em
+        expected[name] = cont | params(fit, ("model", "X_train", "n_iter", "seed"))
+    assert set(expected) == set(registry.FAMILIES)
+    for name, names in expected.items():
+        assert sweep.hyperparam_names(name) - common == names - common, name
+    for spec in registry.LEARNERS.values():
+        entry = registry.load(spec.entry)
+        want = params(entry, ("train", "valid", "family", "return_state")) | {"n_hidden"}
+        assert sweep.hyperparam_names(spec.families[0], spec.name) - common == want - common, spec.name
+
+
+def test_dataset_sizes_are_the_data_packages():
+    from logzbench.data import digits, frey, mnist, omniglot, vanhateren
+    from logzbench.data.uci import UCI_SETS
+
+    assert sweep.SOURCE_ROWS["mnist"] == mnist._SIZES
+    assert sweep.SOURCE_ROWS["omniglot"] == {"train": omniglot.DEFAULT_N_TRAIN, "test": omniglot.DEFAULT_N_TEST}
+    d = digits.load_digits_dataset()
+    assert sweep.SOURCE_ROWS["digits"] == {"train": len(d["train_images"]), "test": len(d["test_images"])}
+    for name, spec in UCI_SETS.items():
+        assert sweep.SOURCE_ROWS[name] == spec.sizes, name
+    for mode, rows in sweep.DIGITS_AVIL_ROWS.items():
+        d = digits.load_digits_avil(mode)
+        assert rows == {"train": len(d["train_images"]), "valid": len(d["valid_images"])}, mode
+    assert sweep.FREY_FACES == frey.N_FACES
+    assert sweep.VANHATEREN_N_IMAGES == len(vanhateren.VANHATEREN_IMAGES)
+    assert sweep.VANHATEREN_IMAGE_SIDE == min(vanhateren.IMAGE_SHAPE)
+    defaults = {k: p.default for k, p in inspect_signature(vanhateren.prepare_vanhateren).parameters.items()}
+    assert sweep.VANHATEREN_DEFAULTS == {k: defaults[k] for k in sweep.VANHATEREN_DEFAULTS}
+    schema = yaml.safe_load(SCHEMA.read_text())
+    est = schema["properties"]["estimators"]["additionalProperties"]["properties"]
+    assert est["chains"]["maximum"] == sweep.MAX_CHAINS
+
+
+def inspect_signature(f):
+    import inspect
+
+    return inspect.signature(f)
+
+
+def _set(config, path, value):
+    *keys, last = path.split(".")
+    for k in keys:
+        config = config[k]
+    config[last] = value
+
+
+@pytest.mark.parametrize("path, value, match", [
+    ("models.digits-rbm8.hyperparams.learnin_rate", 0.1,
+     r"model digits-rbm8: unknown hyperparameter 'learnin_rate' \(models.digits-rbm8.hyperparams.learnin_rate\); "
+     r"did you mean 'learning_rate'\? \(the rbm trainer takes batch_size, "),
+    ("models.digits-dbm8-4.hyperparams.pretrain_epoch", 2, "did you mean 'pretrain_epochs'"),
+    ("models.vh-poe-laplace-4.hyperparams.n_iters", 2, r"unknown hyperparameter 'n_iters'.*did you mean 'n_iter'"),
+    ("estimators.ais.schedule", "cubic", r"estimator ais: schedule 'cubic' is neither a schedule name \(linear, "
+                                         r"sigmoid, sm14500\) nor a file of betas"),
+    ("estimators.ais.schedule", "no/such/file.txt", "estimator ais: schedule 'no/such/file.txt' is neither"),
+    ("datasets.digits.n_train", 1438, "dataset digits: n_train=1438 is more than the 1437 training rows of digits; "
+                                      "set datasets.digits.n_train to at most 1437"),
+    ("datasets.digits.n_test", 361, "dataset digits: n_test=361 is more than the 360 test rows"),
+    ("datasets.digits.n_valid", 1437, "n_valid=1437 is more than the 1437 training rows of digits less one"),
+    ("datasets.vh-4.n_test_images", 6, "dataset vh-4: n_test_images=6 leaves no training image of n_images=6"),
+    ("datasets.vh-4.n_components", 257, "n_components=257 is more than the 256 pixels of a 16x16 patch"),
+    ("datasets.vh-4.n_train", 4, "n_train=4 training patches cannot fit n_components=4"),
+    ("datasets.digits.shift_augment", "all", "shift_augment applies to digits-avil only"),
+])
+def test_sizes_names_and_schedules_are_checked_when_loaded(path, value, match):
+    config = load_config()
+    _set(config, path, value)
+    with pytest.raises(ConfigError, match=match):
+        sweep.check_config(config)
+
+
+def test_dataset_sizes_of_other_sources_are_checked():
+    config = load_config()
+    config["datasets"]["uci"] = {"source": "mushrooms", "n_valid": 10}
+    with pytest.raises(ConfigError, match="mushrooms has a fixed validation split"):
+        sweep.check_config(config)
+    config["datasets"]["uci"] = {"source": "mushrooms", "n_train": 2001}
+    with pytest.raises(ConfigError, match="n_train=2001 is more than the 2000 training rows of mushrooms"):
+        sweep.check_config(config)
+    config["datasets"]["uci"] = {"source": "digits-avil", "n_test": 10}
+    with pytest.raises(ConfigError, match="digits-avil has no n_test"):
+        sweep.check_config(config)
+    config["datasets"]["uci"] = {"source": "digits-avil", "shift_augment": "none", "n_train": 1439}
+    with pytest.raises(ConfigError, match="the 1438 training rows of digits-avil"):
+        sweep.check_config(config)
+    config["datasets"]["uci"] = {"source": "frey", "n_test": 100, "n_train": 1866}
+    with pytest.raises(ConfigError, match="n_train=1866 is more than the 1865 Frey faces left after n_test=100"):
+        sweep.check_config(config)
+    config["datasets"]["uci"] = {"source": "mnist", "n_valid": 10000, "n_train": 50000, "n_test": 10000}
+    assert sweep.check_config(config) == []
+
+
+def test_schedule_file_is_read_when_loaded(tmp_path, monkeypatch):
+    """A schedule file: it must exist and hold a schedule; without K its own length is the sweep's K, and
+    another K is refused (as for sm14500).  A relative path is taken from the working directory."""
+    monkeypatch.chdir(tmp_path)
+    config = load_config()
+    config["estimators"]["ais"] = {"chains": 20, "schedule": "betas.txt", "seeds": [0], "inits": ["uniform"]}
+    (tmp_path / "betas.txt").write_text("0\n0.5\n0.2\n1\n")
+    with pytest.raises(ConfigError, match=r"estimator ais: schedule file betas.txt: .*non-decreasing"):
+        sweep.check_config(config)
+    (tmp_path / "betas.txt").write_text("0\n0.25\n0.5\n1\n")
+    assert sweep.check_config(config) == []
+    assert stems(config, "digits-rbm8", "ais") == ["K3_uniform_seed0"]
+    config["estimators"]["ais"]["K"] = [10]
+    with pytest.raises(ConfigError, match=r"estimator ais: the schedule file betas.txt has K = 3; set K: \[3\]"):
+        sweep.check_config(config)
+
+
+# --------------------------------------------------------------------------- issue 15: damaged outputs
+def test_damaged_files_are_named_with_how_to_rebuild_them(tmp_path):
+    import numpy as np
+
+    model = tmp_path / "m.npz"
+    np.savez(model, W=np.zeros((2, 3)), model_type=np.array("rbm"))
+    sweep.check_npz(model, "model")
+    model.write_bytes(model.read_bytes()[:-40])  # truncated
+    for quick in (True, False):
+        with pytest.raises(ConfigError, match=rf"^{re.escape(str(model))} is damaged \(.*\); rebuild it and what "
+                                              rf"depends on it with: snakemake --forcerun {re.escape(str(model))} "):
+            sweep.check_npz(model, "model", quick=quick)
+    np.savez(model, W=np.zeros((2, 3)))
+    with pytest.raises(ConfigError, match="holds no model_type"):
+        sweep.check_npz(model, "model")
+    d = tmp_path / "estimates" / "m" / "ais"
+    d.mkdir(parents=True)
+    rec = d / "K10_seed0.json"
+    rec.write_text('{"result": {}}')
+    with pytest.raises(ConfigError, match=rf"K10_seed0.npz is missing; .* snakemake --forcerun {re.escape(str(d))} "):
+        sweep.check_estimate_record(rec)
+    np.savez(d / "K10_seed0.npz", other=np.zeros(3))
+    with pytest.raises(ConfigError, match="holds neither log_weights nor per_example_log_likelihood"):
+        sweep.check_estimate_record(rec)
+    np.savez(d / "K10_seed0.npz", log_weights=np.zeros(3))
+    sweep.check_estimate_record(rec)
+    rec.write_text('{"result": ')
+    with pytest.raises(ConfigError, match="K10_seed0.json is damaged \\(not JSON"):
+        sweep.check_estimate_record(rec)
+
+
+def test_damaged_outputs_of_the_config(tmp_path):
+    import numpy as np
+
+    config = load_config()
+    results = tmp_path / "results"
+    assert sweep.damaged_outputs(config, str(results)) == []
+    jobs = sweep.model_jobs(config, "digits-rbm8")
+    for j in jobs[:3]:
+        p = Path(j.path("json", str(results)))
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text('{"result": {}}')
+        np.savez(p.with_suffix(".npz"), log_weights=np.zeros(3))
+    (results / "models").mkdir()
+    np.savez(results / "models" / "digits-rbm8.npz", model_type=np.array("rbm"))
+    (results / "models" / "digits-dbn8-4.npz").write_bytes(b"PK\x03\x04 truncated")
+    npz = Path(jobs[1].path("npz", str(results)))
+    npz.unlink()
+    model = f"{results}/models/digits-dbn8-4.npz"
+    assert sweep.damaged_outputs(config, str(results)) == [
+        (model, f"{model} is damaged (not a complete .npz archive; truncated?); {sweep.rebuild_hint(model)}"),
+        (str(npz.parent), f"{npz} is missing; {sweep.rebuild_hint(npz.parent)}")]

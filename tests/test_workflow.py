@@ -43,12 +43,19 @@ def _env() -> dict[str, str]:
 
 
 def snakemake(workdir: Path, *args: str, configfile: Path | None = TEST_CONFIG, timeout: int = 600,
-              check: bool = True) -> subprocess.CompletedProcess:
+              check: bool = True, env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess:
+    """Run snakemake in ``workdir``; ``env``: environment variables to set (``None``: to remove)."""
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
            "--cores", "2", *args]
     if configfile is not None:
         cmd += ["--configfile", str(configfile)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=timeout, cwd=workdir)
+    environ = _env()
+    for key, value in (env or {}).items():
+        if value is None:
+            environ.pop(key, None)
+        else:
+            environ[key] = value
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=timeout, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}): {' '.join(cmd)}\n"
                              f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}")
@@ -292,6 +299,22 @@ BAD_CONFIGS = [
     ("  digits-rbm8:\n    dataset: digits\n",
      "  digits-rbm8:\n    dataset: digits\n    paper: {burda_raise: mnistCD1-21}\n",
      "model 'digits-rbm8': paper 'burda_raise' has no published row 'mnistCD1-21'"),
+    # issue 15: what failed only at run time, after prepare and train
+    ("  ais:\n    chains: 20\n", "  ais:\n    chains: 20\n    schedule: cubic\n",
+     "estimator ais: schedule 'cubic' is neither a schedule name (linear, sigmoid, sm14500) nor a file of betas"),
+    ("  ais:\n    chains: 20\n", "  ais:\n    chains: 20\n    schedule: no/such/betas.txt\n",
+     "estimator ais: schedule 'no/such/betas.txt' is neither a schedule name"),
+    ("      learning_rate: 0.05\n", "      learnin_rate: 0.05\n",
+     "model digits-rbm8: unknown hyperparameter 'learnin_rate' (models.digits-rbm8.hyperparams.learnin_rate); "
+     "did you mean 'learning_rate'?"),
+    ("    threshold: 0.5\n    seed: 0\n", "    threshold: 0.5\n    seed: 0\n    n_train: 5000\n",
+     "dataset digits: n_train=5000 is more than the 1437 training rows of digits"),
+    ("    n_test_images: 2\n", "    n_test_images: 6\n",
+     "dataset vh-4: n_test_images=6 leaves no training image of n_images=6"),
+    ("    n_components: 4\n", "    n_components: 300\n",
+     "dataset vh-4: n_components=300 is more than the 256 pixels of a 16x16 patch"),
+    ("    chains: 20\n", "    chains: 1000000000\n", "1000000000 is greater than the maximum of 10000000"),
+    ("    threshold: 0.5\n", "    threshold: 1.0\n", "1.0 is greater than or equal to the maximum of 1"),
 ]
 
 
@@ -347,6 +370,8 @@ def test_real_run_end_to_end(tmp_path):
     check_continuous_models(tmp_path)
     check_workflow_equals_command_line(tmp_path)
     check_rerun_does_not_duplicate_runs(tmp_path)
+    check_mirror_named_another_way_reruns_nothing(tmp_path)
+    check_damaged_outputs_are_rebuilt(tmp_path)
     check_html_report(tmp_path)
 
 
@@ -543,6 +568,48 @@ def check_rerun_does_not_duplicate_runs(real_run):
     assert len(_runs(real_run, "train")) == N_TRAIN
     assert len(_runs(real_run, "report")) == 1
     # nothing left to do
+    proc = snakemake(real_run, "-n")
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def check_mirror_named_another_way_reruns_nothing(real_run):
+    """The data mirror is not a param of any rule (issue 15): the same mirror through a symbolic link, given by
+    the environment or by the config, schedules no job."""
+    link = real_run / "mirror-link"
+    link.symlink_to(Path(_env()["LOGZBENCH_DATA_MIRROR"]).resolve(), target_is_directory=True)
+    proc = snakemake(real_run, "-n", env={"LOGZBENCH_DATA_MIRROR": str(link)})
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    proc = snakemake(real_run, "-n", "--config", f"data_mirror={link}", env={"LOGZBENCH_DATA_MIRROR": None})
+    assert "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+    link.unlink()
+
+
+def check_damaged_outputs_are_rebuilt(real_run):
+    """A deleted per-chain .npz and a truncated model file with its old time stamp (issue 15): Snakemake itself
+    sees neither (it sees the estimate's directory, and keeps an up-to-date output), so the run stops before
+    any job, naming each file and the --forcerun that rebuilds it; that rebuilds them and what depends on
+    them, replacing their MLflow runs (none duplicated)."""
+    import zipfile
+
+    npz = real_run / "results" / "estimates" / "digits-rbm8" / "ais" / "K10_uniform_seed0.npz"
+    model = real_run / "results" / "models" / "digits-dbn8-4.npz"
+    npz.unlink()
+    st = model.stat()
+    model.write_bytes(model.read_bytes()[: st.st_size // 2])
+    os.utime(model, ns=(st.st_atime_ns, st.st_mtime_ns))
+    proc = snakemake(real_run, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "results/models/digits-dbn8-4.npz is damaged (not a complete .npz archive; truncated?)" in out, out[-3000:]
+    assert "results/estimates/digits-rbm8/ais/K10_uniform_seed0.npz is missing" in out
+    targets = ["results/models/digits-dbn8-4.npz", "results/estimates/digits-rbm8/ais"]
+    assert f"rebuild them all with: snakemake --forcerun {' '.join(targets)}" in out
+    assert model.stat().st_size < st.st_size and not npz.exists()  # no job ran
+    snakemake(real_run, "--forcerun", *targets)
+    assert npz.is_file() and zipfile.is_zipfile(model)
+    est = _runs(real_run, "estimate")
+    assert len(est) == N_ESTIMATES and len({r.data.tags["logzbench.key"] for r in est}) == N_ESTIMATES
+    assert len(_runs(real_run, "train")) == N_TRAIN and len(_runs(real_run, "report")) == 1
     proc = snakemake(real_run, "-n")
     assert "Nothing to be done" in proc.stdout + proc.stderr
 

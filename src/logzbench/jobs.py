@@ -209,9 +209,10 @@ def prepare_job(spec: Mapping[str, Any], out: str | os.PathLike, mirror: str | o
 
     spec = dict(spec)
     source = spec.pop("source")
-    if source in CONTINUOUS_DATASETS:
-        path = prepare_patches(source, out, mirror=mirror,
-                               **{k: v for k, v in spec.items() if k not in ("binarize", "threshold", "n_valid")})
+    if source in CONTINUOUS_DATASETS:  # a setting the config leaves out (null) takes the preparer's default
+        path = prepare_patches(source, out, mirror=mirror, **{k: v for k, v in spec.items()
+                                                              if k not in ("binarize", "threshold", "n_valid")
+                                                              and v is not None})
     else:
         path = prepare_dataset(source, out, mirror=mirror, **spec)
     print(f"prepared {source} -> {path} (mirror {mirror}, {spec})")

@@ -24,25 +24,60 @@ training presets mapping (``logzbench.training.MODEL_PRESETS``, imported on firs
 
 from __future__ import annotations
 
+import ast
+import difflib
+import functools
+import importlib.util
 import itertools
+import json
+import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from . import registry
 from .errors import ConfigError
 from .options import EstimateOptions, option_names
+from .schedules import SCHEDULES, from_file
 
 __all__ = [
-    "ConfigError", "Job", "KNOWN_N_VISIBLE", "LABELLED_SOURCES", "SETTING_KEYS", "SOURCE_DATA_KINDS", "all_jobs",
-    "check_config",
+    "ConfigError", "Job", "KNOWN_N_VISIBLE", "LABELLED_SOURCES", "MAX_CHAINS", "SETTING_KEYS", "SOURCE_DATA_KINDS",
+    "SOURCE_ROWS", "all_jobs", "check_config", "check_estimate_record", "check_npz", "damaged_outputs",
+    "hyperparam_names", "rebuild_hint",
     "dataset_kind", "estimator_method", "estimator_spec", "estimators_of", "estimators_run", "exact_applies",
-    "exact_limits", "family_spec", "hidden_sizes", "job", "job_settings", "model_dataset", "model_family",
+    "exact_limits", "family_spec", "fixed_schedule_K", "hidden_sizes", "job", "job_settings", "model_dataset",
+    "model_family",
     "model_hyperparams", "model_jobs", "n_visible", "setting_pattern", "sweep_pairs", "sweep_settings", "sweep_values",
 ]
 
 #: binarized UCI sets of Larochelle & Murray (logzbench.data.uci) and their widths
 _UCI_WIDTHS = {"adult": 123, "connect4": 126, "dna": 180, "mushrooms": 112, "nips-0-12": 500, "ocr_letters": 128,
                "rcv1": 150, "web": 300}
+#: rows of each binary source's fixed splits before ``n_valid`` / ``n_train`` / ``n_test`` (``logzbench.data``,
+#: which imports torch: tests/test_sweep.py checks the two agree); ``valid`` only where the source has its own
+#: (the UCI sets; ``digits-avil`` by ``shift_augment``: :data:`DIGITS_AVIL_ROWS`)
+SOURCE_ROWS = {
+    "mnist": {"train": 60000, "test": 10000}, "omniglot": {"train": 24345, "test": 8070},
+    "digits": {"train": 1437, "test": 360},
+    "adult": {"train": 5000, "valid": 1414, "test": 26147}, "connect4": {"train": 16000, "valid": 4000, "test": 47557},
+    "dna": {"train": 1400, "valid": 600, "test": 1186}, "mushrooms": {"train": 2000, "valid": 500, "test": 5624},
+    "nips-0-12": {"train": 400, "valid": 100, "test": 1240},
+    "ocr_letters": {"train": 32152, "valid": 10000, "test": 10000},
+    "rcv1": {"train": 40000, "valid": 10000, "test": 150000}, "web": {"train": 14000, "valid": 3188, "test": 32561},
+}
+#: ``digits-avil``'s training and validation (= test) rows by ``shift_augment`` (default ``train``)
+DIGITS_AVIL_ROWS = {"train": {"train": 7190, "valid": 359}, "all": {"train": 7188, "valid": 1797},
+                    "none": {"train": 1438, "valid": 359}}
+#: Frey faces: frames (``logzbench.data.frey.N_FACES``)
+FREY_FACES = 1965
+#: ``vanhateren``: registered images, image side (the patch side's bound) and the defaults of
+#: :func:`logzbench.data.vanhateren.prepare_vanhateren` for the keys a config leaves out
+VANHATEREN_N_IMAGES, VANHATEREN_IMAGE_SIDE = 20, 1024
+VANHATEREN_DEFAULTS = {"n_images": 20, "n_test_images": 4, "patch_size": 16, "n_train": 10_000, "n_test": 100,
+                       "n_components": 36, "remove_dc": False}
+#: the most chains (samples, particles) an estimator entry may ask for (the schema's maximum of
+#: ``estimators.<name>.chains``): far above any paper's (5,000) and below what exhausts memory at once
+MAX_CHAINS = 10_000_000
 #: row width of the data sources whose width does not depend on settings (``logzbench.data.N_FEATURES``,
 #: which imports torch: a test checks the two agree); any other source needs ``datasets.<name>.n_visible``
 #: (binary) or is ``vanhateren`` (its ``n_components``)
@@ -151,6 +186,82 @@ def hidden_sizes(config: Mapping, model: str, presets: Mapping | None = None) ->
     return registry.family(hp["family"]).hidden_sizes(hp)
 
 
+#: Where each family's training keywords are declared, ``"module:object"``: the keyword parameters of a
+#: function, of a class's ``__init__`` or a dataclass's fields, as :func:`logzbench.training.train_model`
+#: checks them (the binary families' trainer classes, the GRBM's hyperparameters; a continuous family, by
+#: kind: ``train_continuous`` and its MPF or EM fit).  Read from the source, not imported: the trainers
+#: import torch, which building the workflow's DAG does not (tests/test_sweep.py checks these names
+#: against the trainers' own).  A learner's keywords are its ``entry``'s (:data:`logzbench.registry.LEARNERS`).
+_TRAINER_KEYWORDS = {
+    "rbm": ("logzbench.training.trainer:RBMTrainer",),
+    "dbm": ("logzbench.training.dbm:DBMTrainer",),
+    "dbn": ("logzbench.training.dbn:DBNTrainer",),
+    "grbm": ("logzbench.training.grbm:GRBMHyperparams",),
+    "analysis": ("logzbench.training.continuous:train_continuous", "logzbench.training.mpf:train_mpf"),
+    "generative": ("logzbench.training.continuous:train_continuous", "logzbench.training.em:train_em"),
+}
+#: parameters of those functions that the training job fills in itself (data, the initial model)
+_JOB_ARGUMENTS = frozenset({"train", "test", "valid", "model", "X_train", "return_state"})
+#: keys any model's hyperparams may hold: ``family`` and ``learner`` pick the trainer, ``device`` (the
+#: config's by default), ``figure_samples`` / ``figure_sweeps`` (:func:`logzbench.jobs.train_job`'s figures)
+_COMMON_HYPERPARAMS = frozenset({"family", "learner", "device", "figure_samples", "figure_sweeps"})
+
+
+@functools.lru_cache(maxsize=None)
+def _declared_keywords(target: str) -> frozenset[str]:
+    """Keyword names of ``"module:object"``, read from the module's source without importing it: a
+    function's parameters, a class's ``__init__``'s (less ``self``), or a dataclass's fields."""
+    module, _, name = target.partition(":")
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        raise LookupError(f"no source for module {module}")
+    tree = ast.parse(Path(spec.origin).read_text(), spec.origin)
+    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
+    if node is None:
+        raise LookupError(f"{spec.origin} defines no {name}")
+    if isinstance(node, ast.ClassDef):
+        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+        if init is None:  # a dataclass: its annotated fields
+            return frozenset(n.target.id for n in node.body if isinstance(n, ast.AnnAssign)
+                             and isinstance(n.target, ast.Name) and "ClassVar" not in ast.unparse(n.annotation))
+        node = init
+    a = node.args
+    return frozenset(x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)) - {"self"}
+
+
+def hyperparam_names(family: str, learner: str | None = None) -> frozenset[str]:
+    """The keys ``models.<name>.hyperparams`` (with its preset) may hold for a model of ``family``: the
+    keyword arguments of its trainer (:data:`_TRAINER_KEYWORDS`; an RBM also takes ``hidden_sizes``), or
+    of ``learner``'s function (``n_hidden`` standing for ``hidden_sizes``), and ``family``, ``learner``,
+    ``device``, ``figure_samples``, ``figure_sweeps``."""
+    fam = registry.family(family)
+    if learner:
+        names = _declared_keywords(registry.learner(learner, fam.name).entry) | {"n_hidden"}
+    else:
+        sources = _TRAINER_KEYWORDS.get(fam.name) or _TRAINER_KEYWORDS[fam.kind]
+        names = frozenset().union(*map(_declared_keywords, sources))
+        if fam.name == "rbm":
+            names |= {"hidden_sizes"}
+    return (names - _JOB_ARGUMENTS) | _COMMON_HYPERPARAMS
+
+
+def _check_hyperparam_names(config: Mapping, model: str, hp: Mapping[str, Any]) -> None:
+    """Refuse a hyperparameter the model's trainer does not take (e.g. ``learnin_rate``), naming the closest."""
+    allowed = hyperparam_names(hp["family"], hp.get("learner"))
+    unknown = sorted(set(hp) - allowed)
+    if not unknown:
+        return
+    key = unknown[0]
+    close = difflib.get_close_matches(key, sorted(allowed), n=1)
+    own = config["models"][model].get("hyperparams") or {}
+    where = (f"models.{model}.hyperparams.{key}" if key in own
+             else f"from preset {config['models'][model].get('preset')!r}")
+    trainer = f"the {hp['learner']} learner" if hp.get("learner") else f"the {hp['family']} trainer"
+    raise ConfigError(f"model {model}: unknown hyperparameter {key!r} ({where})"
+                      + (f"; did you mean {close[0]!r}?" if close else "")
+                      + f" ({trainer} takes {', '.join(sorted(allowed))})")
+
+
 # --------------------------------------------------------------------------- estimators
 def estimator_method(config: Mapping, name: str) -> str:
     """The estimator entry's ``method`` (default: its name)."""
@@ -207,6 +318,25 @@ def exact_applies(config: Mapping, model: str, name: str, presets: Mapping | Non
     return units[0] <= limit_z and units[1] <= limit_f
 
 
+@functools.lru_cache(maxsize=None)
+def _schedule_file_steps(path: str) -> int:
+    return len(from_file(path)) - 1
+
+
+def fixed_schedule_K(e: Mapping[str, Any]) -> int | None:
+    """K of an estimator entry's fixed schedule: 14500 for ``sm14500``, a schedule file's own number of steps
+    (``None`` for ``linear``, ``sigmoid``, and a file that cannot be read: :func:`check_config` refuses it)."""
+    schedule = e.get("schedule")
+    if schedule == "sm14500":
+        return 14500
+    if schedule and schedule not in SCHEDULES and Path(str(schedule)).is_file():
+        try:
+            return _schedule_file_steps(str(schedule))
+        except (ValueError, OSError):
+            return None
+    return None
+
+
 def _listed(config: Mapping, name: str, key: str) -> list:
     e, ev = config["estimators"][name], config.get("evaluation") or {}
     return list(e.get(key) or ev.get(key) or [])
@@ -214,7 +344,8 @@ def _listed(config: Mapping, name: str, key: str) -> list:
 
 def sweep_values(config: Mapping, model: str, name: str, presets: Mapping | None = None) -> dict[str, list]:
     """Values of each sweep axis of estimator entry ``name`` on ``model`` (its own ``K`` / ``inits`` /
-    ``seeds``, else ``evaluation``'s): ``K`` (``[14500]`` for the ``sm14500`` schedule without K),
+    ``seeds``, else ``evaluation``'s): ``K`` (without K, a fixed schedule's own: ``[14500]`` for ``sm14500``,
+    the number of steps of a schedule file),
     ``init`` (only those the model's family supports: a DBN has no base-rate init), ``seed``."""
     spec = estimator_spec(config, name)
     out: dict[str, list] = {}
@@ -222,7 +353,8 @@ def sweep_values(config: Mapping, model: str, name: str, presets: Mapping | None
         key = registry.AXIS_CONFIG_KEYS[axis]
         if axis == "K":
             e = config["estimators"][name]
-            out[axis] = [14500] if e.get("schedule") == "sm14500" and not e.get("K") else _listed(config, name, key)
+            fixed = fixed_schedule_K(e)
+            out[axis] = [fixed] if fixed is not None and not e.get("K") else _listed(config, name, key)
         elif axis == "init":
             allowed = family_spec(config, model, presets).inits
             out[axis] = [i for i in _listed(config, name, key) if i in allowed]
@@ -372,14 +504,100 @@ def _not_available(spec: registry.EstimatorSpec) -> str:
     return f"{spec.name} runs on {kinds} models only"
 
 
+def _too_many(dataset: str, key: str, value: int, most: int, what: str) -> ConfigError:
+    return ConfigError(f"dataset {dataset}: {key}={value} is more than {what}; set datasets.{dataset}.{key} to at "
+                       f"most {most} (or leave it out)")
+
+
+def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
+    """Refuse sizes the data set does not have (:data:`SOURCE_ROWS`, :data:`DIGITS_AVIL_ROWS`,
+    :data:`FREY_FACES`, the van Hateren settings), which :mod:`logzbench.data` would refuse only when it
+    prepares the data set."""
+    source = d["source"]
+    n_train, n_test, n_valid = d.get("n_train"), d.get("n_test"), int(d.get("n_valid") or 0)
+    if d.get("shift_augment") is not None and source != "digits-avil":
+        raise ConfigError(f"dataset {name}: shift_augment applies to digits-avil only, not to {source}; remove it")
+    if source == "vanhateren":
+        v = {**VANHATEREN_DEFAULTS, **{k: d[k] for k in VANHATEREN_DEFAULTS if d.get(k) is not None}}
+        if v["n_images"] > VANHATEREN_N_IMAGES:
+            raise _too_many(name, "n_images", v["n_images"], VANHATEREN_N_IMAGES,
+                            f"the {VANHATEREN_N_IMAGES} registered van Hateren images")
+        if v["n_test_images"] >= v["n_images"]:
+            raise ConfigError(f"dataset {name}: n_test_images={v['n_test_images']} leaves no training image of "
+                              f"n_images={v['n_images']}; set datasets.{name}.n_test_images to at most "
+                              f"{v['n_images'] - 1}")
+        if v["patch_size"] > VANHATEREN_IMAGE_SIDE:
+            raise _too_many(name, "patch_size", v["patch_size"], VANHATEREN_IMAGE_SIDE,
+                            f"the images' side ({VANHATEREN_IMAGE_SIDE} pixels)")
+        pixels = v["patch_size"] ** 2 - int(bool(v["remove_dc"]))
+        if v["n_components"] > pixels:
+            raise _too_many(name, "n_components", v["n_components"], pixels,
+                            f"the {pixels} pixels of a {v['patch_size']}x{v['patch_size']} patch"
+                            + (" less its mean (remove_dc)" if v["remove_dc"] else ""))
+        if v["n_train"] <= v["n_components"]:
+            raise ConfigError(f"dataset {name}: n_train={v['n_train']} training patches cannot fit "
+                              f"n_components={v['n_components']} PCA components; set datasets.{name}.n_train above "
+                              f"{v['n_components']}")
+        return
+    if source == "frey":
+        n_test = 0 if n_test is None else int(n_test)
+        if n_test > FREY_FACES - 2:
+            raise _too_many(name, "n_test", n_test, FREY_FACES - 2, f"the {FREY_FACES} Frey faces less two to train on")
+        if n_train is not None and int(n_train) > FREY_FACES - n_test:
+            raise _too_many(name, "n_train", n_train, FREY_FACES - n_test,
+                            f"the {FREY_FACES - n_test} Frey faces left after n_test={n_test}")
+        return
+    if source == "digits-avil":
+        if n_test is not None:
+            raise ConfigError(f"dataset {name}: digits-avil has no n_test (its test split is its validation split); "
+                              f"remove datasets.{name}.n_test")
+        rows = DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"]
+    elif source in SOURCE_ROWS:
+        rows = SOURCE_ROWS[source]
+    else:
+        return
+    if "valid" in rows and n_valid:
+        raise ConfigError(f"dataset {name}: {source} has a fixed validation split ({rows['valid']} rows); "
+                          f"n_valid must be 0, got {n_valid}")
+    if n_valid >= rows["train"]:
+        raise _too_many(name, "n_valid", n_valid, rows["train"] - 1, f"the {rows['train']} training rows of {source} "
+                        f"less one")
+    if n_train is not None and int(n_train) > rows["train"] - n_valid:
+        less = f" less n_valid={n_valid}" if n_valid else ""
+        raise _too_many(name, "n_train", n_train, rows["train"] - n_valid,
+                        f"the {rows['train']} training rows of {source}{less}")
+    if n_test is not None and "test" in rows and int(n_test) > rows["test"]:
+        raise _too_many(name, "n_test", n_test, rows["test"], f"the {rows['test']} test rows of {source}")
+
+
+def _check_schedule(name: str, e: Mapping[str, Any]) -> None:
+    """A schedule name (:data:`logzbench.schedules.SCHEDULES`) or a readable file of betas (a relative path is
+    taken from the working directory, as the estimate jobs take it)."""
+    schedule = e.get("schedule", _OPTION_DEFAULTS["schedule"])
+    if schedule in SCHEDULES:
+        return
+    path = Path(str(schedule))
+    if not path.is_file():
+        raise ConfigError(f"estimator {name}: schedule {schedule!r} is neither a schedule name "
+                          f"({', '.join(SCHEDULES)}) nor a file of betas (no file {path.absolute()}); fix "
+                          f"estimators.{name}.schedule")
+    try:
+        from_file(path)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"estimator {name}: schedule file {schedule}: {exc}") from None
+
+
 def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     """Check a (schema-validated) config beyond what its schema says; return warnings.
 
     Raises :class:`ConfigError` naming the entry and what to change: no models and no trials, a
     dataset of unknown dimension, a model's unknown dataset, preset, family or estimator, an
     estimator listed for a model whose family it does not apply to, an estimator's unknown method or
-    models, an ``sm14500`` schedule with another K, a CSL K below ``thin``, a ``test_subset`` on a model
-    whose dataset has no labels.  Warns of a model left
+    models, a fixed schedule (``sm14500``, a file) with another K, a CSL K below ``thin``, a ``test_subset`` on a model
+    whose dataset has no labels, a hyperparameter the model's trainer does not take, a dataset size the
+    data set does not have (``n_train``, ``n_test``, ``n_valid``; van Hateren ``n_test_images`` of
+    ``n_images``, ``n_components`` of the patch's pixels), an unknown schedule or a schedule file that
+    does not exist or holds no schedule.  Warns of a model left
     with no estimate (e.g. a DBN with only base-rate inits) and of sweep keys an estimator has no axis
     for."""
     warnings: list[str] = []
@@ -388,6 +606,7 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     for d, spec in (config.get("datasets") or {}).items():
         if dataset_kind(config, d) == "binary" and spec["source"] not in KNOWN_N_VISIBLE and "n_visible" not in spec:
             raise ConfigError(f"dataset {d}: give n_visible")
+        _check_dataset_sizes(d, spec)
     for name in config.get("estimators") or {}:
         estimator_spec(config, name)  # a known method
     for model, m in (config.get("models") or {}).items():
@@ -398,7 +617,9 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             if name not in config["estimators"]:
                 raise ConfigError(f"model {model}: unknown estimator {name!r}; "
                                   f"defined: {sorted(config['estimators'])}")
-        fam = model_family(config, model, presets)
+        hp = model_hyperparams(config, model, presets)
+        fam = hp["family"]
+        _check_hyperparam_names(config, model, hp)
         for name in m.get("estimators") or []:
             spec = estimator_spec(config, name)
             if not spec.applies_to(fam):
@@ -422,15 +643,111 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
                     raise ConfigError(f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
                                       f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
                                       f"test_subset or run {name} on other models (its `models`)")
+        if "schedule" in spec.options:
+            _check_schedule(name, e)
         for axis, key in registry.AXIS_CONFIG_KEYS.items():
             if e.get(key) and axis not in spec.axes:
                 warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")
         if "K" in spec.axes:
-            ks = [14500] if e.get("schedule") == "sm14500" and not e.get("K") else _listed(config, name, "K")
-            if e.get("schedule") == "sm14500" and ks != [14500]:
-                raise ConfigError(f"estimator {name}: the sm14500 schedule has K = 14500; set K: [14500] or omit K")
+            fixed = fixed_schedule_K(e)
+            ks = [fixed] if fixed is not None and not e.get("K") else _listed(config, name, "K")
+            if fixed is not None and ks != [fixed]:
+                what = ("the sm14500 schedule" if e.get("schedule") == "sm14500"
+                        else f"the schedule file {e['schedule']}")
+                raise ConfigError(f"estimator {name}: {what} has K = {fixed}; set K: [{fixed}] or omit K")
             if "samples_per_chain" in spec.options:  # CSL: K sweeps per chain, one sample kept every `thin`
                 bad = [k for k in ks if k // e.get("thin", 1) < 1]
                 if bad:
                     raise ConfigError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
     return warnings
+
+
+# --------------------------------------------------------------------------- the workflow's files
+#: the arrays each kind of workflow file must hold to be used (per-chain arrays: one of the two)
+_EXPECTED_ARRAYS = {"model": ("model_type",), "data": ("train", "test"),
+                    "estimate": ("log_weights", "per_example_log_likelihood")}
+
+
+def rebuild_hint(target: str | Path) -> str:
+    """How to rebuild a workflow output and what depends on it.  Snakemake does not rebuild a missing or
+    damaged file of an earlier run while what depends on it is up to date (deleting it is not enough):
+    ``--forcerun`` reruns the job that writes it and every job downstream."""
+    return f"rebuild it and what depends on it with: snakemake --forcerun {target} (and your usual options)"
+
+
+def check_npz(path: str | Path, kind: str, *, quick: bool = False, rebuild: str | Path | None = None) -> None:
+    """Raise :class:`ConfigError` (one line: the file, what is wrong, how to rebuild it) unless ``path`` is a
+    complete ``.npz`` holding the arrays of ``kind`` (``model``, ``data``: all of them; ``estimate``: one of
+    ``log_weights``, ``per_example_log_likelihood``).  ``quick``: only the zip archive's directory (a
+    truncated file has none; milliseconds for thousands of files), else every array is read and its
+    checksum verified.  ``rebuild``: the output to rebuild (:func:`rebuild_hint`; default ``path``)."""
+    import numpy as np
+
+    path = Path(path)
+    hint = rebuild_hint(rebuild if rebuild is not None else path)
+    if not path.is_file():
+        raise ConfigError(f"{path} is missing; {hint}")
+    try:
+        if quick:
+            if not zipfile.is_zipfile(path):
+                raise ValueError("not a complete .npz archive; truncated?")
+            return
+        with np.load(path, allow_pickle=False) as z:
+            names = list(z.files)
+            need = _EXPECTED_ARRAYS[kind]
+            if kind == "estimate" and not set(need) & set(names):
+                raise ValueError(f"holds neither {' nor '.join(need)} (arrays: {names})")
+            missing = [k for k in need if k not in names] if kind != "estimate" else []
+            if missing:
+                raise ValueError(f"holds no {', '.join(missing)} (arrays: {names})")
+            for k in names:
+                z[k]  # noqa: B018 - reads the array, verifying its CRC
+    except Exception as exc:  # noqa: BLE001 - zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError ...
+        why = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+        raise ConfigError(f"{path} is damaged ({why}); {hint}") from None
+
+
+def check_estimate_record(path: str | Path, *, quick: bool = False) -> None:
+    """Raise :class:`ConfigError` unless the estimate record ``path`` (``<setting>.json``) parses as a record and
+    the per-chain arrays beside it (``<setting>.npz``) are complete (:func:`check_npz`, ``kind="estimate"``);
+    the message names the file and how to rebuild the estimate's directory (the rule's output)."""
+    path = Path(path)
+    hint = rebuild_hint(path.parent)
+    if not path.is_file():
+        raise ConfigError(f"{path} is missing; {hint}")
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"{path} is damaged (not JSON: {exc}); {hint}") from None
+    if not isinstance(record, dict) or "result" not in record:
+        raise ConfigError(f"{path} is damaged (not an estimate record); {hint}")
+    check_npz(path.with_suffix(".npz"), "estimate", quick=quick, rebuild=path.parent)
+
+
+def damaged_outputs(config: Mapping, results: str = "results",
+                    presets: Mapping | None = None) -> list[tuple[str, str]]:
+    """What a run of the workflow would trust but cannot use: ``(the output to rebuild, one-line message)``
+    pairs (:func:`check_npz`, :func:`check_estimate_record`, ``quick``) for the prepared datasets and models
+    that exist but are not complete ``.npz`` files, and each estimate record of the config's sweeps that
+    exists but does not parse or whose per-chain arrays are missing or truncated (Snakemake sees only the
+    estimate's directory, and keeps an output of an earlier run that is up to date by its time stamp).
+    Estimates whose record is absent are not reported (their sweep is new or changed, and reruns)."""
+    problems = []
+    models = list(config.get("models") or {})
+    datasets = {model_dataset(config, m) for m in models}
+    candidates = [(Path(results) / "data" / f"{d}.npz", "data") for d in sorted(datasets)]
+    candidates += [(Path(results) / "models" / f"{m}.npz", "model") for m in models]
+    for path, kind in candidates:
+        if path.exists():
+            try:
+                check_npz(path, kind, quick=True)
+            except ConfigError as exc:
+                problems.append((str(path), str(exc)))
+    for j in all_jobs(config, presets):
+        record = Path(j.path("json", results))
+        if record.exists():
+            try:
+                check_estimate_record(record, quick=True)
+            except ConfigError as exc:
+                problems.append((str(record.parent), str(exc)))
+    return problems

@@ -62,13 +62,21 @@ TRACKING_SENTINEL = f"{RESULTS}/tracking/store.json"
 
 # --------------------------------------------------------------------------- settings
 def data_mirror():
-    """Mirror directory: $LOGZBENCH_DATA_MIRROR, else config `data_mirror` (relative to the repo root)."""
+    """Mirror directory: $LOGZBENCH_DATA_MIRROR, else config `data_mirror` (relative to the repo root), with
+    every symbolic link resolved."""
     env = os.environ.get("LOGZBENCH_DATA_MIRROR")
     value = env or config.get("data_mirror")
     if not value:
         return None
     p = Path(value)
-    return str(p if p.is_absolute() else (REPO_ROOT / p).resolve())
+    return os.path.realpath(p if p.is_absolute() else REPO_ROOT / p)
+
+
+# The jobs find the mirror in $LOGZBENCH_DATA_MIRROR (the data loaders' default), set here in every Snakemake
+# process (a cluster job's too), not in a rule's params: where the mirror lies is not what the data are (every
+# file is checked against its sha256), so the same mirror named another way, or moved, reruns nothing.
+if data_mirror():
+    os.environ["LOGZBENCH_DATA_MIRROR"] = data_mirror()
 
 
 def tracking_settings():
@@ -167,6 +175,36 @@ wildcard_constraints:
 # --------------------------------------------------------------------------- input functions
 def dataset_file(wildcards):
     return f"{RESULTS}/data/{model_dataset(wildcards.model)}.npz"
+
+
+_PRODUCERS = {f"{RESULTS}/data/": "prepare_dataset", f"{RESULTS}/models/": "train_model",
+              f"{RESULTS}/estimates/": "estimate"}
+
+
+def _forced(target):
+    """Whether this invocation reruns the job writing `target` anyway (--forceall, --forcerun of it or its rule)."""
+    ds = getattr(workflow, "dag_settings", None)
+    if ds is None:
+        return False
+    forced = {os.path.normpath(str(f)) for f in (ds.forcerun or ())}
+    producer = next(r for prefix, r in _PRODUCERS.items() if target.startswith(prefix))
+    return bool(ds.forceall) or os.path.normpath(target) in forced or producer in forced
+
+
+def checked_estimate_dirs(wildcards):
+    """Rule report's estimate inputs (every model x estimator directory), after checking the files of an
+    earlier run that the workflow would trust: Snakemake sees an estimate's directory, not the files in it,
+    keeps an output whose time stamp is up to date however damaged, and does not rebuild a deleted one
+    while what depends on it is up to date.  A prepared dataset or model that is not a complete .npz, or
+    an estimate record (<setting>.json) that does not parse or whose per-chain arrays (<setting>.npz) are
+    missing or truncated, stops the run before any job, one line each naming the file and the --forcerun
+    that rebuilds it (logzbench.sweep.damaged_outputs); those that this invocation forces are let through."""
+    problems = [(t, m) for t, m in sweep.damaged_outputs(config, RESULTS) if not _forced(t)]
+    if problems:
+        targets = " ".join(dict.fromkeys(t for t, _ in problems))
+        raise WorkflowError("damaged outputs of an earlier run:\n" + "\n".join(m for _, m in problems)
+                            + f"\nrebuild them all with: snakemake --forcerun {targets} (and your usual options)")
+    return all_estimate_dirs()
 
 
 def estimate_settings(wildcards):

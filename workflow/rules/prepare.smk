@@ -1,6 +1,7 @@
 # Download/verify (offline mirror first) and prepare each dataset into one .npz: binary sources binarised
 # (logzbench.data.prepare_dataset; the UCI sets are binary already), continuous ones (vanhateren, frey)
-# by logzbench.data.prepare_patches.
+# by logzbench.data.prepare_patches.  The mirror is $LOGZBENCH_DATA_MIRROR (common.smk), not a param: naming
+# the same mirror another way reruns nothing.
 
 
 rule prepare_dataset:
@@ -8,7 +9,6 @@ rule prepare_dataset:
         f"{RESULTS}/data/{{dataset}}.npz",
     params:
         spec=lambda wc: {k: v for k, v in config["datasets"][wc.dataset].items() if k != "n_visible"},
-        mirror=data_mirror(),
         warm=WARM,
     log:
         f"{LOGS}/prepare/{{dataset}}.log",

@@ -45,7 +45,7 @@ REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if config["models"] else []) + trials_rep
 
 rule report:
     input:
-        estimates=all_estimate_dirs(),
+        estimates=checked_estimate_dirs,  # and the files of an earlier run checked (common.smk)
         models=expand(f"{RESULTS}/models/{{model}}.json", model=list(config["models"])),
         store=ancient(TRACKING_SENTINEL),
         # the learner-trained models' datasets: source names, image shapes (logzbench.report.learners)

@@ -4,9 +4,17 @@ Writes <setting>.json and <setting>.npz per setting into the output directory an
 run per setting (logzbench.warm.run_job: in a process forked from the warm server when enabled).
 """
 
+import sys
+
+from logzbench.sweep import ConfigError, check_npz
 from logzbench.warm import run_job
 
 sm = snakemake  # noqa: F821
+try:  # the model and data of an earlier run are complete (else one line: how to rebuild them)
+    check_npz(sm.input.model, "model")
+    check_npz(sm.input.data, "data")
+except ConfigError as exc:
+    sys.exit(f"logzbench: {exc}")
 run_job("logzbench.jobs:run_estimate_sweep", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
         settings=list(sm.params.settings), model=sm.input.model, data=sm.input.data, out_dir=sm.output[0],
         tracking=dict(sm.params.tracking), ess_fraction=sm.params.ess_fraction, progress=sm.params.progress)

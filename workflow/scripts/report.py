@@ -1,10 +1,18 @@
 """Build the report (rule report): logzbench.report.report_job (tables, flags, plots; flags tagged on the
 MLflow runs; one MLflow run `report`), through logzbench.warm.run_job."""
 
+import sys
+
+from logzbench.sweep import ConfigError, check_estimate_record
 from logzbench.warm import run_job
 
 sm = snakemake  # noqa: F821
 o = sm.output
+try:  # every record parses and its per-chain arrays load (else one line: the file, how to rebuild it)
+    for record in sm.params.estimates:
+        check_estimate_record(record)
+except ConfigError as exc:
+    sys.exit(f"logzbench: {exc}")
 run_job("logzbench.report:report_job", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
         estimates=list(sm.params.estimates), out_dir=sm.params.out_dir, thresholds=dict(sm.params.thresholds),
         models=list(sm.params.models), tracking=dict(sm.params.tracking), paper_rows=dict(sm.params.paper_rows),
