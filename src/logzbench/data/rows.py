@@ -22,11 +22,21 @@ _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive (an empty one)
 _NPY_MAGIC = b"\x93NUMPY"
 
 
-def _why(exc: BaseException) -> str:
+def why_unreadable(exc: BaseException) -> str:
     """What a :data:`READ_ERRORS` exception says about the file, in a few words."""
     if "pickle" in str(exc):  # "pickled (object) data", "Object arrays cannot be loaded"
         return "it holds Python objects (pickled), not numeric arrays"
     return f"{type(exc).__name__}: {exc}"
+
+
+def numpy_file_kind(path: Path) -> tuple[str | None, str]:
+    """``("npy" | "npz" | None, what the file begins with)`` from its first bytes (``OSError`` when it
+    cannot be read): a NumPy array file, a zip archive (an ``.npz``), or neither."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+    kind = "npy" if head.startswith(_NPY_MAGIC) else "npz" if head[:4] in _ZIP_MAGIC else None
+    return kind, "is empty" if not head else f"begins with {head!r}"
+
 
 
 def load_npy_npz(path: Path):
@@ -38,17 +48,15 @@ def load_npy_npz(path: Path):
     if not path.is_file():
         raise DatasetError(f"data file {path} does not exist")
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
+        kind, head = numpy_file_kind(path)
     except OSError as exc:
         raise DatasetError(f"{path}: cannot be read ({exc})") from exc
-    if not (head.startswith(_NPY_MAGIC) or head[:4] in _ZIP_MAGIC):
-        raise DatasetError(f"{path}: not an .npz/.npy file (it "
-                           f"{'is empty' if not head else f'begins with {head!r}'}; expected a NumPy array file)")
+    if kind is None:
+        raise DatasetError(f"{path}: not an .npz/.npy file (it {head}; expected a NumPy array file)")
     try:
         return np.load(path, allow_pickle=False)
     except READ_ERRORS as exc:
-        raise DatasetError(f"{path}: not a readable .npz/.npy file ({_why(exc)})") from exc
+        raise DatasetError(f"{path}: not a readable .npz/.npy file ({why_unreadable(exc)})") from exc
 
 
 class _open_npz:
@@ -70,7 +78,7 @@ def _member(npz, key: str, path: Path) -> np.ndarray:
     try:
         return npz[key]
     except READ_ERRORS as exc:
-        raise DatasetError(f"{path}: not a readable .npz/.npy file (array {key!r}: {_why(exc)})") from exc
+        raise DatasetError(f"{path}: not a readable .npz/.npy file (array {key!r}: {why_unreadable(exc)})") from exc
 
 
 def check_binary_rows(x, what: str, n_features: int | None = None, error: type[Exception] = ValueError) -> np.ndarray:

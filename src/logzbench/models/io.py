@@ -57,13 +57,12 @@ loaded with ``allow_pickle=False``; anything malformed is refused with a
 from __future__ import annotations
 
 import os
-import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
 
 from .. import registry
+from ..data.rows import READ_ERRORS, numpy_file_kind, why_unreadable
 from ..errors import ModelFileError
 from ..utils import save_npz_atomic
 from .dbm import DBM
@@ -82,23 +81,19 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     if path.is_dir():
         raise ModelFileError(f"{path}: a directory, not an .npz model file")
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(8)
+        kind, head = numpy_file_kind(path)
     except OSError as exc:
         raise ModelFileError(f"{path}: not a readable .npz model file ({exc})") from exc
-    if head.startswith(b"\x93NUMPY"):
+    if kind == "npy":
         raise ModelFileError(f"{path}: not a readable .npz model file (it is a single .npy array; a model file is "
                              "an .npz of named arrays, see README 'Model files')")
-    if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):  # the zip archive an .npz is (an empty one)
-        raise ModelFileError(f"{path}: not a readable .npz model file (not an .npz file: it "
-                             f"{'is empty' if not head else f'begins with {head!r}'})")
+    if kind is None:
+        raise ModelFileError(f"{path}: not a readable .npz model file (not an .npz file: it {head})")
     try:
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
-    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError) as exc:
-        why = ("an array holds Python objects (pickled), not numbers" if "pickle" in str(exc)
-               else f"{type(exc).__name__}: {exc}")
-        raise ModelFileError(f"{path}: not a readable .npz model file ({why})") from exc
+    except READ_ERRORS as exc:
+        raise ModelFileError(f"{path}: not a readable .npz model file ({why_unreadable(exc)})") from exc
 
 
 def load_model(path: str | os.PathLike, device=None) -> Model:
