@@ -795,7 +795,7 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     }
     extra = res.get("extra") or {}
     for k in ("mean_log_f_is", "mean_log_f_is_stderr", "mean_log_f_is_jensen_gap", "mean_log_f_mean_field",
-              "is_ess_mean", "is_ess_min", "is_khat_max", "log_f_seconds"):  # deep models: the importance-sampled log f(v)
+              "is_ess_mean", "is_ess_min", "is_khat_median", "log_f_seconds"):  # deep models: the importance-sampled log f(v)
         m[k] = extra.get(k)
     chains = res.get("n_chains")
     if _finite(m["ess"]) and _finite(chains) and float(chains) > 0:

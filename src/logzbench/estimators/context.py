@@ -233,11 +233,14 @@ class EstimateContext:
 
 
 def _khat_extras(khat: torch.Tensor) -> dict:
-    """``is_khat_max`` and ``is_khat_frac_above_0.7`` of the examples' k-hats (none where all are NaN)."""
+    """``is_khat_median`` (a typical test row's tail; the maximum of many noisy k-hats exceeds 0.7 by
+    chance, see :func:`.result.khat_per_example`), ``is_khat_max`` and ``is_khat_frac_above_0.7`` of the
+    test rows' k-hats (none where all are NaN)."""
     k = khat[torch.isfinite(khat)]
     if not k.numel():
         return {}
-    return {"is_khat_max": float(k.max()), "is_khat_frac_above_0.7": float((k > 0.7).double().mean())}
+    return {"is_khat_median": float(k.median()), "is_khat_max": float(k.max()),
+            "is_khat_frac_above_0.7": float((k > 0.7).double().mean())}
 
 
 def _deep_extras(est, mean_field: float | None, n_samples: int) -> dict:

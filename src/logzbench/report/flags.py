@@ -15,7 +15,7 @@ The rules:
 * a Z-unbiased log Z estimator above its upper-bound partner of the same setting (AIS over
   reverse AIS, IS over reverse IS): the bounds do not sandwich log Z;
 * the importance-sampled log f(v) of a deep model has few effective proposals, or heavy-tailed
-  weights (k-hat above ``khat`` on some test row);
+  weights (the median k-hat over its test rows above ``khat``);
 * an estimate on the wrong side of the exact value (closed form) by more than ``z`` standard
   errors, the side following from the estimator's registry bound (:func:`beyond_exact`): the
   log-likelihood of a Z-unbiased log Z estimator below it (AIS, IS, HAIS on an analysis model) or
@@ -196,9 +196,9 @@ def _poor_log_f_sampling(s: pd.Series, th: ReportThresholds) -> str | None:
 
 
 def _heavy_log_f_tails(s: pd.Series, th: ReportThresholds) -> str | None:
-    k = float(s.get("log_f_is_khat_max", float("nan")))
+    k = float(s.get("log_f_is_khat", float("nan")))
     if math.isfinite(k) and k > th["khat"]:
-        return (f"log f(v) importance sampling: Pareto k-hat up to {k:.2f} > {th['khat']:g} over the test rows, "
+        return (f"log f(v) importance sampling: Pareto k-hat {k:.2f} > {th['khat']:g} (median over the test rows), "
                 "heavy-tailed weights (log f-hat and its s.e. mislead)")
     return None
 
