@@ -528,7 +528,8 @@ def test_plugin_submit_command(name, tmp_path):
         step = {"prepare_dataset": "prepare", "train_model": "train", "report": "report",
                 "report_trials": "report", "trials_gaussian": "estimate", "trials_grid": "estimate"}.get(rule)
         if rule == "estimate":
-            step = "exact" if output.endswith("/exact") else "estimate"
+            entry = output.rsplit("/", 1)[1]  # results/estimates/<model>/<estimator>: exact by its method
+            step = "exact" if config["estimators"][entry].get("method", entry) == "exact" else "estimate"
             want_threads = config["threads"][step]
             own = {**config["resources"].get("exact" if step == "estimate" else "estimate", {}),
                    **config["resources"].get(step, {})}
@@ -542,6 +543,6 @@ def test_plugin_submit_command(name, tmp_path):
         assert (opts.get("--gres") == "gpu:1") == wants_gpu, (rule, output, call)
         seen[(rule, opts["--cpus-per-task"], opts["-t"], opts["--mem"], opts.get("--gres"))] += 1
     if name == "raise_table1":  # the example: 4- and 8-thread jobs, the config's 1,440 minutes
-        assert seen[("estimate", "4", "1440", "16000", "gpu:1")] == 15  # 5 models x AIS, RAISE, CSL
+        assert seen[("estimate", "4", "1440", "16000", "gpu:1")] == 18  # 6 models x AIS, RAISE, CSL
         assert seen[("estimate", "8", "240", "16000", "gpu:1")] == 2
-        assert seen[("train_model", "4", "720", "8000", "gpu:1")] == 5
+        assert seen[("train_model", "4", "720", "8000", "gpu:1")] == 6
