@@ -23,7 +23,7 @@ import torch
 from ..options import EstimateOptions
 from ..registry import EstimatorSpec, FamilySpec
 from ..schedules import make_schedule
-from .result import EstimateResult, attach_log_likelihood
+from .result import EstimateResult, attach_log_likelihood, khat_summary
 
 __all__ = ["EstimateContext", "MEMORY_SHARE", "attach_log_likelihood", "estimated_bytes", "state_units"]
 
@@ -232,17 +232,6 @@ class EstimateContext:
         return res
 
 
-def _khat_extras(khat: torch.Tensor) -> dict:
-    """``is_khat_median`` (a typical test row's tail; the maximum of many noisy k-hats exceeds 0.7 by
-    chance, see :func:`.result.khat_per_example`), ``is_khat_max`` and ``is_khat_frac_above_0.7`` of the
-    test rows' k-hats (none where all are NaN)."""
-    k = khat[torch.isfinite(khat)]
-    if not k.numel():
-        return {}
-    return {"is_khat_median": float(k.median()), "is_khat_max": float(k.max()),
-            "is_khat_frac_above_0.7": float((k > 0.7).double().mean())}
-
-
 def _deep_extras(est, mean_field: float | None, n_samples: int) -> dict:
     """Summary of the ``log f(v)`` estimates of a deep model (and the DBM mean-field bound)."""
     out = {"is_samples": int(n_samples), "mean_log_f_is": float(est.log_f.mean()),
@@ -251,8 +240,9 @@ def _deep_extras(est, mean_field: float | None, n_samples: int) -> dict:
            # (an underestimate when the weights are heavy-tailed: watch the ESS)
            "mean_log_f_is_jensen_gap": float((est.stderr**2).mean() / 2),
            "is_ess_mean": float(est.ess.mean()), "is_ess_min": float(est.ess.min()),
-           # the tail of each example's weights (PSIS): above 0.7 its log f-hat and standard error mislead
-           **_khat_extras(est.khat)}
+           # the tail of each test row's weights (PSIS; :func:`.result.khat_summary`): is_khat_median above
+           # 0.7 and log f-hat and its standard error mislead (the maximum of noisy k-hats exceeds 0.7 by chance)
+           **{f"is_{k}": v for k, v in khat_summary(est.khat).items() if v is not None}}
     if mean_field is not None:
         out["mean_log_f_mean_field"] = mean_field
     return out

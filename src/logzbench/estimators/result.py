@@ -185,12 +185,19 @@ def khat_per_example(log_w) -> tuple[float, dict[str, Any]]:
     exceeds 0.7 even where every example's weights are light-tailed (measured: RAISE Table 1's
     mnistPCD-20 from the base rate at K = 10,000, where RAISE and AIS agree within 0.2 nats: median
     0.30, 3 % of examples above 0.7, maximum 0.95)."""
-    k = np.atleast_1d(pareto_khat(log_w, dim=-1))
+    summary = khat_summary(pareto_khat(log_w, dim=-1))
+    return (summary["khat_median"] if summary["khat_median"] is not None else float("nan")), summary
+
+
+def khat_summary(khat) -> dict[str, float | None]:
+    """``khat_median``, ``khat_max`` and ``khat_frac_above_0.7`` of per-example k-hats (array or tensor;
+    NaN ones, too few weights, left out); ``None`` each where no example has one."""
+    k = np.atleast_1d(np.asarray(torch.as_tensor(khat, dtype=torch.float64).cpu()))
     k = k[np.isfinite(k)]
     if k.size == 0:
-        return float("nan"), {"khat_frac_above_0.7": None, "khat_median": None, "khat_max": None}
-    median = float(np.median(k))
-    return median, {"khat_frac_above_0.7": float(np.mean(k > 0.7)), "khat_median": median, "khat_max": float(k.max())}
+        return {"khat_frac_above_0.7": None, "khat_median": None, "khat_max": None}
+    return {"khat_frac_above_0.7": float(np.mean(k > 0.7)), "khat_median": float(np.median(k)),
+            "khat_max": float(k.max())}
 
 
 def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor,

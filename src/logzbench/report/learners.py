@@ -43,7 +43,8 @@ from ..plotting import pyplot, save_figure
 from ..registry import COMPARED_FAMILY, COMPARED_LEARNERS, LEARNERS, compared_learner_datasets
 from .methods import label, line_style
 from .plots import _placeholder
-from .published import load_published, lookup
+from .published import load_published, lookup, within_uncertainty
+from .records import as_float, int_or_none
 
 __all__ = ["LEARNER_TABLE_COLUMNS", "LearnerModel", "PAPER", "PAPER_QUANTITY", "PAPER_TABLES", "PANELS", "Panel",
            "bound_check", "bounds_vs_ais_datasets", "final_ais", "learner_models", "make_table_learners",
@@ -119,10 +120,6 @@ def _dataset_meta(data: Path | None) -> Mapping[str, Any]:
         return json.loads(str(z["meta"])) if "meta" in z.files else {}
 
 
-def _int_or_none(x: Any) -> int | None:
-    return int(x) if x is not None else None
-
-
 def learner_models(records: Iterable[str | os.PathLike | Mapping[str, Any]],
                    data_dir: str | os.PathLike | None = None) -> list[LearnerModel]:
     """The learner-trained models among training summary records (``results/models/<model>.json``
@@ -143,9 +140,9 @@ def learner_models(records: Iterable[str | os.PathLike | Mapping[str, Any]],
             model=str(rec.get("model", "?")), dataset=dataset,
             source=str(meta.get("dataset") or rec.get("source") or dataset),
             family=str(rec.get("family") or hp.get("family") or "rbm").lower(), learner=str(hp["learner"]).lower(),
-            hidden_sizes=tuple(int(h) for h in hidden if h is not None), aux_size=_int_or_none(hp.get("aux_size")),
+            hidden_sizes=tuple(int(h) for h in hidden if h is not None), aux_size=int_or_none(hp.get("aux_size")),
             files=files, data=data, image_shape=tuple(int(s) for s in shape) if shape else None,
-            selected_iteration=_int_or_none((rec.get("final") or {}).get("selected_iteration")),
+            selected_iteration=int_or_none((rec.get("final") or {}).get("selected_iteration")),
             ablation=str(hp.get("ablation") or "")))
     return out
 
@@ -186,34 +183,14 @@ def _exact(summary: pd.DataFrame, model: str, column: str) -> float:
     return float(ex.iloc[0]) if len(ex) else float("nan")
 
 
-def within_uncertainty(ours: float, se: float, paper: float, z: float) -> str:
-    """Whether ``ours - paper`` lies within ``z`` standard errors ``se`` of ours: ``"yes"`` when
-    ``|ours - paper| <= z * se``, else ``"no"``; ``"no uncertainty"`` when ``se`` is missing, ``"no
-    paper value"`` / ``"no AIS estimate"`` when ``paper`` / ``ours`` is."""
-    if not math.isfinite(paper):
-        return "no paper value"
-    if not math.isfinite(ours):
-        return "no AIS estimate"
-    if not math.isfinite(se):
-        return "no uncertainty"
-    return "yes" if abs(ours - paper) <= z * se else "no"
-
-
 def _reference(row: Mapping[str, Any]) -> tuple[float, float, str]:
     """A history row's reference log Z: exact where logged, else the AIS monitor's (value, s.e., name)."""
     for col, se_col, name in (("exact_log_z", "", "exact"), ("ais_log_z", "ais_log_z_stderr", "AIS")):
-        x = _num(row.get(col))
+        x = as_float(row.get(col))
         if math.isfinite(x):
-            se = _num(row.get(se_col)) if se_col else 0.0
+            se = as_float(row.get(se_col)) if se_col else 0.0
             return x, se if math.isfinite(se) else 0.0, name
     return math.nan, math.nan, ""
-
-
-def _num(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def bound_check(m: LearnerModel, hist: pd.DataFrame | None, z: float) -> dict[str, Any]:
@@ -235,16 +212,16 @@ def bound_check(m: LearnerModel, hist: pd.DataFrame | None, z: float) -> dict[st
     violated = []
     last = None
     for _, row in hist.iterrows():
-        b = _num(row.get(col))
+        b = as_float(row.get(col))
         ref, ref_se, name = _reference(row)
         if not (math.isfinite(b) and math.isfinite(ref)):
             continue
-        se = _num(row.get(se_col)) if se_col else 0.0
+        se = as_float(row.get(se_col)) if se_col else 0.0
         tol = z * math.hypot(se if math.isfinite(se) else 0.0, ref_se)
         violated.append((b - ref > tol) if side == "lower" else (ref - b > tol))
         last = (b, ref, name, violated[-1])
     out["bound_rows"], out["bound_violated_rows"] = len(violated), int(sum(violated))
-    b_last = _num(hist[col].iloc[-1])
+    b_last = as_float(hist[col].iloc[-1])
     out["bound_log_z"] = b_last
     if last is None:
         out["bound_holds"] = "no reference"

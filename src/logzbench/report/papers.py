@@ -6,8 +6,9 @@ those rows (:mod:`.published`) :func:`make_table_papers` finds our summary row t
 the same estimator, initial distribution and K where the published line names them -- and writes
 one line: the published value and its printed uncertainty, ours with its standard error and its
 spread over seeds, the difference, and whether the difference lies within our uncertainty
-(``|ours - published| <= z * s.e. + ROUNDING``, ``ROUNDING`` being half a unit of the papers'
-last printed digit).
+(:func:`.published.within_uncertainty`, as in the learner tables, with ``ROUNDING``, half a unit of
+the papers' last printed digit: ``|ours - published| <= z * s.e. + ROUNDING``; ``no uncertainty``
+without a standard error).
 
 Where our run differs from the paper's setting the line says so in ``note`` (``ours at K=10000;
 the paper's at K=100000``): such a difference is expected and is not an error of either.  A
@@ -25,7 +26,8 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from .published import load_published
+from .published import load_published, within_uncertainty
+from .records import as_float, int_or_none
 
 __all__ = ["ROUNDING", "TABLE_PAPERS_COLUMNS", "check_paper_rows", "make_table_papers", "parse_paper_rows"]
 
@@ -83,18 +85,6 @@ def check_paper_rows(paper_rows: Mapping[str, Mapping[str, str]],
     return {m: dict(r) for m, r in paper_rows.items()}
 
 
-def _num(x: Any) -> float:
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return float("nan")
-    return v
-
-
-def _k_int(x: Any) -> int | None:
-    return None if x is None or pd.isna(x) else int(x)
-
-
 def _candidates(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> pd.DataFrame:
     """Our summary rows of ``model`` with the line's estimator and init (where the line names them)."""
     rows = summary[summary["model"] == model]
@@ -118,7 +108,7 @@ def _ours(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> dict[st
     """Our value of a published line: ``ours``, ``ours_se``, the spread over seeds, ``K_ours``,
     ``n_seeds``; ``None`` when we have no estimate to compare."""
     quantity = line["quantity"]
-    k_paper = _k_int(line.get("K"))
+    k_paper = int_or_none(line.get("K"))
     if quantity == "gap_ais_minus_raise":
         init = {"init": line.get("init")} if line.get("init") else {}
         ais = _pick_k(_candidates(summary, model, {"estimator": "ais", **init}), k_paper)
@@ -130,9 +120,9 @@ def _ours(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> dict[st
         if rai.empty:
             return None
         r = rai.iloc[0]
-        se = math.sqrt(np.nansum([_num(a["mean_test_ll_se"]) ** 2, _num(r["mean_test_ll_se"]) ** 2]))
-        return {"ours": _num(a["mean_test_ll"]) - _num(r["mean_test_ll"]), "ours_se": se, "sd": float("nan"),
-                "K_ours": _k_int(a["K"]), "n_seeds": int(min(a["n_seeds"], r["n_seeds"]))}
+        se = math.sqrt(np.nansum([as_float(a["mean_test_ll_se"]) ** 2, as_float(r["mean_test_ll_se"]) ** 2]))
+        return {"ours": as_float(a["mean_test_ll"]) - as_float(r["mean_test_ll"]), "ours_se": se, "sd": float("nan"),
+                "K_ours": int_or_none(a["K"]), "n_seeds": int(min(a["n_seeds"], r["n_seeds"]))}
     column = {"mean_test_ll": "mean_test_ll", "mean_test_ll_ais": "mean_test_ll", "log_z": "log_z"}.get(quantity)
     if column is None:
         return None
@@ -142,8 +132,8 @@ def _ours(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> dict[st
         return None
     s = rows.iloc[0]
     exact = s["method"] == "exact"
-    return {"ours": _num(s[column]), "ours_se": 0.0 if exact else _num(s[f"{column}_se"]),
-            "sd": _num(s[f"{column}_sd"]), "K_ours": _k_int(s["K"]), "n_seeds": int(s["n_seeds"])}
+    return {"ours": as_float(s[column]), "ours_se": 0.0 if exact else as_float(s[f"{column}_se"]),
+            "sd": as_float(s[f"{column}_sd"]), "K_ours": int_or_none(s["K"]), "n_seeds": int(s["n_seeds"])}
 
 
 def _ours_uncertainty(kind: str, ours: Mapping[str, Any]) -> float:
@@ -160,7 +150,7 @@ def _ours_uncertainty(kind: str, ours: Mapping[str, Any]) -> float:
 
 def _note(line: Mapping[str, Any], ours: Mapping[str, Any] | None) -> str:
     notes = []
-    k_paper = _k_int(line.get("K"))
+    k_paper = int_or_none(line.get("K"))
     if ours is not None and k_paper is not None and ours["K_ours"] is not None and ours["K_ours"] != k_paper:
         notes.append(f"ours at K={ours['K_ours']}; the paper's at K={k_paper}")
     if ours is None:
@@ -204,8 +194,8 @@ def make_table_papers(summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[st
                 value = float(line["value"])
                 rec = {"paper": paper, "table": line["table"], "row": row, "column": line["column"],
                        "quantity": line["quantity"], "model": model, "estimator": line.get("estimator") or "",
-                       "init": line.get("init") or "", "K_paper": _k_int(line.get("K")),
-                       "published": value, "published_uncertainty": _num(line.get("uncertainty")),
+                       "init": line.get("init") or "", "K_paper": int_or_none(line.get("K")),
+                       "published": value, "published_uncertainty": as_float(line.get("uncertainty")),
                        "uncertainty_kind": kind, "note": _note(line, ours)}
                 if ours is not None:
                     diff = ours["ours"] - value
@@ -214,8 +204,7 @@ def make_table_papers(summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[st
                                 "ours_se": se, "ours_uncertainty": _ours_uncertainty(kind, ours),
                                 "difference": diff,
                                 "z_score": diff / se if se and math.isfinite(se) and se > 0 else float("nan"),
-                                "within_uncertainty": ("" if not math.isfinite(se)
-                                                       else "yes" if abs(diff) <= z * se + ROUNDING else "no")})
+                                "within_uncertainty": within_uncertainty(ours["ours"], se, value, z, ROUNDING)})
                 out.append(rec)
     table = pd.DataFrame(out, columns=TABLE_PAPERS_COLUMNS)
     for col in ("K_paper", "K_ours", "n_seeds"):

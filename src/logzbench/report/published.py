@@ -51,7 +51,8 @@ import pandas as pd
 from ..errors import LogzbenchError
 
 __all__ = ["COLUMNS", "INITS", "KEY", "PAPERS", "PUBLISHED_CSV", "PublishedError", "UNCERTAINTY_KINDS",
-           "load_published", "lookup", "paper_values", "published_value"]
+           "load_published", "lookup", "paper_values", "published_value",
+           "within_uncertainty"]
 
 #: the file's header, in order
 COLUMNS = ("paper", "table", "row", "column", "quantity", "units", "value", "uncertainty", "uncertainty_kind",
@@ -191,3 +192,17 @@ def paper_values(published: pd.DataFrame, paper: str, row: str) -> pd.DataFrame:
     """The lines of ``published`` (from :func:`load_published`) of ``paper`` whose row is ``row``, from
     all its tables, in the file's order (empty when there are none)."""
     return published[(published["paper"] == paper) & (published["row"] == str(row))].reset_index(drop=True)
+
+
+def within_uncertainty(ours: float, se: float, paper: float, z: float, rounding: float = 0.0) -> str:
+    """Whether ``ours - paper`` lies within ``z`` standard errors ``se`` of ours (plus ``rounding``, e.g.
+    half a unit of the paper's last printed digit): ``"yes"`` when ``|ours - paper| <= z * se +
+    rounding``, else ``"no"``; ``"no uncertainty"`` when ``se`` is missing, ``"no paper value"`` /
+    ``"no AIS estimate"`` when ``paper`` / ``ours`` is."""
+    if not math.isfinite(paper):
+        return "no paper value"
+    if not math.isfinite(ours):
+        return "no AIS estimate"
+    if not math.isfinite(se):
+        return "no uncertainty"
+    return "yes" if abs(ours - paper) <= z * se + rounding else "no"

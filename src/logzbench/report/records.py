@@ -41,14 +41,16 @@ _SUMMARY_COLUMNS = GROUP_COLUMNS + [
 
 
 # --------------------------------------------------------------------------- loading
-def _num(x: Any) -> float:
+def as_float(x: Any) -> float:
+    """``float(x)``; NaN for ``None`` and what is not a number."""
     try:
         return float(x)
     except (TypeError, ValueError):
         return float("nan")
 
 
-def _int_or_none(x: Any) -> int | None:
+def int_or_none(x: Any) -> int | None:
+    """``int(x)``; ``None`` for ``None``, NaN / NA and what is not a number."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
         return None
     try:
@@ -83,9 +85,9 @@ def _sweep(method: str, pick) -> dict[str, Any]:
     schedule, k, init, seed = pick("schedule"), pick("K", "steps", "n_steps"), pick("init"), pick("seed")
     return {
         "schedule": (schedule if schedule is not None else "linear") if uses_schedule(method, schedule) else "",
-        "K": _int_or_none(k) if uses_axis(method, "K", k) else None,
+        "K": int_or_none(k) if uses_axis(method, "K", k) else None,
         "init": str(init if init is not None else "uniform") if uses_axis(method, "init", init) else "",
-        "seed": _int_or_none(seed if seed is not None else 0) if uses_axis(method, "seed", seed) else None,
+        "seed": int_or_none(seed if seed is not None else 0) if uses_axis(method, "seed", seed) else None,
     }
 
 
@@ -114,7 +116,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
     # ESS is measured against the number of weights: chains (AIS), chains per example (RAISE),
     # samples (CSL, importance sampling)
     n_weights = res.get("n_chains") or chains
-    ess, n_chains = _num(res.get("ess")), _num(n_weights)
+    ess, n_chains = as_float(res.get("ess")), as_float(n_weights)
     extra = res.get("extra") or {}
     return {
         "model": _model_name(pick("model", "model_name"), source),
@@ -125,24 +127,24 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "estimator": estimator,
         "method": method,
         **_sweep(method, pick),
-        "chains": _int_or_none(chains),
-        "n_weights": _int_or_none(n_weights),
-        "n_examples": _int_or_none(res.get("n_examples", pick("n_examples"))),
-        **({"csl_mode": str(pick("csl_mode", default="")), "burn_in": _int_or_none(pick("burn_in")),
-            "thin": _int_or_none(pick("thin"))} if method == "csl" else {"csl_mode": "", "burn_in": None, "thin": None}),
-        "mean_test_ll": _num(res.get("mean_log_likelihood")),
-        "mean_test_ll_stderr": _num(res.get("mean_log_likelihood_stderr")),
-        "log_z": _num(res.get("log_z")),
-        "log_z_stderr": _num(res.get("log_z_stderr")),
+        "chains": int_or_none(chains),
+        "n_weights": int_or_none(n_weights),
+        "n_examples": int_or_none(res.get("n_examples", pick("n_examples"))),
+        **({"csl_mode": str(pick("csl_mode", default="")), "burn_in": int_or_none(pick("burn_in")),
+            "thin": int_or_none(pick("thin"))} if method == "csl" else {"csl_mode": "", "burn_in": None, "thin": None}),
+        "mean_test_ll": as_float(res.get("mean_log_likelihood")),
+        "mean_test_ll_stderr": as_float(res.get("mean_log_likelihood_stderr")),
+        "log_z": as_float(res.get("log_z")),
+        "log_z_stderr": as_float(res.get("log_z_stderr")),
         "ess": ess,
         "ess_fraction": ess / n_chains if n_chains and math.isfinite(n_chains) and n_chains > 0 else float("nan"),
-        "khat": _num(res.get("khat")),
-        "seconds": _num(res.get("seconds")),
-        "n_sweeps": _num(res.get("n_sweeps")),
-        "total_sweeps": _num(res.get("total_sweeps")),
-        "sweeps_per_second": _num(res.get("sweeps_per_second")),
-        "per_example_ll_sd": _num(extra.get("per_example_ll_sd")),
-        **{col: _num(extra.get(k)) for col, k in LOG_F_COLUMNS.items()},
+        "khat": as_float(res.get("khat")),
+        "seconds": as_float(res.get("seconds")),
+        "n_sweeps": as_float(res.get("n_sweeps")),
+        "total_sweeps": as_float(res.get("total_sweeps")),
+        "sweeps_per_second": as_float(res.get("sweeps_per_second")),
+        "per_example_ll_sd": as_float(extra.get("per_example_ll_sd")),
+        **{col: as_float(extra.get(k)) for col, k in LOG_F_COLUMNS.items()},
         "device": pick("device", default=""),
         "key": rec.get("key", ""),
         "mlflow_run_id": rec.get("mlflow_run_id", ""),
