@@ -5,6 +5,7 @@ Also checks that the config schema's enums are the registry's."""
 from __future__ import annotations
 
 import copy
+import json
 import re
 import subprocess
 import sys
@@ -72,6 +73,24 @@ def test_schema_defers_estimator_and_family_names_to_the_registry():
 def test_importable_without_torch():
     code = "import sys, logzbench.sweep; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_default_config_checked_without_torch(tmp_path):
+    """The DAG build's config check (its models' published rows included) imports no torch."""
+    config = load_config("config")
+    assert any(m.get("paper") for m in config["models"].values())
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    code = ("import json, sys, logzbench.sweep as s; s.check_config(json.load(open(sys.argv[1]))); "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "config.json")], check=True)
+
+
+def test_published_rows_read_without_pandas_are_those_of_the_report():
+    from logzbench.report import published
+
+    pub = published.load_published()
+    assert sweep.PUBLISHED_CSV == published.PUBLISHED_CSV
+    assert sweep._published_rows(str(sweep.PUBLISHED_CSV)) == {p: set(g["row"]) for p, g in pub.groupby("paper")}
 
 
 # --------------------------------------------------------------------------- jobs of config/test.yaml

@@ -25,6 +25,7 @@ training presets mapping (``logzbench.training.MODEL_PRESETS``, imported on firs
 from __future__ import annotations
 
 import ast
+import csv
 import difflib
 import functools
 import importlib.util
@@ -587,6 +588,43 @@ def _check_schedule(name: str, e: Mapping[str, Any]) -> None:
         raise ConfigError(f"estimator {name}: schedule file {schedule}: {exc}") from None
 
 
+#: the reproduced papers' published values (:mod:`logzbench.report.published`, which reads them with
+#: their checks); the rows they have are read here without importing the report (pandas, torch)
+PUBLISHED_CSV = Path(__file__).parent / "report" / "published.csv"
+#: papers whose values the learner tables compare by learner and dataset (not a model's ``paper`` entry)
+LEARNER_PAPERS = ("li_avil",)
+
+
+@functools.lru_cache(maxsize=None)
+def _published_rows(path: str) -> dict[str, frozenset[str]]:
+    with open(path, newline="") as fh:
+        rows: dict[str, set[str]] = {}
+        for line in csv.DictReader(fh, skipinitialspace=True):
+            rows.setdefault(line["paper"].strip(), set()).add(line["row"].strip())
+    return {p: frozenset(r) for p, r in rows.items()}
+
+
+def check_paper_rows(paper_rows: Mapping[str, Mapping[str, str]],
+                     known: Mapping[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """``paper_rows`` (``{model: {paper key: row name}}``) as a dict when every ``(paper, row)`` has
+    published values; else :class:`ConfigError` naming the model, the paper and the rows it has.
+
+    ``known``: ``{paper: rows}`` (default: those of :data:`PUBLISHED_CSV`).  A row of a learner paper
+    (:data:`LEARNER_PAPERS`) is refused too: its values are matched by learner and dataset."""
+    known = _published_rows(str(PUBLISHED_CSV)) if known is None else known
+    for model, rows in paper_rows.items():
+        for paper, row in rows.items():
+            if paper in LEARNER_PAPERS:
+                raise ConfigError(f"model {model!r}: {paper!r}'s values are compared in table_learners.csv by "
+                                  "learner and dataset; a model trained by a learner needs no paper entry")
+            if row not in known.get(paper, ()):
+                have = sorted(known.get(paper, ()))
+                raise ConfigError(f"model {model!r}: paper {paper!r} has no published row {row!r}"
+                                  + (f" (its rows: {', '.join(have)})" if have else
+                                     f" (unknown paper key; known: {', '.join(sorted(known))})"))
+    return {m: dict(r) for m, r in paper_rows.items()}
+
+
 def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     """Check a (schema-validated) config beyond what its schema says; return warnings.
 
@@ -597,7 +635,7 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     whose dataset has no labels, a hyperparameter the model's trainer does not take, a dataset size the
     data set does not have (``n_train``, ``n_test``, ``n_valid``; van Hateren ``n_test_images`` of
     ``n_images``, ``n_components`` of the patch's pixels), an unknown schedule or a schedule file that
-    does not exist or holds no schedule.  Warns of a model left
+    does not exist or holds no schedule, a published row (``paper``) the papers do not have.  Warns of a model left
     with no estimate (e.g. a DBN with only base-rate inits) and of sweep keys an estimator has no axis
     for."""
     warnings: list[str] = []
@@ -620,6 +658,8 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
         hp = model_hyperparams(config, model, presets)
         fam = hp["family"]
         _check_hyperparam_names(config, model, hp)
+        if m.get("paper"):
+            check_paper_rows({model: m["paper"]})
         for name in m.get("estimators") or []:
             spec = estimator_spec(config, name)
             if not spec.applies_to(fam):

@@ -27,12 +27,11 @@ import numpy as np
 import pandas as pd
 
 from .published import load_published, within_uncertainty
+from ..sweep import check_paper_rows
 from .records import as_float, int_or_none
 
 __all__ = ["ROUNDING", "TABLE_PAPERS_COLUMNS", "check_paper_rows", "make_table_papers", "parse_paper_rows"]
 
-#: papers whose values the learner tables compare (:mod:`.learners`, by learner and dataset)
-LEARNER_PAPERS = ("li_avil",)
 #: half a unit of the last printed digit of the papers' values (two decimals at least)
 ROUNDING = 0.005
 
@@ -67,22 +66,10 @@ def parse_paper_rows(items: Any) -> dict[str, dict[str, str]]:
     return out
 
 
-def check_paper_rows(paper_rows: Mapping[str, Mapping[str, str]],
-                     published: pd.DataFrame | None = None) -> dict[str, dict[str, str]]:
-    """``paper_rows`` unchanged when every ``(paper, row)`` has published values; else ``ValueError``
-    naming the model, the paper and the rows it does have (a misspelt row would show nothing)."""
-    published = load_published() if published is None else published
-    for model, rows in paper_rows.items():
-        for paper, row in rows.items():
-            if paper in LEARNER_PAPERS:
-                raise ValueError(f"model {model!r}: {paper!r}'s values are compared in table_learners.csv by "
-                                 "learner and dataset; a model trained by a learner needs no paper entry")
-            if not ((published["paper"] == paper) & (published["row"] == row)).any():
-                known = sorted(set(published.loc[published["paper"] == paper, "row"]))
-                raise ValueError(f"model {model!r}: paper {paper!r} has no published row {row!r}"
-                                 + (f" (its rows: {', '.join(known)})" if known else
-                                    f" (unknown paper key; known: {', '.join(sorted(set(published['paper'])))})"))
-    return {m: dict(r) for m, r in paper_rows.items()}
+def _known_rows(published: pd.DataFrame) -> dict[str, set[str]]:
+    """The rows of each paper in ``published`` (:func:`.published.load_published`), for
+    :func:`logzbench.sweep.check_paper_rows`."""
+    return {p: set(g["row"]) for p, g in published.groupby("paper")}
 
 
 def _candidates(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> pd.DataFrame:
@@ -184,7 +171,7 @@ def make_table_papers(summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[st
     """
     published = load_published() if published is None else published
     out: list[dict[str, Any]] = []
-    for model, rows in check_paper_rows(paper_rows, published).items():
+    for model, rows in check_paper_rows(paper_rows, _known_rows(published)).items():
         for paper, row in rows.items():
             lines = published[(published["paper"] == paper) & (published["row"] == row)]
             for _, line in lines.iterrows():
