@@ -273,9 +273,8 @@ HEAVY_LOG_F_TAILS = RowRule("importance-sampled log f(v) with heavy-tailed weigh
 def same_setting(summary: pd.DataFrame, row: pd.Series, method: str) -> pd.DataFrame:
     """Summary rows of ``method`` with ``row``'s model, test rows, schedule, K and init."""
     m = (summary["model"] == row["model"]) & (summary["method"] == method) & \
-        (summary["schedule"] == row["schedule"]) & (summary["init"] == row["init"])
-    if "test_set" in summary and "test_set" in row:
-        m &= summary["test_set"] == row["test_set"]
+        (summary["schedule"] == row["schedule"]) & (summary["init"] == row["init"]) & \
+        (summary["test_set"] == row["test_set"])
     k = summary["K"]
     m &= (k == row["K"]).fillna(False) if not pd.isna(row["K"]) else k.isna()
     return summary[m]

@@ -34,7 +34,7 @@ def _by_test_set(summary: pd.DataFrame) -> pd.DataFrame:
     """``summary`` with the estimates on a per-class test subset as a model of their own, named
     ``"<model> (<test set>)"`` (its exact value is the subset's): the RAISE tables compare AIS and
     RAISE on the same test rows."""
-    if "test_set" not in summary or not (summary["test_set"] != "").any():
+    if not (summary["test_set"] != "").any():
         return summary
     out = summary.copy()
     sub = out["test_set"] != ""
@@ -386,10 +386,6 @@ def make_table_csl(summary: pd.DataFrame) -> pd.DataFrame:
     if csl.empty:
         return pd.DataFrame(columns=cols)
     csl = csl.copy()
-    for c in ("burn_in", "thin"):
-        if c not in csl:
-            csl[c] = float("nan")
-    csl["csl_mode"] = csl["csl_mode"] if "csl_mode" in csl else ""
     csl["N"] = [int(round(m * k / t)) if all(pd.notna(x) for x in (m, k, t)) and t else pd.NA
                 for m, k, t in zip(csl["chains"], csl["K"], csl["thin"])]
     burn_ins = {mode: sorted(set(g["burn_in"].dropna())) for mode, g in csl.groupby("csl_mode")}
