@@ -97,3 +97,109 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+
+OTHER_UID = 65534  # "nobody": the second local user of the security tests
+
+
+class OtherUser:
+    """A second local user (uid/gid 65534) for the security tests, and a directory both users can
+    write to, like the machine's /tmp (``shared``: mode 1777).  ``run(argv)`` runs a system program
+    as that user; ``call(fn, *args)`` runs a Python function as that user in a child forked from
+    this process (the interpreter may lie where the other user cannot read it, under /root), and
+    returns ``(exit status, output)``; ``spawn(fn, *args)`` starts one and returns its pid."""
+
+    def __init__(self, shared):
+        self.shared = shared
+
+    def run(self, argv, **kw):
+        import subprocess
+
+        kw.setdefault("capture_output", True)
+        kw.setdefault("text", True)
+        kw.setdefault("timeout", 120)
+        kw.setdefault("cwd", "/")
+        return subprocess.run([str(a) for a in argv], user=OTHER_UID, group=OTHER_UID, extra_groups=[], **kw)
+
+    def _fork(self, fn, args, out_fd):
+        import io
+        import os
+        import sys
+        import traceback
+
+        pid = os.fork()
+        if pid:
+            return pid
+        status = 1
+        try:
+            os.dup2(out_fd, 1)
+            os.dup2(out_fd, 2)
+            sys.stdout = sys.stderr = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
+            os.setgroups([])
+            os.setgid(OTHER_UID)
+            os.setuid(OTHER_UID)
+            os.chdir("/")
+            result = fn(*args)
+            status = result if isinstance(result, int) else 0
+        except SystemExit as exc:
+            status = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 - reported through the output
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+            finally:
+                os._exit(status)
+
+    def call(self, fn, *args, timeout=120):
+        import os
+        import select
+        import signal
+        import time
+
+        r, w = os.pipe()
+        pid = self._fork(fn, args, w)
+        os.close(w)
+        out, deadline = b"", time.monotonic() + timeout
+        while True:
+            ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                break
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            out += chunk
+        os.close(r)
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), out.decode(errors="replace")
+
+    def spawn(self, fn, *args):
+        import os
+
+        fd = os.open(os.devnull, os.O_WRONLY)
+        try:
+            return self._fork(fn, args, fd)
+        finally:
+            os.close(fd)
+
+
+@pytest.fixture
+def other_user():
+    """A second local user (see :class:`OtherUser`); skips with the reason where the tests cannot
+    play one (not root)."""
+    import os
+    import shutil
+    import tempfile
+
+    if not hasattr(os, "getuid") or os.getuid() != 0:
+        pytest.skip("playing a second user needs root (to drop to uid 65534); not root here")
+    shared = Path(tempfile.mkdtemp(prefix="logzbench-shared-", dir="/tmp"))
+    shared.chmod(0o1777)
+    user = OtherUser(shared)
+    probe = user.run(["id", "-u"])
+    if probe.returncode != 0 or probe.stdout.strip() != str(OTHER_UID):
+        shutil.rmtree(shared, ignore_errors=True)
+        pytest.skip(f"cannot run a process as uid {OTHER_UID}: {probe.stderr.strip() or probe.stdout.strip()}")
+    yield user
+    shutil.rmtree(shared, ignore_errors=True)

@@ -4,7 +4,7 @@ Every module under ``src/logzbench`` is parsed with :mod:`ast`; every import cou
 level and inside functions alike (a lazy import is still a dependency).  The layers, lowest
 first:
 
-0. ground: ``logzbench`` itself, ``errors``, ``utils``, ``schedules``, ``sampling`` (with ``triton_kernels``),
+0. ground: ``logzbench`` itself, ``errors``, ``utils``, ``schedules``, ``sampling`` (with ``triton_kernels``), ``trusted``,
    ``registry``, ``options``, ``plotting``, ``stats``;
 1. ``data`` (imports only ground);
 2. ``models``;
@@ -29,7 +29,7 @@ PACKAGE = "logzbench"
 
 #: top-level name under ``logzbench`` -> layer (``""`` is the package's own ``__init__``)
 LAYERS = {
-    **dict.fromkeys(("", "errors", "utils", "schedules", "sampling", "triton_kernels", "registry", "options", "plotting", "stats"), 0),
+    **dict.fromkeys(("", "errors", "utils", "schedules", "sampling", "triton_kernels", "registry", "options", "plotting", "stats", "trusted"), 0),
     "data": 1,
     "models": 2,
     "estimators": 3,

@@ -25,11 +25,28 @@ def sleep_then_write(seconds: float, path: str) -> None:
     Path(path).write_text("done")
 
 
+def write_attributes(path: str) -> None:
+    """A job target: write a file (its mode shows the umask) holding the process's umask, nice
+    value, CPU affinity, open-file limit and pid."""
+    import resource
+
+    mask = os.umask(0)
+    os.umask(mask)
+    Path(path).write_text(json.dumps({"umask": mask, "nice": os.getpriority(os.PRIO_PROCESS, 0),
+                                      "affinity": sorted(os.sched_getaffinity(0)),
+                                      "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+                                      "pid": os.getpid()}))
+
+
+#: the test jobs a test server may run besides the package's (logzbench.warm.ENV_EXTRA_JOBS)
+EXTRA_JOBS = "subprocess:run,os:makedirs,os:_exit,no_colon,test_warm:sleep_then_write,test_warm:write_attributes"
+
+
 @pytest.fixture(scope="module")
 def warm_env(tmp_path_factory):
     d = tmp_path_factory.mktemp("warm")
     env = dict(os.environ)
-    env.update(LOGZBENCH_WARM_DIR=str(d), FOO="bar")
+    env.update(LOGZBENCH_WARM_DIR=str(d), FOO="bar", LOGZBENCH_WARM_EXTRA_JOBS=EXTRA_JOBS)
     env.pop("LOGZBENCH_WARM", None)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
     yield env, d
@@ -113,7 +130,7 @@ def test_cancelled_job_stops_its_process(warm_env, tmp_path):
 
 
 def test_stop_removes_the_socket(tmp_path):
-    env = {**os.environ, "LOGZBENCH_WARM_DIR": str(tmp_path)}
+    env = {**os.environ, "LOGZBENCH_WARM_DIR": str(tmp_path), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
     env.pop("LOGZBENCH_WARM", None)
     proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name="x")
     assert proc.returncode == 0 and list(tmp_path.glob("*.sock"))
@@ -125,3 +142,66 @@ def test_stop_removes_the_socket(tmp_path):
     while "stopped" not in server_log(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert "stopped" in server_log(tmp_path)
+
+
+# --------------------------------------------------------------------------- issue 22
+def test_only_registered_jobs_run_on_the_server(warm_env, tmp_path):
+    """A target that is not a registered job runs in the caller's own process, never on the server."""
+    env, d = warm_env
+    log = tmp_path / "job.log"
+    plain = {k: v for k, v in env.items() if k != "LOGZBENCH_WARM_EXTRA_JOBS"}
+    proc = client(plain, tmp_path, "os:makedirs", log, name="here")
+    assert proc.returncode == 0 and (tmp_path / "here").is_dir()
+    assert f"(log {log})" not in server_log(d)
+
+
+@pytest.mark.parametrize("code, status", [(0, 0), (3, 3)])
+def test_exit_status_of_os_exit_is_the_jobs(warm_env, tmp_path, code, status):
+    """``os._exit`` in a job ends its process without Python's cleanup: the status the server's
+    waitpid sees goes back to the caller, as in a job run in its own process."""
+    env, d = warm_env
+    log = tmp_path / "job.log"
+    proc = client(env, tmp_path, "os:_exit", log, status=code)
+    assert proc.returncode == status, proc.stderr
+    assert f"os:_exit (log {log})" in server_log(d)  # it ran on the server
+    cold = client({**env, "LOGZBENCH_WARM": "0"}, tmp_path, "os:_exit", log, status=code)
+    assert cold.returncode == status
+
+
+@pytest.mark.parametrize("umask, nice", [(0o077, 0), (0o022, 0), (0o002, 3)])
+def test_job_has_its_callers_umask_nice_affinity_and_limits(warm_env, tmp_path, umask, nice):
+    """Each caller's umask, nice value, CPU affinity and resource limits reach its job, whatever
+    the caller that started a server had (the attributes are part of the server's key)."""
+    env, d = warm_env
+    out, log = tmp_path / "attrs.json", tmp_path / "job.log"
+    cpus = sorted(os.sched_getaffinity(0))
+    code = (f"import os, resource; os.nice({nice}); os.sched_setaffinity(0, {cpus[-1:]!r}); "
+            f"resource.setrlimit(resource.RLIMIT_NOFILE, (777, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
+            f"from logzbench.warm import run_job; run_job('test_warm:write_attributes', log={str(log)!r}, "
+            f"path={str(out)!r})")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, umask=umask)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(out.read_text())
+    assert f"test_warm:write_attributes (log {log})" in server_log(d)  # on the server
+    assert got["umask"] == umask and out.stat().st_mode & 0o777 == 0o666 & ~umask
+    assert got["nice"] == os.getpriority(os.PRIO_PROCESS, 0) + nice
+    assert got["affinity"] == cpus[-1:]
+    assert got["nofile"][0] == 777
+
+
+def test_unusable_warm_directory_runs_the_job_in_its_own_process(tmp_path):
+    """A warm directory that is not a private directory of this user -- here a regular file, or a
+    directory open to others -- is never used: the job runs in its own process after one line."""
+    (tmp_path / "file").write_text("")
+    (tmp_path / "open").mkdir()
+    os.chmod(tmp_path / "open", 0o777)
+    for warm_dir, why in [(tmp_path / "file", "not a directory"), (tmp_path / "open", "not 0700")]:
+        env = {**os.environ, "LOGZBENCH_WARM_DIR": str(warm_dir), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
+        env.pop("LOGZBENCH_WARM", None)
+        made = tmp_path / f"made-{warm_dir.name}"
+        proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name=str(made))
+        assert proc.returncode == 0 and made.is_dir(), proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "running the job in this process" in lines[0] and why in lines[0], proc.stderr
+        assert not list(tmp_path.glob("open/*.sock"))

@@ -32,7 +32,8 @@ AIS step (:func:`reweight_and_draw`: the log-weight increment of :func:`softplus
 the hidden draws from the same pre-activations), threaded with OpenMP (the runtime torch already
 loaded, when torch uses GNU OpenMP).  It is compiled once per machine and source version with the
 system C compiler (``$CC``, else ``cc``) into ``$LOGZBENCH_KERNEL_DIR`` (default
-``~/.cache/logzbench/kernels``), under a file lock so that concurrent processes compile it once;
+``~/.cache/logzbench/kernels``; a directory only this user controls, else the next candidate or
+NumPy: :func:`_cache_dir`), under a file lock so that concurrent processes compile it once;
 later processes only load the cached library (a few milliseconds), and a failed compilation is
 remembered (delete the directory to retry).  Without a compiler, or with
 ``LOGZBENCH_NO_COMPILE=1``, a NumPy implementation of the same arithmetic (every float operation
@@ -69,6 +70,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from .trusted import private_dir, untrusted_file
 
 __all__ = ["CHUNK", "C_SOURCE", "N_STREAMS", "bernoulli", "bernoulli_from_logits", "bernoulli_from_logits_",
            "kernel_status", "reweight_and_draw", "softplus_diff_rows", "uniform"]
@@ -769,20 +772,28 @@ _kernel_state: dict = {}
 
 
 def _cache_dir() -> Path:
+    """The first candidate directory for the compiled kernel that this user alone controls
+    (:func:`logzbench.trusted.private_dir`: owned by the user, not writable by others, no link, and
+    nobody else can replace it on the way): ``$LOGZBENCH_KERNEL_DIR``, ``$XDG_CACHE_HOME`` or
+    ``~/.cache``'s ``logzbench/kernels``, the temporary directory's ``logzbench-kernels-<uid>``.
+    A library loaded from a directory another user can write would run that user's code."""
     env = os.environ.get(ENV_KERNEL_DIR)
     candidates = [Path(env)] if env else []
     xdg = os.environ.get("XDG_CACHE_HOME")
     candidates.append((Path(xdg) if xdg else Path("~/.cache").expanduser()) / "logzbench" / "kernels")
     uid = os.getuid() if hasattr(os, "getuid") else 0
     candidates.append(Path(tempfile.gettempdir()) / f"logzbench-kernels-{uid}")
+    problems = []
     for d in candidates:
         try:
-            d.mkdir(parents=True, exist_ok=True)
-            if os.access(d, os.W_OK):
-                return d
-        except OSError:
+            d = private_dir(d, private=False)
+        except OSError as exc:
+            problems.append(str(exc))
             continue
-    raise OSError("no writable directory for the compiled kernel")
+        if os.access(d, os.W_OK):
+            return d
+        problems.append(f"{d} is not writable")
+    raise OSError("no directory for the compiled kernel that only you control: " + "; ".join(problems))
 
 
 def _cpu_signature() -> str:
@@ -821,6 +832,7 @@ def _compile(cc: str, src: Path, target: Path) -> str | None:
             errors.append(f"{' '.join(cmd)}: {exc}")
             break
         if res.returncode == 0:
+            os.chmod(tmp, 0o755)  # never group- or world-writable, whatever the umask: it would not be loaded
             os.replace(tmp, target)
             return None
         errors.append(f"{' '.join(cmd)}:\n{res.stderr[-2000:]}")
@@ -872,11 +884,16 @@ def _self_check(lib) -> str | None:
     return None
 
 
+def _kernel_digest() -> str:
+    """The compiled library's name part (``lzsampling-<digest>.so``): source, flags and CPU."""
+    return hashlib.sha256((C_SOURCE + repr(_FLAG_SETS) + _cpu_signature()).encode()).hexdigest()[:16]
+
+
 def _build_and_load():
     """The compiled kernel library and a status line, compiling it first if this machine has none."""
     if os.environ.get(ENV_NO_COMPILE, "").strip().lower() in ("1", "true", "yes", "on"):
         return None, f"NumPy implementation (${ENV_NO_COMPILE} is set)"
-    digest = hashlib.sha256((C_SOURCE + repr(_FLAG_SETS) + _cpu_signature()).encode()).hexdigest()[:16]
+    digest = _kernel_digest()
     try:
         d = _cache_dir()
     except OSError as exc:
@@ -904,6 +921,9 @@ def _build_and_load():
                     failed.write_text(err)
         if not target.exists():
             return None, f"NumPy implementation (compilation failed; see {failed})"
+    problem = untrusted_file(target)
+    if problem:
+        return None, f"NumPy implementation (not loading the kernel: {problem})"
     try:
         lib = _load(target)
     except (OSError, AttributeError) as exc:

@@ -26,6 +26,18 @@ imports are paid once.
   start a server; the workflow turns it off for jobs that a cluster executor runs on other
   machines.  The function, its arguments and its outputs are the same either way.
 
+* **Private.**  The socket lives in a directory that must be the user's own, mode ``0700`` and
+  not a symbolic link (:func:`logzbench.trusted.private_dir`; the default
+  ``$TMPDIR/logzbench-<uid>`` could be created first by anybody); otherwise the job runs in its own
+  process with a one-line warning.  A client sends its request (which carries its environment)
+  only to a server of its own uid, and the server accepts connections only from its own uid
+  (``SO_PEERCRED``) and runs only the package's registered jobs (:data:`JOBS`).
+* **The caller's process attributes.**  A forked job inherits the server's umask, CPU affinity,
+  nice value, resource limits and the environment the interpreter read at start, so these are part
+  of the server's key (:func:`fingerprint`): a job whose caller differs in any of them gets a
+  server started by a caller like it.  Its exit status, ``os._exit`` and signals included, is the
+  one the server's ``waitpid`` sees.
+
 The parent never computes: it only imports, so no OpenMP, BLAS or CUDA state is forked.  Only
 the standard library is imported here (the client costs a few milliseconds).
 """
@@ -39,9 +51,11 @@ import importlib
 import io
 import json
 import os
+import resource
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -51,8 +65,10 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-__all__ = ["DEFAULT_IDLE", "ENV_DIR", "ENV_ENABLE", "PRELOAD", "enabled", "fingerprint", "run_job",
-           "server_address", "stop_server"]
+from .trusted import private_dir
+
+__all__ = ["DEFAULT_IDLE", "ENV_DIR", "ENV_ENABLE", "ENV_EXTRA_JOBS", "JOBS", "PRELOAD", "enabled", "fingerprint",
+           "run_job", "server_address", "stop_server"]
 
 #: Environment variable: ``0``/``false``/``off``/``no`` runs every job in its own process.
 ENV_ENABLE = "LOGZBENCH_WARM"
@@ -71,6 +87,21 @@ PRELOAD = (
     "logzbench.tracking", "logzbench.data", "logzbench.plotting", "matplotlib.pyplot",
 )
 _FALSE = {"0", "false", "off", "no"}
+#: The functions a warm server runs (``module:function``): the workflow's jobs.  Any other target
+#: runs in the caller's own process.
+JOBS = frozenset({
+    "logzbench.jobs:prepare_job", "logzbench.jobs:train_job", "logzbench.jobs:run_estimate_sweep",
+    "logzbench.jobs:trials_job", "logzbench.jobs:init_tracking_job", "logzbench.report:report_job",
+    "logzbench.trials:report_trials",
+})
+#: Environment variable: more targets (comma-separated) a server started with it also runs, for
+#: tests and extensions.  Read by the server at start, from its starter's (the same user's)
+#: environment, and part of its key; never taken from a request.
+ENV_EXTRA_JOBS = "LOGZBENCH_WARM_EXTRA_JOBS"
+#: Environment variables read when the interpreter and its libraries start (a forked job cannot
+#: change them afterwards): part of the server's key.
+_STARTUP_ENV = ("LD_", "PYTHON", "MALLOC_", "GLIBC_TUNABLES", "KMP_", "GOMP_", "MKL_", "OPENBLAS_",
+                "TORCH_", "PYTORCH_", "CUDA_", ENV_EXTRA_JOBS)
 
 
 # --------------------------------------------------------------------------- where
@@ -81,7 +112,7 @@ def enabled(warm: bool | None = None) -> bool:
     return True if warm is None else bool(warm)
 
 
-def fingerprint() -> str:
+def _code_key() -> str:
     """Hash of what a server's imports depend on: the interpreter, ``$PYTHONPATH``, the package's
     directory and every module file of the package (path, size, modification time).  (Not
     ``sys.path``, which differs between Snakemake's own process, which stops the server, and
@@ -92,28 +123,68 @@ def fingerprint() -> str:
     for p in sorted(root.rglob("*.py")):
         st = p.stat()
         h.update(f"\0{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:20]
+    return h.hexdigest()[:16]
+
+
+def process_attributes() -> dict:
+    """What a forked job inherits from the server and must match its caller: umask, CPU affinity,
+    nice value, resource limits and the start-up environment (:data:`_STARTUP_ENV`)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    limits = {name: resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource))
+              if name.startswith("RLIMIT_")}
+    return {"umask": mask,
+            "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+            "nice": os.getpriority(os.PRIO_PROCESS, 0),
+            "rlimits": limits,
+            "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(_STARTUP_ENV))}
+
+
+def fingerprint() -> str:
+    """The server's key: the code (:func:`_code_key`) and the caller's process attributes
+    (:func:`process_attributes`), so that a job never runs stale code nor under another caller's
+    umask, affinity, nice value or limits."""
+    attrs = hashlib.sha256(json.dumps(process_attributes(), sort_keys=True).encode()).hexdigest()[:8]
+    return f"{_code_key()}-{attrs}"
 
 
 def _base_dir() -> Path:
+    """The private directory of the sockets, locks and server logs (raises :class:`_Unavailable`
+    naming why it cannot be used: not the user's, not mode 0700, a link, not creatable)."""
     d = Path(os.environ.get(ENV_DIR) or Path(tempfile.gettempdir()) / f"logzbench-{os.getuid()}")
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return d
+    try:
+        return private_dir(d, private=True)
+    except OSError as exc:
+        raise _Unavailable(f"warm directory not usable: {exc}") from None
 
 
 def server_address(key: str | None = None) -> Path:
-    """The socket of the server for this code (:func:`fingerprint`)."""
+    """The socket of the server for this code and these process attributes (:func:`fingerprint`)."""
     return _base_dir() / f"{key or fingerprint()}.sock"
+
+
+def _open_nofollow(path: Path, flags: int) -> int:
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``; None where the
+    platform lacks it)."""
+    if not hasattr(socket, "SO_PEERCRED"):
+        return None
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                          struct.calcsize("3i")))
+    return uid
 
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    fd = _open_nofollow(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 # --------------------------------------------------------------------------- running a job
@@ -145,11 +216,12 @@ def run_job(target: str, *, log: str | os.PathLike | None = None, threads: int |
             warm: bool | None = None, **kwargs: Any) -> None:
     """Run ``target`` (``"module:function"``) with ``kwargs``, its output in ``log``.
 
-    On a warm server when :func:`enabled`, else (or when no server can be reached or started) in
-    this process.  A failed job raises :class:`SystemExit` with status 1 (its traceback is in the
-    log); the keyword arguments must be JSON values.
+    On a warm server when :func:`enabled` and ``target`` is a registered job (:data:`JOBS`), else
+    (or when no server can be safely reached or started, with a one-line warning) in this process.
+    A failed job raises :class:`SystemExit` with its exit status (1 for an exception; its traceback
+    is in the log); the keyword arguments must be JSON values.
     """
-    if enabled(warm):
+    if enabled(warm) and target in _allowed_jobs():
         try:
             status = _submit(target, kwargs, log, threads)
         except _Unavailable as exc:
@@ -163,33 +235,52 @@ def run_job(target: str, *, log: str | os.PathLike | None = None, threads: int |
     _execute(target, kwargs, threads)
 
 
+def _allowed_jobs() -> frozenset:
+    extra = os.environ.get(ENV_EXTRA_JOBS, "")
+    return JOBS | {t.strip() for t in extra.split(",") if t.strip()}
+
+
 # --------------------------------------------------------------------------- client
 class _Unavailable(RuntimeError):
-    """No warm server could be reached or started."""
+    """No warm server could be safely reached or started."""
 
 
 def _connect(address: Path) -> socket.socket | None:
+    """A connection to the server at ``address``, or None where none listens; raises
+    :class:`_Unavailable` when the listener is not this user's (nothing is sent to it)."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         s.connect(os.fspath(address))
     except OSError:
         s.close()
         return None
+    uid = _peer_uid(s)
+    if uid != os.getuid():
+        s.close()
+        raise _Unavailable(f"the listener at {address} is " +
+                           ("of unknown owner (no SO_PEERCRED here)" if uid is None else f"uid {uid}'s, not yours"))
     return s
 
 
 def _start_server(address: Path, idle: float) -> subprocess.Popen:
-    log = open(address.with_suffix(".log"), "ab")
+    fd = _open_nofollow(address.with_suffix(".log"), os.O_WRONLY | os.O_APPEND)
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "logzbench.warm", "serve", "--socket", os.fspath(address), "--idle", str(idle)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
     finally:
-        log.close()
+        os.close(fd)
 
 
 def _server(address: Path, *, start: bool = True, idle: float = DEFAULT_IDLE) -> socket.socket:
     """A connection to the server at ``address``; start it first (once, under a lock) if needed."""
+    try:
+        return _server_or_oserror(address, start=start, idle=idle)
+    except OSError as exc:  # a read-only or full warm directory, a failed start: run the job here
+        raise _Unavailable(f"warm server not usable: {exc}") from None
+
+
+def _server_or_oserror(address: Path, *, start: bool, idle: float) -> socket.socket:
     conn = _connect(address)
     if conn is not None or not start:
         if conn is None:
@@ -239,7 +330,7 @@ def _submit(target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | Non
         payload = json.dumps(request)
     except (TypeError, ValueError) as exc:
         raise _Unavailable(f"the job's arguments are not JSON values ({exc})") from None
-    conn = _server(server_address())
+    conn = _server(server_address())  # a private directory and a server of this uid, or _Unavailable
     child = None
 
     def forward(signum, frame):  # a cancelled Snakemake job stops its computation
@@ -252,6 +343,8 @@ def _submit(target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | Non
     try:
         conn.sendall(payload.encode() + b"\n")
         for msg in _messages(conn):
+            if "refused" in msg:
+                raise _Unavailable(f"the warm server refused the job: {msg['refused']}")
             if "pid" in msg:
                 child = int(msg["pid"])
             elif "status" in msg:
@@ -265,17 +358,26 @@ def _submit(target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | Non
 
 
 def stop_server(key: str | None = None) -> bool:
-    """Ask the server for this code to stop: its socket goes at once (a new job starts a new
-    server), running jobs finish.  Returns whether a server was running."""
+    """Ask the servers for this code (whatever process attributes they were started with; or the
+    one of ``key``) to stop: their sockets go at once (a new job starts a new server), running
+    jobs finish.  Returns whether a server was running."""
     try:
-        conn = _server(server_address(key), start=False)
+        base = _base_dir()
     except _Unavailable:
         return False
-    with conn:
-        _send(conn, {"op": "stop"})
-        with contextlib.suppress(OSError):
-            conn.recv(16)
-    return True
+    addresses = [base / f"{key}.sock"] if key else sorted(base.glob(f"{_code_key()}-*.sock"))
+    stopped = False
+    for address in addresses:
+        try:
+            conn = _server(address, start=False)
+        except _Unavailable:
+            continue
+        with conn:
+            _send(conn, {"op": "stop"})
+            with contextlib.suppress(OSError):
+                conn.recv(16)
+        stopped = True
+    return stopped
 
 
 # --------------------------------------------------------------------------- server
@@ -284,7 +386,6 @@ def _child(conn: socket.socket, request: Mapping[str, Any]) -> int:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    _send(conn, {"pid": os.getpid()})
 
     def watch():  # the job's client went away (killed): so does the job
         with contextlib.suppress(OSError):
@@ -358,28 +459,41 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, terminate)
-    children: set[int] = set()
+    allowed = _allowed_jobs()
+    children: dict[int, socket.socket] = {}
     last, stopping = time.monotonic(), False
     try:
         while True:
             for pid in list(children):
-                with contextlib.suppress(ChildProcessError):
-                    if os.waitpid(pid, os.WNOHANG)[0]:
-                        children.discard(pid)
-                        last = time.monotonic()
+                try:
+                    done, wstatus = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done, wstatus = pid, 1 << 8
+                if done:
+                    conn = children.pop(pid)
+                    with contextlib.suppress(OSError):  # os._exit and signals included
+                        code = os.waitstatus_to_exitcode(wstatus)
+                        _send(conn, {"status": code if code >= 0 else 128 - code})
+                    conn.close()
+                    last = time.monotonic()
             if not children and (stopping or time.monotonic() - last > idle or not ours()):
                 break
             if stopping:
                 time.sleep(0.1)
                 continue
-            try:
-                ready, _, _ = select.select([sock], [], [], 0.5)
+            try:  # polled often while jobs run: their status goes back when they end
+                ready, _, _ = select.select([sock], [], [], 0.02 if children else 0.5)
             except InterruptedError:
                 continue
             if not ready:
                 continue
             conn, _ = sock.accept()
             last = time.monotonic()
+            peer = _peer_uid(conn)
+            if peer != os.getuid():  # only this user's own processes may run jobs here
+                print(f"refused a connection from uid {peer}", flush=True)
+                conn.close()
+                continue
             try:
                 line = b""
                 while not line.endswith(b"\n"):
@@ -400,18 +514,25 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
                     conn.sendall(b"ok\n")
                 conn.close()
                 continue
+            target = request.get("target")
+            if request.get("op") != "run" or target not in allowed:
+                print(f"refused target {target!r}: not a registered job", flush=True)
+                with contextlib.suppress(OSError):
+                    _send(conn, {"refused": f"{target!r} is not a registered job"})
+                conn.close()
+                continue
             pid = os.fork()
             if pid == 0:  # the job's process
                 sock.close()
                 status = 1
                 try:
                     status = _child(conn, request)
-                    _send(conn, {"status": status})
                 finally:
                     os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
-            conn.close()
-            children.add(pid)
-            print(f"job {pid}: {request.get('target')} (log {request.get('log')})", flush=True)
+            children[pid] = conn  # the job's status goes back on it when the server reaps the child
+            with contextlib.suppress(OSError):
+                _send(conn, {"pid": pid})
+            print(f"job {pid}: {target} (log {request.get('log')})", flush=True)
     finally:
         sock.close()
         if ours():
