@@ -527,3 +527,39 @@ def test_damaged_outputs_of_the_config(tmp_path):
     assert sweep.damaged_outputs(config, str(results)) == [
         (model, f"{model} is damaged (not a complete .npz archive; truncated?); {sweep.rebuild_hint(model)}"),
         (str(npz.parent), f"{npz} is missing; {sweep.rebuild_hint(npz.parent)}")]
+
+
+def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
+    """Issue 22: a deleted <setting>.{json,npz} pair inside a finished sweep's directory is a damaged output (its
+    records list the sweep's settings, sweep_stems); a setting that no record lists is new (its sweep reruns)."""
+    import json
+
+    import numpy as np
+
+    config = load_config()
+    results = tmp_path / "results"
+    jobs = [j for j in sweep.model_jobs(config, "digits-rbm8") if j.estimator == "ais"]
+    paths = [Path(j.path("json", str(results))) for j in jobs]
+    assert len(paths) > 2 and len({p.parent for p in paths}) == 1
+    listed = [p.stem for p in paths]
+    paths[0].parent.mkdir(parents=True)
+    for p in paths:
+        p.write_text(json.dumps({"result": {}, "sweep_stems": listed}))
+        np.savez(p.with_suffix(".npz"), log_weights=np.zeros(3))
+    assert sweep.damaged_outputs(config, str(results)) == []
+    gone = paths[1]
+    gone.unlink()
+    gone.with_suffix(".npz").unlink()
+    d = str(gone.parent)
+    assert sweep.damaged_outputs(config, str(results)) == [
+        (d, f"{gone} is missing (a setting of the finished sweep in {d}); {sweep.rebuild_hint(d)}")]
+    # records that do not list it (an earlier, smaller sweep: the config added the setting) leave it to rerun
+    for p in paths[:1] + paths[2:]:
+        p.write_text(json.dumps({"result": {}, "sweep_stems": [q.stem for q in paths if q != gone]}))
+    assert sweep.damaged_outputs(config, str(results)) == []
+    # every file of the sweep deleted, its directory left (Snakemake: "Nothing to be done"): each setting is named
+    for p in paths:
+        p.unlink(missing_ok=True)
+        p.with_suffix(".npz").unlink(missing_ok=True)
+    assert sweep.damaged_outputs(config, str(results)) == [
+        (d, f"{p} is missing (its sweep's directory holds no record in {d}); {sweep.rebuild_hint(d)}") for p in paths]

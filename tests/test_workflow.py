@@ -286,6 +286,13 @@ def test_invalid_config_is_refused(tmp_path):
     assert proc.returncode != 0 and "a DBN has exactly two hidden layers" in proc.stdout + proc.stderr
 
 
+def _with_learner(hyperparams: str) -> tuple[str, str]:
+    """``(old, new)`` adding the model ``digits-avil`` trained by a black-box learner, whose ``hyperparams`` are
+    the YAML flow mapping ``{hyperparams}``, before ``digits-rbm8`` (config/test.yaml has no learner model)."""
+    old = "  digits-rbm8:\n    dataset: digits\n"
+    return old, f"  digits-avil:\n    dataset: digits\n    hyperparams: {{{hyperparams}}}\n" + old
+
+
 #: (text of config/test.yaml, its replacement, words of the error): each refused when the config is loaded
 BAD_CONFIGS = [
     # an estimator's test_subset, checked by the schema (the first `n_examples: 10` is the raise entry's)
@@ -315,6 +322,32 @@ BAD_CONFIGS = [
      "dataset vh-4: n_components=300 is more than the 256 pixels of a 16x16 patch"),
     ("    chains: 20\n", "    chains: 1000000000\n", "1000000000 is greater than the maximum of 10000000"),
     ("    threshold: 0.5\n", "    threshold: 1.0\n", "1.0 is greater than or equal to the maximum of 1"),
+    # issue 22: a learner's values a training job refused only after the data were prepared
+    # (logzbench.training.learner_options, the learners' own rules), and a test_subset no label can give
+    (*_with_learner("learner: avil, n_hidden: 4, z: bogus"),
+     "model digits-avil: unknown z 'bogus'; choose one of ['continuous', 'discrete']"),
+    (*_with_learner("learner: avil, n_hidden: 4, iterations: 0"), "model digits-avil: iterations must be >= 1, got 0"),
+    (*_with_learner("learner: nvil, n_hidden: 4, iterations: many"),
+     "model digits-avil: iterations must be an integer, got 'many'"),
+    (*_with_learner("learner: avil, n_hidden: 4, lr: -1"),
+     "model digits-avil: lr must be a finite number in (0.0, inf), got -1"),
+    (*_with_learner("learner: avil, n_hidden: 4, select: bogus"),
+     "model digits-avil: unknown select 'bogus'; choose one of ['last', 'best-valid']"),
+    (*_with_learner("learner: avil, n_hidden: 4, betas: [2, 3]"),
+     "model digits-avil: betas[0] must be a finite number in [0.0, 1.0), got 2"),
+    (*_with_learner("learner: nvil, n_hidden: 4, betas: 0.5"), "model digits-avil: betas must be a pair"),
+    (*_with_learner("learner: avil, n_hidden: 4, K1: 2.5"), "model digits-avil: K1 must be an integer, got 2.5"),
+    (*_with_learner("learner: avil, n_hidden: 4, ais_every: 150"),
+     "model digits-avil: ais_every=150 must be a multiple of log_every=100"),
+    (*_with_learner("learner: avil, n_hidden: 4, exact_max_units: 40"),
+     "model digits-avil: exact_max_units must be <= 24, got 40"),
+    (*_with_learner("learner: avil, n_hidden: 4, figure_samples: 0"),
+     "model digits-avil: figure_samples must be >= 1, got 0"),
+    ("    n_examples: 10\n", "    n_examples: 10\n    test_subset: {per_class: 1000000}\n",
+     "estimator raise: test_subset per_class=1000000 is more than model digits-rbm8's dataset digits (digits) can "
+     "give: its 360 test rows of 10 labels leave at most 36 rows to its smallest label"),
+    # issue 22, item 9: a tracking URI MLflow cannot use, refused at load (not as MLflow's error in a job log)
+    ("  uri: null ", '  uri: "not a uri" ', "tracking.uri 'not a uri' is not a tracking URI logzbench can use"),
 ]
 
 

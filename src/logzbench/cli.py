@@ -7,6 +7,7 @@ one-line error naming the problem and exit status 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -23,14 +24,23 @@ _log = logging.getLogger(__name__)
 _THREADS_ENV = "LOGZBENCH_THREADS"
 
 
+#: the most torch threads ``--threads`` (and ``$LOGZBENCH_THREADS`` on the command line) may ask for: far more
+#: than any machine this runs on has CPUs to use (threads beyond the free CPUs only slow a run down), and far
+#: below the counts that crash torch's thread pool (100,000 threads: interrupted; 99,999,999: a segfault)
+MAX_THREADS = 256
+
+
 def _thread_count(text: str) -> int:
-    """``--threads`` value: an integer >= 1."""
+    """``--threads`` value: an integer from 1 to :data:`MAX_THREADS`."""
     try:
         n = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expects an integer >= 1 (torch threads), got {text!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"expects an integer >= 1 (torch threads), got {n}")
+    if n > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expects at most {MAX_THREADS} torch threads (this machine has "
+                                         f"{os.cpu_count()} CPUs), got {n}")
     return n
 
 
@@ -38,7 +48,7 @@ def _add_threads(p) -> None:
     p.add_argument("--threads", type=_thread_count, metavar="N",
                    help=f"torch threads (default: ${_THREADS_ENV} if set, else automatic: the CPUs this process "
                         "may use minus those other processes keep busy right now, at least 1 and at most torch's "
-                        "default; more threads than free CPUs slow a run down many times)")
+                        f"default; more threads than free CPUs slow a run down many times); at most {MAX_THREADS}")
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -46,6 +56,18 @@ def _same_file(a: Path, b: Path) -> bool:
     if a.exists() and b.exists():
         return os.path.samefile(a, b)
     return a.resolve() == b.resolve()
+
+
+def _file_kind(p: Path) -> str:
+    """What an existing output path that is not a regular file is, in words."""
+    import stat
+
+    mode = p.stat().st_mode
+    for test, words in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                        (stat.S_ISFIFO, "a FIFO or pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "a special file"
 
 
 def _check_outputs(outputs=(), inputs=(), dirs=()) -> None:
@@ -56,7 +78,10 @@ def _check_outputs(outputs=(), inputs=(), dirs=()) -> None:
     directory, an existing non-regular file, one of the inputs or another output; an output directory
     must not be an existing non-directory; and the nearest existing directory above (the output
     directory itself, when it exists) must be a writable directory, where the missing folders are
-    created.  Raises ValueError naming the option and the path.
+    created.  An output file that is a symlink is written through (the file it resolves to is replaced,
+    the link kept; a dangling link's target is created in its existing directory); one resolving to a
+    special file (``/dev/stdout`` -> a pipe or terminal, a device, a FIFO, a socket) is refused.  Raises
+    ValueError naming the option and the path.
     """
     done: list[tuple[str, Path]] = []
     for option, path, is_dir in [*((o, q, False) for o, q in outputs), *((o, q, True) for o, q in dirs)]:
@@ -68,7 +93,18 @@ def _check_outputs(outputs=(), inputs=(), dirs=()) -> None:
         if not is_dir and (p.is_dir() or str(path).endswith(("/", os.sep))):
             raise ValueError(f"{what}: is a directory; give a file name")
         if not is_dir and p.exists() and not p.is_file():
-            raise ValueError(f"{what}: exists and is not a regular file")
+            raise ValueError(f"{what}: exists and is not a regular file ({_file_kind(p)}); refusing to replace it")
+        if not is_dir and p.is_symlink():  # written through: the file it resolves to is replaced
+            try:
+                os.stat(p)
+            except FileNotFoundError:  # dangling
+                pass
+            except OSError as exc:  # a loop of links, say
+                raise ValueError(f"{what}: {exc.strerror}") from None
+            target = Path(os.path.realpath(p))
+            if not target.parent.is_dir():
+                raise ValueError(f"{what}: dangling symlink to {target}, whose directory does not exist")
+            p = target
         base = Path(os.path.abspath(p if is_dir else p.parent))
         while not base.exists() and base != base.parent:
             base = base.parent
@@ -146,11 +182,22 @@ def _estimate_options(args) -> dict:
     return opts
 
 
+def _file_sha256(path) -> str:
+    """sha256 of a file's content (hex)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _cmd_estimate(args) -> int:
     from .api import estimate
     from .data import load_rows
     from .models.io import load_model
-    from .utils import save_npz_atomic, write_json_atomic
+    from .utils import output_transaction, save_npz_atomic, write_json_atomic
 
     schedule_file = args.schedule if os.path.isfile(args.schedule) else None
     _check_outputs([("--json", args.json_out), ("--log-weights", args.log_weights)],
@@ -158,15 +205,17 @@ def _cmd_estimate(args) -> int:
                            ("--schedule", schedule_file)])
     model = load_model(args.model)
     kind = registry.family(model.family).data_kind  # binary 0/1 rows or real rows
-    data = load_rows(args.data, kind, args.split) if args.data else None
-    train = load_rows(args.train_data, kind, "train") if args.train_data else None
+    data = load_rows(args.data, kind, args.split, family=model.family) if args.data else None
+    train = load_rows(args.train_data, kind, "train", family=model.family) if args.train_data else None
     res = estimate(model, args.estimator, data=data, train_data=train, threads=args.threads,
                    **_estimate_options(args))
-    out = {"model": str(args.model), "data": args.data, **res.to_dict()}
-    if args.json_out:
-        write_json_atomic(args.json_out, out)
-    if args.log_weights:
-        save_npz_atomic(args.log_weights, **res.arrays())
+    # the model's identity: its file and content hash (the report never merges two different models)
+    out = {"model": str(args.model), "model_sha256": _file_sha256(args.model), "data": args.data, **res.to_dict()}
+    with output_transaction():  # both outputs, or neither
+        if args.json_out:
+            write_json_atomic(args.json_out, out)
+        if args.log_weights:
+            save_npz_atomic(args.log_weights, **res.arrays())
     print(json.dumps(out, indent=2))
     return 0
 
@@ -178,18 +227,55 @@ def _add_prepare(sub) -> None:
                                 "frey faces)")
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--mirror", help="local mirror directory (default: $LOGZBENCH_DATA_MIRROR)")
-    p.add_argument("--binarize", default="stochastic", choices=["stochastic", "threshold"])
-    p.add_argument("--threshold", type=float, default=0.5)
-    p.add_argument("--seed", type=int, default=0)
+    # options of some datasets only (default None: a given one that does not apply is refused, _PREPARE_OPTIONS)
+    p.add_argument("--binarize", choices=["stochastic", "threshold"],
+                   help="image sets: stochastic (default) or threshold binarization")
+    p.add_argument("--threshold", type=float, help="image sets, --binarize threshold: cut-off in [0, 1) (default 0.5)")
+    p.add_argument("--seed", type=int, help="image sets: binarization seed; vanhateren: patch sampling seed (default 0)")
     p.add_argument("--n-train", type=int)
     p.add_argument("--n-test", type=int)
-    p.add_argument("--n-valid", type=int, default=0)
+    p.add_argument("--n-valid", type=int, help="binary sets: training rows moved to a valid split (default 0)")
     g = p.add_argument_group("vanhateren (continuous patches)")
-    g.add_argument("--n-images", type=int, default=20, help="images used (of the 20 registered)")
-    g.add_argument("--n-test-images", type=int, default=4, help="held-out images the test patches come from")
-    g.add_argument("--patch-size", type=int, default=16)
-    g.add_argument("--n-components", type=int, default=36, help="PCA components kept (M)")
-    g.add_argument("--remove-dc", action="store_true", help="also remove each patch's own mean")
+    g.add_argument("--n-images", type=int, help="images used (of the 20 registered; default 20)")
+    g.add_argument("--n-test-images", type=int, help="held-out images the test patches come from (default 4)")
+    g.add_argument("--patch-size", type=int, help="default 16")
+    g.add_argument("--n-components", type=int, help="PCA components kept (M; default 36)")
+    g.add_argument("--remove-dc", action="store_true", default=None, help="also remove each patch's own mean")
+
+
+#: binarized image sets (the other binary sets, the UCI ones, are binary already)
+_IMAGE_SETS = ("mnist", "digits", "omniglot", "digits-avil")
+#: ``prepare`` options that apply to some datasets only: dest -> (flag, default, the datasets it applies to)
+_PREPARE_OPTIONS = {
+    "binarize": ("--binarize", "stochastic", _IMAGE_SETS),
+    "threshold": ("--threshold", 0.5, _IMAGE_SETS),
+    "seed": ("--seed", 0, (*_IMAGE_SETS, "vanhateren")),
+    "n_valid": ("--n-valid", 0, "binary"),
+    **{k: (f"--{k.replace('_', '-')}", d, ("vanhateren",))
+       for k, d in (("n_images", 20), ("n_test_images", 4), ("patch_size", 16), ("n_components", 36),
+                    ("remove_dc", False))},
+}
+
+
+def _prepare_settings(args) -> None:
+    """Refuse a ``prepare`` option given for a dataset it does not apply to (it would be ignored), naming
+    the option and the dataset; then fill in the defaults of those not given."""
+    from .data import CONTINUOUS_DATASETS, DATASETS
+
+    name = args.name
+    known = name in DATASETS or name in CONTINUOUS_DATASETS  # an unknown name is refused by its preparer
+    what = ("Frey faces: standardized real rows" if name == "frey" else
+            "van Hateren: whitened real-valued patches" if name == "vanhateren" else
+            "a binarized image set" if name in _IMAGE_SETS else "a UCI set: binary rows as published")
+    for dest, (flag, default, applies) in _PREPARE_OPTIONS.items():
+        value = getattr(args, dest)
+        if value is None:
+            setattr(args, dest, default)
+            continue
+        sets = DATASETS if applies == "binary" else applies
+        if known and name not in sets:
+            where = "the binary sets" if applies == "binary" else ", ".join(sets)
+            raise ValueError(f"{flag} does not apply to {name} ({what}); it applies to {where}")
 
 
 def _cmd_prepare(args) -> int:
@@ -197,6 +283,7 @@ def _cmd_prepare(args) -> int:
     from .data.download import check_mirror
 
     _check_outputs([("--out", args.out)])
+    _prepare_settings(args)  # an option the dataset does not take is refused, not ignored
     check_mirror(args.mirror)  # a mistyped mirror would fall back to downloading
     if args.name == "frey":  # standardized faces: only the split sizes apply
         sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
@@ -225,23 +312,32 @@ def _add_train(sub) -> None:
                                    "--set size=N on prepared patches.")
     p.add_argument("--data", required=True, help="prepared dataset .npz (uses its train and test splits)")
     p.add_argument("--out", required=True, help="output model .npz")
-    p.add_argument("--preset", help="named hyperparameters (e.g. mnistCD25-500, us-rbm20, mnist-dbm-500-1000)")
+    p.add_argument("--preset", help="named hyperparameters (e.g. mnistCD25-500, us-rbm20, mnist-dbm-500-1000; "
+                                    "the families' trainers only, not with --learner)")
     p.add_argument("--family", choices=registry.family_names(), help="model family (default: the preset's, else rbm)")
     p.add_argument("--hidden-sizes", help="DBM / DBN hidden layer sizes, comma-separated, e.g. 500,1000")
     p.add_argument("--n-hidden", type=int, help="RBM hidden units")
-    p.add_argument("--method", choices=["cd", "pcd"], help="RBM, DBN first layer: CD or PCD")
-    p.add_argument("--k", type=int, help="Gibbs steps per update")
-    p.add_argument("--learning-rate", type=float)
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--epochs", dest="n_epochs", type=int, help="epochs (DBM: of joint training)")
-    p.add_argument("--weight-decay", type=float)
+    p.add_argument("--method", choices=["cd", "pcd"], help="RBM, DBN first layer: CD or PCD (not with --learner)")
+    p.add_argument("--k", type=int, help="Gibbs steps per update (not with --learner; vcd: --set cd_k=N)")
+    p.add_argument("--learning-rate", type=float, help="learning rate (with --learner: its Adam step size lr)")
+    p.add_argument("--batch-size", type=int,
+                   help="rows per minibatch (with --learner: at most the training rows are used per minibatch, and "
+                        "the decoder draws that many samples per update, at most 100000)")
+    p.add_argument("--epochs", dest="n_epochs", type=int,
+                   help="epochs (DBM: of joint training; not with --learner: --set iterations=N)")
+    p.add_argument("--weight-decay", type=float, help="weight decay (not with --learner)")
     p.add_argument("--seed", type=int)
     p.add_argument("--device")
     p.add_argument("--learner", choices=sorted(registry.LEARNERS),
                    help="train by a black-box variational learner (README: Black-box learners; e.g. --learner avil "
-                        "--set aux_size=15 --set iterations=10000); it monitors the data's valid split when present")
+                        "--set aux_size=15 --set iterations=10000); it monitors the data's valid split when present. "
+                        "Its hyperparameters are checked before any data is read "
+                        "(logzbench.training.learner_options); the families' trainer flags --preset, --method, --k, "
+                        "--epochs, --weight-decay are refused")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other trainer hyperparameter (JSON value), e.g. --set final_momentum=0.9")
+                   help="any other trainer hyperparameter (JSON value), e.g. --set final_momentum=0.9; a learner's "
+                        "(iterations, K1, lr, ...), but not the workflow's figure_samples / figure_sweeps (the "
+                        "command line draws no samples for figures)")
     p.add_argument("--history", help="write per-epoch metrics (.csv; a learner's: per logged iteration)")
     p.add_argument("--progress", action="store_true")
     _add_threads(p)
@@ -268,12 +364,48 @@ def _check_size(spec: registry.FamilySpec, params: dict) -> None:
     raise ValueError(f"a {spec.name} model needs --set {spec.size_key}=N (experts, units or latent variables)")
 
 
-def _training_rows(path: str, data_kind: str):
+def _training_rows(path: str, data_kind: str, family: str | None = None):
     """(train rows, test rows or None) of a prepared dataset of the family's data kind."""
     from .data import load_rows, load_split_if_present
 
-    train = load_rows(path, data_kind, "train", prepared=True)
+    train = load_rows(path, data_kind, "train", prepared=True, family=family)
     return train, load_split_if_present(path, data_kind, "test")  # a damaged test split still raises
+
+
+#: ``logzbench train`` flags of the families' own trainers, which a black-box learner does not take: the flag
+#: and what to give instead
+_NOT_FOR_LEARNERS = {
+    "preset": ("--preset", "presets hold the families' trainer hyperparameters; give --n-hidden or --hidden-sizes "
+                           "and --set KEY=VALUE"),
+    "method": ("--method", "CD / PCD are methods of the families' own trainers"),
+    "k": ("--k", "Gibbs steps of the families' trainers (vcd's are --set cd_k=N)"),
+    "n_epochs": ("--epochs", "a learner counts model updates: --set iterations=N"),
+    "weight_decay": ("--weight-decay", "the learners have no weight decay"),
+}
+
+
+def _check_learner_params(args, params: dict, family: str) -> None:
+    """With ``--learner`` (or ``--set learner=...``): refuse the families' trainer flags
+    (:data:`_NOT_FOR_LEARNERS`) and the workflow's figure keys, take ``--learning-rate`` as the learner's
+    ``lr``, and check the rest -- unknown names (the closest named) and values -- by the learners' rules
+    (:func:`logzbench.training.learner_options.check_hyperparams`), all before any data is read."""
+    from .training.learner_options import FIGURE_KEYS, check_hyperparams
+
+    learner = registry.learner(params["learner"]).name
+    for attr, (flag, instead) in _NOT_FOR_LEARNERS.items():
+        if getattr(args, attr) is not None:
+            raise ValueError(f"{flag} does not apply to --learner {learner}: {instead}")
+    if args.learning_rate is not None:
+        params.pop("learning_rate", None)
+        if "lr" in params and params["lr"] != args.learning_rate:
+            raise ValueError(f"conflicting --learning-rate {args.learning_rate} and --set lr={params['lr']}")
+        params["lr"] = args.learning_rate
+    for key in FIGURE_KEYS:
+        if key in params:
+            raise ValueError(f"--set {key} does not apply to logzbench train --learner {learner}: it sets the "
+                             "samples the workflow's training job draws for the report's figures; the command line "
+                             "draws none")
+    check_hyperparams(learner, family, params)
 
 
 def _cmd_train(args) -> int:
@@ -305,17 +437,21 @@ def _cmd_train(args) -> int:
     _check_size(spec, params)
     if params.get("learner") is not None:  # refused before any data is read
         registry.learner(params["learner"], spec.name)
+        _check_learner_params(args, params, spec.name)
     elif args.progress:
         params["progress"] = True
-    train, test = _training_rows(args.data, spec.data_kind)
+    train, test = _training_rows(args.data, spec.data_kind, spec.name)
     if params.get("learner") is not None:
         from .data import load_split_if_present
 
         params["valid"] = load_split_if_present(args.data, spec.data_kind, "valid")
     model, history = train_model(train, test, **params)
-    save_model(model, args.out)
-    if args.history:
-        history_to_csv(history, args.history)
+    from .utils import output_transaction
+
+    with output_transaction():  # the model and its history, or neither
+        save_model(model, args.out)
+        if args.history:
+            history_to_csv(history, args.history)
     print(json.dumps({"model": args.out, "family": model.family, "threads": args.threads,
                       "final": history[-1] if history else {}}, default=float))
     return 0
@@ -340,7 +476,11 @@ def _cmd_report(args) -> int:
     if not find_records(args.results):  # (malformed or foreign JSON named directly is refused there)
         raise ValueError(f"no estimate records in {' '.join(map(str, args.results))}: expected the JSON files "
                          "`logzbench estimate --json` or the workflow writes")
-    out = build_report(args.results, args.out, paper_rows=paper_rows)
+    from .utils import output_transaction
+
+    with output_transaction() as tx:  # every file of the report, or none (a new --out removed again)
+        tx.watch_dir(args.out)
+        out = build_report(args.results, args.out, paper_rows=paper_rows, check_papers=True)
     print(json.dumps({"report": str(args.out), **out}, default=str))
     return 0
 
@@ -374,6 +514,9 @@ def _run(args) -> int:
         source = "--threads"
     elif os.environ.get(_THREADS_ENV, "").strip():
         source = _THREADS_ENV
+        value = os.environ[_THREADS_ENV].strip()
+        if value.lstrip("+").isdigit() and int(value) > MAX_THREADS:  # (not an integer: refused by choose_threads)
+            raise ValueError(f"{_THREADS_ENV} must be at most {MAX_THREADS} (torch threads), got {value}")
     else:
         source = "automatic"
     with using_threads(args.threads) as n:
@@ -389,6 +532,12 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except (LogzbenchError, ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"logzbench {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a write outside logzbench.utils.atomic_path on a full or read-only disk
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS):
+            raise
+        where = f" {exc.filename}" if exc.filename else " an output"
+        print(f"logzbench {args.command}: error: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
 
 

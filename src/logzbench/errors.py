@@ -23,3 +23,9 @@ class ConfigError(LogzbenchError, ValueError):
 
 class TrackingError(LogzbenchError, RuntimeError):
     """The MLflow tracking store or server cannot be reached (after bounded retries) or is misconfigured."""
+
+
+class OutputError(LogzbenchError, OSError):
+    """An output file cannot be written (disk full, read-only file system, a special file such as a
+    FIFO or a device, an unresolvable symlink); the message names the path.  Nothing was written:
+    see :func:`logzbench.utils.atomic_path` and :func:`logzbench.utils.output_transaction`."""

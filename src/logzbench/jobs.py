@@ -30,7 +30,8 @@ from .api import estimate
 from .data import class_subset, load_labels, load_rows, load_split_if_present
 from .errors import DatasetError
 from .tracking import estimate_key
-from .utils import code_version, save_npz_atomic, utc_now, write_csv_atomic, write_json_atomic
+from .utils import (code_version, publish_outputs, save_npz_atomic, transactional, utc_now, write_csv_atomic,
+                    write_json_atomic)
 
 __all__ = ["estimate_options", "init_tracking_job", "prepare_job", "run_estimate", "run_estimate_sweep",
            "setting_stem", "train_job", "trials_job"]
@@ -69,10 +70,12 @@ def _test_subset(settings: Mapping[str, Any], data: str | os.PathLike, test):
     return test[idx]
 
 
+@transactional  # the arrays and the record, or neither
 def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
                  arrays: str | os.PathLike, record_path: str | os.PathLike,
                  tracking: Mapping[str, Any] | None = None, ess_fraction: float = 0.1, progress: bool = False,
-                 log: Callable[[str], Any] = print, rows: tuple | None = None, session=None) -> dict[str, Any]:
+                 log: Callable[[str], Any] = print, rows: tuple | None = None, session=None,
+                 sweep_stems: Sequence[str] | None = None) -> dict[str, Any]:
     """Run one estimate job and write its outputs; return the JSON record.
 
     Parameters
@@ -95,6 +98,14 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
     session : logzbench.tracking.TrackingSession, optional
         Log through this session (a sweep's runs share one client; it replaces older runs of the
         same keys when it closes).
+    sweep_stems : sequence of str, optional
+        The file stems of every setting of the sweep this one belongs to, recorded as ``sweep_stems``:
+        a setting of a finished sweep whose files are missing is a damaged output
+        (:func:`logzbench.sweep.damaged_outputs`).
+
+    RAISE evaluates at most the test rows it has: ``n_examples`` above their number (or above a
+    ``test_subset``'s rows) evaluates every row, and the record's ``n_examples`` is the number used,
+    with the configured value as ``n_examples_requested``.
     """
     s = dict(settings)
     method = s["method"]
@@ -112,13 +123,21 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
     # the job's thread count (Snakemake's `threads`, set by logzbench.warm.run_job), not the automatic choice
     res = estimate(model, method, data=test, train_data=train, threads=torch.get_num_threads(), **opts)
 
+    used = res.settings.get("n_examples")  # RAISE: the rows evaluated (at most the test rows there are)
+    if s.get("n_examples") is not None and isinstance(used, (int, np.integer)) and used != s["n_examples"]:
+        log(f"n_examples = {s['n_examples']} but only {used} test rows: every row evaluated, n_examples = {used} "
+            "recorded")
+        s = {**s, "n_examples": int(used), "n_examples_requested": s["n_examples"]}
     key = estimate_key(s["model"], s["estimator"], s.get("K"), s.get("init"), s.get("seed"))
-    record = {"key": key, **s, "code_version": code_version(), "arrays": str(arrays), "result": res.to_dict()}
+    record = {"key": key, **s, "code_version": code_version(), "arrays": str(arrays),
+              **({"sweep_stems": list(sweep_stems)} if sweep_stems is not None else {}), "result": res.to_dict()}
     save_npz_atomic(arrays, **(res.arrays() or {"log_weights": np.zeros(0)}))
     # when this setting ran (the MLflow run's start and end): the estimate and its arrays
     record["started_at"], record["finished_at"] = started, utc_now()
     if tracking and tracking.get("enabled"):
         from .tracking import log_estimate
+
+        publish_outputs()  # MLflow reads the arrays file (still undone if the record cannot be written)
 
         record["mlflow_run_id"] = log_estimate(
             record, uri=tracking.get("uri"), experiment_name=tracking["experiment"], artifacts=[arrays],
@@ -194,7 +213,7 @@ def run_estimate_sweep(settings: Sequence[Mapping[str, Any]], *, model: str | os
             records.append(run_estimate(s, model=m, data=data, arrays=out / f"{stem}.npz",
                                         record_path=out / f"{stem}.json", tracking=tracking,
                                         ess_fraction=ess_fraction, progress=progress, log=log, rows=rows,
-                                        session=session))
+                                        session=session, sweep_stems=stems))
     computed = sum(float(r["result"].get("seconds") or 0.0) for r in records)
     log(f"sweep done: {len(records)} estimates in {time.perf_counter() - t0:.1f} s ({computed:.1f} s estimating)")
     return records
@@ -248,6 +267,7 @@ def _tracked_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
     return {(k if k == "epoch" else prefix + k): v for k, v in row.items()}
 
 
+@transactional  # the model, its samples, history and plot and the summary, or none
 def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, data: str | os.PathLike,
               out_model: str | os.PathLike, out_summary: str | os.PathLike, out_history: str | os.PathLike,
               out_plot: str | os.PathLike, device: str = "cpu", tracking: Mapping[str, Any] | None = None,
@@ -310,6 +330,8 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     if tracking and tracking.get("enabled"):
         from .tracking import log_training
 
+        publish_outputs()  # MLflow reads the history, plot and model files
+
         record["mlflow_run_id"] = log_training(
             model_name, hyperparams=hp, history=[_tracked_row(r) for r in history], summary=final,
             uri=tracking["uri"], experiment_name=tracking["experiment"], dataset=dataset,
@@ -322,6 +344,7 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     return record
 
 
+@transactional  # every setting's table, or none
 def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: Sequence[str | os.PathLike], *,
                tracking: Mapping[str, Any] | None = None) -> list[Path]:
     """Every setting of one repeated-trials experiment (rules ``trials_gaussian`` / ``trials_grid``):
@@ -353,6 +376,8 @@ def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: 
         print(summary.to_string())
         if tracking and tracking.get("enabled"):
             from .tracking import log_trials
+
+            publish_outputs()  # MLflow reads the table
 
             run_id = log_trials(experiment, setting, df, summary, uri=tracking["uri"],
                                 experiment_name=tracking["experiment"], params=s, artifacts=[out],

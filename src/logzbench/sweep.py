@@ -263,6 +263,18 @@ def _check_hyperparam_names(config: Mapping, model: str, hp: Mapping[str, Any]) 
                       + f" ({trainer} takes {', '.join(sorted(allowed))})")
 
 
+def _check_learner_values(config: Mapping, model: str, hp: Mapping[str, Any]) -> None:
+    """Refuse a learner hyperparameter's value that the training job would refuse (its type or range, or
+    ``ais_every`` not a multiple of ``log_every``): :func:`logzbench.training.learner_options.check_values`,
+    the learners' own check (imported without torch), on the learner's defaults overridden by ``hp``."""
+    from .training.learner_options import RULES, check_values, learner_defaults
+
+    try:
+        check_values({**learner_defaults(hp["learner"]), **{k: v for k, v in hp.items() if k in RULES}})
+    except ValueError as exc:
+        raise ConfigError(f"model {model}: {exc} (models.{model}.hyperparams, {hp['learner']} learner)") from None
+
+
 # --------------------------------------------------------------------------- estimators
 def estimator_method(config: Mapping, name: str) -> str:
     """The estimator entry's ``method`` (default: its name)."""
@@ -571,6 +583,38 @@ def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
         raise _too_many(name, "n_test", n_test, rows["test"], f"the {rows['test']} test rows of {source}")
 
 
+#: labels of the labelled sources whose number is fixed (digits: 0-9); omniglot's characters are not counted
+_N_LABELS = {"mnist": 10, "digits": 10, "digits-avil": 10}
+
+
+def _test_rows(d: Mapping[str, Any]) -> int | None:
+    """Test rows of a prepared binary dataset (``n_test``, else the source's; digits-avil: its validation
+    split), ``None`` where unknown."""
+    if d["source"] == "digits-avil":
+        return DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"]["valid"]
+    if d.get("n_test") is not None:
+        return int(d["n_test"])
+    return SOURCE_ROWS.get(d["source"], {}).get("test")
+
+
+def _check_per_class(config: Mapping, name: str, model: str, per_class: int) -> None:
+    """Refuse a ``test_subset`` ``per_class`` that no label of the model's test rows can have (the job's
+    :func:`logzbench.data.class_subset` would refuse it after the data are prepared): more than the test
+    rows divided by the number of labels (the smallest label has at most that many)."""
+    dataset = model_dataset(config, model)
+    d = config["datasets"][dataset]
+    rows = _test_rows(d)
+    if rows is None:
+        return
+    labels = _N_LABELS.get(d["source"], 1)
+    most = rows // labels
+    if per_class > most:
+        held = f"{rows} test rows of {labels} labels" if labels > 1 else f"{rows} test rows"
+        raise ConfigError(f"estimator {name}: test_subset per_class={per_class} is more than model {model}'s dataset "
+                          f"{dataset} ({d['source']}) can give: its {held} leave at most {most} rows to its smallest "
+                          f"label; set estimators.{name}.test_subset.per_class to at most {most}")
+
+
 def _check_schedule(name: str, e: Mapping[str, Any]) -> None:
     """A schedule name (:data:`logzbench.schedules.SCHEDULES`) or a readable file of betas (a relative path is
     taken from the working directory, as the estimate jobs take it)."""
@@ -625,6 +669,20 @@ def check_paper_rows(paper_rows: Mapping[str, Mapping[str, str]],
     return {m: dict(r) for m, r in paper_rows.items()}
 
 
+def _check_tracking_uri(config: Mapping) -> None:
+    """Refuse a ``tracking.uri`` MLflow cannot use (:func:`logzbench.tracking.resolve_tracking_uri`: the key
+    and the accepted forms), which a job would otherwise meet only as MLflow's error in its log."""
+    t = config.get("tracking") or {}
+    if t.get("enabled", True) and t.get("uri") is not None:
+        from .errors import TrackingError
+        from .tracking import resolve_tracking_uri
+
+        try:
+            resolve_tracking_uri(t["uri"], key="tracking.uri")
+        except TrackingError as exc:
+            raise ConfigError(str(exc)) from None
+
+
 def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     """Check a (schema-validated) config beyond what its schema says; return warnings.
 
@@ -632,7 +690,9 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     dataset of unknown dimension, a model's unknown dataset, preset, family or estimator, an
     estimator listed for a model whose family it does not apply to, an estimator's unknown method or
     models, a fixed schedule (``sm14500``, a file) with another K, a CSL K below ``thin``, a ``test_subset`` on a model
-    whose dataset has no labels, a hyperparameter the model's trainer does not take, a dataset size the
+    whose dataset has no labels or a ``per_class`` its test rows cannot give, a hyperparameter the model's trainer
+    does not take, a learner's hyperparameter of a type or value the learner refuses
+    (:mod:`logzbench.training.learner_options`), a dataset size the
     data set does not have (``n_train``, ``n_test``, ``n_valid``; van Hateren ``n_test_images`` of
     ``n_images``, ``n_components`` of the patch's pixels), an unknown schedule or a schedule file that
     does not exist or holds no schedule, a published row (``paper``) the papers do not have.  Warns of a model left
@@ -641,6 +701,7 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     warnings: list[str] = []
     if not config.get("models") and not (config.get("trials") or {}):
         raise ConfigError("the config defines no models and no trials: nothing to run")
+    _check_tracking_uri(config)
     for d, spec in (config.get("datasets") or {}).items():
         if dataset_kind(config, d) == "binary" and spec["source"] not in KNOWN_N_VISIBLE and "n_visible" not in spec:
             raise ConfigError(f"dataset {d}: give n_visible")
@@ -658,6 +719,8 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
         hp = model_hyperparams(config, model, presets)
         fam = hp["family"]
         _check_hyperparam_names(config, model, hp)
+        if hp.get("learner") is not None:
+            _check_learner_values(config, model, hp)
         if m.get("paper"):
             check_paper_rows({model: m["paper"]})
         for name in m.get("estimators") or []:
@@ -683,6 +746,8 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
                     raise ConfigError(f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
                                       f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
                                       f"test_subset or run {name} on other models (its `models`)")
+                if name in estimators_run(config, model, presets):
+                    _check_per_class(config, name, model, int(e["test_subset"]["per_class"]))
         if "schedule" in spec.options:
             _check_schedule(name, e)
         for axis, key in registry.AXIS_CONFIG_KEYS.items():
@@ -770,8 +835,11 @@ def damaged_outputs(config: Mapping, results: str = "results",
     pairs (:func:`check_npz`, :func:`check_estimate_record`, ``quick``) for the prepared datasets and models
     that exist but are not complete ``.npz`` files, and each estimate record of the config's sweeps that
     exists but does not parse or whose per-chain arrays are missing or truncated (Snakemake sees only the
-    estimate's directory, and keeps an output of an earlier run that is up to date by its time stamp).
-    Estimates whose record is absent are not reported (their sweep is new or changed, and reruns)."""
+    estimate's directory, and keeps an output of an earlier run that is up to date by its time stamp), and
+    each setting of a finished sweep whose record is missing (deleted): a record of the same directory lists
+    it among its sweep's settings (``sweep_stems``, :func:`logzbench.jobs.run_estimate_sweep`), or the
+    directory holds no record at all.  Other estimates whose record is absent are not reported (their sweep
+    is new or changed, and reruns)."""
     problems = []
     models = list(config.get("models") or {})
     datasets = {model_dataset(config, m) for m in models}
@@ -783,6 +851,7 @@ def damaged_outputs(config: Mapping, results: str = "results",
                 check_npz(path, kind, quick=True)
             except ConfigError as exc:
                 problems.append((str(path), str(exc)))
+    finished: dict[Path, set[str]] = {}  # estimate directory -> the settings its records list
     for j in all_jobs(config, presets):
         record = Path(j.path("json", results))
         if record.exists():
@@ -790,4 +859,31 @@ def damaged_outputs(config: Mapping, results: str = "results",
                 check_estimate_record(record, quick=True)
             except ConfigError as exc:
                 problems.append((str(record.parent), str(exc)))
+        elif record.parent.is_dir():
+            if record.parent not in finished:
+                finished[record.parent] = _sweep_stems(record.parent)
+            listed = finished[record.parent]
+            if listed is None or record.stem in listed:
+                why = "its sweep's directory holds no record" if listed is None else "a setting of the finished sweep"
+                problems.append((str(record.parent), f"{record} is missing ({why} in {record.parent}); "
+                                                     f"{rebuild_hint(record.parent)}"))
     return problems
+
+
+def _sweep_stems(directory: Path) -> set[str] | None:
+    """The settings (file stems) of the sweep whose records lie in ``directory``: the union of their
+    ``sweep_stems`` (records written before those were recorded, and files that do not parse: none);
+    ``None`` when the directory holds no record at all (every file of a finished sweep deleted: Snakemake
+    sees its output directory and reruns nothing)."""
+    files = list(directory.glob("*.json"))
+    if not files:
+        return None
+    stems: set[str] = set()
+    for f in files:
+        try:
+            listed = json.loads(f.read_text()).get("sweep_stems")
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue
+        if isinstance(listed, list):
+            stems.update(str(x) for x in listed)
+    return stems

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import errno
 import functools
 import json
 import math
 import numbers
 import os
+import stat
 import subprocess
 import tempfile
 import threading
@@ -17,6 +20,8 @@ from typing import Any, Iterator
 
 import numpy as np
 import torch
+
+from .errors import OutputError
 
 
 def resolve_device(device: str | torch.device | None = None) -> torch.device:
@@ -314,27 +319,278 @@ def default_file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
+#: errno values of an OSError raised while writing an output that mean "this output cannot be written"
+#: (inside :func:`atomic_path`'s block other OSErrors -- a failed download, say -- pass unchanged)
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words (for error messages)."""
+    for test, words in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _cannot_write(path: str | os.PathLike, exc: BaseException | str) -> OutputError:
+    """``OutputError("cannot write PATH: reason")``, with the errno of ``exc`` when it has one."""
+    reason = exc if isinstance(exc, str) else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+    err = OutputError(f"cannot write {path}: {reason}")
+    err.errno = getattr(exc, "errno", None)
+    return err
+
+
+def output_target(path: str | os.PathLike) -> Path:
+    """The file a write to ``path`` replaces: ``path`` itself, or where ``path`` is a symlink the file
+    it resolves to (the link is kept and written through, as ``open(path, "w")`` would).
+
+    A dangling symlink's target is created (its directory must exist, as for ``open``).  Raises
+    :class:`~logzbench.errors.OutputError` for a special file (a device, FIFO or socket, also behind
+    a symlink such as ``/dev/stdout`` -> ``/proc/self/fd/1`` -> a pipe or terminal), a directory, a
+    symlink loop, or a link whose target has no name of its own (``/proc/self/fd/N`` of a deleted file).
+    """
+    path = Path(path)
+    try:
+        st = os.stat(path)  # follows links, the kernel's way (also /proc/self/fd magic links)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:  # ELOOP, ENOTDIR, EACCES, ...
+        raise _cannot_write(path, exc) from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise _cannot_write(path, f"{_file_kind(st.st_mode)}, not a regular file")
+    if not os.path.islink(path):
+        return path
+    target = Path(os.path.realpath(path))
+    if st is None:  # dangling: create the target, in a directory that exists
+        if not target.parent.is_dir():
+            raise _cannot_write(path, f"dangling symlink to {target}, whose directory does not exist")
+        return target
+    try:
+        same = os.path.samestat(os.stat(target), st)
+    except OSError:
+        same = False
+    if not same:
+        raise _cannot_write(path, f"symlink does not resolve to a file name (it resolves to {target})")
+    return target
+
+
+def _make_parents(directory: Path) -> list[Path]:
+    """Create ``directory`` and its missing parents; return those created, outermost first."""
+    missing = []
+    d = Path(os.path.abspath(directory))
+    while not os.path.lexists(d) and d != d.parent:
+        missing.append(d)
+        d = d.parent
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except BaseException:
+        _remove_dirs(missing[::-1])
+        raise
+    return missing[::-1]
+
+
+def _remove_dirs(created: list[Path]) -> None:
+    """Remove the directories of :func:`_make_parents` that are still empty, innermost first."""
+    for d in reversed(created):
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+
+
+def _replace(src: Path, dst: Path) -> None:
+    """``os.replace`` (a function of its own, for tests to make fail)."""
+    os.replace(src, dst)
+
+
+class OutputTransaction:
+    """Outputs written together: all of them, or none (see :func:`output_transaction`)."""
+
+    def __init__(self) -> None:
+        self._staged: dict[str, tuple[Path, Path, str]] = {}  # target -> (temporary, target, path as given)
+        self._published: list[tuple[Path, Path | None]] = []  # (target, backup of the file it replaced)
+        self._dirs: list[Path] = []  # directories created, outermost first
+
+    def watch_dir(self, path: str | os.PathLike) -> None:
+        """Remove ``path`` (and its parents that do not exist now) on rollback, if then empty: for a
+        directory the block creates itself (``mkdir``) rather than through :func:`atomic_path`."""
+        d = Path(os.path.abspath(path))
+        missing = []
+        while not os.path.lexists(d) and d != d.parent:
+            missing.append(d)
+            d = d.parent
+        self._dirs.extend(missing[::-1])
+
+    def _stage(self, tmp: Path, target: Path, shown: str, created: list[Path]) -> None:
+        self._dirs.extend(created)
+        old = self._staged.pop(str(target), None)
+        if old is not None:  # written twice in one transaction: the last one counts
+            with contextlib.suppress(OSError):
+                old[0].unlink()
+        self._staged[str(target)] = (tmp, target, shown)
+
+    def publish(self) -> None:
+        """Rename the outputs written so far into place (e.g. before another tool reads them); the
+        files they replace are kept aside until the transaction ends, and restored on rollback."""
+        staged = list(self._staged.values())
+        self._staged.clear()
+        for i, (tmp, target, shown) in enumerate(staged):
+            try:
+                backup = self._backup(target)
+                self._published.append((target, backup))
+                _replace(tmp, target)
+            except OSError as exc:
+                self._staged = {str(t[1]): t for t in staged[i:]}  # their temporaries go on rollback
+                raise _cannot_write(shown, exc) from exc
+
+    @staticmethod
+    def _backup(target: Path) -> Path | None:
+        """A second name of ``target``'s current file (a hard link; else ``target`` renamed), or None."""
+        if not os.path.lexists(target):
+            return None
+        for _ in range(100):
+            backup = target.with_name(f".{target.name}.{os.urandom(4).hex()}.bak")
+            try:
+                os.link(target, backup, follow_symlinks=False)
+                return backup
+            except FileExistsError:
+                continue
+            except OSError:  # no hard links here: move the old file aside
+                if not os.path.lexists(backup):
+                    os.rename(target, backup)
+                    return backup
+        raise FileExistsError(errno.EEXIST, "no free backup name", str(target))
+
+    def commit(self) -> None:
+        """Publish what is left and drop the backups."""
+        self.publish()
+        for _, backup in self._published:
+            if backup is not None:
+                with contextlib.suppress(OSError):
+                    backup.unlink()
+        self._published.clear()
+        self._dirs.clear()
+
+    def rollback(self) -> None:
+        """Remove every temporary, put back the files replaced, remove the directories created."""
+        for tmp, _, _ in self._staged.values():
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        self._staged.clear()
+        for target, backup in reversed(self._published):
+            with contextlib.suppress(OSError):
+                if backup is None:
+                    target.unlink()
+                else:
+                    os.replace(backup, target)
+            if backup is not None:  # (rename does nothing where both names are links of one file)
+                with contextlib.suppress(OSError):
+                    if os.path.samefile(backup, target):
+                        backup.unlink()
+        self._published.clear()
+        _remove_dirs(self._dirs)
+        self._dirs.clear()
+
+
+_TRANSACTION: contextvars.ContextVar[OutputTransaction | None] = contextvars.ContextVar(
+    "logzbench_output_transaction", default=None)
+
+
+@contextlib.contextmanager
+def output_transaction() -> Iterator[OutputTransaction]:
+    """Every :func:`atomic_path` write in the block (and :func:`save_npz_atomic`,
+    :func:`write_json_atomic`, :func:`write_csv_atomic`, the figures) goes to a temporary file; they
+    are renamed into place together when the block ends without an exception.  On an exception
+    nothing is written or changed: the temporaries are removed, any file already published
+    (:meth:`OutputTransaction.publish`, for a tool that must read an output before the block ends) is
+    put back as it was, and the directories the block created are removed.
+
+    A transaction inside another joins it (the outer one commits).  Writes from other threads are not
+    part of it (the transaction is a context variable).
+    """
+    outer = _TRANSACTION.get()
+    if outer is not None:
+        yield outer
+        return
+    tx = OutputTransaction()
+    token = _TRANSACTION.set(tx)
+    try:
+        yield tx
+        tx.commit()
+    except BaseException:
+        tx.rollback()
+        raise
+    finally:
+        _TRANSACTION.reset(token)
+
+
+def publish_outputs() -> None:
+    """Rename the outputs of the current :func:`output_transaction` written so far into place (no-op
+    outside one); they are still undone if the transaction fails later."""
+    tx = _TRANSACTION.get()
+    if tx is not None:
+        tx.publish()
+
+
+def transactional(func):
+    """Decorator: run ``func`` inside an :func:`output_transaction` (all its outputs, or none)."""
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        with output_transaction():
+            return func(*args, **kwargs)
+    return wrapper
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path in the destination directory; rename it onto ``path`` on success.
 
-    Nothing half-written is left behind: on any exception the temporary file is removed
-    and ``path`` is untouched.  The file gets the permissions a plain ``open(path, "w")`` of a
-    new file would (``0o666 & ~umask``, :func:`default_file_mode`), also when ``path`` already
-    exists: an existing file's own mode is not kept (it is replaced by a new file).
+    Nothing half-written is left behind: on any exception the temporary file is removed, the
+    directories created for it are removed, and ``path`` is untouched.  The file gets the
+    permissions a plain ``open(path, "w")`` of a new file would (``0o666 & ~umask``,
+    :func:`default_file_mode`), also when ``path`` already exists: an existing file's own mode is not
+    kept (it is replaced by a new file).  A symlink ``path`` is written through: the file it resolves
+    to is replaced and the link kept (:func:`output_target`, which also refuses special files).
+    Inside an :func:`output_transaction` the rename waits for the end of the transaction.
+
+    Raises :class:`~logzbench.errors.OutputError` ("cannot write PATH: reason") when the output
+    cannot be created or written: a full disk or quota, a read-only file system, a special file; an
+    OSError of another kind raised by the block itself passes unchanged.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    shown = str(path)
+    target = output_target(path)
+    tx = _TRANSACTION.get()
     try:
-        yield tmp_path
-        os.chmod(tmp_path, default_file_mode())  # mkstemp creates 0600 whatever the umask
-        os.replace(tmp_path, path)
+        created = _make_parents(target.parent)
+    except OSError as exc:
+        raise _cannot_write(shown, exc) from exc
+    tmp_path = None
+    try:
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp" + target.suffix, dir=target.parent)
+            os.close(fd)
+        except OSError as exc:
+            raise _cannot_write(shown, exc) from exc
+        tmp_path = Path(tmp)
+        try:
+            yield tmp_path
+        except OSError as exc:
+            if exc.errno in _WRITE_ERRNOS and not isinstance(exc, OutputError):
+                raise _cannot_write(shown, exc) from exc
+            raise
+        try:
+            os.chmod(tmp_path, default_file_mode())  # mkstemp creates 0600 whatever the umask
+            if tx is None:
+                _replace(tmp_path, target)
+        except OSError as exc:
+            raise _cannot_write(shown, exc) from exc
+        if tx is not None:
+            tx._stage(tmp_path, target, shown, created)
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp_path.unlink()
+        if tmp_path is not None:
+            with contextlib.suppress(OSError):
+                tmp_path.unlink()
+        _remove_dirs(created)
         raise
 
 

@@ -430,7 +430,8 @@ def _warm_matplotlib() -> None:
 
 def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOAD) -> None:
     """Import ``preload``, then run jobs sent to ``address`` until idle for ``idle`` seconds or stopped."""
-    address = Path(address)
+    address = Path(os.path.abspath(address))
+    os.chdir("/")  # hold no job's directory (each job takes its own)
     t0 = time.perf_counter()
     os.environ.setdefault("MPLBACKEND", "Agg")
     for name in preload:

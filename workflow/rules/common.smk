@@ -83,9 +83,13 @@ def tracking_settings():
     t = config["tracking"]
     uri = None
     if t["enabled"]:
+        from logzbench.errors import TrackingError
         from logzbench.tracking import resolve_tracking_uri
 
-        uri = resolve_tracking_uri(t["uri"])  # config key -> $MLFLOW_TRACKING_URI -> ./mlflow.db
+        try:  # config key -> $MLFLOW_TRACKING_URI -> ./mlflow.db; one MLflow cannot use is refused here, not in a job
+            uri = resolve_tracking_uri(t["uri"], key="tracking.uri")
+        except TrackingError as exc:
+            raise WorkflowError(str(exc))
     return {"enabled": bool(t["enabled"]), "uri": uri, "experiment": t["experiment"],
             "artifact_dir": t["artifact_dir"]}
 
@@ -188,7 +192,7 @@ def checked_estimate_dirs(wildcards):
     keeps an output whose time stamp is up to date however damaged, and does not rebuild a deleted one
     while what depends on it is up to date.  A prepared dataset or model that is not a complete .npz, or
     an estimate record (<setting>.json) that does not parse or whose per-chain arrays (<setting>.npz) are
-    missing or truncated, stops the run before any job, one line each naming the file and the --forcerun
+    missing or truncated, or a setting of a finished sweep whose files were deleted, stops the run before any job, one line each naming the file and the --forcerun
     that rebuilds it (logzbench.sweep.damaged_outputs); those that this invocation forces are let through."""
     problems = [(t, m) for t, m in sweep.damaged_outputs(config, RESULTS) if not _forced(t)]
     if problems:

@@ -348,7 +348,8 @@ def load_binary_rows(path: str | os.PathLike, split: str = "test", n_features: i
         raise DatasetError(f"{path} holds arrays {obj.files} but no {split!r}; give a prepared dataset or a single array")
 
 
-def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, prepared: bool = False) -> np.ndarray:
+def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, prepared: bool = False,
+              family: str | None = None) -> np.ndarray:
     """Data rows of either kind a model family takes (``registry.family(name).data_kind``).
 
     Parameters
@@ -365,6 +366,9 @@ def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, p
         training reads).  Otherwise binary rows come from :func:`load_binary_rows` (also a ``.npy``
         or a single-array ``.npz``) and real rows from a prepared file as above or a ``.npy``
         (:func:`logzbench.data.vanhateren.load_real_rows`).
+    family : str, optional
+        The model family the rows are for, named in the error when a prepared binary dataset is
+        given for real rows (e.g. a GRBM given ``digits.npz``).
 
     Returns
     -------
@@ -379,6 +383,12 @@ def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, p
             from .frey import load_faces
 
             return load_faces(path, split)
+        binary = _binary_dataset(Path(path), split)
+        if binary is not None:
+            who = f"a {family} model" if family else "a model of real-valued rows"
+            raise DatasetError(f"{path} holds binary 0/1 rows (the prepared dataset {binary}), not real-valued rows; "
+                               f"{who} needs real-valued rows: prepared van Hateren patches or Frey faces (logzbench "
+                               "prepare vanhateren | frey), or a .npy of real rows")
         return load_patches(path, split)
     if data_kind != "binary":
         raise ValueError(f"unknown data kind {data_kind!r}; expected 'binary' or 'real'")
@@ -400,6 +410,30 @@ def load_meta(path: str | os.PathLike) -> dict:
         if not isinstance(npz, np.lib.npyio.NpzFile) or "meta" not in npz.files:
             raise DatasetError(f"{path} is not a prepared dataset (.npz with 'meta')")
         return json.loads(str(_member(npz, "meta", path)))
+
+
+def _binary_dataset(path: Path, split: str) -> str | None:
+    """What a prepared binary dataset ``path`` is (its ``meta`` dataset name, quoted), else ``None``: a
+    ``meta`` naming a binary source, or one naming no continuous set over integer 0/1 rows.  A file that
+    cannot be read is ``None`` here (its reader names the problem)."""
+    try:
+        with _open_npz(path) as npz:
+            if not isinstance(npz, np.lib.npyio.NpzFile) or "meta" not in npz.files:
+                return None
+            meta = json.loads(str(npz["meta"]))
+            name = meta.get("dataset") if isinstance(meta, dict) else None
+            if name in CONTINUOUS_DATASETS:
+                return None
+            if name in DATASETS:
+                return repr(name)
+            key = split if split in npz.files else "train" if "train" in npz.files else None
+            if key is not None and npz[key].dtype.kind in "biu":
+                rows = npz[key]
+                if rows.size and ((rows == 0) | (rows == 1)).all():
+                    return repr(name) if name is not None else "without a name"
+    except Exception:  # noqa: BLE001 - damaged or foreign: load_patches reports it
+        return None
+    return None
 
 
 def _is_frey(path: Path) -> bool:

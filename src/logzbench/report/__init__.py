@@ -68,7 +68,7 @@ from .flags import RULES, ReportThresholds, apply_flags
 from .learners import learner_models, make_table_learners, make_table_learners_paper, plot_learners
 from .methods import (ANALYSIS_FAMILIES, ANNEALED_METHODS, CONTINUOUS_FAMILIES, CONTINUOUS_METHODS, DEEP_FAMILIES,
                       GENERATIVE_FAMILIES, INIT_ORDER, K_METHODS, LOG_Z_METHODS, LOWER_BOUND_METHODS)
-from .papers import make_table_papers
+from .papers import check_paper_rows_match, make_table_papers
 from .plots import plot_annealed_trials, plot_model, plot_model_size
 from .records import GROUP_COLUMNS, LOG_F_COLUMNS, PER_RUN_COLUMNS, load_results, normalize_record, summarize
 from .tables import (ANNEALED_TRIAL_COLUMNS, AVERAGE_METHOD, annealed_trials, flag_rows, ground_truth, make_table1,
@@ -168,7 +168,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
                  tracking_uri: str | None = None, experiment_name: str | None = None,
                  model_records: Iterable[str | os.PathLike | Mapping[str, Any]] = (),
                  data_dir: str | os.PathLike | None = None,
-                 paper_rows: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+                 paper_rows: Mapping[str, Mapping[str, str]] | None = None,
+                 check_papers: bool = False) -> dict[str, Any]:
     """Build the report from estimate records.
 
     Parameters
@@ -211,6 +212,10 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     paper_rows : mapping, optional
         ``{model: {paper key: row name}}``: the published rows each model stands for
         (``table_papers.csv``, :func:`.papers.make_table_papers`).
+    check_papers : bool
+        Refuse (``ValueError``) a paper row whose model has no estimate in the results, or none of
+        what the row publishes (:func:`.papers.check_paper_rows_match`; the command line's
+        ``--paper``).  Otherwise such a row is listed with empty ``ours`` columns.
 
     Returns
     -------
@@ -222,10 +227,16 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         ``n_flagged`` (summary rows flagged).
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    if tracking_uri is not None:  # a URI MLflow cannot use is refused before anything is written
+        from ..tracking import resolve_tracking_uri
+
+        resolve_tracking_uri(tracking_uri)
     per_run = load_results(results)
     per_run, summary = apply_flags(per_run, summarize(per_run), gap_threshold=gap_threshold,
                                    ess_fraction=ess_fraction, z=z, khat=khat)
+    if check_papers:
+        check_paper_rows_match(summary, paper_rows or {})
+    out.mkdir(parents=True, exist_ok=True)
     table1 = make_table1(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE1_COLUMNS)
     table2 = make_table2(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE2_COLUMNS)
     table_c = make_table_continuous(summary)

@@ -30,7 +30,8 @@ from .published import load_published, within_uncertainty
 from ..sweep import check_paper_rows
 from .records import as_float, int_or_none
 
-__all__ = ["ROUNDING", "TABLE_PAPERS_COLUMNS", "check_paper_rows", "make_table_papers", "parse_paper_rows"]
+__all__ = ["ROUNDING", "TABLE_PAPERS_COLUMNS", "check_paper_rows", "check_paper_rows_match", "make_table_papers",
+           "parse_paper_rows"]
 
 #: half a unit of the last printed digit of the papers' values (two decimals at least)
 ROUNDING = 0.005
@@ -62,8 +63,40 @@ def parse_paper_rows(items: Any) -> dict[str, dict[str, str]]:
         paper, sep2, row = rest.partition(":")
         if not (sep and sep2 and model and paper and row):
             raise ValueError(f"--paper {item!r}: expected MODEL=PAPER:ROW, e.g. mnist-rbm20=burda_raise:mnistCD1-20")
-        out.setdefault(model, {})[paper] = row
+        rows = out.setdefault(model, {})
+        if paper in rows:  # a model stands for one row of each paper
+            raise ValueError(f"--paper {item!r}: model {model!r} already stands for {paper} row {rows[paper]!r} "
+                             "(an earlier --paper); give one --paper per model and paper")
+        rows[paper] = row
     return out
+
+
+def check_paper_rows_match(summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[str, str]], *,
+                           published: pd.DataFrame | None = None) -> None:
+    """Refuse (``ValueError``, one line) a paper row whose model has no estimate in ``summary`` (e.g. a
+    misspelt model name), or none of the values the row publishes (e.g. a ``log_z`` row for a model
+    with no log Z estimate): its lines would all have empty ``ours`` columns.  A row of which some
+    values have an estimate of ours passes (the others stay visible, empty, in ``table_papers.csv``).
+    The command line's ``--paper`` is checked so (``build_report(check_papers=True)``)."""
+    published = load_published() if published is None else published
+    models = sorted(set(summary["model"])) if len(summary) else []
+    for model, rows in check_paper_rows(paper_rows, _known_rows(published)).items():
+        for paper, row in rows.items():
+            what = f"--paper {model}={paper}:{row}"
+            if model not in models:
+                raise ValueError(f"{what}: the results have no estimate of model {model!r} (their models: "
+                                 f"{', '.join(models) or 'none'})")
+            lines = published[(published["paper"] == paper) & (published["row"] == row)]
+            found = [_ours(summary, model, {k: (None if (not isinstance(v, str) and pd.isna(v)) else v)
+                                            for k, v in line.items()}) for _, line in lines.iterrows()]
+            if all(f is None for f in found):
+                theirs = sorted({f"{q} ({e})" if isinstance(e, str) and e else str(q)
+                                 for q, e in zip(lines["quantity"], lines["estimator"])})
+                ours = summary[summary["model"] == model]
+                have = sorted({f"{e} ({'log Z' if pd.notna(z) else 'test log-likelihood'})"
+                               for e, z in zip(ours["estimator"], ours["log_z"])})
+                raise ValueError(f"{what}: model {model!r} has no estimate of what the row publishes "
+                                 f"({', '.join(theirs)}); its estimates: {', '.join(have)}")
 
 
 def _known_rows(published: pd.DataFrame) -> dict[str, set[str]]:

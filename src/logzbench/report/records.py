@@ -6,7 +6,7 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -72,7 +72,8 @@ def _architecture(n_visible, hidden_sizes, n_hidden) -> str:
 
 
 def _model_name(model: Any, source: str | os.PathLike | None) -> str:
-    """The model's name: a model file's stem, else the record's directory two levels up."""
+    """The model's name: the record's model name (the workflow's), or the stem of the model file it
+    names (``logzbench estimate --json``'s ``model``), else the record's directory two levels up."""
     if model is not None and (os.sep in str(model) or str(model).endswith(".npz")):
         model = Path(str(model)).stem
     if model is None and source is not None:
@@ -112,6 +113,9 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
 
     method = str(rec.get("method") or res.get("estimator") or pick("method") or "?").lower()
     estimator = str(rec.get("estimator") if "result" in rec and rec.get("estimator") else pick("name", default=method))
+    model = pick("model", "model_name")
+    if model is None and "result" not in rec:  # `logzbench estimate --json`: the model file it read
+        model = rec.get("model")
     chains = pick("chains", default=res.get("n_chains"))
     # ESS is measured against the number of weights: chains (AIS), chains per example (RAISE),
     # samples (CSL, importance sampling)
@@ -119,7 +123,7 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
     ess, n_chains = as_float(res.get("ess")), as_float(n_weights)
     extra = res.get("extra") or {}
     return {
-        "model": _model_name(pick("model", "model_name"), source),
+        "model": _model_name(model, source),
         "family": str(pick("family", "model_family", default="rbm")).lower(),
         "architecture": _architecture(pick("n_visible"), pick("hidden_sizes", default=None), pick("n_hidden")),
         "dataset": pick("dataset", default=""),
@@ -232,10 +236,120 @@ def _model_constant(df: pd.DataFrame, column: str, default: str) -> list[str]:
     return [known.get(m, v) if v in ("", default) else v for m, v in zip(df["model"], df[column])]
 
 
+# --------------------------------------------------------------------------- consistency of the inputs
+#: estimators whose ``log Z`` is, by definition, a function of the per-chain log-weights they store
+#: (``<setting>.npz``, ``--log-weights``): ``+1``: ``log Z = logmeanexp(log_weights)``; ``-1``:
+#: ``log Z = -logmeanexp(log_weights)`` (reverse importance sampling stores the weights of ``1 / Z``)
+LOG_Z_FROM_WEIGHTS = {"ais": 1, "is": 1, "ris": -1, "hais": 1, "ais-hmc": 1, "ais-mh": 1}
+#: relative tolerance of a recomputed ``log Z`` (float64 round-off of two logsumexp implementations)
+LOG_Z_RTOL = 1e-9
+
+
+def printable_path(path: str | os.PathLike) -> str:
+    """``path`` as text that can be printed and written in any encoding (a name that is not UTF-8
+    shows its bytes as ``\\xNN``)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def check_utf8_path(path: str | os.PathLike, what: str = "path") -> None:
+    """Refuse (``ValueError`` naming it) a path whose name is not valid UTF-8: the report's tables
+    and ``report.json`` record every source file by its name, as UTF-8 text."""
+    try:
+        os.fsencode(path).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{what} {printable_path(path)}: the name is not valid UTF-8 (the report records every "
+                         "source file by name, as UTF-8 text); rename it") from None
+
+
+def _arrays_file(source: str | os.PathLike | None) -> Path | None:
+    """The per-chain arrays of a record file: ``<stem>.npz`` beside ``<stem>.json`` (the workflow's
+    ``<setting>.npz``; ``logzbench estimate --json X.json --log-weights X.npz``), where it exists.  (Not the
+    path a record names: relative to another working directory it may be another run's file.)"""
+    npz = Path(source).with_suffix(".npz") if source is not None else None
+    return npz if npz is not None and npz.is_file() else None
+
+
+def check_log_weights(rec: Mapping[str, Any], source: str | os.PathLike | None) -> None:
+    """Refuse a record whose ``log Z`` disagrees with the per-chain log-weights stored with it.
+
+    For the estimators of :data:`LOG_Z_FROM_WEIGHTS` ``log Z`` is ``+-logmeanexp`` of the 1-D
+    ``log_weights`` in ``<stem>.npz`` beside the record file (:func:`_arrays_file`); a record edited by
+    hand (or arrays of another run) differs by more than :data:`LOG_Z_RTOL` and is refused
+    (``ValueError``, one line naming the record and the arrays).  Records without such arrays, and
+    other estimators, are not checked."""
+    res = rec.get("result", rec)
+    sign = LOG_Z_FROM_WEIGHTS.get(str(res.get("estimator") or "").lower())
+    log_z = res.get("log_z")
+    if sign is None or not isinstance(log_z, (int, float)) or isinstance(log_z, bool):
+        return
+    npz = _arrays_file(source)
+    if npz is None:
+        return
+    try:
+        with np.load(npz, allow_pickle=False) as z:
+            if "log_weights" not in z.files:
+                return
+            lw = np.asarray(z["log_weights"], dtype=np.float64)
+    except Exception as exc:  # noqa: BLE001 - a truncated or foreign file: zipfile, zlib, EOF, value errors
+        raise ValueError(f"{printable_path(npz)}: the per-chain arrays of {printable_path(source or npz)} cannot "
+                         f"be read ({type(exc).__name__}: {exc})") from None
+    if lw.ndim != 1 or lw.size == 0 or not np.isfinite(lw).all():
+        return
+    m = float(lw.max())
+    recomputed = sign * (m + math.log(float(np.mean(np.exp(lw - m)))))
+    if abs(float(log_z) - recomputed) > LOG_Z_RTOL * max(1.0, abs(recomputed)):
+        raise ValueError(f"{printable_path(source or npz)}: log_z {float(log_z)!r} disagrees with the {lw.size} "
+                         f"log-weights in {printable_path(npz)} ({'-' if sign < 0 else ''}logmeanexp = "
+                         f"{recomputed!r}); the record was edited or its arrays are another run's: rerun the "
+                         "estimate")
+
+
+def _model_identity(rec: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """``(sha256, model file)`` a record names: ``logzbench estimate --json`` records the model file it
+    read and its content hash (``model_sha256``); the workflow's records name the config's model."""
+    sha = rec.get("model_sha256") if isinstance(rec.get("model_sha256"), str) else None
+    path = rec.get("model") if "result" not in rec and isinstance(rec.get("model"), str) else None
+    return sha, path
+
+
+def check_models_distinct(records: Sequence[tuple[Mapping[str, Any], str | None]],
+                          names: Sequence[str]) -> None:
+    """Refuse (``ValueError``, one line naming two of the records) records of two different models that
+    would be reported under one name, e.g. ``model.npz`` of two runs: their exact values would be averaged
+    and every estimate compared with the mean.  Models are told apart by their content hash, else (records
+    without one) by the model file the records name; records that name neither are not checked."""
+    ids = [_model_identity(rec) for rec, _ in records]
+    sha_of_path = {path: sha for sha, path in ids if sha and path}
+    seen: dict[str, tuple[str, int]] = {}
+    for i, ((sha, path), name) in enumerate(zip(ids, names)):
+        ident = sha or sha_of_path.get(path) or (os.path.normpath(path) if path else None)
+        if ident is None:
+            continue
+        first = seen.setdefault(name, (ident, i))
+        if first[0] != ident:
+            def what(j):
+                (h, p), src = ids[j], records[j][1]
+                return (f"{printable_path(src) if src else 'a record'} (model {printable_path(p) if p else '?'}"
+                        + (f", sha256 {h[:12]}" if h else "") + ")")
+            raise ValueError(f"records of two different models would both be reported as model {name!r}: "
+                             f"{what(first[1])} and {what(i)}; give the model files different names or report "
+                             "them separately")
+
+
 def load_results(results) -> pd.DataFrame:
     """Per-run table from a results directory (searched recursively for ``*.json``), JSON
-    files, or record dicts.  Exact values of each model are attached to every row."""
-    rows = [normalize_record(rec, src) for rec, src in _iter_sources(results)]
+    files, or record dicts.  Exact values of each model are attached to every row.
+
+    Refused (``ValueError``, one line naming the file): a record whose ``log Z`` disagrees with its
+    stored log-weights (:func:`check_log_weights`), records of two different models under one name
+    (:func:`check_models_distinct`), a source path that is not UTF-8 (:func:`check_utf8_path`)."""
+    records = list(_iter_sources(results))
+    for rec, src in records:
+        if src is not None:
+            check_utf8_path(src, "estimate record")
+        check_log_weights(rec, src)
+    rows = [normalize_record(rec, src) for rec, src in records]
+    check_models_distinct(records, [r["model"] for r in rows])
     df = pd.DataFrame(rows, columns=[c for c in PER_RUN_COLUMNS if c not in _DERIVED_COLUMNS])
     for c in ("K", "seed", "chains", "n_weights", "n_examples", "burn_in", "thin"):
         df[c] = pd.array(df[c], dtype="Int64")

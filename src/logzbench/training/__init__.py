@@ -154,8 +154,13 @@ def train_with_learner(train, valid=None, *, family: str, learner: str, **hyperp
     """Train with a black-box learner (:data:`logzbench.registry.LEARNERS`); return ``(model, history,
     state)``: the model, its history as one row (dict) per logged iteration (key ``iteration``), and the
     trained networks (``encoder``, ``decoder``, ...; for :func:`~.variational.figure_samples`).
-    ``n_hidden=n`` stands for ``hidden_sizes=(n,)``; the other keywords are the learner's."""
+    ``n_hidden=n`` stands for ``hidden_sizes=(n,)``; the other keywords are the learner's, checked first
+    (:func:`~.learner_options.check_hyperparams`: ValueError naming an unknown key's closest name or
+    a value's problem)."""
+    from .learner_options import check_hyperparams
+
     spec = registry.learner(learner, family)
+    check_hyperparams(spec.name, family, hyperparams)  # unknown keys (the closest named), values, before any work
     hp = dict(hyperparams)
     if "n_hidden" in hp:
         n = hp.pop("n_hidden")

@@ -154,7 +154,8 @@ def train_avil(train, valid=None, *, family: str = "rbm", hidden_sizes=(50,), au
               lr=lr, betas=betas, seed=seed, device=device, log_every=log_every, temperature=temperature,
               straight_through=straight_through, mlp_hidden=mlp_hidden, init_scale=init_scale,
               exact_max_units=exact_max_units, family_options={"sigma": sigma},
-              counts={"K1": K1, "K2": K2, "aux_size": aux_size, "monitor_samples": monitor_samples or 1},
+              own={"K1": K1, "K2": K2, "aux_size": aux_size, "monitor_samples": monitor_samples, "z": z,
+                   "ablation": ablation, "sigma": sigma, "visible_std": visible_std},
               ais_every=ais_every, ais_K=ais_K, ais_chains=ais_chains, ais_init=ais_init,
               ais_is_samples=ais_is_samples, select=select)
     energy, relax, gen = s.energy, s.relax, s.gen

@@ -221,7 +221,8 @@ ais_init, ais_is_samples, select, return_state
               lr=lr, betas=betas, seed=seed, device=device, log_every=log_every, temperature=0.1,
               straight_through=False, mlp_hidden=mlp_hidden, init_scale=init_scale,
               exact_max_units=exact_max_units, family_options={"sigma": sigma},
-              counts={"K1": K1, "aux_size": aux_size, "monitor_samples": monitor_samples or 1},
+              own={"K1": K1, "aux_size": aux_size, "monitor_samples": monitor_samples, "z": z, "sigma": sigma,
+                   "visible_std": visible_std},
               ais_every=ais_every, ais_K=ais_K, ais_chains=ais_chains, ais_init=ais_init,
               ais_is_samples=ais_is_samples, select=select)
     if s.family.free_energy is None:

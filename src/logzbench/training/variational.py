@@ -56,7 +56,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -67,8 +67,9 @@ from ..models.dbm import DBM
 from ..models.enumeration import state_bits
 from ..models.rbm import BinaryRBM
 from ..utils import make_generator, resolve_device
-from .dbm import _base_rate_logit, _check_hidden_sizes, _check_params_finite
-from .trainer import _as_binary_data, _check_int, _check_real, _spawn_seed
+from .dbm import _base_rate_logit, _check_hidden_sizes
+from .learner_options import ABLATION_ALIASES, ABLATIONS, SELECTIONS, Z_KINDS, check_values
+from .trainer import TrainingDivergedError, _as_binary_data, _check_real, _spawn_seed
 
 __all__ = [
     "FAMILIES", "Decoder", "DecoderBounds", "DecoderSample", "Encoder", "EncoderSample", "EnergyFamily", "EnergyModel",
@@ -79,10 +80,12 @@ __all__ = [
     "layered_free_energy", "logistic_noise", "mean_stderr", "sample_bernoulli",
 ]
 
-#: ``z`` priors of the decoder
-Z_KINDS = ("continuous", "discrete")
 #: Largest number of states (log2) that exact monitoring enumerates.
 MAX_EXACT_BITS = 26
+#: A learner's parameter beyond this in magnitude has diverged (:meth:`EnergyModel.check_finite`, every
+#: iteration): Adam moves a parameter by about ``lr`` per step (3e-4 in the paper, at most a few units over a
+#: whole run), and float32 energies of such weights keep no digit below 0.1 (``lr=1e10`` gave |W| = 3e10)
+DIVERGED_ABS = 1e6
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
@@ -685,8 +688,15 @@ class EnergyModel(nn.Module):
         return self.family.exact({k: t.detach() for k, t in self.tensors().items()}, max_units)
 
     def check_finite(self, where: str) -> None:
-        """:class:`~logzbench.training.trainer.TrainingDivergedError` naming a NaN/inf parameter."""
-        _check_params_finite({k: p.detach() for k, p in self.params.items()}, where)
+        """:class:`~logzbench.training.trainer.TrainingDivergedError` naming a parameter that is NaN, infinite
+        or larger than :data:`DIVERGED_ABS` in magnitude."""
+        for name, p in self.params.items():
+            top = float(p.detach().abs().max())
+            if not math.isfinite(top) or top > DIVERGED_ABS:
+                what = (f"exploded to |{name}| = {top:.3g} (above {DIVERGED_ABS:g})" if math.isfinite(top)
+                        else "became NaN or infinite")
+                raise TrainingDivergedError(f"training diverged in {where}: '{name}' {what}; lower the learning "
+                                            "rate (lr)")
 
 
 # ---------------------------------------------------------------------------- bound estimates
@@ -785,16 +795,14 @@ def decoder_bounds(energy: Callable, decoder: Decoder, n_samples: int, generator
 
 
 # ---------------------------------------------------------------------------- training helpers
-ABLATIONS = ("no_encoder_entropy", "no_decoder_entropy")
-_ABLATION_ALIASES = {"no_hq_encoder": "no_encoder_entropy", "no_H(Q)": "no_encoder_entropy",
-                     "no_H(q)": "no_decoder_entropy"}
+# ABLATIONS and their aliases: logzbench.training.learner_options (with every learner hyperparameter's rule)
 
 
 def check_ablation(ablation) -> str | None:
     """``None`` or one of :data:`ABLATIONS` (``"no_H(Q)"`` / ``"no_H(q)"`` accepted too)."""
     if ablation is None:
         return None
-    name = _ABLATION_ALIASES.get(str(ablation), str(ablation))
+    name = ABLATION_ALIASES.get(str(ablation), str(ablation))
     if name not in ABLATIONS:
         raise ValueError(f"unknown ablation {ablation!r}; choose None, {ABLATIONS[0]!r} (no H(Q)) or "
                          f"{ABLATIONS[1]!r} (no H(q))")
@@ -825,7 +833,16 @@ class Setup(NamedTuple):
     def observe(self, history: "History", it: int, row: dict) -> None:
         """Complete a logged ``row`` of iteration ``it`` with the exact (:class:`ExactMonitor`) and AIS
         (:class:`AISMonitor`) values, offer it to the selection (:class:`BestSnapshot`), and add it to
-        ``history``."""
+        ``history``.  A learner's own value that is NaN or infinite (its bounds: not a standard error,
+        nor a ``valid_`` or ``exact_`` value, which are NaN where there is none) means the training
+        diverged: :class:`~logzbench.training.trainer.TrainingDivergedError` naming the iteration (the
+        parameters can stay finite, e.g. ``|W| = 3e10`` after three steps at ``lr=1e10``)."""
+        bad = next((k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)
+                    and not k.startswith(("valid_", "exact_")) and not k.endswith("_stderr")), None)
+        if bad is not None:
+            where = f"by iteration {it}" if it else "before the first iteration"
+            raise TrainingDivergedError(f"training diverged {where}: the logged {bad} is {row[bad]}; lower the "
+                                        "learning rate (lr) or the initial weights (init_scale)")
         row.update(self.exact(self.energy))
         row.update(self.ais(it, self.energy))
         if it == 0 and self.best.select == "best-valid" and not math.isfinite(self.best.criterion(row)):
@@ -852,7 +869,7 @@ class Setup(NamedTuple):
 
 def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, betas, seed, device, log_every,
           temperature, straight_through, mlp_hidden, init_scale, exact_max_units, family_options=None,
-          counts: Mapping[str, int] | None = None, ais_every: int = 0, ais_K: int = 1000, ais_chains: int = 100,
+          own: Mapping[str, Any] | None = None, ais_every: int = 0, ais_K: int = 1000, ais_chains: int = 100,
           ais_init: str | None = None, ais_is_samples: int = 100, select: str = "last") -> Setup:
     """Validate a learner's common arguments and build its data, generators and :class:`EnergyModel`.
 
@@ -861,7 +878,9 @@ def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, bet
     seeded by ``seed``; the sampling noise from a generator on
     ``device`` spawned from it, and the monitoring draws from a third one (so the monitoring
     never changes the trained model).  ``ais_*`` configure :class:`AISMonitor` (``ais_every=0``: off) and
-    ``select`` the model returned (:class:`BestSnapshot`).
+    ``select`` the model returned (:class:`BestSnapshot`); ``own``: the learner's other hyperparameters
+    (``K1``, ``aux_size``, ``z``, ...), checked with these by their rules
+    (:func:`logzbench.training.learner_options.check_values`).
 
     Raises
     ------
@@ -869,18 +888,12 @@ def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, bet
         Naming the argument or data problem.
     """
     fam = get_family(family)
-    checks = [("iterations", iterations, 1), ("batch_size", batch_size, 1), ("seed", seed, None),
-              ("log_every", log_every, 1), ("exact_max_units", exact_max_units, 0), ("ais_every", ais_every, 0),
-              ("ais_K", ais_K, 1), ("ais_chains", ais_chains, 1), ("ais_is_samples", ais_is_samples, 1)]
-    for name, value, minimum in checks + [(k, v, 1) for k, v in (counts or {}).items()]:
-        _check_int(name, value, minimum)
-    _check_real("lr", lr, 0.0, math.inf, low_open=True, high_open=True)
-    if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
-        raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
-    for i, b in enumerate(betas):
-        _check_real(f"betas[{i}]", b, 0.0, 1.0, high_open=True)
-    _check_real("temperature", temperature, 0.0, math.inf, low_open=True, high_open=True)
-    _check_real("init_scale", init_scale, 0.0, math.inf, high_open=True)
+    # every value by its rule (logzbench.training.learner_options, also the workflow's config check)
+    check_values({"iterations": iterations, "batch_size": batch_size, "seed": seed, "log_every": log_every,
+                  "exact_max_units": exact_max_units, "ais_every": ais_every, "ais_K": ais_K, "ais_chains": ais_chains,
+                  "ais_init": ais_init, "ais_is_samples": ais_is_samples, "select": select, "lr": lr, "betas": betas,
+                  "temperature": temperature, "straight_through": straight_through, "init_scale": init_scale,
+                  "mlp_hidden": mlp_hidden, **(own or {})})
     sizes = _check_hidden_sizes(hidden_sizes)
     lo, hi = fam.n_layers
     if len(sizes) < lo or (hi is not None and len(sizes) > hi):
@@ -888,7 +901,6 @@ def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, bet
                          f"hidden_sizes={list(hidden_sizes)!r}")
     if mlp_hidden is None:
         mlp_hidden = max(1, sizes[0] // 2)
-    _check_int("mlp_hidden", mlp_hidden, 0)
     dev = resolve_device(device)
     x_train = _as_data(train, "training", fam, dev)
     x_valid = None if valid is None else _as_data(valid, "validation", fam, dev, x_train.shape[1])
@@ -904,11 +916,8 @@ def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, bet
     data_mean = x_train.mean(0).cpu().numpy() if fam.visible == "binary" else None
     ais = AISMonitor(ais_every, ais_K, ais_chains, ais_init, ais_is_samples, int(seed), iterations, x_train, x_valid,
                      data_mean, fam)
-    if ais.every and ais.every % int(log_every):
-        raise ValueError(f"ais_every={ais_every} must be a multiple of log_every={log_every} (AIS runs on logged "
-                         "iterations)")
     exact = ExactMonitor(x_train, monitor, x_valid, exact_max_units)
-    best = BestSnapshot(check_select(select))
+    best = BestSnapshot(select)
     if best.select == "best-valid" and x_valid is None:
         raise ValueError("select='best-valid' needs validation rows (the dataset has no validation split)")
     return Setup(fam, dev, x_train, x_valid, sizes, int(mlp_hidden), relax, init_gen, gen, eval_gen, energy, batches, monitor,
@@ -1025,9 +1034,6 @@ class AISMonitor:
         if self.valid is not None and res.mean_log_likelihood is not None:
             out["valid_ais_log_likelihood"] = float(res.mean_log_likelihood)
         return out
-
-
-SELECTIONS = ("last", "best-valid")
 
 
 def check_select(select) -> str:

@@ -95,7 +95,7 @@ ais_init, ais_is_samples, select, return_state
     s = setup(train, valid, family=family, hidden_sizes=hidden_sizes, iterations=iterations, batch_size=batch_size,
               lr=lr, betas=betas, seed=seed, device=device, log_every=log_every, temperature=temperature,
               straight_through=straight_through, mlp_hidden=mlp_hidden, init_scale=init_scale,
-              exact_max_units=exact_max_units, counts={"K2": K2, "cd_k": cd_k},
+              exact_max_units=exact_max_units, own={"K2": K2, "cd_k": cd_k},
               ais_every=ais_every, ais_K=ais_K, ais_chains=ais_chains, ais_init=ais_init,
               ais_is_samples=ais_is_samples, select=select)
     if s.family.visible != "binary":
