@@ -308,6 +308,26 @@ def grid_trial_files():
             for ref in g["references"] for sp in g["sigma_pair"]]
 
 
+REPORT_DIR = f"{RESULTS}/report"
+
+
+def learner_models():
+    """{model: its training hyperparams} of the models a black-box learner (hyperparams.learner) trains."""
+    hps = {m: model_hyperparams(m) for m in config["models"]}
+    return {m: hp for m, hp in hps.items() if hp.get("learner")}
+
+
+def learner_report_plots():
+    """The learner figures logzbench.report.learners always draws: plots/<model>_bounds.png of each
+    learner-trained model, plots/<dataset>_bounds_vs_ais.png of each dataset with an NVIL- and an
+    AVIL-trained RBM (the sample and filter figures depend on files and image shapes: undeclared)."""
+    learned = learner_models()
+    paired = registry.compared_learner_datasets(
+        (model_dataset(m), hp.get("family", "rbm"), hp["learner"]) for m, hp in learned.items())
+    return [f"{REPORT_DIR}/plots/{m}_bounds.png" for m in learned] + [
+        f"{REPORT_DIR}/plots/{d}_bounds_vs_ais.png" for d in paired]
+
+
 def trials_report_outputs():
     out = []
     for name, files in (("gaussian", gaussian_trial_files()), ("grid", grid_trial_files())):
