@@ -203,3 +203,47 @@ def other_user():
         pytest.skip(f"cannot run a process as uid {OTHER_UID}: {probe.stderr.strip() or probe.stdout.strip()}")
     yield user
     shutil.rmtree(shared, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- the command line's refusals
+def tree_snapshot(root) -> dict:
+    """Every file (contents, size, mtime, inode), symlink (target) and folder under ``root``, by lstat:
+    equal before and after a command when it wrote, changed and removed nothing."""
+    import hashlib
+    import os
+
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p):
+                out[rel] = ("link", os.readlink(p))
+            elif os.path.isdir(p):
+                out[rel] = ("dir",)
+            elif os.path.isfile(p):
+                with open(p, "rb") as fh:
+                    digest = hashlib.sha256(fh.read()).hexdigest()
+                out[rel] = ("file", st.st_size, st.st_mtime_ns, st.st_ino, digest)
+            else:
+                out[rel] = ("special", st.st_mode)
+    return out
+
+
+def assert_refused(main, argv, words, root, capsys) -> None:
+    """``main(argv)`` (the ``logzbench`` command line) refuses as the README promises: exit status 2,
+    one line on stderr, ``logzbench <command>: error: ...`` holding every one of ``words``, nothing on
+    stdout, no traceback, and nothing under ``root`` written, changed or removed."""
+    capsys.readouterr()  # what a case's setup printed
+    before = tree_snapshot(root)
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert rc == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"logzbench {argv[0]}: error: "), err
+    for word in words:
+        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
+    assert out == ""
+    assert tree_snapshot(root) == before  # nothing created, changed or removed

@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import assert_refused
 import torch
 
 from logzbench.cli import main
@@ -145,25 +146,12 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _snapshot(root):
-    """Every file and folder under ``root`` with its size and modification time."""
-    return {str(p.relative_to(root)): (p.is_dir(), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
 
 
 @pytest.mark.parametrize("setup, argv, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_one_line_exit_2_nothing_written(workdir, monkeypatch, capsys, setup, argv, words):
     setup(workdir, monkeypatch)
-    before = _snapshot(workdir)
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith(f"logzbench {argv[0]}: error: "), err
-    for word in words:
-        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
-    assert out == ""
-    assert _snapshot(workdir) == before  # nothing created, changed or removed
+    assert_refused(main, argv, words, workdir, capsys)
 
 
 def test_outputs_in_new_folders_and_reruns_work(workdir, capsys):

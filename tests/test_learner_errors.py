@@ -16,6 +16,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import assert_refused, tree_snapshot
 
 from logzbench import registry
 from logzbench.cli import MAX_THREADS, main
@@ -111,30 +112,17 @@ def workdir(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _snapshot(root):
-    """Every file and folder under ``root`` with its size and modification time."""
-    return {str(p.relative_to(root)): (p.is_dir(), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
 
 
 @pytest.mark.parametrize("setup, argv, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_learner_option_is_one_line_exit_2_nothing_written(workdir, monkeypatch, capsys, setup, argv, words):
     setup(workdir, monkeypatch)
-    before = _snapshot(workdir)
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith(f"logzbench {argv[0]}: error: "), err
-    for word in words:
-        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
-    assert out == ""
-    assert _snapshot(workdir) == before  # nothing created, changed or removed
+    assert_refused(main, argv, words, workdir, capsys)
 
 
 @pytest.mark.parametrize("argv, words", [c[1:] for c in ARGPARSE_CASES], ids=[c[0] for c in ARGPARSE_CASES])
 def test_too_many_threads_is_an_argparse_error(workdir, capsys, argv, words):
-    before = _snapshot(workdir)
+    before = tree_snapshot(workdir)
     with pytest.raises(SystemExit) as exc:
         main(list(argv))
     out, err = capsys.readouterr()
@@ -144,7 +132,7 @@ def test_too_many_threads_is_an_argparse_error(workdir, capsys, argv, words):
     assert errors[0].startswith(f"logzbench {argv[0]}: error: "), err
     for word in words:
         assert word in errors[0], f"{word!r} not in {errors[0]!r}"
-    assert out == "" and _snapshot(workdir) == before
+    assert out == "" and tree_snapshot(workdir) == before
 
 
 def test_threads_at_the_limit_and_learning_rate_as_lr_run(workdir, capsys):

@@ -30,6 +30,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from conftest import assert_refused, tree_snapshot
 import torch
 
 from logzbench import utils
@@ -192,41 +193,12 @@ def workdir(tmp_path, monkeypatch, capsys):
         subprocess.run(["umount", str(_MOUNTS.pop())], check=False)
 
 
-def _snapshot(root):
-    """Every file (contents, size, mtime, inode), symlink (target) and folder under ``root``, by lstat."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            p = os.path.join(dirpath, name)
-            st = os.lstat(p)
-            rel = os.path.relpath(p, root)
-            if os.path.islink(p):
-                out[rel] = ("link", os.readlink(p))
-            elif os.path.isdir(p):
-                out[rel] = ("dir",)
-            elif os.path.isfile(p):
-                with open(p, "rb") as fh:
-                    digest = hashlib.sha256(fh.read()).hexdigest()
-                out[rel] = ("file", st.st_size, st.st_mtime_ns, st.st_ino, digest)
-            else:
-                out[rel] = ("special", st.st_mode)
-    return out
 
 
 @pytest.mark.parametrize("setup, argv, words", [c[1:] for c in FAULTS], ids=[c[0] for c in FAULTS])
 def test_fault_is_one_line_exit_2_nothing_written(workdir, monkeypatch, capsys, setup, argv, words):
     setup(workdir, monkeypatch)
-    before = _snapshot(workdir)
-    rc = main(list(argv))
-    out, err = capsys.readouterr()
-    lines = err.strip().splitlines()
-    assert rc == 2, err
-    assert len(lines) == 1 and "Traceback" not in err, err
-    assert lines[0].startswith(f"logzbench {argv[0]}: error: "), err
-    for word in words:
-        assert word in lines[0], f"{word!r} not in {lines[0]!r}"
-    assert out == ""
-    assert _snapshot(workdir) == before  # nothing created, changed or removed
+    assert_refused(main, argv, words, workdir, capsys)
 
 
 def _is_link_to(path, target):
@@ -302,11 +274,11 @@ def test_a_workflow_job_writes_all_its_outputs_or_none(workdir):
     settings = {"model": "tiny", "dataset": "tiny", "device": "cpu", "n_visible": 6, "family": "rbm",
                 "hidden_sizes": [3], "n_hidden": 3, "estimator": "exact", "method": "exact", "K": None,
                 "init": None, "seed": None}
-    before = _snapshot(workdir)
+    before = tree_snapshot(workdir)
     with pytest.raises(OutputError, match=r"cannot write .*full/exact\.json: No space left on device"):
         run_estimate(settings, model=workdir / "model.npz", data=workdir / "data.npz", arrays=workdir / "exact.npz",
                      record_path=full / "exact.json", tracking={"enabled": False}, log=lambda msg: None)
-    assert _snapshot(workdir) == before
+    assert tree_snapshot(workdir) == before
 
 
 def test_published_outputs_are_undone_when_the_transaction_fails(tmp_path):
@@ -336,7 +308,7 @@ SPECIAL = [  # (id, setup making `out` in tmp, words): the library's own refusal
 @pytest.mark.parametrize("setup, words", [c[1:] for c in SPECIAL], ids=[c[0] for c in SPECIAL])
 def test_atomic_writes_refuse_special_files(tmp_path, setup, words):
     setup(tmp_path)
-    before = _snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     try:
         with pytest.raises(OutputError) as info:
             utils.write_json_atomic(tmp_path / "out", {"a": 1})
@@ -346,4 +318,4 @@ def test_atomic_writes_refuse_special_files(tmp_path, setup, words):
     assert str(info.value).startswith(f"cannot write {tmp_path / 'out'}: ")
     for word in words:
         assert word in str(info.value), str(info.value)
-    assert _snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
