@@ -75,8 +75,9 @@ def data_mirror():
 # The jobs find the mirror in $LOGZBENCH_DATA_MIRROR (the data loaders' default), set here in every Snakemake
 # process (a cluster job's too), not in a rule's params: where the mirror lies is not what the data are (every
 # file is checked against its sha256), so the same mirror named another way, or moved, reruns nothing.
-if data_mirror():
-    os.environ["LOGZBENCH_DATA_MIRROR"] = data_mirror()
+MIRROR = data_mirror()
+if MIRROR:  # (set, as LOGZBENCH_REPO above: the envvars directive is for variables a workflow requires)
+    os.environ.update(LOGZBENCH_DATA_MIRROR=MIRROR)
 
 
 def tracking_settings():
