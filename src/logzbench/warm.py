@@ -106,8 +106,9 @@ _STARTUP_ENV = ("LD_", "PYTHON", "MALLOC_", "GLIBC_TUNABLES", "KMP_", "GOMP_", "
 
 # --------------------------------------------------------------------------- where
 def enabled(warm: bool | None = None) -> bool:
-    """Whether jobs go to a warm server: ``warm`` when given, else ``$LOGZBENCH_WARM`` (default on)."""
-    if os.environ.get(ENV_ENABLE, "").strip().lower() in _FALSE:
+    """Whether jobs go to a warm server: ``warm`` when given, else ``$LOGZBENCH_WARM`` (default on);
+    never where the platform cannot tell who is at the other end of a socket (no ``SO_PEERCRED``)."""
+    if os.environ.get(ENV_ENABLE, "").strip().lower() in _FALSE or not hasattr(socket, "SO_PEERCRED"):
         return False
     return True if warm is None else bool(warm)
 
@@ -460,6 +461,12 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, terminate)
+    # a job that ends wakes the loop (its status goes back at once): SIGCHLD writes to this pipe
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     allowed = _allowed_jobs()
     children: dict[int, socket.socket] = {}
     last, stopping = time.monotonic(), False
@@ -482,11 +489,14 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
             if stopping:
                 time.sleep(0.1)
                 continue
-            try:  # polled often while jobs run: their status goes back when they end
-                ready, _, _ = select.select([sock], [], [], 0.02 if children else 0.5)
+            try:
+                ready, _, _ = select.select([sock, wake_r], [], [], 0.5)
             except InterruptedError:
                 continue
-            if not ready:
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+            if sock not in ready:
                 continue
             conn, _ = sock.accept()
             last = time.monotonic()
@@ -525,6 +535,10 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
             pid = os.fork()
             if pid == 0:  # the job's process
                 sock.close()
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(wake_r)
+                os.close(wake_w)
                 status = 1
                 try:
                     status = _child(conn, request)
