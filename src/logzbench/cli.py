@@ -58,18 +58,6 @@ def _same_file(a: Path, b: Path) -> bool:
     return a.resolve() == b.resolve()
 
 
-def _file_kind(p: Path) -> str:
-    """What an existing output path that is not a regular file is, in words."""
-    import stat
-
-    mode = p.stat().st_mode
-    for test, words in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                        (stat.S_ISFIFO, "a FIFO or pipe"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return words
-    return "a special file"
-
-
 def _check_outputs(outputs=(), inputs=(), dirs=()) -> None:
     """Refuse, before anything is loaded or computed, an output the command could not or must not write.
 
@@ -92,19 +80,14 @@ def _check_outputs(outputs=(), inputs=(), dirs=()) -> None:
             raise ValueError(f"{what}: exists and is not a directory (an output directory is expected)")
         if not is_dir and (p.is_dir() or str(path).endswith(("/", os.sep))):
             raise ValueError(f"{what}: is a directory; give a file name")
-        if not is_dir and p.exists() and not p.is_file():
-            raise ValueError(f"{what}: exists and is not a regular file ({_file_kind(p)}); refusing to replace it")
-        if not is_dir and p.is_symlink():  # written through: the file it resolves to is replaced
+        if not is_dir and os.path.lexists(p):  # a symlink is written through; a special file is refused
+            from .errors import OutputError
+            from .utils import output_target
+
             try:
-                os.stat(p)
-            except FileNotFoundError:  # dangling
-                pass
-            except OSError as exc:  # a loop of links, say
-                raise ValueError(f"{what}: {exc.strerror}") from None
-            target = Path(os.path.realpath(p))
-            if not target.parent.is_dir():
-                raise ValueError(f"{what}: dangling symlink to {target}, whose directory does not exist")
-            p = target
+                p = output_target(p)
+            except OutputError as exc:
+                raise ValueError(f"{what}: {exc.reason}") from None
         base = Path(os.path.abspath(p if is_dir else p.parent))
         while not base.exists() and base != base.parent:
             base = base.parent

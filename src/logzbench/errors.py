@@ -28,4 +28,7 @@ class TrackingError(LogzbenchError, RuntimeError):
 class OutputError(LogzbenchError, OSError):
     """An output file cannot be written (disk full, read-only file system, a special file such as a
     FIFO or a device, an unresolvable symlink); the message names the path.  Nothing was written:
-    see :func:`logzbench.utils.atomic_path` and :func:`logzbench.utils.output_transaction`."""
+    see :func:`logzbench.utils.atomic_path` and :func:`logzbench.utils.output_transaction`.
+    ``reason``: what is wrong, without the path (for a message that names the option instead)."""
+
+    reason: str = ""

@@ -327,7 +327,7 @@ _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS,
 def _file_kind(mode: int) -> str:
     """What a file that is not a regular file is, in words (for error messages)."""
     for test, words in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                        (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO or pipe"),
                         (stat.S_ISSOCK, "a socket")):
         if test(mode):
             return words
@@ -339,6 +339,7 @@ def _cannot_write(path: str | os.PathLike, exc: BaseException | str) -> OutputEr
     reason = exc if isinstance(exc, str) else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
     err = OutputError(f"cannot write {path}: {reason}")
     err.errno = getattr(exc, "errno", None)
+    err.reason = reason
     return err
 
 
