@@ -24,11 +24,9 @@ training presets mapping (``logzbench.training.MODEL_PRESETS``, imported on firs
 
 from __future__ import annotations
 
-import ast
 import csv
 import difflib
 import functools
-import importlib.util
 import itertools
 import json
 import zipfile
@@ -208,26 +206,12 @@ _JOB_ARGUMENTS = frozenset({"train", "test", "valid", "model", "X_train", "retur
 _COMMON_HYPERPARAMS = frozenset({"family", "learner", "device", "figure_samples", "figure_sweeps"})
 
 
-@functools.lru_cache(maxsize=None)
 def _declared_keywords(target: str) -> frozenset[str]:
-    """Keyword names of ``"module:object"``, read from the module's source without importing it: a
-    function's parameters, a class's ``__init__``'s (less ``self``), or a dataclass's fields."""
-    module, _, name = target.partition(":")
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin:
-        raise LookupError(f"no source for module {module}")
-    tree = ast.parse(Path(spec.origin).read_text(), spec.origin)
-    node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name == name), None)
-    if node is None:
-        raise LookupError(f"{spec.origin} defines no {name}")
-    if isinstance(node, ast.ClassDef):
-        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-        if init is None:  # a dataclass: its annotated fields
-            return frozenset(n.target.id for n in node.body if isinstance(n, ast.AnnAssign)
-                             and isinstance(n.target, ast.Name) and "ClassVar" not in ast.unparse(n.annotation))
-        node = init
-    a = node.args
-    return frozenset(x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)) - {"self"}
+    """Keyword names of ``"module:object"``, read from the module's source without importing it
+    (:func:`logzbench.training.declared.declared_parameters`)."""
+    from .training.declared import declared_parameters
+
+    return frozenset(name for name, _ in declared_parameters(target))
 
 
 def hyperparam_names(family: str, learner: str | None = None) -> frozenset[str]:

@@ -20,17 +20,14 @@ minibatch is then every row, and the decoder still draws ``batch_size`` samples 
 
 from __future__ import annotations
 
-import ast
 import difflib
-import functools
-import importlib.util
 import math
 import numbers
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping
 
 from .. import registry
+from .declared import declared_parameters
 
 __all__ = ["ABLATIONS", "ABLATION_ALIASES", "FIGURE_KEYS", "MAX_BATCH_SIZE", "MAX_EXACT_UNITS", "MAX_MONITOR_SAMPLES",
            "RULES", "Rule", "SELECTIONS", "Z_KINDS", "check_hyperparams", "check_value", "check_values",
@@ -170,33 +167,14 @@ def check_values(values: Mapping[str, Any]) -> None:
                          "iterations)")
 
 
-@functools.lru_cache(maxsize=None)
-def _signature(target: str) -> tuple[tuple[str, Any], ...]:
-    """``(name, default)`` of each parameter of the function ``"module:function"``, read from its source
-    (without importing it: the learners import torch); a parameter without a default has ``...``."""
-    module, _, name = target.partition(":")
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin:
-        raise LookupError(f"no source for module {module}")
-    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"), spec.origin)
-    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
-    if node is None:
-        raise LookupError(f"{spec.origin} defines no function {name}")
-    a = node.args
-    positional = [*a.posonlyargs, *a.args]
-    defaults = [...] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    pairs = list(zip(positional, defaults)) + list(zip(a.kwonlyargs, a.kw_defaults))
-    return tuple((arg.arg, ... if d is ... or d is None else ast.literal_eval(d)) for arg, d in pairs)
-
-
 def learner_keywords(learner: str) -> frozenset[str]:
     """The keyword names of learner ``learner``'s function (:data:`logzbench.registry.LEARNERS`)."""
-    return frozenset(n for n, _ in _signature(registry.learner(learner).entry))
+    return frozenset(n for n, _ in declared_parameters(registry.learner(learner).entry))
 
 
 def learner_defaults(learner: str) -> dict[str, Any]:
     """The learner's hyperparameters with a rule (:data:`RULES`) and their defaults."""
-    return {n: d for n, d in _signature(registry.learner(learner).entry) if n in RULES and d is not ...}
+    return {n: d for n, d in declared_parameters(registry.learner(learner).entry) if n in RULES and d is not ...}
 
 
 def check_hyperparams(learner: str, family: str, hyperparams: Mapping[str, Any], *,
