@@ -141,11 +141,15 @@ def _schedule(lr: float, schedule: str, decay: float, epoch: int, n_epochs: int)
     return float(lr)
 
 
-def _check_params_finite(params: dict[str, torch.Tensor], where: str) -> None:
+def _check_params_finite(params: dict[str, torch.Tensor], where: str, *, limit: float = _DIVERGED_ABS,
+                         remedy: str = "lower the learning rate or raise the weight decay") -> None:
+    """:class:`TrainingDivergedError` naming ``where`` and a parameter that is NaN, infinite or above
+    ``limit`` in magnitude, and the ``remedy``."""
     for name, p in params.items():
-        if not torch.isfinite(p).all() or float(p.abs().max()) > _DIVERGED_ABS:
-            raise TrainingDivergedError(f"training diverged in {where}: '{name}' became NaN/inf or exploded; "
-                                        "lower the learning rate or raise the weight decay")
+        top = float(p.abs().max())  # NaN where p holds one
+        if not math.isfinite(top) or top > limit:
+            what = f"exploded to |{name}| = {top:.3g} (above {limit:g})" if math.isfinite(top) else "became NaN or infinite"
+            raise TrainingDivergedError(f"training diverged in {where}: '{name}' {what}; {remedy}")
 
 
 class DBMTrainer(_Hyperparameters):

@@ -67,7 +67,7 @@ from ..models.dbm import DBM
 from ..models.enumeration import state_bits
 from ..models.rbm import BinaryRBM
 from ..utils import make_generator, resolve_device
-from .dbm import _base_rate_logit, _check_hidden_sizes
+from .dbm import _base_rate_logit, _check_hidden_sizes, _check_params_finite
 from .learner_options import ABLATION_ALIASES, ABLATIONS, SELECTIONS, Z_KINDS, check_values
 from .trainer import TrainingDivergedError, _as_binary_data, _check_real, _spawn_seed
 
@@ -690,13 +690,8 @@ class EnergyModel(nn.Module):
     def check_finite(self, where: str) -> None:
         """:class:`~logzbench.training.trainer.TrainingDivergedError` naming a parameter that is NaN, infinite
         or larger than :data:`DIVERGED_ABS` in magnitude."""
-        for name, p in self.params.items():
-            top = float(p.detach().abs().max())
-            if not math.isfinite(top) or top > DIVERGED_ABS:
-                what = (f"exploded to |{name}| = {top:.3g} (above {DIVERGED_ABS:g})" if math.isfinite(top)
-                        else "became NaN or infinite")
-                raise TrainingDivergedError(f"training diverged in {where}: '{name}' {what}; lower the learning "
-                                            "rate (lr)")
+        _check_params_finite({k: p.detach() for k, p in self.params.items()}, where, limit=DIVERGED_ABS,
+                             remedy="lower the learning rate (lr)")
 
 
 # ---------------------------------------------------------------------------- bound estimates
