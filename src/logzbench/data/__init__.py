@@ -383,13 +383,16 @@ def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, p
             from .frey import load_faces
 
             return load_faces(path, split)
-        binary = _binary_dataset(Path(path), split)
-        if binary is not None:
-            who = f"a {family} model" if family else "a model of real-valued rows"
-            raise DatasetError(f"{path} holds binary 0/1 rows (the prepared dataset {binary}), not real-valued rows; "
-                               f"{who} needs real-valued rows: prepared van Hateren patches or Frey faces (logzbench "
-                               "prepare vanhateren | frey), or a .npy of real rows")
-        return load_patches(path, split)
+        try:
+            return load_patches(path, split)
+        except DatasetError:  # say what the file is where it is binary data (read only on this path)
+            binary = _binary_dataset(Path(path), split)
+            if binary is None:
+                raise
+        who = f"a {family} model" if family else "a model of real-valued rows"
+        raise DatasetError(f"{path} holds binary 0/1 rows (the prepared dataset {binary}), not real-valued rows; "
+                           f"{who} needs real-valued rows: prepared van Hateren patches or Frey faces (logzbench "
+                           "prepare vanhateren | frey), or a .npy of real rows")
     if data_kind != "binary":
         raise ValueError(f"unknown data kind {data_kind!r}; expected 'binary' or 'real'")
     return (load_prepared if prepared else load_binary_rows)(path, split)

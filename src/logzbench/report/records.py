@@ -295,8 +295,9 @@ def check_log_weights(rec: Mapping[str, Any], source: str | os.PathLike | None) 
                          f"be read ({type(exc).__name__}: {exc})") from None
     if lw.ndim != 1 or lw.size == 0 or not np.isfinite(lw).all():
         return
-    m = float(lw.max())
-    recomputed = sign * (m + math.log(float(np.mean(np.exp(lw - m)))))
+    from scipy.special import logsumexp  # lazy, as in flags.py: only a report needs it
+
+    recomputed = sign * (float(logsumexp(lw)) - math.log(lw.size))  # +-logmeanexp
     if abs(float(log_z) - recomputed) > LOG_Z_RTOL * max(1.0, abs(recomputed)):
         raise ValueError(f"{printable_path(source or npz)}: log_z {float(log_z)!r} disagrees with the {lw.size} "
                          f"log-weights in {printable_path(npz)} ({'-' if sign < 0 else ''}logmeanexp = "
