@@ -63,16 +63,22 @@ def test_readme_gives_this_listing():
     assert PS in README
 
 
-def test_ctrl_c_cancels_the_runs_jobs_and_their_processes(tmp_path):
-    proc = _start(tmp_path)
+def _signal_during_training(workdir: Path, signum: int, timeout: float) -> tuple[int, str]:
+    """Run the test config, send ``signum`` to snakemake while a training job runs; its status and output."""
+    proc = _start(workdir)
     try:
-        _wait_for_a_job(tmp_path, proc, "train")
-        proc.send_signal(signal.SIGINT)
-        out, _ = proc.communicate(timeout=120)
+        _wait_for_a_job(workdir, proc, "train")
+        proc.send_signal(signum)
+        out, _ = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode != 0
+    return proc.returncode, out
+
+
+def test_ctrl_c_cancels_the_runs_jobs_and_their_processes(tmp_path):
+    status, out = _signal_during_training(tmp_path, signal.SIGINT, 120)
+    assert status != 0
     assert "Terminating processes on user request" in out, out[-3000:]
     deadline = time.monotonic() + 15
     while _listed(tmp_path) and time.monotonic() < deadline:
@@ -91,14 +97,7 @@ def test_ctrl_c_cancels_the_runs_jobs_and_their_processes(tmp_path):
 
 
 def test_plain_kill_lets_running_jobs_finish_and_starts_no_more(tmp_path):
-    proc = _start(tmp_path)
-    try:
-        _wait_for_a_job(tmp_path, proc, "train")
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _, out = _signal_during_training(tmp_path, signal.SIGTERM, 300)
     assert "Will exit after finishing currently running jobs" in out, out[-3000:]
     finished = re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", out)
     assert "train_model" in finished, out[-3000:]  # the running job finished
