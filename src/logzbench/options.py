@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from .registry import INITS
-from .schedules import make_schedule
+from .schedules import ADAPTIVE, make_schedule
 
 __all__ = ["EstimateOptions", "CSL_MODES", "EXACT_MAX_SECONDS", "EXACT_PRECISIONS", "option_names"]
 
@@ -78,6 +78,17 @@ def _positive(name: str, v: Any, allow_none: bool = False, upper: float | None =
     return x
 
 
+def _fraction(name: str, v: Any) -> float:
+    """A number strictly between 0 and 1."""
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number in (0, 1), got {v!r}") from None
+    if isinstance(v, bool) or not 0.0 < x < 1.0:
+        raise ValueError(f"{name} must be in (0, 1), got {v!r}")
+    return x
+
+
 @dataclass(frozen=True)
 class EstimateOptions:
     """Settings of one estimate (see the module docstring for the shared names).
@@ -89,8 +100,10 @@ class EstimateOptions:
         schedules; ``sm14500`` and schedule files have their own, and a different explicit ``K`` is
         refused).
     schedule : str
-        ``linear``, ``sigmoid``, ``sm14500`` or a file of inverse temperatures (read and checked
-        here: 1-D, finite, non-decreasing from 0 to 1).
+        ``linear``, ``sigmoid``, ``sm14500``, ``adaptive`` (chosen by an independent pilot run:
+        :mod:`logzbench.estimators.adaptive`; with ``K`` its shape is resampled to ``K`` steps,
+        without it the pilot's own length is used) or a file of inverse temperatures (read and
+        checked here: 1-D, finite, non-decreasing from 0 to 1).
     chains : int
         See the module docstring.
     init : {"uniform", "base-rate"}
@@ -121,6 +134,22 @@ class EstimateOptions:
     step_size, gamma, mh_sigma, proposal_scale : float
         Continuous models: leapfrog step, momentum refresh fraction (``None``: half the momentum
         power per unit time), random-walk scale, standard deviation of the Gaussian proposal.
+    sweeps_per_beta : int
+        Annealed estimators: MCMC transitions applied at each intermediate distribution (1: the
+        papers' one sweep per temperature).
+    pilot_chains : int
+        ``schedule="adaptive"``: chains of the independent pilot run that chooses the schedule
+        (at least 2: the conditional ESS needs two weights).
+    target_ess : float
+        ``schedule="adaptive"``: the conditional effective sample size, as a fraction in (0, 1), the
+        pilot keeps between successive inverse temperatures (Zhou, Johansen & Aston 2016).
+    target_width : float
+        ``sandwich``: stop doubling K once upper - lower is at most this many nats.
+    max_sweeps : int
+        ``sandwich``: budget of Gibbs sweeps times chains (as ``total_sweeps`` counts them, the
+        pilot's included).
+    confidence : float
+        ``sandwich``: confidence in (0, 1) of the stated Markov slack of each guaranteed end.
     progress : bool
         Progress bars.
     """
@@ -144,6 +173,12 @@ class EstimateOptions:
     gamma: float | None = None
     mh_sigma: float = 0.1
     proposal_scale: float = 1.0
+    sweeps_per_beta: int = 1
+    pilot_chains: int = 100
+    target_ess: float = 0.95
+    target_width: float = 1.0
+    max_sweeps: int = 100_000_000
+    confidence: float = 0.95
     progress: bool = False
 
     def __post_init__(self) -> None:
@@ -162,6 +197,15 @@ class EstimateOptions:
         s(self, "mh_sigma", _positive("mh_sigma", self.mh_sigma))
         s(self, "proposal_scale", _positive("proposal_scale", self.proposal_scale))
         s(self, "exact_max_seconds", _budget("exact_max_seconds", self.exact_max_seconds))
+        s(self, "sweeps_per_beta", _int("sweeps_per_beta", self.sweeps_per_beta, 1))
+        s(self, "pilot_chains", _int("pilot_chains", self.pilot_chains, 1))
+        s(self, "target_ess", _fraction("target_ess", self.target_ess))
+        s(self, "target_width", _positive("target_width", self.target_width))
+        s(self, "max_sweeps", _int("max_sweeps", self.max_sweeps, 1))
+        s(self, "confidence", _fraction("confidence", self.confidence))
+        if self.schedule == ADAPTIVE and self.pilot_chains < 2:
+            raise ValueError(f"the adaptive schedule needs pilot_chains >= 2 (the conditional ESS compares "
+                             f"weights), got {self.pilot_chains}")
         if self.init not in INITS:
             raise ValueError(f"unknown initial distribution {self.init!r}; choose one of {INITS}")
         if self.csl_mode not in CSL_MODES:
@@ -170,7 +214,7 @@ class EstimateOptions:
             raise ValueError(f"unknown exact precision {self.exact_precision!r}; choose one of {EXACT_PRECISIONS}")
         if not isinstance(self.schedule, str) or not self.schedule:
             raise ValueError(f"schedule must be a name or a file, got {self.schedule!r}")
-        if self.schedule not in ("linear", "sigmoid"):
+        if self.schedule not in ("linear", "sigmoid", ADAPTIVE):
             # sm14500 or a file: its K is fixed; refuse an unknown name, a bad file, another explicit K
             make_schedule(self.schedule, self.K)
         s(self, "progress", bool(self.progress))

@@ -44,8 +44,9 @@ GIBBS_KINDS = ("binary", "gaussian-binary")
 #: how an estimate relates to the quantity it yields, in expectation over its randomness:
 #: ``exact``; ``unbiased-in-z`` (Z-hat unbiased, so log Z-hat is a stochastic lower bound of log Z
 #: and the log-likelihood it implies errs high); ``lower`` / ``upper`` (a stochastic lower / upper
-#: bound of what it yields); ``none`` (no direction)
-BOUNDS = ("exact", "unbiased-in-z", "lower", "upper", "none")
+#: bound of what it yields); ``bracket`` (a lower and an upper end, each labelled with its own
+#: guarantee: the sandwich, bidirectional Monte Carlo); ``none`` (no direction)
+BOUNDS = ("exact", "unbiased-in-z", "lower", "upper", "bracket", "none")
 #: sweep axes an estimator can have in the workflow; each is one component of its result file name
 AXES = ("K", "init", "seed")
 #: Matplotlib keywords that draw an emphasised estimator heavier and on top
@@ -138,9 +139,12 @@ class EstimatorSpec:
         return load(self.entry)
 
 
-_ANNEALED = ("K", "schedule", "chains", "init", "is_samples", "n_bootstrap")
+#: options of every annealed estimator's schedule: its length and shape, sweeps per temperature, the
+#: adaptive schedule's pilot
+_SCHEDULE = ("K", "schedule", "sweeps_per_beta", "pilot_chains", "target_ess")
+_ANNEALED = _SCHEDULE + ("chains", "init", "is_samples", "n_bootstrap")
 _IS_FAMILY = ("chains", "burn_in", "init", "is_samples", "n_bootstrap")
-_CONTINUOUS = ("K", "schedule", "chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap")
+_CONTINUOUS = _SCHEDULE + ("chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap")
 
 
 def _e(name, module, **kw) -> EstimatorSpec:
@@ -198,6 +202,15 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     _e("ais-mh", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
        bound="unbiased-in-z", options=_CONTINUOUS, label="AIS (MH)", color="tab:red", marker="^",
        summary="AIS with random-walk Metropolis transitions"),
+    _e("raise-hmc", "raise_hmc", kinds=("analysis",), axes=("K", "seed"), yields="log_likelihood", bound="lower",
+       options=_CONTINUOUS, needs_data=True, label="RAISE (HMC)", color="tab:cyan", marker="P",
+       summary="RAISE with HAIS transitions on analysis models (a stochastic lower bound of log p_ann)"),
+    _e("reverse-hais", "raise_hmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood",
+       bound="upper", options=_CONTINUOUS, needs_data=True, label="reverse HAIS", color="tab:orange", marker="X",
+       summary="forward then reverse HAIS over the latent, per test point (an approximate upper bound)"),
+    _e("bdmc", "bdmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood", bound="bracket",
+       options=_CONTINUOUS + ("n_examples",), label="BDMC", color="tab:olive", marker="h",
+       summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
 )}
 
 

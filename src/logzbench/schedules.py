@@ -37,6 +37,21 @@ def salakhutdinov_murray() -> np.ndarray:
     ])
 
 
+def resample(betas, n_steps: int) -> np.ndarray:
+    """The shape of schedule ``betas`` at ``n_steps`` steps: ``beta(u)``, piecewise linear in the
+    step fraction ``u = k / K`` of ``betas``, read at ``u = j / n_steps``.
+
+    A schedule whose steps keep a constant conditional ESS spaces the inverse temperatures evenly in
+    thermodynamic length; reading it at another number of steps keeps that spacing.
+    """
+    b = from_array(betas)
+    _check_k(n_steps)
+    u = np.linspace(0.0, 1.0, len(b))
+    out = np.interp(np.linspace(0.0, 1.0, int(n_steps) + 1), u, b)
+    out[0], out[-1] = 0.0, 1.0
+    return np.maximum.accumulate(out)
+
+
 def from_array(betas) -> np.ndarray:
     """Validate a user-given schedule: 1-D, finite, starts at 0, ends at 1, non-decreasing."""
     try:
@@ -86,7 +101,10 @@ def from_file(path: str | os.PathLike) -> np.ndarray:
         raise ValueError(f"schedule file {path} (shape {arr.shape}): {exc}") from None
 
 
-SCHEDULES = ("linear", "sigmoid", "sm14500")
+#: the schedule an independent pilot run chooses on the model's own path
+#: (:func:`logzbench.estimators.adaptive.pilot_schedule`); this module only reshapes it (:func:`resample`)
+ADAPTIVE = "adaptive"
+SCHEDULES = ("linear", "sigmoid", "sm14500", ADAPTIVE)
 #: K of the ``linear`` and ``sigmoid`` schedules on the command line when ``--steps`` is not given
 #: (the Python API has no default: ``K`` is required by these schedules).
 DEFAULT_K = 1000
@@ -107,6 +125,9 @@ def make_schedule(name: str, n_steps: int | None = None) -> np.ndarray:
         return linear(_need(n_steps, name))
     if name == "sigmoid":
         return sigmoid(_need(n_steps, name))
+    if name == ADAPTIVE:
+        raise ValueError("the adaptive schedule is chosen by a pilot run on the model's annealing path "
+                         "(logzbench.estimators.adaptive.pilot_schedule), not by name alone")
     if name in SM14500_NAMES:
         return _fixed(salakhutdinov_murray(), n_steps, f"schedule {name!r}")
     if Path(name).exists():

@@ -57,7 +57,7 @@ def _jackknife_se(steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
 
 
 def ads(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *, n_bootstrap: int = 1000,
-        progress: bool = False, settings: dict | None = None) -> EstimateResult:
+        progress: bool = False, settings: dict | None = None, sweeps_per_beta: int = 1) -> EstimateResult:
     """Sequential binary annealed discriminance sampling of ``log Z`` on one AIS run.
 
     Parameters
@@ -87,7 +87,9 @@ def ads(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
             log_w0 = state.log_w
             l0 = path.log_f_ratio(state.x, b0, b1)  # at the p_k population
             log_w1 = log_w0 + l0
-            x1 = path.transition(state.x, b1, generator)  # the p_{k+1} population (AIS's next state)
+            x1 = state.x
+            for _ in range(int(sweeps_per_beta)):  # the p_{k+1} population (AIS's next state)
+                x1 = path.transition(x1, b1, generator)
             l1 = path.log_f_ratio(x1, b0, b1)
             step = (l0.cpu().numpy(), l1.cpu().numpy(), log_w0.cpu().numpy(), log_w1.cpu().numpy())
             fit = discriminance(*step)
@@ -104,7 +106,8 @@ def ads(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
                               what="AIS log-weights")
     return EstimateResult(
         estimator="ads", log_z=float(log_z), log_z_stderr=se, log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
-        ess=float(np.min(n_effs)), n_chains=n_chains, seconds=t[0], n_sweeps=K, total_sweeps=K * n_chains,
+        ess=float(np.min(n_effs)), n_chains=n_chains, seconds=t[0], n_sweeps=K * int(sweeps_per_beta),
+        total_sweeps=K * int(sweeps_per_beta) * n_chains,
         settings={"K": K, "chains": n_chains, "version": "sequential-binary", **(settings or {})},
         log_weights=state.log_w.cpu().numpy(),
         extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "ais_khat": s.khat,
@@ -166,7 +169,7 @@ def _multinomial_fit(A: torch.Tensor, log_w: torch.Tensor, log_z0: float, x0: np
 
 def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *,
                     n_bootstrap: int = 1000, progress: bool = False, settings: dict | None = None,
-                    max_bytes: int | None = None) -> EstimateResult:
+                    max_bytes: int | None = None, sweeps_per_beta: int = 1) -> EstimateResult:
     """Multinomial annealed discriminance sampling (Alg. 2) on one AIS run.
 
     Every population ``(x_k, W_k)`` is classified against all temperatures at once, which
@@ -196,7 +199,8 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
                 A[k, :, j] = path.log_f(state.x, float(b))
             log_w[k] = state.log_w - path.log_z0()
             if k < K:
-                state = ais_kernel.step(path, state, float(betas[k]), float(betas[k + 1]), generator)
+                state = ais_kernel.step(path, state, float(betas[k]), float(betas[k + 1]), generator,
+                                        n_moves=sweeps_per_beta)
         check_finite(A, "multinomial ADS log-densities")
         log_z0 = path.log_z0()
         c = _multinomial_fit(A, log_w, log_z0)
@@ -213,7 +217,8 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
                               what="AIS log-weights")
     return EstimateResult(
         estimator="ads-multinomial", log_z=log_z, log_z_stderr=se, log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
-        ess=s.ess, n_chains=n_chains, seconds=t[0], n_sweeps=K, total_sweeps=K * n_chains,
+        ess=s.ess, n_chains=n_chains, seconds=t[0], n_sweeps=K * int(sweeps_per_beta),
+        total_sweeps=K * int(sweeps_per_beta) * n_chains,
         settings={"K": K, "chains": n_chains, "version": "multinomial", **(settings or {})},
         log_weights=state.log_w.cpu().numpy(),
         extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "ais_khat": s.khat, "log_z_path": c.tolist(),
@@ -223,10 +228,11 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
 
 def estimate(ctx) -> EstimateResult:
     """Registry entries ``ads`` (Alg. 1) and ``ads-multinomial`` (Alg. 2) on one AIS run."""
-    betas, path = ctx.betas(), ctx.path()
+    path = ctx.path()
+    betas = ctx.betas(path)
     ctx.log_f()  # drawn before the kernel (importance-sampled log f(v) of deep models)
     run = ads_multinomial if ctx.name == "ads-multinomial" else ads
     o = ctx.options
     res = run(path, betas, o.chains, ctx.generator, n_bootstrap=o.n_bootstrap, progress=o.progress,
-              settings=ctx.annealed_settings())
+              settings=ctx.annealed_settings(), sweeps_per_beta=o.sweeps_per_beta)
     return ctx.finish(res)

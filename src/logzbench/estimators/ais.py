@@ -52,38 +52,44 @@ def _fused_step(path: AnnealingPath):
 
 
 def step(path: AnnealingPath, state: AISState, beta: float, beta_next: float, generator: torch.Generator,
-         move: bool = True) -> AISState:
-    """Reweight from ``beta`` to ``beta_next``, then (if ``move``) transition at ``beta_next``.
+         move: bool = True, n_moves: int = 1) -> AISState:
+    """Reweight from ``beta`` to ``beta_next``, then (if ``move``) apply ``n_moves`` transitions at
+    ``beta_next`` (``sweeps_per_beta``).
 
     A path with a ``reweight_and_move(x, beta, beta_next, generator)`` method (the RBM paths:
-    the same numbers as the two calls, in fewer passes over the state) does both at once."""
+    the same numbers as the two calls, in fewer passes over the state) does the first at once."""
     fused = _fused_step(path) if move else None
     if fused is not None:
         inc, x = fused(state.x, beta, beta_next, generator)
-        return AISState(x, state.log_w + inc)
-    log_w = state.log_w + path.log_f_ratio(state.x, beta, beta_next)
-    x = path.transition(state.x, beta_next, generator) if move else state.x
+        log_w = state.log_w + inc
+    else:
+        log_w = state.log_w + path.log_f_ratio(state.x, beta, beta_next)
+        x = path.transition(state.x, beta_next, generator) if move else state.x
+    for _ in range(int(n_moves) - 1 if move else 0):
+        x = path.transition(x, beta_next, generator)
     return AISState(x, log_w)
 
 
 def run(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator,
-        progress: bool = False) -> tuple[AISState, int]:
+        progress: bool = False, sweeps_per_beta: int = 1) -> tuple[AISState, int]:
     """Run AIS over ``betas``; returns the final state and the number of transitions per chain.
 
-    No transition is applied after the last reweighting (it would not change the weights).
+    ``sweeps_per_beta`` transitions are applied at each intermediate distribution; none after the
+    last reweighting (it would not change the weights).
     """
     betas = from_array(betas)
     state = init(path, n_chains, generator)
     k_total = len(betas) - 1
     for k in progress_range(k_total, progress, "AIS"):
-        state = step(path, state, float(betas[k]), float(betas[k + 1]), generator, move=k + 1 < k_total)
+        state = step(path, state, float(betas[k]), float(betas[k + 1]), generator, move=k + 1 < k_total,
+                     n_moves=sweeps_per_beta)
     check_finite(state.log_w, "AIS log-weights")
-    return state, k_total - 1
+    return state, (k_total - 1) * int(sweeps_per_beta)
 
 
 def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *,
         log_f_data: torch.Tensor | None = None, log_f_stderr: torch.Tensor | None = None, n_bootstrap: int = 1000, progress: bool = False,
-        settings: dict | None = None) -> EstimateResult:
+        settings: dict | None = None, sweeps_per_beta: int = 1) -> EstimateResult:
     """AIS estimate of ``log Z`` as a result record.
 
     Parameters
@@ -100,11 +106,13 @@ def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
         ``log f(v)`` of test examples under the model; gives ``mean_log_likelihood``.
     log_f_stderr : torch.Tensor, shape (n_examples,), optional
         Standard errors of ``log_f_data`` when it is itself estimated (DBM, DBN).
+    sweeps_per_beta : int
+        Transitions at each intermediate distribution.
     """
     betas = from_array(betas)
     device = generator.device
     with timer(device) as t:
-        state, n_sweeps = run(path, betas, n_chains, generator, progress=progress)
+        state, n_sweeps = run(path, betas, n_chains, generator, progress=progress, sweeps_per_beta=sweeps_per_beta)
     s = summarize_log_weights(state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(),
                               what="AIS log-weights")
     res = EstimateResult(
@@ -121,9 +129,11 @@ def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``ais``: AIS on the model's path from ``init``, with the test log-likelihood
     from the (exact or importance-sampled) ``log f(v)``."""
-    betas, path = ctx.betas(), ctx.path()
+    path = ctx.path()
+    betas = ctx.betas(path)
     log_f, log_f_se = ctx.log_f()
     o = ctx.options
     res = ais(path, betas, o.chains, ctx.generator, log_f_data=log_f, log_f_stderr=log_f_se,
-              n_bootstrap=o.n_bootstrap, progress=o.progress, settings=ctx.annealed_settings())
+              n_bootstrap=o.n_bootstrap, progress=o.progress, settings=ctx.annealed_settings(),
+              sweeps_per_beta=o.sweeps_per_beta)
     return ctx.finish(res, attach=False)

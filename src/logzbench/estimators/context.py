@@ -22,7 +22,7 @@ import torch
 
 from ..options import EstimateOptions
 from ..registry import EstimatorSpec, FamilySpec
-from ..schedules import make_schedule
+from ..schedules import ADAPTIVE, make_schedule, resample
 from .result import EstimateResult, attach_log_likelihood, khat_summary
 
 __all__ = ["EstimateContext", "MEMORY_SHARE", "attach_log_likelihood", "estimated_bytes", "state_units"]
@@ -75,7 +75,7 @@ def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
     elif name == "csl":
         extra = _CSL_BYTES_PER_PAIR * o.chains * n_data
         what = f"chains = {o.chains} (with {n_data} test examples)"
-    elif name == "ads-multinomial":  # (K + 1)^2 x chains float64 log-densities
+    elif name == "ads-multinomial" and ctx.options.schedule != ADAPTIVE:  # (K+1)^2 x chains log-densities
         K = len(ctx.betas()) - 1
         extra = 8 * (K + 1) ** 2 * o.chains
         what = f"chains = {o.chains}, K = {K}"
@@ -113,6 +113,8 @@ class EstimateContext:
     #: the exact estimator's estimated seconds (set by :meth:`check`; ``None`` for the others)
     estimated_seconds: float | None = None
     _betas: np.ndarray | None = field(default=None, repr=False)
+    #: the adaptive schedule's pilot run (:class:`logzbench.estimators.adaptive.PilotResult`), once run
+    pilot: Any = field(default=None, repr=False)
     _log_f: tuple | None = field(default=None, repr=False)
     _log_f_seconds: float | None = field(default=None, repr=False)
 
@@ -136,7 +138,7 @@ class EstimateContext:
 
     def annealed_settings(self) -> dict[str, Any]:
         """Settings of an estimate on a binary model's annealing path (or its endpoints)."""
-        out = self.settings("init", "schedule", "model_family")
+        out = {**self.settings("init", "schedule", "model_family"), **self.schedule_settings()}
         if self.family.deep:  # deep models: importance samples per example for log f(v)
             out["is_samples"] = int(self.options.is_samples)
         return out
@@ -151,7 +153,7 @@ class EstimateContext:
         (:func:`logzbench.estimators.exact.check_budget`).  :func:`logzbench.api.estimate` calls it."""
         if self.spec.needs_data:
             self.require_data()
-        if "schedule" in self.spec.options:
+        if "schedule" in self.spec.options and self.options.schedule != ADAPTIVE:
             self.betas()
         self.check_memory()
         if self.name == "exact" and self.family.kind in ("binary", "gaussian-binary"):
@@ -181,11 +183,34 @@ class EstimateContext:
         the model file has no ``data_mean``)."""
         return self.model.annealing_path(self.options.init, data=self.train_data)
 
-    def betas(self) -> np.ndarray:
-        """The schedule ``0 = beta_0 < ... < beta_K = 1`` from ``options.schedule`` and ``options.K``."""
+    def betas(self, path=None, groups: int = 1) -> np.ndarray:
+        """The schedule ``0 = beta_0 < ... < beta_K = 1`` from ``options.schedule`` and ``options.K``.
+
+        ``schedule="adaptive"`` runs the pilot (:func:`logzbench.estimators.adaptive.pilot_schedule`)
+        once, on ``path`` (the estimator's own; ``groups`` populations for batched per-point paths),
+        from its own generator; :meth:`finish` adds its sweeps and records its schedule."""
         if self._betas is None:
-            self._betas = make_schedule(self.options.schedule, self.options.K)
+            o = self.options
+            if o.schedule == ADAPTIVE:
+                from .adaptive import pilot_generator, pilot_schedule
+
+                if path is None:
+                    raise ValueError(f"{self.name}: the adaptive schedule needs the annealing path for its pilot run")
+                self.pilot = pilot_schedule(path, o.pilot_chains, pilot_generator(o.seed, self.device),
+                                            target_ess=o.target_ess, sweeps_per_beta=o.sweeps_per_beta, groups=groups)
+                self._betas = self.pilot.betas if o.K is None else resample(self.pilot.betas, o.K)
+            else:
+                self._betas = make_schedule(o.schedule, o.K)
         return self._betas.copy()
+
+    def schedule_settings(self) -> dict[str, Any]:
+        """What the result records about its schedule: sweeps per temperature and, for the adaptive
+        schedule, the pilot's chains and target CESS."""
+        o = self.options
+        out: dict[str, Any] = {"sweeps_per_beta": int(o.sweeps_per_beta)}
+        if o.schedule == ADAPTIVE:
+            out.update(pilot_chains=int(o.pilot_chains), target_ess=float(o.target_ess))
+        return out
 
     def require_data(self) -> torch.Tensor:
         if self.data is None:
@@ -226,9 +251,24 @@ class EstimateContext:
         est, mean_field = (self._log_f[2], self._log_f[3]) if self._log_f else (None, None)
         if est is not None:
             res.extra.update(_deep_extras(est, mean_field, self.options.is_samples))
+        self.record_schedule(res)
         if self._log_f_seconds is not None:
             # computing log f(v) of the test rows is not part of `seconds` (the estimator's own run)
             res.extra["log_f_seconds"] = self._log_f_seconds
+        return res
+
+
+    def record_schedule(self, res: EstimateResult) -> EstimateResult:
+        """Keep the schedule the run used with its result (``res.schedule``: the per-chain ``.npz`` and
+        the MLflow artifact) and, for the adaptive schedule, add the pilot's sweeps to ``total_sweeps``
+        (``extra``: ``pilot_sweeps``, ``pilot_K``, ``pilot_seconds``, ``pilot_resampled``)."""
+        if self._betas is not None and res.schedule is None:
+            res.schedule = self._betas.copy()
+        if self.pilot is not None and "pilot_sweeps" not in res.extra:
+            p = self.pilot
+            res.total_sweeps = int(res.total_sweeps) + int(p.sweeps)
+            res.extra.update(pilot_sweeps=int(p.sweeps), pilot_K=len(p.betas) - 1, pilot_seconds=float(p.seconds),
+                             pilot_resampled=int(p.n_resampled))
         return res
 
 

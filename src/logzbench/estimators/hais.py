@@ -92,7 +92,8 @@ def latent_path(model, X: torch.Tensor, n_chains: int, *, kernel: str = "hais", 
 
 def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator, *, data: torch.Tensor | None = None,
          step_size: float = 0.2, gamma: float | None = None, mh_sigma: float = 0.1, proposal_scale: float = 1.0,
-         n_bootstrap: int = 1000, progress: bool = False, settings: dict | None = None) -> EstimateResult:
+         n_bootstrap: int = 1000, progress: bool = False, settings: dict | None = None,
+         sweeps_per_beta: int = 1) -> EstimateResult:
     """HAIS (or a baseline) estimate for a continuous model.
 
     Parameters
@@ -113,6 +114,8 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
         walk 0.1 in the paper).
     proposal_scale : float
         Analysis models: standard deviation of the Gaussian ``q``.
+    sweeps_per_beta : int
+        Transitions at each intermediate distribution.
     """
     kernel = _kernel_of(estimator)
     betas = from_array(betas)
@@ -122,7 +125,7 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
         path = analysis_path(model, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma,
                              proposal_scale=proposal_scale)
         res = ais_kernel.ais(path, betas, n_chains, generator, n_bootstrap=n_bootstrap, progress=progress,
-                             settings={**common, **path.settings()})
+                             settings={**common, **path.settings()}, sweeps_per_beta=sweeps_per_beta)
         res.estimator = estimator
         res.extra["acceptance_rate"] = path.acceptance_rate
         if data is not None:
@@ -137,7 +140,8 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
     P = X.shape[0]
     path = latent_path(model, X, n_chains, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
     with timer(generator.device) as t:
-        state, n_sweeps = ais_kernel.run(path, betas, P * int(n_chains), generator, progress=progress)
+        state, n_sweeps = ais_kernel.run(path, betas, P * int(n_chains), generator, progress=progress,
+                                         sweeps_per_beta=sweeps_per_beta)
     # the weights estimate Z_1 = int exp(-E_prior(a)) p(x | a) da = Z_prior p(x)
     log_w = state.log_w.reshape(P, int(n_chains)) - model.prior_log_z()
     check_finite(log_w, f"{estimator} log-weights")
@@ -158,9 +162,32 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
     )
 
 
+#: test points the adaptive schedule's pilot anneals on a generative model (their smallest CESS decides)
+PILOT_POINTS = 8
+
+
+def schedule(ctx, kernel: str | None = None) -> "np.ndarray":
+    """The run's schedule on a continuous model: for ``schedule="adaptive"`` the pilot anneals its own
+    copy of the path (an analysis model's, or the latent paths of up to :data:`PILOT_POINTS` test
+    points of a generative model, ``pilot_chains`` chains each)."""
+    o = ctx.options
+    if o.schedule != "adaptive":
+        return ctx.betas()
+    kw = dict(kernel=kernel or _kernel_of(ctx.name), step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
+    if ctx.model.kind == "analysis":
+        return ctx.betas(analysis_path(ctx.model, proposal_scale=o.proposal_scale, **kw))
+    if ctx.data is None:
+        raise ValueError(f"{ctx.name} on a generative model estimates log p(x) of test points: give test data")
+    X = ctx.data.double()[:PILOT_POINTS]
+    return ctx.betas(latent_path(ctx.model, X, o.pilot_chains, **kw), groups=X.shape[0])
+
+
 def estimate(ctx) -> EstimateResult:
     """Registry entries ``hais``, ``ais-hmc``, ``ais-mh`` on a continuous model."""
     o = ctx.options
-    return hais(ctx.model, ctx.name, ctx.betas(), o.chains, ctx.generator, data=ctx.data, step_size=o.step_size,
-                gamma=o.gamma, mh_sigma=o.mh_sigma, proposal_scale=o.proposal_scale, n_bootstrap=o.n_bootstrap,
-                progress=o.progress, settings=ctx.settings("model_family", "model_kind", "schedule"))
+    res = hais(ctx.model, ctx.name, schedule(ctx), o.chains, ctx.generator, data=ctx.data, step_size=o.step_size,
+               gamma=o.gamma, mh_sigma=o.mh_sigma, proposal_scale=o.proposal_scale, n_bootstrap=o.n_bootstrap,
+               progress=o.progress, settings={**ctx.settings("model_family", "model_kind", "schedule"),
+                                              **ctx.schedule_settings()},
+               sweeps_per_beta=o.sweeps_per_beta)
+    return ctx.record_schedule(res)

@@ -41,7 +41,7 @@ def init(path: AnnealingPath, data: torch.Tensor, n_chains: int):
     return state, log_w
 
 
-def heat(path, v: torch.Tensor, betas, generator: torch.Generator, progress: bool = False):
+def heat(path, v: torch.Tensor, betas, generator: torch.Generator, progress: bool = False, sweeps_per_beta: int = 1):
     """Heating phase of RAISE with an intractable posterior (Alg. 3): AIS over ``h`` with ``v`` fixed.
 
     Starts at ``h'_0 ~ p_0(h | v)`` with ``log w = log p_0(v)`` and, for ``k = 1..K``, adds
@@ -61,7 +61,8 @@ def heat(path, v: torch.Tensor, betas, generator: torch.Generator, progress: boo
     K = len(betas) - 1
     for k in progress_range(K, progress, "RAISE heating"):
         log_w = log_w + path.log_f_ratio(state, float(betas[k]), float(betas[k + 1]))
-        state = path.transition_given_visible(state, float(betas[k + 1]), generator)
+        for _ in range(int(sweeps_per_beta)):
+            state = path.transition_given_visible(state, float(betas[k + 1]), generator)
     return state, log_w
 
 
@@ -71,18 +72,21 @@ def intractable_posterior(path) -> bool:
 
 
 def step(path: AnnealingPath, x, log_w: torch.Tensor, beta_high: float, beta_low: float,
-         generator: torch.Generator):
-    """Move with the kernel at ``beta_high``, then reweight down to ``beta_low``."""
-    x = path.transition(x, beta_high, generator)
+         generator: torch.Generator, n_moves: int = 1):
+    """Move with the kernel at ``beta_high`` (``n_moves`` transitions), then reweight down to ``beta_low``."""
+    for _ in range(int(n_moves)):
+        x = path.transition(x, beta_high, generator)
     return x, log_w + path.log_f_ratio(x, beta_high, beta_low)
 
 
 def raise_log_weights(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int,
-                      generator: torch.Generator, progress: bool = False) -> tuple[torch.Tensor, int]:
+                      generator: torch.Generator, progress: bool = False,
+                      sweeps_per_beta: int = 1) -> tuple[torch.Tensor, int]:
     """Per-example, per-chain RAISE log-weights, shape ``(n_examples, n_chains)``, float64.
 
     Returns the weights and the number of sweeps per chain: ``K`` for a tractable posterior
-    (Alg. 2), ``2 K`` with the heating phase (Alg. 3).  A path with an ``encode`` method (a DBN
+    (Alg. 2), ``2 K`` with the heating phase (Alg. 3), times ``sweeps_per_beta`` (transitions at
+    each intermediate distribution).  A path with an ``encode`` method (a DBN
     unrolled into a deep belief net, Sec. 3.3) first draws the top model's data from its
     recognition distribution and adds ``log p(v | h_1) - log q(h_1 | v)``.
     """
@@ -93,16 +97,16 @@ def raise_log_weights(path: AnnealingPath, data: torch.Tensor, betas, n_chains: 
     if hasattr(path, "encode"):
         v, offset = path.encode(v, generator)
     if intractable_posterior(path):
-        x, log_w = heat(path, v, betas, generator, progress=progress)
-        sweeps = 2 * K
+        x, log_w = heat(path, v, betas, generator, progress=progress, sweeps_per_beta=sweeps_per_beta)
+        sweeps = 2 * K * int(sweeps_per_beta)
     else:
         x = path.state_from_data(v)
         log_w = path.log_f(x, 1.0) - path.log_z0()
-        sweeps = K
+        sweeps = K * int(sweeps_per_beta)
     log_w = log_w + offset
     for i in progress_range(K, progress, "RAISE"):
         k = K - 1 - i
-        x, log_w = step(path, x, log_w, float(betas[k + 1]), float(betas[k]), generator)
+        x, log_w = step(path, x, log_w, float(betas[k + 1]), float(betas[k]), generator, n_moves=sweeps_per_beta)
     check_finite(log_w, "RAISE log-weights")
     return log_w.reshape(data.shape[0], n_chains), sweeps
 
@@ -162,7 +166,7 @@ def _bootstrap_ci(log_w: torch.Tensor, x_sub: np.ndarray, x_all: np.ndarray, sub
 
 def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int, generator: torch.Generator, *,
                    log_f_all: torch.Tensor, n_examples: int | None = None, subsample_seed: int = 0,
-                   progress: bool = False, settings: dict | None = None) -> EstimateResult:
+                   progress: bool = False, settings: dict | None = None, sweeps_per_beta: int = 1) -> EstimateResult:
     """RAISE per-example log-probabilities and the control-variate mean test log-likelihood.
 
     Parameters
@@ -188,7 +192,8 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
     sub = data[torch.as_tensor(idx, device=data.device)]
     K = len(betas) - 1
     with timer(generator.device) as t:
-        log_w, sweeps = raise_log_weights(path, sub, betas, n_chains, generator, progress=progress)
+        log_w, sweeps = raise_log_weights(path, sub, betas, n_chains, generator, progress=progress,
+                                          sweeps_per_beta=sweeps_per_beta)
     per_ex, per_ex_se = log_mean_stderr(log_w, dim=1)
     per_ex, per_ex_se = per_ex.cpu().numpy(), per_ex_se.cpu().numpy()
     x_all = log_f_all.double().cpu().numpy()
@@ -224,9 +229,11 @@ def estimate(ctx) -> EstimateResult:
     """Registry entry ``raise``: RAISE on the test rows (a random subsample of ``n_examples`` with
     the ``log f(v)`` control variate)."""
     X = ctx.require_data()
-    betas, path = ctx.betas(), ctx.path()
+    path = ctx.path()
+    betas = ctx.betas(path)
     log_f, _ = ctx.log_f()
     o = ctx.options
     res = raise_estimate(path, X, betas, o.chains, ctx.generator, log_f_all=log_f, n_examples=o.n_examples,
-                         subsample_seed=o.seed, progress=o.progress, settings=ctx.annealed_settings())
+                         subsample_seed=o.seed, progress=o.progress, settings=ctx.annealed_settings(),
+                         sweeps_per_beta=o.sweeps_per_beta)
     return ctx.finish(res, attach=False)

@@ -114,6 +114,8 @@ class EstimateResult:
         ``(n_examples,)`` per-example estimates, where the estimator produces them.
     extra : dict
         Estimator-specific scalars (e.g. control-variate coefficient, exact log Z).
+    schedule : numpy.ndarray or None
+        The inverse temperatures an annealed estimator used (the adaptive pilot's choice included).
     """
 
     estimator: str
@@ -133,6 +135,7 @@ class EstimateResult:
     log_weights: np.ndarray | None = None
     per_example_log_likelihood: np.ndarray | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    schedule: np.ndarray | None = None
 
     @property
     def sweeps_per_second(self) -> float:
@@ -143,12 +146,14 @@ class EstimateResult:
         """JSON-friendly summary (no large arrays); NaN becomes ``None``."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
-            if f.name in ("log_weights", "per_example_log_likelihood"):
+            if f.name in ("log_weights", "per_example_log_likelihood", "schedule"):
                 continue
             out[f.name] = getattr(self, f.name)
         out["log_z_ci"] = list(self.log_z_ci)
         out["mean_log_likelihood_ci"] = list(self.mean_log_likelihood_ci)
         out["sweeps_per_second"] = self.sweeps_per_second
+        # a bracket's ends and their guarantees (sandwich, BDMC) at the top level, as the README lists them
+        out.update({k: v for k, v in (self.extra.get("bracket") or {}).items() if k not in out})
         n_ex = None if self.per_example_log_likelihood is None else int(len(self.per_example_log_likelihood))
         out["n_examples"] = n_ex
         return _nan_to_none(out)
@@ -160,6 +165,8 @@ class EstimateResult:
             out["log_weights"] = np.asarray(self.log_weights, dtype=np.float64)
         if self.per_example_log_likelihood is not None:
             out["per_example_log_likelihood"] = np.asarray(self.per_example_log_likelihood, dtype=np.float64)
+        if self.schedule is not None:
+            out["schedule"] = np.asarray(self.schedule, dtype=np.float64)
         return out
 
 

@@ -26,31 +26,40 @@ from .result import EstimateResult, check_finite, summarize_log_weights
 
 
 def reverse_ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *, n_bootstrap: int = 1000,
-                progress: bool = False, settings: dict | None = None) -> EstimateResult:
+                progress: bool = False, settings: dict | None = None, sweeps_per_beta: int = 1,
+                start=None) -> EstimateResult:
     """Reverse-AIS estimate of ``log Z`` as a result record (``estimator="reverse-ais"``).
 
     ``log_weights`` holds the per-chain ``log v``; ``log_z_stderr`` is the delta-method error of
     ``log mean(v)``, the interval the bootstrap one mirrored, and ``ess`` and ``khat`` those of ``v``.
+    ``sweeps_per_beta`` transitions run at each intermediate distribution, forward and back.
+    ``start``, a chain state of ``n_chains`` model samples (exact ones make the estimate a
+    stochastic upper bound), replaces the forward chain (cost: ``K`` sweeps per chain).
     """
     betas = from_array(betas)
     K = len(betas) - 1
     with timer(generator.device) as t:
-        state = ais_kernel.init(path, n_chains, generator)
-        x = state.x
-        for k in progress_range(K, progress, "reverse AIS (forward)"):
-            x = path.transition(x, float(betas[k + 1]), generator)
+        if start is None:
+            x = ais_kernel.init(path, n_chains, generator).x
+            for k in progress_range(K, progress, "reverse AIS (forward)"):
+                for _ in range(int(sweeps_per_beta)):
+                    x = path.transition(x, float(betas[k + 1]), generator)
+        else:
+            x = start
         log_v = torch.zeros(n_chains, dtype=torch.float64, device=generator.device)
         for i in progress_range(K, progress, "reverse AIS (reverse)"):
             k = K - 1 - i
-            x, log_v = raise_kernel.step(path, x, log_v, float(betas[k + 1]), float(betas[k]), generator)
+            x, log_v = raise_kernel.step(path, x, log_v, float(betas[k + 1]), float(betas[k]), generator,
+                                         n_moves=sweeps_per_beta)
     check_finite(log_v, "reverse AIS log-weights")
     s = summarize_log_weights(log_v, n_bootstrap=n_bootstrap, seed=generator.initial_seed(),
                               what="reverse AIS log-weights")
     log_z0 = path.log_z0()
+    n_sweeps = (K if start is not None else 2 * K) * int(sweeps_per_beta)
     return EstimateResult(
         estimator="reverse-ais", log_z=log_z0 - s.log_mean, log_z_stderr=s.stderr,
         log_z_ci=(log_z0 - s.ci_high, log_z0 - s.ci_low), ess=s.ess, khat=s.khat, n_chains=n_chains, seconds=t[0],
-        n_sweeps=2 * K, total_sweeps=2 * K * n_chains,
+        n_sweeps=n_sweeps, total_sweeps=n_sweeps * n_chains,
         settings={"K": K, "chains": n_chains, **(settings or {})},
         log_weights=log_v.cpu().numpy(),
         extra={"aggregation": "harmonic", "log_mean_reverse_weight": s.log_mean},
@@ -59,9 +68,10 @@ def reverse_ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Gene
 
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``reverse-ais``: log Z from a forward then reverse chain."""
-    betas, path = ctx.betas(), ctx.path()
+    path = ctx.path()
+    betas = ctx.betas(path)
     ctx.log_f()
     o = ctx.options
     res = reverse_ais(path, betas, o.chains, ctx.generator, n_bootstrap=o.n_bootstrap, progress=o.progress,
-                      settings=ctx.annealed_settings())
+                      settings=ctx.annealed_settings(), sweeps_per_beta=o.sweeps_per_beta)
     return ctx.finish(res)

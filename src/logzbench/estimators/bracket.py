@@ -1,0 +1,102 @@
+"""A bracket ``[lower, upper]`` on log Z or on the mean test log-likelihood, each end labelled with
+what the theory gives it.
+
+An end is *guaranteed* only where it is a true stochastic bound (RAISE paper, Eq. 6): an estimate
+``X_hat`` with ``E[exp(X_hat)] = exp(X)`` (AIS's ``Z_hat``, RAISE's ``p_ann_hat(v)``) overshoots by more
+than ``t`` with probability at most ``exp(-t)`` (Markov's inequality), and a mean of ``N`` independent
+such estimates (one per test example) overshoots by more than ``t`` with probability at most
+``exp(-N t)``.  At confidence ``c`` the *slack* is therefore ``t = log(1 / (1 - c)) / N``: with
+probability at least ``c``, ``quantity >= lower - t`` (a lower end), or ``quantity <= upper + t``
+(an upper end).  A guaranteed end also says *of what*: ``p`` (the model) or ``p_ann`` (RAISE's
+annealing model, which approaches ``p`` as K grows but is not ``p``).  Every other end is
+*approximate*: its slack is not reported (``None``) and its words say why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["End", "QUANTITIES", "make_bracket", "markov_slack"]
+
+#: what a bracket bounds: log Z, or the mean test log-likelihood
+QUANTITIES = ("log_z", "mean_log_likelihood")
+
+
+@dataclass(frozen=True)
+class End:
+    """One end of a bracket.
+
+    Attributes
+    ----------
+    estimator : str
+        Which estimator produced it (``ais``, ``raise``, ``reverse-ais``, ...).
+    value : float
+        The estimate.
+    stderr : float
+        Its standard error (NaN where unknown).
+    guaranteed : bool
+        Whether it is a true stochastic bound in the direction of its side.
+    of : {"p", "p_ann"} or None
+        The distribution a guaranteed end bounds (``None`` for an approximate end).
+    words : str
+        The guarantee, or why there is none, in one sentence.
+    n_independent : int
+        Independent estimates averaged in log space (1 for log Z; the test examples for a mean of
+        per-example bounds): the Markov slack shrinks as ``1 / n_independent``.
+    """
+
+    estimator: str
+    value: float
+    stderr: float
+    guaranteed: bool
+    of: str | None
+    words: str
+    n_independent: int = 1
+
+    def __post_init__(self) -> None:
+        if self.guaranteed and self.of not in ("p", "p_ann"):
+            raise ValueError(f"a guaranteed end says what it bounds ('p' or 'p_ann'), got {self.of!r}")
+        if int(self.n_independent) < 1:
+            raise ValueError(f"n_independent must be >= 1, got {self.n_independent}")
+
+
+def markov_slack(confidence: float, n_independent: int = 1) -> float:
+    """``t`` with ``P(overshoot > t) <= 1 - confidence`` for a mean of ``n_independent`` log-estimates of
+    unbiased estimators (Markov's inequality on ``exp(N (mean - truth))``)."""
+    if not 0.0 < float(confidence) < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return math.log(1.0 / (1.0 - float(confidence))) / int(n_independent)
+
+
+def _end_dict(prefix: str, e: End, confidence: float) -> dict[str, Any]:
+    slack = markov_slack(confidence, e.n_independent) if e.guaranteed else None
+    return {
+        prefix: float(e.value),
+        f"{prefix}_stderr": float(e.stderr),
+        f"{prefix}_estimator": e.estimator,
+        f"{prefix}_guaranteed": bool(e.guaranteed),
+        f"{prefix}_of": e.of,
+        f"{prefix}_slack": slack,
+        f"{prefix}_guarantee": e.words + (f" (slack {slack:.3g} nats at confidence {confidence:g})"
+                                          if slack is not None else ""),
+    }
+
+
+def make_bracket(quantity: str, lower: End, upper: End, confidence: float) -> dict[str, Any]:
+    """The bracket's record: ``<quantity>_lower`` / ``_upper`` with their standard errors, estimators,
+    guarantees (``_guaranteed``, ``_of``, ``_slack``, ``_guarantee`` in words), and ``<quantity>_width``
+    (``upper - lower``; negative where the ends cross) and ``<quantity>_crossed``: the ends cross by
+    more than twice their combined standard error (one of them is wrong: an approximate end, or a
+    guaranteed end beyond its slack)."""
+    if quantity not in QUANTITIES:
+        raise ValueError(f"unknown bracket quantity {quantity!r}; choose one of {QUANTITIES}")
+    out = {**_end_dict(f"{quantity}_lower", lower, confidence), **_end_dict(f"{quantity}_upper", upper, confidence)}
+    width = float(upper.value) - float(lower.value)
+    se = math.hypot(float(lower.stderr), float(upper.stderr)) if math.isfinite(lower.stderr) and math.isfinite(
+        upper.stderr) else 0.0
+    out[f"{quantity}_width"] = width
+    out[f"{quantity}_crossed"] = bool(width < -2.0 * se)
+    out["confidence"] = float(confidence)
+    return out
