@@ -77,6 +77,11 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     EstimateResult
     """
     spec = registry.estimator(estimator)
+    for key, value in spec.defaults:  # the estimator's own defaults (the sandwich's adaptive schedule)
+        if options.get(key) is None:
+            options[key] = value
+    if "schedule" in options and options["schedule"] is None:  # not given: EstimateOptions' default
+        del options["schedule"]
     opts = EstimateOptions.from_kwargs(**options)
     with using_threads(threads) as n_threads:
         dev = resolve_device(opts.device)

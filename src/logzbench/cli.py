@@ -119,7 +119,22 @@ def _add_estimate(sub) -> None:
     p.add_argument("--steps", "-K", dest="K", type=int, default=None,
                    help="intermediate distributions K (AIS, RAISE; default 1000 for the linear and sigmoid schedules; "
                         "sm14500 and a schedule file have their own, and a different --steps is refused)")
-    p.add_argument("--schedule", default="linear", help="linear | sigmoid | sm14500 | file of betas")
+    p.add_argument("--schedule", default=None,
+                   help="linear | sigmoid | sm14500 | adaptive (chosen by an independent pilot run) | file of betas "
+                        "(default: linear; the sandwich's: adaptive)")
+    p.add_argument("--sweeps-per-beta", type=int, default=1,
+                   help="annealed estimators: MCMC transitions at each intermediate distribution (default 1)")
+    p.add_argument("--pilot-chains", type=int, default=100,
+                   help="adaptive schedule: chains of the pilot run that chooses it (default 100, at least 2)")
+    p.add_argument("--target-ess", type=float, default=0.95,
+                   help="adaptive schedule: conditional ESS kept between temperatures, in (0, 1) (default 0.95)")
+    g = p.add_argument_group("sandwich (a bracket on log Z / the test log-likelihood)")
+    g.add_argument("--target-width", type=float, default=1.0,
+                   help="stop doubling K once upper - lower <= this many nats (default 1.0)")
+    g.add_argument("--max-sweeps", type=int, default=100_000_000,
+                   help="budget of Gibbs sweeps x chains, the pilot's included (default 1e8)")
+    g.add_argument("--confidence", type=float, default=0.95,
+                   help="confidence of the Markov slack stated for each guaranteed end (default 0.95)")
     p.add_argument("--chains", type=int, default=100, help="AIS chains / RAISE chains per example / CSL chains / IS-family samples per side")
     p.add_argument("--init", default="uniform", choices=["uniform", "base-rate"], help="initial distribution")
     p.add_argument("--n-examples", type=int, help="RAISE: random subsample of test examples (control variates)")
@@ -150,7 +165,8 @@ def _add_estimate(sub) -> None:
 
 #: ``logzbench estimate`` flags that are estimator options (:class:`logzbench.options.EstimateOptions`)
 _OPTION_FLAGS = ("K", "schedule", "chains", "init", "seed", "device", "n_examples", "csl_mode", "exact_precision",
-                 "exact_max_seconds", "burn_in", "thin",
+                 "exact_max_seconds", "burn_in", "thin", "sweeps_per_beta", "pilot_chains", "target_ess", "target_width",
+                 "max_sweeps", "confidence",
                  "samples_per_chain", "is_samples", "progress", "step_size", "gamma", "mh_sigma", "proposal_scale")
 
 
@@ -158,7 +174,10 @@ def _estimate_options(args) -> dict:
     """The API options of ``logzbench estimate``: K defaults to 1000 only for a schedule without its own
     length (linear, sigmoid); ``sm14500`` and a schedule file keep theirs (a different ``--steps`` is refused)."""
     opts = {k: getattr(args, k) for k in _OPTION_FLAGS}
-    if opts["K"] is None and opts["schedule"] in ("linear", "sigmoid"):
+    if opts["schedule"] is None:  # the estimator's default (the sandwich's adaptive), else linear
+        del opts["schedule"]
+    schedule = opts.get("schedule") or dict(registry.estimator(args.estimator).defaults).get("schedule", "linear")
+    if opts["K"] is None and schedule in ("linear", "sigmoid") and args.estimator != "sandwich":
         from .schedules import DEFAULT_K
 
         opts["K"] = DEFAULT_K
@@ -182,7 +201,7 @@ def _cmd_estimate(args) -> int:
     from .models.io import load_model
     from .utils import output_transaction, save_npz_atomic, write_json_atomic
 
-    schedule_file = args.schedule if os.path.isfile(args.schedule) else None
+    schedule_file = args.schedule if args.schedule and os.path.isfile(args.schedule) else None
     _check_outputs([("--json", args.json_out), ("--log-weights", args.log_weights)],
                    inputs=[("model", args.model), ("--data", args.data), ("--train-data", args.train_data),
                            ("--schedule", schedule_file)])

@@ -91,6 +91,9 @@ class EstimatorSpec:
         ``progress``), and the config keys the workflow passes on.
     needs_data : bool
         Refuses to run without test data.
+    defaults : tuple of (str, value)
+        Its own defaults of options (the sandwich's adaptive schedule), applied where the caller gives
+        none; every other option's default is :class:`~logzbench.options.EstimateOptions`'.
     summary : str
         One line for ``--help`` and the README.
     label : str
@@ -115,6 +118,7 @@ class EstimatorSpec:
     emphasis: bool = False
     families: tuple[str, ...] | None = None
     needs_data: bool = False
+    defaults: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         assert set(self.kinds) <= set(KINDS), self
@@ -175,6 +179,12 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     _e("reverse-ais", "reverse_ais", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="upper",
        options=_ANNEALED, label="reverse AIS", color="tab:orange", marker="s",
        summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)"),
+    _e("sandwich", "sandwich", kinds=KINDS, axes=("seed",), yields="log_z", bound="bracket",
+       options=_ANNEALED + ("n_examples", "target_width", "max_sweeps", "confidence", "step_size", "gamma", "mh_sigma",
+                            "proposal_scale"),
+       defaults=(("schedule", "adaptive"),), label="sandwich", color="tab:olive", marker="P",
+       summary="a bracket [lower, upper] on log Z (with --data: on the test log-likelihood) from AIS and reverse "
+               "AIS / RAISE, K doubled until target_width or max_sweeps; each end labelled with its guarantee"),
     _e("is", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
        options=_IS_FAMILY, label="IS", color="tab:blue", marker="o",
        summary="importance sampling from p_0 (init)"),

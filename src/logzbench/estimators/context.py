@@ -65,7 +65,7 @@ def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
     n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
     rows, what = o.chains, f"chains = {o.chains}"
     extra = 0
-    if name == "raise":
+    if name == "raise" or (name == "sandwich" and n_data and kind in ("binary", "gaussian-binary", "analysis")):
         n = n_data if o.n_examples is None else min(o.n_examples, n_data)
         rows, what = o.chains * max(n, 1), f"chains x test examples = {o.chains} x {n}"
         if ctx.family.deep:
@@ -153,7 +153,11 @@ class EstimateContext:
         (:func:`logzbench.estimators.exact.check_budget`).  :func:`logzbench.api.estimate` calls it."""
         if self.spec.needs_data:
             self.require_data()
-        if "schedule" in self.spec.options and self.options.schedule != ADAPTIVE:
+        if self.name == "sandwich":  # it doubles K from its own start: checks its schedule and model kind
+            from .sandwich import check
+
+            check(self)
+        elif "schedule" in self.spec.options and self.options.schedule != ADAPTIVE:
             self.betas()
         self.check_memory()
         if self.name == "exact" and self.family.kind in ("binary", "gaussian-binary"):
@@ -183,24 +187,27 @@ class EstimateContext:
         the model file has no ``data_mean``)."""
         return self.model.annealing_path(self.options.init, data=self.train_data)
 
-    def betas(self, path=None, groups: int = 1) -> np.ndarray:
-        """The schedule ``0 = beta_0 < ... < beta_K = 1`` from ``options.schedule`` and ``options.K``.
+    def betas(self, path=None, groups: int = 1, K: int | None = None) -> np.ndarray:
+        """The schedule ``0 = beta_0 < ... < beta_K = 1`` from ``options.schedule`` and ``K`` (default
+        ``options.K``).
 
         ``schedule="adaptive"`` runs the pilot (:func:`logzbench.estimators.adaptive.pilot_schedule`)
         once, on ``path`` (the estimator's own; ``groups`` populations for batched per-point paths),
-        from its own generator; :meth:`finish` adds its sweeps and records its schedule."""
-        if self._betas is None:
-            o = self.options
-            if o.schedule == ADAPTIVE:
+        from its own generator, and reads its shape at ``K`` steps (its own length without ``K``);
+        :meth:`record_schedule` adds the pilot's sweeps and keeps the last schedule returned."""
+        o = self.options
+        K = o.K if K is None else int(K)
+        if o.schedule == ADAPTIVE:
+            if self.pilot is None:
                 from .adaptive import pilot_generator, pilot_schedule
 
                 if path is None:
                     raise ValueError(f"{self.name}: the adaptive schedule needs the annealing path for its pilot run")
                 self.pilot = pilot_schedule(path, o.pilot_chains, pilot_generator(o.seed, self.device),
                                             target_ess=o.target_ess, sweeps_per_beta=o.sweeps_per_beta, groups=groups)
-                self._betas = self.pilot.betas if o.K is None else resample(self.pilot.betas, o.K)
-            else:
-                self._betas = make_schedule(o.schedule, o.K)
+            self._betas = self.pilot.betas.copy() if K is None else resample(self.pilot.betas, K)
+        elif self._betas is None or K != len(self._betas) - 1:
+            self._betas = make_schedule(o.schedule, K)
         return self._betas.copy()
 
     def schedule_settings(self) -> dict[str, Any]:
