@@ -10,6 +10,12 @@ probability at least ``c``, ``quantity >= lower - t`` (a lower end), or ``quanti
 (an upper end).  A guaranteed end also says *of what*: ``p`` (the model) or ``p_ann`` (RAISE's
 annealing model, which approaches ``p`` as K grows but is not ``p``).  Every other end is
 *approximate*: its slack is not reported (``None``) and its words say why.
+
+The Markov slack is distribution-free and loose (3 nats at 95 % for a single log Z-hat).  The
+bracket's reported ends are therefore the estimates widened by their *noise*, ``z`` standard errors
+with ``z`` chosen so that both ends together miss with probability about ``1 - confidence``, over every
+bracket a stopping rule looked at (:func:`noise_z`): a stopping rule that keeps the first narrow
+bracket selects ends that happen to be close, and the allowance must cover that.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["End", "QUANTITIES", "make_bracket", "markov_slack"]
+__all__ = ["End", "QUANTITIES", "make_bracket", "markov_slack", "noise_z"]
 
 #: what a bracket bounds: log Z, or the mean test log-likelihood
 QUANTITIES = ("log_z", "mean_log_likelihood")
@@ -70,33 +76,50 @@ def markov_slack(confidence: float, n_independent: int = 1) -> float:
     return math.log(1.0 / (1.0 - float(confidence))) / int(n_independent)
 
 
-def _end_dict(prefix: str, e: End, confidence: float) -> dict[str, Any]:
+def noise_z(confidence: float, looks: int = 1) -> float:
+    """Standard-normal quantile that puts each end's noise allowance at ``(1 - confidence) / (2 looks)``:
+    the two ends of a bracket together miss at most ``1 - confidence`` (union bound), also when a
+    stopping rule looked at ``looks`` brackets and kept one (Bonferroni)."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(1.0 - (1.0 - float(confidence)) / (2.0 * max(int(looks), 1))))
+
+
+def _end_dict(prefix: str, e: End, sign: float, z: float, confidence: float) -> dict[str, Any]:
     slack = markov_slack(confidence, e.n_independent) if e.guaranteed else None
+    se = float(e.stderr) if math.isfinite(float(e.stderr)) else 0.0
     return {
-        prefix: float(e.value),
+        prefix: float(e.value) + sign * z * se,
+        f"{prefix}_estimate": float(e.value),
         f"{prefix}_stderr": float(e.stderr),
         f"{prefix}_estimator": e.estimator,
         f"{prefix}_guaranteed": bool(e.guaranteed),
         f"{prefix}_of": e.of,
         f"{prefix}_slack": slack,
-        f"{prefix}_guarantee": e.words + (f" (slack {slack:.3g} nats at confidence {confidence:g})"
-                                          if slack is not None else ""),
+        f"{prefix}_guarantee": e.words + (f"; distribution-free: beyond the estimate by at most {slack:.3g} nats with "
+                                          f"probability >= {confidence:g} (Markov)" if slack is not None else ""),
     }
 
 
-def make_bracket(quantity: str, lower: End, upper: End, confidence: float) -> dict[str, Any]:
-    """The bracket's record: ``<quantity>_lower`` / ``_upper`` with their standard errors, estimators,
-    guarantees (``_guaranteed``, ``_of``, ``_slack``, ``_guarantee`` in words), and ``<quantity>_width``
-    (``upper - lower``; negative where the ends cross) and ``<quantity>_crossed``: the ends cross by
-    more than twice their combined standard error (one of them is wrong: an approximate end, or a
-    guaranteed end beyond its slack)."""
+def make_bracket(quantity: str, lower: End, upper: End, confidence: float, looks: int = 1) -> dict[str, Any]:
+    """The bracket's record.
+
+    ``<quantity>_lower`` / ``_upper`` are the estimates widened by their noise, ``z`` standard errors
+    (:func:`noise_z`: the bracket holds the quantity with probability about ``confidence``, to the normal
+    approximation of each estimate's error, where each end errs in its labelled direction); the raw
+    estimates are ``_lower_estimate`` / ``_upper_estimate``.  Each end also carries its standard error,
+    estimator and guarantee (``_guaranteed``, ``_of``, ``_slack``: the distribution-free Markov slack of a
+    guaranteed end's estimate, and ``_guarantee`` in words).  ``<quantity>_width`` is ``upper - lower``;
+    ``<quantity>_crossed``: even widened by their noise the ends cross (one of them is wrong: an
+    approximate end, or a guaranteed one beyond its slack)."""
     if quantity not in QUANTITIES:
         raise ValueError(f"unknown bracket quantity {quantity!r}; choose one of {QUANTITIES}")
-    out = {**_end_dict(f"{quantity}_lower", lower, confidence), **_end_dict(f"{quantity}_upper", upper, confidence)}
-    width = float(upper.value) - float(lower.value)
-    se = math.hypot(float(lower.stderr), float(upper.stderr)) if math.isfinite(lower.stderr) and math.isfinite(
-        upper.stderr) else 0.0
+    z = noise_z(confidence, looks)
+    out = {**_end_dict(f"{quantity}_lower", lower, -1.0, z, confidence),
+           **_end_dict(f"{quantity}_upper", upper, +1.0, z, confidence)}
+    width = out[f"{quantity}_upper"] - out[f"{quantity}_lower"]
     out[f"{quantity}_width"] = width
-    out[f"{quantity}_crossed"] = bool(width < -2.0 * se)
+    out[f"{quantity}_crossed"] = bool(width < 0)
     out["confidence"] = float(confidence)
+    out["noise_z"] = z
     return out

@@ -26,8 +26,13 @@ subsample of the rows is corrected by control variates: that mean is approximate
 be a stochastic upper bound from exact model samples; it starts from a forward chain's states, so it is
 approximate, and it can miss the same modes as AIS.
 
-Stopping rule: the run starts at ``K`` (default :data:`START_K`) and doubles it until the point ends
-are within ``target_width`` nats, they do not cross, and each end's ``GROUPS`` groups of chains agree
+The reported ends are the estimates widened by their noise, ``z`` standard errors each, with ``z``
+set so that both ends together miss with probability about ``1 - confidence`` over every round the
+budget allows (:func:`~logzbench.estimators.bracket.noise_z`): a rule that stops at the first narrow
+bracket selects rounds whose ends happen to be close, and the allowance covers that.
+
+Stopping rule: the run starts at ``K`` (default :data:`START_K`) and doubles it until the widened ends
+are within ``target_width`` nats and do not cross, and each end's ``GROUPS`` groups of chains agree
 within their standard errors (Cochran's Q, :func:`spread_p_value`: the between-seed spread test, run
 inside one run; it catches a mode that some groups miss) -- or until the next round would spend more
 than ``max_sweeps`` (Gibbs sweeps times chains, as ``total_sweeps`` counts them, the adaptive pilot's
@@ -50,7 +55,7 @@ from ..stats import log_mean_stderr
 from . import ais as ais_kernel
 from . import raise_ as raise_kernel
 from . import reverse_ais as reverse_kernel
-from .bracket import End, make_bracket
+from .bracket import End, make_bracket, noise_z
 from .result import EstimateResult
 
 __all__ = ["GROUPS", "START_K", "SPREAD_ALPHA", "Round", "plan", "spread_p_value", "estimate"]
@@ -173,18 +178,28 @@ def _gibbs_plan(ctx) -> Plan:
     settings = ctx.annealed_settings()
 
     if data is None:
+        rows = ctx.train_data
+
         def run(K: int) -> Round:
             betas = ctx.betas(path, K=K)
             t0 = time.perf_counter()
             lo = ais_kernel.ais(path, betas, chains, g, n_bootstrap=0, settings=settings, sweeps_per_beta=o.sweeps_per_beta)
+            start = None
+            if rows is not None:  # reverse chains from training rows: they cover the modes the data cover
+                pick = torch.randint(0, rows.shape[0], (chains,), generator=g, device=g.device)
+                start = path.state_from_data(rows[pick])
             hi = reverse_kernel.reverse_ais(path, betas, chains, g, n_bootstrap=0, settings=settings,
-                                            sweeps_per_beta=o.sweeps_per_beta)
-            ends = {"log_z": (_ais_log_z_end(lo), _reverse_end(hi, "log_z", "reverse-ais"))}
+                                            sweeps_per_beta=o.sweeps_per_beta, start=start)
+            upper = (_reverse_end(hi, "log_z", "reverse-ais") if rows is None else End(
+                "reverse-ais", hi.log_z, hi.log_z_stderr, False, None,
+                "approximate: reverse AIS from training rows (an upper bound of log Z only where they are samples "
+                "of the model)"))
+            ends = {"log_z": (_ais_log_z_end(lo), upper)}
             spread = {"ais": spread_p_value(lo.log_weights), "reverse-ais": spread_p_value(hi.log_weights)}
             return Round(K, ends, spread, lo.total_sweeps + hi.total_sweeps, time.perf_counter() - t0, betas, lo, hi)
 
         def cost(K: int) -> int:
-            return (K - 1 + 2 * K) * o.sweeps_per_beta * chains
+            return (K - 1 + (K if rows is not None else 2 * K)) * o.sweeps_per_beta * chains
 
         return Plan("log_z", "ais", "reverse-ais", run, cost)
 
@@ -251,9 +266,9 @@ def _analysis_plan(ctx) -> Plan:
         t0 = time.perf_counter()
         hi = forward(K, betas)
         ais_kernel.attach_log_likelihood(hi, neg_e)
-        lo = raise_hmc.raise_hmc(ctx.model, data, betas, o.chains, g, kernel=kernel, step_size=o.step_size,
+        lo = raise_hmc.raise_hmc(ctx.model, betas, o.chains, g, data=data, kernel=kernel, step_size=o.step_size,
                                  gamma=o.gamma, mh_sigma=o.mh_sigma, proposal_scale=o.proposal_scale,
-                                 sweeps_per_beta=o.sweeps_per_beta, settings=settings)
+                                 sweeps_per_beta=o.sweeps_per_beta, settings=settings, n_bootstrap=0)
         ends = {"mean_log_likelihood": (_raise_ll_end(lo, "raise-hmc"), _implied_ll_end(hi, True, "hais")),
                 "log_z": (_ais_log_z_end(hi, "hais"), _implied_log_z_end(lo, "raise-hmc"))}
         spread = {"raise-hmc": spread_p_value(lo.log_weights), "hais": spread_p_value(hi.log_weights)}
@@ -276,9 +291,9 @@ def _generative_plan(ctx) -> Plan:
     def run(K: int) -> Round:
         betas = hais_mod.schedule(ctx, kernel=kernel, K=K)
         t0 = time.perf_counter()
-        hi = raise_hmc.reverse_hais(ctx.model, data, betas, o.chains, g, kernel=kernel, step_size=o.step_size,
+        hi = raise_hmc.reverse_hais(ctx.model, betas, o.chains, g, data=data, kernel=kernel, step_size=o.step_size,
                                     gamma=o.gamma, mh_sigma=o.mh_sigma, sweeps_per_beta=o.sweeps_per_beta,
-                                    settings=settings)
+                                    settings=settings, n_bootstrap=0)
         fwd = hi.extra["forward_mean_log_likelihood"], hi.extra["forward_mean_log_likelihood_stderr"]
         lower = End("hais", float(fwd[0]), float(fwd[1]), True, "p",
                     f"guaranteed: stochastic lower bound of the mean log p(x) (HAIS over the latent from the prior; "
@@ -338,23 +353,40 @@ def _k_needed(history: list[dict], target: float) -> int | None:
     return int(math.ceil(k_last * (target / w_last) ** (1.0 / slope)))
 
 
-def _verdict(r: Round, quantity: str, target: float) -> tuple[bool, str]:
+def _noise_width(r: Round, quantity: str, z: float) -> tuple[float, float, float]:
+    """``(width, lower, upper)`` of the ends widened by ``z`` standard errors each."""
     lo, hi = r.ends[quantity]
-    width = hi.value - lo.value
-    se = math.hypot(lo.stderr, hi.stderr) if math.isfinite(lo.stderr) and math.isfinite(hi.stderr) else 0.0
+    se_lo = lo.stderr if math.isfinite(lo.stderr) else math.inf
+    se_hi = hi.stderr if math.isfinite(hi.stderr) else math.inf
+    a, b = lo.value - z * se_lo, hi.value + z * se_hi
+    return b - a, a, b
+
+
+def _verdict(r: Round, quantity: str, target: float, z: float) -> tuple[bool, str]:
+    width, a, b = _noise_width(r, quantity, z)
     bad = {k: p for k, p in r.spread.items() if p is not None and p < SPREAD_ALPHA}
     if not math.isfinite(width):
-        return False, "an end is not finite"
-    if width < -2.0 * se:
-        return False, (f"the ends cross by {-width:.3g} nats (more than twice their combined standard error {se:.2g}): "
-                       "an approximate end is wrong, or the chains have not mixed")
+        return False, "an end or its standard error is not finite"
+    if width < 0:
+        return False, (f"the ends cross even widened by their noise ({a:.4g} > {b:.4g}): an approximate end is wrong, "
+                       "or the chains have not mixed")
     if bad:
         return False, ("groups of chains disagree beyond their standard errors (" +
                        ", ".join(f"{k}: p = {p:.2g}" for k, p in bad.items()) +
                        "): a mode some chains miss, or heavy-tailed weights")
     if width > target:
-        return False, f"width {width:.3g} nats > target {target:g}"
-    return True, f"width {width:.3g} nats <= target {target:g}"
+        return False, f"width {width:.3g} nats (with the ends' noise) > target {target:g}"
+    return True, f"width {width:.3g} nats (with the ends' noise) <= target {target:g}"
+
+
+def looks(p: Plan, K: int, max_sweeps: int) -> int:
+    """How many rounds (doublings of K from ``K``) fit in ``max_sweeps``: the looks the stopping rule
+    may take, over which the noise allowance is spread (:func:`~logzbench.estimators.bracket.noise_z`)."""
+    n, spent = 0, 0
+    while spent + p.cost(K) <= max_sweeps and n < 64:
+        spent += p.cost(K)
+        n, K = n + 1, 2 * K
+    return max(n, 1)
 
 
 def estimate(ctx) -> EstimateResult:
@@ -368,6 +400,8 @@ def estimate(ctx) -> EstimateResult:
     if first > o.max_sweeps:
         raise ValueError(f"max_sweeps = {o.max_sweeps} is less than the first round of the sandwich at K = {K} "
                          f"({first} sweeps x chains with {o.chains} chains): raise max_sweeps or lower K or chains")
+    n_looks = looks(p, K, o.max_sweeps)
+    z = noise_z(o.confidence, n_looks)
     history: list[dict] = []
     rounds: list[Round] = []
     spent = 0
@@ -380,14 +414,18 @@ def estimate(ctx) -> EstimateResult:
         rounds.append(r)
         spent += int(r.sweeps)
         lo, hi = r.ends[p.quantity]
-        entry: dict[str, Any] = {"K": K, "total_sweeps": spent, "seconds": r.seconds, "width": hi.value - lo.value}
+        entry: dict[str, Any] = {"K": K, "total_sweeps": spent, "seconds": r.seconds,
+                                 "width": _noise_width(r, p.quantity, z)[0]}
         for q in ("log_z", "mean_log_likelihood"):
-            ends = r.ends.get(q)
-            entry[f"{q}_lower"] = float(ends[0].value) if ends else None
-            entry[f"{q}_upper"] = float(ends[1].value) if ends else None
+            if q in r.ends:
+                _, a, b = _noise_width(r, q, z)
+                entry.update({f"{q}_lower": a, f"{q}_upper": b, f"{q}_lower_estimate": r.ends[q][0].value,
+                              f"{q}_upper_estimate": r.ends[q][1].value})
+            else:
+                entry.update({f"{q}_lower": None, f"{q}_upper": None})
         entry["spread_p_values"] = dict(r.spread)
         history.append(entry)
-        reached, reason = _verdict(r, p.quantity, o.target_width)
+        reached, reason = _verdict(r, p.quantity, o.target_width, z)
         if reached:
             break
         nxt = spent + p.cost(2 * K)
@@ -403,10 +441,10 @@ def estimate(ctx) -> EstimateResult:
                                                    if k_needed else "; the widths seen give no extrapolation")
     bracket: dict[str, Any] = {}
     for q, (lower, upper) in last.ends.items():
-        bracket.update(make_bracket(q, lower, upper, o.confidence))
+        bracket.update(make_bracket(q, lower, upper, o.confidence, looks=n_looks))
     bracket.update(quantity=p.quantity, target_width=float(o.target_width), width=float(history[-1]["width"]),
                    width_reached=bool(reached), K=int(K), total_sweeps=int(spent), K_needed=k_needed, reason=reason,
-                   max_sweeps=int(o.max_sweeps), history=history)
+                   max_sweeps=int(o.max_sweeps), looks=int(n_looks), history=history)
     return _result(ctx, p, last, bracket, spent, time.perf_counter() - t0)
 
 
@@ -417,7 +455,7 @@ def _result(ctx, p: Plan, last: Round, bracket: dict, spent: int, seconds: float
         if f"{q}_lower" in bracket:
             lo, hi = bracket[f"{q}_lower"], bracket[f"{q}_upper"]
             se_lo, se_hi = bracket[f"{q}_lower_stderr"], bracket[f"{q}_upper_stderr"]
-            mid[q] = (0.5 * (lo + hi), 0.5 * math.hypot(se_lo, se_hi), (lo, hi))
+            mid[q] = (0.5 * (lo + hi), 0.5 * math.hypot(se_lo, se_hi), (lo, hi))  # midpoint: approximate
     low_res, up_res = last.lower_result, last.upper_result
     res = EstimateResult(
         estimator="sandwich", n_chains=o.chains, seconds=seconds, n_sweeps=int(low_res.n_sweeps), total_sweeps=spent,
