@@ -65,11 +65,14 @@ def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
     n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
     rows, what = o.chains, f"chains = {o.chains}"
     extra = 0
-    if name == "raise" or (name == "sandwich" and n_data and kind in ("binary", "gaussian-binary", "analysis")):
+    if name in ("raise", "raise-hmc") or (name == "sandwich" and n_data and kind != "generative"):
         n = n_data if o.n_examples is None else min(o.n_examples, n_data)
         rows, what = o.chains * max(n, 1), f"chains x test examples = {o.chains} x {n}"
         if ctx.family.deep:
             per_unit = _RAISE_DEEP_BYTES_PER_UNIT
+    elif name == "bdmc":  # one latent chain per chain and simulated point
+        n = o.n_examples or 100
+        rows, what = o.chains * n, f"chains x simulated points = {o.chains} x {n}"
     elif kind == "generative" and n_data:  # one latent chain per chain and test point
         rows, what = o.chains * n_data, f"chains x test examples = {o.chains} x {n_data}"
     elif name == "csl":

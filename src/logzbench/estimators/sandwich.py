@@ -32,9 +32,10 @@ budget allows (:func:`~logzbench.estimators.bracket.noise_z`): a rule that stops
 bracket selects rounds whose ends happen to be close, and the allowance covers that.
 
 Stopping rule: the run starts at ``K`` (default :data:`START_K`) and doubles it until the widened ends
-are within ``target_width`` nats and do not cross, and each end's ``GROUPS`` groups of chains agree
+are within ``target_width`` nats and do not cross, each end's ``GROUPS`` groups of chains agree
 within their standard errors (Cochran's Q, :func:`spread_p_value`: the between-seed spread test, run
-inside one run; it catches a mode that some groups miss) -- or until the next round would spend more
+inside one run; it catches a mode that some groups miss), and each approximate end agrees with its
+value at half the K (its bias no longer shrinking visibly) -- or until the next round would spend more
 than ``max_sweeps`` (Gibbs sweeps times chains, as ``total_sweeps`` counts them, the adaptive pilot's
 included).  When the width is not reached the result says so, why, and the K that the widths seen
 extrapolate to (``K_needed``).
@@ -362,7 +363,26 @@ def _noise_width(r: Round, quantity: str, z: float) -> tuple[float, float, float
     return b - a, a, b
 
 
-def _verdict(r: Round, quantity: str, target: float, z: float) -> tuple[bool, str]:
+def _unstable(r: Round, prev: Round | None, quantity: str, z: float) -> str | None:
+    """Why the approximate ends of ``r`` cannot be trusted yet: none seen at half the K (the first round),
+    or one moved from there by more than ``z`` combined standard errors (a bias still shrinking with K).
+    Guaranteed ends may move (towards the truth) without harm."""
+    approx = [i for i, e in enumerate(r.ends[quantity]) if not e.guaranteed]
+    if not approx:
+        return None
+    if prev is None:
+        return "an approximate end is only trusted once it agrees with its value at half the K"
+    for i in approx:
+        e, f = r.ends[quantity][i], prev.ends[quantity][i]
+        se = math.hypot(e.stderr, f.stderr)
+        if not abs(e.value - f.value) <= z * se:
+            return (f"the approximate {('lower', 'upper')[i]} end ({e.estimator}) moved by {e.value - f.value:.3g} nats "
+                    f"from K = {prev.K} (more than {z:.2f} combined standard errors, {z * se:.2g}): its bias is still "
+                    "shrinking")
+    return None
+
+
+def _verdict(r: Round, quantity: str, target: float, z: float, prev: Round | None = None) -> tuple[bool, str]:
     width, a, b = _noise_width(r, quantity, z)
     bad = {k: p for k, p in r.spread.items() if p is not None and p < SPREAD_ALPHA}
     if not math.isfinite(width):
@@ -376,6 +396,9 @@ def _verdict(r: Round, quantity: str, target: float, z: float) -> tuple[bool, st
                        "): a mode some chains miss, or heavy-tailed weights")
     if width > target:
         return False, f"width {width:.3g} nats (with the ends' noise) > target {target:g}"
+    why = _unstable(r, prev, quantity, z)
+    if why:
+        return False, f"width {width:.3g} nats (with the ends' noise) <= target {target:g}, but {why}"
     return True, f"width {width:.3g} nats (with the ends' noise) <= target {target:g}"
 
 
@@ -425,7 +448,7 @@ def estimate(ctx) -> EstimateResult:
                 entry.update({f"{q}_lower": None, f"{q}_upper": None})
         entry["spread_p_values"] = dict(r.spread)
         history.append(entry)
-        reached, reason = _verdict(r, p.quantity, o.target_width, z)
+        reached, reason = _verdict(r, p.quantity, o.target_width, z, rounds[-2] if len(rounds) > 1 else None)
         if reached:
             break
         nxt = spent + p.cost(2 * K)
@@ -475,6 +498,9 @@ def _result(ctx, p: Plan, last: Round, bracket: dict, spent: int, seconds: float
         res.per_example_log_likelihood = np.asarray(low_res.per_example_log_likelihood)
     if ctx.options.n_examples is not None and ctx.data is not None:
         res.settings["n_examples"] = int(min(ctx.options.n_examples, ctx.data.shape[0]))
-    ctx.finish(res, attach=False)
+    if ctx.family.kind in registry.GIBBS_KINDS:
+        ctx.finish(res, attach=False)
+    else:
+        ctx.record_schedule(res)
     res.total_sweeps = spent  # the pilot is already counted (finish adds it to a single run's total)
     return res
