@@ -117,8 +117,9 @@ def _add_estimate(sub) -> None:
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
     p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
     p.add_argument("--steps", "-K", dest="K", type=int, default=None,
-                   help="intermediate distributions K (AIS, RAISE; default 1000 for the linear and sigmoid schedules; "
-                        "sm14500 and a schedule file have their own, and a different --steps is refused)")
+                   help="intermediate distributions K (AIS, RAISE; default 1000 for the linear, sigmoid and adaptive "
+                        "schedules; sm14500 and a schedule file have their own, and a different --steps is refused; "
+                        "the sandwich's first K, default 100)")
     p.add_argument("--schedule", default=None,
                    help="linear | sigmoid | sm14500 | adaptive (chosen by an independent pilot run) | file of betas "
                         "(default: linear; the sandwich's: adaptive)")
@@ -171,13 +172,15 @@ _OPTION_FLAGS = ("K", "schedule", "chains", "init", "seed", "device", "n_example
 
 
 def _estimate_options(args) -> dict:
-    """The API options of ``logzbench estimate``: K defaults to 1000 only for a schedule without its own
-    length (linear, sigmoid); ``sm14500`` and a schedule file keep theirs (a different ``--steps`` is refused)."""
+    """The API options of ``logzbench estimate``: K defaults to 1000 for a schedule without its own length
+    (linear, sigmoid, adaptive: the pilot's own length, kept by the API without K, is too coarse for an
+    accurate estimate); ``sm14500`` and a schedule file keep theirs (a different ``--steps`` is refused);
+    the sandwich starts from its own K."""
     opts = {k: getattr(args, k) for k in _OPTION_FLAGS}
     if opts["schedule"] is None:  # the estimator's default (the sandwich's adaptive), else linear
         del opts["schedule"]
     schedule = opts.get("schedule") or dict(registry.estimator(args.estimator).defaults).get("schedule", "linear")
-    if opts["K"] is None and schedule in ("linear", "sigmoid") and args.estimator != "sandwich":
+    if opts["K"] is None and schedule in ("linear", "sigmoid", "adaptive") and args.estimator != "sandwich":
         from .schedules import DEFAULT_K
 
         opts["K"] = DEFAULT_K
