@@ -219,3 +219,18 @@ def test_generative_model_without_data_is_refused(tmp_path, capsys):
     save_model(lin, path)
     argv = ["estimate", str(path), "--estimator", "sandwich"]
     assert_refused(main, argv, ["give test data"], tmp_path, capsys)
+
+
+def test_a_model_kind_without_an_upper_bound_estimator_is_refused():
+    """A family of a kind the sandwich has no pair for (a future Potts or bring-your-own-energy model)
+    is refused by its check, before any work, in one line naming the kind."""
+    from types import SimpleNamespace
+
+    from logzbench.estimators import sandwich
+    from logzbench.options import EstimateOptions
+
+    ctx = SimpleNamespace(options=EstimateOptions(schedule="adaptive"), data=None,
+                          family=SimpleNamespace(kind="potts", name="potts-model"))
+    with pytest.raises(ValueError, match="no upper-bound estimator for a potts model") as info:
+        sandwich.check(ctx)
+    assert "\n" not in str(info.value)
