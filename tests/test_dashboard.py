@@ -279,7 +279,7 @@ def test_the_test_store_has_every_run_of_a_finished_test_run(tmp_path):
     """The store the browser test reads has the runs tests/test_workflow.py counts after a real run."""
     names = build_test_store(_uri(tmp_path), _test_config())
     kinds = [k for k in names.values()]
-    assert (kinds.count("train"), kinds.count("estimate"), kinds.count("trials"), kinds.count("report")) == (5, 34, 4, 1)
+    assert (kinds.count("train"), kinds.count("estimate"), kinds.count("trials"), kinds.count("report")) == (5, 37, 4, 1)
     runs = tracking.find_runs(uri=_uri(tmp_path), experiment_name=EXPERIMENT)
     assert sorted(r.data.tags["mlflow.runName"] for r in runs) == sorted(names)
     durations = {r.data.tags["mlflow.runName"]: r.info.end_time - r.info.start_time for r in runs}

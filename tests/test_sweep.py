@@ -97,12 +97,15 @@ def test_published_rows_read_without_pandas_are_those_of_the_report():
 def test_jobs_of_the_test_config():
     config = load_config()
     jobs = sweep.all_jobs(config)
-    assert len(jobs) == 34 and len({j.path() for j in jobs}) == 34
+    assert len(jobs) == 37 and len({j.path() for j in jobs}) == 37
     per_model = Counter(j.model for j in jobs)
-    assert per_model == {"digits-rbm8": 20, "digits-dbm8-4": 5, "digits-dbn8-4": 3, "vh-poe-laplace-4": 3,
-                         "vh-linear-gaussian-4": 3}
+    assert per_model == {"digits-rbm8": 22, "digits-dbm8-4": 5, "digits-dbn8-4": 3, "vh-poe-laplace-4": 3,
+                         "vh-linear-gaussian-4": 4}
     rbm = Counter(j.estimator for j in sweep.model_jobs(config, "digits-rbm8"))
-    assert rbm == {"exact": 1, "ais": 8, "raise": 4, "csl": 1, "ads": 2, "reverse-ais": 2, "ds": 2}
+    assert rbm == {"exact": 1, "ais": 8, "raise": 4, "csl": 1, "ads": 2, "reverse-ais": 2, "ds": 2, "sandwich": 1,
+                   "ais-adaptive": 1}
+    assert stems(config, "digits-rbm8", "sandwich") == ["seed0"]  # seeds only: its K is the starting K
+    assert stems(config, "vh-linear-gaussian-4", "bdmc") == ["K50_seed0"]
     assert stems(config, "digits-rbm8", "exact") == ["exact"]
     assert stems(config, "digits-rbm8", "csl") == ["K50_seed0"]
     assert stems(config, "digits-rbm8", "raise") == ["K10_base-rate_seed0", "K10_uniform_seed0",
@@ -419,7 +422,7 @@ def _set(config, path, value):
     ("models.digits-dbm8-4.hyperparams.pretrain_epoch", 2, "did you mean 'pretrain_epochs'"),
     ("models.vh-poe-laplace-4.hyperparams.n_iters", 2, r"unknown hyperparameter 'n_iters'.*did you mean 'n_iter'"),
     ("estimators.ais.schedule", "cubic", r"estimator ais: schedule 'cubic' is neither a schedule name \(linear, "
-                                         r"sigmoid, sm14500\) nor a file of betas"),
+                                         r"sigmoid, sm14500, adaptive\) nor a file of betas"),
     ("estimators.ais.schedule", "no/such/file.txt", "estimator ais: schedule 'no/such/file.txt' is neither"),
     ("datasets.digits.n_train", 1438, "dataset digits: n_train=1438 is more than the 1437 training rows of digits; "
                                       "set datasets.digits.n_train to at most 1437"),

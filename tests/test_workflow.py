@@ -26,9 +26,10 @@ CONFIGS = sorted((REPO / "config").glob("*.yaml"))
 TEST_CONFIG = REPO / "config" / "test.yaml"
 EXPERIMENT = "logzbench-test"
 # config/test.yaml: RBM exact 1 + AIS (2 K x 2 inits x 2 seeds) 8 + RAISE (2 K x 2 inits) 4 + CSL 1
-# + ADS and reverse AIS (1 K x base-rate x 2 seeds) 4 + DS (the IS family: base-rate x 2 seeds) 2;
+# + ADS and reverse AIS (1 K x base-rate x 2 seeds) 4 + DS (the IS family: base-rate x 2 seeds) 2
+# + the sandwich (seed 0) 1 + AIS on the adaptive schedule (1 K x base-rate x seed 0) 1;
 # DBM exact 1 + AIS and RAISE (1 K x 2 inits) 4; DBN exact 1 + AIS and RAISE (1 K, uniform only) 2
-N_ESTIMATES = 20 + 5 + 3 + 3 + 3  # + continuous: per model exact 1, hais 1, ais-mh 1
+N_ESTIMATES = 22 + 5 + 3 + 3 + 4  # + continuous: per model exact 1, hais 1, ais-mh 1; BDMC on the linear model 1
 # trials: Gaussian 2 sigma0 + grid 1 sigma_pair x 2 references
 N_TRIAL_SETTINGS = 2 + 2
 N_TRAIN = 3 + 2
@@ -111,7 +112,7 @@ def estimate_shapes(output: str, configfiles=(TEST_CONFIG,)) -> Counter:
         stem = f.rsplit("/", 1)[1]
         shape = re.sub(r"(uniform|base-rate)", "init", re.sub(r"[0-9]+", "", stem))
         shapes[{"exact": "exact", "K_init_seed": "K x init x seed", "K_seed": "K x seed",
-                "init_seed": "init x seed"}[shape]] += 1
+                "init_seed": "init x seed", "seed": "seed"}[shape]] += 1
     return shapes
 
 
@@ -121,8 +122,9 @@ def estimate_shapes(output: str, configfiles=(TEST_CONFIG,)) -> Counter:
 #: and the continuous-model estimators K x seed, the annealed binary-model estimators K x init x seed,
 #: the IS family init x seed), for the trials rules the number of settings (one job runs them all).
 EXPECTED_JOBS = {
-    # estimate: exact 5 + csl 1 + annealed 12 + 4 + 4 + 2 + hais / ais-mh 4 + ds 2
-    "test": {"init_tracking": 1, "prepare_dataset": 2, "train_model": 5, "estimate": 5 + 1 + 22 + 4 + 2,
+    # estimate: exact 5 + csl 1 + annealed 12 + 4 + 4 + 2 + adaptive AIS 1 + hais / ais-mh 4 + bdmc 1 + ds 2
+    # + sandwich 1
+    "test": {"init_tracking": 1, "prepare_dataset": 2, "train_model": 5, "estimate": 5 + 1 + 23 + 5 + 2 + 1,
              "report": 1, "trials_gaussian": 2, "trials_grid": 2, "report_trials": 1, "all": 1},
     # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL); on digits-rbm16
     # AIS, reverse AIS, ADS and multinomial ADS at 3 K x base-rate x 3 seeds (Liu et al. Fig. 3 in small);
@@ -131,10 +133,12 @@ EXPECTED_JOBS = {
     # + IS, reverse IS and DS on digits-rbm16 (base-rate x 2 seeds)
     # + 8 learner-trained models on 3 more datasets: 7 binary (exact + AIS 2 K x 2 inits x 2 seeds) and
     #   a GRBM (exact + AIS 2 K x uniform x 2 seeds)
+    # + the sandwich on digits-rbm16, mnist-rbm20 and vh-poe-laplace-8 (2 seeds each), AIS with the adaptive
+    #   schedule on digits-rbm16 (1 K x base-rate x 2 seeds), BDMC on vh-linear-gaussian-8 (3 K x 1 seed)
     "config": {"prepare_dataset": 3 + 3, "train_model": 9 + 8,
                "estimate": (2 + 2 + 3) + 3 * 1 * 2
                + 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3 + 4 * 3 * 3 + 3 * 2
-               + 7 * (1 + 2 * 2 * 2) + (1 + 2 * 1 * 2),
+               + 7 * (1 + 2 * 2 * 2) + (1 + 2 * 1 * 2) + 3 * 2 + 2 + 3,
                "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1},
     # Sohl-Dickstein & Culpepper: 17 models x HAIS at 5 K, the baselines on the 3 closed-form models
     "hais_table1": {"train_model": 17, "estimate": 3 + 17 * 5 + 2 * 3 * 5},
@@ -189,7 +193,8 @@ def test_dry_run_every_config(config, tmp_path):
         else:
             assert counts.get(job, 0) == n, (job, counts)
     if config.stem == "test":
-        assert estimate_shapes(out) == {"exact": 5, "K x init x seed": 22, "K x seed": 1 + 4, "init x seed": 2}
+        assert estimate_shapes(out) == {"exact": 5, "K x init x seed": 22 + 1, "K x seed": 1 + 4 + 1, "init x seed": 2,
+                                        "seed": 1}
     assert not (tmp_path / "results").exists() and not (tmp_path / "mlflow.db").exists()
 
 
@@ -216,9 +221,9 @@ def test_config_overrides_and_exact_limit(tmp_path):
     # RBM 64-8: 8 > 4; DBM 64-8-4: min(64 + 4, 8) = 8 > 4; DBN 64-8-4: log Z min(8, 4) = 4 <= 4 and
     # log f(v) 8 <= exact_max_log_f_units (16): only the DBN keeps its exact job
     assert shapes["exact"] == 1 + 2  # + the continuous models' closed forms (no enumeration)
-    # ais + raise per model (one K, uniform, one seed); the RBM's ads and reverse-ais keep their own
-    # K [10] and base-rate init, and ds its base-rate init (one seed)
-    assert shapes["K x init x seed"] == 2 + 2 + 2 + 2
+    # ais + raise per model (one K, uniform, one seed); the RBM's ads, reverse-ais and adaptive AIS keep their
+    # own K [10] and base-rate init, and ds its base-rate init (one seed)
+    assert shapes["K x init x seed"] == 2 + 2 + 2 + 2 + 1
     assert shapes["init x seed"] == 1
     assert job_counts(proc.stdout)["estimate"] == len(estimate_dirs(proc.stdout))
     override.write_text("evaluation: {exact_max_units: 4, exact_max_log_f_units: 4, inits: [base-rate]}\n")
@@ -226,13 +231,13 @@ def test_config_overrides_and_exact_limit(tmp_path):
     out = proc.stdout + proc.stderr
     shapes = estimate_shapes(out, [TEST_CONFIG, override])
     assert shapes["exact"] == 2  # DBN: h_1 (8 units) > 4 for log f(v); the continuous closed forms stay
-    # base-rate only: RBM (2 K x 2 seeds AIS, 2 K RAISE, 2 seeds ADS and reverse AIS) and DBM 2; the DBN
-    # has nothing left (a warning)
-    assert shapes["K x init x seed"] == 4 + 2 + 4 + 2
+    # base-rate only: RBM (2 K x 2 seeds AIS, 2 K RAISE, 2 seeds ADS and reverse AIS, adaptive AIS 1) and DBM 2;
+    # the DBN has nothing left (a warning)
+    assert shapes["K x init x seed"] == 4 + 2 + 4 + 1 + 2
     assert "model digits-dbn8-4 (dbn) has no estimate to run" in out
     proc = snakemake(tmp_path, "-n", "--config", "device=cpu", "report={'gap_threshold': 0.5}")
-    assert estimate_shapes(proc.stdout)["K x init x seed"] == 18 + 4 and len(estimate_stems(proc.stdout, [TEST_CONFIG])) == 34
-    assert job_counts(proc.stdout)["estimate"] == 19  # one job per model x estimator
+    assert estimate_shapes(proc.stdout)["K x init x seed"] == 18 + 4 + 1 and len(estimate_stems(proc.stdout, [TEST_CONFIG])) == 37
+    assert job_counts(proc.stdout)["estimate"] == 19 + 3  # one job per model x estimator (+ sandwich, adaptive AIS, bdmc)
 
 
 def _dbn_models(config: Path) -> list[str]:
@@ -413,7 +418,9 @@ _CLI_FLAGS = {"K": "--steps", "schedule": "--schedule", "chains": "--chains", "i
               "n_examples": "--n-examples", "is_samples": "--is-samples", "csl_mode": "--csl-mode",
               "burn_in": "--burn-in", "thin": "--thin", "samples_per_chain": "--samples-per-chain",
               "step_size": "--step-size", "gamma": "--gamma", "mh_sigma": "--mh-sigma",
-              "proposal_scale": "--proposal-scale"}
+              "proposal_scale": "--proposal-scale", "sweeps_per_beta": "--sweeps-per-beta",
+              "pilot_chains": "--pilot-chains", "target_ess": "--target-ess", "target_width": "--target-width",
+              "max_sweeps": "--max-sweeps", "confidence": "--confidence"}
 
 
 def check_workflow_equals_command_line(real_run):
@@ -448,7 +455,8 @@ def check_workflow_equals_command_line(real_run):
             for k in ("log_z", "log_z_stderr", "ess", "mean_log_likelihood", "mean_log_likelihood_stderr",
                       "n_sweeps", "total_sweeps"):
                 assert got[k] == rec["result"][k], (rec["key"], k, got[k], rec["result"][k])
-        assert {"exact", "ais", "raise", "csl", "ads", "reverse-ais", "ds", "hais", "ais-mh"} <= seen, seen
+        assert {"exact", "ais", "raise", "csl", "ads", "reverse-ais", "ds", "hais", "ais-mh", "sandwich",
+                "bdmc"} <= seen, seen
     finally:
         torch.set_num_threads(threads)
         (real_run / "cli.json").unlink(missing_ok=True)
@@ -497,7 +505,18 @@ def check_tracked_runs(real_run):
     arts = {a.path for a in client.list_artifacts(t.info.run_id)}
     assert {"digits-rbm8.history.csv", "digits-rbm8.history.png"} <= arts
     ais = next(r for r in est if r.data.params["estimator"] == "ais")
-    assert [a.path for a in client.list_artifacts(ais.info.run_id)][0].endswith(".npz")
+    arts = sorted(a.path for a in client.list_artifacts(ais.info.run_id))
+    assert arts[0].endswith(".npz") and tracking.SCHEDULE_ARTIFACT in arts  # the per-chain arrays, the schedule
+    # the sandwich: its bracket as metrics and tags (the JSON's names), its rounds of K doubling as an artifact
+    (sandwich,) = [r for r in est if r.data.params["estimator"] == "sandwich"]
+    assert {"log_z_lower", "log_z_upper", "log_z_width", "mean_log_likelihood_lower",
+            "mean_log_likelihood_upper"} <= set(sandwich.data.metrics)
+    assert sandwich.data.tags["log_z_lower_estimator"] == "ais" and "width_reached" in sandwich.data.tags
+    assert sandwich.data.params["schedule"] == "adaptive"  # the sandwich's own default
+    arts = {a.path for a in client.list_artifacts(sandwich.info.run_id)}
+    assert {tracking.BRACKET_HISTORY_ARTIFACT, tracking.SCHEDULE_ARTIFACT} <= arts
+    (adaptive,) = [r for r in est if r.data.params["estimator"] == "ais-adaptive"]
+    assert adaptive.data.params["pilot_chains"] == "20" and "pilot_sweeps" in adaptive.data.metrics
 
 
 def check_report_tables(real_run):
@@ -508,7 +527,8 @@ def check_report_tables(real_run):
     summary = pd.read_csv(rep / "summary.csv", keep_default_na=False)
     # RBM: exact 1 + ais 2 K x 2 inits + raise 2 K x 2 inits + csl 1 + ads 1 + reverse-ais 1 + ds 1 (seeds
     # aggregated); DBM 1 + 2 + 2; DBN 1 + 1 + 1
-    assert len(summary) == 13 + 5 + 3 + 6  # + continuous: 2 models x (exact, hais, ais-mh)
+    # + the sandwich and the adaptive AIS; + continuous: 2 models x (exact, hais, ais-mh) and BDMC
+    assert len(summary) == 13 + 2 + 5 + 3 + 7
     ds = summary[summary["estimator"] == "ds"]
     assert len(ds) == 1 and ds["n_seeds"].iloc[0] == 2
     # every DS run agrees with the exact log Z within 4 of its own reported standard errors
@@ -517,7 +537,8 @@ def check_report_tables(real_run):
     ais = summary[summary["estimator"] == "ais"]
     assert set(ais["n_seeds"]) == {2}
     table1 = pd.read_csv(rep / "table1.csv")
-    assert list(table1["K"]) == [10, 50] and set(table1["model"]) == {"digits-rbm8"}
+    assert list(zip(table1["schedule"], table1["K"])) == [("adaptive", 10), ("linear", 10), ("linear", 50)]
+    assert set(table1["model"]) == {"digits-rbm8"}
     assert {"exact", "csl", "raise_uniform", "ais_uniform", "gap_uniform", "raise_base-rate", "ais_base-rate",
             "gap_base-rate", "flags"} <= set(table1.columns)
     assert table1["exact"].notna().all()
@@ -545,6 +566,20 @@ def check_report_tables(real_run):
                if r.data.tags.get("logzbench.flagged") == "true"}
     expected = set(per_run.loc[per_run["flags"].notna(), "key"])
     assert flagged == expected
+    # the brackets: the sandwich on the RBM (log Z and the test log-likelihood against their exact values) and
+    # BDMC on the linear-Gaussian model (its simulated points' closed form)
+    bracket = pd.read_csv(rep / "table_bracket.csv")
+    from logzbench.report import BRACKET_COLUMNS
+
+    assert list(bracket.columns) == BRACKET_COLUMNS
+    assert sorted(zip(bracket["model"], bracket["estimator"], bracket["quantity"])) == [
+        ("digits-rbm8", "sandwich", "log_z"), ("digits-rbm8", "sandwich", "mean_log_likelihood"),
+        ("vh-linear-gaussian-4", "bdmc", "mean_log_likelihood")]
+    assert bracket[["lower", "upper", "width", "exact", "K", "total_sweeps"]].notna().all().all()
+    assert set(bracket["contains_exact"].astype(str)) <= {"True", "False"}
+    for m in ("digits-rbm8", "vh-linear-gaussian-4"):
+        assert (rep / "plots" / f"{m}_bracket.png").stat().st_size > 1000
+    assert [r["model"] for r in report["table_bracket"]] == sorted(bracket["model"])
 
 
 def check_repeated_trials(real_run):
@@ -569,7 +604,7 @@ def check_repeated_trials(real_run):
     t = pd.read_csv(rep / "annealed_trials.csv")
     assert (t["truth_source"] == "exact").all()  # every test model has an exact log Z
     assert set(t["model"]) == {"digits-rbm8", "digits-dbm8-4", "digits-dbn8-4"}
-    rbm = t[(t["model"] == "digits-rbm8") & (t["K"] == 10) & (t["init"] == "base-rate")]
+    rbm = t[(t["model"] == "digits-rbm8") & (t["K"] == 10) & (t["init"] == "base-rate") & (t["schedule"] == "linear")]
     assert set(rbm["method"]) == {"ais", "ads", "reverse-ais", "avg-ais-reverse-ais"}
     assert (rbm["n_trials"] == 2).all()
     assert (rep / "plots" / "digits-rbm8_bias_mse.png").stat().st_size > 1000
@@ -583,6 +618,10 @@ def check_continuous_models(real_run):
     assert list(t["model"]) == ["vh-linear-gaussian-4", "vh-poe-laplace-4"]
     assert t[["exact", "hais", "hais_se", "ais-mh", "spread"]].notna().all().all()
     assert (t["hais_K"] == 20).all() and (t["n_test"] == 20).all() and (t["size"] == 4).all()
+    # BDMC's bracket of the linear-Gaussian model's mean log-likelihood (on simulated points); none for the PoE
+    lin, poe = t.set_index("model").loc["vh-linear-gaussian-4"], t.set_index("model").loc["vh-poe-laplace-4"]
+    assert lin[["bracket_lower", "bracket_upper", "bracket_width"]].notna().all()
+    assert lin["bracket_estimator"] == "bdmc (simulated data)" and pd.isna(poe["bracket_lower"])
     assert (rep / "plots" / "model_size.png").stat().st_size > 1000
     assert (rep / "plots" / "vh-poe-laplace-4.png").stat().st_size > 1000
 

@@ -40,9 +40,11 @@ __all__ = ["estimate_options", "init_tracking_job", "prepare_job", "run_estimate
 def estimate_options(settings: Mapping[str, Any], *, progress: bool = False) -> dict[str, Any]:
     """Keyword arguments of :func:`logzbench.api.estimate` for a job: the estimator's registry
     ``options`` present in ``settings`` (``K``, ``init`` from the sweep, ``chains``, ``schedule``,
-    ...), its ``seed`` (0 without a seed axis), ``device`` and ``progress``."""
+    ...), its ``seed`` (0 without a seed axis), ``device`` and ``progress``.  An ``init`` of ``None`` (a
+    continuous model, which has no initial distribution to choose, under an estimator that reads one: the
+    sandwich) is left to the estimator's default."""
     spec = registry.estimator(settings["method"])
-    opts = {k: settings[k] for k in spec.options if k in settings}
+    opts = {k: settings[k] for k in spec.options if k in settings and not (k == "init" and settings[k] is None)}
     opts.update(seed=settings.get("seed") or 0, device=settings.get("device", "cpu"), progress=bool(progress))
     return opts
 

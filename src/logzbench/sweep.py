@@ -37,10 +37,11 @@ from typing import Any, Mapping, Sequence
 from . import registry
 from .errors import ConfigError
 from .options import EstimateOptions, option_names
-from .schedules import SCHEDULES, from_file
+from .schedules import ADAPTIVE, SCHEDULES, from_file
 
 __all__ = [
-    "ConfigError", "Job", "KNOWN_N_VISIBLE", "LABELLED_SOURCES", "MAX_CHAINS", "SETTING_KEYS", "SOURCE_DATA_KINDS",
+    "ConfigError", "Job", "KNOWN_N_VISIBLE", "LABELLED_SOURCES", "MAX_CHAINS", "SCHEDULE_KEYS", "SETTING_KEYS",
+    "SOURCE_DATA_KINDS", "unswept_options",
     "SOURCE_ROWS", "all_jobs", "check_config", "check_estimate_record", "check_npz", "damaged_outputs",
     "hyperparam_names", "rebuild_hint",
     "dataset_kind", "estimator_method", "estimator_spec", "estimators_of", "estimators_run", "exact_applies",
@@ -90,15 +91,35 @@ DEFAULT_N_COMPONENTS = 36
 #: data sources whose prepared files hold ``test_labels`` (what an estimator's ``test_subset`` needs)
 LABELLED_SOURCES = ("mnist", "digits", "omniglot", "digits-avil")
 #: Estimator config keys recorded in a job's settings, in this order, when the estimator reads them
-#: (its registry ``options``); ``K`` and ``init`` come from the file stem instead (sweep axes).
+#: (its registry ``options``); ``K`` and ``init`` come from the file stem instead (sweep axes), except
+#: an estimator that reads them without sweeping them (the sandwich: its starting K and its one initial
+#: distribution; :func:`unswept_options`).
 #: ``samples_per_chain`` (CSL) is derived, ``K // thin``; ``is_samples`` is recorded for deep models
 #: only; ``n_examples`` is recorded (``None``: every test row) by every binary-model estimator with
-#: a sweep, its config value by those that subsample (RAISE, CSL).
-SETTING_KEYS = ("schedule", "chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "csl_mode", "exact_precision", "burn_in",
-                "thin", "samples_per_chain", "n_examples", "is_samples")
+#: a sweep, its config value by those that subsample (RAISE, CSL).  Of the schedule's keys
+#: (:data:`SCHEDULE_KEYS`), ``sweeps_per_beta`` is recorded where it is not 1 and ``pilot_chains`` /
+#: ``target_ess`` where the schedule is ``adaptive``: the settings (and so the MLflow runs and the
+#: rerun triggers) of the estimates that do not use them stay as they were.
+SETTING_KEYS = ("schedule", "sweeps_per_beta", "pilot_chains", "target_ess", "chains", "step_size", "gamma", "mh_sigma",
+                "proposal_scale", "csl_mode", "exact_precision", "burn_in", "thin", "samples_per_chain", "n_examples",
+                "is_samples", "target_width", "max_sweeps", "confidence")
+#: the keys of an annealing schedule recorded only where they matter (see :data:`SETTING_KEYS`): a key ->
+#: whether an entry's settings need it
+SCHEDULE_KEYS = {
+    "sweeps_per_beta": lambda e, schedule: int(e.get("sweeps_per_beta", 1)) != 1,
+    "pilot_chains": lambda e, schedule: schedule == ADAPTIVE,
+    "target_ess": lambda e, schedule: schedule == ADAPTIVE,
+}
 #: schema defaults of the estimator keys (equal to :class:`~logzbench.options.EstimateOptions`'),
 #: for a config that was not validated
 _OPTION_DEFAULTS = EstimateOptions().as_dict()
+
+
+def option_default(spec: registry.EstimatorSpec, key: str) -> Any:
+    """The value of estimator option ``key`` where an entry gives none: the estimator's own default
+    (:attr:`~logzbench.registry.EstimatorSpec.defaults`: the sandwich's adaptive schedule), else
+    :class:`~logzbench.options.EstimateOptions`' (the schema's; the schema leaves ``schedule`` unset for this)."""
+    return dict(spec.defaults).get(key, _OPTION_DEFAULTS[key])
 
 assert set(SETTING_KEYS) <= set(option_names())
 
@@ -334,6 +355,22 @@ def fixed_schedule_K(e: Mapping[str, Any]) -> int | None:
     return None
 
 
+def unswept_options(spec: registry.EstimatorSpec, e: Mapping[str, Any], fam: registry.FamilySpec) -> dict[str, Any]:
+    """The ``K`` and ``init`` of an estimator that reads them without sweeping them (the sandwich: K is its
+    starting K, which it doubles itself; one initial distribution): the entry's one ``K`` (``None``: the
+    estimator's default; ``evaluation.K`` is a sweep's values, not a starting value) and its one ``inits``
+    value, else the family's first initial distribution (binary models; continuous ones have none).
+    :func:`check_config` refuses more than one value."""
+    out: dict[str, Any] = {}
+    if "K" in spec.options and "K" not in spec.axes:
+        ks = list(e.get("K") or [])
+        out["K"] = int(ks[0]) if ks else None
+    if "init" in spec.options and "init" not in spec.axes and fam.inits:
+        inits = list(e.get("inits") or [])
+        out["init"] = str(inits[0]) if inits else fam.inits[0]
+    return out
+
+
 def _listed(config: Mapping, name: str, key: str) -> list:
     e, ev = config["estimators"][name], config.get("evaluation") or {}
     return list(e.get(key) or ev.get(key) or [])
@@ -470,21 +507,25 @@ def job_settings(config: Mapping, model: str, estimator: str, stem: str,
         "hidden_sizes": sizes,
         "n_hidden": sizes[0] if fam.size_key == "n_hidden" else None,  # deep models: see hidden_sizes
     }
+    s.update(unswept_options(spec, e, fam))
     for key in SETTING_KEYS:
         reads = key in spec.options
-        if key == "samples_per_chain":
+        if key in SCHEDULE_KEYS:
+            if reads and SCHEDULE_KEYS[key](e, s.get("schedule")):
+                s[key] = e.get(key, option_default(spec, key))
+        elif key == "samples_per_chain":
             if reads:
                 s[key] = max(1, int(j.K) // int(e.get("thin", _OPTION_DEFAULTS["thin"])))
         elif key == "n_examples":
             if reads:
-                s[key] = e.get(key, _OPTION_DEFAULTS[key])
+                s[key] = e.get(key, option_default(spec, key))
             elif fam.kind == "binary" and spec.axes:
                 s[key] = None
         elif key == "is_samples":
             if reads and fam.deep:  # importance samples per test example for log f(v)
-                s[key] = e.get(key, _OPTION_DEFAULTS[key])
+                s[key] = e.get(key, option_default(spec, key))
         elif reads:
-            s[key] = e.get(key, _OPTION_DEFAULTS[key])
+            s[key] = e.get(key, option_default(spec, key))
     subset = e.get("test_subset")
     if subset:  # per_class test rows of each label (logzbench.jobs: logzbench.data.class_subset), before the estimator
         s["test_subset"] = {"per_class": int(subset["per_class"]), "seed": int(subset.get("seed", 0))}
@@ -599,10 +640,10 @@ def _check_per_class(config: Mapping, name: str, model: str, per_class: int) -> 
                           f"label; set estimators.{name}.test_subset.per_class to at most {most}")
 
 
-def _check_schedule(name: str, e: Mapping[str, Any]) -> None:
+def _check_schedule(name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec | None = None) -> None:
     """A schedule name (:data:`logzbench.schedules.SCHEDULES`) or a readable file of betas (a relative path is
     taken from the working directory, as the estimate jobs take it)."""
-    schedule = e.get("schedule", _OPTION_DEFAULTS["schedule"])
+    schedule = e.get("schedule", option_default(spec, "schedule") if spec is not None else _OPTION_DEFAULTS["schedule"])
     if schedule in SCHEDULES:
         return
     path = Path(str(schedule))
@@ -733,8 +774,23 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
                 if name in estimators_run(config, model, presets):
                     _check_per_class(config, name, model, int(e["test_subset"]["per_class"]))
         if "schedule" in spec.options:
-            _check_schedule(name, e)
+            _check_schedule(name, e, spec)
         for axis, key in registry.AXIS_CONFIG_KEYS.items():
+            if axis in ("K", "init") and axis not in spec.axes and axis in spec.options:  # unswept_options
+                if len(e.get(key) or []) > 1:
+                    what = "its K is the starting K (doubled by the estimator itself)" if axis == "K" else \
+                        "it runs from one initial distribution"
+                    raise ConfigError(f"estimator {name}: {spec.name} is not swept over {key}; {what}: give one "
+                                      f"value, e.g. {key}: [{e[key][0]}]")
+                if axis == "init" and e.get(key):
+                    for model in config.get("models") or {}:
+                        fam = family_spec(config, model, presets)
+                        if name in estimators_run(config, model, presets) and fam.inits and \
+                                e[key][0] not in fam.inits:
+                            raise ConfigError(f"estimator {name}: model {model} ({fam.name}) has no initial "
+                                              f"distribution {e[key][0]!r} (its: {', '.join(fam.inits)}); run "
+                                              f"{name} on other models (its `models`) or change its inits")
+                continue
             if e.get(key) and axis not in spec.axes:
                 warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")
         if "K" in spec.axes:

@@ -68,6 +68,11 @@ __all__ = [
     "estimate_flags",
     "estimate_params",
     "estimate_metrics",
+    "estimate_bracket",
+    "bracket_metrics",
+    "bracket_tags",
+    "SCHEDULE_ARTIFACT",
+    "BRACKET_HISTORY_ARTIFACT",
     "training_metrics",
     "GROUP_TAG",
     "SETTING_TAG",
@@ -815,7 +820,9 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
     settings = res.get("settings") or {}
     keys = ("model", "dataset", "estimator", "method", "K", "chains", "init", "seed", "schedule", "device",
             "n_examples", "csl_mode", "burn_in", "thin", "n_visible", "n_hidden", "family", "hidden_sizes",
-            "is_samples", "step_size", "gamma", "mh_sigma", "proposal_scale", "code_version")
+            "is_samples", "step_size", "gamma", "mh_sigma", "proposal_scale", "code_version",
+            # the schedule's and the sandwich's settings (recorded where they are used: logzbench.sweep.SETTING_KEYS)
+            "sweeps_per_beta", "pilot_chains", "target_ess", "target_width", "max_sweeps", "confidence")
     out = {k: record.get(k, settings.get(k)) for k in keys}
     out["method"] = out["method"] or res.get("estimator")
     out["chains"] = out["chains"] if out["chains"] is not None else res.get("n_chains")
@@ -842,13 +849,89 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     for k in ("mean_log_f_is", "mean_log_f_is_stderr", "mean_log_f_is_jensen_gap", "mean_log_f_mean_field",
               "is_ess_mean", "is_ess_min", "is_khat_median", "log_f_seconds"):  # deep models: the importance-sampled log f(v)
         m[k] = extra.get(k)
+    for k in ("pilot_sweeps", "pilot_K", "pilot_seconds", "pilot_resampled"):  # the adaptive schedule's pilot run
+        m[k] = extra.get(k)
     chains = res.get("n_chains")
     if _finite(m["ess"]) and _finite(chains) and float(chains) > 0:
         m["ess_fraction"] = float(m["ess"]) / float(chains)
     ci = res.get("log_z_ci")
     if isinstance(ci, (list, tuple)) and len(ci) == 2:
         m["log_z_ci_low"], m["log_z_ci_high"] = ci
-    return {k: float(v) for k, v in m.items() if _finite(v)}
+    out = {k: float(v) for k, v in m.items() if _finite(v)}
+    # a bracket's numbers (sandwich, BDMC) under their JSON names; those above keep theirs
+    out.update({k: v for k, v in bracket_metrics(estimate_bracket(record)).items() if k not in out})
+    return out
+
+
+#: the artifact holding an annealed estimate's inverse temperatures, one per line (a schedule file:
+#: ``--schedule FILE`` / config ``schedule`` reruns it)
+SCHEDULE_ARTIFACT = "schedule.txt"
+#: the artifact holding a bracket's rounds of K doubling (``history``), as JSON
+BRACKET_HISTORY_ARTIFACT = "bracket_history.json"
+
+
+def estimate_bracket(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The bracket of a sandwich / BDMC estimate record (``result.extra.bracket``, else the bracket's keys the
+    result holds at its top level: :meth:`EstimateResult.to_dict` copies them there); ``{}`` for other
+    estimates."""
+    res = _res(record)
+    bracket = (res.get("extra") or {}).get("bracket")
+    if isinstance(bracket, Mapping):
+        return dict(bracket)
+    if any(f"{q}_lower" in res for q in ("log_z", "mean_log_likelihood")):
+        keys = [k for k in res if re.match(r"(log_z|mean_log_likelihood)_(lower|upper|width|crossed)", k)]
+        keys += [k for k in ("confidence", "noise_z", "target_width", "width_reached", "quantity", "K",
+                             "total_sweeps", "K_needed", "reason", "history") if k in res]
+        return {k: res[k] for k in keys}
+    return {}
+
+
+def bracket_metrics(bracket: Mapping[str, Any]) -> dict[str, float]:
+    """MLflow metrics of a bracket: its numbers under their JSON names (``log_z_lower``, ``log_z_upper``,
+    their ``_estimate``, ``_stderr`` and ``_slack``, ``log_z_width``, the same of ``mean_log_likelihood``,
+    ``confidence``, ``noise_z``, ``target_width``, ``K``, ``total_sweeps``, ``K_needed``); booleans and unknown
+    values are left out."""
+    return {str(k): float(v) for k, v in bracket.items()
+            if k != "history" and not isinstance(v, (bool, str)) and _finite(v)}
+
+
+def bracket_tags(bracket: Mapping[str, Any]) -> dict[str, str]:
+    """MLflow tags of a bracket: its words and booleans under their JSON names (``log_z_lower_estimator``,
+    ``log_z_lower_guaranteed`` = ``true`` / ``false``, ``log_z_lower_of``, ``log_z_lower_guarantee``, ...,
+    ``log_z_crossed``, ``width_reached``, ``quantity``, ``reason``); unknown values are left out."""
+    out = {}
+    for k, v in bracket.items():
+        if k == "history" or v is None:
+            continue
+        if isinstance(v, bool):
+            out[str(k)] = "true" if v else "false"
+        elif isinstance(v, str):
+            out[str(k)] = v[:5000]
+    return out
+
+
+def _artifact_items(artifacts: Iterable | Mapping | None) -> dict[str, str | None]:
+    """``artifacts`` (files, or a mapping file -> artifact sub-directory) as a mapping."""
+    if artifacts is None:
+        return {}
+    if isinstance(artifacts, Mapping):
+        return {str(k): v for k, v in artifacts.items()}
+    return {str(a): None for a in artifacts}
+
+
+def _schedule_of(items: Mapping[str, str | None]) -> Any:
+    """The ``schedule`` array of the first per-chain arrays file (``.npz``) among the artifacts, else ``None``."""
+    import numpy as np
+
+    for path in items:
+        if path.endswith(".npz") and Path(path).is_file():
+            try:
+                with np.load(path, allow_pickle=False) as z:
+                    if "schedule" in z.files:
+                        return np.asarray(z["schedule"], dtype=np.float64)
+            except Exception:  # noqa: BLE001 - a damaged file is logged as it is; the schedule is a convenience
+                return None
+    return None
 
 
 def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1, khat: float = 0.7) -> list[str]:
@@ -871,13 +954,21 @@ def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1, khat
 def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
                  artifacts: Iterable | Mapping | None = None, ess_fraction: float = 0.1,
                  extra_tags: Mapping[str, Any] | None = None, session: TrackingSession | None = None,
-                 start_time: Any = None, end_time: Any = None) -> str:
+                 start_time: Any = None, end_time: Any = None, schedule: Any = None) -> str:
     """Log one estimate record (``{"model", "estimator", "K", ..., "result": EstimateResult.to_dict()}``
     or a flat ``to_dict()`` with those keys) as an MLflow run; returns the run id.
 
     The run starts and ends when the estimate did: ``start_time`` / ``end_time``, else the record's
     ``started_at`` / ``finished_at`` (:func:`logzbench.jobs.run_estimate`), else now.  It is grouped
-    by its model (:data:`GROUP_TAG`) and by its setting less the seed (:data:`SETTING_TAG`)."""
+    by its model (:data:`GROUP_TAG`) and by its setting less the seed (:data:`SETTING_TAG`).
+
+    An annealed estimate's inverse temperatures (``schedule``, else the ``schedule`` array of the per-chain
+    arrays ``.npz`` among ``artifacts``) are logged as the artifact :data:`SCHEDULE_ARTIFACT`, one per line.
+    A bracket (sandwich, BDMC: :func:`estimate_bracket`) logs its numbers as metrics
+    (:func:`bracket_metrics`), its words and booleans as tags (:func:`bracket_tags`), all under their JSON
+    names, and its ``history`` as the artifact :data:`BRACKET_HISTORY_ARTIFACT`."""
+    import tempfile
+
     res = _res(record)
     params = estimate_params(record)
     key = record.get("key") or estimate_key(params.get("model", "?"), params.get("estimator", params.get("method", "?")),
@@ -893,12 +984,35 @@ def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experimen
         GROUP_TAG: params.get("model"),
         SETTING_TAG: re.sub(r"/seed[^/]*$", "", key.removeprefix("estimate/")),
     }
+    bracket = estimate_bracket(record)
+    tags.update({k: v for k, v in bracket_tags(bracket).items() if k not in tags})
     tags.update(extra_tags or {})
-    return log_run(key, uri=uri, experiment_name=experiment_name, kind="estimate", params=params,
-                   metrics=estimate_metrics(record), tags=tags, artifacts=artifacts,
-                   run_name=key.removeprefix("estimate/"), session=session,
-                   start_time=start_time if start_time is not None else record.get("started_at"),
-                   end_time=end_time if end_time is not None else record.get("finished_at"))
+    items = _artifact_items(artifacts)
+    if schedule is None:
+        schedule = _schedule_of(items)
+    with tempfile.TemporaryDirectory(prefix="logzbench-artifacts-") as tmp:
+        if schedule is not None:
+            import numpy as np
+
+            path = Path(tmp) / SCHEDULE_ARTIFACT
+            np.savetxt(path, np.asarray(schedule, dtype=np.float64).ravel(), fmt="%.17g")
+            items[str(path)] = None
+        if isinstance(bracket.get("history"), list):
+            path = Path(tmp) / BRACKET_HISTORY_ARTIFACT
+            path.write_text(json.dumps(bracket["history"], indent=1, default=_json_default))
+            items[str(path)] = None
+        return log_run(key, uri=uri, experiment_name=experiment_name, kind="estimate", params=params,
+                       metrics=estimate_metrics(record), tags=tags, artifacts=items or None,
+                       run_name=key.removeprefix("estimate/"), session=session,
+                       start_time=start_time if start_time is not None else record.get("started_at"),
+                       end_time=end_time if end_time is not None else record.get("finished_at"))
+
+
+def _json_default(v: Any) -> Any:
+    """JSON of numpy scalars and arrays (a history built in memory, not read back from a record)."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    return str(v)
 
 
 # --------------------------------------------------------------------------- training

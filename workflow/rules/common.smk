@@ -329,6 +329,13 @@ def learner_report_plots():
         f"{REPORT_DIR}/plots/{d}_bounds_vs_ais.png" for d in paired]
 
 
+def bracket_models():
+    """The models with a bracket estimate (an estimator whose registry bound is `bracket`: sandwich, bdmc), in
+    config order: each gets the report's plots/<model>_bracket.png."""
+    return [m for m in config["models"]
+            if any(registry.estimator(j.method).bound == "bracket" for j in sweep.model_jobs(config, m))]
+
+
 def trials_report_outputs():
     out = []
     for name, files in (("gaussian", gaussian_trial_files()), ("grid", grid_trial_files())):

@@ -1,7 +1,7 @@
 # Tables (per run, per setting, RAISE Table 1 layout for RBMs, Table 2 layout for DBMs / DBNs,
 # bias / MSE of log Z over seeds against the ground truth: Liu et al. Figs 3-4; learner-trained
-# models against the AVIL paper's Tables 2-3; the papers' published values beside ours), flags and
-# plots from every estimate;
+# models against the AVIL paper's Tables 2-3; the papers' published values beside ours; the brackets of the
+# sandwich and of BDMC: table_bracket.csv, plots/<model>_bracket.png), flags and plots from every estimate;
 # flags are also set as tags on the MLflow runs.  Outputs are marked for `--report`.
 
 MODEL_REPORT_OUTPUTS = [
@@ -17,7 +17,8 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table_learners.csv",
     f"{REPORT_DIR}/table_papers.csv",
     f"{REPORT_DIR}/table_csl.csv",
-] + ([f"{REPORT_DIR}/table_learners_paper.csv"] if learner_models() else []) + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
+    f"{REPORT_DIR}/table_bracket.csv",
+] + expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()) + ([f"{REPORT_DIR}/table_learners_paper.csv"] if learner_models() else []) + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
     f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
 # a config with repeated-trial experiments only (e.g. config/liu_fig1.yaml) has no model report
 REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if config["models"] else []) + trials_report_outputs()
@@ -63,10 +64,16 @@ rule report:
         table_csl=report(f"{REPORT_DIR}/table_csl.csv", caption="../report/table_csl.rst", category="1. Results",
                          labels={"table": "CSL (Upadhya & Sastry Table 2 layout)"}),
         learner_plots=learner_report_plots(),
+        # the sandwich's and BDMC's brackets (header only without them), and a figure per model with one
+        table_bracket=report(f"{REPORT_DIR}/table_bracket.csv", caption="../report/table_bracket.rst",
+                             category="1. Results", labels={"table": "brackets (sandwich, BDMC)"}),
+        bracket_plots=report(expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()),
+                             caption="../report/bracket_plot.rst", category="5. Brackets vs cost"),
     params:
         estimates=all_estimate_files(),
         out_dir=lambda w, output: os.path.dirname(output.json),  # REPORT_DIR
         models=list(config["models"]),
+        bracket_models=bracket_models(),
         paper_rows={m: dict(e["paper"]) for m, e in config["models"].items() if e.get("paper")},
         thresholds=config["report"],
         tracking=TRACKING,

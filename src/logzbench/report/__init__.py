@@ -22,7 +22,14 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
     chains) the mean test log-likelihood per model, its variance over seeds and the seed count
     (header only without CSL estimates).
 ``table_continuous.csv``
-    Sohl-Dickstein & Culpepper Table 1 layout (continuous models), one row per model.
+    Sohl-Dickstein & Culpepper Table 1 layout (continuous models), one row per model, with the bracket
+    on its mean log-likelihood (``bracket_lower``, ``bracket_upper``, ``bracket_width``,
+    ``bracket_estimator``) where a sandwich or BDMC ran on it.
+``table_bracket.csv``
+    One row per bracket estimate (sandwich, BDMC) and bracketed quantity (log Z, mean log-likelihood):
+    its ends with their estimators and guarantees, width, confidence, the K and sweeps it took, the
+    exact value where known and whether the bracket contains it (:mod:`.bracket`; header only without
+    bracket estimates).
 ``annealed_trials.csv``
     Bias / MSE of log Z over seeds against the ground truth (Liu et al. Figs 3-4).
 ``flags.csv``
@@ -32,6 +39,9 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
 ``plots/<model>.png``, ``plots/<model>_bias_mse.png``, ``plots/model_size.png``
     Mean test log-likelihood vs K per model, bias / MSE of log Z vs K per model, and the
     continuous models' log-likelihood vs size.
+``plots/<model>_bracket.png``
+    Per model with a bracket estimate: its lower and upper ends against the sweeps spent (log scale),
+    shaded between, and the exact value where known.
 ``table_learners.csv``, ``table_learners_paper.csv``, ``plots/<model>_bounds.png``, ...
     Models trained by a black-box learner (AVIL, NVIL, VCD) against the AVIL paper's Tables 2-3
     (one row per model, and the paper's own layout), whether each learner's running bound of log Z
@@ -49,7 +59,8 @@ affected estimates.  Method and family lists and plot styles come from :mod:`log
 (see :mod:`.methods`).
 
 Modules: :mod:`.records` (loading, per-run table, summary over seeds), :mod:`.flags`,
-:mod:`.tables`, :mod:`.plots`, :mod:`.methods`, :mod:`.learners` (learner-trained models),
+:mod:`.tables`, :mod:`.plots`, :mod:`.methods`, :mod:`.bracket` (sandwich and BDMC brackets),
+:mod:`.learners` (learner-trained models),
 :mod:`.published` (the papers' values), :mod:`.papers` (ours beside them).
 """
 
@@ -64,13 +75,15 @@ import pandas as pd
 
 from ..plotting import plot_history
 from ..utils import utc_now, write_csv_atomic, write_json_atomic
+from .bracket import BRACKET_COLUMNS, add_continuous_brackets, make_table_bracket, plot_bracket
 from .flags import RULES, ReportThresholds, apply_flags
 from .learners import learner_models, make_table_learners, make_table_learners_paper, plot_learners
 from .methods import (ANALYSIS_FAMILIES, ANNEALED_METHODS, CONTINUOUS_FAMILIES, CONTINUOUS_METHODS, DEEP_FAMILIES,
                       GENERATIVE_FAMILIES, INIT_ORDER, K_METHODS, LOG_Z_METHODS, LOWER_BOUND_METHODS)
 from .papers import check_paper_rows_match, make_table_papers
 from .plots import plot_annealed_trials, plot_model, plot_model_size
-from .records import GROUP_COLUMNS, LOG_F_COLUMNS, PER_RUN_COLUMNS, load_results, normalize_record, summarize
+from .records import (GROUP_COLUMNS, LOG_F_COLUMNS, PER_RUN_COLUMNS, find_records, load_results, normalize_record,
+                      summarize)
 from .tables import (ANNEALED_TRIAL_COLUMNS, AVERAGE_METHOD, annealed_trials, flag_rows, ground_truth, make_table1,
                      make_table2, make_table_continuous, make_table_csl)
 
@@ -86,6 +99,9 @@ __all__ = [
     "make_table2",
     "make_table_continuous",
     "make_table_csl",
+    "make_table_bracket",
+    "plot_bracket",
+    "BRACKET_COLUMNS",
     "make_table_learners",
     "make_table_learners_paper",
     "make_table_papers",
@@ -130,6 +146,8 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
         for k, v in row.items():
             if v is None or (not isinstance(v, str) and pd.isna(v)):
                 clean[k] = None
+            elif isinstance(v, (bool, np.bool_)):
+                clean[k] = bool(v)
             elif isinstance(v, (np.integer, int)) and not isinstance(v, bool):
                 clean[k] = int(v)
             elif isinstance(v, (np.floating, float)):
@@ -169,7 +187,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
                  model_records: Iterable[str | os.PathLike | Mapping[str, Any]] = (),
                  data_dir: str | os.PathLike | None = None,
                  paper_rows: Mapping[str, Mapping[str, str]] | None = None,
-                 check_papers: bool = False) -> dict[str, Any]:
+                 check_papers: bool = False, bracket_models: Sequence[str] = ()) -> dict[str, Any]:
     """Build the report from estimate records.
 
     Parameters
@@ -178,9 +196,10 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         A directory is searched recursively for ``*.json`` estimate records.
     out_dir : directory
         Receives ``per_run.csv``, ``summary.csv``, ``table1.csv`` (RBMs), ``table2.csv`` (DBMs and
-        DBNs), ``table_continuous.csv``, ``flags.csv``, ``annealed_trials.csv`` (bias / MSE of log Z
-        over seeds against the ground truth, Liu et al. Figs 3-4), ``report.json``,
+        DBNs), ``table_continuous.csv``, ``table_bracket.csv``, ``flags.csv``, ``annealed_trials.csv``
+        (bias / MSE of log Z over seeds against the ground truth, Liu et al. Figs 3-4), ``report.json``,
         ``plots/<model>.png``, ``plots/<model>_bias_mse.png``, ``plots/model_size.png``,
+        ``plots/<model>_bracket.png`` (models with a bracket estimate),
         ``table_learners.csv``, ``table_papers.csv`` and the learner-trained models' figures (all
         written atomically).
     gap_threshold : float
@@ -216,14 +235,17 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         Refuse (``ValueError``) a paper row whose model has no estimate in the results, or none of
         what the row publishes (:func:`.papers.check_paper_rows_match`; the command line's
         ``--paper``).  Otherwise such a row is listed with empty ``ours`` columns.
+    bracket_models : sequence of str
+        Models that must get ``plots/<model>_bracket.png`` even without bracket estimates (a placeholder is
+        drawn; the workflow declares the plot of every model with a sandwich or BDMC job).
 
     Returns
     -------
     dict
         The paths written (``annealed_trials``, ``per_run``, ``summary``, ``table1``, ``table2``,
-        ``table_continuous``, ``table_csl``, ``flags``, ``model_size_plot`` with plots, ``report_json``, ``plots`` and
-        ``trial_plots`` = {model: path}, ``table_learners``, ``table_papers``, ``learner_plots`` =
-        {file stem: path}) and
+        ``table_continuous``, ``table_csl``, ``table_bracket``, ``flags``, ``model_size_plot`` with plots,
+        ``report_json``, ``plots``, ``trial_plots`` and ``bracket_plots`` = {model: path}, ``table_learners``,
+        ``table_papers``, ``learner_plots`` = {file stem: path}) and
         ``n_flagged`` (summary rows flagged).
     """
     out = Path(out_dir)
@@ -231,7 +253,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         from ..tracking import resolve_tracking_uri
 
         resolve_tracking_uri(tracking_uri)
-    per_run = load_results(results)
+    records = find_records(results)
+    per_run = load_results(results, records=records)
     per_run, summary = apply_flags(per_run, summarize(per_run), gap_threshold=gap_threshold,
                                    ess_fraction=ess_fraction, z=z, khat=khat)
     if check_papers:
@@ -239,7 +262,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     out.mkdir(parents=True, exist_ok=True)
     table1 = make_table1(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE1_COLUMNS)
     table2 = make_table2(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE2_COLUMNS)
-    table_c = make_table_continuous(summary)
+    table_b = make_table_bracket(records, per_run)
+    table_c = add_continuous_brackets(make_table_continuous(summary), table_b)
     truth = ground_truth(per_run, tolerance=truth_tolerance)
     trials = annealed_trials(per_run, truth, z=z)
     learners = learner_models(model_records, data_dir)
@@ -256,6 +280,7 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "table_learners": _write_csv(table_l, out / "table_learners.csv"),
         "table_papers": _write_csv(table_p, out / "table_papers.csv"),
         "table_csl": _write_csv(make_table_csl(summary), out / "table_csl.csv"),
+        "table_bracket": _write_csv(table_b, out / "table_bracket.csv"),
     }
     if learners:  # the paper's Tables 2-3 as printed, ours beside theirs
         paths["table_learners_paper"] = _write_csv(make_table_learners_paper(table_l),
@@ -265,8 +290,11 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     if plots:
         model_plots, trial_plots, paths["model_size_plot"] = _plots(per_run, summary, trials, table_c, models, out)
     learner_plots = plot_learners(summary, learners, out / "plots") if plots else {}
+    bracket_plots = ({m: plot_bracket(records, m, out / "plots" / f"{m}_bracket.png", table_b)
+                      for m in sorted(set(table_b["model"]) | set(bracket_models or ()))} if plots else {})
     paths["plots"] = model_plots
     paths["trial_plots"] = trial_plots
+    paths["bracket_plots"] = bracket_plots
     tagged = (_tag_runs(per_run, tracking_uri, experiment_name)
               if tracking_uri is not None or experiment_name is not None else None)
     n_flagged = int((summary["flags"] != "").sum())
@@ -281,8 +309,8 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
                    "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
         "files": {k: str(v) for k, v in paths.items()
-                  if k not in ("plots", "trial_plots") and (learners or k != "table_learners")
-                  and (paper_rows or k != "table_papers")},
+                  if k not in ("plots", "trial_plots", "bracket_plots") and (learners or k != "table_learners")
+                  and (paper_rows or k != "table_papers") and (len(table_b) or k != "table_bracket")},
         "table_continuous": _records(table_c),
         "ground_truth": _records(truth),
         "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
@@ -292,6 +320,9 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     }
     if paper_rows:  # (likewise without paper rows)
         report["table_papers"] = _records(table_p)
+    if len(table_b) or bracket_plots:  # (likewise without bracket estimates)
+        report["table_bracket"] = _records(table_b)
+        report["bracket_plots"] = {k: str(v) for k, v in bracket_plots.items()}
     if learners:  # (report.json of a report without learner-trained models stays as it was)
         report["table_learners"] = _records(table_l)
         report["learner_plots"] = {k: str(v) for k, v in learner_plots.items()}
@@ -306,7 +337,8 @@ def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLik
                models: Sequence[str], tracking: Mapping[str, Any], tables: Sequence[str | os.PathLike] = (),
                plots: Sequence[str | os.PathLike] = (), model_dir: str | os.PathLike | None = None,
                data_dir: str | os.PathLike | None = None,
-               paper_rows: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+               paper_rows: Mapping[str, Mapping[str, str]] | None = None,
+               bracket_models: Sequence[str] = ()) -> dict[str, Any]:
     """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
     ``truth_tolerance``, ``khat``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
@@ -316,7 +348,9 @@ def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     The training records ``<model_dir>/<model>.json`` of ``models`` and the prepared datasets in
     ``data_dir`` feed the learner table and figures; by default the workflow's layout beside
     ``out_dir`` (``results/report`` -> ``results/models``, ``results/data``); ``paper_rows`` (the
-    config's ``models.<name>.paper``) make ``table_papers.csv``."""
+    config's ``models.<name>.paper``) make ``table_papers.csv``; ``bracket_models`` (those with a sandwich or
+    BDMC job) get ``plots/<model>_bracket.png`` (``table_bracket.csv`` and the bracket figures are added to the
+    report run's artifacts)."""
     started = utc_now()
     enabled = bool(tracking.get("enabled"))
     root = Path(out_dir).parent
@@ -327,9 +361,12 @@ def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLik
         z=thresholds["z"], truth_tolerance=thresholds["truth_tolerance"], khat=thresholds.get("khat", 0.7),
         models=list(models),
         tracking_uri=tracking["uri"] if enabled else None, experiment_name=tracking["experiment"] if enabled else None,
-        model_records=records, data_dir=data_dir if data_dir is not None else root / "data", paper_rows=paper_rows)
+        model_records=records, data_dir=data_dir if data_dir is not None else root / "data", paper_rows=paper_rows,
+        bracket_models=list(bracket_models))
     tables = [*tables, paths["table_learners"], paths["table_papers"], paths["table_csl"], *([paths["table_learners_paper"]] if "table_learners_paper" in paths else [])]
-    plots = [*plots, *paths["learner_plots"].values()]
+    tables = list(dict.fromkeys([*map(str, tables), str(paths["table_bracket"])]))
+    plots = list(dict.fromkeys([*map(str, plots), *map(str, paths["learner_plots"].values()),
+                                *map(str, paths["bracket_plots"].values())]))
     if enabled:
         from ..tracking import dashboard_hint, log_run
 

@@ -15,13 +15,18 @@ from ..registry import ESTIMATORS, FAMILIES, INITS, EstimatorSpec, family_names,
 LOWER_BOUND_METHODS = methods_where(yields="log_likelihood", bound="lower")
 #: methods with an annealing schedule, swept over K and the initial distribution
 ANNEALED_METHODS = tuple(n for n, s in ESTIMATORS.items() if {"K", "init"} <= set(s.axes))
-#: estimators of continuous models (Sohl-Dickstein & Culpepper 2012), swept over K (no init)
+#: estimators whose estimate is a bracket [lower, upper] (sandwich, BDMC): their own table and figures
+#: (:mod:`.bracket`), and the bracket columns of table_continuous.csv
+BRACKET_METHODS = methods_where(bound="bracket")
+#: estimators of continuous models (Sohl-Dickstein & Culpepper 2012), swept over K (no init); not the
+#: bracket estimators (BDMC's bracket is on simulated data, not the test rows)
 CONTINUOUS_METHODS = tuple(n for n in methods_where(kinds=("analysis", "generative"))
-                           if ESTIMATORS[n].bound != "exact")
+                           if ESTIMATORS[n].bound not in ("exact", "bracket"))
 #: methods that estimate log Z from one annealing run (Liu et al. Figs 3-4 compare them over K)
 LOG_Z_METHODS = tuple(n for n in ANNEALED_METHODS if ESTIMATORS[n].yields == "log_z")
-#: methods swept over K (the x axis of the per-model plots)
-K_METHODS = methods_where(axes="K")
+#: methods swept over K (the x axis of the per-model plots); a bracket's midpoint is drawn in its own
+#: figure (plots/<model>_bracket.png), not there
+K_METHODS = tuple(n for n in methods_where(axes="K") if n not in BRACKET_METHODS)
 #: continuous families: analysis models (HAIS errs high on their log-likelihood, as AIS does) and
 #: generative ones (one run per test point: log p-hat(x) errs low)
 ANALYSIS_FAMILIES = family_names("analysis")

@@ -337,14 +337,15 @@ def check_models_distinct(records: Sequence[tuple[Mapping[str, Any], str | None]
                              "them separately")
 
 
-def load_results(results) -> pd.DataFrame:
+def load_results(results, records: Sequence[tuple[Mapping[str, Any], str | None]] | None = None) -> pd.DataFrame:
     """Per-run table from a results directory (searched recursively for ``*.json``), JSON
-    files, or record dicts.  Exact values of each model are attached to every row.
+    files, or record dicts.  Exact values of each model are attached to every row.  ``records``: the
+    ``(record, source file)`` pairs of ``results`` already read (:func:`find_records`), read again otherwise.
 
     Refused (``ValueError``, one line naming the file): a record whose ``log Z`` disagrees with its
     stored log-weights (:func:`check_log_weights`), records of two different models under one name
     (:func:`check_models_distinct`), a source path that is not UTF-8 (:func:`check_utf8_path`)."""
-    records = list(_iter_sources(results))
+    records = list(_iter_sources(results)) if records is None else list(records)
     for rec, src in records:
         if src is not None:
             check_utf8_path(src, "estimate record")

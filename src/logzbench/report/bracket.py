@@ -1,0 +1,263 @@
+"""Brackets ``[lower, upper]`` of the sandwich and of bidirectional Monte Carlo (registry bound ``bracket``):
+``table_bracket.csv``, ``plots/<model>_bracket.png`` and the bracket columns of ``table_continuous.csv``.
+
+A bracket estimate's record holds ``result.extra.bracket`` (:func:`logzbench.estimators.bracket.make_bracket`
+and the sandwich's stopping rule: ``<q>_lower`` / ``<q>_upper`` of each bracketed quantity ``<q>`` in
+``log_z`` and ``mean_log_likelihood``, each end's estimator, guarantee and Markov slack, ``confidence``,
+``target_width``, ``width_reached``, the K reached, ``total_sweeps`` and the ``history`` of its rounds of K
+doubling); :meth:`EstimateResult.to_dict` also copies these keys to the top of ``result``, which is read
+where ``extra`` has none.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..estimators.bracket import QUANTITIES
+from ..tracking import estimate_bracket
+from .methods import BRACKET_METHODS, label, line_style
+from .records import as_float, int_or_none, normalize_record
+
+#: columns of ``table_bracket.csv``: one row per bracket estimate and bracketed quantity
+BRACKET_COLUMNS = ["model", "dataset", "family", "estimator", "method", "seed", "quantity", "data", "lower", "upper",
+                   "width", "lower_estimator", "upper_estimator", "lower_guarantee", "upper_guarantee",
+                   "lower_guaranteed", "upper_guaranteed", "lower_slack", "upper_slack", "confidence", "target_width",
+                   "width_reached", "K", "total_sweeps", "exact", "contains_exact", "lower_estimate",
+                   "upper_estimate", "noise_z"]
+#: the bracket columns of ``table_continuous.csv`` (the mean test log-likelihood's; see :func:`continuous_brackets`)
+CONTINUOUS_BRACKET_COLUMNS = ["bracket_lower", "bracket_upper", "bracket_width", "bracket_estimator"]
+#: axis labels of the bracketed quantities
+QUANTITY_LABELS = {"log_z": "log Z (nats)", "mean_log_likelihood": "mean log-likelihood (nats)"}
+
+
+def is_bracket_record(rec: Mapping[str, Any]) -> bool:
+    """Whether an estimate record holds a bracket (its method is a bracket estimator, or it has one)."""
+    res = rec.get("result", rec)
+    method = str(rec.get("method") or res.get("estimator") or "").lower()
+    return method in BRACKET_METHODS or bool(estimate_bracket(rec))
+
+
+def _bool_or_none(v: Any) -> bool | None:
+    return bool(v) if isinstance(v, (bool, np.bool_)) else None
+
+
+def _str_or_empty(v: Any) -> str:
+    return "" if v is None else str(v)
+
+
+def bracket_data(rec: Mapping[str, Any]) -> str:
+    """What a record's mean log-likelihood bracket is about: ``simulated`` (BDMC's points drawn from the
+    model) or ``test`` (the test rows)."""
+    extra = rec.get("result", rec).get("extra") or {}
+    return "simulated" if extra.get("data") == "simulated" else "test"
+
+
+def _exact_values(per_run: pd.DataFrame | None) -> tuple[dict[str, float], dict[tuple[str, str], float]]:
+    """The exact estimator's ``log Z`` per model and mean test log-likelihood per (model, test set)."""
+    if per_run is None or per_run.empty:
+        return {}, {}
+    ex = per_run[per_run["method"] == "exact"]
+    log_z = {m: float(v) for m, v in ex.groupby("model")["log_z"].mean().items() if math.isfinite(float(v))}
+    ll = {k: float(v) for k, v in ex.groupby(["model", "test_set"])["mean_test_ll"].mean().items()
+          if math.isfinite(float(v))}
+    return log_z, ll
+
+
+def _rows_of(rec: Mapping[str, Any], src: str | None, exact_z: Mapping[str, float],
+             exact_ll: Mapping[tuple[str, str], float]) -> list[dict[str, Any]]:
+    """The table rows of one bracket record: one per bracketed quantity."""
+    b = estimate_bracket(rec)
+    if not b:
+        return []
+    row = normalize_record(rec, src)
+    res = rec.get("result", rec)
+    extra = res.get("extra") or {}
+    data = bracket_data(rec)
+    K = int_or_none(b.get("K"))
+    if K is None:  # a bracket at one K (BDMC): the record's K
+        K = int_or_none((res.get("settings") or {}).get("K", rec.get("K")))
+    total = as_float(b.get("total_sweeps")) if b.get("total_sweeps") is not None else as_float(res.get("total_sweeps"))
+    out = []
+    for q in QUANTITIES:
+        if b.get(f"{q}_lower") is None and b.get(f"{q}_upper") is None:
+            continue
+        lower, upper = as_float(b.get(f"{q}_lower")), as_float(b.get(f"{q}_upper"))
+        width = as_float(b.get(f"{q}_width")) if b.get(f"{q}_width") is not None else upper - lower
+        if q == "log_z":
+            exact = exact_z.get(row["model"], float("nan"))
+        elif data == "simulated":  # BDMC: the exact mean over its own simulated points, where a closed form has it
+            exact = as_float(extra.get("exact_mean_log_likelihood"))
+        else:
+            exact = exact_ll.get((row["model"], row["test_set"]), float("nan"))
+        contains = (bool(lower <= exact <= upper) if all(math.isfinite(x) for x in (lower, upper, exact))
+                    else None)
+        out.append({
+            "model": row["model"], "dataset": row["dataset"], "family": row["family"], "estimator": row["estimator"],
+            "method": row["method"], "seed": row["seed"], "quantity": q, "data": "test" if q == "log_z" else data,
+            "lower": lower, "upper": upper, "width": width,
+            "lower_estimator": _str_or_empty(b.get(f"{q}_lower_estimator")),
+            "upper_estimator": _str_or_empty(b.get(f"{q}_upper_estimator")),
+            "lower_guarantee": _str_or_empty(b.get(f"{q}_lower_guarantee")),
+            "upper_guarantee": _str_or_empty(b.get(f"{q}_upper_guarantee")),
+            "lower_guaranteed": _bool_or_none(b.get(f"{q}_lower_guaranteed")),
+            "upper_guaranteed": _bool_or_none(b.get(f"{q}_upper_guaranteed")),
+            "lower_slack": as_float(b.get(f"{q}_lower_slack")), "upper_slack": as_float(b.get(f"{q}_upper_slack")),
+            "confidence": as_float(b.get("confidence")), "target_width": as_float(b.get("target_width")),
+            "width_reached": _bool_or_none(b.get("width_reached")), "K": K, "total_sweeps": total,
+            "exact": exact, "contains_exact": contains,
+            # the raw estimates, where the ends are widened by their noise (noise_z standard errors)
+            "lower_estimate": as_float(b.get(f"{q}_lower_estimate")),
+            "upper_estimate": as_float(b.get(f"{q}_upper_estimate")), "noise_z": as_float(b.get("noise_z")),
+        })
+    return out
+
+
+def make_table_bracket(records: Sequence[tuple[Mapping[str, Any], str | None]],
+                       per_run: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``table_bracket.csv``: one row per bracket estimate (sandwich, BDMC) and bracketed quantity
+    (:data:`BRACKET_COLUMNS`).
+
+    ``records`` are ``(estimate record, source file)`` pairs (:func:`.records.find_records`); ``per_run`` (the
+    per-run table) gives the exact values: the ``exact`` estimator's log Z of the model and its mean test
+    log-likelihood on the same test rows; a mean log-likelihood bracket of BDMC's simulated points takes the
+    exact mean over those points that the record holds (a closed form), else none.  ``contains_exact`` is
+    ``lower <= exact <= upper`` (empty where the exact value is unknown); ``width`` is ``upper - lower``
+    (negative where the ends cross).  Sorted by model, estimator, quantity, seed, K."""
+    exact_z, exact_ll = _exact_values(per_run)
+    rows = [r for rec, src in records if is_bracket_record(rec) for r in _rows_of(rec, src, exact_z, exact_ll)]
+    t = pd.DataFrame(rows, columns=BRACKET_COLUMNS)
+    for c in ("seed", "K"):
+        t[c] = pd.array(t[c], dtype="Int64")
+    for c in ("lower_guaranteed", "upper_guaranteed", "width_reached", "contains_exact"):
+        t[c] = pd.array(t[c], dtype="boolean")
+    return t.sort_values(["model", "estimator", "quantity", "seed", "K"], kind="stable",
+                         na_position="first").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- the bracket against its cost
+def _history_points(recs: Sequence[tuple[Mapping[str, Any], str | None]], quantity: str
+                    ) -> list[tuple[str, str, int | None, pd.DataFrame]]:
+    """``(method, estimator, seed, points)`` for each bracket estimator and seed of one model: ``points`` has
+    ``total_sweeps``, ``lower``, ``upper`` sorted by ``total_sweeps``: the rounds of the record's ``history``
+    (the sandwich), else one point per record (BDMC: one per K of its sweep)."""
+    groups: dict[tuple[str, str, int | None], list[dict[str, float]]] = {}
+    for rec, src in recs:
+        b = estimate_bracket(rec)
+        if not b:
+            continue
+        row = normalize_record(rec, src)
+        key = (row["method"], row["estimator"], row["seed"])
+        hist = b.get("history")
+        if isinstance(hist, list) and hist:
+            pts = [{"total_sweeps": as_float(h.get("total_sweeps")), "lower": as_float(h.get(f"{quantity}_lower")),
+                    "upper": as_float(h.get(f"{quantity}_upper"))} for h in hist if isinstance(h, Mapping)]
+        else:
+            total = b.get("total_sweeps", (rec.get("result", rec)).get("total_sweeps"))
+            pts = [{"total_sweeps": as_float(total), "lower": as_float(b.get(f"{quantity}_lower")),
+                    "upper": as_float(b.get(f"{quantity}_upper"))}]
+        groups.setdefault(key, []).extend(pts)
+    out = []
+    for (method, est, seed), pts in sorted(groups.items(), key=lambda kv: tuple("" if x is None else str(x)
+                                                                                  for x in kv[0])):
+        df = pd.DataFrame(pts, columns=["total_sweeps", "lower", "upper"])
+        df = df[np.isfinite(df["total_sweeps"]) & (df["total_sweeps"] > 0)
+                & (np.isfinite(df["lower"]) | np.isfinite(df["upper"]))]
+        if not df.empty:
+            out.append((method, est, seed, df.sort_values("total_sweeps", kind="stable").reset_index(drop=True)))
+    return out
+
+
+def plot_bracket(records: Sequence[tuple[Mapping[str, Any], str | None]], model: str, path: str | os.PathLike,
+                 table: pd.DataFrame | None = None) -> Path:
+    """``plots/<model>_bracket.png``: the lower and upper ends of each bracket estimate of ``model`` against
+    the Gibbs sweeps spent (``total_sweeps``, log scale), shaded between, one line pair per estimator and seed,
+    from the record's ``history`` (the sandwich's rounds of K doubling; BDMC: one point per K); one panel per
+    bracketed quantity, with a horizontal line at the exact value where ``table`` (:func:`make_table_bracket`)
+    knows it.  A placeholder where the model has no bracket estimate."""
+    from ..plotting import pyplot, save_figure
+
+    plt = pyplot()
+    from matplotlib.ticker import NullFormatter
+    mine = [(rec, src) for rec, src in records if is_bracket_record(rec) and normalize_record(rec, src)["model"] == model]
+    panels = [(q, pts) for q in QUANTITIES if (pts := _history_points(mine, q))]
+    if not panels:
+        fig, ax = plt.subplots(figsize=(6.4, 3.0))
+        ax.text(0.5, 0.5, f"{model}: no bracket estimates (sandwich, BDMC)", transform=ax.transAxes, ha="center",
+                va="center")
+        ax.set_axis_off()
+        return save_figure(fig, path, dpi=110)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False)
+    for ax, (q, groups) in zip(axes[0], panels):
+        per_method = pd.Series([m for m, _, _, _ in groups]).value_counts()
+        for i, (method, est, seed, df) in enumerate(groups):
+            style = line_style(method)
+            color = style.get("color") if per_method[method] == 1 else None
+            name = label(method) if est == method else est
+            name += f" (seed {seed})" if seed is not None else ""
+            x = df["total_sweeps"].to_numpy(dtype=float)
+            lo, hi = df["lower"].to_numpy(dtype=float), df["upper"].to_numpy(dtype=float)
+            (line,) = ax.plot(x, lo, marker="^", markersize=4, linestyle="-", color=color, label=f"{name}: lower")
+            color = line.get_color()
+            ax.plot(x, hi, marker="v", markersize=4, linestyle="--", color=color, label=f"{name}: upper")
+            both = np.isfinite(lo) & np.isfinite(hi)
+            if both.any():
+                ax.fill_between(x[both], lo[both], hi[both], color=color, alpha=0.15, linewidth=0)
+                # each round's bracket as a bar (one round alone has no area to shade)
+                ax.vlines(x[both], lo[both], hi[both], color=color, alpha=0.4, linewidth=3)
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())  # (labelled minor ticks of a short range overlap)
+        if table is not None and len(table):  # the exact value of the test rows; BDMC's of its simulated points
+            ex = table[(table["model"] == model) & (table["quantity"] == q) & table["exact"].notna()]
+            for data, g in ex.groupby("data", sort=True):
+                for i, v in enumerate(sorted(set(np.round(g["exact"].to_numpy(dtype=float), 12)))):
+                    ax.axhline(v, color=line_style("exact").get("color", "black"), linewidth=1.2,
+                               linestyle="-" if data == "test" else ":",
+                               label=None if i else (label("exact") if data == "test" else
+                                                     f"{label('exact')} (simulated points)"))
+        ax.set_xlabel("Gibbs sweeps x chains spent (total_sweeps)")
+        ax.set_ylabel(QUANTITY_LABELS.get(q, q))
+        ax.set_title(f"{model}: bracket on {'log Z' if q == 'log_z' else 'the mean log-likelihood'}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+# --------------------------------------------------------------------------- table_continuous.csv
+def continuous_brackets(table: pd.DataFrame) -> pd.DataFrame:
+    """The bracket on the mean log-likelihood per model (:data:`CONTINUOUS_BRACKET_COLUMNS`, indexed by model)
+    from :func:`make_table_bracket`'s rows: the sandwich's (the test rows) where the model has one, else BDMC's
+    (simulated points: ``bracket_estimator`` says so); at the estimator's largest K, ends averaged over
+    seeds."""
+    out: dict[str, dict[str, Any]] = {}
+    if table is None or table.empty:
+        return pd.DataFrame(columns=CONTINUOUS_BRACKET_COLUMNS)
+    ll = table[table["quantity"] == "mean_log_likelihood"]
+    for model, g in ll.groupby("model", sort=True):
+        pref = sorted(g["method"].unique(), key=lambda m: (m != "sandwich", m))
+        pick = g[g["method"] == pref[0]]
+        pick = pick[pick["estimator"] == sorted(pick["estimator"].unique())[0]]
+        if pick["K"].notna().any() and pick["method"].iloc[0] != "sandwich":
+            pick = pick[pick["K"] == pick["K"].max()]
+        lower, upper = float(pick["lower"].mean()), float(pick["upper"].mean())
+        est = pick["estimator"].iloc[0]
+        out[model] = {"bracket_lower": lower, "bracket_upper": upper, "bracket_width": upper - lower,
+                      "bracket_estimator": est + (" (simulated data)" if (pick["data"] == "simulated").any() else "")}
+    return pd.DataFrame.from_dict(out, orient="index", columns=CONTINUOUS_BRACKET_COLUMNS)
+
+
+def add_continuous_brackets(table_c: pd.DataFrame, table_b: pd.DataFrame) -> pd.DataFrame:
+    """``table_continuous.csv`` with the bracket columns appended (empty for a model without a bracket
+    estimate)."""
+    b = continuous_brackets(table_b)
+    out = table_c.copy()
+    for c in CONTINUOUS_BRACKET_COLUMNS:
+        out[c] = [b.at[m, c] if m in b.index else (float("nan") if c != "bracket_estimator" else "")
+                  for m in out["model"]]
+    return out[list(table_c.columns) + CONTINUOUS_BRACKET_COLUMNS]
