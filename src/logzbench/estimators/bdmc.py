@@ -123,6 +123,9 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
         End("bdmc-forward", lower, lo["stderr"], True, "p", LOWER_WORDS, P),
         End("bdmc-reverse", upper, hi["stderr"], True, "p", UPPER_WORDS, P),
         confidence)
+    # the reported interval: the bracket's ends widened by their noise (as the sandwich's); its midpoint
+    ci = (bracket["mean_log_likelihood_lower"], bracket["mean_log_likelihood_upper"])
+    mid = 0.5 * (ci[0] + ci[1])
     extra = {
         "bracket": bracket, "data": "simulated", "n_simulated": P,
         "lower": lower, "lower_stderr": lo["stderr"], "upper": upper, "upper_stderr": hi["stderr"],
@@ -137,7 +140,7 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
     n_sweeps = n_fwd + K * s
     return EstimateResult(
         estimator="bdmc", ess=lo["ess"], khat=lo["khat"], n_chains=M,
-        mean_log_likelihood=mid, mean_log_likelihood_stderr=mid_se, mean_log_likelihood_ci=(lower, upper),
+        mean_log_likelihood=mid, mean_log_likelihood_stderr=mid_se, mean_log_likelihood_ci=ci,
         seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * M * P,
         settings={"K": K, "chains": M, "n_examples": P, **fpath.settings(), "sweeps_per_beta": s,
                   "confidence": float(confidence), **(settings or {})},
