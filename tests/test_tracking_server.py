@@ -308,7 +308,8 @@ def test_sixteen_parallel_estimate_jobs(server, postgres, tmp_path, rounds):
             for run in runs:
                 assert run.info.status == "FINISHED" and {"log_z", "ess", "seconds"} <= set(run.data.metrics)
         arts = [a.path for a in client.list_artifacts(runs[0].info.run_id)]
-        assert len(arts) == 1 and arts[0].endswith(".npz")
+        # the per-chain arrays, and the schedule the annealed run used (one beta per line)
+        assert sorted(a.rsplit(".", 1)[-1] for a in arts) == ["npz", "txt"], arts
         _check_postgres_store(server, postgres, experiment, ids)
     finally:
         from logzbench import warm

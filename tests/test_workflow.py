@@ -313,7 +313,7 @@ BAD_CONFIGS = [
      "model 'digits-rbm8': paper 'burda_raise' has no published row 'mnistCD1-21'"),
     # issue 15: what failed only at run time, after prepare and train
     ("  ais:\n    chains: 20\n", "  ais:\n    chains: 20\n    schedule: cubic\n",
-     "estimator ais: schedule 'cubic' is neither a schedule name (linear, sigmoid, sm14500) nor a file of betas"),
+     "estimator ais: schedule 'cubic' is neither a schedule name (linear, sigmoid, sm14500, adaptive) nor a file of betas"),
     ("  ais:\n    chains: 20\n", "  ais:\n    chains: 20\n    schedule: no/such/betas.txt\n",
      "estimator ais: schedule 'no/such/betas.txt' is neither a schedule name"),
     ("      learning_rate: 0.05\n", "      learnin_rate: 0.05\n",
