@@ -17,7 +17,8 @@ from logzbench import api, registry, schedules
 from logzbench.estimators import hais as hais_mod
 from logzbench.estimators.bdmc import bdmc
 from logzbench.estimators.bracket import markov_slack
-from logzbench.estimators.raise_hmc import raise_hmc, reverse_hais, reverse_run
+from logzbench.estimators.raise_ import reverse as reverse_run
+from logzbench.estimators.raise_hmc import raise_hmc, reverse_hais
 from logzbench.models.linear_generative import LinearGenerative
 from logzbench.models.poe import ProductOfExperts
 

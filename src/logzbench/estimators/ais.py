@@ -71,20 +71,22 @@ def step(path: AnnealingPath, state: AISState, beta: float, beta_next: float, ge
 
 
 def run(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator,
-        progress: bool = False, sweeps_per_beta: int = 1) -> tuple[AISState, int]:
+        progress: bool = False, sweeps_per_beta: int = 1, final_move: bool = False,
+        desc: str = "AIS") -> tuple[AISState, int]:
     """Run AIS over ``betas``; returns the final state and the number of transitions per chain.
 
     ``sweeps_per_beta`` transitions are applied at each intermediate distribution; none after the
-    last reweighting (it would not change the weights).
+    last reweighting (it would not change the weights) unless ``final_move``: then the final state
+    has also moved at ``beta_K = 1`` and can start a reverse run (reverse HAIS).
     """
     betas = from_array(betas)
     state = init(path, n_chains, generator)
     k_total = len(betas) - 1
-    for k in progress_range(k_total, progress, "AIS"):
-        state = step(path, state, float(betas[k]), float(betas[k + 1]), generator, move=k + 1 < k_total,
-                     n_moves=sweeps_per_beta)
+    for k in progress_range(k_total, progress, desc):
+        state = step(path, state, float(betas[k]), float(betas[k + 1]), generator,
+                     move=final_move or k + 1 < k_total, n_moves=sweeps_per_beta)
     check_finite(state.log_w, "AIS log-weights")
-    return state, (k_total - 1) * int(sweeps_per_beta)
+    return state, (k_total - (0 if final_move else 1)) * int(sweeps_per_beta)
 
 
 def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *,

@@ -34,16 +34,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
-from ..schedules import ADAPTIVE, from_array
+from ..schedules import from_array
 from . import hais as hais_mod
 from ._common import timer
-from .raise_hmc import forward_run, per_example_summary, reverse_run, with_fresh_momentum
+from . import raise_ as raise_kernel
+from .raise_hmc import forward, per_example_summary, with_fresh_momentum
 from .result import EstimateResult, check_finite
 
-__all__ = ["DEFAULT_N_EXAMPLES", "bdmc", "estimate", "schedule", "simulate"]
+__all__ = ["DEFAULT_N_EXAMPLES", "bdmc", "estimate", "simulate"]
 
 #: simulated points when ``n_examples`` is not given
 DEFAULT_N_EXAMPLES = 100
@@ -105,12 +105,12 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
         P = int(X.shape[0])
         fpath = hais_mod.latent_path(model, X, M, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
         rpath = hais_mod.latent_path(model, X, M, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
-        _, log_w, n_fwd = forward_run(fpath, betas, P * M, generator, sweeps_per_beta=s, progress=progress,
-                                      desc="BDMC (forward)")
+        _, log_w, n_fwd = forward(fpath, betas, P * M, generator, sweeps_per_beta=s, progress=progress,
+                                  desc="BDMC (forward)")
         state = with_fresh_momentum(rpath.state_from_data(A.repeat_interleave(M, dim=0)), generator)
         log_v = torch.zeros(P * M, dtype=torch.float64, device=state.x.device)
-        state, log_v = reverse_run(rpath, state, log_v, betas, generator, sweeps_per_beta=s, progress=progress,
-                                   desc="BDMC (reverse)")
+        state, log_v = raise_kernel.reverse(rpath, state, log_v, betas, generator, sweeps_per_beta=s,
+                                            progress=progress, desc="BDMC (reverse)")
     log_w, log_v = log_w.reshape(P, M), log_v.reshape(P, M)
     check_finite(log_w, "bdmc forward log-weights")
     check_finite(log_v, "bdmc reverse log-weights")
@@ -149,19 +149,6 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
     )
 
 
-def schedule(ctx, X: torch.Tensor) -> np.ndarray:
-    """The run's schedule; for ``schedule="adaptive"`` the pilot anneals the latent paths of the first
-    :data:`~logzbench.estimators.hais.PILOT_POINTS` simulated points (``pilot_chains`` chains each, HAIS
-    kernel), as :func:`logzbench.estimators.hais.schedule` does with test points."""
-    o = ctx.options
-    if o.schedule != ADAPTIVE or ctx.pilot is not None:
-        return ctx.betas()
-    Xp = X[: hais_mod.PILOT_POINTS]
-    path = hais_mod.latent_path(ctx.model, Xp, o.pilot_chains, kernel="hais", step_size=o.step_size, gamma=o.gamma,
-                                mh_sigma=o.mh_sigma)
-    return ctx.betas(path, groups=int(Xp.shape[0]))
-
-
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``bdmc``: the bracket on ``n_examples`` points simulated from the model (test data,
     if given, is not used).  The points are drawn first, then the schedule is chosen."""
@@ -171,7 +158,7 @@ def estimate(ctx) -> EstimateResult:
         raise ValueError(f"bdmc simulates data from a directed generative model; a {ctx.family.name} is not one")
     n = DEFAULT_N_EXAMPLES if o.n_examples is None else int(o.n_examples)
     simulated = simulate(model, n, ctx.generator)
-    betas = schedule(ctx, simulated[1])
+    betas = hais_mod.schedule(ctx, kernel="hais", points=simulated[1])
     res = bdmc(model, betas, o.chains, ctx.generator, n_examples=n, sweeps_per_beta=o.sweeps_per_beta,
                confidence=float(getattr(o, "confidence", DEFAULT_CONFIDENCE)), progress=o.progress,
                settings={**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()},

@@ -166,26 +166,27 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
 PILOT_POINTS = 8
 
 
-def pilot_path(ctx, kernel: str | None = None) -> tuple[HamiltonianPath, int]:
+def pilot_path(ctx, kernel: str | None = None, points: torch.Tensor | None = None) -> tuple[HamiltonianPath, int]:
     """``(path, groups)`` the adaptive schedule's pilot anneals on a continuous model: its own copy of an
-    analysis model's path, or the latent paths of up to :data:`PILOT_POINTS` test points of a generative
-    model (``pilot_chains`` chains each; their smallest CESS decides)."""
+    analysis model's path, or the latent paths of up to :data:`PILOT_POINTS` of a generative model's
+    ``points`` (default: the test rows; BDMC's simulated points), ``pilot_chains`` chains each (their
+    smallest CESS decides)."""
     o = ctx.options
     kw = dict(kernel=kernel or _kernel_of(ctx.name), step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
     if ctx.model.kind == "analysis":
         return analysis_path(ctx.model, proposal_scale=o.proposal_scale, **kw), 1
-    if ctx.data is None:
+    if points is None and ctx.data is None:
         raise ValueError(f"{ctx.name} on a generative model estimates log p(x) of test points: give test data")
-    X = ctx.data.double()[:PILOT_POINTS]
+    X = (ctx.data if points is None else points).double()[:PILOT_POINTS]
     return latent_path(ctx.model, X, o.pilot_chains, **kw), int(X.shape[0])
 
 
-def schedule(ctx, kernel: str | None = None, K: int | None = None) -> np.ndarray:
+def schedule(ctx, kernel: str | None = None, K: int | None = None, points: torch.Tensor | None = None) -> np.ndarray:
     """The run's schedule on a continuous model at ``K`` steps (default ``options.K``): the pilot of
-    :func:`pilot_path` chooses it for ``schedule="adaptive"``."""
+    :func:`pilot_path` (on ``points``, for a generative model) chooses it for ``schedule="adaptive"``."""
     if ctx.options.schedule != "adaptive" or ctx.pilot is not None:
         return ctx.betas(K=K)
-    path, groups = pilot_path(ctx, kernel)
+    path, groups = pilot_path(ctx, kernel, points)
     return ctx.betas(path, groups=groups, K=K)
 
 

@@ -79,6 +79,20 @@ def step(path: AnnealingPath, x, log_w: torch.Tensor, beta_high: float, beta_low
     return x, log_w + path.log_f_ratio(x, beta_high, beta_low)
 
 
+def reverse(path: AnnealingPath, x, log_w: torch.Tensor, betas, generator: torch.Generator, *,
+            sweeps_per_beta: int = 1, progress: bool = False, desc: str = "RAISE"):
+    """The reverse chain: for ``k = K-1 .. 0``, :func:`step` from ``beta_{k+1}`` down to ``beta_k``
+    (``sweeps_per_beta`` transitions, then the reweighting).  The caller gives the start ``x`` and the
+    starting ``log_w``; returns the final ``(x, log_w)``.  RAISE, reverse AIS, RAISE with Hamiltonian
+    transitions and BDMC's reverse run all run this loop."""
+    betas = from_array(betas)
+    K = len(betas) - 1
+    for i in progress_range(K, progress, desc):
+        k = K - 1 - i
+        x, log_w = step(path, x, log_w, float(betas[k + 1]), float(betas[k]), generator, n_moves=sweeps_per_beta)
+    return x, log_w
+
+
 def raise_log_weights(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int,
                       generator: torch.Generator, progress: bool = False,
                       sweeps_per_beta: int = 1) -> tuple[torch.Tensor, int]:
@@ -104,9 +118,7 @@ def raise_log_weights(path: AnnealingPath, data: torch.Tensor, betas, n_chains: 
         log_w = path.log_f(x, 1.0) - path.log_z0()
         sweeps = K * int(sweeps_per_beta)
     log_w = log_w + offset
-    for i in progress_range(K, progress, "RAISE"):
-        k = K - 1 - i
-        x, log_w = step(path, x, log_w, float(betas[k + 1]), float(betas[k]), generator, n_moves=sweeps_per_beta)
+    x, log_w = reverse(path, x, log_w, betas, generator, sweeps_per_beta=sweeps_per_beta, progress=progress)
     check_finite(log_w, "RAISE log-weights")
     return log_w.reshape(data.shape[0], n_chains), sweeps
 

@@ -76,13 +76,14 @@ import torch
 
 from ..models.hamiltonian import HamiltonianPath, HMCState
 from ..schedules import from_array
+from . import ais as ais_kernel
 from . import hais as hais_mod
 from . import raise_ as raise_kernel
-from ._common import progress_range, timer
+from ._common import timer
 from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
-__all__ = ["ESTIMATORS", "estimate", "forward_run", "per_example_summary", "raise_hmc", "reverse_hais",
-           "reverse_run", "with_fresh_momentum"]
+__all__ = ["ESTIMATORS", "estimate", "forward", "per_example_summary", "raise_hmc", "reverse_hais",
+           "with_fresh_momentum"]
 
 #: registry names of this module
 ESTIMATORS = ("raise-hmc", "reverse-hais")
@@ -104,45 +105,15 @@ def with_fresh_momentum(state: HMCState, generator: torch.Generator) -> HMCState
     return state._replace(v=v)
 
 
-def reverse_run(path: HamiltonianPath, state: HMCState, log_w: torch.Tensor, betas, generator: torch.Generator,
-                *, sweeps_per_beta: int = 1, progress: bool = False,
-                desc: str = "reverse") -> tuple[HMCState, torch.Tensor]:
-    """The reverse chain (RAISE Alg. 2's loop): for ``k = K-1 .. 0`` apply ``sweeps_per_beta``
-    transitions at ``beta_{k+1}``, then add ``log f_k(x) - log f_{k+1}(x)``.  The caller gives the
-    start ``state`` (with a fresh momentum) and the starting ``log_w``."""
-    betas = from_array(betas)
-    K = len(betas) - 1
-    s = int(sweeps_per_beta)
-    for i in progress_range(K, progress, desc):
-        k = K - 1 - i
-        hi, lo = float(betas[k + 1]), float(betas[k])
-        for _ in range(s - 1):
-            state = path.transition(state, hi, generator)
-        state, log_w = raise_kernel.step(path, state, log_w, hi, lo, generator)
-    return state, log_w
-
-
-def forward_run(path: HamiltonianPath, betas, n_chains: int, generator: torch.Generator, *, sweeps_per_beta: int = 1,
-                final_move: bool = False, progress: bool = False,
-                desc: str = "forward") -> tuple[HMCState, torch.Tensor, int]:
-    """Forward AIS from exact draws of ``p_0``: reweight ``beta_k -> beta_{k+1}``, then apply
-    ``sweeps_per_beta`` transitions at ``beta_{k+1}`` -- also at ``beta_K = 1`` when ``final_move``
-    (the state then starts a reverse run).  Returns ``(state, log w, transitions per chain)`` with
-    ``log w`` estimating ``log Z_1 - log Z_0`` (no ``log Z_0`` added)."""
-    betas = from_array(betas)
-    K = len(betas) - 1
-    s = int(sweeps_per_beta)
-    state = path.sample_initial(int(n_chains), generator)
-    log_w = torch.zeros(int(n_chains), dtype=torch.float64, device=state.x.device)
-    n = 0
-    for k in progress_range(K, progress, desc):
-        lo, hi = float(betas[k]), float(betas[k + 1])
-        log_w = log_w + path.log_f_ratio(state, lo, hi)
-        if k + 1 < K or final_move:
-            for _ in range(s):
-                state = path.transition(state, hi, generator)
-            n += s
-    return state, log_w, n
+def forward(path: HamiltonianPath, betas, n_chains: int, generator: torch.Generator, *, sweeps_per_beta: int = 1,
+            final_move: bool = False, progress: bool = False,
+            desc: str = "forward") -> tuple[HMCState, torch.Tensor, int]:
+    """Forward AIS (:func:`logzbench.estimators.ais.run`) from exact draws of ``p_0``; with ``final_move``
+    the final state has also moved at ``beta_K = 1`` (it then starts a reverse run).  Returns ``(state,
+    log w, transitions per chain)`` with ``log w`` estimating ``log Z_1 - log Z_0``."""
+    st, n = ais_kernel.run(path, betas, int(n_chains), generator, progress=progress, sweeps_per_beta=sweeps_per_beta,
+                           final_move=final_move, desc=desc)
+    return st.x, st.log_w - path.log_z0(), n
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -238,8 +209,8 @@ def raise_hmc(model, betas, n_chains: int, generator: torch.Generator, *, data: 
     with timer(generator.device) as t:
         state = with_fresh_momentum(path.state_from_data(X.repeat_interleave(M, dim=0)), generator)
         log_w = path.log_f(state, 1.0) - path.log_z0()
-        state, log_w = reverse_run(path, state, log_w, betas, generator, sweeps_per_beta=s, progress=progress,
-                                   desc="RAISE (HMC)")
+        state, log_w = raise_kernel.reverse(path, state, log_w, betas, generator, sweeps_per_beta=s,
+                                            progress=progress, desc="RAISE (HMC)")
     log_w = log_w.reshape(P, M)
     check_finite(log_w, "raise-hmc log-weights")
     sm = per_example_summary(log_w)
@@ -296,14 +267,14 @@ def reverse_hais(model, betas, n_chains: int, generator: torch.Generator, *, dat
     K, M, P, s = len(betas) - 1, int(n_chains), int(X.shape[0]), int(sweeps_per_beta)
     path = hais_mod.latent_path(model, X, M, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
     with timer(generator.device) as t:
-        state, log_w, n_fwd = forward_run(path, betas, P * M, generator, sweeps_per_beta=s, final_move=True,
-                                          progress=progress, desc="reverse HAIS (forward)")
+        state, log_w, n_fwd = forward(path, betas, P * M, generator, sweeps_per_beta=s, final_move=True,
+                                      progress=progress, desc="reverse HAIS (forward)")
         acc_fwd = path.acceptance_rate
         n0, a0 = path.n_proposed, path.n_accepted
         state = with_fresh_momentum(state, generator)
         log_v = torch.zeros_like(log_w)
-        state, log_v = reverse_run(path, state, log_v, betas, generator, sweeps_per_beta=s, progress=progress,
-                                   desc="reverse HAIS (reverse)")
+        state, log_v = raise_kernel.reverse(path, state, log_v, betas, generator, sweeps_per_beta=s,
+                                            progress=progress, desc="reverse HAIS (reverse)")
     log_w, log_v = log_w.reshape(P, M), log_v.reshape(P, M)
     check_finite(log_w, "reverse-hais forward log-weights")
     check_finite(log_v, "reverse-hais reverse log-weights")

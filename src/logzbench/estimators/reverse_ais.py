@@ -47,10 +47,8 @@ def reverse_ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Gene
         else:
             x = start
         log_v = torch.zeros(n_chains, dtype=torch.float64, device=generator.device)
-        for i in progress_range(K, progress, "reverse AIS (reverse)"):
-            k = K - 1 - i
-            x, log_v = raise_kernel.step(path, x, log_v, float(betas[k + 1]), float(betas[k]), generator,
-                                         n_moves=sweeps_per_beta)
+        x, log_v = raise_kernel.reverse(path, x, log_v, betas, generator, sweeps_per_beta=sweeps_per_beta,
+                                        progress=progress, desc="reverse AIS (reverse)")
     check_finite(log_v, "reverse AIS log-weights")
     s = summarize_log_weights(log_v, n_bootstrap=n_bootstrap, seed=generator.initial_seed(),
                               what="reverse AIS log-weights")
