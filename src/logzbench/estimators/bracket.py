@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["End", "QUANTITIES", "make_bracket", "markov_slack", "noise_z"]
+__all__ = ["End", "QUANTITIES", "make_bracket", "markov_slack", "noise_z", "widened"]
 
 #: what a bracket bounds: log Z, or the mean test log-likelihood
 QUANTITIES = ("log_z", "mean_log_likelihood")
@@ -85,11 +85,17 @@ def noise_z(confidence: float, looks: int = 1) -> float:
     return float(norm.ppf(1.0 - (1.0 - float(confidence)) / (2.0 * max(int(looks), 1))))
 
 
+def widened(e: End, sign: float, z: float) -> float:
+    """The end's estimate moved outwards (``sign`` -1 for a lower end, +1 for an upper one) by ``z``
+    standard errors; without a finite standard error its noise is unknown, and the end is infinite."""
+    se = float(e.stderr)
+    return float(e.value) + sign * z * (se if math.isfinite(se) else math.inf)
+
+
 def _end_dict(prefix: str, e: End, sign: float, z: float, confidence: float) -> dict[str, Any]:
     slack = markov_slack(confidence, e.n_independent) if e.guaranteed else None
-    se = float(e.stderr) if math.isfinite(float(e.stderr)) else 0.0
     return {
-        prefix: float(e.value) + sign * z * se,
+        prefix: widened(e, sign, z),
         f"{prefix}_estimate": float(e.value),
         f"{prefix}_stderr": float(e.stderr),
         f"{prefix}_estimator": e.estimator,

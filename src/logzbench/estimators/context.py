@@ -116,6 +116,7 @@ class EstimateContext:
     #: the exact estimator's estimated seconds (set by :meth:`check`; ``None`` for the others)
     estimated_seconds: float | None = None
     _betas: np.ndarray | None = field(default=None, repr=False)
+    _betas_K: int | None = field(default=None, repr=False)
     #: the adaptive schedule's pilot run (:class:`logzbench.estimators.adaptive.PilotResult`), once run
     pilot: Any = field(default=None, repr=False)
     _log_f: tuple | None = field(default=None, repr=False)
@@ -209,8 +210,8 @@ class EstimateContext:
                 self.pilot = pilot_schedule(path, o.pilot_chains, pilot_generator(o.seed, self.device),
                                             target_ess=o.target_ess, sweeps_per_beta=o.sweeps_per_beta, groups=groups)
             self._betas = self.pilot.betas.copy() if K is None else resample(self.pilot.betas, K)
-        elif self._betas is None or K != len(self._betas) - 1:
-            self._betas = make_schedule(o.schedule, K)
+        elif self._betas is None or K != self._betas_K:  # a schedule file is read once per K
+            self._betas, self._betas_K = make_schedule(o.schedule, K), K
         return self._betas.copy()
 
     def schedule_settings(self) -> dict[str, Any]:

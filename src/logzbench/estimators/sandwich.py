@@ -56,7 +56,7 @@ from ..stats import log_mean_stderr
 from . import ais as ais_kernel
 from . import raise_ as raise_kernel
 from . import reverse_ais as reverse_kernel
-from .bracket import End, make_bracket, noise_z
+from .bracket import End, make_bracket, noise_z, widened
 from .result import EstimateResult
 
 __all__ = ["GROUPS", "START_K", "SPREAD_ALPHA", "Round", "plan", "spread_p_value", "estimate"]
@@ -159,10 +159,13 @@ def _implied_log_z_end(res: EstimateResult, name: str = "raise") -> End:
                "where the test rows are samples of the model)")
 
 
-def _reverse_end(res: EstimateResult, quantity: str, name: str) -> End:
-    what = "log Z" if quantity == "log_z" else "the mean test log-likelihood"
+def _reverse_end(res: EstimateResult, quantity: str, name: str, from_rows: bool = False) -> End:
     value = res.log_z if quantity == "log_z" else res.mean_log_likelihood
     se = res.log_z_stderr if quantity == "log_z" else res.mean_log_likelihood_stderr
+    if from_rows:
+        return End(name, value, se, False, None, "approximate: reverse AIS from training rows (an upper bound of "
+                                                 "log Z only where they are samples of the model)")
+    what = "log Z" if quantity == "log_z" else "the mean test log-likelihood"
     return End(name, value, se, False, None,
                f"approximate: upper estimate of {what} from a reverse chain started at a forward chain's states, "
                "not exact samples (an upper bound only from exact samples; it can miss what the forward chain "
@@ -191,11 +194,7 @@ def _gibbs_plan(ctx) -> Plan:
                 start = path.state_from_data(rows[pick])
             hi = reverse_kernel.reverse_ais(path, betas, chains, g, n_bootstrap=0, settings=settings,
                                             sweeps_per_beta=o.sweeps_per_beta, start=start)
-            upper = (_reverse_end(hi, "log_z", "reverse-ais") if rows is None else End(
-                "reverse-ais", hi.log_z, hi.log_z_stderr, False, None,
-                "approximate: reverse AIS from training rows (an upper bound of log Z only where they are samples "
-                "of the model)"))
-            ends = {"log_z": (_ais_log_z_end(lo), upper)}
+            ends = {"log_z": (_ais_log_z_end(lo), _reverse_end(hi, "log_z", "reverse-ais", from_rows=rows is not None))}
             spread = {"ais": spread_p_value(lo.log_weights), "reverse-ais": spread_p_value(hi.log_weights)}
             return Round(K, ends, spread, lo.total_sweeps + hi.total_sweeps, time.perf_counter() - t0, betas, lo, hi)
 
@@ -357,9 +356,7 @@ def _k_needed(history: list[dict], target: float) -> int | None:
 def _noise_width(r: Round, quantity: str, z: float) -> tuple[float, float, float]:
     """``(width, lower, upper)`` of the ends widened by ``z`` standard errors each."""
     lo, hi = r.ends[quantity]
-    se_lo = lo.stderr if math.isfinite(lo.stderr) else math.inf
-    se_hi = hi.stderr if math.isfinite(hi.stderr) else math.inf
-    a, b = lo.value - z * se_lo, hi.value + z * se_hi
+    a, b = widened(lo, -1.0, z), widened(hi, +1.0, z)
     return b - a, a, b
 
 
