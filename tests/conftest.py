@@ -12,6 +12,20 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def write_tiny_inputs(root: Path) -> None:
+    """The command-line tests' tiny inputs in ``root``: ``model.npz`` (a 6-3 RBM), ``rows.npy`` (8 binary
+    rows of 6) and ``data.npz`` (a prepared dataset: those rows as train, the first 4 as test)."""
+    import json
+
+    from logzbench.models import save_model
+
+    save_model(BinaryRBM.random(6, 3, generator=torch.Generator().manual_seed(0)), root / "model.npz")
+    rows = np.random.default_rng(0).integers(0, 2, (8, 6)).astype(np.uint8)
+    np.save(root / "rows.npy", rows)
+    np.savez_compressed(root / "data.npz", train=rows, test=rows[:4],
+                        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})))
+
+
 def all_states(n: int) -> torch.Tensor:
     """Every binary vector of length n, shape (2^n, n), float64."""
     return torch.tensor(list(itertools.product([0.0, 1.0], repeat=n)), dtype=torch.float64)

@@ -18,11 +18,9 @@ import os
 
 import numpy as np
 import pytest
-from conftest import assert_refused
-import torch
+from conftest import assert_refused, write_tiny_inputs
 
 from logzbench.cli import main
-from logzbench.models import BinaryRBM, save_model
 
 EST = ["estimate", "model.npz", "--estimator", "exact"]  # a cheap estimate, refused before it runs
 TRAIN = ["train", "--data", "data.npz", "--n-hidden", "3", "--epochs", "1"]
@@ -136,11 +134,7 @@ CASES = [
 def workdir(tmp_path, monkeypatch):
     """A working directory with the tiny inputs (see the module docstring)."""
     monkeypatch.chdir(tmp_path)
-    save_model(BinaryRBM.random(6, 3, generator=torch.Generator().manual_seed(0)), tmp_path / "model.npz")
-    rows = np.random.default_rng(0).integers(0, 2, (8, 6)).astype(np.uint8)
-    np.save(tmp_path / "rows.npy", rows)
-    np.savez_compressed(tmp_path / "data.npz", train=rows, test=rows[:4],
-                        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})))
+    write_tiny_inputs(tmp_path)
     (tmp_path / "file.txt").write_text("a regular file\n")
     (tmp_path / "empty").mkdir()
     return tmp_path

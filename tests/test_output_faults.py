@@ -30,13 +30,11 @@ import subprocess
 
 import numpy as np
 import pytest
-from conftest import assert_refused, tree_snapshot
-import torch
+from conftest import assert_refused, tree_snapshot, write_tiny_inputs
 
 from logzbench import utils
 from logzbench.cli import main
 from logzbench.errors import OutputError
-from logzbench.models import BinaryRBM, save_model
 
 EST = ["estimate", "model.npz", "--estimator", "exact"]
 TRAIN = ["train", "--data", "data.npz", "--n-hidden", "3", "--epochs", "1", "--batch-size", "4"]
@@ -179,11 +177,7 @@ def _record(tmp):
 def workdir(tmp_path, monkeypatch, capsys):
     """A working directory with the tiny inputs (see the module docstring)."""
     monkeypatch.chdir(tmp_path)
-    save_model(BinaryRBM.random(6, 3, generator=torch.Generator().manual_seed(0)), tmp_path / "model.npz")
-    rows = np.random.default_rng(0).integers(0, 2, (8, 6)).astype(np.uint8)
-    np.save(tmp_path / "rows.npy", rows)
-    np.savez_compressed(tmp_path / "data.npz", train=rows, test=rows[:4],
-                        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})))
+    write_tiny_inputs(tmp_path)
     _record(tmp_path)
     capsys.readouterr()
     yield tmp_path
