@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import registry
+from . import options, registry
 from .errors import LogzbenchError
 
 _log = logging.getLogger(__name__)
@@ -116,59 +116,10 @@ def _add_estimate(sub) -> None:
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
     p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
-    p.add_argument("--steps", "-K", dest="K", type=int, default=None,
-                   help="intermediate distributions K (AIS, RAISE; default 1000 for the linear, sigmoid and adaptive "
-                        "schedules; sm14500 and a schedule file have their own, and a different --steps is refused; "
-                        "the sandwich's first K, default 100)")
-    p.add_argument("--schedule", default=None,
-                   help="linear | sigmoid | sm14500 | adaptive (chosen by an independent pilot run) | file of betas "
-                        "(default: linear; the sandwich's: adaptive)")
-    p.add_argument("--sweeps-per-beta", type=int, default=1,
-                   help="annealed estimators: MCMC transitions at each intermediate distribution (default 1)")
-    p.add_argument("--pilot-chains", type=int, default=100,
-                   help="adaptive schedule: chains of the pilot run that chooses it (default 100, at least 2)")
-    p.add_argument("--target-ess", type=float, default=0.95,
-                   help="adaptive schedule: conditional ESS kept between temperatures, in (0, 1) (default 0.95)")
-    g = p.add_argument_group("sandwich (a bracket on log Z / the test log-likelihood)")
-    g.add_argument("--target-width", type=float, default=1.0,
-                   help="stop doubling K once upper - lower <= this many nats (default 1.0)")
-    g.add_argument("--max-sweeps", type=int, default=100_000_000,
-                   help="budget of Gibbs sweeps x chains, the pilot's included (default 1e8)")
-    g.add_argument("--confidence", type=float, default=0.95,
-                   help="confidence of the Markov slack stated for each guaranteed end (default 0.95)")
-    p.add_argument("--chains", type=int, default=100, help="AIS chains / RAISE chains per example / CSL chains / IS-family samples per side")
-    p.add_argument("--init", default="uniform", choices=["uniform", "base-rate"], help="initial distribution")
-    p.add_argument("--n-examples", type=int, help="RAISE: random subsample of test examples (control variates)")
-    p.add_argument("--csl-mode", default="unbiased", choices=["unbiased", "biased"])
-    p.add_argument("--exact-precision", default="float64", choices=["float64", "mixed"],
-                   help="exact: float64 enumeration, or float32 pre-activations with float64 sums (about 2x "
-                        "faster on the same kernel; the error bound is reported as extra.log_z_error_bound)")
-    p.add_argument("--exact-budget", dest="exact_max_seconds", type=float, metavar="SECONDS",
-                   help="exact: refuse an enumeration estimated to take longer than this (default 600; inf: no limit)")
-    p.add_argument("--burn-in", type=int, default=100, help="CSL burn-in sweeps; IS family: Gibbs sweeps per model sample")
-    p.add_argument("--thin", type=int, default=1, help="CSL sweeps between kept samples")
-    p.add_argument("--samples-per-chain", type=int, default=10, help="CSL samples kept per chain")
-    p.add_argument("--is-samples", type=int, default=500,
-                   help="DBM/DBN: importance samples per example for log f(v) (default 500)")
-    g = p.add_argument_group("continuous models (hais, ais-hmc, ais-mh)")
-    g.add_argument("--step-size", type=float, default=0.2, help="leapfrog step size (default 0.2)")
-    g.add_argument("--gamma", type=float, help="momentum refresh fraction (default: half the power per unit time)")
-    g.add_argument("--mh-sigma", type=float, default=0.1, help="random-walk proposal scale of ais-mh (default 0.1)")
-    g.add_argument("--proposal-scale", type=float, default=1.0,
-                   help="analysis models: standard deviation of the Gaussian initial distribution")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", help="cpu | cuda | auto")
+    options.add_cli_flags(p)  # every estimator option, declared once (logzbench.options)
     p.add_argument("--json", dest="json_out", help="also write the JSON object to this file")
     p.add_argument("--log-weights", help="write per-chain log-weights (.npz) to this file")
-    p.add_argument("--progress", action="store_true", help="show a progress bar")
     _add_threads(p)
-
-
-#: ``logzbench estimate`` flags that are estimator options (:class:`logzbench.options.EstimateOptions`)
-_OPTION_FLAGS = ("K", "schedule", "chains", "init", "seed", "device", "n_examples", "csl_mode", "exact_precision",
-                 "exact_max_seconds", "burn_in", "thin", "sweeps_per_beta", "pilot_chains", "target_ess", "target_width",
-                 "max_sweeps", "confidence",
-                 "samples_per_chain", "is_samples", "progress", "step_size", "gamma", "mh_sigma", "proposal_scale")
 
 
 def _estimate_options(args) -> dict:
@@ -176,11 +127,10 @@ def _estimate_options(args) -> dict:
     (linear, sigmoid, adaptive: the pilot's own length, kept by the API without K, is too coarse for an
     accurate estimate); ``sm14500`` and a schedule file keep theirs (a different ``--steps`` is refused);
     the sandwich starts from its own K."""
-    opts = {k: getattr(args, k) for k in _OPTION_FLAGS}
-    if opts["schedule"] is None:  # the estimator's default (the sandwich's adaptive), else linear
-        del opts["schedule"]
+    names = options.option_names()
+    opts = {k: v for k, v in vars(args).items() if k in names}  # the flags given; the rest take their defaults
     schedule = opts.get("schedule") or dict(registry.estimator(args.estimator).defaults).get("schedule", "linear")
-    if opts["K"] is None and schedule in ("linear", "sigmoid", "adaptive") and args.estimator != "sandwich":
+    if opts.get("K") is None and schedule in ("linear", "sigmoid", "adaptive") and args.estimator != "sandwich":
         from .schedules import DEFAULT_K
 
         opts["K"] = DEFAULT_K
@@ -204,7 +154,8 @@ def _cmd_estimate(args) -> int:
     from .models.io import load_model
     from .utils import output_transaction, save_npz_atomic, write_json_atomic
 
-    schedule_file = args.schedule if args.schedule and os.path.isfile(args.schedule) else None
+    schedule = getattr(args, "schedule", None)
+    schedule_file = schedule if schedule and os.path.isfile(schedule) else None
     _check_outputs([("--json", args.json_out), ("--log-weights", args.log_weights)],
                    inputs=[("model", args.model), ("--data", args.data), ("--train-data", args.train_data),
                            ("--schedule", schedule_file)])

@@ -1,9 +1,16 @@
-"""Estimator options: one name per concept, validated once at the boundary.
+"""Estimator options: each declared once, validated once at the boundary.
 
-:class:`EstimateOptions` is what :func:`logzbench.api.estimate` builds from its keywords, what
-the command line builds from its flags and the workflow from an estimator's config entry (the
-config keys are these field names).  Its checks run in the constructor, so every estimator
-downstream receives valid settings and checks nothing again.
+An :class:`Option` states an option's name, default, check, help text, command-line flag, config
+schema and whether the workflow records it; everything else is generated from it: the
+``logzbench estimate`` flags (:func:`add_cli_flags`), the config schema's estimator properties
+(:func:`config_properties`), the workflow's recorded settings (:meth:`Option.setting`) and the
+checks of :class:`EstimateOptions`, which :func:`logzbench.api.estimate` builds from its keywords,
+the command line from its flags and the workflow from an estimator's config entry.  Its checks run
+in the constructor, so every estimator downstream receives valid settings and checks nothing again.
+
+The shipped options are :data:`OPTIONS`; an estimator that needs one of its own declares it in
+its registry entry (:attr:`logzbench.registry.EstimatorSpec.declares`), which passes it to
+:func:`declare`.
 
 Names
 -----
@@ -20,25 +27,36 @@ Names
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import math
 import numbers
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
-from .registry import INITS
 from .schedules import ADAPTIVE, make_schedule
 
-__all__ = ["EstimateOptions", "CSL_MODES", "EXACT_MAX_SECONDS", "EXACT_PRECISIONS", "option_names"]
+__all__ = ["CSL_MODES", "EXACT_MAX_SECONDS", "EXACT_PRECISIONS", "INITS", "OPTIONS", "EstimateOptions", "Option",
+           "SettingQuery", "add_cli_flags", "config_properties", "declare", "declared", "option_names",
+           "recorded_options"]
 
+#: initial distributions of the annealing path of a binary model
+INITS = ("uniform", "base-rate")
 CSL_MODES = ("unbiased", "biased")
 #: the exact estimator's enumeration precisions (:data:`logzbench.models.enumeration.PRECISIONS`)
 EXACT_PRECISIONS = ("float64", "mixed")
 #: the exact estimator's default time budget (seconds; ``exact_max_seconds=None``): a longer
 #: estimated enumeration is refused before it starts
 EXACT_MAX_SECONDS = 600.0
+#: the most chains a workflow config entry may ask for: far above the papers' 5,000, below what
+#: exhausts memory at once
+MAX_CHAINS = 10_000_000
+#: :meth:`Option.setting`'s answer for a setting that is not recorded
+SKIP = object()
 
 
+# --------------------------------------------------------------------------- checks
 def _int(name: str, v: Any, lo: int, allow_none: bool = False) -> int | None:
     if v is None and allow_none:
         return None
@@ -89,160 +107,425 @@ def _fraction(name: str, v: Any) -> float:
     return x
 
 
+# --------------------------------------------------------------------------- the workflow's records
 @dataclass(frozen=True)
-class EstimateOptions:
-    """Settings of one estimate (see the module docstring for the shared names).
+class SettingQuery:
+    """What decides whether, and as what, a workflow job records an option (:meth:`Option.setting`).
 
-    Parameters
+    Attributes
     ----------
-    K : int, optional
-        Intermediate distributions (annealed estimators; required by the ``linear`` and ``sigmoid``
-        schedules; ``sm14500`` and schedule files have their own, and a different explicit ``K`` is
-        refused).
-    schedule : str
-        ``linear``, ``sigmoid``, ``sm14500``, ``adaptive`` (chosen by an independent pilot run:
-        :mod:`logzbench.estimators.adaptive`; with ``K`` its shape is resampled to ``K`` steps,
-        without it the pilot's own length is used) or a file of inverse temperatures (read and
-        checked here: 1-D, finite, non-decreasing from 0 to 1).
-    chains : int
-        See the module docstring.
-    init : {"uniform", "base-rate"}
-        Initial distribution of a binary model's annealing path (and the IS family's ``p_0``).
-    seed : int
-        Seeds the run's single :class:`torch.Generator`.
-    device : str
-        ``cpu``, ``cuda[:n]`` or ``auto``.
-    n_examples : int, optional
-        RAISE: random subsample of the test set (control variates correct the mean).
-    csl_mode : {"unbiased", "biased"}
-    exact_precision : {"float64", "mixed"}
-        The exact estimator's enumeration: float64 throughout, or float32 pre-activations and
-        softplus with float64 sums (its a-priori error bound is reported, ``extra.log_z_error_bound``).
-    exact_max_seconds : float, optional
-        The exact estimator refuses an enumeration whose estimated time exceeds this many seconds
-        (before starting it); ``None``: :data:`EXACT_MAX_SECONDS` (10 minutes), ``inf``: no limit.
-    burn_in : int
-        CSL burn-in sweeps; IS family: Gibbs sweeps per model sample.
-    thin : int
-        CSL sweeps between kept samples.
-    samples_per_chain : int
-        CSL samples kept per chain.
-    is_samples : int
-        DBM / DBN: importance samples per test example for ``log f(v)``.
-    n_bootstrap : int
-        Bootstrap resamples of the confidence intervals (0: none).
-    step_size, gamma, mh_sigma, proposal_scale : float
-        Continuous models: leapfrog step, momentum refresh fraction (``None``: half the momentum
-        power per unit time), random-walk scale, standard deviation of the Gaussian proposal.
-    sweeps_per_beta : int
-        Annealed estimators: MCMC transitions applied at each intermediate distribution (1: the
-        papers' one sweep per temperature).
-    pilot_chains : int
-        ``schedule="adaptive"``: chains of the independent pilot run that chooses the schedule
-        (at least 2: the conditional ESS needs two weights).
-    target_ess : float
-        ``schedule="adaptive"``: the conditional effective sample size, as a fraction in (0, 1), the
-        pilot keeps between successive inverse temperatures (Zhou, Johansen & Aston 2016).
-    target_width : float
-        ``sandwich``: stop doubling K once upper - lower is at most this many nats.
-    max_sweeps : int
-        ``sandwich``: budget of Gibbs sweeps times chains (as ``total_sweeps`` counts them, the
-        pilot's included).
-    confidence : float
-        ``sandwich``: confidence in (0, 1) of the stated Markov slack of each guaranteed end.
-    progress : bool
-        Progress bars.
+    reads : bool
+        The estimator reads the option (it is in its registry entry's ``options``).
+    entry : Mapping
+        The estimator's config entry.
+    settings : Mapping
+        The job's settings so far (``schedule``, ``K``, ...).
+    family_kind : str
+        The model family's kind.
+    deep : bool
+        The model family has several hidden layers.
+    swept : bool
+        The estimator has sweep axes (it is not run once per model).
+    default : Callable[[str], Any]
+        An option's default for this estimator (its registry default, else the option's).
     """
 
-    K: int | None = None
-    schedule: str = "linear"
-    chains: int = 100
-    init: str = "uniform"
-    seed: int = 0
-    device: str | None = "cpu"
-    n_examples: int | None = None
-    csl_mode: str = "unbiased"
-    exact_precision: str = "float64"
-    exact_max_seconds: float | None = None
-    burn_in: int = 100
-    thin: int = 1
-    samples_per_chain: int = 10
-    is_samples: int = 500
-    n_bootstrap: int = 1000
-    step_size: float = 0.2
-    gamma: float | None = None
-    mh_sigma: float = 0.1
-    proposal_scale: float = 1.0
-    sweeps_per_beta: int = 1
-    pilot_chains: int = 100
-    target_ess: float = 0.95
-    target_width: float = 1.0
-    max_sweeps: int = 100_000_000
-    confidence: float = 0.95
-    progress: bool = False
+    reads: bool
+    entry: Mapping[str, Any]
+    settings: Mapping[str, Any]
+    family_kind: str
+    deep: bool
+    swept: bool
+    default: Callable[[str], Any]
+
+    def value(self, name: str) -> Any:
+        """The entry's value of option ``name``, else its default."""
+        return self.entry.get(name, self.default(name))
+
+
+def _when_read(opt: "Option", q: SettingQuery) -> Any:
+    return q.value(opt.name) if q.reads else SKIP
+
+
+def _when_not_default(opt: "Option", q: SettingQuery) -> Any:
+    """Recorded where it differs from the default: the settings (so the MLflow runs and the rerun
+    triggers) of the estimates that leave it alone stay as they were before the option existed."""
+    return q.value(opt.name) if q.reads and q.value(opt.name) != opt.default else SKIP
+
+
+def _when_adaptive(opt: "Option", q: SettingQuery) -> Any:
+    return q.value(opt.name) if q.reads and q.settings.get("schedule") == ADAPTIVE else SKIP
+
+
+def _when_deep(opt: "Option", q: SettingQuery) -> Any:
+    return q.value(opt.name) if q.reads and q.deep else SKIP
+
+
+def _csl_samples(opt: "Option", q: SettingQuery) -> Any:
+    """CSL's samples per chain follow from its sweeps: ``K // thin``."""
+    return max(1, int(q.settings["K"]) // int(q.value("thin"))) if q.reads else SKIP
+
+
+def _examples(opt: "Option", q: SettingQuery) -> Any:
+    """The subsample of the estimators that read it; every test row (``None``) for the other swept
+    estimators of a binary model."""
+    if q.reads:
+        return q.value(opt.name)
+    return None if q.family_kind == "binary" and q.swept else SKIP
+
+
+# --------------------------------------------------------------------------- declarations
+@dataclass(frozen=True)
+class Option:
+    """One estimator option, declared once.
+
+    Attributes
+    ----------
+    name : str
+        The API keyword, the config key and the recorded setting.
+    default : Any
+        Its value where nobody gives one.
+    help : str
+        One line for ``--help``, the config schema and the documentation.
+    kind : {"int", "float", "fraction", "seconds", "choice", "str", "flag"}
+        Its values: an integer of at least ``minimum``, a positive finite number (at most
+        ``maximum``), a number in (0, 1), a time budget in seconds (``inf``: none), one of
+        ``choices``, a string, or a switch.
+    minimum, maximum : float, optional
+        Bounds of ``int`` / ``float`` values.
+    nullable : bool
+        ``None`` is a value (an unset option with a meaning of its own).
+    choices : tuple, optional
+        The values of a ``choice``.
+    flags : tuple of str
+        Its ``logzbench estimate`` flags (default ``--<name with dashes>``); ``()`` with
+        ``cli=False``.
+    metavar, group : str, optional
+        Its flag's metavar and ``--help`` group.
+    cli, config : bool
+        Whether it is a command-line flag / a key of a workflow estimator entry.
+    config_maximum : int, optional
+        A tighter upper bound for config entries than the API's (the number of chains).
+    schema_default : bool
+        The config schema fills in its default (``False``: an entry without it takes the estimator's
+        own default, the sandwich's adaptive schedule).
+    record : callable, optional
+        ``(option, SettingQuery) -> value or SKIP``: whether a workflow job records it, and as what;
+        ``None`` for options that are not settings of an estimate (they are sweep axes, or choose how
+        it runs rather than what it computes).
+    aliases : tuple of str
+        Former names, still accepted with a one-line deprecation message.
+    """
+
+    name: str
+    default: Any
+    help: str
+    kind: str
+    minimum: float | None = None
+    maximum: float | None = None
+    nullable: bool = False
+    choices: tuple | None = None
+    flags: tuple[str, ...] | None = None
+    metavar: str | None = None
+    group: str | None = None
+    cli: bool = True
+    config: bool = True
+    config_maximum: int | None = None
+    schema_default: bool = True
+    record: Callable[["Option", SettingQuery], Any] | None = field(default=_when_read, repr=False)
+    aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        s = object.__setattr__
-        s(self, "K", _int("K", self.K, 1, allow_none=True))
-        s(self, "chains", _int("chains", self.chains, 1))
-        s(self, "seed", _int("seed", self.seed, 0))
-        s(self, "n_examples", _int("n_examples", self.n_examples, 1, allow_none=True))
-        s(self, "burn_in", _int("burn_in", self.burn_in, 0))
-        s(self, "thin", _int("thin", self.thin, 1))
-        s(self, "samples_per_chain", _int("samples_per_chain", self.samples_per_chain, 1))
-        s(self, "is_samples", _int("is_samples", self.is_samples, 1))
-        s(self, "n_bootstrap", _int("n_bootstrap", self.n_bootstrap, 0))
-        s(self, "step_size", _positive("step_size", self.step_size))
-        s(self, "gamma", _positive("gamma", self.gamma, allow_none=True, upper=1.0))
-        s(self, "mh_sigma", _positive("mh_sigma", self.mh_sigma))
-        s(self, "proposal_scale", _positive("proposal_scale", self.proposal_scale))
-        s(self, "exact_max_seconds", _budget("exact_max_seconds", self.exact_max_seconds))
-        s(self, "sweeps_per_beta", _int("sweeps_per_beta", self.sweeps_per_beta, 1))
-        s(self, "pilot_chains", _int("pilot_chains", self.pilot_chains, 1))
-        s(self, "target_ess", _fraction("target_ess", self.target_ess))
-        s(self, "target_width", _positive("target_width", self.target_width))
-        s(self, "max_sweeps", _int("max_sweeps", self.max_sweeps, 1))
-        s(self, "confidence", _fraction("confidence", self.confidence))
+        assert self.kind in ("int", "float", "fraction", "seconds", "choice", "str", "flag"), self
+        assert self.kind != "choice" or self.choices, self
+
+    # ----------------------------------------------------------------- values
+    def check(self, value: Any) -> Any:
+        """``value`` made canonical, or a ``ValueError`` naming the option."""
+        n = self.name
+        if self.kind == "int":
+            return _int(n, value, int(self.minimum or 0), allow_none=self.nullable)
+        if self.kind == "float":
+            return _positive(n, value, allow_none=self.nullable, upper=self.maximum)
+        if self.kind == "fraction":
+            return _fraction(n, value)
+        if self.kind == "seconds":
+            return _budget(n, value)
+        if self.kind == "flag":
+            return bool(value)
+        if value is None and self.nullable:
+            return None
+        if self.kind == "choice" and value not in self.choices:
+            raise ValueError(f"unknown {self.help_name} {value!r}; choose one of {self.choices}")
+        return value
+
+    @property
+    def help_name(self) -> str:
+        return {"init": "initial distribution", "csl_mode": "CSL mode", "exact_precision": "exact precision"}.get(
+            self.name, self.name)
+
+    def setting(self, q: SettingQuery) -> Any:
+        """What a workflow job records for this option (:data:`SKIP`: nothing)."""
+        return SKIP if self.record is None else self.record(self, q)
+
+    # ----------------------------------------------------------------- generated surfaces
+    @property
+    def cli_flags(self) -> tuple[str, ...]:
+        return self.flags if self.flags is not None else ("--" + self.name.replace("_", "-"),)
+
+    def add_to(self, parser) -> None:
+        """Add its flag to an :mod:`argparse` parser (or group); unset flags are absent from the namespace,
+        so :class:`EstimateOptions` supplies the default."""
+        kw: dict[str, Any] = {"dest": self.name, "default": argparse.SUPPRESS, "help": self._cli_help()}
+        if self.kind == "flag":
+            kw["action"] = "store_true"
+        else:
+            kw["type"] = {"int": int, "float": float, "fraction": float, "seconds": float}.get(self.kind, str)
+            if self.kind == "choice":
+                kw["choices"] = list(self.choices)
+            if self.metavar:
+                kw["metavar"] = self.metavar
+        parser.add_argument(*self.cli_flags, **kw)
+
+    def _cli_help(self) -> str:
+        if self.kind == "flag" or self.default is None or "default" in self.help:
+            return self.help
+        return f"{self.help} (default {self.default:g})" if isinstance(self.default, float) else \
+            f"{self.help} (default {self.default})"
+
+    def json_schema(self) -> dict[str, Any]:
+        """Its property in the config schema's estimator entries."""
+        s: dict[str, Any] = {}
+        if self.kind == "choice":
+            s["enum"] = list(self.choices)
+        elif self.kind == "int":
+            s["type"] = ["integer", "null"] if self.nullable else "integer"
+            s["minimum"] = int(self.minimum or 0)
+            if self.config_maximum is not None:
+                s["maximum"] = self.config_maximum
+        elif self.kind in ("float", "fraction", "seconds"):
+            s["type"] = ["number", "null"] if self.nullable or self.kind == "seconds" else "number"
+            s["exclusiveMinimum"] = 0
+            if self.kind == "fraction":
+                s["exclusiveMaximum"] = 1
+            elif self.maximum is not None:
+                s["maximum"] = self.maximum
+        elif self.kind == "flag":
+            s["type"] = "boolean"
+        else:
+            s["type"] = "string"
+        if self.schema_default and (self.default is not None or self.nullable):
+            s["default"] = self.default
+        s["description"] = self.help
+        return s
+
+
+_CONTINUOUS = "continuous models (hais, ais-hmc, ais-mh, raise-hmc, reverse-hais, bdmc)"
+_SANDWICH = "sandwich (a bracket on log Z / the test log-likelihood)"
+
+#: The shipped options.  Their order is the order of the workflow's recorded settings.
+OPTIONS: tuple[Option, ...] = (
+    Option("K", None, "intermediate distributions K (AIS, RAISE; default 1000 for the linear, sigmoid and adaptive "
+           "schedules; sm14500 and a schedule file have their own, and a different --steps is refused; the "
+           "sandwich's first K, default 100)", "int", minimum=1, nullable=True, flags=("--steps", "-K"),
+           config=False, record=None),
+    Option("schedule", "linear", "linear | sigmoid | sm14500 | adaptive (chosen by an independent pilot run) | "
+           "a file of inverse temperatures (1-D, non-decreasing from 0 to 1) (default: linear; the "
+           "sandwich's: adaptive)", "str", schema_default=False),
+    Option("sweeps_per_beta", 1, "annealed estimators: MCMC transitions at each intermediate distribution (1: the "
+           "papers' one sweep per temperature)", "int", minimum=1, record=_when_not_default),
+    Option("pilot_chains", 100, "adaptive schedule: chains of the independent pilot run that chooses it (at "
+           "least 2: the conditional ESS compares weights)", "int", minimum=1, record=_when_adaptive),
+    Option("target_ess", 0.95, "adaptive schedule: the conditional effective sample size, a fraction in (0, 1), "
+           "kept between successive inverse temperatures (Zhou, Johansen & Aston 2016)", "fraction",
+           record=_when_adaptive),
+    Option("chains", 100, "AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test example, CSL chains, "
+           "IS-family samples on each side", "int", minimum=1, config_maximum=MAX_CHAINS),
+    Option("step_size", 0.2, "leapfrog step size", "float", group=_CONTINUOUS),
+    Option("gamma", None, "momentum refresh fraction in (0, 1] (default: half the momentum power per unit time)",
+           "float", maximum=1.0, nullable=True, group=_CONTINUOUS),
+    Option("mh_sigma", 0.1, "random-walk proposal scale of ais-mh", "float", group=_CONTINUOUS),
+    Option("proposal_scale", 1.0, "analysis models: standard deviation of the Gaussian initial distribution",
+           "float", group=_CONTINUOUS),
+    Option("csl_mode", "unbiased", "CSL: chains started from the model (unbiased) or from training rows "
+           "(biased)", "choice", choices=CSL_MODES),
+    Option("exact_precision", "float64", "exact: float64 enumeration, or float32 pre-activations with float64 "
+           "sums (its a-priori error bound is reported as extra.log_z_error_bound)", "choice",
+           choices=EXACT_PRECISIONS),
+    Option("burn_in", 100, "CSL burn-in sweeps; IS family: Gibbs sweeps per model sample", "int", minimum=0),
+    Option("thin", 1, "CSL sweeps between kept samples", "int", minimum=1),
+    Option("samples_per_chain", 10, "CSL samples kept per chain (the workflow derives it: K // thin)", "int",
+           minimum=1, config=False, record=_csl_samples),
+    Option("n_examples", None, "RAISE, CSL: a random subsample of this many test examples (RAISE's control "
+           "variates correct the mean; default every row)", "int", minimum=1, nullable=True, record=_examples),
+    Option("is_samples", 500, "DBM / DBN: importance samples per test example for log f(v)", "int", minimum=1,
+           record=_when_deep),
+    Option("target_width", 1.0, "stop doubling K once upper - lower is at most this many nats", "float",
+           group=_SANDWICH),
+    Option("max_sweeps", 100_000_000, "budget of Gibbs sweeps x chains, the pilot's included", "int", minimum=1,
+           group=_SANDWICH),
+    Option("confidence", 0.95, "confidence in (0, 1) of the Markov slack stated for each guaranteed end "
+           "(sandwich, bdmc)", "fraction", group=_SANDWICH),
+    Option("init", "uniform", "initial distribution of a binary model's annealing path (and the IS family's p_0)",
+           "choice", choices=INITS, config=False, record=None),
+    Option("seed", 0, "seeds the run's single torch.Generator", "int", minimum=0, config=False, record=None),
+    Option("device", "cpu", "cpu | cuda[:n] | auto", "str", nullable=True, config=False, record=None),
+    Option("exact_max_seconds", None, "exact: refuse an enumeration estimated to take longer than this many "
+           "seconds (default 600; inf: no limit)", "seconds", flags=("--exact-budget",), metavar="SECONDS",
+           config=False, record=None),
+    Option("n_bootstrap", 1000, "bootstrap resamples of the confidence intervals (0: none)", "int", minimum=0,
+           cli=False, config=False, record=None),
+    Option("progress", False, "show a progress bar", "flag", config=False, record=None),
+)
+
+_TABLE: dict[str, Option] = {o.name: o for o in OPTIONS}
+_ALIASES: dict[str, str] = {a: o.name for o in OPTIONS for a in o.aliases}
+
+
+def declare(*options: Option) -> None:
+    """Add options of an estimator's own (its registry entry's ``declares``); a name is declared once."""
+    for o in options:
+        if o.name in _TABLE and _TABLE[o.name] is not o:
+            raise ValueError(f"estimator option {o.name!r} is already declared")
+        _TABLE[o.name] = o
+        for a in o.aliases:
+            _ALIASES[a] = o.name
+
+
+def declared() -> dict[str, Option]:
+    """Every declared option, by name, in declaration order."""
+    return dict(_TABLE)
+
+
+def option_names() -> tuple[str, ...]:
+    """Every declared option's name."""
+    return tuple(_TABLE)
+
+
+def recorded_options() -> tuple[Option, ...]:
+    """The options a workflow job may record as settings, in the order it records them."""
+    return tuple(o for o in _TABLE.values() if o.record is not None)
+
+
+def canonical_name(name: str, *, warn: bool = True) -> str:
+    """An option's current name for ``name`` (a former name prints a one-line deprecation note)."""
+    new = _ALIASES.get(name)
+    if new is None:
+        return name
+    if warn:
+        print(f"logzbench: option {name!r} is deprecated; use {new!r}", file=sys.stderr)
+    return new
+
+
+# --------------------------------------------------------------------------- the estimate's options
+class EstimateOptions:
+    """The checked settings of one estimate: one attribute per declared option (:func:`declared`).
+
+    Unknown names are refused with the closest valid one; each value is checked by its
+    :class:`Option`; then the checks that join options (a fixed schedule with another ``K``, the
+    adaptive schedule's two pilot chains).  Immutable.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs = {canonical_name(k): v for k, v in kwargs.items()}
+        unknown = [k for k in kwargs if k not in _TABLE]
+        if unknown:
+            names = option_names()
+            hints = []
+            for k in unknown:
+                close = difflib.get_close_matches(k, names, n=1)
+                hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ValueError(f"unknown estimator option(s) {', '.join(hints)}; valid: {sorted(names)}")
+        values = {name: o.check(kwargs.get(name, o.default)) for name, o in _TABLE.items()}
+        object.__setattr__(self, "_values", values)
+        self._check_joint()
+
+    def _check_joint(self) -> None:
         if self.schedule == ADAPTIVE and self.pilot_chains < 2:
             raise ValueError(f"the adaptive schedule needs pilot_chains >= 2 (the conditional ESS compares "
                              f"weights), got {self.pilot_chains}")
-        if self.init not in INITS:
-            raise ValueError(f"unknown initial distribution {self.init!r}; choose one of {INITS}")
-        if self.csl_mode not in CSL_MODES:
-            raise ValueError(f"unknown CSL mode {self.csl_mode!r}; choose one of {CSL_MODES}")
-        if self.exact_precision not in EXACT_PRECISIONS:
-            raise ValueError(f"unknown exact precision {self.exact_precision!r}; choose one of {EXACT_PRECISIONS}")
         if not isinstance(self.schedule, str) or not self.schedule:
             raise ValueError(f"schedule must be a name or a file, got {self.schedule!r}")
         if self.schedule not in ("linear", "sigmoid", ADAPTIVE):
             # sm14500 or a file: its K is fixed; refuse an unknown name, a bad file, another explicit K
             make_schedule(self.schedule, self.K)
-        s(self, "progress", bool(self.progress))
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "EstimateOptions":
-        """Build from keywords, accepting ``steps`` for ``K``; an unknown name is refused with
-        the closest valid one."""
+        """Build from keywords, accepting ``steps`` for ``K``."""
         if "steps" in kwargs:
             steps = kwargs.pop("steps")
             if kwargs.get("K") is not None and steps is not None and int(kwargs["K"]) != int(steps):
                 raise ValueError(f"give K or steps, not both (K={kwargs['K']}, steps={steps})")
             if kwargs.get("K") is None:
                 kwargs["K"] = steps
-        names = option_names()
-        unknown = [k for k in kwargs if k not in names]
-        if unknown:
-            hints = []
-            for k in unknown:
-                close = difflib.get_close_matches(k, names, n=1)
-                hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-            raise ValueError(f"unknown estimator option(s) {', '.join(hints)}; valid: {sorted(names)}")
         return cls(**kwargs)
 
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return object.__getattribute__(self, "_values")[name]
+        except KeyError:
+            raise AttributeError(f"EstimateOptions has no option {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("EstimateOptions is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EstimateOptions) and self._values == other._values
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "EstimateOptions(" + ", ".join(f"{k}={v!r}" for k, v in self._values.items()) + ")"
+
+    def __reduce__(self):
+        return _rebuild, (self._values,)
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self._values)
 
 
-def option_names() -> tuple[str, ...]:
-    """Every :class:`EstimateOptions` field name."""
-    return tuple(f.name for f in fields(EstimateOptions))
+# --------------------------------------------------------------------------- generated surfaces
+def add_cli_flags(parser) -> None:
+    """Add every command-line option's flag to ``parser`` (``logzbench estimate``), in groups."""
+    groups: dict[str, Any] = {}
+    for o in _TABLE.values():
+        if not o.cli:
+            continue
+        target = parser
+        if o.group:
+            if o.group not in groups:
+                groups[o.group] = parser.add_argument_group(o.group)
+            target = groups[o.group]
+        o.add_to(target)
+
+
+def config_properties() -> dict[str, dict[str, Any]]:
+    """The config schema's estimator-entry properties of the options that are config keys."""
+    return {o.name: o.json_schema() for o in _TABLE.values() if o.config}
+
+
+def config_schema(base: Mapping[str, Any]) -> dict[str, Any]:
+    """An estimator entry's JSON schema: ``base`` (the schema file's entry: its non-option keys) with
+    every option's property added, unknown keys refused, and the adaptive schedule's two pilot chains."""
+    schema = dict(base)
+    schema["properties"] = {**dict(base.get("properties") or {}), **config_properties()}
+    schema["additionalProperties"] = False
+    schema["if"] = {"required": ["schedule"], "properties": {"schedule": {"const": ADAPTIVE}}}
+    schema["then"] = {"properties": {"pilot_chains": {
+        "type": "integer", "minimum": 2,
+        "description": "schedule adaptive: the pilot run needs at least 2 chains (its conditional ESS compares weights)"}}}
+    return schema
+
+
+def rename_deprecated(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A config entry with former option names replaced by the current ones (one note each)."""
+    return {canonical_name(k): v for k, v in entry.items()}
+
+
+def _rebuild(values: dict[str, Any]) -> EstimateOptions:
+    opts = object.__new__(EstimateOptions)
+    object.__setattr__(opts, "_values", dict(values))
+    return opts

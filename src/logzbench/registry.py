@@ -25,14 +25,15 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from . import options as _options
+from .options import INITS, Option
+
 __all__ = [
     "AXES", "BOUNDS", "COMPARED_FAMILY", "COMPARED_LEARNERS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "GIBBS_KINDS", "INITS", "KINDS", "LEARNERS",
     "EstimatorSpec", "FamilySpec", "LearnerSpec", "compared_learner_datasets", "estimator", "estimator_names", "estimators_for", "family",
     "family_names", "learner", "load", "setting_stem", "parse_setting_stem", "methods_where",
 ]
 
-#: initial distributions of the annealing path of a binary model
-INITS = ("uniform", "base-rate")
 #: model kinds: binary (RBM, DBM, DBN); gaussian-binary (real visible rows, binary hidden units,
 #: a Gibbs annealing path with the hidden layer summed out: the Gaussian-Bernoulli RBM); and the
 #: continuous analysis (energy E(x)) and generative (p(x) = integral p(x | s) p(s) ds) models of
@@ -87,8 +88,12 @@ class EstimatorSpec:
     bound : str
         Direction of its error on what it yields (:data:`BOUNDS`).
     options : tuple of str
-        :class:`~logzbench.options.EstimateOptions` fields it reads (besides ``seed``, ``device``,
-        ``progress``), and the config keys the workflow passes on.
+        Options it reads (besides ``seed``, ``device``, ``progress``): the config keys the workflow
+        passes on and records.  Each is declared once, in :data:`logzbench.options.OPTIONS` or in
+        some estimator's ``declares``.
+    declares : tuple of Option
+        Options of its own (:class:`logzbench.options.Option`): each becomes an API keyword, a
+        ``logzbench estimate`` flag, a config key and a recorded setting; list them in ``options`` too.
     needs_data : bool
         Refuses to run without test data.
     defaults : tuple of (str, value)
@@ -119,8 +124,11 @@ class EstimatorSpec:
     families: tuple[str, ...] | None = None
     needs_data: bool = False
     defaults: tuple[tuple[str, Any], ...] = ()
+    declares: tuple[Option, ...] = ()
 
     def __post_init__(self) -> None:
+        _options.declare(*self.declares)
+        assert set(self.options) <= set(_options.option_names()), self
         assert set(self.kinds) <= set(KINDS), self
         assert set(self.axes) <= set(AXES), self
         assert self.yields in ("log_z", "log_likelihood"), self
