@@ -30,9 +30,10 @@ import numpy as np
 import torch
 
 from ..models.base import AnnealingPath
-from ..schedules import from_array
+from ..schedules import ADAPTIVE, from_array
 from . import ais as ais_kernel
 from ._common import progress_range, timer
+from .context import chain_bytes
 from .discriminance import discriminance
 from .result import EstimateResult, check_finite, summarize_log_weights
 
@@ -224,6 +225,16 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
         extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "ais_khat": s.khat, "log_z_path": c.tolist(),
                "stderr_method": f"jackknife over {N_GROUPS} groups of chains"},
     )
+
+
+def peak_bytes(ctx) -> tuple[int, str]:
+    """The context's memory hook: the multinomial variant keeps ``(K+1)^2 x chains`` log-densities (its
+    K is known before the run unless the schedule is adaptive)."""
+    o = ctx.options
+    if ctx.name != "ads-multinomial" or o.schedule == ADAPTIVE:
+        return chain_bytes(ctx)
+    K = len(ctx.betas()) - 1
+    return chain_bytes(ctx, o.chains, f"chains = {o.chains}, K = {K}", extra=8 * (K + 1) ** 2 * o.chains)
 
 
 def estimate(ctx) -> EstimateResult:

@@ -41,6 +41,7 @@ from . import hais as hais_mod
 from ._common import timer
 from . import raise_ as raise_kernel
 from .raise_hmc import forward, per_example_summary, with_fresh_momentum
+from .context import chain_bytes
 from .result import EstimateResult, check_finite
 
 __all__ = ["DEFAULT_N_EXAMPLES", "bdmc", "estimate", "simulate"]
@@ -147,6 +148,13 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
         log_weights=log_w.cpu().numpy(), per_example_log_likelihood=0.5 * (lo["per_example"] + hi["per_example"]),
         schedule=betas.copy(), extra=extra,
     )
+
+
+def peak_bytes(ctx) -> tuple[int, str]:
+    """The context's memory hook: one latent chain per chain and simulated point."""
+    o = ctx.options
+    n = o.n_examples or DEFAULT_N_EXAMPLES
+    return chain_bytes(ctx, o.chains * n, f"chains x simulated points = {o.chains} x {n}")
 
 
 def estimate(ctx) -> EstimateResult:

@@ -25,7 +25,8 @@ from ..registry import EstimatorSpec, FamilySpec
 from ..schedules import ADAPTIVE, make_schedule, resample
 from .result import EstimateResult, attach_log_likelihood, khat_summary
 
-__all__ = ["EstimateContext", "MEMORY_SHARE", "attach_log_likelihood", "estimated_bytes", "state_units"]
+__all__ = ["EstimateContext", "MEMORY_SHARE", "attach_log_likelihood", "chain_bytes", "estimated_bytes", "per_example_bytes",
+           "state_units"]
 
 #: Share of the available memory (:func:`logzbench.utils.available_memory`) an estimate may need;
 #: above it :meth:`EstimateContext.check` refuses the run before allocating anything.
@@ -37,8 +38,6 @@ MEMORY_SHARE = 0.8
 _BYTES_PER_UNIT = {"binary": 16, "gaussian-binary": 32, "analysis": 64, "generative": 64}
 #: RAISE on a deep model (the DBN's recognition draws and the DBM's heating chain hold more).
 _RAISE_DEEP_BYTES_PER_UNIT = 40
-#: CSL's per-sweep ``log p(v | h)`` of every test row and chain (float64, with two temporaries).
-_CSL_BYTES_PER_PAIR = 24
 
 
 def state_units(model) -> int:
@@ -54,35 +53,40 @@ def state_units(model) -> int:
 
 
 def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
-    """``(bytes, what drives them)``: the memory an estimate needs at its peak, roughly (the state of
-    all chains, see :data:`_BYTES_PER_UNIT`, and the estimator's own arrays).  ``exact`` enumerates
-    in chunks of bounded size and is not counted (0)."""
-    o, name, kind = ctx.options, ctx.name, ctx.family.kind
-    if name == "exact" or "chains" not in ctx.spec.options:
+    """``(bytes, what drives them)``: the memory an estimate needs at its peak, roughly.  An estimator
+    module's own ``peak_bytes(ctx)`` answers where it defines one; otherwise :func:`chain_bytes`, the
+    state of all chains (see :data:`_BYTES_PER_UNIT`).  An estimator without ``chains`` (``exact``
+    enumerates in chunks of bounded size) is not counted (0)."""
+    if "chains" not in ctx.spec.options:
         return 0, ""
-    units = state_units(ctx.model)
-    per_unit = _BYTES_PER_UNIT.get(kind, 64)
+    own = getattr(ctx.spec.module, "peak_bytes", None)
+    return own(ctx) if own is not None else chain_bytes(ctx)
+
+
+def chain_bytes(ctx: "EstimateContext", rows: int | None = None, what: str | None = None,
+                per_unit: int | None = None, extra: int = 0) -> tuple[int, str]:
+    """``(bytes, what)`` of ``rows`` chain states (default ``chains``; a generative model with test data:
+    one latent chain per chain and test point) of :func:`state_units` units each, at ``per_unit`` bytes
+    (default by the family's kind, :data:`_BYTES_PER_UNIT`), plus ``extra`` bytes of the estimator's own."""
+    o = ctx.options
+    if rows is None:
+        n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
+        if ctx.family.kind == "generative" and n_data:
+            rows, what = o.chains * n_data, f"chains x test examples = {o.chains} x {n_data}"
+        else:
+            rows, what = o.chains, what or f"chains = {o.chains}"
+    per_unit = _BYTES_PER_UNIT.get(ctx.family.kind, 64) if per_unit is None else per_unit
+    return rows * state_units(ctx.model) * per_unit + extra, what or ""
+
+
+def per_example_bytes(ctx: "EstimateContext") -> tuple[int, str]:
+    """:func:`chain_bytes` of estimators that run ``chains`` chains per test example (RAISE and its
+    relatives; a deep model's heating and recognition chains hold more)."""
+    o = ctx.options
     n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
-    rows, what = o.chains, f"chains = {o.chains}"
-    extra = 0
-    if name in ("raise", "raise-hmc") or (name == "sandwich" and n_data and kind != "generative"):
-        n = n_data if o.n_examples is None else min(o.n_examples, n_data)
-        rows, what = o.chains * max(n, 1), f"chains x test examples = {o.chains} x {n}"
-        if ctx.family.deep:
-            per_unit = _RAISE_DEEP_BYTES_PER_UNIT
-    elif name == "bdmc":  # one latent chain per chain and simulated point
-        n = o.n_examples or 100
-        rows, what = o.chains * n, f"chains x simulated points = {o.chains} x {n}"
-    elif kind == "generative" and n_data:  # one latent chain per chain and test point
-        rows, what = o.chains * n_data, f"chains x test examples = {o.chains} x {n_data}"
-    elif name == "csl":
-        extra = _CSL_BYTES_PER_PAIR * o.chains * n_data
-        what = f"chains = {o.chains} (with {n_data} test examples)"
-    elif name == "ads-multinomial" and ctx.options.schedule != ADAPTIVE:  # (K+1)^2 x chains log-densities
-        K = len(ctx.betas()) - 1
-        extra = 8 * (K + 1) ** 2 * o.chains
-        what = f"chains = {o.chains}, K = {K}"
-    return rows * units * per_unit + extra, what
+    n = n_data if o.n_examples is None else min(o.n_examples, n_data)
+    return chain_bytes(ctx, o.chains * max(n, 1), f"chains x test examples = {o.chains} x {n}",
+                       per_unit=_RAISE_DEEP_BYTES_PER_UNIT if ctx.family.deep else None)
 
 
 @dataclass
@@ -152,22 +156,18 @@ class EstimateContext:
         """Refuse, before any work, what the options allow but this run cannot do: no test data for an
         estimator that needs it (``spec.needs_data``), a schedule the
         estimator needs that cannot be built (``linear`` / ``sigmoid`` without ``K``), more memory
-        than :data:`MEMORY_SHARE` of what the device has available (:func:`estimated_bytes`), and
-        for ``exact`` an enumeration estimated to take longer than ``exact_max_seconds``
-        (:func:`logzbench.estimators.exact.check_budget`).  :func:`logzbench.api.estimate` calls it."""
+        than :data:`MEMORY_SHARE` of what the device has available (:func:`estimated_bytes`), and what
+        the estimator's module refuses in its own ``check(ctx)`` where it defines one (it then checks its
+        schedule itself: the sandwich's doubling; ``exact``'s time budget,
+        :func:`logzbench.estimators.exact.check_budget`).  :func:`logzbench.api.estimate` calls it."""
         if self.spec.needs_data:
             self.require_data()
-        if self.name == "sandwich":  # it doubles K from its own start: checks its schedule and model kind
-            from .sandwich import check
-
-            check(self)
+        own = getattr(self.spec.module, "check", None)
+        if own is not None:  # the estimator's own (the sandwich's doubling, exact's time budget)
+            own(self)
         elif "schedule" in self.spec.options and self.options.schedule != ADAPTIVE:
             self.betas()
         self.check_memory()
-        if self.name == "exact" and self.family.kind in ("binary", "gaussian-binary"):
-            from .exact import check_budget
-
-            self.estimated_seconds = check_budget(self)
 
     def check_memory(self, available: int | None = None) -> None:
         """Refuse an estimate whose :func:`estimated_bytes` exceed :data:`MEMORY_SHARE` of the memory

@@ -27,6 +27,7 @@ import torch
 
 from ..models.rbm import BinaryRBM
 from ._common import progress_range, timer
+from .context import chain_bytes
 from ..stats import KHAT_MIN_WEIGHTS
 from .result import EstimateResult, check_finite, khat_per_example
 
@@ -116,6 +117,18 @@ def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_cha
         extra={"min_ess": float(ess.min()), "ess_fraction": float(ess.mean() / S), **khat_extra,
                "khat_examples": n_keep},
     )
+
+
+#: bytes of the per-sweep ``log p(v | h)`` of every test row and chain (float64, with two temporaries)
+_BYTES_PER_PAIR = 24
+
+
+def peak_bytes(ctx) -> tuple[int, str]:
+    """The context's memory hook: the chains, and ``log p(v | h)`` of every test row and chain."""
+    o = ctx.options
+    n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
+    return chain_bytes(ctx, o.chains, f"chains = {o.chains} (with {n_data} test examples)",
+                       extra=_BYTES_PER_PAIR * o.chains * n_data)
 
 
 def estimate(ctx) -> EstimateResult:

@@ -22,7 +22,7 @@ from ..models import enumeration
 from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from .result import EstimateResult
 
-__all__ = ["MAX_ENUMERATION_BITS", "check_budget", "estimate", "estimated_seconds", "exact", "exact_log_z"]
+__all__ = ["MAX_ENUMERATION_BITS", "check", "check_budget", "estimate", "estimated_seconds", "exact", "exact_log_z"]
 
 _log = logging.getLogger(__name__)
 
@@ -178,6 +178,13 @@ def exact(model, data=None, *, chunk_size: int | None = None, precision: str = "
         res.mean_log_likelihood_stderr = 0.0
         res.mean_log_likelihood_ci = (res.mean_log_likelihood, res.mean_log_likelihood)
     return res
+
+
+def check(ctx) -> None:
+    """The context's check hook: refuse an enumeration over the time budget (:func:`check_budget`)
+    before it starts; the estimated time is kept for the progress display."""
+    if ctx.family.kind in ("binary", "gaussian-binary"):
+        ctx.estimated_seconds = check_budget(ctx)
 
 
 def estimate(ctx) -> EstimateResult:

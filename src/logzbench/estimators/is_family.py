@@ -46,6 +46,35 @@ _TABLE: dict[str, tuple[Callable[..., EstimateResult], bool, bool]] = {
 ESTIMATORS = tuple(_TABLE)
 
 
+def uses_samples(estimator: str) -> tuple[bool, bool]:
+    """``(uses p_0 samples, uses target samples)`` of IS-family estimator ``estimator``.
+
+    Raises ``ValueError`` for a name not in :data:`ESTIMATORS`.
+    """
+    if estimator not in _TABLE:
+        raise ValueError(f"unknown IS-family estimator {estimator!r}; choose one of {ESTIMATORS}")
+    _, uses_p0, uses_p = _TABLE[estimator]
+    return uses_p0, uses_p
+
+
+def from_log_ratios(estimator: str, l0=None, l1=None, *, n_bootstrap: int = 1000, seed: int = 0,
+                    settings: dict[str, Any] | None = None) -> EstimateResult:
+    """IS-family estimator ``estimator`` on log-ratios already drawn: the one dispatch of the family.
+
+    ``l0`` are the log-ratios at ``p_0`` samples, ``l1`` at target samples; only the sides the
+    estimator uses (:func:`uses_samples`) are read, the others may be ``None``.  ``n_bootstrap`` and
+    ``seed`` drive the bootstrap interval of every estimator but discriminance sampling (which has
+    none); ``settings`` is merged into ``result.settings``.
+    """
+    uses_p0, uses_p = uses_samples(estimator)
+    fn = _TABLE[estimator][0]
+    args = [side for side, used in ((l0, uses_p0), (l1, uses_p)) if used]
+    kw: dict[str, Any] = {"settings": settings}
+    if estimator != "ds":
+        kw.update(n_bootstrap=n_bootstrap, seed=seed)
+    return fn(*args, **kw)
+
+
 def reference_log_ratios(path: AnnealingPath, n: int, generator: torch.Generator) -> np.ndarray:
     """``l0 = log f(x) - log p_0(x)`` at ``n`` exact samples of ``p_0``, float64 ``(n,)``."""
     x = path.sample_initial(int(n), generator)
@@ -90,27 +119,20 @@ def is_family(path: AnnealingPath, estimator: str, n: int, generator: torch.Gene
         The estimator's record; ``seconds`` includes the sampling, ``n_sweeps = burn_in`` for
         estimators that use target samples (else 0), ``total_sweeps = n * n_sweeps``.
     """
-    if estimator not in _TABLE:
-        raise ValueError(f"unknown IS-family estimator {estimator!r}; choose one of {ESTIMATORS}")
+    uses_p0, uses_p = uses_samples(estimator)
     if int(n) != n or n < 2:
         raise ValueError(f"the IS family needs at least 2 samples per side, got {n!r}")
-    fn, uses_p0, uses_p = _TABLE[estimator]
     if uses_p and (int(burn_in) != burn_in or burn_in < 1):
         raise ValueError(f"{estimator}: target samples need burn_in >= 1 Gibbs sweeps, got {burn_in!r}")
     n, burn_in = int(n), int(burn_in)
     t0 = time.perf_counter()
-    args = []
-    if uses_p0:
-        args.append(reference_log_ratios(path, n, generator))
-    if uses_p:
-        args.append(target_log_ratios(path, n, burn_in, generator))
+    l0 = reference_log_ratios(path, n, generator) if uses_p0 else None
+    l1 = target_log_ratios(path, n, burn_in, generator) if uses_p else None
     if generator.device.type == "cuda":
         torch.cuda.synchronize(generator.device)
     sampling_seconds = time.perf_counter() - t0
-    kw: dict[str, Any] = {"settings": {"n": n, "burn_in": burn_in if uses_p else 0, **(settings or {})}}
-    if estimator != "ds":
-        kw.update(n_bootstrap=n_bootstrap, seed=int(generator.initial_seed()))
-    res = fn(*args, **kw)
+    res = from_log_ratios(estimator, l0, l1, n_bootstrap=n_bootstrap, seed=int(generator.initial_seed()),
+                          settings={"n": n, "burn_in": burn_in if uses_p else 0, **(settings or {})})
     res.seconds += sampling_seconds
     res.n_sweeps = burn_in if uses_p else 0
     res.total_sweeps = n * res.n_sweeps

@@ -31,6 +31,7 @@ import torch
 from ..models.base import AnnealingPath
 from ..schedules import from_array
 from ._common import progress_range, timer
+from .context import per_example_bytes
 from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
 
@@ -235,6 +236,11 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
             **khat_extra,
         },
     )
+
+
+def peak_bytes(ctx) -> tuple[int, str]:
+    """The context's memory hook: ``chains`` chains per test example."""
+    return per_example_bytes(ctx)
 
 
 def estimate(ctx) -> EstimateResult:

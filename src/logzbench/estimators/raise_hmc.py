@@ -80,6 +80,7 @@ from . import ais as ais_kernel
 from . import hais as hais_mod
 from . import raise_ as raise_kernel
 from ._common import timer
+from .context import chain_bytes, per_example_bytes
 from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
 __all__ = ["ESTIMATORS", "estimate", "forward", "per_example_summary", "raise_hmc", "reverse_hais",
@@ -308,6 +309,12 @@ def reverse_hais(model, betas, n_chains: int, generator: torch.Generator, *, dat
 # ----------------------------------------------------------------------------- registry entries
 def _kernel_options(o) -> dict[str, Any]:
     return {"step_size": o.step_size, "gamma": o.gamma, "mh_sigma": o.mh_sigma}
+
+
+def peak_bytes(ctx) -> tuple[int, str]:
+    """The context's memory hook: raise-hmc runs ``chains`` chains per test example; reverse-hais one
+    latent chain per chain and test point."""
+    return per_example_bytes(ctx) if ctx.name == "raise-hmc" else chain_bytes(ctx)
 
 
 def estimate(ctx) -> EstimateResult:

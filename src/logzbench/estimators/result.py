@@ -152,7 +152,7 @@ class EstimateResult:
         out["log_z_ci"] = list(self.log_z_ci)
         out["mean_log_likelihood_ci"] = list(self.mean_log_likelihood_ci)
         out["sweeps_per_second"] = self.sweeps_per_second
-        # a bracket's ends and their guarantees (sandwich, BDMC) at the top level, as the README lists them
+        # a bracket's ends and their guarantees (sandwich, BDMC) at the top level, as the documentation lists them
         out.update({k: v for k, v in (self.extra.get("bracket") or {}).items() if k not in out})
         n_ex = None if self.per_example_log_likelihood is None else int(len(self.per_example_log_likelihood))
         out["n_examples"] = n_ex
@@ -189,9 +189,8 @@ def khat_per_example(log_w) -> tuple[float, dict[str, Any]]:
 
     The median, not the maximum, is the headline: a typical example's tail.  With few weights per
     example (RAISE's 50 chains: a tail of 10) each k-hat is noisy, and the maximum over 100 examples
-    exceeds 0.7 even where every example's weights are light-tailed (measured: RAISE Table 1's
-    mnistPCD-20 from the base rate at K = 10,000, where RAISE and AIS agree within 0.2 nats: median
-    0.30, 3 % of examples above 0.7, maximum 0.95)."""
+    exceeds 0.7 even where every example's weights are light-tailed (an example from RAISE Table 1's
+    mnistPCD-20 is on the documentation's Benchmarks page)."""
     summary = khat_summary(pareto_khat(log_w, dim=-1))
     return (summary["khat_median"] if summary["khat_median"] is not None else float("nan")), summary
 

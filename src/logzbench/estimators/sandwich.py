@@ -57,6 +57,7 @@ from . import ais as ais_kernel
 from . import raise_ as raise_kernel
 from . import reverse_ais as reverse_kernel
 from .bracket import End, make_bracket, noise_z, widened
+from .context import chain_bytes, per_example_bytes
 from .result import EstimateResult
 
 __all__ = ["GROUPS", "START_K", "SPREAD_ALPHA", "Round", "plan", "spread_p_value", "estimate"]
@@ -322,6 +323,14 @@ def plan(ctx) -> Plan:
 
 
 # --------------------------------------------------------------------------- the loop
+def peak_bytes(ctx) -> tuple[int, str]:
+    """The context's memory hook: with test data of a Gibbs or analysis model, RAISE's chains per test
+    example; else the chains of AIS (a generative model's: per test point)."""
+    if ctx.data is not None and int(ctx.data.shape[0]) and ctx.family.kind != "generative":
+        return per_example_bytes(ctx)
+    return chain_bytes(ctx)
+
+
 def check(ctx) -> None:
     """Refuse, before any work, what the sandwich cannot do: a schedule of fixed length (it doubles K),
     a generative model without data, a model kind without an upper-bound estimator."""
