@@ -150,6 +150,12 @@ class EstimatorSpec:
         """Its ``estimate(ctx)`` function (imports the module)."""
         return load(self.entry)
 
+    @property
+    def module(self) -> Any:
+        """Its module (imported), where the context looks for its optional hooks ``check(ctx)`` and
+        ``peak_bytes(ctx)`` (:class:`logzbench.estimators.context.EstimateContext`)."""
+        return importlib.import_module(self.entry.partition(":")[0])
+
 
 #: options of every annealed estimator's schedule: its length and shape, sweeps per temperature, the
 #: adaptive schedule's pilot
@@ -365,6 +371,10 @@ class FamilySpec:
     exact_cost : callable
         ``(n_visible, hidden_sizes) -> (units enumerated for log Z, units enumerated per test row
         for log f(v))``, ``(0, 0)`` for a closed form, ``None`` when there is no exact value.
+    exact_time : str, optional
+        ``"module:function"`` of ``(model, n_rows, precision, device) -> (one-thread seconds, what)``,
+        the exact estimator's time estimate; default
+        :func:`logzbench.estimators.exact.rbm_seconds` (the model is an RBM or has its ``log Z`` path).
     """
 
     name: str
@@ -375,6 +385,7 @@ class FamilySpec:
     size_key: str
     exact_cost: Callable[[int, Sequence[int]], tuple[int, int] | None] = field(repr=False)
     layers: tuple[int, int | None] = (1, 1)
+    exact_time: str | None = None
 
     @property
     def data_kind(self) -> str:
@@ -422,16 +433,17 @@ class FamilySpec:
 
 _WORDS = {1: "one", 2: "two", 3: "three"}
 _CONT = "logzbench.training.continuous:train_continuous"
+_EXACT = "logzbench.estimators.exact:"
 #: Every model family, by ``model_type``.
 FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     FamilySpec("rbm", "logzbench.models.rbm:BinaryRBM", "logzbench.training:train_rbm", "binary", INITS,
                "n_hidden", _rbm_cost),
     FamilySpec("dbm", "logzbench.models.dbm:DBM", "logzbench.training.dbm:train_dbm", "binary", INITS,
-               "hidden_sizes", _dbm_cost, layers=(1, None)),
+               "hidden_sizes", _dbm_cost, layers=(1, None), exact_time=_EXACT + "dbm_seconds"),
     FamilySpec("dbn", "logzbench.models.dbn:DBN", "logzbench.training.dbn:train_dbn", "binary", ("uniform",),
-               "hidden_sizes", _dbn_cost, layers=(2, 2)),
+               "hidden_sizes", _dbn_cost, layers=(2, 2), exact_time=_EXACT + "dbn_seconds"),
     FamilySpec("grbm", "logzbench.models.grbm:GaussianBernoulliRBM", "logzbench.training.grbm:train_grbm",
-               "gaussian-binary", ("uniform",), "n_hidden", _grbm_cost),
+               "gaussian-binary", ("uniform",), "n_hidden", _grbm_cost, exact_time=_EXACT + "grbm_seconds"),
     FamilySpec("poe-laplace", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",
                _closed_form_if_complete),
     FamilySpec("poe-student-t", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",

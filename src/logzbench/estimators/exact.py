@@ -49,55 +49,73 @@ def estimated_seconds(model, n_rows: int = 0, precision: str = "float64", device
                       threads: int | None = None) -> tuple[float, str]:
     """``(seconds, what)``: the estimated time of :func:`exact` on ``model`` with ``n_rows`` test rows.
 
-    Terms (states times units) divided by the measured rates (:data:`_CPU_RATES`, times the torch
-    thread count on the CPU, :data:`_CUDA_SPEEDUP` on CUDA).  An RBM enumerates ``log Z`` only
-    (``log f(v)`` is a closed form); a DBM also enumerates its even hidden layers per row, a DBN
-    its ``h_1`` per row; a GRBM its ``2^H`` hidden states.  ``what`` names the states.  A model over
-    the hard caps (``2^MAX_ENUMERATION_BITS`` states for ``Z``, ``2^26`` per row for a deep model's
+    Terms (states times units) divided by the measured one-thread rates (:data:`_CPU_RATES`), then by
+    the torch thread count on the CPU or :data:`_CUDA_SPEEDUP` on CUDA.  The terms are the family's
+    (:attr:`logzbench.registry.FamilySpec.exact_time`, default :func:`rbm_seconds`): an RBM enumerates
+    ``log Z`` only (``log f(v)`` is a closed form); a DBM also enumerates its even hidden layers per row,
+    a DBN its ``h_1`` per row; a GRBM its ``2^H`` hidden states.  ``what`` names the states.  A model
+    over the hard caps (``2^MAX_ENUMERATION_BITS`` states for ``Z``, ``2^26`` per row for a deep model's
     ``log f(v)``) is refused here, before any enumeration.
     """
+    from .. import registry
+
     dev = torch.device(device) if device is not None else model.device
     threads = torch.get_num_threads() if threads is None else int(threads)
     scale = _CUDA_SPEEDUP if dev.type == "cuda" else max(1, threads)
-    fam = model.family
-    if fam == "grbm":
-        H = model.n_hidden
-        if H > MAX_ENUMERATION_BITS:
-            raise ValueError(f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
-                             f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead.")
-        return float(2 ** H) * model.n_visible / (_CPU_RATES["matmul"] * scale), f"2^{H} hidden states"
-    if fam == "dbm":
-        from ..models.dbm import MAX_EXACT_BITS
+    hook = registry.family(model.family).exact_time
+    seconds, what = (registry.load(hook) if hook else rbm_seconds)(model, n_rows, precision, dev)
+    return seconds / scale, what
 
-        view = model.as_rbm()
-        terms, kernel, n = _rbm_terms(view, precision, dev)
-        seconds = terms / _CPU_RATES[kernel]
-        what = f"2^{n} states for log Z"
-        n_rest = view.n_visible - model.n_visible
-        if n_rows and n_rest:
-            if n_rest > MAX_EXACT_BITS:
-                raise ValueError(f"exact log f(v) of this DBM needs 2^{n_rest} states of the even hidden layers "
-                                 f"per test row; refusing above 2^{MAX_EXACT_BITS}. Use ais or raise instead.")
-            seconds += float(n_rows) * 2 ** n_rest * view.n_hidden / _CPU_RATES["dbm-log-f"]
-            what += f" and 2^{n_rest} per test row ({n_rows} rows) for log f(v)"
-        return seconds / scale, what
-    if fam == "dbn":
-        from ..models.dbn import MAX_EXACT_BITS
 
-        terms, kernel, n = _rbm_terms(model.top, precision, dev)
-        seconds = terms / _CPU_RATES[kernel]
-        what = f"2^{n} states for log Z"
-        if n_rows:
-            n1 = model.top.n_visible
-            if n1 > MAX_EXACT_BITS:
-                raise ValueError(f"exact log f(v) of this DBN needs 2^{n1} states of h_1; refusing above "
-                                 f"2^{MAX_EXACT_BITS}. Use ais or raise instead.")
-            seconds += 2.0 ** n1 * (float(n_rows) * model.n_visible / _CPU_RATES["matmul"]
-                                    + (model.n_visible + model.top.n_hidden) / _CPU_RATES["softplus"])
-            what += f" and 2^{n1} states of h_1 for log f(v) of {n_rows} rows"
-        return seconds / scale, what
-    terms, kernel, n = _rbm_terms(model, precision, dev)
-    return terms / _CPU_RATES[kernel] / scale, f"2^{n} states"
+def rbm_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]:
+    """One-thread seconds of enumerating an RBM's (or RBM view's) ``log Z``."""
+    terms, kernel, n = _rbm_terms(model, precision, device)
+    return terms / _CPU_RATES[kernel], f"2^{n} states"
+
+
+def grbm_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]:
+    """One-thread seconds of a GRBM's ``2^H`` hidden states."""
+    H = model.n_hidden
+    if H > MAX_ENUMERATION_BITS:
+        raise ValueError(f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
+                         f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead.")
+    return float(2 ** H) * model.n_visible / _CPU_RATES["matmul"], f"2^{H} hidden states"
+
+
+def dbm_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]:
+    """One-thread seconds of a DBM: ``log Z`` of its bipartite RBM view, and its even hidden layers per row."""
+    from ..models.dbm import MAX_EXACT_BITS
+
+    view = model.as_rbm()
+    terms, kernel, n = _rbm_terms(view, precision, device)
+    seconds = terms / _CPU_RATES[kernel]
+    what = f"2^{n} states for log Z"
+    n_rest = view.n_visible - model.n_visible
+    if n_rows and n_rest:
+        if n_rest > MAX_EXACT_BITS:
+            raise ValueError(f"exact log f(v) of this DBM needs 2^{n_rest} states of the even hidden layers "
+                             f"per test row; refusing above 2^{MAX_EXACT_BITS}. Use ais or raise instead.")
+        seconds += float(n_rows) * 2 ** n_rest * view.n_hidden / _CPU_RATES["dbm-log-f"]
+        what += f" and 2^{n_rest} per test row ({n_rows} rows) for log f(v)"
+    return seconds, what
+
+
+def dbn_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]:
+    """One-thread seconds of a DBN: ``log Z`` of its top RBM, and its ``h_1`` states per row."""
+    from ..models.dbn import MAX_EXACT_BITS
+
+    terms, kernel, n = _rbm_terms(model.top, precision, device)
+    seconds = terms / _CPU_RATES[kernel]
+    what = f"2^{n} states for log Z"
+    if n_rows:
+        n1 = model.top.n_visible
+        if n1 > MAX_EXACT_BITS:
+            raise ValueError(f"exact log f(v) of this DBN needs 2^{n1} states of h_1; refusing above "
+                             f"2^{MAX_EXACT_BITS}. Use ais or raise instead.")
+        seconds += 2.0 ** n1 * (float(n_rows) * model.n_visible / _CPU_RATES["matmul"]
+                                + (model.n_visible + model.top.n_hidden) / _CPU_RATES["softplus"])
+        what += f" and 2^{n1} states of h_1 for log f(v) of {n_rows} rows"
+    return seconds, what
 
 
 def _duration(seconds: float) -> str:
