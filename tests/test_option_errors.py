@@ -77,14 +77,14 @@ CASES = [
      ["chains = 1000000000", "GiB"]),
     # exact's time budget (estimators.exact.check_budget)
     ("exact-2^32", _est(BinaryRBM.random(784, 32), "exact", threads=1),
-     ["2^32 states", "min (estimated", "exact_max_seconds=", "--exact-budget"]),
+     ["2^32 states", "min (estimated", "exact_max_seconds=", "--exact-max-seconds"]),
     ("exact-budget", _est(BinaryRBM.random(64, 30), "exact", threads=1, exact_max_seconds=1),
      ["2^30 states", "budget of 1 s", "exact_max_seconds="]),
     ("exact-budget-0", _est(RBM, "exact", exact_max_seconds=0), ["exact_max_seconds", "> 0"]),
     ("exact-over-cap", _est(BinaryRBM.random(40, 33), "exact"), ["2^33", "refusing above 2^32"]),
     ("exact-dbm-log-f", _est(DBM.random([8, 30, 30]), "exact", data=X), ["log f(v)", "2^30", "refusing above 2^26"]),
     ("cli-exact-2^32", _cli("--estimator", "exact", "--threads", "1", model="big.npz"),
-     ["2^32 states", "--exact-budget"]),
+     ["2^32 states", "--exact-max-seconds"]),
     # schedules (schedules.make_schedule, through EstimateOptions)
     ("sm14500-steps", _est(schedule="sm14500", K=10), ["sm14500", "14500", "10"]),
     ("file-steps", _est(schedule="{inp}/betas11.npy", K=500), ["betas11.npy", "K = 10", "500"]),

@@ -215,6 +215,8 @@ class Option:
         it runs rather than what it computes).
     aliases : tuple of str
         Former names, still accepted with a one-line deprecation message.
+    old_flags : tuple of str
+        Former command-line flags, still accepted with a one-line deprecation message.
     """
 
     name: str
@@ -234,6 +236,7 @@ class Option:
     schema_default: bool = True
     record: Callable[["Option", SettingQuery], Any] | None = field(default=_when_read, repr=False)
     aliases: tuple[str, ...] = ()
+    old_flags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         assert self.kind in ("int", "float", "fraction", "seconds", "choice", "str", "flag"), self
@@ -286,6 +289,9 @@ class Option:
             if self.metavar:
                 kw["metavar"] = self.metavar
         parser.add_argument(*self.cli_flags, **kw)
+        if self.old_flags:
+            old = dict(kw, help=argparse.SUPPRESS, action=_deprecated_flag(self.cli_flags[0], kw.get("action")))
+            parser.add_argument(*self.old_flags, **old)
 
     def _cli_help(self) -> str:
         if self.kind == "flag" or self.default is None or "default" in self.help:
@@ -318,6 +324,22 @@ class Option:
             s["default"] = self.default
         s["description"] = self.help
         return s
+
+
+def _deprecated_flag(new: str, action: str | None) -> type[argparse.Action]:
+    """An :mod:`argparse` action for a former flag: a one-line note naming ``new``, then ``action``."""
+
+    class Deprecated(argparse.Action):
+        def __init__(self, option_strings, dest, **kwargs):
+            if action == "store_true":
+                kwargs.update(nargs=0, const=True)
+            super().__init__(option_strings, dest, **kwargs)
+
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(f"logzbench: {option_string} is deprecated; use {new}", file=sys.stderr)
+            setattr(namespace, self.dest, True if action == "store_true" else values)
+
+    return Deprecated
 
 
 _CONTINUOUS = "continuous models (hais, ais-hmc, ais-mh, raise-hmc, reverse-hais, bdmc)"
@@ -371,7 +393,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("seed", 0, "seeds the run's single torch.Generator", "int", minimum=0, config=False, record=None),
     Option("device", "cpu", "cpu | cuda[:n] | auto", "str", nullable=True, config=False, record=None),
     Option("exact_max_seconds", None, "exact: refuse an enumeration estimated to take longer than this many "
-           "seconds (default 600; inf: no limit)", "seconds", flags=("--exact-budget",), metavar="SECONDS",
+           "seconds (default 600; inf: no limit)", "seconds", metavar="SECONDS", old_flags=("--exact-budget",),
            config=False, record=None),
     Option("n_bootstrap", 1000, "bootstrap resamples of the confidence intervals (0: none)", "int", minimum=0,
            cli=False, config=False, record=None),

@@ -7,12 +7,16 @@ tables, estimate rule and script, and the report's method lists, flag rules and 
 
 Adding an estimator
     Write its module under ``estimators/`` with an ``estimate(ctx)`` function (see
-    :class:`logzbench.estimators.context.EstimateContext`) and add one :class:`EstimatorSpec`
-    to :data:`ESTIMATORS` below.
+    :class:`logzbench.estimators.context.EstimateContext`) and, where the defaults do not fit, a
+    ``check(ctx)`` (what it refuses before any work) and a ``peak_bytes(ctx)`` (its memory); add one
+    :class:`EstimatorSpec` to :data:`ESTIMATORS` below (or pass it to :func:`register`).  An option
+    of its own is an :class:`~logzbench.options.Option` in the entry's ``declares``: the API keyword,
+    the ``logzbench estimate`` flag, the config key and the recorded setting follow from it.
 
 Adding a model family
     Write its module under ``models/`` (a class with ``from_arrays`` / ``to_arrays``), a trainer
-    under ``training/``, and add one :class:`FamilySpec` to :data:`FAMILIES` below.
+    under ``training/``, and add one :class:`FamilySpec` to :data:`FAMILIES` below (or pass it to
+    :func:`register`).
 
 Entries name their code by dotted path (``"package.module:attribute"``) and :func:`load`
 imports it on first use, so this module stays cheap to import (the command line's ``--help``,
@@ -30,8 +34,8 @@ from .options import INITS, Option
 
 __all__ = [
     "AXES", "BOUNDS", "COMPARED_FAMILY", "COMPARED_LEARNERS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "GIBBS_KINDS", "INITS", "KINDS", "LEARNERS",
-    "EstimatorSpec", "FamilySpec", "LearnerSpec", "compared_learner_datasets", "estimator", "estimator_names", "estimators_for", "family",
-    "family_names", "learner", "load", "setting_stem", "parse_setting_stem", "methods_where",
+    "EstimatorSpec", "FamilySpec", "LearnerSpec", "Option", "compared_learner_datasets", "estimator", "estimator_names", "estimators_for", "family",
+    "family_names", "learner", "load", "register", "setting_stem", "parse_setting_stem", "methods_where",
 ]
 
 #: model kinds: binary (RBM, DBM, DBN); gaussian-binary (real visible rows, binary hidden units,
@@ -236,6 +240,19 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="tab:olive", marker="h",
        summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
 )}
+
+
+def register(spec: "EstimatorSpec | FamilySpec") -> None:
+    """Add an estimator or a model family at run time (a plugin's one entry); its name must be new.
+
+    Everything that lists estimators or families reads these tables when it runs, so the entry
+    reaches the API, the command line (built after this call), the config check and the workflow's
+    sweep; an estimator's declared options become keywords, flags and config keys.
+    """
+    table: dict = ESTIMATORS if isinstance(spec, EstimatorSpec) else FAMILIES
+    if spec.name in table:
+        raise ValueError(f"{spec.name!r} is already registered")
+    table[spec.name] = spec
 
 
 def estimator(name: str) -> EstimatorSpec:

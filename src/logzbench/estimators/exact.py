@@ -144,7 +144,7 @@ def check_budget(ctx) -> float:
         allow = math.ceil(seconds * 2)
         raise ValueError(f"exact enumeration of {what} of this {ctx.model.family} would take about "
                          f"{_duration(seconds)} (estimated, {o.exact_precision} on {where}), over the budget of "
-                         f"{budget:g} s; allow it with exact_max_seconds={allow} (--exact-budget {allow}), or use "
+                         f"{budget:g} s; allow it with exact_max_seconds={allow} (--exact-max-seconds {allow}), or use "
                          f"ais or raise")
     if seconds >= LONG_SECONDS:
         _log.warning("exact: enumerating %s of this %s, about %s (estimated, %s on %s)%s", what, ctx.model.family,
