@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from logzbench.data import download, vanhateren
+from logzbench.data.patches import transform_patches
 from logzbench.data.vanhateren import (
     VANHATEREN_IMAGES,
     load_images,
@@ -25,7 +26,6 @@ from logzbench.data.vanhateren import (
     prepare_vanhateren,
     read_iml,
     save_prepared_patches,
-    transform_patches,
 )
 from logzbench.errors import DatasetError
 

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 from conftest import assert_refused, tree_snapshot, write_tiny_inputs
 
-from logzbench import utils
+from logzbench.utils import io as output_io
 from logzbench.cli import main
 from logzbench.errors import OutputError
 
@@ -93,14 +93,14 @@ def _old(tmp, *names):
 def _fail_second_rename(env):
     """The second rename of a command fails (after the first output was already put in place)."""
     calls = []
-    real = utils._replace
+    real = output_io._replace
 
     def replace(src, dst):
         calls.append(dst)
         if len(calls) == 2:
             raise OSError(errno.EIO, "Input/output error")
         real(src, dst)
-    env.setattr(utils, "_replace", replace)
+    env.setattr(output_io, "_replace", replace)
 
 
 def _pipe_link(tmp, name):
@@ -262,7 +262,7 @@ def test_symlinked_output_is_written_through(workdir, monkeypatch, capsys, setup
 def test_a_workflow_job_writes_all_its_outputs_or_none(workdir):
     """``logzbench.jobs.run_estimate`` (``@transactional``): the record cannot be written on the full disk,
     so the arrays file of the same setting is not left either; the error names the record."""
-    from logzbench.jobs import run_estimate
+    from logzbench.pipeline.jobs import run_estimate
 
     full = _full(workdir)
     settings = {"model": "tiny", "dataset": "tiny", "device": "cpu", "n_visible": 6, "family": "rbm",
@@ -279,10 +279,10 @@ def test_published_outputs_are_undone_when_the_transaction_fails(tmp_path):
     """An output published early (for MLflow to read) is put back as it was when a later write fails."""
     (tmp_path / "a.txt").write_text("old a\n")
     with pytest.raises(RuntimeError, match="later failure"):
-        with utils.output_transaction():
-            utils.write_json_atomic(tmp_path / "a.txt", {"new": 1})
-            utils.write_json_atomic(tmp_path / "sub/b.json", {"new": 2})
-            utils.publish_outputs()
+        with output_io.output_transaction():
+            output_io.write_json_atomic(tmp_path / "a.txt", {"new": 1})
+            output_io.write_json_atomic(tmp_path / "sub/b.json", {"new": 2})
+            output_io.publish_outputs()
             assert json.loads((tmp_path / "a.txt").read_text()) == {"new": 1}  # in place now
             raise RuntimeError("later failure")
     assert (tmp_path / "a.txt").read_text() == "old a\n"
@@ -305,7 +305,7 @@ def test_atomic_writes_refuse_special_files(tmp_path, setup, words):
     before = tree_snapshot(tmp_path)
     try:
         with pytest.raises(OutputError) as info:
-            utils.write_json_atomic(tmp_path / "out", {"a": 1})
+            output_io.write_json_atomic(tmp_path / "out", {"a": 1})
     finally:
         while _FDS:
             os.close(_FDS.pop())

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from conftest import model_samples, random_rbm
-from logzbench import utils
+from logzbench.utils import threads
 from logzbench.api import estimate
 from logzbench.cli import main
 from logzbench.models import save_model
-from logzbench.options import EstimateOptions
+from logzbench.options import EstimateOptions, option_names
 
 
 def proc_stat(busy: list[int], idle: list[int]) -> str:
@@ -27,14 +27,14 @@ def proc_stat(busy: list[int], idle: list[int]) -> str:
 def four_cpus(monkeypatch):
     """A process on CPUs 0-3 without a cgroup quota; returns ``show(busy)``, which makes the next
     measurement see ``busy`` (a list of 0/1 per CPU) running during the interval."""
-    monkeypatch.delenv(utils.THREADS_ENV, raising=False)
-    monkeypatch.setattr(utils, "_affinity", lambda: {0, 1, 2, 3})
-    monkeypatch.setattr(utils, "_cgroup_cpu_quota", lambda: None)
+    monkeypatch.delenv(threads.THREADS_ENV, raising=False)
+    monkeypatch.setattr(threads, "_affinity", lambda: {0, 1, 2, 3})
+    monkeypatch.setattr(threads, "_cgroup_cpu_quota", lambda: None)
 
     def show(busy):
         texts = iter([proc_stat([1000] * 4, [1000] * 4),
                       proc_stat([1000 + 5 * b for b in busy], [1000 + 5 * (1 - b) for b in busy])])
-        monkeypatch.setattr(utils, "_read_proc_stat", lambda: next(texts))
+        monkeypatch.setattr(threads, "_read_proc_stat", lambda: next(texts))
 
     return show
 
@@ -57,103 +57,103 @@ def tiny_model(tmp_path):
 # --------------------------------------------------------------------------- choose_threads
 @pytest.mark.parametrize("n", [1, 3, 64, np.int64(2)])
 def test_an_explicit_count_is_used_as_is(monkeypatch, n):
-    monkeypatch.setenv(utils.THREADS_ENV, "5")  # an explicit count beats the environment
-    assert utils.choose_threads(n) == n and type(utils.choose_threads(n)) is int
-    assert utils.choose_threads(n, limit=1) == n  # the limit bounds the automatic choice only
+    monkeypatch.setenv(threads.THREADS_ENV, "5")  # an explicit count beats the environment
+    assert threads.choose_threads(n) == n and type(threads.choose_threads(n)) is int
+    assert threads.choose_threads(n, limit=1) == n  # the limit bounds the automatic choice only
 
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, 2.0, "2", True])
 def test_a_bad_explicit_count_is_refused(bad):
     with pytest.raises(ValueError, match="threads"):
-        utils.choose_threads(bad)
+        threads.choose_threads(bad)
 
 
 def test_the_environment_variable_is_used_when_nothing_is_asked(monkeypatch):
     monkeypatch.setenv("LOGZBENCH_THREADS", " 3 ")
-    assert utils.choose_threads() == 3 and utils.choose_threads(limit=1) == 3
+    assert threads.choose_threads() == 3 and threads.choose_threads(limit=1) == 3
     monkeypatch.setenv("LOGZBENCH_THREADS", "")  # empty: as if unset
-    assert 1 <= utils.choose_threads() <= utils.usable_cpus()
+    assert 1 <= threads.choose_threads() <= threads.usable_cpus()
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", "two", "1.5"])
 def test_a_bad_environment_variable_is_refused_by_name(monkeypatch, bad):
     monkeypatch.setenv("LOGZBENCH_THREADS", bad)
     with pytest.raises(ValueError, match="LOGZBENCH_THREADS"):
-        utils.choose_threads()
+        threads.choose_threads()
 
 
 def test_the_automatic_choice_is_between_one_and_the_usable_cpus(monkeypatch):
     monkeypatch.delenv("LOGZBENCH_THREADS", raising=False)
-    usable = utils.usable_cpus()
+    usable = threads.usable_cpus()
     assert 1 <= usable <= os.cpu_count()
     for _ in range(3):
-        assert 1 <= utils.choose_threads() <= usable
-    assert utils.choose_threads(limit=1) == 1
+        assert 1 <= threads.choose_threads() <= usable
+    assert threads.choose_threads(limit=1) == 1
 
 
 def test_all_cpus_busy_gives_one_thread(four_cpus):
     four_cpus([1, 1, 1, 1])
-    assert utils.choose_threads(interval=0) == 1
+    assert threads.choose_threads(interval=0) == 1
 
 
 def test_no_cpu_busy_gives_every_cpu(four_cpus):
     four_cpus([0, 0, 0, 0])
-    assert utils.choose_threads(interval=0) == 4
+    assert threads.choose_threads(interval=0) == 4
 
 
 def test_each_busy_cpu_takes_one_thread_away(four_cpus):
     four_cpus([1, 0, 1, 0])
-    assert utils.choose_threads(interval=0) == 2
+    assert threads.choose_threads(interval=0) == 2
     four_cpus([0, 0, 0, 1])
-    assert utils.choose_threads(interval=0, limit=2) == 2  # at most the limit
+    assert threads.choose_threads(interval=0, limit=2) == 2  # at most the limit
 
 
 def test_cpus_outside_the_affinity_set_do_not_count(four_cpus, monkeypatch):
-    monkeypatch.setattr(utils, "_affinity", lambda: {0, 1})
+    monkeypatch.setattr(threads, "_affinity", lambda: {0, 1})
     four_cpus([0, 0, 1, 1])  # the busy CPUs are not ours
-    assert utils.choose_threads(interval=0) == 2
+    assert threads.choose_threads(interval=0) == 2
 
 
 def test_a_cgroup_quota_bounds_the_choice(four_cpus, monkeypatch):
-    monkeypatch.setattr(utils, "_cgroup_cpu_quota", lambda: 3)
-    assert utils.usable_cpus() == 3
+    monkeypatch.setattr(threads, "_cgroup_cpu_quota", lambda: 3)
+    assert threads.usable_cpus() == 3
     four_cpus([0, 0, 0, 0])
-    assert utils.choose_threads(interval=0) == 3
+    assert threads.choose_threads(interval=0) == 3
 
 
 def test_the_cgroup_v2_quota_is_rounded_up(monkeypatch, tmp_path):
     (tmp_path / "cpu.max").write_text("150000 100000\n")
     (tmp_path / "unlimited").mkdir()
     (tmp_path / "unlimited" / "cpu.max").write_text("max 100000\n")
-    monkeypatch.setattr(utils, "_cgroup_quota_files",
+    monkeypatch.setattr(threads, "_cgroup_quota_files",
                         lambda: [str(tmp_path / "unlimited" / "cpu.max"), str(tmp_path / "cpu.max")])
-    assert utils._cgroup_cpu_quota() == 2
-    monkeypatch.setattr(utils, "_cgroup_quota_files", lambda: [str(tmp_path / "unlimited" / "cpu.max")])
-    assert utils._cgroup_cpu_quota() is None
+    assert threads._cgroup_cpu_quota() == 2
+    monkeypatch.setattr(threads, "_cgroup_quota_files", lambda: [str(tmp_path / "unlimited" / "cpu.max")])
+    assert threads._cgroup_cpu_quota() is None
 
 
 def test_an_unreadable_proc_stat_falls_back_to_the_cpu_count(four_cpus, monkeypatch):
     def unreadable():
         raise OSError("no /proc here")
 
-    monkeypatch.setattr(utils, "_read_proc_stat", unreadable)
-    assert utils.choose_threads(interval=0) == 4
-    monkeypatch.setattr(utils, "_read_proc_stat", lambda: "garbage\ncpu0 x y\n")
-    assert utils.choose_threads(interval=0) == 4
+    monkeypatch.setattr(threads, "_read_proc_stat", unreadable)
+    assert threads.choose_threads(interval=0) == 4
+    monkeypatch.setattr(threads, "_read_proc_stat", lambda: "garbage\ncpu0 x y\n")
+    assert threads.choose_threads(interval=0) == 4
 
 
 def test_set_threads_sets_torch(monkeypatch, restore_threads):
-    assert utils.set_threads(1) == 1 and torch.get_num_threads() == 1
+    assert threads.set_threads(1) == 1 and torch.get_num_threads() == 1
     monkeypatch.setenv("LOGZBENCH_THREADS", "2")
-    assert utils.set_threads() == 2 and torch.get_num_threads() == 2
+    assert threads.set_threads() == 2 and torch.get_num_threads() == 2
 
 
 def test_using_threads_restores_the_previous_count(restore_threads):
     torch.set_num_threads(2)
-    with utils.using_threads(1) as n:
+    with threads.using_threads(1) as n:
         assert n == 1 and torch.get_num_threads() == 1
     assert torch.get_num_threads() == 2
-    with pytest.raises(RuntimeError), utils.using_threads(1):
+    with pytest.raises(RuntimeError), threads.using_threads(1):
         raise RuntimeError("restored on errors too")
     assert torch.get_num_threads() == 2
 
@@ -173,7 +173,7 @@ def test_estimate_default_is_automatic_and_never_raises_torchs_count(tiny_model,
     monkeypatch.delenv("LOGZBENCH_THREADS", raising=False)
     _, path = tiny_model
     res = estimate(path, "ais", K=20, chains=10)
-    assert 1 <= res.settings["threads"] <= min(utils.usable_cpus(), restore_threads)
+    assert 1 <= res.settings["threads"] <= min(threads.usable_cpus(), restore_threads)
     torch.set_num_threads(1)  # e.g. a workflow job's threads: 1
     assert estimate(path, "ais", K=20, chains=10).settings["threads"] == 1
     monkeypatch.setenv("LOGZBENCH_THREADS", "2")
@@ -187,7 +187,7 @@ def test_estimate_refuses_a_bad_count_and_threads_is_not_an_option(tiny_model, r
     with pytest.raises(ValueError, match="threads"):
         estimate(path, "ais", K=20, chains=10, threads=0)
     assert torch.get_num_threads() == before
-    assert "threads" not in {f.name for f in dataclasses.fields(EstimateOptions)}
+    assert "threads" not in option_names()
 
 
 # --------------------------------------------------------------------------- command line

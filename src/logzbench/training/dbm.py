@@ -53,103 +53,32 @@ pixel means (for the data-base-rate initial distribution of AIS / RAISE).
 
 from __future__ import annotations
 
-import inspect
 import math
 import time
 from typing import Callable
 
-import numpy as np
 import torch
 
 from ..models.dbm import DBM
 from ..models.dbm import MAX_EXACT_BITS as DBM_MAX_EXACT_BITS
 from ..models.enumeration import MAX_ENUMERATION_BITS
-from ..sampling import bernoulli, bernoulli_from_logits_
+from ..kernels import bernoulli, bernoulli_from_logits_
 from ..utils import make_generator, resolve_device
-from .trainer import (
-    _BASE_RATE_CLIP,
-    TrainingDivergedError,
-    _as_binary_data,
-    _check_int,
-    _check_real,
-    _elapsed,
-    _spawn_seed,
-)
+from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite, _Hyperparameters
+from .trainer import _as_binary_data, _check_int, _check_real, _elapsed, _spawn_seed
+from .hyperparams import DBM_TRAINER as _DEFAULTS
 
 __all__ = ["DBMTrainer", "train_dbm"]
 
 _LR_SCHEDULES = ("constant", "linear", "exponential")
 _ACTIVITIES = ("mean", "sample")
 _VISIBLE_BIAS_INITS = ("base_rate", "zero")
-#: Parameters larger than this in absolute value count as diverged (the model files refuse
-#: weights above 1e15; a trained model stays far below).
-_DIVERGED_ABS = 1e12
-
-
-class _Hyperparameters:
-    """scikit-learn style ``get_params`` / ``set_params`` / ``repr`` from the constructor signature."""
-
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        return list(inspect.signature(cls).parameters)
-
-    def get_params(self, deep: bool = True) -> dict:
-        """The constructor arguments as a dict (``deep`` is accepted for scikit-learn and unused)."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params):
-        """Set hyperparameters by name; returns ``self``."""
-        unknown = sorted(set(params) - set(self._param_names()))
-        if unknown:
-            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {sorted(self._param_names())}")
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = {name: p.default for name, p in inspect.signature(type(self)).parameters.items()}
-        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k])
-        return f"{type(self).__name__}({changed})"
-
-
-def _check_hidden_sizes(hidden_sizes, n_layers: int | None = None) -> list[int]:
-    """Validate a list of hidden-layer sizes; ``n_layers`` demands an exact depth."""
-    if isinstance(hidden_sizes, (str, bytes)) or not hasattr(hidden_sizes, "__len__"):
-        raise ValueError(f"hidden_sizes must be a non-empty list of positive integers, got {hidden_sizes!r}")
-    sizes = list(hidden_sizes)
-    if not sizes:
-        raise ValueError("hidden_sizes must be a non-empty list of positive integers, got an empty list")
-    for i, n in enumerate(sizes):
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"hidden_sizes must be a non-empty list of positive integers; "
-                             f"entry {i} is {n!r} (in {hidden_sizes!r})")
-    if n_layers is not None and len(sizes) != n_layers:
-        raise ValueError(f"hidden_sizes must have exactly {n_layers} entries, got {len(sizes)} ({hidden_sizes!r})")
-    return [int(n) for n in sizes]
-
-
-def _base_rate_logit(mean: torch.Tensor) -> torch.Tensor:
-    p = mean.clamp(_BASE_RATE_CLIP, 1.0 - _BASE_RATE_CLIP)
-    return torch.log(p) - torch.log1p(-p)
-
-
 def _schedule(lr: float, schedule: str, decay: float, epoch: int, n_epochs: int) -> float:
     if schedule == "linear":
         return lr * (1.0 - (epoch - 1) / n_epochs)
     if schedule == "exponential":
         return lr * decay ** (epoch - 1)
     return float(lr)
-
-
-def _check_params_finite(params: dict[str, torch.Tensor], where: str, *, limit: float = _DIVERGED_ABS,
-                         remedy: str = "lower the learning rate or raise the weight decay") -> None:
-    """:class:`TrainingDivergedError` naming ``where`` and a parameter that is NaN, infinite or above
-    ``limit`` in magnitude, and the ``remedy``."""
-    for name, p in params.items():
-        top = float(p.abs().max())  # NaN where p holds one
-        if not math.isfinite(top) or top > limit:
-            what = f"exploded to |{name}| = {top:.3g} (above {limit:g})" if math.isfinite(top) else "became NaN or infinite"
-            raise TrainingDivergedError(f"training diverged in {where}: '{name}' {what}; {remedy}")
 
 
 class DBMTrainer(_Hyperparameters):
@@ -233,32 +162,32 @@ class DBMTrainer(_Hyperparameters):
 
     def __init__(
         self,
-        hidden_sizes=(500, 1000),
-        pretrain_epochs: int = 100,
-        pretrain_k: int = 1,
-        pretrain_learning_rate: float = 0.05,
-        pretrain_weight_decay: float = 1e-3,
-        pretrain_activities: str = "mean",
-        n_epochs: int = 300,
-        learning_rate: float = 0.005,
-        lr_schedule: str = "linear",
-        lr_decay: float = 0.98,
-        batch_size: int = 100,
-        k: int = 5,
-        n_persistent_chains: int = 100,
-        n_mean_field_iter: int = 10,
-        initial_momentum: float = 0.5,
-        final_momentum: float = 0.9,
-        momentum_switch_epoch: int = 5,
-        weight_decay: float = 2e-4,
-        init_scale: float = 0.01,
-        visible_bias_init: str = "base_rate",
-        eval_subsample: int = 1000,
-        exact_ll_max_units: int = 20,
-        eval_every: int = 1,
-        seed: int = 0,
-        device: str | torch.device = "cpu",
-        progress: bool = False,
+        hidden_sizes=_DEFAULTS["hidden_sizes"],
+        pretrain_epochs: int = _DEFAULTS["pretrain_epochs"],
+        pretrain_k: int = _DEFAULTS["pretrain_k"],
+        pretrain_learning_rate: float = _DEFAULTS["pretrain_learning_rate"],
+        pretrain_weight_decay: float = _DEFAULTS["pretrain_weight_decay"],
+        pretrain_activities: str = _DEFAULTS["pretrain_activities"],
+        n_epochs: int = _DEFAULTS["n_epochs"],
+        learning_rate: float = _DEFAULTS["learning_rate"],
+        lr_schedule: str = _DEFAULTS["lr_schedule"],
+        lr_decay: float = _DEFAULTS["lr_decay"],
+        batch_size: int = _DEFAULTS["batch_size"],
+        k: int = _DEFAULTS["k"],
+        n_persistent_chains: int = _DEFAULTS["n_persistent_chains"],
+        n_mean_field_iter: int = _DEFAULTS["n_mean_field_iter"],
+        initial_momentum: float = _DEFAULTS["initial_momentum"],
+        final_momentum: float = _DEFAULTS["final_momentum"],
+        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
+        weight_decay: float = _DEFAULTS["weight_decay"],
+        init_scale: float = _DEFAULTS["init_scale"],
+        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
+        eval_subsample: int = _DEFAULTS["eval_subsample"],
+        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
+        eval_every: int = _DEFAULTS["eval_every"],
+        seed: int = _DEFAULTS["seed"],
+        device: str | torch.device = _DEFAULTS["device"],
+        progress: bool = _DEFAULTS["progress"],
     ):
         self.hidden_sizes = hidden_sizes
         self.pretrain_epochs = pretrain_epochs

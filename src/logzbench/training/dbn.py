@@ -30,9 +30,9 @@ import torch
 
 from ..models.dbn import DBN
 from ..models.dbn import MAX_EXACT_BITS as DBN_MAX_EXACT_BITS
-from ..sampling import bernoulli
+from ..kernels import bernoulli
 from ..utils import make_generator, resolve_device
-from .dbm import _check_hidden_sizes, _Hyperparameters
+from .common import _check_hidden_sizes, _Hyperparameters
 from .trainer import (
     RBMTrainer,
     TrainingDivergedError,
@@ -41,6 +41,7 @@ from .trainer import (
     _elapsed,
     _spawn_seed,
 )
+from .hyperparams import DBN_TRAINER as _DEFAULTS
 
 __all__ = ["DBNTrainer", "train_dbn"]
 
@@ -95,34 +96,34 @@ class DBNTrainer(_Hyperparameters):
 
     def __init__(
         self,
-        hidden_sizes=(500, 2000),
-        method: str = "cd",
-        k: int = 1,
-        learning_rate: float = 0.05,
-        lr_schedule: str = "constant",
-        lr_decay: float = 0.98,
-        batch_size: int = 100,
-        n_epochs: int = 100,
-        initial_momentum: float = 0.5,
-        final_momentum: float = 0.9,
-        momentum_switch_epoch: int = 5,
-        weight_decay: float = 2e-4,
-        init: str = "normal",
-        init_scale: float = 0.01,
-        visible_bias_init: str = "base_rate",
-        n_persistent_chains: int | None = None,
-        top_method: str = "pcd",
-        top_k: int | None = None,
-        top_learning_rate: float | None = None,
-        top_lr_schedule: str | None = None,
-        top_n_epochs: int | None = None,
-        top_samples_per_row: int = 1,
-        eval_subsample: int = 10000,
-        exact_ll_max_units: int = 20,
-        eval_every: int = 1,
-        seed: int = 0,
-        device: str | torch.device = "cpu",
-        progress: bool = False,
+        hidden_sizes=_DEFAULTS["hidden_sizes"],
+        method: str = _DEFAULTS["method"],
+        k: int = _DEFAULTS["k"],
+        learning_rate: float = _DEFAULTS["learning_rate"],
+        lr_schedule: str = _DEFAULTS["lr_schedule"],
+        lr_decay: float = _DEFAULTS["lr_decay"],
+        batch_size: int = _DEFAULTS["batch_size"],
+        n_epochs: int = _DEFAULTS["n_epochs"],
+        initial_momentum: float = _DEFAULTS["initial_momentum"],
+        final_momentum: float = _DEFAULTS["final_momentum"],
+        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
+        weight_decay: float = _DEFAULTS["weight_decay"],
+        init: str = _DEFAULTS["init"],
+        init_scale: float = _DEFAULTS["init_scale"],
+        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
+        n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"],
+        top_method: str = _DEFAULTS["top_method"],
+        top_k: int | None = _DEFAULTS["top_k"],
+        top_learning_rate: float | None = _DEFAULTS["top_learning_rate"],
+        top_lr_schedule: str | None = _DEFAULTS["top_lr_schedule"],
+        top_n_epochs: int | None = _DEFAULTS["top_n_epochs"],
+        top_samples_per_row: int = _DEFAULTS["top_samples_per_row"],
+        eval_subsample: int = _DEFAULTS["eval_subsample"],
+        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
+        eval_every: int = _DEFAULTS["eval_every"],
+        seed: int = _DEFAULTS["seed"],
+        device: str | torch.device = _DEFAULTS["device"],
+        progress: bool = _DEFAULTS["progress"],
     ):
         self.hidden_sizes = hidden_sizes
         self.method = method

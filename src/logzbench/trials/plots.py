@@ -1,0 +1,238 @@
+"""Figures and the workflow's report of the repeated-trial experiments.
+
+:func:`plot_trials` draws bias and MSE of ``log Ẑ`` in the layout of Liu et al.'s Figs. 1-2, one
+fixed style per method (:data:`METHOD_STYLES`, from the registry's estimator styles where there is
+one); :func:`report_trials` summarises the workflow's per-trial tables and draws them.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import registry
+from ..plotting import pyplot, save_figure
+from ..utils import write_csv_atomic
+from .table import BOUND_METHODS, GRID_REFERENCES, METHODS, SUMMARY_COLUMNS, summarize_trials
+
+#: How an emphasised estimator (:attr:`~logzbench.registry.EstimatorSpec.emphasis`) is drawn.
+EMPHASIS_STYLE = registry.EMPHASIS_STYLE
+
+
+def estimator_style(name: str, label: str | None = None) -> dict:
+    """Plot style of registry estimator ``name`` (:attr:`~logzbench.registry.EstimatorSpec.style`)
+    with its label (or ``label``)."""
+    spec = registry.estimator(name)
+    return {**spec.style, "label": spec.label if label is None else label}
+
+
+#: Labels of the trials figures that differ from the registry's (DS uses half of each side's samples).
+TRIAL_LABELS = {"ds": "DS (n/2 per side)"}
+
+#: Plot style per method, in legend order (same colours and markers in every figure; DS and ADS
+#: drawn prominently): the registry's style for an estimator, fixed styles for the rest.
+METHOD_STYLES = {
+    **{m: estimator_style(m, TRIAL_LABELS.get(m)) for m in METHODS},
+    # annealed estimators (Figs 3-4; the report's annealed_trials table)
+    "ais": estimator_style("ais"),
+    "reverse-ais": estimator_style("reverse-ais"),
+    "avg-ais-reverse-ais": {"color": "tab:green", "marker": "^", "label": "avg(AIS, reverse AIS)"},
+    "ads-multinomial": estimator_style("ads-multinomial"),
+    "ads": estimator_style("ads"),
+    "mf-bound": {"color": "tab:gray", "marker": None, "label": "mean-field bound", "linestyle": "--"},
+    "trw-bound": {"color": "black", "marker": None, "label": "TRW bound", "linestyle": "--"},
+}
+_FALLBACK_COLORS = ("tab:pink", "tab:olive", "tab:cyan", "navy", "gold")
+
+
+# --------------------------------------------------------------------------- plots
+def _style(method: str, i: int) -> dict:
+    st = dict(METHOD_STYLES.get(method, {"color": _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)], "marker": "x",
+                                         "label": method}))
+    st.setdefault("linestyle", "-")
+    st.setdefault("linewidth", 1.4)
+    st.setdefault("markersize", 5)
+    return st
+
+
+def _method_order(methods) -> list[str]:
+    known = [m for m in METHOD_STYLES if m in methods]
+    return known + sorted(m for m in methods if m not in METHOD_STYLES)
+
+
+def _panel_order(values) -> list:
+    vals = list(pd.unique(values))
+    if all(v in GRID_REFERENCES for v in vals):
+        return [r for r in GRID_REFERENCES if r in vals]
+    try:
+        return sorted(vals)
+    except TypeError:
+        return vals
+
+
+def plot_trials(summary: pd.DataFrame, path: str | os.PathLike, *, x: str, panel: str | None = None,
+                title: str | None = None, methods=None, log_x: bool | None = None) -> Path:
+    """Bias and MSE of ``log Ẑ`` against ``x``, in the layout of the paper's Figs. 1-2 (PNG).
+
+    Top row: bias with ``+-2 bias_se`` error bars and a zero line; bottom row: MSE on a log
+    axis.  One line per method with fixed colours/markers (:data:`METHOD_STYLES`; DS drawn
+    thicker and on top).  Deterministic bounds (``"mf-bound"``, ``"trw-bound"``) appear as
+    dashed lines in the bias row only.  ``x`` is on a log axis when it is ``"sigma0"``.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        From :func:`summarize_trials`, holding one row per (panel value, method, ``x``): filter
+        other varying settings out first.
+    path : path-like
+        PNG to write (parent directories are created; written to a temporary file in the same
+        directory, then renamed onto ``path``).
+    x : str
+        Column on the horizontal axis (``"sigma0"`` for Fig. 1, ``"sigma_pair"`` for Fig. 2).
+    panel : str, optional
+        Column with one figure column per value (``"reference"`` for Fig. 2: uniform |
+        mean-field | trw); y-axes are not shared, as in the paper.
+    title : str, optional
+        Figure title.
+    methods : sequence of str, optional
+        Methods to draw (default all in ``summary``).
+    log_x : bool, optional
+        Logarithmic ``x`` axis (default: when ``x`` is ``"sigma0"``); labelled at the data points.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Raises
+    ------
+    ValueError
+        Empty summary, missing columns, no rows for ``methods``, or several rows for one
+        (panel value, method, ``x``).
+    """
+    if len(summary) == 0:
+        raise ValueError("summary is empty: nothing to plot")
+    need = {x, "method", "bias", "bias_se", "mse"} | ({panel} if panel is not None else set())
+    missing = sorted(need - set(summary.columns))
+    if missing:
+        raise ValueError(f"summary lacks column(s) {missing}")
+    s = summary
+    if methods is not None:
+        methods = list(methods)
+        s = s[s["method"].isin(methods)]
+        if len(s) == 0:
+            raise ValueError(f"summary has no rows for methods {methods}")
+    keys = [panel, "method", x] if panel is not None else ["method", x]
+    dup = s.duplicated(keys, keep=False)
+    if dup.any():
+        varying = [c for c in s.columns if c not in keys and c not in SUMMARY_COLUMNS
+                   and s.loc[dup, c].nunique(dropna=False) > 1]
+        raise ValueError(f"summary has several rows per ({', '.join(keys)}); filter it to one setting first "
+                         f"(varying: {varying or 'unknown'})")
+    panels = _panel_order(s[panel]) if panel is not None else [None]
+    order = _method_order(methods if methods is not None else pd.unique(s["method"]))
+    bounds = set(BOUND_METHODS.values())
+
+    plt = pyplot()
+    from matplotlib import ticker
+
+    ncol = len(panels)
+    fig, axes = plt.subplots(2, ncol, figsize=(4.6 * ncol + 0.6, 7.2), squeeze=False, sharex="col")
+    for j, pv in enumerate(panels):
+        sp = s if panel is None else s[s[panel] == pv]
+        ax_b, ax_m = axes[0, j], axes[1, j]
+        for i, method in enumerate(order):
+            g = sp[sp["method"] == method].sort_values(x)
+            if g.empty:
+                continue
+            st = _style(method, i)
+            xs = g[x].to_numpy(dtype=float)
+            bias = g["bias"].to_numpy(dtype=float)
+            err = 2.0 * g["bias_se"].to_numpy(dtype=float)
+            err = np.where(np.isfinite(err), err, 0.0)
+            kw = {"color": st["color"], "marker": st["marker"], "linestyle": st["linestyle"],
+                  "linewidth": st["linewidth"], "markersize": st["markersize"], "zorder": st.get("zorder", 2)}
+            ax_b.errorbar(xs, bias, yerr=err, capsize=2.5, label=st["label"], **kw)
+            if method in bounds or str(method).endswith("-bound"):
+                continue
+            mse = g["mse"].to_numpy(dtype=float)
+            ok = np.isfinite(mse) & (mse > 0)
+            if ok.any():
+                ax_m.plot(xs[ok], mse[ok], label=st["label"], **kw)
+        ax_b.axhline(0.0, color="black", linewidth=0.8, zorder=1)
+        ax_m.set_yscale("log")
+        xvals = np.unique(sp[x].to_numpy(dtype=float))
+        for ax in (ax_b, ax_m):
+            if (x == "sigma0") if log_x is None else log_x:
+                ax.set_xscale("log", base=2 if x == "K" else 10)
+                if 1 < xvals.size <= 12:  # plain labels at the data points instead of crowded 10^k ones
+                    ax.set_xticks(xvals)
+                    ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+                    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+            ax.grid(True, alpha=0.3, which="both" if ax is ax_m else "major")
+        ax_m.set_xlabel(x)
+        if panel is not None:
+            ax_b.set_title(f"p0 = {pv}" if panel == "reference" else f"{panel} = {pv}")
+        if j == 0:
+            ax_b.set_ylabel("bias of log Ẑ (nats)")
+            ax_m.set_ylabel("MSE of log Ẑ")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    seen = set(labels)
+    for ax in axes[0, 1:]:  # methods absent from the first panel
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in seen:
+                handles.append(h)
+                labels.append(lab)
+                seen.add(lab)
+    leg_cols = max(1, min(len(labels), 4 if ncol > 1 else 2))
+    fig.legend(handles, labels, loc="lower center", ncol=leg_cols, fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9 if ncol == 1 else 11, wrap=True)
+    n_rows_legend = math.ceil(len(labels) / leg_cols) if labels else 0
+    fig.tight_layout(rect=(0, 0.03 * n_rows_legend + 0.01, 1, 0.96 if title else 1))
+    return save_figure(fig, path, dpi=110)
+
+
+# --------------------------------------------------------------------------- workflow report
+#: figure layout per experiment: (x, panel, title)
+FIGURES = {
+    "gaussian": ("sigma0", None, "Gaussian toy (Liu et al. Fig. 1): p = N(0, 1), p0 = N(0, sigma0^2)"),
+    "grid": ("sigma_pair", "reference", "Grid MRFs (Liu et al. Fig. 2)"),
+}
+
+
+def report_trials(files: dict, out_dir: str | os.PathLike) -> dict[str, Path]:
+    """Summaries and figures of the workflow's per-trial tables.
+
+    Parameters
+    ----------
+    files : dict
+        ``{"gaussian": [csv, ...], "grid": [csv, ...]}``: per-trial tables written by the
+        workflow (one per setting); an experiment with no files is skipped.
+    out_dir : path-like
+        Receives ``<experiment>.csv`` (:func:`summarize_trials`) and ``<experiment>.png``
+        (:func:`plot_trials` in the layout of :data:`FIGURES`), both written atomically.
+
+    Returns
+    -------
+    dict
+        ``{"<experiment>_csv": path, "<experiment>_png": path}`` for every experiment written.
+    """
+    out: dict[str, Path] = {}
+    for experiment, paths in files.items():
+        if experiment not in FIGURES:
+            raise ValueError(f"unknown trials experiment {experiment!r}; known: {sorted(FIGURES)}")
+        paths = list(paths)
+        if not paths:
+            continue
+        df = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+        summary = summarize_trials(df)
+        out[f"{experiment}_csv"] = write_csv_atomic(Path(out_dir) / f"{experiment}.csv", summary)
+        x, panel, title = FIGURES[experiment]
+        out[f"{experiment}_png"] = plot_trials(summary, Path(out_dir) / f"{experiment}.png", x=x, panel=panel,
+                                               title=f"{title}: {int(summary['n_trials'].max())} trials")
+    return out
