@@ -1,10 +1,10 @@
-"""The README's "Recovering from a killed run", as a user on a shared machine would follow it.
+"""The documentation's "Recovering from a killed run" (docs/troubleshooting.md), as a user on a shared machine would follow it.
 
 * ``Ctrl-C`` (SIGINT) cancels the run's jobs: afterwards no job script of the run and no job
   process forked for it on the warm server remains.
 * A plain ``kill`` (SIGTERM) stops Snakemake gracefully: running jobs finish (their outputs
   complete), no new job starts, and the run does not reach its end.
-* The README's ``ps`` command lists this run's job scripts and nothing of another user, even one
+* The documentation's ``ps`` command lists this run's job scripts and nothing of another user, even one
   whose command line names the same directory.
 """
 
@@ -23,8 +23,8 @@ import pytest
 pytest.importorskip("snakemake", reason="snakemake is not installed; the workflow tests need it")
 
 REPO = Path(__file__).resolve().parents[1]
-README = (REPO / "README.md").read_text()
-#: the README's listing of a run's jobs (run from the run directory)
+TROUBLESHOOTING = (REPO / "docs" / "troubleshooting.md").read_text()
+#: the documentation's listing of a run's jobs (run from the run directory)
 PS = 'for p in $(pgrep -u "$(id -u)" -f \'[.]snakemake/scripts/\'); do [ "$(readlink /proc/$p/cwd)" = "$(pwd -P)" ] && ps -ww -o pid=,etime=,args= -p "$p"; done'
 
 
@@ -59,8 +59,8 @@ def _wait_for_a_job(workdir: Path, proc: subprocess.Popen, rule: str, timeout: f
     pytest.fail(f"no {rule} job within {timeout} s")
 
 
-def test_readme_gives_this_listing():
-    assert PS in README
+def test_docs_give_this_listing():
+    assert PS in TROUBLESHOOTING
 
 
 def _signal_during_training(workdir: Path, signum: int, timeout: float) -> tuple[int, str]:

@@ -41,7 +41,7 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
     Parameters
     ----------
     model : model object or path to a model ``.npz``
-        An RBM, DBM, DBN or continuous model (see README "Model files").
+        An RBM, DBM, DBN or continuous model (see "Model files" in the documentation, docs/models.md).
     estimator : str
         A name of :data:`logzbench.registry.ESTIMATORS`: ``exact``, ``ais``, ``raise``, ``csl``,
         ``ads``, ``ads-multinomial``, ``reverse-ais``, the IS family (``is``, ``ris``, ``is-avg``,

@@ -15,7 +15,7 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ..sampling import bernoulli
+from ..kernels import bernoulli
 from ..stats import ess_from_log_weights, log_mean_stderr, pareto_khat
 
 #: Default bound on the proposal probabilities, ``[PROPOSAL_CLIP, 1 - PROPOSAL_CLIP]``.

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
-from ..sampling import bernoulli, bernoulli_from_logits, bernoulli_from_logits_
+from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_
 from . import enumeration
 from ._arrays import checked_arrays, errors_named
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f

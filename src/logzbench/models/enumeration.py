@@ -28,7 +28,8 @@ Kernels (per state, the sum over the ``m`` other units):
 
   over groups ``g`` of at most 64 units: ``exp(L)`` is tabulated once and ``exp(O)`` once per
   high pattern, so a state costs one fused multiply-add and one multiply per unit and one log
-  per group, instead of an ``exp`` and a ``log1p`` per unit (about 5x faster on a CPU).  It is
+  per group, instead of an ``exp`` and a ``log1p`` per unit (several times faster on a CPU; the
+  documentation's Benchmarks page has the figures).  It is
   used when every ``|L_j|, |O_j| <= 600`` and every group's ``sum_j softplus(max pre_j) <= 600``
   (so nothing overflows or becomes subnormal in float64); otherwise ``"softplus"`` is used.
 * ``"softplus"``: ``softplus(L + O)`` evaluated elementwise, in float64
@@ -118,7 +119,8 @@ _EXP_ARG_MAX = 600.0
 _GROUP_MAX = 64
 #: Softplus thresholds (PyTorch returns x above them) of the float32 / float64 kernels.
 _THRESHOLD = {torch.float32: 20.0, torch.float64: 40.0}
-#: Values (states x units) per step on the CPU (measured best on a 2-core EPYC: 8 MB float64 steps).
+#: Values (states x units) per step on the CPU (8 MB float64 steps: cache-sized, the fastest step size
+#: in the documentation's benchmarks).
 _CPU_STEP_VALUES = 1 << 20
 #: Most values in the table of low patterns (``2^k x m``).
 _TABLE_MAX_VALUES = 1 << 24

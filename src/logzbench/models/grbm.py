@@ -35,7 +35,7 @@ with the Gibbs sweep ``h ~ Bernoulli(sigmoid(beta x))``, ``x = c + W^T v / sigma
 ``v ~ N(b + sigma beta W h, sigma^2 I)``, which is reversible with respect to ``p_beta(v)``.  The
 Gaussian term is the same at every ``beta``, so a log-weight increment is a sum of softplus
 differences of the cached hidden pre-activations alone -- the binary RBM's fused kernels
-(:func:`logzbench.sampling.reweight_and_draw`) serve it unchanged.  (For tests: by the integral
+(:func:`logzbench.kernels.reweight_and_draw`) serve it unchanged.  (For tests: by the integral
 above, ``log Z_beta = (D/2) log(2 pi sigma^2) + log sum_h exp(beta e.h + beta^2 ||W h||^2 / 2)``.)
 
 Parameters are float32 tensors on the model's device (chains run in float32, as the binary
@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
-from ..sampling import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
+from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import checked_arrays, errors_named
 from ._continuous import as_rows
 from .enumeration import MAX_ENUMERATION_BITS, PRECISIONS, ExactLogZ, state_bits
@@ -144,7 +144,7 @@ class GaussianBernoulliRBM(VisibleRows):
         return cls(W, b, c, sigma, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """The model-file arrays (see README, "Model files"): ``W``, ``b``, ``c`` and the scalar ``sigma``."""
+        """The model-file arrays (see "Model files" in the documentation): ``W``, ``b``, ``c`` and the scalar ``sigma``."""
         return {"W": self.W.detach().cpu().numpy(), "b": self.b.detach().cpu().numpy(),
                 "c": self.c.detach().cpu().numpy(), "sigma": np.array(self.sigma, dtype=np.float64)}
 
@@ -270,7 +270,7 @@ class GRBMAnnealingPath:
 
     def log_f_ratio(self, state: RBMState, beta_from: float, beta_to: float) -> torch.Tensor:
         """``sum_j softplus(beta_to x_j) - softplus(beta_from x_j)`` (the Gaussian term cancels),
-        as a small number directly (:func:`logzbench.sampling.softplus_diff_rows`)."""
+        as a small number directly (:func:`logzbench.kernels.softplus_diff_rows`)."""
         inc = softplus_diff_rows(state.pre_h, beta_from, beta_to)
         return self._coarse_increment(state, beta_from, beta_to) if inc is None else inc
 

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..sampling import bernoulli, uniform
+from ..kernels import bernoulli, uniform
 
 #: Largest ``min(H, W)`` accepted by :meth:`GridMRF.exact_log_z` (2^20 states per column).
 MAX_TRANSFER_WIDTH = 20

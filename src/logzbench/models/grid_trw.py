@@ -51,7 +51,7 @@ import scipy.sparse as sp
 import torch
 from scipy.sparse.csgraph import breadth_first_order, connected_components, minimum_spanning_tree
 
-from ..sampling import uniform
+from ..kernels import uniform
 from .grid import GridMRF, _states_like
 
 __all__ = ["TRWResult", "TreeMixtureReference", "edge_appearance_probabilities", "grid_edges",
@@ -464,7 +464,7 @@ class TreeMixtureReference:
         """``n`` exact independent samples of ``p0``, float64 0./1., shape ``(n, H, W)``.
 
         Uses ``1 + H W`` uniforms per sample from ``generator`` (via
-        :func:`logzbench.sampling.uniform`): one picks the tree, the rest drive ancestral
+        :func:`logzbench.kernels.uniform`): one picks the tree, the rest drive ancestral
         sampling.
         """
         if isinstance(n, bool) or int(n) != n or n < 1:

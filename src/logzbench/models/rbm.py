@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
-from ..sampling import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
+from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
 from ._arrays import checked_arrays, errors_named
 
@@ -143,7 +143,7 @@ class BinaryRBM(VisibleRows):
         return cls(W, a, b, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """The model-file arrays (see README, "Model files")."""
+        """The model-file arrays (see "Model files" in the documentation)."""
         out = {
             "W": self.W.detach().cpu().numpy(),
             "visible_bias": self.visible_bias.detach().cpu().numpy(),
@@ -330,7 +330,7 @@ class RBMAnnealingPath:
         which keeps the full relative precision of the (small) increment in float32 (the
         argument of ``log1p`` stays above ``e^-1 - 1``); the sums over units, and the linear
         term ``d v.(a - a0)``, are accumulated in float64
-        (:func:`logzbench.sampling.softplus_diff_rows`: one fused pass over ``x`` and ``v`` on
+        (:func:`logzbench.kernels.softplus_diff_rows`: one fused pass over ``x`` and ``v`` on
         CPU).  Coarse steps with some ``|d x| > 1`` use float64 softplus differences instead.
         """
         inc = softplus_diff_rows(state.pre_h, beta_from, beta_to, v=state.v, dv=self._da32)
@@ -347,7 +347,7 @@ class RBMAnnealingPath:
 
         ``h ~ Bernoulli(sigmoid(beta x))`` straight from the cached pre-activations
         ``x = vW + b`` (no sigmoid is stored), then the visible units from their logits, both
-        with the exact sampler of :mod:`logzbench.sampling`.
+        with the exact sampler of :mod:`logzbench.kernels`.
         """
         return self._visible_move(bernoulli_from_logits(state.pre_h, generator, scale=beta), beta, generator)
 
@@ -355,7 +355,7 @@ class RBMAnnealingPath:
                           generator: torch.Generator) -> tuple[torch.Tensor, RBMState]:
         """``(log_f_ratio(state, beta_from, beta_to), transition(state, beta_to, generator))``, the
         same numbers and draws, with the log-weight increment and the hidden draw in one pass over
-        the hidden pre-activations (:func:`logzbench.sampling.reweight_and_draw`): an AIS step."""
+        the hidden pre-activations (:func:`logzbench.kernels.reweight_and_draw`): an AIS step."""
         inc, h = reweight_and_draw(state.pre_h, beta_from, beta_to, generator, v=state.v, dv=self._da32)
         if inc is None:
             inc = self._coarse_increment(state, beta_from, beta_to)

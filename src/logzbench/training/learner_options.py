@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .. import registry
-from .declared import declared_parameters
+from .hyperparams import declared_parameters
 
 __all__ = ["ABLATIONS", "ABLATION_ALIASES", "FIGURE_KEYS", "MAX_BATCH_SIZE", "MAX_EXACT_UNITS", "MAX_MONITOR_SAMPLES",
            "RULES", "Rule", "SELECTIONS", "Z_KINDS", "check_hyperparams", "check_value", "check_values",
@@ -41,8 +41,8 @@ SELECTIONS = ("last", "best-valid")
 ABLATIONS = ("no_encoder_entropy", "no_decoder_entropy")
 ABLATION_ALIASES = {"no_hq_encoder": "no_encoder_entropy", "no_H(Q)": "no_encoder_entropy",
                     "no_H(q)": "no_decoder_entropy"}
-#: most units the exact monitor may enumerate: ``2^24`` states at every logged iteration (about a second
-#: each on one CPU core; 2^30 took minutes per logged iteration)
+#: most units the exact monitor may enumerate: ``2^24`` states at every logged iteration (its cost on
+#: one CPU core is on the documentation's Benchmarks page; 2^30 would take minutes per iteration)
 MAX_EXACT_UNITS = 24
 #: most decoder draws (and training rows) per update: ``batch_size`` draws are held in memory at once
 MAX_BATCH_SIZE = 100_000

@@ -38,9 +38,10 @@ import torch
 from ..errors import LogzbenchError
 from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from ..models.rbm import BinaryRBM
-from ..sampling import bernoulli, bernoulli_from_logits_
+from ..kernels import bernoulli, bernoulli_from_logits_
 from ..utils import atomic_path, make_generator, resolve_device
 from .metrics import _pseudo_log_likelihood_at, reconstruction_error
+from .hyperparams import RBM_TRAINER as _DEFAULTS
 
 __all__ = ["RBMTrainer", "TrainingDivergedError", "history_to_csv"]
 
@@ -109,7 +110,7 @@ class RBMTrainer:
     exact_ll_max_units : int
         Record the exact log-likelihood (and ``log Z``) each evaluation when
         ``min(n_visible, n_hidden) <= exact_ll_max_units``.  Enumeration costs
-        ``2^min(n_visible, n_hidden)`` free energies: about 10 s on a CPU for 784 x 20.
+        ``2^min(n_visible, n_hidden)`` free energies (2^20 for a 784 x 20 RBM).
         0 disables it.
     eval_every : int
         Evaluate after every ``eval_every``-th epoch (and always after epoch 0 and the
@@ -133,28 +134,28 @@ class RBMTrainer:
 
     def __init__(
         self,
-        n_hidden: int = 500,
-        method: str = "cd",
-        k: int = 1,
-        learning_rate: float = 0.1,
-        lr_schedule: str = "constant",
-        lr_decay: float = 0.98,
-        batch_size: int = 100,
-        n_epochs: int = 10,
-        initial_momentum: float = 0.5,
-        final_momentum: float = 0.9,
-        momentum_switch_epoch: int = 5,
-        weight_decay: float = 2e-4,
-        init: str = "uniform_sqrt",
-        init_scale: float = 0.01,
-        visible_bias_init: str = "base_rate",
-        n_persistent_chains: int | None = None,
-        eval_subsample: int = 10000,
-        exact_ll_max_units: int = 25,
-        eval_every: int = 1,
-        seed: int = 0,
-        device: str | torch.device = "cpu",
-        progress: bool = False,
+        n_hidden: int = _DEFAULTS["n_hidden"],
+        method: str = _DEFAULTS["method"],
+        k: int = _DEFAULTS["k"],
+        learning_rate: float = _DEFAULTS["learning_rate"],
+        lr_schedule: str = _DEFAULTS["lr_schedule"],
+        lr_decay: float = _DEFAULTS["lr_decay"],
+        batch_size: int = _DEFAULTS["batch_size"],
+        n_epochs: int = _DEFAULTS["n_epochs"],
+        initial_momentum: float = _DEFAULTS["initial_momentum"],
+        final_momentum: float = _DEFAULTS["final_momentum"],
+        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
+        weight_decay: float = _DEFAULTS["weight_decay"],
+        init: str = _DEFAULTS["init"],
+        init_scale: float = _DEFAULTS["init_scale"],
+        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
+        n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"],
+        eval_subsample: int = _DEFAULTS["eval_subsample"],
+        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
+        eval_every: int = _DEFAULTS["eval_every"],
+        seed: int = _DEFAULTS["seed"],
+        device: str | torch.device = _DEFAULTS["device"],
+        progress: bool = _DEFAULTS["progress"],
     ):
         self.n_hidden = n_hidden
         self.method = method
