@@ -37,6 +37,7 @@ import pytest
 pytest.importorskip("mlflow", reason="mlflow is not installed; the dashboard tests need it")
 
 from logzbench import tracking  # noqa: E402
+from logzbench.tracking.runs import _epoch_ms  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONFIG = REPO / "config" / "test.yaml"
@@ -129,7 +130,7 @@ def test_a_sweep_job_gives_each_setting_its_own_real_start_and_end(tmp_path):
     import numpy as np
 
     from conftest import model_samples, random_rbm
-    from logzbench.jobs import run_estimate_sweep
+    from logzbench.pipeline.jobs import run_estimate_sweep
     from logzbench.models import save_model
 
     rbm = random_rbm(12, 8, seed=0, scale=0.5)
@@ -151,8 +152,8 @@ def test_a_sweep_job_gives_each_setting_its_own_real_start_and_end(tmp_path):
         on_disk = json.loads((tmp_path / "ais" / f"K{rec['K']}_uniform_seed0.json").read_text())
         assert on_disk["started_at"] == rec["started_at"] and on_disk["finished_at"] == rec["finished_at"]
         info = client.get_run(rec["mlflow_run_id"]).info
-        assert (info.start_time, info.end_time) == (tracking._epoch_ms(rec["started_at"]),
-                                                    tracking._epoch_ms(rec["finished_at"]))
+        assert (info.start_time, info.end_time) == (_epoch_ms(rec["started_at"]),
+                                                    _epoch_ms(rec["finished_at"]))
         # the run spans the estimator's own time (and the test rows' log f(v), the arrays)
         assert info.end_time - info.start_time >= 1000 * rec["result"]["seconds"] - 2
         spans.append((info.start_time, info.end_time))
@@ -234,7 +235,7 @@ def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> di
     and job times (the last hour, one job after another).  Returns ``{run name: kind}``."""
     import pandas as pd
 
-    from logzbench import sweep
+    from logzbench.pipeline import sweep
 
     presets = sweep._load_presets()
     tracking.init_store(uri, experiment, description=None)

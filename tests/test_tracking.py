@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("mlflow", reason="mlflow is not installed; tracking tests need it")
 
 from logzbench import tracking  # noqa: E402
+from logzbench.tracking.retries import _retry  # noqa: E402
 
 N_WRITERS = 8
 
@@ -189,9 +190,9 @@ def test_retry_on_locked():
             raise RuntimeError("(sqlite3.OperationalError) database is locked")
         return "ok"
 
-    assert tracking._retry(flaky, base_delay=0.001) == "ok" and calls["n"] == 3
+    assert _retry(flaky, base_delay=0.001) == "ok" and calls["n"] == 3
     with pytest.raises(ValueError):
-        tracking._retry(lambda: (_ for _ in ()).throw(ValueError("other")), base_delay=0.001)
+        _retry(lambda: (_ for _ in ()).throw(ValueError("other")), base_delay=0.001)
 
 
 def test_every_trial_is_recorded(tmp_path):

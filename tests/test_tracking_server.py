@@ -1,4 +1,4 @@
-"""An MLflow tracking server on PostgreSQL (logzbench.tracking_server) under the workflow's jobs.
+"""An MLflow tracking server on PostgreSQL (logzbench.tracking.server) under the workflow's jobs.
 
 A throwaway PostgreSQL cluster (tests/pg_fixture.py) and one ``mlflow server`` on it serve the
 module.  Default run: 16 parallel estimate jobs (the workflow's, through logzbench.warm as
@@ -6,7 +6,7 @@ Snakemake runs them) leave exactly one live run per setting, rows of the server'
 database (one test uses the server, so that pytest-xdist starts only one); an unreachable server
 fails a job after bounded retries with an error naming the URI.  Slow (``-m slow``): the 16 jobs
 three rounds over; the Snakemake workflow against a server started with
-``python -m logzbench.tracking_server``, stopped midway (a clear error in Snakemake's log) and
+``python -m logzbench.tracking.server``, stopped midway (a clear error in Snakemake's log) and
 started again (the rerun completes, no run duplicated).
 """
 
@@ -33,7 +33,8 @@ import pg_fixture  # noqa: E402
 from conftest import model_samples, random_rbm  # noqa: E402
 from logzbench import tracking  # noqa: E402
 from logzbench.errors import TrackingError  # noqa: E402
-from logzbench.tracking_server import TrackingServer, check_backend_store_uri, free_port, server_command  # noqa: E402
+from logzbench.tracking.retries import _is_locked_error, _retry  # noqa: E402
+from logzbench.tracking.server import TrackingServer, check_backend_store_uri, free_port, server_command  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 N_JOBS = 16
@@ -140,6 +141,16 @@ def test_backend_store_uri_checks(monkeypatch, tmp_path):
     assert "--allowed-hosts" not in server_command("sqlite:///x.db", tmp_path / "art", port=5001)
 
 
+def test_the_former_command_name_still_starts_the_server():
+    """``python -m logzbench.tracking_server`` runs ``python -m logzbench.tracking.server`` (a note on stderr)."""
+    new, old = (subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True,
+                               env=_clean_env(), timeout=120) for module in ("logzbench.tracking.server",
+                                                                             "logzbench.tracking_server"))
+    assert new.returncode == old.returncode == 0, new.stderr + old.stderr
+    assert old.stdout == new.stdout and "--backend-store-uri" in new.stdout and not new.stderr
+    assert "python -m logzbench.tracking.server" in old.stderr
+
+
 def test_transient_store_errors_are_retried_and_real_conflicts_are_not():
     """Concurrent upserts of one row on PostgreSQL (16 jobs creating the experiment's tags at once)
     are retried; an experiment name that exists, or any other error, is not."""
@@ -147,10 +158,10 @@ def test_transient_store_errors_are_retried_and_real_conflicts_are_not():
             '"experiment_tag_pk"\nDETAIL:  Key (key, experiment_id)=(mlflow.experimentKind, 1) already exists.')
     for text in (race, "(psycopg2.errors.DeadlockDetected) deadlock detected",
                  "FATAL: sorry, too many clients already", "(sqlite3.OperationalError) database is locked"):
-        assert tracking._is_locked_error(RuntimeError(text)), text
+        assert _is_locked_error(RuntimeError(text)), text
     for text in ("RESOURCE_ALREADY_EXISTS: Experiment(name=x) already exists. Error: (psycopg2.errors.UniqueViolation) "
                  "duplicate key value violates unique constraint", "INVALID_PARAMETER_VALUE: bad metric"):
-        assert not tracking._is_locked_error(RuntimeError(text)), text
+        assert not _is_locked_error(RuntimeError(text)), text
     calls = []
 
     def flaky():
@@ -159,7 +170,7 @@ def test_transient_store_errors_are_retried_and_real_conflicts_are_not():
             raise RuntimeError(race)
         return "ok"
 
-    assert tracking._retry(flaky, base_delay=0.001) == "ok" and len(calls) == 3
+    assert _retry(flaky, base_delay=0.001) == "ok" and len(calls) == 3
 
 
 # --------------------------------------------------------------------------- unreachable server
@@ -196,9 +207,9 @@ def _settings(model: str) -> list[dict]:
 
 
 #: one workflow estimate job, as workflow/scripts/estimate.py runs it (arguments from a JSON file)
-_JOB = ("import json, sys, time\nfrom logzbench.warm import run_job\na = json.load(open(sys.argv[1]))\n"
+_JOB = ("import json, sys, time\nfrom logzbench.pipeline.warm import run_job\na = json.load(open(sys.argv[1]))\n"
         "t0 = time.time()\n"
-        "run_job('logzbench.jobs:run_estimate_sweep', log=a.pop('log'), threads=1, warm=a.pop('warm'), **a)\n"
+        "run_job('logzbench.pipeline.jobs:run_estimate_sweep', log=a.pop('log'), threads=1, warm=a.pop('warm'), **a)\n"
         "print('job interval', t0, time.time())\n")
 
 
@@ -214,7 +225,7 @@ def _job_args(d: Path, j: int, model: Path, data: Path, uri: str, experiment: st
 def test_unreachable_server_fails_the_job_within_bounded_time(tmp_path, monkeypatch, server_boots_meanwhile):
     """An estimate job (our default retry settings) on a closed port fails in well under a minute with
     an error naming the URI, and writes no record.  (The module's server boots meanwhile.)"""
-    from logzbench.jobs import run_estimate_sweep
+    from logzbench.pipeline.jobs import run_estimate_sweep
 
     _bounded_http_defaults(monkeypatch)
     model, data = _tiny_model(tmp_path)
@@ -312,7 +323,7 @@ def test_sixteen_parallel_estimate_jobs(server, postgres, tmp_path, rounds):
         assert sorted(a.rsplit(".", 1)[-1] for a in arts) == ["npz", "txt"], arts
         _check_postgres_store(server, postgres, experiment, ids)
     finally:
-        from logzbench import warm
+        from logzbench.pipeline import warm
 
         os.environ["LOGZBENCH_WARM_DIR"], old = warm_dir, os.environ.get("LOGZBENCH_WARM_DIR")
         try:
@@ -356,8 +367,8 @@ def _snakemake(workdir: Path, uri: str, *args: str, env: dict[str, str]) -> subp
 
 
 def _start_cli_server(backend: str, art: Path, port: int, log: Path) -> subprocess.Popen:
-    """``python -m logzbench.tracking_server ...`` as the README says; returns once it is ready."""
-    proc = subprocess.Popen([sys.executable, "-m", "logzbench.tracking_server", "--backend-store-uri", backend,
+    """``python -m logzbench.tracking.server ...`` as the README says; returns once it is ready."""
+    proc = subprocess.Popen([sys.executable, "-m", "logzbench.tracking.server", "--backend-store-uri", backend,
                              "--artifacts-destination", str(art), "--port", str(port), "--workers", "1",
                              "--log", str(log)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=_clean_env())

@@ -1,0 +1,297 @@
+"""MLflow runs under deterministic keys: one live run per key, found, logged and flagged.
+
+:func:`log_run` creates a fresh run, logs its params, metrics, tags and artifacts, and then
+deletes every *other* live run with the same key, always keeping the newest, so re-running a job
+replaces its run and concurrent writers of the same key converge to exactly one run.  A run starts
+and ends when its job did (``start_time`` / ``end_time``); of a key's runs the last *recorded* is
+kept (tag :data:`~logzbench.tracking.keys.LOGGED_TAG`).  A :class:`TrackingSession` logs many runs
+through one client and tidies all their keys with one search.  :func:`set_flags` tags runs with the
+report's reasons to distrust them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+from urllib.parse import unquote, urlparse
+
+from .keys import (DEFAULT_EXPERIMENT, FLAG_TAG, FLAGGED_TAG, GROUP_TAG, KEY_TAG, KIND_TAG, LOGGED_TAG, SETTING_TAG,
+                   _fmt)
+from .retries import _retry
+from .store import _ensure_store, _experiment_id, get_client
+from .uris import resolve_tracking_uri
+
+# MLflow's per-request limits for log_batch.
+_MAX_METRICS_PER_BATCH = 1000
+_MAX_PARAMS_PER_BATCH = 100
+_MAX_TAGS_PER_BATCH = 100
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and not isinstance(x, bool) and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _param_value(v: Any) -> str:
+    if isinstance(v, (dict, list, tuple)):
+        s = json.dumps(v, sort_keys=True, default=str)
+    else:
+        s = _fmt(v) if v is not None else "None"
+    return s[:6000]
+
+
+# --------------------------------------------------------------------------- finding runs
+def find_runs(key: str | None = None, *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
+              kind: str | None = None, client=None, key_prefix: str | None = None) -> list:
+    """Live (not deleted) runs of the experiment, optionally only those with ``key`` / ``kind`` / a key
+    starting with ``key_prefix`` (``LIKE``: ``_`` and ``%`` in the prefix match more; filter the keys).
+
+    Ordered newest first.  Returns ``[]`` when the experiment does not exist.
+    """
+    uri = resolve_tracking_uri(uri)
+    client = client or get_client(uri)
+    exp = _retry(client.get_experiment_by_name, experiment_name)
+    if exp is None:
+        return []
+    filters = []
+    if key is not None:
+        filters.append(f"tags.`{KEY_TAG}` = '{_quote(key)}'")
+    if kind is not None:
+        filters.append(f"tags.`{KIND_TAG}` = '{_quote(kind)}'")
+    if key_prefix:
+        filters.append(f"tags.`{KEY_TAG}` LIKE '{_quote(key_prefix)}%'")
+    out, token = [], None
+    while True:
+        page = _retry(client.search_runs, [exp.experiment_id], filter_string=" and ".join(filters),
+                      max_results=1000, order_by=["attributes.start_time DESC"], page_token=token)
+        out.extend(page)
+        token = getattr(page, "token", None)
+        if not token:
+            break
+    return out
+
+
+def _quote(s: str) -> str:
+    return s.replace("\\", "\\\\").replace("'", "\\'")
+
+
+# --------------------------------------------------------------------------- logging
+def _delete_run(client, run) -> None:
+    _retry(client.delete_run, run.info.run_id)
+    art = run.info.artifact_uri or ""
+    if art.startswith("file://"):
+        p = Path(unquote(urlparse(art).path))
+        # artifact_uri is <location>/<run_id>/artifacts: remove the run's folder
+        target = p.parent if p.name == "artifacts" and p.parent.name == run.info.run_id else p
+        shutil.rmtree(target, ignore_errors=True)
+
+
+def _logged_ms(run) -> int:
+    """When ``run`` was recorded: its :data:`LOGGED_TAG` (a run's start time is its job's, which a
+    re-logged record repeats), else its start time (runs recorded before the tag existed)."""
+    with contextlib.suppress(TypeError, ValueError):
+        return int(run.data.tags[LOGGED_TAG])
+    return int(run.info.start_time or 0)
+
+
+def _newest_first(runs: Sequence) -> list:
+    return sorted(runs, key=lambda r: (_logged_ms(r), r.info.start_time or 0, r.info.run_id), reverse=True)
+
+
+def _epoch_ms(t: Any) -> int | None:
+    """Milliseconds since the epoch of ``t``: a :class:`datetime.datetime` (naive = UTC), an ISO 8601
+    string (as the job records write) or seconds since the epoch; ``None`` stays ``None``."""
+    import datetime as _dt
+
+    if t is None or t == "":
+        return None
+    if isinstance(t, str):
+        t = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    if isinstance(t, _dt.datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=_dt.timezone.utc)
+        return int(round(t.timestamp() * 1000))
+    return int(round(float(t) * 1000))
+
+
+def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
+            run_name: str | None = None, kind: str = "estimate",
+            params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
+            step_metrics: Iterable[Mapping[str, Any]] | None = None, step_key: str = "epoch",
+            tags: Mapping[str, Any] | None = None,
+            artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
+            session: "TrackingSession | None" = None, start_time: Any = None, end_time: Any = None) -> str:
+    """Record one run under the deterministic ``key`` and return its run id.
+
+    ``params`` and ``metrics`` are flat mappings (non-finite or ``None`` metrics are
+    skipped).  ``step_metrics`` is a sequence of dicts (e.g. a training history), each
+    logged at ``step = d[step_key]``.  ``artifacts`` are files (a mapping gives each its
+    artifact sub-directory).  Any live run with the same key is replaced: exactly one live
+    run per key remains, even under concurrent writers.  Within a :class:`TrackingSession`
+    (``session``) the replacing waits for :meth:`TrackingSession.close`, which does it for every
+    key of the session with one search.
+
+    ``start_time`` and ``end_time`` (a :class:`datetime.datetime`, an ISO 8601 string or seconds
+    since the epoch) are the run's start and end in the MLflow UI (its *Created* and *Duration*):
+    the job's own, where the run is logged after the job; either defaults to now.  Every run is
+    tagged with its group (:data:`GROUP_TAG`, default ``kind``) and setting (:data:`SETTING_TAG`,
+    default ``key``), which the UI's runs table groups by.
+    """
+    if session is not None:
+        return session.log_run(key, run_name=run_name, kind=kind, params=params, metrics=metrics,
+                               step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts,
+                               start_time=start_time, end_time=end_time)
+    with TrackingSession(uri, experiment_name) as own:
+        return own.log_run(key, run_name=run_name, kind=kind, params=params, metrics=metrics,
+                           step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts,
+                           start_time=start_time, end_time=end_time)
+
+
+def _superseded(client, run_id: str) -> bool:
+    """Whether run ``run_id`` was deleted (by a concurrent writer's :meth:`TrackingSession.close` that kept
+    a newer run of the same key)."""
+    try:
+        return client.get_run(run_id).info.lifecycle_stage == "deleted"
+    except Exception:  # noqa: BLE001 - the store cannot say: not superseded, the original error stands
+        return False
+
+
+class TrackingSession:
+    """Several runs logged with one client (one store connection, one experiment lookup); on
+    :meth:`close` (or leaving the ``with`` block) every key logged keeps exactly one live run, the
+    newest, found with one search of the session's key prefix.
+
+    A workflow job that runs a whole sweep logs each setting's run as it finishes through one
+    session; :func:`log_run` without a session is a session of one run.
+    """
+
+    def __init__(self, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT):
+        self.uri = resolve_tracking_uri(uri)
+        self.experiment_name = experiment_name
+        _ensure_store(self.uri, experiment_name)
+        self.client = get_client(self.uri)
+        self.experiment_id = _experiment_id(self.client, self.uri, experiment_name)
+        self.keys: list[str] = []
+
+    def __enter__(self) -> "TrackingSession":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        from ..errors import TrackingError
+
+        if exc_type is not None and issubclass(exc_type, TrackingError):
+            return  # the store is unreachable: closing would wait out the retries again; a rerun tidies up
+        self.close()
+
+    def log_run(self, key: str, *, run_name: str | None = None, kind: str = "estimate",
+                params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
+                step_metrics: Iterable[Mapping[str, Any]] | None = None, step_key: str = "epoch",
+                tags: Mapping[str, Any] | None = None,
+                artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
+                start_time: Any = None, end_time: Any = None) -> str:
+        """Log one run (see :func:`log_run`); return its id."""
+        from mlflow.entities import Metric, Param
+
+        client = self.client
+        logged = int(time.time() * 1000)
+        start, end = _epoch_ms(start_time), _epoch_ms(end_time)
+        start = start if start is not None else (min(end, logged) if end is not None else logged)
+        end = max(end if end is not None else logged, start)
+        all_tags = {KEY_TAG: key, KIND_TAG: kind, GROUP_TAG: kind, SETTING_TAG: key}
+        all_tags.update({str(k): _param_value(v) for k, v in (tags or {}).items() if v is not None})
+        all_tags[LOGGED_TAG] = str(logged)
+        run = _retry(client.create_run, self.experiment_id, start_time=start, tags=all_tags, run_name=run_name or key)
+        run_id = run.info.run_id
+        try:
+            now = end  # the metrics' time: when the job had them
+            plist = [Param(str(k), _param_value(v)) for k, v in (params or {}).items()]
+            mlist = [Metric(str(k), float(v), now, 0) for k, v in (metrics or {}).items() if _finite(v)]
+            for row in step_metrics or []:
+                step = int(row.get(step_key, 0) or 0)
+                for k, v in row.items():
+                    if k != step_key and _finite(v):
+                        mlist.append(Metric(str(k), float(v), now, step))
+            # one request for the params and the first metrics where MLflow's limits allow
+            first = min(len(mlist), _MAX_METRICS_PER_BATCH) if len(plist) <= _MAX_PARAMS_PER_BATCH else 0
+            if plist or first:
+                _retry(client.log_batch, run_id, params=plist[:_MAX_PARAMS_PER_BATCH], metrics=mlist[:first])
+            for i in range(_MAX_PARAMS_PER_BATCH, len(plist), _MAX_PARAMS_PER_BATCH):
+                _retry(client.log_batch, run_id, params=plist[i:i + _MAX_PARAMS_PER_BATCH])
+            for i in range(first, len(mlist), _MAX_METRICS_PER_BATCH):
+                _retry(client.log_batch, run_id, metrics=mlist[i:i + _MAX_METRICS_PER_BATCH])
+            if artifacts:
+                items = artifacts.items() if isinstance(artifacts, Mapping) else ((a, None) for a in artifacts)
+                for path, sub in items:
+                    if path is not None and Path(path).exists():
+                        _retry(client.log_artifact, run_id, str(path), sub)
+            _retry(client.set_terminated, run_id, "FINISHED", end_time=end)
+        except BaseException as exc:
+            if isinstance(exc, Exception) and _superseded(client, run_id):
+                # a concurrent writer of the same key logged a newer run and removed this one while it
+                # was being written (TrackingSession.close): the key has its one live run
+                return run_id
+            with contextlib.suppress(Exception):
+                _retry(client.delete_run, run_id)
+            raise
+        self.keys.append(key)
+        return run_id
+
+    def close(self) -> None:
+        """Keep exactly one live run per logged key: the newest (ours, unless a concurrent writer's is newer)."""
+        keys, self.keys = set(self.keys), []
+        if not keys:
+            return
+        prefix = os.path.commonprefix(sorted(keys))
+        if len(keys) == 1:
+            runs = find_runs(next(iter(keys)), uri=self.uri, experiment_name=self.experiment_name, client=self.client)
+        else:
+            runs = find_runs(None, uri=self.uri, experiment_name=self.experiment_name, client=self.client,
+                             key_prefix=prefix)
+        by_key: dict[str, list] = {}
+        for run in runs:
+            k = run.data.tags.get(KEY_TAG)
+            if k in keys:
+                by_key.setdefault(k, []).append(run)
+        for same in by_key.values():
+            for old in _newest_first(same)[1:]:
+                with contextlib.suppress(Exception):
+                    _delete_run(self.client, old)
+
+
+# --------------------------------------------------------------------------- flags
+def set_flags(flags: Mapping[str, Sequence[str]], *, uri: str | None = None,
+              experiment_name: str = DEFAULT_EXPERIMENT) -> int:
+    """Tag the live runs whose key is in ``flags``: ``logzbench.flag`` = the reasons joined
+    by ``"; "`` and ``logzbench.flagged`` = ``true``; a key mapped to no reasons gets
+    ``logzbench.flagged = false`` and loses a stale ``logzbench.flag``.  Runs with other
+    keys are left alone.  Returns the number of runs tagged as flagged.
+    """
+    uri = resolve_tracking_uri(uri)
+    client = get_client(uri)
+    runs = find_runs(None, uri=uri, experiment_name=experiment_name, client=client)
+    n = 0
+    for run in runs:
+        key = run.data.tags.get(KEY_TAG)
+        if key is None or key not in flags:
+            continue
+        reasons = [r for r in flags[key] if r]
+        if reasons:
+            text = "; ".join(dict.fromkeys(reasons))[:5000]
+            _retry(client.set_tag, run.info.run_id, FLAG_TAG, text)
+            _retry(client.set_tag, run.info.run_id, FLAGGED_TAG, "true")
+            n += 1
+        else:
+            if FLAG_TAG in run.data.tags:
+                with contextlib.suppress(Exception):
+                    _retry(client.delete_tag, run.info.run_id, FLAG_TAG)
+            if run.data.tags.get(FLAGGED_TAG) != "false":
+                _retry(client.set_tag, run.info.run_id, FLAGGED_TAG, "false")
+    return n
