@@ -1,11 +1,13 @@
 # logzbench: side-by-side partition-function / test log-likelihood estimators.
 #
 # DAG: prepare (per dataset) -> train (per model) -> estimate (one job per model x estimator runs
-# the estimator's sweep over K / init / seed, as declared in the config: logzbench.sweep) -> report;
-# repeated-trial experiments (config `trials`: Liu et al. Figs 1-2, one job per experiment) ->
+# the estimator's sweep over K / init / seed, as declared in the config: logzbench.pipeline.sweep) ->
+# report; repeated-trial experiments (config `trials`: Liu et al. Figs 1-2, one job per experiment) ->
 # report_trials.  Every train/estimate job depends on the MLflow store, which is created once by
 # rule `init_tracking`.  Jobs run in processes forked from a warm server that has imported torch,
-# MLflow and logzbench once (config `warm_start`, logzbench.warm).
+# MLflow and logzbench once (config `warm_start`, logzbench.pipeline.warm).  Each rule's benchmark
+# (results/benchmarks/<job>.tsv) measures the rule's own process, a thin client under the warm start;
+# the job's own process is measured in results/benchmarks/<job>.job.tsv (logzbench.pipeline.usage).
 # Every rule runs in workflow/envs/logzbench.yaml with --use-conda (else in the current environment).
 #
 #   snakemake --cores 2 --workflow-profile workflow/profiles/default           # default config

@@ -64,7 +64,7 @@ from _machine import cpu_model, machine  # noqa: E402
 
 from logzbench.api import estimate  # noqa: E402
 from logzbench.estimators import ais as ais_kernel  # noqa: E402
-from logzbench.sampling import bernoulli_from_logits  # noqa: E402
+from logzbench.kernels import bernoulli_from_logits  # noqa: E402
 from logzbench.utils import make_generator  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -366,7 +366,7 @@ def _train_config_model(cfg, name: str, workdir: Path, overrides: dict | None = 
     """Train model ``name`` of config/config.yaml the way the workflow does (its preset, then its
     ``hyperparams``), on its prepared dataset; returns (model, training rows)."""
     from logzbench.data import load_rows
-    from logzbench.sweep import model_hyperparams
+    from logzbench.pipeline.sweep import model_hyperparams
     from logzbench.training import train_model
 
     hp = dict(model_hyperparams(cfg, name))

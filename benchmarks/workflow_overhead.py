@@ -64,17 +64,21 @@ def compute_seconds(workdir: Path) -> dict[str, float]:
     return {"estimate": est, "log_f": log_f, "train": train, "trials": trials}
 
 
-def job_seconds(workdir: Path) -> dict[str, tuple[int, float]]:
-    """``{rule: (jobs, summed job wall seconds)}`` from the ``benchmark:`` files."""
+def job_seconds(workdir: Path, suffix: str = ".tsv", column: str = "s") -> dict[str, tuple[int, float]]:
+    """``{rule: (jobs, summed job wall seconds)}`` from the ``benchmark:`` files (each rule's own process);
+    ``suffix=".job.tsv"``: from the usage of each job's own process (logzbench.pipeline.usage: a process
+    forked from the warm server), and ``column="cpu_time"`` its CPU seconds."""
     out: dict[str, tuple[int, float]] = {}
     bench = workdir / "results" / "benchmarks"
-    for f in sorted(glob.glob(str(bench / "**" / "*.tsv"), recursive=True)):
+    for f in sorted(glob.glob(str(bench / "**" / f"*{suffix}"), recursive=True)):
+        if suffix == ".tsv" and f.endswith(".job.tsv"):
+            continue
         rel = Path(f).relative_to(bench).parts
-        rule = rel[0] if len(rel) > 1 else Path(rel[0]).stem
+        rule = rel[0] if len(rel) > 1 else rel[0][: -len(suffix)]
         with open(f, newline="") as fh:
             row = next(csv.DictReader(fh, delimiter="\t"))
         n, s = out.get(rule, (0, 0.0))
-        out[rule] = (n + 1, s + float(row["s"]))
+        out[rule] = (n + 1, s + float(row[column]))
     return out
 
 
@@ -121,6 +125,7 @@ def main(argv=None) -> dict:
         "compute_seconds": comp, "compute_total": total, "ratio": ratio,
         "jobs": {k: {"n": n, "seconds": s} for k, (n, s) in jobs.items()},
         "job_seconds_total": sum(s for _, s in jobs.values()),
+        "job_cpu_seconds": {k: s for k, (_, s) in job_seconds(workdir, ".job.tsv", "cpu_time").items()},
     }
     print(f"date {out['date']}; {out['machine']}; --cores {args.cores}")
     print(f"wall time {wall:.1f} s")

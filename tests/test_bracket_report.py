@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from logzbench import registry, sweep
+from logzbench import registry
+from logzbench.pipeline import sweep
 from logzbench.estimators.result import EstimateResult
 from logzbench.report import BRACKET_COLUMNS, build_report, make_table_bracket
 from logzbench.report.records import find_records
@@ -279,7 +280,7 @@ def test_sweep_records_schedule_keys_only_where_they_matter():
     s = sweep.job_settings(_config(method="ais", chains=5, schedule="adaptive", pilot_chains=7, target_ess=0.8,
                                    sweeps_per_beta=2), "m", "x", "K10_uniform_seed0", presets={})
     assert (s["schedule"], s["pilot_chains"], s["target_ess"], s["sweeps_per_beta"]) == ("adaptive", 7, 0.8, 2)
-    from logzbench.jobs import estimate_options
+    from logzbench.pipeline.jobs import estimate_options
 
     opts = estimate_options(s)
     assert (opts["schedule"], opts["pilot_chains"], opts["target_ess"], opts["sweeps_per_beta"], opts["K"]) == (
@@ -300,7 +301,7 @@ def test_sandwich_jobs_and_settings():
     s = sweep.job_settings(config, "m", "x", "seed1", presets={})
     assert (s["K"], s["init"], s["seed"], s["target_width"], s["max_sweeps"], s["confidence"], s["pilot_chains"]) == (
         16, "base-rate", 1, 0.5, 10 ** 6, 0.9, 100)
-    from logzbench.jobs import estimate_options
+    from logzbench.pipeline.jobs import estimate_options
 
     opts = estimate_options(s)
     assert (opts["K"], opts["init"], opts["target_width"], opts["seed"]) == (16, "base-rate", 0.5, 1)

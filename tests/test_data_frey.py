@@ -108,7 +108,7 @@ def test_held_out_split(tmp_path, faces):
 
 def test_workflow_prepare_job(tmp_path):
     """The prepare rule's job with a schema-filled frey entry (binarize, threshold, n_valid dropped)."""
-    from logzbench.jobs import prepare_job
+    from logzbench.pipeline.jobs import prepare_job
 
     spec = {"source": "frey", "binarize": "stochastic", "threshold": 0.5, "seed": 0, "n_train": None,
             "n_test": 65, "n_valid": 0}

@@ -261,7 +261,7 @@ def test_prepare_uci(tmp_path):
 @needs_mirror
 def test_workflow_prepare_job(tmp_path):
     """The prepare rule's job with a schema-filled dataset entry."""
-    from logzbench.jobs import prepare_job
+    from logzbench.pipeline.jobs import prepare_job
 
     spec = {"source": "mushrooms", "binarize": "stochastic", "threshold": 0.5, "seed": 0, "n_train": None,
             "n_test": None, "n_valid": 0}

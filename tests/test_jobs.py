@@ -1,4 +1,4 @@
-"""logzbench.jobs: one workflow estimate job from its settings (the workflow's rule estimate, without Snakemake)."""
+"""logzbench.pipeline.jobs: one workflow estimate job from its settings (the workflow's rule estimate, without Snakemake)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from conftest import model_samples, random_rbm
 from logzbench.api import estimate
-from logzbench.jobs import estimate_options, run_estimate
+from logzbench.pipeline.jobs import estimate_options, run_estimate
 from logzbench.models import save_model
 
 BASE = {"model": "tiny", "dataset": "tiny-data", "device": "cpu", "n_visible": 12, "family": "rbm",
@@ -65,7 +65,7 @@ def test_run_estimate_writes_the_record_and_the_arrays(tmp_path, method, extra, 
 def test_sweep_writes_each_setting_and_keeps_one_mlflow_run_per_setting(tmp_path):
     """run_estimate_sweep: one file pair per setting, each the same estimate as run_estimate on its own,
     each its own MLflow run; running the sweep again replaces the runs (one live run per key)."""
-    from logzbench.jobs import run_estimate_sweep
+    from logzbench.pipeline.jobs import run_estimate_sweep
     from logzbench.tracking import find_runs
 
     rbm = random_rbm(12, 8, seed=0, scale=0.5)
@@ -104,7 +104,7 @@ def test_test_subset_restricts_the_rows_of_each_setting(tmp_path):
     then subsamples those rows; a dataset without labels is refused, naming the file."""
     from logzbench.data import class_subset
     from logzbench.errors import DatasetError
-    from logzbench.jobs import run_estimate_sweep
+    from logzbench.pipeline.jobs import run_estimate_sweep
 
     rbm = random_rbm(12, 8, seed=0, scale=0.5)
     save_model(rbm, tmp_path / "tiny.npz")
@@ -158,7 +158,7 @@ def test_test_subset_restricts_the_rows_of_each_setting(tmp_path):
 
 
 def test_sweep_refuses_settings_that_share_a_file(tmp_path):
-    from logzbench.jobs import run_estimate_sweep
+    from logzbench.pipeline.jobs import run_estimate_sweep
 
     s = {**BASE, "estimator": "ais", "method": "ais", "K": 5, "init": "uniform", "seed": 0, "chains": 5}
     with pytest.raises(ValueError, match="different file stems"):
@@ -171,7 +171,7 @@ def test_learner_train_job_then_estimate_then_report(tmp_path):
     """The workflow's path for a black-box learner, without Snakemake: train_job (AVIL with AIS during
     training and the best validation model kept) writes the model, its history, samples and summary;
     an AIS estimate of the saved model; the report's learner tables and figures from both."""
-    from logzbench.jobs import train_job
+    from logzbench.pipeline.jobs import train_job
     from logzbench.models import load_model
     from logzbench.report import build_report
 

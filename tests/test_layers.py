@@ -4,15 +4,17 @@ Every module under ``src/logzbench`` is parsed with :mod:`ast`; every import cou
 level and inside functions alike (a lazy import is still a dependency).  The layers, lowest
 first:
 
-0. ground: ``logzbench`` itself, ``errors``, ``utils``, ``schedules``, ``sampling`` (with ``triton_kernels``), ``trusted``,
+0. ground: ``logzbench`` itself, ``errors``, ``utils``, ``schedules``, ``kernels`` (a package), ``trusted``,
    ``registry``, ``options``, ``plotting``, ``stats``;
 1. ``data`` (imports only ground);
 2. ``models``;
 3. ``estimators``;
-4. ``api``, ``training``, ``trials``, ``tracking`` (with ``tracking_server``), and the workflow's ``sweep`` (config -> jobs)
-   and ``jobs`` (one estimate job);
+4. ``api``, ``training``, ``trials``, ``tracking`` (a package, with the ``tracking_server`` command), and ``pipeline``
+   (what only the workflow needs: config -> jobs, its checks, one job end to end, the warm server; it
+   imports no report, whose job the warm server runs by its name, a string, and the report reads the
+   check of its published rows from it);
 5. ``report`` (a module or a package);
-6. ``cli`` and ``warm`` (runs a workflow job's function, named by a string, in a forked process).
+6. ``cli``.
 """
 
 from __future__ import annotations
@@ -29,14 +31,13 @@ PACKAGE = "logzbench"
 
 #: top-level name under ``logzbench`` -> layer (``""`` is the package's own ``__init__``)
 LAYERS = {
-    **dict.fromkeys(("", "errors", "utils", "schedules", "sampling", "triton_kernels", "registry", "options", "plotting", "stats", "trusted"), 0),
+    **dict.fromkeys(("", "errors", "utils", "schedules", "kernels", "registry", "options", "plotting", "stats", "trusted"), 0),
     "data": 1,
     "models": 2,
     "estimators": 3,
-    **dict.fromkeys(("api", "training", "trials", "tracking", "tracking_server", "sweep", "jobs"), 4),
+    **dict.fromkeys(("api", "training", "trials", "tracking", "tracking_server", "pipeline"), 4),
     "report": 5,
     "cli": 6,
-    "warm": 6,
 }
 LAYER_NAMES = ("ground", "data", "models", "estimators", "application", "report", "entry points")
 

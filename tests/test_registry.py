@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 from conftest import random_rbm
-from logzbench import api, cli, registry, sweep
+from logzbench import api, cli, registry
+from logzbench.pipeline import sweep
 
 
 def toy_estimate(ctx):

@@ -175,7 +175,7 @@ def test_two_models_in_one_directory_are_two_models(workdir, capsys):
 def test_genuine_log_weights_pass_the_check(workdir, capsys, estimator, extra):
     """The records of the estimators whose log Z is defined by their log-weights pass the check (float
     tolerance), through the command line and the workflow's job alike."""
-    from logzbench.jobs import run_estimate
+    from logzbench.pipeline.jobs import run_estimate
 
     _run("estimate", "model.npz", "--estimator", estimator, "--chains", "30", *extra, "--json",
          f"res/{estimator}.json", "--log-weights", f"res/{estimator}.npz")
@@ -230,15 +230,15 @@ def test_tracking_uri_file_store_only_where_mlflow_allows_it(tmp_path, monkeypat
 
 
 def test_config_tracking_uri_is_checked():
-    from logzbench import sweep
+    from logzbench.pipeline.config import check_config
     from test_sweep import load_config
 
     config = load_config()
     config["tracking"] = {**config["tracking"], "uri": "not a uri"}
     with pytest.raises(ConfigError, match=r"^tracking.uri 'not a uri' is not a tracking URI logzbench can use"):
-        sweep.check_config(config)
+        check_config(config)
     config["tracking"]["enabled"] = False
-    sweep.check_config(config)
+    check_config(config)
 
 
 def _raise_settings(n_examples):
@@ -250,7 +250,7 @@ def _raise_settings(n_examples):
 def test_raise_records_the_examples_it_used(workdir):
     """RAISE with n_examples above the test rows (4 here) evaluates every row, and the record says so:
     n_examples is the number used (the MLflow param too), the configured value n_examples_requested."""
-    from logzbench.jobs import run_estimate
+    from logzbench.pipeline.jobs import run_estimate
     from logzbench.tracking import estimate_params
 
     logs = []
@@ -268,8 +268,8 @@ def test_raise_records_the_examples_it_used(workdir):
 
 def test_a_sweeps_records_list_its_settings(workdir):
     """Each record of a sweep lists the sweep's settings (sweep_stems): what tells a deleted setting of a
-    finished sweep from a new one (logzbench.sweep.damaged_outputs; tests/test_sweep.py)."""
-    from logzbench.jobs import run_estimate_sweep
+    finished sweep from a new one (logzbench.pipeline.outputs.damaged_outputs; tests/test_sweep.py)."""
+    from logzbench.pipeline.jobs import run_estimate_sweep
 
     base = {k: v for k, v in _raise_settings(None).items() if k != "n_examples"}
     settings = [{**base, "estimator": "ais", "method": "ais", "K": k, "chains": 5} for k in (2, 3)]

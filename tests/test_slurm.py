@@ -242,7 +242,7 @@ def _config(*configfiles) -> dict:
 
 def expected_runs(config: dict) -> dict[str, Counter]:
     """The MLflow runs a complete run of ``config`` leaves, by kind: each key once."""
-    from logzbench import sweep
+    from logzbench.pipeline import sweep
     from logzbench.tracking import estimate_key, train_key
 
     est = Counter(estimate_key(m, e, s.get("K"), s.get("init"), s.get("seed"))

@@ -1,4 +1,5 @@
-"""logzbench.sweep: from a workflow config to its estimate jobs and their settings (no Snakemake run).
+"""logzbench.pipeline (sweep, config, outputs): from a workflow config to its estimate jobs, their settings
+and its checks (no Snakemake run).
 
 Also checks that the config schema's enums are the registry's."""
 
@@ -6,16 +7,21 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
-from logzbench import registry, sweep
+from logzbench import registry
+from logzbench.data import sizes
+from logzbench.pipeline import config as checks
+from logzbench.pipeline import outputs, sweep
 from logzbench.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,27 +57,25 @@ def test_schema_defers_estimator_and_family_names_to_the_registry():
     assert "enum" not in hp["family"]
     assert schema["$defs"]["init_list"]["items"]["enum"] == list(registry.INITS)
     sources = schema["properties"]["datasets"]["additionalProperties"]["properties"]["source"]["enum"]
-    assert sorted(sources) == sorted(sweep.SOURCE_DATA_KINDS)
-    # the sweep's torch-free table of widths and kinds agrees with the data package's
-    from logzbench import data
-
-    assert sweep.KNOWN_N_VISIBLE == data.N_FEATURES
-    assert {s for s, k in sweep.SOURCE_DATA_KINDS.items() if k == "real"} == set(data.CONTINUOUS_DATASETS)
-    assert {s for s, k in sweep.SOURCE_DATA_KINDS.items() if k == "binary"} == set(data.DATASETS)
+    assert sorted(sources) == sorted(sizes.SOURCE_DATA_KINDS)
     # every estimator config key the sweep records is a schema key (the registry options' names)
     assert set(sweep.SETTING_KEYS) - {"samples_per_chain"} <= set(est)
     config = load_config()
     config["estimators"]["ais"]["method"] = "magic"
     with pytest.raises(ConfigError, match="unknown method 'magic'.*reverse-ais"):
-        sweep.check_config(config)
+        checks.check_config(config)
     config = load_config()
     config["models"]["digits-rbm8"]["hyperparams"]["family"] = "boltzmann"
     with pytest.raises(ConfigError, match="unknown family 'boltzmann'.*'dbn'"):
-        sweep.check_config(config)
+        checks.check_config(config)
 
 
 def test_importable_without_torch():
-    code = "import sys, logzbench.sweep; assert 'torch' not in sys.modules, 'torch imported'"
+    """What building the workflow's DAG imports (workflow/rules/common.smk: the pipeline's sweep, config checks,
+    output checks and file names; the data sizes and trainer hyperparameters they read) imports no torch."""
+    code = ("import sys, logzbench.data.sizes, logzbench.training.hyperparams, logzbench.pipeline.sweep, "
+            "logzbench.pipeline.config, logzbench.pipeline.outputs, logzbench.pipeline.usage; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -80,7 +84,7 @@ def test_default_config_checked_without_torch(tmp_path):
     config = load_config("config")
     assert any(m.get("paper") for m in config["models"].values())
     (tmp_path / "config.json").write_text(json.dumps(config))
-    code = ("import json, sys, logzbench.sweep as s; s.check_config(json.load(open(sys.argv[1]))); "
+    code = ("import json, sys, logzbench.pipeline.config as c; c.check_config(json.load(open(sys.argv[1]))); "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "config.json")], check=True)
 
@@ -89,8 +93,8 @@ def test_published_rows_read_without_pandas_are_those_of_the_report():
     from logzbench.report import published
 
     pub = published.load_published()
-    assert sweep.PUBLISHED_CSV == published.PUBLISHED_CSV
-    assert sweep._published_rows(str(sweep.PUBLISHED_CSV)) == {p: set(g["row"]) for p, g in pub.groupby("paper")}
+    assert checks.PUBLISHED_CSV == published.PUBLISHED_CSV
+    assert checks._published_rows(str(checks.PUBLISHED_CSV)) == {p: set(g["row"]) for p, g in pub.groupby("paper")}
 
 
 # --------------------------------------------------------------------------- jobs of config/test.yaml
@@ -203,7 +207,7 @@ def test_test_subset_flows_into_the_settings_of_its_entry_only():
     config["estimators"]["csl"]["test_subset"] = {"per_class": 4}
     validate(config, str(SCHEMA))
     assert config["estimators"]["csl"]["test_subset"] == {"per_class": 4, "seed": 0}
-    assert sweep.check_config(config) == []
+    assert checks.check_config(config) == []
     jobs = sweep.all_jobs(config)
     assert jobs == sweep.all_jobs(base)
     for j in jobs:
@@ -259,7 +263,7 @@ def test_dbn_gets_the_uniform_init_only():
     assert sweep.sweep_values(config, "digits-dbn8-4", "ais-deep") == {"K": [10], "init": ["uniform"], "seed": [0]}
     config = load_config(evaluation={"inits": ["base-rate"], "exact_max_units": 4, "exact_max_log_f_units": 4})
     assert sweep.model_jobs(config, "digits-dbn8-4") == []
-    warnings = sweep.check_config(config)
+    warnings = checks.check_config(config)
     assert any("model digits-dbn8-4 (dbn) has no estimate to run" in w for w in warnings)
 
 
@@ -270,18 +274,18 @@ def test_sm14500_schedule_has_one_K():
     assert stems(config, "digits-rbm8", "ais-sm") == ["K14500_uniform_seed0"]
     config["estimators"]["ais-sm"]["K"] = [100]
     with pytest.raises(ConfigError, match="the sm14500 schedule has K = 14500"):
-        sweep.check_config(config)
+        checks.check_config(config)
 
 
 # --------------------------------------------------------------------------- refusals
 def _refused(config, match):
     with pytest.raises(ConfigError, match=match):
-        sweep.check_config(config, presets={})
+        checks.check_config(config, presets={})
 
 
 def test_refusals_name_the_entry_and_the_fix():
     base = load_config()
-    assert sweep.check_config(base) == []
+    assert checks.check_config(base) == []
 
     c = copy.deepcopy(base)
     c["models"]["digits-dbm8-4"]["estimators"] = ["exact", "csl"]
@@ -332,7 +336,7 @@ def test_ignored_sweep_keys_are_warned_about():
     config = load_config()
     config["estimators"]["ds"]["K"] = [10]
     config["estimators"]["csl"]["inits"] = ["uniform"]
-    warnings = sweep.check_config(config)
+    warnings = checks.check_config(config)
     assert "estimator ds (ds) is not swept over K: its `K` is ignored" in warnings
     assert "estimator csl (csl) is not swept over inits: its `inits` is ignored" in warnings
 
@@ -340,7 +344,7 @@ def test_ignored_sweep_keys_are_warned_about():
 @pytest.mark.parametrize("path", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_every_shipped_config_passes_the_checks_without_warnings(path):
     config = load_config(path.stem)
-    assert sweep.check_config(config) == []
+    assert checks.check_config(config) == []
     jobs = sweep.all_jobs(config)
     assert len({j.path() for j in jobs}) == len(jobs)
     if config.get("models"):
@@ -349,7 +353,7 @@ def test_every_shipped_config_passes_the_checks_without_warnings(path):
 
 # --------------------------------------------------------------------------- issue 15: checked when loaded
 def test_hyperparameter_names_are_the_trainers():
-    """The torch-free names (read from the trainers' source) are those train_model / the learners accept."""
+    """The torch-free names (logzbench.training.hyperparams) are those train_model / the learners accept."""
     import dataclasses
     import inspect
 
@@ -362,7 +366,7 @@ def test_hyperparameter_names_are_the_trainers():
         return {n for n, p in inspect.signature(f).parameters.items()
                 if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in drop}
 
-    common = sweep._COMMON_HYPERPARAMS
+    common = checks._COMMON_HYPERPARAMS
     expected = {name: params(cls) for name, cls in training._families().items()}
     expected["rbm"] |= {"hidden_sizes"}
     expected["grbm"] = {f.name for f in dataclasses.fields(GRBMHyperparams)}
@@ -372,40 +376,81 @@ def test_hyperparameter_names_are_the_trainers():
         expected[name] = cont | params(fit, ("model", "X_train", "n_iter", "seed"))
     assert set(expected) == set(registry.FAMILIES)
     for name, names in expected.items():
-        assert sweep.hyperparam_names(name) - common == names - common, name
+        assert checks.hyperparam_names(name) - common == names - common, name
     for spec in registry.LEARNERS.values():
         entry = registry.load(spec.entry)
         want = params(entry, ("train", "valid", "family", "return_state")) | {"n_hidden"}
-        assert sweep.hyperparam_names(spec.families[0], spec.name) - common == want - common, spec.name
+        assert checks.hyperparam_names(spec.families[0], spec.name) - common == want - common, spec.name
 
 
-def test_dataset_sizes_are_the_data_packages():
-    from logzbench.data import digits, frey, mnist, omniglot, vanhateren
-    from logzbench.data.uci import UCI_SETS
-
-    assert sweep.SOURCE_ROWS["mnist"] == mnist._SIZES
-    assert sweep.SOURCE_ROWS["omniglot"] == {"train": omniglot.DEFAULT_N_TRAIN, "test": omniglot.DEFAULT_N_TEST}
-    d = digits.load_digits_dataset()
-    assert sweep.SOURCE_ROWS["digits"] == {"train": len(d["train_images"]), "test": len(d["test_images"])}
-    for name, spec in UCI_SETS.items():
-        assert sweep.SOURCE_ROWS[name] == spec.sizes, name
-    for mode, rows in sweep.DIGITS_AVIL_ROWS.items():
-        d = digits.load_digits_avil(mode)
-        assert rows == {"train": len(d["train_images"]), "valid": len(d["valid_images"])}, mode
-    assert sweep.FREY_FACES == frey.N_FACES
-    assert sweep.VANHATEREN_N_IMAGES == len(vanhateren.VANHATEREN_IMAGES)
-    assert sweep.VANHATEREN_IMAGE_SIDE == min(vanhateren.IMAGE_SHAPE)
-    defaults = {k: p.default for k, p in inspect_signature(vanhateren.prepare_vanhateren).parameters.items()}
-    assert sweep.VANHATEREN_DEFAULTS == {k: defaults[k] for k in sweep.VANHATEREN_DEFAULTS}
-    schema = yaml.safe_load(SCHEMA.read_text())
-    est = schema["properties"]["estimators"]["additionalProperties"]["properties"]
-    assert est["chains"]["maximum"] == sweep.MAX_CHAINS
-
-
-def inspect_signature(f):
+def test_trainers_signatures_are_their_declarations():
+    """Each trainer's and learner's signature has exactly the keyword parameters declared in
+    logzbench.training.hyperparams (besides the data it is given), with those defaults."""
+    import dataclasses
     import inspect
 
-    return inspect.signature(f)
+    from logzbench.training.hyperparams import DECLARED, FAMILY_TRAINERS, REQUIRED
+
+    data = {"train", "test", "valid", "model", "X_train", "return_state"}
+    for target, declared in DECLARED.items():
+        obj = registry.load(target)
+        if dataclasses.is_dataclass(obj):
+            have = {f.name: REQUIRED if f.default is dataclasses.MISSING else f.default for f in dataclasses.fields(obj)}
+        else:
+            have = {n: REQUIRED if p.default is inspect.Parameter.empty else p.default
+                    for n, p in inspect.signature(obj).parameters.items()
+                    if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in data}
+        assert have == declared, target
+    learners = {spec.entry for spec in registry.LEARNERS.values()}
+    assert set(DECLARED) == learners | {t for ts in FAMILY_TRAINERS.values() for t in ts}
+    families = {spec.name if spec.name in FAMILY_TRAINERS else spec.kind for spec in registry.FAMILIES.values()}
+    assert families == set(FAMILY_TRAINERS)
+
+
+MIRROR = Path(os.environ.get("LOGZBENCH_DATA_MIRROR") or REPO.parent / "shared" / "data")
+
+
+def _mirrored(*parts: str) -> bool:
+    return (MIRROR.joinpath(*parts)).exists()
+
+
+def test_loaded_data_sets_have_their_declared_sizes():
+    """The sizes the workflow checks a config against (logzbench.data.sizes, which the loaders read) are
+    those of the data as loaded: digits and digits-avil always (scikit-learn's), the mirrored sources where
+    the mirror ($LOGZBENCH_DATA_MIRROR, else ../shared/data) has them (Omniglot's split is not loaded: slow)."""
+    from logzbench.data import digits, frey, mnist, uci, vanhateren
+
+    d = digits.load_digits_dataset()
+    assert sizes.SOURCE_ROWS["digits"] == {"train": len(d["train_images"]), "test": len(d["test_images"])}
+    assert int(np.prod(d["train_images"].shape[1:])) == sizes.N_FEATURES["digits"]
+    for mode, rows in sizes.DIGITS_AVIL_ROWS.items():
+        d = digits.load_digits_avil(mode)
+        assert rows == {"train": len(d["train_images"]), "valid": len(d["valid_images"])}, mode
+    checked = ["digits", "digits-avil"]
+    if _mirrored("mnist"):
+        m = mnist.load_mnist(mirror=MIRROR)
+        assert {s: len(m[f"{s}_images"]) for s in ("train", "test")} == sizes.SOURCE_ROWS["mnist"]
+        assert int(np.prod(m["train_images"].shape[1:])) == sizes.N_FEATURES["mnist"]
+        checked.append("mnist")
+    for name, spec in uci.UCI_SETS.items():
+        if _mirrored("uci_binary", spec.folder):
+            x = uci.load_uci(name, mirror=MIRROR)
+            assert {s: len(x[s]) for s in ("train", "valid", "test")} == sizes.SOURCE_ROWS[name], name
+            assert x["train"].shape[1] == sizes.N_FEATURES[name], name
+            checked.append(name)
+    if _mirrored("frey_faces"):
+        faces = frey.load_frey_faces(mirror=MIRROR)
+        assert faces.shape == (sizes.FREY_FACES, sizes.N_FEATURES["frey"])
+        checked.append("frey")
+    assert len(vanhateren.VANHATEREN_IMAGES) == sizes.VANHATEREN_N_IMAGES
+    first = MIRROR / "vanhateren" / vanhateren.VANHATEREN_IMAGES[0]
+    if first.is_file():
+        assert vanhateren.read_iml(first).shape == sizes.VANHATEREN_IMAGE_SHAPE
+        checked.append("vanhateren")
+    print("checked:", ", ".join(checked))
+    schema = yaml.safe_load(SCHEMA.read_text())
+    est = schema["properties"]["estimators"]["additionalProperties"]["properties"]
+    assert est["chains"]["maximum"] == checks.MAX_CHAINS
 
 
 def _set(config, path, value):
@@ -437,28 +482,28 @@ def test_sizes_names_and_schedules_are_checked_when_loaded(path, value, match):
     config = load_config()
     _set(config, path, value)
     with pytest.raises(ConfigError, match=match):
-        sweep.check_config(config)
+        checks.check_config(config)
 
 
 def test_dataset_sizes_of_other_sources_are_checked():
     config = load_config()
     config["datasets"]["uci"] = {"source": "mushrooms", "n_valid": 10}
     with pytest.raises(ConfigError, match="mushrooms has a fixed validation split"):
-        sweep.check_config(config)
+        checks.check_config(config)
     config["datasets"]["uci"] = {"source": "mushrooms", "n_train": 2001}
     with pytest.raises(ConfigError, match="n_train=2001 is more than the 2000 training rows of mushrooms"):
-        sweep.check_config(config)
+        checks.check_config(config)
     config["datasets"]["uci"] = {"source": "digits-avil", "n_test": 10}
     with pytest.raises(ConfigError, match="digits-avil has no n_test"):
-        sweep.check_config(config)
+        checks.check_config(config)
     config["datasets"]["uci"] = {"source": "digits-avil", "shift_augment": "none", "n_train": 1439}
     with pytest.raises(ConfigError, match="the 1438 training rows of digits-avil"):
-        sweep.check_config(config)
+        checks.check_config(config)
     config["datasets"]["uci"] = {"source": "frey", "n_test": 100, "n_train": 1866}
     with pytest.raises(ConfigError, match="n_train=1866 is more than the 1865 Frey faces left after n_test=100"):
-        sweep.check_config(config)
+        checks.check_config(config)
     config["datasets"]["uci"] = {"source": "mnist", "n_valid": 10000, "n_train": 50000, "n_test": 10000}
-    assert sweep.check_config(config) == []
+    assert checks.check_config(config) == []
 
 
 def test_schedule_file_is_read_when_loaded(tmp_path, monkeypatch):
@@ -469,13 +514,13 @@ def test_schedule_file_is_read_when_loaded(tmp_path, monkeypatch):
     config["estimators"]["ais"] = {"chains": 20, "schedule": "betas.txt", "seeds": [0], "inits": ["uniform"]}
     (tmp_path / "betas.txt").write_text("0\n0.5\n0.2\n1\n")
     with pytest.raises(ConfigError, match=r"estimator ais: schedule file betas.txt: .*non-decreasing"):
-        sweep.check_config(config)
+        checks.check_config(config)
     (tmp_path / "betas.txt").write_text("0\n0.25\n0.5\n1\n")
-    assert sweep.check_config(config) == []
+    assert checks.check_config(config) == []
     assert stems(config, "digits-rbm8", "ais") == ["K3_uniform_seed0"]
     config["estimators"]["ais"]["K"] = [10]
     with pytest.raises(ConfigError, match=r"estimator ais: the schedule file betas.txt has K = 3; set K: \[3\]"):
-        sweep.check_config(config)
+        checks.check_config(config)
 
 
 # --------------------------------------------------------------------------- issue 15: damaged outputs
@@ -484,29 +529,29 @@ def test_damaged_files_are_named_with_how_to_rebuild_them(tmp_path):
 
     model = tmp_path / "m.npz"
     np.savez(model, W=np.zeros((2, 3)), model_type=np.array("rbm"))
-    sweep.check_npz(model, "model")
+    outputs.check_npz(model, "model")
     model.write_bytes(model.read_bytes()[:-40])  # truncated
     for quick in (True, False):
         with pytest.raises(ConfigError, match=rf"^{re.escape(str(model))} is damaged \(.*\); rebuild it and what "
                                               rf"depends on it with: snakemake --forcerun {re.escape(str(model))} "):
-            sweep.check_npz(model, "model", quick=quick)
+            outputs.check_npz(model, "model", quick=quick)
     np.savez(model, W=np.zeros((2, 3)))
     with pytest.raises(ConfigError, match="holds no model_type"):
-        sweep.check_npz(model, "model")
+        outputs.check_npz(model, "model")
     d = tmp_path / "estimates" / "m" / "ais"
     d.mkdir(parents=True)
     rec = d / "K10_seed0.json"
     rec.write_text('{"result": {}}')
     with pytest.raises(ConfigError, match=rf"K10_seed0.npz is missing; .* snakemake --forcerun {re.escape(str(d))} "):
-        sweep.check_estimate_record(rec)
+        outputs.check_estimate_record(rec)
     np.savez(d / "K10_seed0.npz", other=np.zeros(3))
     with pytest.raises(ConfigError, match="holds neither log_weights nor per_example_log_likelihood"):
-        sweep.check_estimate_record(rec)
+        outputs.check_estimate_record(rec)
     np.savez(d / "K10_seed0.npz", log_weights=np.zeros(3))
-    sweep.check_estimate_record(rec)
+    outputs.check_estimate_record(rec)
     rec.write_text('{"result": ')
     with pytest.raises(ConfigError, match="K10_seed0.json is damaged \\(not JSON"):
-        sweep.check_estimate_record(rec)
+        outputs.check_estimate_record(rec)
 
 
 def test_damaged_outputs_of_the_config(tmp_path):
@@ -514,7 +559,7 @@ def test_damaged_outputs_of_the_config(tmp_path):
 
     config = load_config()
     results = tmp_path / "results"
-    assert sweep.damaged_outputs(config, str(results)) == []
+    assert outputs.damaged_outputs(config, str(results)) == []
     jobs = sweep.model_jobs(config, "digits-rbm8")
     for j in jobs[:3]:
         p = Path(j.path("json", str(results)))
@@ -527,9 +572,9 @@ def test_damaged_outputs_of_the_config(tmp_path):
     npz = Path(jobs[1].path("npz", str(results)))
     npz.unlink()
     model = f"{results}/models/digits-dbn8-4.npz"
-    assert sweep.damaged_outputs(config, str(results)) == [
-        (model, f"{model} is damaged (not a complete .npz archive; truncated?); {sweep.rebuild_hint(model)}"),
-        (str(npz.parent), f"{npz} is missing; {sweep.rebuild_hint(npz.parent)}")]
+    assert outputs.damaged_outputs(config, str(results)) == [
+        (model, f"{model} is damaged (not a complete .npz archive; truncated?); {outputs.rebuild_hint(model)}"),
+        (str(npz.parent), f"{npz} is missing; {outputs.rebuild_hint(npz.parent)}")]
 
 
 def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
@@ -549,20 +594,20 @@ def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
     for p in paths:
         p.write_text(json.dumps({"result": {}, "sweep_stems": listed}))
         np.savez(p.with_suffix(".npz"), log_weights=np.zeros(3))
-    assert sweep.damaged_outputs(config, str(results)) == []
+    assert outputs.damaged_outputs(config, str(results)) == []
     gone = paths[1]
     gone.unlink()
     gone.with_suffix(".npz").unlink()
     d = str(gone.parent)
-    assert sweep.damaged_outputs(config, str(results)) == [
-        (d, f"{gone} is missing (a setting of the finished sweep in {d}); {sweep.rebuild_hint(d)}")]
+    assert outputs.damaged_outputs(config, str(results)) == [
+        (d, f"{gone} is missing (a setting of the finished sweep in {d}); {outputs.rebuild_hint(d)}")]
     # records that do not list it (an earlier, smaller sweep: the config added the setting) leave it to rerun
     for p in paths[:1] + paths[2:]:
         p.write_text(json.dumps({"result": {}, "sweep_stems": [q.stem for q in paths if q != gone]}))
-    assert sweep.damaged_outputs(config, str(results)) == []
+    assert outputs.damaged_outputs(config, str(results)) == []
     # every file of the sweep deleted, its directory left (Snakemake: "Nothing to be done"): each setting is named
     for p in paths:
         p.unlink(missing_ok=True)
         p.with_suffix(".npz").unlink(missing_ok=True)
-    assert sweep.damaged_outputs(config, str(results)) == [
-        (d, f"{p} is missing (its sweep's directory holds no record in {d}); {sweep.rebuild_hint(d)}") for p in paths]
+    assert outputs.damaged_outputs(config, str(results)) == [
+        (d, f"{p} is missing (its sweep's directory holds no record in {d}); {outputs.rebuild_hint(d)}") for p in paths]

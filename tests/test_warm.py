@@ -1,4 +1,4 @@
-"""logzbench.warm: a job run on the warm server behaves as the same job run in its own process.
+"""logzbench.pipeline.warm: a job run on the warm server behaves as the same job run in its own process.
 
 Each client is a separate Python process (as a Snakemake job's script is); the server is started
 on demand in a private directory (``LOGZBENCH_WARM_DIR``) and stopped at the end.
@@ -38,8 +38,19 @@ def write_attributes(path: str) -> None:
                                       "pid": os.getpid()}))
 
 
-#: the test jobs a test server may run besides the package's (logzbench.warm.ENV_EXTRA_JOBS)
-EXTRA_JOBS = "subprocess:run,os:makedirs,os:_exit,no_colon,test_warm:sleep_then_write,test_warm:write_attributes"
+def allocate_and_spin(mib: int, seconds: float) -> None:
+    """A job target: hold ``mib`` MiB (every page touched) while computing for ``seconds`` of CPU time."""
+    block = bytearray(mib << 20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    t0 = time.process_time()
+    while time.process_time() - t0 < seconds:
+        sum(range(10_000))
+
+
+#: the test jobs a test server may run besides the package's (logzbench.pipeline.warm.ENV_EXTRA_JOBS)
+EXTRA_JOBS = ("subprocess:run,os:makedirs,os:_exit,no_colon,test_warm:sleep_then_write,test_warm:write_attributes,"
+              "test_warm:allocate_and_spin")
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +61,12 @@ def warm_env(tmp_path_factory):
     env.pop("LOGZBENCH_WARM", None)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
     yield env, d
-    subprocess.run([sys.executable, "-c", "from logzbench.warm import stop_server; stop_server()"], env=env,
+    subprocess.run([sys.executable, "-c", "from logzbench.pipeline.warm import stop_server; stop_server()"], env=env,
                    cwd=HERE, timeout=60)
 
 
 def client(env, cwd, target, log, timeout=300, **kwargs):
-    code = (f"from logzbench.warm import run_job; "
+    code = (f"from logzbench.pipeline.warm import run_job; "
             f"run_job({target!r}, log={str(log)!r}, threads=1, **{json.dumps(kwargs)})")
     return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
@@ -82,6 +93,42 @@ def test_job_runs_on_the_server_with_the_callers_cwd_env_and_log(warm_env, tmp_p
     assert f"(log {local})" not in server_log(d)
 
 
+def test_the_jobs_own_usage_reaches_the_benchmarks(warm_env, tmp_path):
+    """A forked job's own process is measured (its rusage as the server reaps it), not the client's: its peak
+    memory and CPU time are written beside the rule's benchmark (<benchmark>.job.tsv); the same job in the
+    client's own process writes the same columns."""
+    from logzbench.pipeline.usage import USAGE_COLUMNS, job_usage_file, read_usage
+
+    env, d = warm_env
+    log = tmp_path / "results" / "logs" / "estimate" / "m" / "ais.log"
+    log.parent.mkdir(parents=True)
+    usage = job_usage_file(log)
+    assert usage == str(tmp_path / "results" / "benchmarks" / "estimate" / "m" / "ais.job.tsv")
+    proc = client(env, tmp_path, "test_warm:allocate_and_spin", log, mib=200, seconds=1.0, usage=usage)
+    assert proc.returncode == 0, proc.stderr
+    assert "test_warm:allocate_and_spin" in server_log(d)  # it ran forked from the server
+    row = read_usage(usage)
+    assert tuple(row) == USAGE_COLUMNS and row["warm"] == "True"
+    assert float(row["max_rss"]) >= 200  # MiB: the job's, not the thin client's
+    assert float(row["cpu_time"]) >= 0.9 and float(row["s"]) >= float(row["cpu_time"]) * 0.5
+    assert f"job {row['pid']}: test_warm:allocate_and_spin" in server_log(d)  # the forked process's own
+    local = tmp_path / "local.job.tsv"
+    proc = client({**env, "LOGZBENCH_WARM": "0"}, tmp_path, "test_warm:allocate_and_spin", tmp_path / "local.log",
+                  mib=50, seconds=0.2, usage=str(local))
+    assert proc.returncode == 0, proc.stderr
+    row = read_usage(local)
+    assert row["warm"] == "False" and float(row["max_rss"]) >= 50 and float(row["cpu_time"]) >= 0.2
+
+
+def test_usage_file_names_follow_the_logs():
+    from logzbench.pipeline.usage import benchmark_file, job_usage_file, log_file
+
+    for name in ("estimate/{model}/{estimator}", "prepare/digits", "report", "trials/grid"):
+        bench = benchmark_file("results", name)
+        assert job_usage_file(log_file("results", name)) == bench[: -len(".tsv")] + ".job.tsv"
+    assert job_usage_file("elsewhere/job.log") is None and job_usage_file("results/logs/x.txt") is None
+
+
 def test_failed_job_exits_non_zero_with_its_traceback_in_the_log(warm_env, tmp_path):
     env, d = warm_env
     (tmp_path / "exists").mkdir()
@@ -104,7 +151,7 @@ def test_cancelled_job_stops_its_process(warm_env, tmp_path):
     """SIGTERM to the client (Snakemake cancelling the job) reaches the job's process on the server."""
     env, d = warm_env
     log, out = tmp_path / "job.log", tmp_path / "out.txt"
-    code = (f"from logzbench.warm import run_job; run_job('test_warm:sleep_then_write', log={str(log)!r}, "
+    code = (f"from logzbench.pipeline.warm import run_job; run_job('test_warm:sleep_then_write', log={str(log)!r}, "
             f"seconds=30, path={str(out)!r})")
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path)
     pid = None
@@ -134,7 +181,7 @@ def test_stop_removes_the_socket(tmp_path):
     env.pop("LOGZBENCH_WARM", None)
     proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name="x")
     assert proc.returncode == 0 and list(tmp_path.glob("*.sock"))
-    code = "from logzbench.warm import stop_server; print(stop_server()); print(stop_server())"
+    code = "from logzbench.pipeline.warm import stop_server; print(stop_server()); print(stop_server())"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["True", "False"]
     assert not list(tmp_path.glob("*.sock"))
@@ -177,7 +224,7 @@ def test_job_has_its_callers_umask_nice_affinity_and_limits(warm_env, tmp_path, 
     cpus = sorted(os.sched_getaffinity(0))
     code = (f"import os, resource; os.nice({nice}); os.sched_setaffinity(0, {cpus[-1:]!r}); "
             f"resource.setrlimit(resource.RLIMIT_NOFILE, (777, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
-            f"from logzbench.warm import run_job; run_job('test_warm:write_attributes', log={str(log)!r}, "
+            f"from logzbench.pipeline.warm import run_job; run_job('test_warm:write_attributes', log={str(log)!r}, "
             f"path={str(out)!r})")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=300, umask=umask)

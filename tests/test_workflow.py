@@ -95,9 +95,9 @@ def estimate_dirs(output: str) -> set[tuple[str, str]]:
 
 def estimate_stems(output: str, configfiles) -> list[str]:
     """File stems of every estimate the (dry) run's rule estimate jobs write: each job (a model x
-    estimator directory of the output) runs its sweep (logzbench.sweep.sweep_settings of the config)."""
-    from logzbench import sweep
-    from logzbench.jobs import setting_stem
+    estimator directory of the output) runs its sweep (logzbench.pipeline.sweep.sweep_settings of the config)."""
+    from logzbench.pipeline import sweep
+    from logzbench.pipeline.jobs import setting_stem
 
     config = _config(configfiles)
     return [f"{m}/{e}/{setting_stem(s)}" for m, e in sorted(estimate_dirs(output))
@@ -402,6 +402,7 @@ def test_real_run_end_to_end(tmp_path):
     HTML report.  One test (not several sharing a fixture) so that pytest-xdist never runs
     the workflow twice."""
     snakemake(tmp_path)
+    check_job_usage(tmp_path)
     check_tracked_runs(tmp_path)
     check_report_tables(tmp_path)
     check_repeated_trials(tmp_path)
@@ -411,6 +412,20 @@ def test_real_run_end_to_end(tmp_path):
     check_mirror_named_another_way_reruns_nothing(tmp_path)
     check_damaged_outputs_are_rebuilt(tmp_path)
     check_html_report(tmp_path)
+
+
+def check_job_usage(real_run):
+    """Beside every rule's benchmark (its own process: under the warm start a thin client), the job's own
+    process's usage (logzbench.pipeline.usage): <benchmark>.job.tsv, measured in the forked process."""
+    from logzbench.pipeline.usage import USAGE_COLUMNS, read_usage
+
+    bench = real_run / "results" / "benchmarks"
+    rules = sorted(p for p in bench.rglob("*.tsv") if not p.name.endswith(".job.tsv"))
+    assert len(rules) == 34, rules  # every job but `all`
+    for p in rules:
+        row = read_usage(p.with_name(p.name[: -len(".tsv")] + ".job.tsv"))
+        assert tuple(row) == USAGE_COLUMNS and row["warm"] == "True", (p, row)
+        assert float(row["s"]) > 0 and float(row["max_rss"]) > 0, (p, row)
 
 
 #: ``logzbench estimate`` flag of each estimator option a record holds

@@ -18,7 +18,7 @@ class EstimatorError(LogzbenchError, RuntimeError):
 
 
 class ConfigError(LogzbenchError, ValueError):
-    """A workflow config that cannot be run (see :func:`logzbench.sweep.check_config`)."""
+    """A workflow config that cannot be run (see :func:`logzbench.pipeline.config.check_config`)."""
 
 
 class TrackingError(LogzbenchError, RuntimeError):

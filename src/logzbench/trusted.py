@@ -1,7 +1,7 @@
 """Which directories and files the package may trust with code or secrets (standard library only).
 
 Two places hold things another local user must not control: the warm server's directory (its
-socket receives a job's environment; :mod:`logzbench.warm`) and the compiled sampler kernel's
+socket receives a job's environment; :mod:`logzbench.pipeline.warm`) and the compiled sampler kernel's
 cache (a shared library that is loaded into the process; :mod:`logzbench.sampling`).  Both live
 by default under predictable names (``$TMPDIR/logzbench-<uid>``, ``~/.cache/logzbench``), which
 anyone with write access to the parent could create first.  A path is trusted here only when no

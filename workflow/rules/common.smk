@@ -1,9 +1,10 @@
-# Shared definitions: config validation and checks, the estimate sweep (from logzbench.sweep),
+# Shared definitions: config validation and checks, the estimate sweep (from logzbench.pipeline.sweep),
 # wildcard constraints, input functions and every helper function of the rules.
 #
 # What the config means -- each model's family and hyperparameters, the estimators run on it,
-# the jobs of their sweeps, each job's settings -- is logzbench.sweep's (unit-tested in
-# tests/test_sweep.py); which estimators and families exist is logzbench.registry's.
+# the jobs of their sweeps, each job's settings -- is logzbench.pipeline.sweep's, its checks
+# logzbench.pipeline.config's (unit-tested in tests/test_sweep.py); which estimators and families
+# exist is logzbench.registry's.  None of these imports torch.
 
 import os
 import re
@@ -12,8 +13,11 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-from logzbench import registry, sweep
+from logzbench import registry
 from logzbench.errors import ConfigError
+from logzbench.pipeline import outputs, sweep
+from logzbench.pipeline import usage as job_usage
+from logzbench.pipeline.config import check_config
 
 
 _STRING_KEYS = {"description", "experiment", "uri", "data_mirror", "artifact_dir", "preset", "dataset", "source",
@@ -55,8 +59,20 @@ CONDA_ENV = "../envs/logzbench.yaml"
 os.environ.update(LOGZBENCH_REPO=str(REPO_ROOT))
 
 RESULTS = "results"
-LOGS = f"{RESULTS}/logs"
-BENCH = f"{RESULTS}/benchmarks"
+
+
+def log_file(name):
+    """The log of job `name` (e.g. "estimate/{model}/{estimator}"): results/logs/<name>.log."""
+    return job_usage.log_file(RESULTS, name)
+
+
+def benchmark_file(name):
+    """Snakemake's benchmark of job `name`: results/benchmarks/<name>.tsv, the rule's own process.  Where the
+    job runs forked from the warm server, its own process's usage is <name>.job.tsv beside it, written by
+    the rule's script (logzbench.pipeline.usage.job_usage_file of the log)."""
+    return job_usage.benchmark_file(RESULTS, name)
+
+
 TRACKING_SENTINEL = f"{RESULTS}/tracking/store.json"
 
 
@@ -99,7 +115,7 @@ TRACKING = tracking_settings()
 
 
 def warm_start():
-    """Whether jobs run in processes forked from a warm server (logzbench.warm): config `warm_start`;
+    """Whether jobs run in processes forked from a warm server (logzbench.pipeline.warm): config `warm_start`;
     `auto` = only where Snakemake itself runs the jobs (not in jobs a cluster executor starts)."""
     w = config.get("warm_start", "auto")
     if w == "auto":
@@ -128,7 +144,7 @@ def model_dataset(model):
 
 
 def estimate_files(model, ext="json"):
-    """Every estimate output of one model: the sweep declared in the config (logzbench.sweep.model_jobs:
+    """Every estimate output of one model: the sweep declared in the config (logzbench.pipeline.sweep.model_jobs:
     exact once where it applies, every other estimator over its registry axes K / init / seed)."""
     return [j.path(ext, RESULTS) for j in sweep.model_jobs(config, model)]
 
@@ -148,7 +164,7 @@ def all_estimate_dirs():
 
 def _check_config():
     try:
-        warnings = sweep.check_config(config)
+        warnings = check_config(config)
     except ConfigError as exc:
         raise _config_error(exc)
     for w in warnings:
@@ -194,8 +210,9 @@ def checked_estimate_dirs(wildcards):
     while what depends on it is up to date.  A prepared dataset or model that is not a complete .npz, or
     an estimate record (<setting>.json) that does not parse or whose per-chain arrays (<setting>.npz) are
     missing or truncated, or a setting of a finished sweep whose files were deleted, stops the run before any job, one line each naming the file and the --forcerun
-    that rebuilds it (logzbench.sweep.damaged_outputs); those that this invocation forces are let through."""
-    problems = [(t, m) for t, m in sweep.damaged_outputs(config, RESULTS) if not _forced(t)]
+    that rebuilds it (logzbench.pipeline.outputs.damaged_outputs); those that this invocation forces are let
+    through."""
+    problems = [(t, m) for t, m in outputs.damaged_outputs(config, RESULTS) if not _forced(t)]
     if problems:
         targets = " ".join(dict.fromkeys(t for t, _ in problems))
         raise WorkflowError("damaged outputs of an earlier run:\n" + "\n".join(m for _, m in problems)
@@ -204,7 +221,7 @@ def checked_estimate_dirs(wildcards):
 
 
 def estimate_settings(wildcards):
-    """The settings of every estimate of the model x estimator sweep (logzbench.sweep.sweep_settings; the
+    """The settings of every estimate of the model x estimator sweep (logzbench.pipeline.sweep.sweep_settings; the
     params of rule estimate, so changing any of these re-runs the job under Snakemake's default `params`
     rerun trigger)."""
     return sweep.sweep_settings(config, wildcards.model, wildcards.estimator)
@@ -365,9 +382,9 @@ def grid_settings():
 
 # --------------------------------------------------------------------------- end of the run
 def stop_warm_server():
-    """Stop the warm server (logzbench.warm) that ran this run's jobs: it stops with the run."""
+    """Stop the warm server (logzbench.pipeline.warm) that ran this run's jobs: it stops with the run."""
     if WARM:
-        from logzbench.warm import stop_server
+        from logzbench.pipeline.warm import stop_server
 
         stop_server()
 

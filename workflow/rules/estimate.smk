@@ -1,5 +1,5 @@
-# One job per model x estimator (logzbench.sweep.sweep_pairs) runs that estimator's whole sweep in
-# one process (logzbench.jobs.run_estimate_sweep): exact once per model (only where enumeration is
+# One job per model x estimator (logzbench.pipeline.sweep.sweep_pairs) runs that estimator's whole sweep in
+# one process (logzbench.pipeline.jobs.run_estimate_sweep): exact once per model (only where enumeration is
 # affordable, or a closed form exists for a continuous model); every other estimator over its
 # registry sweep axes -- csl, hais, ais-hmc, ais-mh: K x seed; ais, raise, ads, ads-multinomial,
 # reverse-ais: K x init x seed; the IS family (is, ris, is-avg, is-weighted, is-select, ds):
@@ -26,9 +26,9 @@ rule estimate:
         progress=bool(config.get("progress", False)),
         warm=WARM,
     log:
-        f"{LOGS}/estimate/{{model}}/{{estimator}}.log",
+        log_file("estimate/{model}/{estimator}"),
     benchmark:
-        f"{BENCH}/estimate/{{model}}/{{estimator}}.tsv"
+        benchmark_file("estimate/{model}/{estimator}")
     threads: estimate_threads
     resources:
         **estimate_resources(),

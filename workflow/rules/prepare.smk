@@ -11,9 +11,9 @@ rule prepare_dataset:
         spec=lambda wc: {k: v for k, v in config["datasets"][wc.dataset].items() if k != "n_visible"},
         warm=WARM,
     log:
-        f"{LOGS}/prepare/{{dataset}}.log",
+        log_file("prepare/{dataset}"),
     benchmark:
-        f"{BENCH}/prepare/{{dataset}}.tsv"
+        benchmark_file("prepare/{dataset}")
     threads: config["threads"]["prepare"]
     resources:
         **rule_resources("prepare"),

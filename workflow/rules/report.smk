@@ -79,9 +79,9 @@ rule report:
         tracking=TRACKING,
         warm=WARM,
     log:
-        f"{LOGS}/report.log",
+        log_file("report"),
     benchmark:
-        f"{BENCH}/report.tsv"
+        benchmark_file("report")
     threads: config["threads"]["report"]
     resources:
         **rule_resources("report"),

@@ -9,9 +9,9 @@ rule init_tracking:
         tracking=TRACKING,
         warm=WARM,
     log:
-        f"{LOGS}/init_tracking.log",
+        log_file("init_tracking"),
     benchmark:
-        f"{BENCH}/init_tracking.tsv"
+        benchmark_file("init_tracking")
     threads: 1
     localrule: True
     conda:

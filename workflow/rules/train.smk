@@ -31,9 +31,9 @@ rule train_model:
         progress=bool(config.get("progress", False)),
         warm=WARM,
     log:
-        f"{LOGS}/train/{{model}}.log",
+        log_file("train/{model}"),
     benchmark:
-        f"{BENCH}/train/{{model}}.tsv"
+        benchmark_file("train/{model}")
     threads: config["threads"]["train"]
     resources:
         **rule_resources("train", gpu=True),

@@ -1,5 +1,5 @@
 # Repeated-trial experiments of Liu et al. (2015), Figs 1-2 (config section `trials`): one job per
-# experiment runs every setting in one process (logzbench.jobs.trials_job); per setting it runs every
+# experiment runs every setting in one process (logzbench.pipeline.jobs.trials_job); per setting it runs every
 # trial and every method, writes the long per-trial table and logs one MLflow run (every trial as
 # metric steps); rule report_trials summarises bias / MSE and draws the figures.
 # Figs 3-4 (annealed estimators on RBMs / DBMs) are ordinary estimator sweeps with several seeds:
@@ -19,9 +19,9 @@ if gaussian_trial_files():
             tracking=TRACKING,
             warm=WARM,
         log:
-            f"{LOGS}/trials/gaussian.log",
+            log_file("trials/gaussian"),
         benchmark:
-            f"{BENCH}/trials/gaussian.tsv"
+            benchmark_file("trials/gaussian")
         threads: config["threads"]["estimate"]
         resources:
             **rule_resources("estimate"),
@@ -44,9 +44,9 @@ if grid_trial_files():
             tracking=TRACKING,
             warm=WARM,
         log:
-            f"{LOGS}/trials/grid.log",
+            log_file("trials/grid"),
         benchmark:
-            f"{BENCH}/trials/grid.tsv"
+            benchmark_file("trials/grid")
         threads: config["threads"]["estimate"]
         resources:
             **rule_resources("estimate"),
@@ -67,9 +67,9 @@ rule report_trials:
         out_dir=lambda wildcards, output: os.path.dirname(output[0]),
         warm=WARM,
     log:
-        f"{LOGS}/report_trials.log",
+        log_file("report_trials"),
     benchmark:
-        f"{BENCH}/report_trials.tsv"
+        benchmark_file("report_trials")
     threads: config["threads"]["report"]
     resources:
         **rule_resources("report"),

@@ -1,13 +1,15 @@
-"""One model x estimator sweep (rule estimate): logzbench.jobs.run_estimate_sweep with its settings.
+"""One model x estimator sweep (rule estimate): logzbench.pipeline.jobs.run_estimate_sweep with its settings.
 
 Writes <setting>.json and <setting>.npz per setting into the output directory and logs one MLflow
-run per setting (logzbench.warm.run_job: in a process forked from the warm server when enabled).
+run per setting (logzbench.pipeline.warm.run_job: in a process forked from the warm server when enabled).
 """
 
 import sys
 
-from logzbench.sweep import ConfigError, check_npz
-from logzbench.warm import run_job
+from logzbench.errors import ConfigError
+from logzbench.pipeline.outputs import check_npz
+from logzbench.pipeline.usage import job_usage_file
+from logzbench.pipeline.warm import run_job
 
 sm = snakemake  # noqa: F821
 try:  # the model and data of an earlier run are complete (else one line: how to rebuild them)
@@ -15,6 +17,7 @@ try:  # the model and data of an earlier run are complete (else one line: how to
     check_npz(sm.input.data, "data")
 except ConfigError as exc:
     sys.exit(f"logzbench: {exc}")
-run_job("logzbench.jobs:run_estimate_sweep", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
+run_job("logzbench.pipeline.jobs:run_estimate_sweep", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
+        usage=job_usage_file(sm.log[0]),
         settings=list(sm.params.settings), model=sm.input.model, data=sm.input.data, out_dir=sm.output[0],
         tracking=dict(sm.params.tracking), ess_fraction=sm.params.ess_fraction, progress=sm.params.progress)

@@ -1,10 +1,12 @@
 """Build the report (rule report): logzbench.report.report_job (tables, flags, plots; flags tagged on the
-MLflow runs; one MLflow run `report`), through logzbench.warm.run_job."""
+MLflow runs; one MLflow run `report`), through logzbench.pipeline.warm.run_job."""
 
 import sys
 
-from logzbench.sweep import ConfigError, check_estimate_record
-from logzbench.warm import run_job
+from logzbench.errors import ConfigError
+from logzbench.pipeline.outputs import check_estimate_record
+from logzbench.pipeline.usage import job_usage_file
+from logzbench.pipeline.warm import run_job
 
 sm = snakemake  # noqa: F821
 o = sm.output
@@ -14,6 +16,7 @@ try:  # every record parses and its per-chain arrays load (else one line: the fi
 except ConfigError as exc:
     sys.exit(f"logzbench: {exc}")
 run_job("logzbench.report:report_job", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
+        usage=job_usage_file(sm.log[0]),
         estimates=list(sm.params.estimates), out_dir=sm.params.out_dir, thresholds=dict(sm.params.thresholds),
         models=list(sm.params.models), tracking=dict(sm.params.tracking), paper_rows=dict(sm.params.paper_rows),
         bracket_models=list(sm.params.bracket_models),

@@ -46,15 +46,16 @@ from ..errors import DatasetError
 from ..utils import save_npz_atomic
 from .download import RemoteFile, fetch, register, remote_file
 from .rows import READ_ERRORS, _member, _open_npz
+from .sizes import FREY_FACES, FREY_IMAGE_SHAPE
 
 DATASET = "frey"
 #: Mirror / cache folder and file name of the source.
 FOLDER = "frey_faces"
 FILENAME = "frey_rawface.mat"
 MAT_KEY = "ff"
-IMAGE_SHAPE = (28, 20)
+IMAGE_SHAPE = FREY_IMAGE_SHAPE
 N_PIXELS = IMAGE_SHAPE[0] * IMAGE_SHAPE[1]  # 560
-N_FACES = 1965
+N_FACES = FREY_FACES
 FORMAT_VERSION = 1
 #: Settings of :func:`prepare_frey`, stored in its result and the file's ``meta``.
 SETTINGS = ("n_test", "n_train", "seed")

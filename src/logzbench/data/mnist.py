@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import DatasetError
 from .download import fetch, remote_file
+from .sizes import MNIST_ROWS
 
 #: Registry file names of the four MNIST IDX files, keyed by the array they hold.
 MNIST_FILES = {
@@ -20,7 +21,7 @@ MNIST_FILES = {
     "test_labels": "t10k-labels-idx1-ubyte.gz",
 }
 IMAGE_SHAPE = (28, 28)
-_SIZES = {"train": 60000, "test": 10000}
+_SIZES = MNIST_ROWS
 IDX_MAGIC_IMAGES = 2051  # unsigned byte, 3 dimensions
 IDX_MAGIC_LABELS = 2049  # unsigned byte, 1 dimension
 

@@ -50,6 +50,7 @@ import numpy as np
 
 from ..errors import DatasetError
 from .download import fetch, remote_file
+from .sizes import OMNIGLOT_ROWS
 
 IMAGE_SHAPE = (28, 28)
 SOURCE_SHAPE = (105, 105)
@@ -58,8 +59,8 @@ N_DRAWERS = 20
 OMNIGLOT_FILES = {"images_background.npz": 964, "images_evaluation.npz": 659}
 N_CHARACTERS = sum(OMNIGLOT_FILES.values())  # 1623
 N_IMAGES = N_CHARACTERS * N_DRAWERS  # 32460
-DEFAULT_N_TRAIN = 24345
-DEFAULT_N_TEST = 8070
+DEFAULT_N_TRAIN = OMNIGLOT_ROWS["train"]
+DEFAULT_N_TEST = OMNIGLOT_ROWS["test"]
 DEFAULT_SPLIT_SEED = 0
 _SUB = 4  # subpixels per source pixel and axis: 105 * 4 = 420 = 28 * 15
 _BLOCK = SOURCE_SHAPE[0] * _SUB // IMAGE_SHAPE[0]  # 15 subpixels per output pixel and axis

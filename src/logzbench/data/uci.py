@@ -57,6 +57,7 @@ import numpy as np
 from ..errors import DatasetError
 from .download import RemoteFile, content_sha256, expected_digest, fetch, register, remote_file
 from .rows import check_binary_rows
+from .sizes import UCI_ROWS, UCI_WIDTHS
 
 SPLITS = ("train", "valid", "test")
 #: Mirror / cache folder of all UCI sets: ``<mirror>/uci_binary/<folder>/<file>``.
@@ -111,20 +112,21 @@ class UciSet:
         return self.files[0].endswith(".libsvm")
 
 
-def _set(name, folder, d, train, valid, test, files=None) -> UciSet:
-    return UciSet(name, folder, d, {"train": train, "valid": valid, "test": test}, files or (f"{folder}.npz",))
+def _set(name, folder, files=None) -> UciSet:
+    """One set: its width and split sizes from :mod:`logzbench.data.sizes`."""
+    return UciSet(name, folder, UCI_WIDTHS[name], dict(UCI_ROWS[name]), files or (f"{folder}.npz",))
 
 
 #: The eight sets of Table 1, by source name.
 UCI_SETS = {s.name: s for s in (
-    _set("adult", "adult", 123, 5000, 1414, 26147, tuple(f"a5a_{s}.libsvm" for s in SPLITS)),
-    _set("connect4", "connect4", 126, 16000, 4000, 47557),
-    _set("dna", "dna", 180, 1400, 600, 1186),
-    _set("mushrooms", "mushrooms", 112, 2000, 500, 5624),
-    _set("nips-0-12", "nips", 500, 400, 100, 1240),
-    _set("ocr_letters", "ocr_letters", 128, 32152, 10000, 10000),
-    _set("rcv1", "rcv1", 150, 40000, 10000, 150000),
-    _set("web", "web", 300, 14000, 3188, 32561),
+    _set("adult", "adult", tuple(f"a5a_{s}.libsvm" for s in SPLITS)),
+    _set("connect4", "connect4"),
+    _set("dna", "dna"),
+    _set("mushrooms", "mushrooms"),
+    _set("nips-0-12", "nips"),
+    _set("ocr_letters", "ocr_letters"),
+    _set("rcv1", "rcv1"),
+    _set("web", "web"),
 )}
 UCI_DATASETS = tuple(UCI_SETS)
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .published import load_published, within_uncertainty
-from ..sweep import check_paper_rows
+from ..pipeline.config import check_paper_rows
 from .records import as_float, int_or_none
 
 __all__ = ["ROUNDING", "TABLE_PAPERS_COLUMNS", "check_paper_rows", "check_paper_rows_match", "make_table_papers",
@@ -101,7 +101,7 @@ def check_paper_rows_match(summary: pd.DataFrame, paper_rows: Mapping[str, Mappi
 
 def _known_rows(published: pd.DataFrame) -> dict[str, set[str]]:
     """The rows of each paper in ``published`` (:func:`.published.load_published`), for
-    :func:`logzbench.sweep.check_paper_rows`."""
+    :func:`logzbench.pipeline.config.check_paper_rows`."""
     return {p: set(g["row"]) for p, g in published.groupby("paper")}
 
 

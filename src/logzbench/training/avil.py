@@ -46,6 +46,7 @@ from .variational import (
     setup,
     step,
 )
+from .hyperparams import AVIL as _DEFAULTS
 
 __all__ = ["train_avil"]
 
@@ -55,15 +56,40 @@ HISTORY_KEYS = ("iteration", "free_energy_bound", "free_energy_bound_stderr", "l
                 "valid_free_energy_bound", "exact_entropy", *ExactMonitor.KEYS, *AISMonitor.KEYS)
 
 
-def train_avil(train, valid=None, *, family: str = "rbm", hidden_sizes=(50,), aux_size: int = 15,
-               z: str = "continuous", iterations: int = 10_000, K1: int = 100, K2: int = 1, lr: float = 3e-4,
-               betas=(0.5, 0.999), batch_size: int = 500, seed: int = 0, device="cpu", log_every: int = 100,
-               ablation: str | None = None, temperature: float = 0.1, straight_through: bool = False,
-               mlp_hidden: int | None = None, init_scale: float = 0.01, sigma: float = 1.0,
-               visible_std: float | None = None, exact_max_units: int = 20, monitor_samples: int | None = None,
-               ais_every: int = 0, ais_K: int = 1000, ais_chains: int = 100,
-               ais_init: str | None = None, ais_is_samples: int = 100, select: str = "last",
-               return_state: bool = False):
+def train_avil(
+    train,
+    valid=None,
+    *,
+    family: str = _DEFAULTS["family"],
+    hidden_sizes=_DEFAULTS["hidden_sizes"],
+    aux_size: int = _DEFAULTS["aux_size"],
+    z: str = _DEFAULTS["z"],
+    iterations: int = _DEFAULTS["iterations"],
+    K1: int = _DEFAULTS["K1"],
+    K2: int = _DEFAULTS["K2"],
+    lr: float = _DEFAULTS["lr"],
+    betas=_DEFAULTS["betas"],
+    batch_size: int = _DEFAULTS["batch_size"],
+    seed: int = _DEFAULTS["seed"],
+    device=_DEFAULTS["device"],
+    log_every: int = _DEFAULTS["log_every"],
+    ablation: str | None = _DEFAULTS["ablation"],
+    temperature: float = _DEFAULTS["temperature"],
+    straight_through: bool = _DEFAULTS["straight_through"],
+    mlp_hidden: int | None = _DEFAULTS["mlp_hidden"],
+    init_scale: float = _DEFAULTS["init_scale"],
+    sigma: float = _DEFAULTS["sigma"],
+    visible_std: float | None = _DEFAULTS["visible_std"],
+    exact_max_units: int = _DEFAULTS["exact_max_units"],
+    monitor_samples: int | None = _DEFAULTS["monitor_samples"],
+    ais_every: int = _DEFAULTS["ais_every"],
+    ais_K: int = _DEFAULTS["ais_K"],
+    ais_chains: int = _DEFAULTS["ais_chains"],
+    ais_init: str | None = _DEFAULTS["ais_init"],
+    ais_is_samples: int = _DEFAULTS["ais_is_samples"],
+    select: str = _DEFAULTS["select"],
+    return_state: bool = False,
+):
     """Train an energy-based model by AVIL (Algorithm 1).
 
     Parameters
@@ -73,7 +99,7 @@ def train_avil(train, valid=None, *, family: str = "rbm", hidden_sizes=(50,), au
     valid : array-like, shape (n_valid, n_visible), optional
         Validation rows (monitored: encoder bound, exact log-likelihood when enumerable).
     family : {"rbm", "dbm", "grbm"}
-        The energy (:data:`logzbench.training.variational.FAMILIES`).
+        The energy (:data:`logzbench.training.variational.ENERGIES`).
     hidden_sizes : sequence of int
         The MRF's hidden layers: ``(50,)`` for the paper's RBMs, ``(50, 50)`` for its DBMs.
     aux_size : int

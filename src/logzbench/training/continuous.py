@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .. import registry
+from .hyperparams import CONTINUOUS as _DEFAULTS
 
 #: continuous family -> its kind (``analysis`` or ``generative``), from the registry
 CONTINUOUS_FAMILIES = {name: registry.family(name).kind for name in registry.family_names(("analysis", "generative"))}
@@ -50,8 +51,18 @@ def initial_model(family: str, n_dims: int, size: int, *, seed: int = 0, device=
     raise ValueError(f"unknown continuous family {family!r}; choose one of {sorted(CONTINUOUS_FAMILIES)}")
 
 
-def train_continuous(train, test=None, *, family: str, size: int, seed: int = 0, n_iter: int = 100, device=None,
-                     progress: bool = False, **trainer_kwargs):
+def train_continuous(
+    train,
+    test=None,
+    *,
+    family: str,
+    size: int,
+    seed: int = _DEFAULTS["seed"],
+    n_iter: int = _DEFAULTS["n_iter"],
+    device=_DEFAULTS["device"],
+    progress: bool = _DEFAULTS["progress"],
+    **trainer_kwargs,
+):
     """Train a continuous model; returns ``(model, history)``.
 
     Parameters

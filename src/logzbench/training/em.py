@@ -72,6 +72,7 @@ import torch
 from ..models.bilinear import BilinearGenerative
 from ..models.hamiltonian import HamiltonianPath
 from ..models.linear_generative import LinearGenerative
+from .hyperparams import EM as _DEFAULTS
 
 GenerativeModel = LinearGenerative | BilinearGenerative
 
@@ -207,12 +208,28 @@ def _descend(model, X: torch.Tensor, Z: torch.Tensor, n_steps: int, lr: float) -
 
 
 # ---------------------------------------------------------------------- driver
-def train_em(model: GenerativeModel, X_train, *, n_iter: int, seed: int = 0, kernel: str = "hmc",
-             n_transitions: int = 5, n_leapfrog: int = 10, n_burnin: int = 5, n_map: int = 200,
-             map_lr: float = 0.05, step_size: float | None = None, target_accept: float = 0.8,
-             adapt_rate: float = 1.0, parameter_expansion: bool = True, ridge: float = 1e-8, lr: float = 0.01,
-             n_mstep: int = 10, monitor_exact: bool = True,
-             callback: Callable[[int, GenerativeModel, dict], None] | None = None) -> tuple[GenerativeModel, list[dict]]:
+def train_em(
+    model: GenerativeModel,
+    X_train,
+    *,
+    n_iter: int,
+    seed: int = _DEFAULTS["seed"],
+    kernel: str = _DEFAULTS["kernel"],
+    n_transitions: int = _DEFAULTS["n_transitions"],
+    n_leapfrog: int = _DEFAULTS["n_leapfrog"],
+    n_burnin: int = _DEFAULTS["n_burnin"],
+    n_map: int = _DEFAULTS["n_map"],
+    map_lr: float = _DEFAULTS["map_lr"],
+    step_size: float | None = _DEFAULTS["step_size"],
+    target_accept: float = _DEFAULTS["target_accept"],
+    adapt_rate: float = _DEFAULTS["adapt_rate"],
+    parameter_expansion: bool = _DEFAULTS["parameter_expansion"],
+    ridge: float = _DEFAULTS["ridge"],
+    lr: float = _DEFAULTS["lr"],
+    n_mstep: int = _DEFAULTS["n_mstep"],
+    monitor_exact: bool = _DEFAULTS["monitor_exact"],
+    callback: Callable[[int, GenerativeModel, dict], None] | None = _DEFAULTS["callback"],
+) -> tuple[GenerativeModel, list[dict]]:
     """Fit a generative model by Monte Carlo EM with an HMC E-step (see the module docstring).
 
     Parameters

@@ -31,6 +31,7 @@ import torch
 from ..models.grbm import GaussianBernoulliRBM
 from ..utils import make_generator, resolve_device
 from .trainer import TrainingDivergedError, _check_int, _check_real, _elapsed
+from .hyperparams import GRBM as _DEFAULTS
 
 __all__ = ["GRBMHyperparams", "train_grbm"]
 
@@ -82,24 +83,24 @@ class GRBMHyperparams:
         Progress bar over epochs.
     """
 
-    n_hidden: int = 100
-    sigma: float = 1.0
-    method: str = "pcd"
-    k: int = 1
-    optimizer: str = "adam"
-    learning_rate: float = 1e-3
-    adam_betas: tuple = (0.9, 0.999)
-    momentum: float = 0.5
-    batch_size: int = 100
-    n_epochs: int = 10
-    weight_decay: float = 0.0
-    init_scale: float = 0.01
-    n_persistent_chains: int | None = None
-    exact_ll_max_units: int = 20
-    eval_subsample: int = 10000
-    seed: int = 0
-    device: str = "cpu"
-    progress: bool = False
+    n_hidden: int = _DEFAULTS["n_hidden"]
+    sigma: float = _DEFAULTS["sigma"]
+    method: str = _DEFAULTS["method"]
+    k: int = _DEFAULTS["k"]
+    optimizer: str = _DEFAULTS["optimizer"]
+    learning_rate: float = _DEFAULTS["learning_rate"]
+    adam_betas: tuple = _DEFAULTS["adam_betas"]
+    momentum: float = _DEFAULTS["momentum"]
+    batch_size: int = _DEFAULTS["batch_size"]
+    n_epochs: int = _DEFAULTS["n_epochs"]
+    weight_decay: float = _DEFAULTS["weight_decay"]
+    init_scale: float = _DEFAULTS["init_scale"]
+    n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"]
+    exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"]
+    eval_subsample: int = _DEFAULTS["eval_subsample"]
+    seed: int = _DEFAULTS["seed"]
+    device: str = _DEFAULTS["device"]
+    progress: bool = _DEFAULTS["progress"]
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyperparameter."""

@@ -1,14 +1,14 @@
 """What the black-box learners' hyperparameters may be: one rule per key, declared once (no torch).
 
-The names and defaults of a learner's hyperparameters are its function's signature
-(:data:`logzbench.registry.LEARNERS` ``entry``: :func:`~logzbench.training.avil.train_avil`,
-:func:`~logzbench.training.nvil.train_nvil`, :func:`~logzbench.training.vcd.train_vcd`), read here
-from the source without importing it; what each value may be is :data:`RULES`.  The same checks run
+The names and defaults of a learner's hyperparameters are declared in :mod:`logzbench.training.hyperparams`
+(for each :data:`logzbench.registry.LEARNERS` ``entry``: :func:`~logzbench.training.avil.train_avil`,
+:func:`~logzbench.training.nvil.train_nvil`, :func:`~logzbench.training.vcd.train_vcd`, whose signatures
+take their defaults from there); what each value may be is :data:`RULES`.  The same checks run
 
 * in every learner (:func:`logzbench.training.variational.setup` calls :func:`check_values`),
 * in :func:`logzbench.training.train_with_learner` and ``logzbench train --learner`` before any data
   is read (:func:`check_hyperparams`: an unknown key is refused with the closest name),
-* when the workflow's config is loaded (:func:`logzbench.sweep.check_config`), so that a value a
+* when the workflow's config is loaded (:func:`logzbench.pipeline.config.check_config`), so that a value a
   training job would refuse after the data are prepared is refused before anything runs.
 
 Limits that are not the algorithm's but keep a run from hanging: :data:`MAX_EXACT_UNITS` (the exact
@@ -49,7 +49,7 @@ MAX_BATCH_SIZE = 100_000
 #: most decoder draws of the monitored bounds at each logged iteration (drawn in chunks)
 MAX_MONITOR_SAMPLES = 1_000_000
 #: keys of the workflow's training job besides the learner's: the samples drawn for the report's figures
-#: (:func:`logzbench.jobs.train_job`; ``logzbench train`` draws none)
+#: (:func:`logzbench.pipeline.jobs.train_job`; ``logzbench train`` draws none)
 FIGURE_KEYS = ("figure_samples", "figure_sweeps")
 #: a learner's parameters that are not hyperparameters (the data, what it returns), and those checked
 #: elsewhere: ``family`` (:func:`logzbench.registry.learner`), ``hidden_sizes`` (the family's layers),

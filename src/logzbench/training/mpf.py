@@ -63,6 +63,7 @@ import scipy.optimize
 import torch
 
 from .trainer import TrainingDivergedError
+from .hyperparams import MPF as _DEFAULTS
 
 
 _SEED_TAG = 0x4D5046  # "MPF"
@@ -158,10 +159,21 @@ def mpf_log_objective(model, theta: dict[str, torch.Tensor], x: torch.Tensor, x_
     return torch.logsumexp(a, dim=0) - math.log(n)
 
 
-def train_mpf(model, X_train, *, n_iter: int = 200, seed: int = 0, n_rounds: int = 5,
-              step_size: float | str = "auto", n_leapfrog: int = 1, antithetic: bool = True,
-              min_acceptance: float = 0.5, gtol: float = 1e-10, callback=None,
-              verbose: bool = False) -> tuple[Any, list[dict]]:
+def train_mpf(
+    model,
+    X_train,
+    *,
+    n_iter: int = _DEFAULTS["n_iter"],
+    seed: int = _DEFAULTS["seed"],
+    n_rounds: int = _DEFAULTS["n_rounds"],
+    step_size: float | str = _DEFAULTS["step_size"],
+    n_leapfrog: int = _DEFAULTS["n_leapfrog"],
+    antithetic: bool = _DEFAULTS["antithetic"],
+    min_acceptance: float = _DEFAULTS["min_acceptance"],
+    gtol: float = _DEFAULTS["gtol"],
+    callback=_DEFAULTS["callback"],
+    verbose: bool = _DEFAULTS["verbose"],
+) -> tuple[Any, list[dict]]:
     """Fit ``model`` to ``X_train`` by minimum probability flow with L-BFGS (module docstring).
 
     Parameters

@@ -81,6 +81,7 @@ from .variational import (
     setup,
     step,
 )
+from .hyperparams import NVIL as _DEFAULTS
 
 __all__ = ["NVILProposal", "exact_log_chi2_bound", "log_chi2_bound", "q_loss", "train_nvil"]
 
@@ -171,13 +172,36 @@ def exact_log_chi2_bound(energy: EnergyModel, proposal: NVILProposal, max_bits: 
     return float(torch.logsumexp((f2[:, None] + 2 * log_r_h_v - log_q_v_h + c[None]).reshape(-1), 0))
 
 
-def train_nvil(train, valid=None, *, family: str = "rbm", hidden_sizes=(50,), aux_size: int = 15,
-               z: str = "continuous", iterations: int = 10_000, K1: int = 100, lr: float = 3e-4,
-               betas=(0.5, 0.999), batch_size: int = 500, seed: int = 0, device="cpu", log_every: int = 100,
-               mlp_hidden: int | None = None, init_scale: float = 0.01, sigma: float = 1.0, visible_std: float | None = None,
-               exact_max_units: int = 20, monitor_samples: int | None = None, ais_every: int = 0, ais_K: int = 1000, ais_chains: int = 100,
-               ais_init: str | None = None, ais_is_samples: int = 100, select: str = "last",
-               return_state: bool = False):
+def train_nvil(
+    train,
+    valid=None,
+    *,
+    family: str = _DEFAULTS["family"],
+    hidden_sizes=_DEFAULTS["hidden_sizes"],
+    aux_size: int = _DEFAULTS["aux_size"],
+    z: str = _DEFAULTS["z"],
+    iterations: int = _DEFAULTS["iterations"],
+    K1: int = _DEFAULTS["K1"],
+    lr: float = _DEFAULTS["lr"],
+    betas=_DEFAULTS["betas"],
+    batch_size: int = _DEFAULTS["batch_size"],
+    seed: int = _DEFAULTS["seed"],
+    device=_DEFAULTS["device"],
+    log_every: int = _DEFAULTS["log_every"],
+    mlp_hidden: int | None = _DEFAULTS["mlp_hidden"],
+    init_scale: float = _DEFAULTS["init_scale"],
+    sigma: float = _DEFAULTS["sigma"],
+    visible_std: float | None = _DEFAULTS["visible_std"],
+    exact_max_units: int = _DEFAULTS["exact_max_units"],
+    monitor_samples: int | None = _DEFAULTS["monitor_samples"],
+    ais_every: int = _DEFAULTS["ais_every"],
+    ais_K: int = _DEFAULTS["ais_K"],
+    ais_chains: int = _DEFAULTS["ais_chains"],
+    ais_init: str | None = _DEFAULTS["ais_init"],
+    ais_is_samples: int = _DEFAULTS["ais_is_samples"],
+    select: str = _DEFAULTS["select"],
+    return_state: bool = False,
+):
     """Train an RBM (or GRBM) by NVIL with a neural auxiliary-variable ``q`` (see the module docstring).
 
     Parameters

@@ -26,6 +26,7 @@ import math
 import torch
 
 from .variational import AISMonitor, Encoder, ExactMonitor, History, adam, free_energy_bound, logged, sample_bernoulli, setup, step
+from .hyperparams import VCD as _DEFAULTS
 
 __all__ = ["train_vcd", "visible_logits"]
 
@@ -48,13 +49,34 @@ def visible_logits(energy, hs) -> torch.Tensor:
     return -grad.detach()
 
 
-def train_vcd(train, valid=None, *, family: str = "dbm", hidden_sizes=(50, 50), iterations: int = 10_000,
-              K2: int = 1, cd_k: int = 1, lr: float = 3e-4, betas=(0.5, 0.999), batch_size: int = 500,
-              seed: int = 0, device="cpu", log_every: int = 100, temperature: float = 0.1,
-              straight_through: bool = False, mlp_hidden: int | None = None, init_scale: float = 0.01,
-              exact_max_units: int = 20, ais_every: int = 0, ais_K: int = 1000, ais_chains: int = 100,
-               ais_init: str | None = None, ais_is_samples: int = 100, select: str = "last",
-               return_state: bool = False):
+def train_vcd(
+    train,
+    valid=None,
+    *,
+    family: str = _DEFAULTS["family"],
+    hidden_sizes=_DEFAULTS["hidden_sizes"],
+    iterations: int = _DEFAULTS["iterations"],
+    K2: int = _DEFAULTS["K2"],
+    cd_k: int = _DEFAULTS["cd_k"],
+    lr: float = _DEFAULTS["lr"],
+    betas=_DEFAULTS["betas"],
+    batch_size: int = _DEFAULTS["batch_size"],
+    seed: int = _DEFAULTS["seed"],
+    device=_DEFAULTS["device"],
+    log_every: int = _DEFAULTS["log_every"],
+    temperature: float = _DEFAULTS["temperature"],
+    straight_through: bool = _DEFAULTS["straight_through"],
+    mlp_hidden: int | None = _DEFAULTS["mlp_hidden"],
+    init_scale: float = _DEFAULTS["init_scale"],
+    exact_max_units: int = _DEFAULTS["exact_max_units"],
+    ais_every: int = _DEFAULTS["ais_every"],
+    ais_K: int = _DEFAULTS["ais_K"],
+    ais_chains: int = _DEFAULTS["ais_chains"],
+    ais_init: str | None = _DEFAULTS["ais_init"],
+    ais_is_samples: int = _DEFAULTS["ais_is_samples"],
+    select: str = _DEFAULTS["select"],
+    return_state: bool = False,
+):
     """Train a DBM (or RBM) by variational CD (VCD-``cd_k``).
 
     Parameters

@@ -1,9 +1,9 @@
 """The workflow's jobs, end to end, without Snakemake (each rule's script calls one of these
-through :func:`logzbench.warm.run_job`).
+through :func:`logzbench.pipeline.warm.run_job`).
 
 * :func:`run_estimate_sweep` (rule ``estimate``): every setting of one model x estimator sweep
-  (:func:`logzbench.sweep.sweep_settings`) in one process, each through :func:`run_estimate`:
-  from a setting (:func:`logzbench.sweep.job_settings`) run :func:`logzbench.api.estimate` with
+  (:func:`logzbench.pipeline.sweep.sweep_settings`) in one process, each through :func:`run_estimate`:
+  from a setting (:func:`logzbench.pipeline.sweep.job_settings`) run :func:`logzbench.api.estimate` with
   the estimator's registry ``options`` taken from it, write the per-chain arrays (``.npz``), log
   one MLflow run keyed by the setting, then write the JSON record (``key``, the settings,
   ``code_version``, ``arrays``, ``result`` = :meth:`EstimateResult.to_dict`, ``mlflow_run_id``
@@ -25,12 +25,12 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import registry
-from .api import estimate
-from .data import class_subset, load_labels, load_rows, load_split_if_present
-from .errors import DatasetError
-from .tracking import estimate_key
-from .utils import (code_version, publish_outputs, save_npz_atomic, transactional, utc_now, write_csv_atomic,
+from .. import registry
+from ..api import estimate
+from ..data import class_subset, load_labels, load_rows, load_split_if_present
+from ..errors import DatasetError
+from ..tracking import estimate_key
+from ..utils import (code_version, publish_outputs, save_npz_atomic, transactional, utc_now, write_csv_atomic,
                     write_json_atomic)
 
 __all__ = ["estimate_options", "init_tracking_job", "prepare_job", "run_estimate", "run_estimate_sweep",
@@ -83,7 +83,7 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
     Parameters
     ----------
     settings : mapping
-        :func:`logzbench.sweep.job_settings` (``method`` and ``family`` are registry names).
+        :func:`logzbench.pipeline.sweep.job_settings` (``method`` and ``family`` are registry names).
     model : path or model object
         The model (file).
     data : path
@@ -103,7 +103,7 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
     sweep_stems : sequence of str, optional
         The file stems of every setting of the sweep this one belongs to, recorded as ``sweep_stems``:
         a setting of a finished sweep whose files are missing is a damaged output
-        (:func:`logzbench.sweep.damaged_outputs`).
+        (:func:`logzbench.pipeline.outputs.damaged_outputs`).
 
     RAISE evaluates at most the test rows it has: ``n_examples`` above their number (or above a
     ``test_subset``'s rows) evaluates every row, and the record's ``n_examples`` is the number used,
@@ -122,7 +122,7 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
     import torch
 
     started = utc_now()
-    # the job's thread count (Snakemake's `threads`, set by logzbench.warm.run_job), not the automatic choice
+    # the job's thread count (Snakemake's `threads`, set by logzbench.pipeline.warm.run_job), not the automatic choice
     res = estimate(model, method, data=test, train_data=train, threads=torch.get_num_threads(), **opts)
 
     used = res.settings.get("n_examples")  # RAISE: the rows evaluated (at most the test rows there are)
@@ -137,7 +137,7 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
     # when this setting ran (the MLflow run's start and end): the estimate and its arrays
     record["started_at"], record["finished_at"] = started, utc_now()
     if tracking and tracking.get("enabled"):
-        from .tracking import log_estimate
+        from ..tracking import log_estimate
 
         publish_outputs()  # MLflow reads the arrays file (still undone if the record cannot be written)
 
@@ -174,7 +174,7 @@ def run_estimate_sweep(settings: Sequence[Mapping[str, Any]], *, model: str | os
     Parameters
     ----------
     settings : sequence of mapping
-        :func:`logzbench.sweep.sweep_settings`: one :func:`logzbench.sweep.job_settings` per
+        :func:`logzbench.pipeline.sweep.sweep_settings`: one :func:`logzbench.pipeline.sweep.job_settings` per
         setting, all of one model (``out_dir`` holds their files; their stems must differ).
     model, data : path
         The model file and the prepared dataset, loaded once.
@@ -188,7 +188,7 @@ def run_estimate_sweep(settings: Sequence[Mapping[str, Any]], *, model: str | os
     list of dict
         The records, in the order of ``settings``.
     """
-    from .models import load_model
+    from ..models import load_model
 
     settings = [dict(s) for s in settings]
     if not settings:
@@ -208,7 +208,7 @@ def run_estimate_sweep(settings: Sequence[Mapping[str, Any]], *, model: str | os
     with contextlib.ExitStack() as stack:
         session = None
         if tracking and tracking.get("enabled"):
-            from .tracking import TrackingSession
+            from ..tracking import TrackingSession
 
             session = stack.enter_context(TrackingSession(tracking.get("uri"), tracking["experiment"]))
         for s, stem in zip(settings, stems):
@@ -226,7 +226,7 @@ def prepare_job(spec: Mapping[str, Any], out: str | os.PathLike, mirror: str | o
     """Download / verify (the mirror first) and prepare one dataset (rule ``prepare_dataset``): binary
     sets binarised (:func:`logzbench.data.prepare_dataset`), continuous ones as whitened patches
     (:func:`logzbench.data.prepare_patches`).  ``spec`` is the config's dataset entry."""
-    from .data import CONTINUOUS_DATASETS, prepare_dataset, prepare_patches
+    from ..data import CONTINUOUS_DATASETS, prepare_dataset, prepare_patches
 
     spec = dict(spec)
     source = spec.pop("source")
@@ -244,7 +244,7 @@ def init_tracking_job(tracking: Mapping[str, Any], out: str | os.PathLike) -> di
     """Create the MLflow store and experiment once (rule ``init_tracking``); write the sentinel ``out``."""
     info: dict[str, Any] = {"enabled": bool(tracking["enabled"])}
     if tracking["enabled"]:
-        from .tracking import dashboard_hint, init_store
+        from ..tracking import dashboard_hint, init_store
 
         info.update(init_store(tracking["uri"], tracking["experiment"], tracking.get("artifact_dir"),
                                description=tracking.get("description")))
@@ -277,9 +277,9 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     """Train one model (rule ``train_model``): :func:`logzbench.training.train_model` of the family in
     ``hyperparams`` (default ``rbm``) on the prepared dataset ``data``; write the model, its history
     (CSV and plot) and the summary record (JSON, last); log one MLflow run (``train/<model>``)."""
-    from .models import save_model
-    from .plotting import plot_history
-    from .training import history_to_csv, train_model, train_with_learner
+    from ..models import save_model
+    from ..plotting import plot_history
+    from ..training import history_to_csv, train_model, train_with_learner
 
     hp = dict(hyperparams)
     hp.setdefault("device", device)
@@ -306,7 +306,7 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
 
     save_model(model, out_model)
     if state is not None:  # <model>.samples.npz beside the model: the report's sample figures (Figs. 4, 6)
-        from .training.variational import figure_samples
+        from ..training.variational import figure_samples
 
         save_npz_atomic(Path(out_model).with_suffix(".samples.npz"),
                         **figure_samples(model, state, seed=int(hp.get("seed", 0)), **figure_opts))
@@ -330,7 +330,7 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
               "code_version": code_version(), "n_train": int(train.shape[0]), "n_test": int(test.shape[0]),
               "started_at": started, "finished_at": utc_now()}
     if tracking and tracking.get("enabled"):
-        from .tracking import log_training
+        from ..tracking import log_training
 
         publish_outputs()  # MLflow reads the history, plot and model files
 
@@ -353,7 +353,7 @@ def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: 
     for each, run every trial (:func:`logzbench.trials.gaussian_trials` / :func:`~logzbench.trials.grid_trials`),
     write its long per-trial table to the matching ``outputs`` file (CSV, atomically) and log one MLflow
     run with every trial as metric steps.  The per-trial tables record each method's seconds."""
-    from . import trials
+    from .. import trials
 
     if len(settings) != len(outputs):
         raise ValueError(f"{len(settings)} settings for {len(outputs)} output files")
@@ -377,7 +377,7 @@ def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: 
         summary = trials.summarize_trials(df)
         print(summary.to_string())
         if tracking and tracking.get("enabled"):
-            from .tracking import log_trials
+            from ..tracking import log_trials
 
             publish_outputs()  # MLflow reads the table
 

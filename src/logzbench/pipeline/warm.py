@@ -12,8 +12,8 @@ Each job is thus still its own process (its own log, threads, crash and exit sta
 imports are paid once.
 
 * **Started on demand.**  The first job that finds no server starts one (``python -m
-  logzbench.warm serve``, in its own session, output in ``<dir>/<key>.log``) under a file lock and
-  waits for it; concurrent jobs wait for the same server.
+  logzbench.pipeline.warm serve``, in its own session, output in ``<dir>/<key>.log``) under a file
+  lock and waits for it; concurrent jobs wait for the same server.
 * **Keyed by the code.**  The socket's name is a hash of the interpreter, ``sys.path`` and the
   size and modification time of every module of the package (:func:`fingerprint`), so an edited
   package, another virtual environment or another checkout gets its own server: a job never runs
@@ -65,7 +65,8 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .trusted import private_dir
+from ..trusted import private_dir
+from .usage import measure, this_process, write_usage
 
 __all__ = ["DEFAULT_IDLE", "ENV_DIR", "ENV_ENABLE", "ENV_EXTRA_JOBS", "JOBS", "PRELOAD", "enabled", "fingerprint",
            "run_job", "server_address", "stop_server"]
@@ -83,16 +84,16 @@ START_TIMEOUT = 180.0
 PRELOAD = (
     "numpy", "torch", "pandas", "scipy.special", "yaml",
     "mlflow", "mlflow.tracking", "mlflow.entities", "mlflow.store.tracking.sqlalchemy_store",
-    "logzbench.jobs", "logzbench.api", "logzbench.training", "logzbench.trials", "logzbench.report",
+    "logzbench.pipeline.jobs", "logzbench.api", "logzbench.training", "logzbench.trials", "logzbench.report",
     "logzbench.tracking", "logzbench.data", "logzbench.plotting", "matplotlib.pyplot",
 )
 _FALSE = {"0", "false", "off", "no"}
 #: The functions a warm server runs (``module:function``): the workflow's jobs.  Any other target
 #: runs in the caller's own process.
 JOBS = frozenset({
-    "logzbench.jobs:prepare_job", "logzbench.jobs:train_job", "logzbench.jobs:run_estimate_sweep",
-    "logzbench.jobs:trials_job", "logzbench.jobs:init_tracking_job", "logzbench.report:report_job",
-    "logzbench.trials:report_trials",
+    *(f"logzbench.pipeline.jobs:{name}" for name in ("prepare_job", "train_job", "run_estimate_sweep", "trials_job",
+                                                     "init_tracking_job")),
+    "logzbench.report:report_job", "logzbench.trials:report_trials",
 })
 #: Environment variable: more targets (comma-separated) a server started with it also runs, for
 #: tests and extensions.  Read by the server at start, from its starter's (the same user's)
@@ -118,7 +119,7 @@ def _code_key() -> str:
     directory and every module file of the package (path, size, modification time).  (Not
     ``sys.path``, which differs between Snakemake's own process, which stops the server, and
     its jobs' scripts.)"""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parents[1]  # the package, not only this subpackage
     h = hashlib.sha256()
     h.update(f"{sys.executable}\0{sys.version}\0{os.environ.get('PYTHONPATH', '')}\0{root}".encode())
     for p in sorted(root.rglob("*.py")):
@@ -214,26 +215,42 @@ def _execute(target: str, kwargs: Mapping[str, Any], threads: int | None) -> Non
 
 
 def run_job(target: str, *, log: str | os.PathLike | None = None, threads: int | None = None,
-            warm: bool | None = None, **kwargs: Any) -> None:
+            warm: bool | None = None, usage: str | os.PathLike | None = None, **kwargs: Any) -> None:
     """Run ``target`` (``"module:function"``) with ``kwargs``, its output in ``log``.
 
     On a warm server when :func:`enabled` and ``target`` is a registered job (:data:`JOBS`), else
     (or when no server can be safely reached or started, with a one-line warning) in this process.
     A failed job raises :class:`SystemExit` with its exit status (1 for an exception; its traceback
-    is in the log); the keyword arguments must be JSON values.
+    is in the log); the keyword arguments must be JSON values.  ``usage``: a file to write the job's
+    own process's wall-clock time, peak memory and CPU time into (:mod:`logzbench.pipeline.usage`),
+    whether it ran in a forked process or in this one.
     """
     if enabled(warm) and target in _allowed_jobs():
         try:
-            status = _submit(target, kwargs, log, threads)
+            status, row = _submit(target, kwargs, log, threads)
         except _Unavailable as exc:
-            print(f"logzbench.warm: {exc}; running the job in this process", file=sys.stderr)
+            print(f"logzbench.pipeline.warm: {exc}; running the job in this process", file=sys.stderr)
         else:
+            if usage is not None and row is not None:
+                _write_usage(usage, row)
             if status:
                 print(f"logzbench: job {target} failed (exit status {status}); see {log}", file=sys.stderr)
                 raise SystemExit(status)
             return
     _redirect(log)
-    _execute(target, kwargs, threads)
+    t0 = time.monotonic()
+    try:
+        _execute(target, kwargs, threads)
+    finally:
+        if usage is not None:
+            _write_usage(usage, this_process(time.monotonic() - t0))
+
+
+def _write_usage(path: str | os.PathLike, row: Mapping[str, Any]) -> None:
+    try:
+        write_usage(path, row)
+    except OSError as exc:  # a measurement only: the job's outputs stand
+        print(f"logzbench: could not write the job's usage to {path}: {exc}", file=sys.stderr)
 
 
 def _allowed_jobs() -> frozenset:
@@ -267,7 +284,8 @@ def _start_server(address: Path, idle: float) -> subprocess.Popen:
     fd = _open_nofollow(address.with_suffix(".log"), os.O_WRONLY | os.O_APPEND)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "logzbench.warm", "serve", "--socket", os.fspath(address), "--idle", str(idle)],
+            [sys.executable, "-m", "logzbench.pipeline.warm", "serve", "--socket", os.fspath(address),
+             "--idle", str(idle)],
             stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
     finally:
         os.close(fd)
@@ -323,8 +341,10 @@ def _messages(conn: socket.socket) -> Iterator[dict]:
             yield json.loads(line)
 
 
-def _submit(target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | None, threads: int | None) -> int:
-    """Run the job on the warm server; return its exit status (0: success)."""
+def _submit(target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | None,
+            threads: int | None) -> tuple[int, dict | None]:
+    """Run the job on the warm server; return its exit status (0: success) and the usage of its
+    process (:func:`logzbench.pipeline.usage.measure`; ``None`` where the server could not tell)."""
     request = {"op": "run", "target": target, "kwargs": dict(kwargs), "threads": threads,
                "log": None if log is None else os.path.abspath(log), "cwd": os.getcwd(), "env": dict(os.environ)}
     try:
@@ -349,7 +369,7 @@ def _submit(target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | Non
             if "pid" in msg:
                 child = int(msg["pid"])
             elif "status" in msg:
-                return int(msg["status"])
+                return int(msg["status"]), msg.get("usage")
         raise _Unavailable("the warm server closed the connection before the job ended") if child is None \
             else RuntimeError(f"the job's process {child} ended without a status (killed?); see {log}")
     finally:
@@ -468,20 +488,21 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     allowed = _allowed_jobs()
-    children: dict[int, socket.socket] = {}
+    children: dict[int, tuple[socket.socket, float]] = {}  # pid -> the client's connection, the fork's time
     last, stopping = time.monotonic(), False
     try:
         while True:
             for pid in list(children):
-                try:
-                    done, wstatus = os.waitpid(pid, os.WNOHANG)
+                try:  # the job's own rusage: what the client's benchmark cannot see
+                    done, wstatus, ru = os.wait4(pid, os.WNOHANG)
                 except ChildProcessError:
-                    done, wstatus = pid, 1 << 8
+                    done, wstatus, ru = pid, 1 << 8, None
                 if done:
-                    conn = children.pop(pid)
+                    conn, started = children.pop(pid)
+                    row = None if ru is None else measure(ru, time.monotonic() - started, pid, warm=True)
                     with contextlib.suppress(OSError):  # os._exit and signals included
                         code = os.waitstatus_to_exitcode(wstatus)
-                        _send(conn, {"status": code if code >= 0 else 128 - code})
+                        _send(conn, {"status": code if code >= 0 else 128 - code, "usage": row})
                     conn.close()
                     last = time.monotonic()
             if not children and (stopping or time.monotonic() - last > idle or not ours()):
@@ -532,6 +553,7 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
                     _send(conn, {"refused": f"{target!r} is not a registered job"})
                 conn.close()
                 continue
+            started = time.monotonic()
             pid = os.fork()
             if pid == 0:  # the job's process
                 sock.close()
@@ -544,7 +566,7 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
                     status = _child(conn, request)
                 finally:
                     os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
-            children[pid] = conn  # the job's status goes back on it when the server reaps the child
+            children[pid] = (conn, started)  # the job's status goes back on it when the server reaps the child
             with contextlib.suppress(OSError):
                 _send(conn, {"pid": pid})
             print(f"job {pid}: {target} (log {request.get('log')})", flush=True)
@@ -559,7 +581,7 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m logzbench.warm", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m logzbench.pipeline.warm", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="run a server (normally started by the first job)")
     s.add_argument("--socket", default=None, help="socket path (default: the one for this code)")

@@ -1,0 +1,15 @@
+"""What only the Snakemake workflow needs: from its config to its jobs, and each job end to end.
+
+* :mod:`~logzbench.pipeline.sweep`: a config's models, estimators, the jobs of their sweeps and
+  each job's settings;
+* :mod:`~logzbench.pipeline.config`: the config's checks beyond its schema (:func:`check_config`);
+* :mod:`~logzbench.pipeline.outputs`: the files of an earlier run checked before they are trusted;
+* :mod:`~logzbench.pipeline.jobs`: one job (prepare, train, an estimate sweep, trials) end to end;
+* :mod:`~logzbench.pipeline.warm`: the fork server that runs those jobs with their imports paid once;
+* :mod:`~logzbench.pipeline.usage`: a job's logs, benchmarks and its own process's resource usage.
+
+Building the workflow's DAG imports ``sweep``, ``config`` and ``outputs``, none of which imports
+torch; nothing is imported here, so that importing one of them imports no other.
+"""
+
+__all__ = ["config", "jobs", "outputs", "sweep", "usage", "warm"]

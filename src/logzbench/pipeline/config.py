@@ -1,0 +1,362 @@
+"""Checks of a workflow config beyond its schema (importable without torch): :func:`check_config`.
+
+Each check raises :class:`~logzbench.errors.ConfigError` with a message naming the config entry and
+what to change, so that a config that cannot run is refused when the workflow's DAG is built rather
+than in a job's log: unknown names (datasets, presets, families, estimators, hyperparameters), sizes a
+data set does not have (:mod:`logzbench.data.sizes`), hyperparameters a trainer does not take
+(:mod:`logzbench.training.hyperparams`), schedules, published rows (:func:`check_paper_rows`).
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import functools
+from pathlib import Path
+from typing import Any, Mapping
+
+from .. import registry
+from ..data.sizes import (DIGITS_AVIL_ROWS, FREY_FACES, LABELLED_SOURCES, N_FEATURES, N_LABELS, SOURCE_ROWS,
+                          VANHATEREN_DEFAULTS, VANHATEREN_IMAGE_SIDE, VANHATEREN_N_IMAGES)
+from ..errors import ConfigError
+from ..schedules import SCHEDULES, from_file
+from ..training.hyperparams import FAMILY_TRAINERS, declared_parameters
+from .sweep import (OPTION_DEFAULTS, dataset_kind, estimator_spec, estimators_of, estimators_run, family_spec,
+                    fixed_schedule_K, listed_values, model_dataset, model_hyperparams, model_jobs, option_default)
+
+__all__ = ["LEARNER_PAPERS", "MAX_CHAINS", "PUBLISHED_CSV", "check_config", "check_paper_rows", "hyperparam_names"]
+
+#: the most chains (samples, particles) an estimator entry may ask for (the schema's maximum of
+#: ``estimators.<name>.chains``): far above any paper's (5,000) and below what exhausts memory at once
+MAX_CHAINS = 10_000_000
+
+
+#: parameters of the trainers that the training job fills in itself (data, the initial model); none of them
+#: is declared (:mod:`logzbench.training.hyperparams`), and a config may not give them
+_JOB_ARGUMENTS = frozenset({"train", "test", "valid", "model", "X_train", "return_state"})
+#: keys any model's hyperparams may hold: ``family`` and ``learner`` pick the trainer, ``device`` (the
+#: config's by default), ``figure_samples`` / ``figure_sweeps`` (:func:`logzbench.pipeline.jobs.train_job`'s figures)
+_COMMON_HYPERPARAMS = frozenset({"family", "learner", "device", "figure_samples", "figure_sweeps"})
+
+
+def _declared_keywords(target: str) -> frozenset[str]:
+    """Keyword names of ``"module:object"`` as :mod:`logzbench.training.hyperparams` declares them (plain data,
+    no torch), which the trainers' signatures take their defaults from."""
+    return frozenset(name for name, _ in declared_parameters(target))
+
+
+def hyperparam_names(family: str, learner: str | None = None) -> frozenset[str]:
+    """The keys ``models.<name>.hyperparams`` (with its preset) may hold for a model of ``family``: the
+    keyword arguments of its trainer (:data:`logzbench.training.hyperparams.FAMILY_TRAINERS`; an RBM also
+    takes ``hidden_sizes``), or of ``learner``'s function (``n_hidden`` standing for ``hidden_sizes``), and
+    ``family``, ``learner``, ``device``, ``figure_samples``, ``figure_sweeps``."""
+    fam = registry.family(family)
+    if learner:
+        names = _declared_keywords(registry.learner(learner, fam.name).entry) | {"n_hidden"}
+    else:
+        sources = FAMILY_TRAINERS.get(fam.name) or FAMILY_TRAINERS[fam.kind]
+        names = frozenset().union(*map(_declared_keywords, sources))
+        if fam.name == "rbm":
+            names |= {"hidden_sizes"}
+    return (names - _JOB_ARGUMENTS) | _COMMON_HYPERPARAMS
+
+
+def _check_hyperparam_names(config: Mapping, model: str, hp: Mapping[str, Any]) -> None:
+    """Refuse a hyperparameter the model's trainer does not take (e.g. ``learnin_rate``), naming the closest."""
+    allowed = hyperparam_names(hp["family"], hp.get("learner"))
+    unknown = sorted(set(hp) - allowed)
+    if not unknown:
+        return
+    key = unknown[0]
+    close = difflib.get_close_matches(key, sorted(allowed), n=1)
+    own = config["models"][model].get("hyperparams") or {}
+    where = (f"models.{model}.hyperparams.{key}" if key in own
+             else f"from preset {config['models'][model].get('preset')!r}")
+    trainer = f"the {hp['learner']} learner" if hp.get("learner") else f"the {hp['family']} trainer"
+    raise ConfigError(f"model {model}: unknown hyperparameter {key!r} ({where})"
+                      + (f"; did you mean {close[0]!r}?" if close else "")
+                      + f" ({trainer} takes {', '.join(sorted(allowed))})")
+
+
+def _check_learner_values(config: Mapping, model: str, hp: Mapping[str, Any]) -> None:
+    """Refuse a learner hyperparameter's value that the training job would refuse (its type or range, or
+    ``ais_every`` not a multiple of ``log_every``): :func:`logzbench.training.learner_options.check_values`,
+    the learners' own check (imported without torch), on the learner's defaults overridden by ``hp``."""
+    from ..training.learner_options import RULES, check_values, learner_defaults
+
+    try:
+        check_values({**learner_defaults(hp["learner"]), **{k: v for k, v in hp.items() if k in RULES}})
+    except ValueError as exc:
+        raise ConfigError(f"model {model}: {exc} (models.{model}.hyperparams, {hp['learner']} learner)") from None
+
+
+# --------------------------------------------------------------------------- checks
+def _not_available(spec: registry.EstimatorSpec) -> str:
+    if spec.families:
+        return f"{spec.name} runs on {', '.join(f.upper() + 's' for f in spec.families)} only"
+    kinds = " and ".join(spec.kinds)
+    if "binary" not in spec.kinds:
+        kinds = f"continuous ({kinds})"
+    return f"{spec.name} runs on {kinds} models only"
+
+
+def _too_many(dataset: str, key: str, value: int, most: int, what: str) -> ConfigError:
+    return ConfigError(f"dataset {dataset}: {key}={value} is more than {what}; set datasets.{dataset}.{key} to at "
+                       f"most {most} (or leave it out)")
+
+
+def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
+    """Refuse sizes the data set does not have (:data:`SOURCE_ROWS`, :data:`DIGITS_AVIL_ROWS`,
+    :data:`FREY_FACES`, the van Hateren settings), which :mod:`logzbench.data` would refuse only when it
+    prepares the data set."""
+    source = d["source"]
+    n_train, n_test, n_valid = d.get("n_train"), d.get("n_test"), int(d.get("n_valid") or 0)
+    if d.get("shift_augment") is not None and source != "digits-avil":
+        raise ConfigError(f"dataset {name}: shift_augment applies to digits-avil only, not to {source}; remove it")
+    if source == "vanhateren":
+        v = {**VANHATEREN_DEFAULTS, **{k: d[k] for k in VANHATEREN_DEFAULTS if d.get(k) is not None}}
+        if v["n_images"] > VANHATEREN_N_IMAGES:
+            raise _too_many(name, "n_images", v["n_images"], VANHATEREN_N_IMAGES,
+                            f"the {VANHATEREN_N_IMAGES} registered van Hateren images")
+        if v["n_test_images"] >= v["n_images"]:
+            raise ConfigError(f"dataset {name}: n_test_images={v['n_test_images']} leaves no training image of "
+                              f"n_images={v['n_images']}; set datasets.{name}.n_test_images to at most "
+                              f"{v['n_images'] - 1}")
+        if v["patch_size"] > VANHATEREN_IMAGE_SIDE:
+            raise _too_many(name, "patch_size", v["patch_size"], VANHATEREN_IMAGE_SIDE,
+                            f"the images' side ({VANHATEREN_IMAGE_SIDE} pixels)")
+        pixels = v["patch_size"] ** 2 - int(bool(v["remove_dc"]))
+        if v["n_components"] > pixels:
+            raise _too_many(name, "n_components", v["n_components"], pixels,
+                            f"the {pixels} pixels of a {v['patch_size']}x{v['patch_size']} patch"
+                            + (" less its mean (remove_dc)" if v["remove_dc"] else ""))
+        if v["n_train"] <= v["n_components"]:
+            raise ConfigError(f"dataset {name}: n_train={v['n_train']} training patches cannot fit "
+                              f"n_components={v['n_components']} PCA components; set datasets.{name}.n_train above "
+                              f"{v['n_components']}")
+        return
+    if source == "frey":
+        n_test = 0 if n_test is None else int(n_test)
+        if n_test > FREY_FACES - 2:
+            raise _too_many(name, "n_test", n_test, FREY_FACES - 2, f"the {FREY_FACES} Frey faces less two to train on")
+        if n_train is not None and int(n_train) > FREY_FACES - n_test:
+            raise _too_many(name, "n_train", n_train, FREY_FACES - n_test,
+                            f"the {FREY_FACES - n_test} Frey faces left after n_test={n_test}")
+        return
+    if source == "digits-avil":
+        if n_test is not None:
+            raise ConfigError(f"dataset {name}: digits-avil has no n_test (its test split is its validation split); "
+                              f"remove datasets.{name}.n_test")
+        rows = DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"]
+    elif source in SOURCE_ROWS:
+        rows = SOURCE_ROWS[source]
+    else:
+        return
+    if "valid" in rows and n_valid:
+        raise ConfigError(f"dataset {name}: {source} has a fixed validation split ({rows['valid']} rows); "
+                          f"n_valid must be 0, got {n_valid}")
+    if n_valid >= rows["train"]:
+        raise _too_many(name, "n_valid", n_valid, rows["train"] - 1, f"the {rows['train']} training rows of {source} "
+                        f"less one")
+    if n_train is not None and int(n_train) > rows["train"] - n_valid:
+        less = f" less n_valid={n_valid}" if n_valid else ""
+        raise _too_many(name, "n_train", n_train, rows["train"] - n_valid,
+                        f"the {rows['train']} training rows of {source}{less}")
+    if n_test is not None and "test" in rows and int(n_test) > rows["test"]:
+        raise _too_many(name, "n_test", n_test, rows["test"], f"the {rows['test']} test rows of {source}")
+
+
+def _test_rows(d: Mapping[str, Any]) -> int | None:
+    """Test rows of a prepared binary dataset (``n_test``, else the source's; digits-avil: its validation
+    split), ``None`` where unknown."""
+    if d["source"] == "digits-avil":
+        return DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"]["valid"]
+    if d.get("n_test") is not None:
+        return int(d["n_test"])
+    return SOURCE_ROWS.get(d["source"], {}).get("test")
+
+
+def _check_per_class(config: Mapping, name: str, model: str, per_class: int) -> None:
+    """Refuse a ``test_subset`` ``per_class`` that no label of the model's test rows can have (the job's
+    :func:`logzbench.data.class_subset` would refuse it after the data are prepared): more than the test
+    rows divided by the number of labels (the smallest label has at most that many)."""
+    dataset = model_dataset(config, model)
+    d = config["datasets"][dataset]
+    rows = _test_rows(d)
+    if rows is None:
+        return
+    labels = N_LABELS.get(d["source"], 1)
+    most = rows // labels
+    if per_class > most:
+        held = f"{rows} test rows of {labels} labels" if labels > 1 else f"{rows} test rows"
+        raise ConfigError(f"estimator {name}: test_subset per_class={per_class} is more than model {model}'s dataset "
+                          f"{dataset} ({d['source']}) can give: its {held} leave at most {most} rows to its smallest "
+                          f"label; set estimators.{name}.test_subset.per_class to at most {most}")
+
+
+def _check_schedule(name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec | None = None) -> None:
+    """A schedule name (:data:`logzbench.schedules.SCHEDULES`) or a readable file of betas (a relative path is
+    taken from the working directory, as the estimate jobs take it)."""
+    schedule = e.get("schedule", option_default(spec, "schedule") if spec is not None else OPTION_DEFAULTS["schedule"])
+    if schedule in SCHEDULES:
+        return
+    path = Path(str(schedule))
+    if not path.is_file():
+        raise ConfigError(f"estimator {name}: schedule {schedule!r} is neither a schedule name "
+                          f"({', '.join(SCHEDULES)}) nor a file of betas (no file {path.absolute()}); fix "
+                          f"estimators.{name}.schedule")
+    try:
+        from_file(path)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"estimator {name}: schedule file {schedule}: {exc}") from None
+
+
+#: the reproduced papers' published values (:mod:`logzbench.report.published`, which reads them with
+#: their checks); the rows they have are read here without importing the report (pandas, torch)
+PUBLISHED_CSV = Path(__file__).parents[1] / "report" / "published.csv"
+#: papers whose values the learner tables compare by learner and dataset (not a model's ``paper`` entry)
+LEARNER_PAPERS = ("li_avil",)
+
+
+@functools.lru_cache(maxsize=None)
+def _published_rows(path: str) -> dict[str, frozenset[str]]:
+    with open(path, newline="") as fh:
+        rows: dict[str, set[str]] = {}
+        for line in csv.DictReader(fh, skipinitialspace=True):
+            rows.setdefault(line["paper"].strip(), set()).add(line["row"].strip())
+    return {p: frozenset(r) for p, r in rows.items()}
+
+
+def check_paper_rows(paper_rows: Mapping[str, Mapping[str, str]],
+                     known: Mapping[str, Any] | None = None) -> dict[str, dict[str, str]]:
+    """``paper_rows`` (``{model: {paper key: row name}}``) as a dict when every ``(paper, row)`` has
+    published values; else :class:`ConfigError` naming the model, the paper and the rows it has.
+
+    ``known``: ``{paper: rows}`` (default: those of :data:`PUBLISHED_CSV`).  A row of a learner paper
+    (:data:`LEARNER_PAPERS`) is refused too: its values are matched by learner and dataset."""
+    known = _published_rows(str(PUBLISHED_CSV)) if known is None else known
+    for model, rows in paper_rows.items():
+        for paper, row in rows.items():
+            if paper in LEARNER_PAPERS:
+                raise ConfigError(f"model {model!r}: {paper!r}'s values are compared in table_learners.csv by "
+                                  "learner and dataset; a model trained by a learner needs no paper entry")
+            if row not in known.get(paper, ()):
+                have = sorted(known.get(paper, ()))
+                raise ConfigError(f"model {model!r}: paper {paper!r} has no published row {row!r}"
+                                  + (f" (its rows: {', '.join(have)})" if have else
+                                     f" (unknown paper key; known: {', '.join(sorted(known))})"))
+    return {m: dict(r) for m, r in paper_rows.items()}
+
+
+def _check_tracking_uri(config: Mapping) -> None:
+    """Refuse a ``tracking.uri`` MLflow cannot use (:func:`logzbench.tracking.resolve_tracking_uri`: the key
+    and the accepted forms), which a job would otherwise meet only as MLflow's error in its log."""
+    t = config.get("tracking") or {}
+    if t.get("enabled", True) and t.get("uri") is not None:
+        from ..errors import TrackingError
+        from ..tracking import resolve_tracking_uri
+
+        try:
+            resolve_tracking_uri(t["uri"], key="tracking.uri")
+        except TrackingError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
+    """Check a (schema-validated) config beyond what its schema says; return warnings.
+
+    Raises :class:`ConfigError` naming the entry and what to change: no models and no trials, a
+    dataset of unknown dimension, a model's unknown dataset, preset, family or estimator, an
+    estimator listed for a model whose family it does not apply to, an estimator's unknown method or
+    models, a fixed schedule (``sm14500``, a file) with another K, a CSL K below ``thin``, a ``test_subset`` on a model
+    whose dataset has no labels or a ``per_class`` its test rows cannot give, a hyperparameter the model's trainer
+    does not take, a learner's hyperparameter of a type or value the learner refuses
+    (:mod:`logzbench.training.learner_options`), a dataset size the
+    data set does not have (``n_train``, ``n_test``, ``n_valid``; van Hateren ``n_test_images`` of
+    ``n_images``, ``n_components`` of the patch's pixels), an unknown schedule or a schedule file that
+    does not exist or holds no schedule, a published row (``paper``) the papers do not have.  Warns of a model left
+    with no estimate (e.g. a DBN with only base-rate inits) and of sweep keys an estimator has no axis
+    for."""
+    warnings: list[str] = []
+    if not config.get("models") and not (config.get("trials") or {}):
+        raise ConfigError("the config defines no models and no trials: nothing to run")
+    _check_tracking_uri(config)
+    for d, spec in (config.get("datasets") or {}).items():
+        if dataset_kind(config, d) == "binary" and spec["source"] not in N_FEATURES and "n_visible" not in spec:
+            raise ConfigError(f"dataset {d}: give n_visible")
+        _check_dataset_sizes(d, spec)
+    for name in config.get("estimators") or {}:
+        estimator_spec(config, name)  # a known method
+    for model, m in (config.get("models") or {}).items():
+        if m["dataset"] not in config["datasets"]:
+            raise ConfigError(f"model {model}: unknown dataset {m['dataset']!r}; "
+                              f"defined: {sorted(config['datasets'])}")
+        for name in estimators_of(config, model):
+            if name not in config["estimators"]:
+                raise ConfigError(f"model {model}: unknown estimator {name!r}; "
+                                  f"defined: {sorted(config['estimators'])}")
+        hp = model_hyperparams(config, model, presets)
+        fam = hp["family"]
+        _check_hyperparam_names(config, model, hp)
+        if hp.get("learner") is not None:
+            _check_learner_values(config, model, hp)
+        if m.get("paper"):
+            check_paper_rows({model: m["paper"]})
+        for name in m.get("estimators") or []:
+            spec = estimator_spec(config, name)
+            if not spec.applies_to(fam):
+                raise ConfigError(
+                    f"model {model}: estimator {name!r} ({spec.name}) is not available for a {fam.upper()} "
+                    f"({_not_available(spec)}; for a {fam.upper()} use one of {list(registry.estimators_for(fam))}); "
+                    f"remove it from models.{model}.estimators (without an explicit list, estimators a family "
+                    f"lacks are skipped automatically)")
+        if not model_jobs(config, model, presets):
+            warnings.append(f"model {model} ({fam}) has no estimate to run (a DBN supports the uniform initial "
+                            f"distribution only; check the estimators' inits and the exact limits)")
+    for name, e in (config.get("estimators") or {}).items():
+        spec = estimator_spec(config, name)
+        unknown = sorted(set(e.get("models") or []) - set(config.get("models") or {}))
+        if unknown:
+            raise ConfigError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
+        if e.get("test_subset"):
+            for model in config.get("models") or {}:
+                source = config["datasets"][model_dataset(config, model)]["source"]
+                if source not in LABELLED_SOURCES and name in estimators_run(config, model, presets):
+                    raise ConfigError(f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
+                                      f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
+                                      f"test_subset or run {name} on other models (its `models`)")
+                if name in estimators_run(config, model, presets):
+                    _check_per_class(config, name, model, int(e["test_subset"]["per_class"]))
+        if "schedule" in spec.options:
+            _check_schedule(name, e, spec)
+        for axis, key in registry.AXIS_CONFIG_KEYS.items():
+            if axis in ("K", "init") and axis not in spec.axes and axis in spec.options:  # unswept_options
+                if len(e.get(key) or []) > 1:
+                    what = "its K is the starting K (doubled by the estimator itself)" if axis == "K" else \
+                        "it runs from one initial distribution"
+                    raise ConfigError(f"estimator {name}: {spec.name} is not swept over {key}; {what}: give one "
+                                      f"value, e.g. {key}: [{e[key][0]}]")
+                if axis == "init" and e.get(key):
+                    for model in config.get("models") or {}:
+                        fam = family_spec(config, model, presets)
+                        if name in estimators_run(config, model, presets) and fam.inits and \
+                                e[key][0] not in fam.inits:
+                            raise ConfigError(f"estimator {name}: model {model} ({fam.name}) has no initial "
+                                              f"distribution {e[key][0]!r} (its: {', '.join(fam.inits)}); run "
+                                              f"{name} on other models (its `models`) or change its inits")
+                continue
+            if e.get(key) and axis not in spec.axes:
+                warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")
+        if "K" in spec.axes:
+            fixed = fixed_schedule_K(e)
+            ks = [fixed] if fixed is not None and not e.get("K") else listed_values(config, name, "K")
+            if fixed is not None and ks != [fixed]:
+                what = ("the sm14500 schedule" if e.get("schedule") == "sm14500"
+                        else f"the schedule file {e['schedule']}")
+                raise ConfigError(f"estimator {name}: {what} has K = {fixed}; set K: [{fixed}] or omit K")
+            if "samples_per_chain" in spec.options:  # CSL: K sweeps per chain, one sample kept every `thin`
+                bad = [k for k in ks if k // e.get("thin", 1) < 1]
+                if bad:
+                    raise ConfigError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
+    return warnings
+
