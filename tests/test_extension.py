@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import math
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from logzbench import options, registry
 from logzbench.options import Option
 
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 PLUGIN = textwrap.dedent('''
     """A user's plugin: naive importance sampling of log Z from the uniform distribution, and a
     binary family that is an RBM under another name."""
@@ -72,7 +74,7 @@ def plugin(tmp_path, monkeypatch):
         color="tab:pink", summary="naive importance sampling from the uniform distribution"))
     registry.register(registry.FamilySpec(
         "toy-rbm", "toy_plugin:ToyRBM", "toy_plugin:train", "binary", options.INITS, "n_hidden",
-        lambda nv, h: (min(nv, h[0]), 0)))
+        lambda nv, h: (min(nv, h[0]), 0), hyperparams=("logzbench.training.trainer:RBMTrainer",)))
     return tmp_path
 
 
@@ -149,3 +151,46 @@ def test_a_former_flag_is_accepted_with_a_note(tmp_path, capsys):
     assert cli.main(["estimate", str(path), "--estimator", "exact", "--exact-budget", "60"]) == 0
     err = capsys.readouterr().err
     assert "--exact-budget is deprecated; use --exact-max-seconds" in err
+
+
+def _config():
+    """config/test.yaml with a model of the plugin's family and an entry of the plugin's estimator."""
+    import yaml
+
+    config = yaml.safe_load((SCHEMA.parents[2] / "config" / "test.yaml").read_text())
+    config["models"]["digits-toy"] = {"dataset": "digits", "hyperparams": {
+        "family": "toy-rbm", "n_hidden": 6, "n_epochs": 1, "learning_rate": 0.05},
+        "estimators": ["toy", "ais"]}
+    config["estimators"]["toy"] = {"method": "toy-is", "chains": 20, "draws_per_chain": 3, "seeds": [0, 1]}
+    return config, yaml.safe_load(SCHEMA.read_text())
+
+
+def test_config_check_and_sweep_take_the_plugin(plugin):
+    from snakemake.utils import validate
+
+    from logzbench.errors import ConfigError
+    from logzbench.pipeline import sweep
+    from logzbench.pipeline.config import check_config, check_estimator_options, hyperparam_names
+
+    config, schema = _config()
+    validate(config, schema=str(SCHEMA))
+    check_estimator_options(config, schema)
+    check_config(config)
+    assert "n_hidden" in hyperparam_names("toy-rbm")  # the family's trainer keywords, from its entry
+    jobs = [j for j in sweep.model_jobs(config, "digits-toy") if j.estimator == "toy"]
+    assert [j.stem for j in jobs] == ["seed0", "seed1"]
+    s = sweep.job_settings(config, "digits-toy", "toy", "seed1")
+    assert s["method"] == "toy-is" and s["family"] == "toy-rbm" and s["draws_per_chain"] == 3 and s["seed"] == 1
+    # the option's schema comes from its declaration: unknown keys, bad values and hyperparameters are refused
+    for key, value, why in (("draw_per_chain", 3, "'draw_per_chain' was unexpected"),
+                            ("draws_per_chain", 0, "0 is less than the minimum of 1")):
+        bad, _ = _config()
+        bad["estimators"]["toy"][key] = value
+        with pytest.raises(ConfigError, match=why):
+            check_estimator_options(bad, schema)
+    bad, _ = _config()
+    bad["models"]["digits-toy"]["hyperparams"]["n_hiden"] = 3
+    check_estimator_options(bad, schema)
+    with pytest.raises(ConfigError, match="did you mean 'n_hidden'"):
+        check_config(bad)
+

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
-from logzbench import registry
+from logzbench import options, registry
 from logzbench.data import sizes
 from logzbench.pipeline import config as checks
 from logzbench.pipeline import outputs, sweep
@@ -30,7 +30,8 @@ CONFIGS = sorted((REPO / "config").glob("*.yaml"))
 
 
 def load_config(name: str = "test", **overrides) -> dict:
-    """A config of config/ validated against the schema (defaults filled in) when Snakemake is installed."""
+    """A config of config/ validated against the schema and the declared options (defaults filled in) when
+    Snakemake is installed."""
     config = yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
     for key, value in overrides.items():
         config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
@@ -39,6 +40,7 @@ def load_config(name: str = "test", **overrides) -> dict:
     except ImportError:  # the test configs spell out what the tests below need
         return config
     validate(config, str(SCHEMA))
+    checks.check_estimator_options(config, yaml.safe_load(SCHEMA.read_text()))  # as workflow/rules/common.smk
     return config
 
 
@@ -58,8 +60,12 @@ def test_schema_defers_estimator_and_family_names_to_the_registry():
     assert schema["$defs"]["init_list"]["items"]["enum"] == list(registry.INITS)
     sources = schema["properties"]["datasets"]["additionalProperties"]["properties"]["source"]["enum"]
     assert sorted(sources) == sorted(sizes.SOURCE_DATA_KINDS)
-    # every estimator config key the sweep records is a schema key (the registry options' names)
-    assert set(sweep.SETTING_KEYS) - {"samples_per_chain"} <= set(est)
+    # the option keys are not written in the schema file but generated from their declarations
+    # (logzbench.options): every option a job may record is a key of an estimator entry (CSL's
+    # samples_per_chain is derived from K and thin)
+    entry = checks.estimator_entry_schema(schema)["properties"]
+    assert not set(options.config_properties()) & set(est)
+    assert set(sweep.setting_keys()) - {"samples_per_chain"} <= set(entry)
     config = load_config()
     config["estimators"]["ais"]["method"] = "magic"
     with pytest.raises(ConfigError, match="unknown method 'magic'.*reverse-ais"):
@@ -366,8 +372,12 @@ def test_hyperparameter_names_are_the_trainers():
         return {n for n, p in inspect.signature(f).parameters.items()
                 if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in drop}
 
+    from logzbench.training.dbm import DBMTrainer
+    from logzbench.training.dbn import DBNTrainer
+    from logzbench.training.trainer import RBMTrainer
+
     common = checks._COMMON_HYPERPARAMS
-    expected = {name: params(cls) for name, cls in training._families().items()}
+    expected = {"rbm": params(RBMTrainer), "dbm": params(DBMTrainer), "dbn": params(DBNTrainer)}
     expected["rbm"] |= {"hidden_sizes"}
     expected["grbm"] = {f.name for f in dataclasses.fields(GRBMHyperparams)}
     cont = params(training.train_continuous, ("train", "test"))
@@ -389,7 +399,7 @@ def test_trainers_signatures_are_their_declarations():
     import dataclasses
     import inspect
 
-    from logzbench.training.hyperparams import DECLARED, FAMILY_TRAINERS, REQUIRED
+    from logzbench.training.hyperparams import DECLARED, REQUIRED
 
     data = {"train", "test", "valid", "model", "X_train", "return_state"}
     for target, declared in DECLARED.items():
@@ -402,9 +412,8 @@ def test_trainers_signatures_are_their_declarations():
                     if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in data}
         assert have == declared, target
     learners = {spec.entry for spec in registry.LEARNERS.values()}
-    assert set(DECLARED) == learners | {t for ts in FAMILY_TRAINERS.values() for t in ts}
-    families = {spec.name if spec.name in FAMILY_TRAINERS else spec.kind for spec in registry.FAMILIES.values()}
-    assert families == set(FAMILY_TRAINERS)
+    # every declaration is some family's or learner's, and every shipped family's is declared (no torch)
+    assert set(DECLARED) == learners | {t for spec in registry.FAMILIES.values() for t in spec.hyperparams}
 
 
 MIRROR = Path(os.environ.get("LOGZBENCH_DATA_MIRROR") or REPO.parent / "shared" / "data")
@@ -449,8 +458,7 @@ def test_loaded_data_sets_have_their_declared_sizes():
         checked.append("vanhateren")
     print("checked:", ", ".join(checked))
     schema = yaml.safe_load(SCHEMA.read_text())
-    est = schema["properties"]["estimators"]["additionalProperties"]["properties"]
-    assert est["chains"]["maximum"] == checks.MAX_CHAINS
+    assert checks.estimator_entry_schema(schema)["properties"]["chains"]["maximum"] == checks.MAX_CHAINS
 
 
 def _set(config, path, value):

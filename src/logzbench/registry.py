@@ -388,6 +388,11 @@ class FamilySpec:
     exact_cost : callable
         ``(n_visible, hidden_sizes) -> (units enumerated for log Z, units enumerated per test row
         for log f(v))``, ``(0, 0)`` for a closed form, ``None`` when there is no exact value.
+    hyperparams : tuple of str
+        ``"module:object"`` of each trainer whose keyword parameters are the family's training
+        hyperparameters (the config's ``hyperparams``, ``logzbench train --set``): declared without
+        torch in :mod:`logzbench.training.hyperparams` for the shipped trainers, read from the object's
+        signature otherwise.
     exact_time : str, optional
         ``"module:function"`` of ``(model, n_rows, precision, device) -> (one-thread seconds, what)``,
         the exact estimator's time estimate; default
@@ -402,6 +407,7 @@ class FamilySpec:
     size_key: str
     exact_cost: Callable[[int, Sequence[int]], tuple[int, int] | None] = field(repr=False)
     layers: tuple[int, int | None] = (1, 1)
+    hyperparams: tuple[str, ...] = ()
     exact_time: str | None = None
 
     @property
@@ -450,28 +456,37 @@ class FamilySpec:
 
 _WORDS = {1: "one", 2: "two", 3: "three"}
 _CONT = "logzbench.training.continuous:train_continuous"
+_TRAINING = "logzbench.training."
+#: the continuous families' hyperparameters: the model's size and iterations, and its fit's (MPF for the
+#: analysis models, EM for the generative ones)
+_MPF = (_CONT, _TRAINING + "mpf:train_mpf")
+_EM = (_CONT, _TRAINING + "em:train_em")
 _EXACT = "logzbench.estimators.exact:"
 #: Every model family, by ``model_type``.
 FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     FamilySpec("rbm", "logzbench.models.rbm:BinaryRBM", "logzbench.training:train_rbm", "binary", INITS,
-               "n_hidden", _rbm_cost),
+               "n_hidden", _rbm_cost, hyperparams=(_TRAINING + "trainer:RBMTrainer",)),
     FamilySpec("dbm", "logzbench.models.dbm:DBM", "logzbench.training.dbm:train_dbm", "binary", INITS,
-               "hidden_sizes", _dbm_cost, layers=(1, None), exact_time=_EXACT + "dbm_seconds"),
+               "hidden_sizes", _dbm_cost, layers=(1, None), hyperparams=(_TRAINING + "dbm:DBMTrainer",),
+               exact_time=_EXACT + "dbm_seconds"),
     FamilySpec("dbn", "logzbench.models.dbn:DBN", "logzbench.training.dbn:train_dbn", "binary", ("uniform",),
-               "hidden_sizes", _dbn_cost, layers=(2, 2), exact_time=_EXACT + "dbn_seconds"),
+               "hidden_sizes", _dbn_cost, layers=(2, 2), hyperparams=(_TRAINING + "dbn:DBNTrainer",),
+               exact_time=_EXACT + "dbn_seconds"),
     FamilySpec("grbm", "logzbench.models.grbm:GaussianBernoulliRBM", "logzbench.training.grbm:train_grbm",
-               "gaussian-binary", ("uniform",), "n_hidden", _grbm_cost, exact_time=_EXACT + "grbm_seconds"),
+               "gaussian-binary", ("uniform",), "n_hidden", _grbm_cost, hyperparams=(_TRAINING + "grbm:GRBMHyperparams",),
+               exact_time=_EXACT + "grbm_seconds"),
     FamilySpec("poe-laplace", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",
-               _closed_form_if_complete),
+               _closed_form_if_complete, hyperparams=_MPF),
     FamilySpec("poe-student-t", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",
-               _closed_form_if_complete),
-    FamilySpec("mcrbm", "logzbench.models.mcrbm:MCRBM", _CONT, "analysis", (), "size", lambda nv, h: None),
+               _closed_form_if_complete, hyperparams=_MPF),
+    FamilySpec("mcrbm", "logzbench.models.mcrbm:MCRBM", _CONT, "analysis", (), "size", lambda nv, h: None,
+               hyperparams=_MPF),
     FamilySpec("linear-gaussian", "logzbench.models.linear_generative:LinearGenerative", _CONT, "generative", (),
-               "size", _closed_form_always),
+               "size", _closed_form_always, hyperparams=_EM),
     FamilySpec("linear-laplace", "logzbench.models.linear_generative:LinearGenerative", _CONT, "generative", (),
-               "size", lambda nv, h: None),
+               "size", lambda nv, h: None, hyperparams=_EM),
     FamilySpec("bilinear", "logzbench.models.bilinear:BilinearGenerative", _CONT, "generative", (), "size",
-               lambda nv, h: None),
+               lambda nv, h: None, hyperparams=_EM),
 )}
 
 

@@ -17,7 +17,7 @@ from logzbench import registry
 from logzbench.errors import ConfigError
 from logzbench.pipeline import outputs, sweep
 from logzbench.pipeline import usage as job_usage
-from logzbench.pipeline.config import check_config
+from logzbench.pipeline.config import check_config, check_estimator_options
 
 
 _STRING_KEYS = {"description", "experiment", "uri", "data_mirror", "artifact_dir", "preset", "dataset", "source",
@@ -48,6 +48,20 @@ def _coerce_cli_values(obj, key=None):
 
 config.update(_coerce_cli_values(dict(config)))
 validate(config, schema="../schemas/config.schema.yaml")
+
+
+def _check_estimator_options():
+    """The estimator entries' option keys and values (declared once, in logzbench.options) and their defaults."""
+    import yaml
+
+    schema = yaml.safe_load((Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    try:
+        check_estimator_options(config, schema)
+    except ConfigError as exc:
+        raise WorkflowError(str(exc))
+
+
+_check_estimator_options()
 
 # Everything outside the working directory is resolved against the repository root.
 REPO_ROOT = Path(workflow.basedir).resolve()

@@ -13,27 +13,54 @@ import csv
 import difflib
 import functools
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, MutableMapping
 
-from .. import registry
+from .. import options, registry
 from ..data.sizes import (DIGITS_AVIL_ROWS, FREY_FACES, LABELLED_SOURCES, N_FEATURES, N_LABELS, SOURCE_ROWS,
                           VANHATEREN_DEFAULTS, VANHATEREN_IMAGE_SIDE, VANHATEREN_N_IMAGES)
 from ..errors import ConfigError
+from ..options import MAX_CHAINS
 from ..schedules import SCHEDULES, from_file
-from ..training.hyperparams import FAMILY_TRAINERS, declared_parameters
+from ..training.hyperparams import JOB_ARGUMENTS, declared_parameters
 from .sweep import (OPTION_DEFAULTS, dataset_kind, estimator_spec, estimators_of, estimators_run, family_spec,
                     fixed_schedule_K, listed_values, model_dataset, model_hyperparams, model_jobs, option_default)
 
-__all__ = ["LEARNER_PAPERS", "MAX_CHAINS", "PUBLISHED_CSV", "check_config", "check_paper_rows", "hyperparam_names"]
-
-#: the most chains (samples, particles) an estimator entry may ask for (the schema's maximum of
-#: ``estimators.<name>.chains``): far above any paper's (5,000) and below what exhausts memory at once
-MAX_CHAINS = 10_000_000
+__all__ = ["LEARNER_PAPERS", "MAX_CHAINS", "PUBLISHED_CSV", "check_config", "check_estimator_options",
+           "check_paper_rows", "estimator_entry_schema", "hyperparam_names"]
 
 
-#: parameters of the trainers that the training job fills in itself (data, the initial model); none of them
-#: is declared (:mod:`logzbench.training.hyperparams`), and a config may not give them
-_JOB_ARGUMENTS = frozenset({"train", "test", "valid", "model", "X_train", "return_state"})
+def estimator_entry_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON schema of one ``estimators.<name>`` entry: the config schema's (its non-option keys:
+    ``method``, ``models``, the sweep axes, ...) with every declared estimator option's property
+    (:func:`logzbench.options.config_schema`) and the schema's ``$defs``."""
+    entry = dict(schema["properties"]["estimators"]["additionalProperties"])
+    return {**options.config_schema(entry), "$defs": schema.get("$defs", {})}
+
+
+def check_estimator_options(config: MutableMapping, schema: Mapping[str, Any]) -> None:
+    """Check every estimator entry's option keys and values against :func:`estimator_entry_schema` and fill
+    in the options' defaults, as the schema does for the rest of the config; a former option name is
+    renamed with a one-line note.  :class:`ConfigError` names the entry and the problem."""
+    import jsonschema
+
+    entry_schema = estimator_entry_schema(schema)
+    validator = jsonschema.Draft202012Validator(entry_schema)
+    defaults = {k: p["default"] for k, p in entry_schema["properties"].items() if "default" in p}
+    for name, entry in (config.get("estimators") or {}).items():
+        if not isinstance(entry, MutableMapping):
+            continue  # the schema refused it already
+        renamed = options.rename_deprecated(entry)
+        if renamed != entry:
+            entry.clear()
+            entry.update(renamed)
+        error = jsonschema.exceptions.best_match(validator.iter_errors(entry))
+        if error is not None:
+            where = "".join(f".{p}" for p in error.absolute_path)
+            raise ConfigError(f"estimator {name}{where}: {error.message}")
+        for key, value in defaults.items():
+            entry.setdefault(key, value)
+
+
 #: keys any model's hyperparams may hold: ``family`` and ``learner`` pick the trainer, ``device`` (the
 #: config's by default), ``figure_samples`` / ``figure_sweeps`` (:func:`logzbench.pipeline.jobs.train_job`'s figures)
 _COMMON_HYPERPARAMS = frozenset({"family", "learner", "device", "figure_samples", "figure_sweeps"})
@@ -47,18 +74,17 @@ def _declared_keywords(target: str) -> frozenset[str]:
 
 def hyperparam_names(family: str, learner: str | None = None) -> frozenset[str]:
     """The keys ``models.<name>.hyperparams`` (with its preset) may hold for a model of ``family``: the
-    keyword arguments of its trainer (:data:`logzbench.training.hyperparams.FAMILY_TRAINERS`; an RBM also
+    keyword arguments of its trainer (:attr:`logzbench.registry.FamilySpec.hyperparams`; an RBM also
     takes ``hidden_sizes``), or of ``learner``'s function (``n_hidden`` standing for ``hidden_sizes``), and
     ``family``, ``learner``, ``device``, ``figure_samples``, ``figure_sweeps``."""
     fam = registry.family(family)
     if learner:
         names = _declared_keywords(registry.learner(learner, fam.name).entry) | {"n_hidden"}
     else:
-        sources = FAMILY_TRAINERS.get(fam.name) or FAMILY_TRAINERS[fam.kind]
-        names = frozenset().union(*map(_declared_keywords, sources))
+        names = frozenset().union(*map(_declared_keywords, fam.hyperparams))
         if fam.name == "rbm":
             names |= {"hidden_sizes"}
-    return (names - _JOB_ARGUMENTS) | _COMMON_HYPERPARAMS
+    return (names - JOB_ARGUMENTS) | _COMMON_HYPERPARAMS
 
 
 def _check_hyperparam_names(config: Mapping, model: str, hp: Mapping[str, Any]) -> None:

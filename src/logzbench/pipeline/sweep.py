@@ -31,39 +31,31 @@ from typing import Any, Mapping, Sequence
 from .. import registry
 from ..data.sizes import DEFAULT_N_COMPONENTS, N_FEATURES, SOURCE_DATA_KINDS
 from ..errors import ConfigError
-from ..options import EstimateOptions, option_names
-from ..schedules import ADAPTIVE, SCHEDULES, from_file
+from ..options import SKIP, EstimateOptions, SettingQuery, declared, recorded_options
+from ..schedules import SCHEDULES, from_file
 
 __all__ = [
-    "ConfigError", "Job", "OPTION_DEFAULTS", "SCHEDULE_KEYS", "SETTING_KEYS", "all_jobs", "dataset_kind",
+    "ConfigError", "Job", "OPTION_DEFAULTS", "all_jobs", "dataset_kind",
     "estimator_method", "estimator_spec", "estimators_of", "estimators_run", "exact_applies", "exact_limits",
     "family_spec", "fixed_schedule_K", "hidden_sizes", "job", "job_settings", "listed_values", "model_dataset",
-    "model_family", "model_hyperparams", "model_jobs", "n_visible", "option_default", "setting_pattern",
+    "model_family", "model_hyperparams", "model_jobs", "n_visible", "option_default", "setting_keys", "setting_pattern",
     "sweep_pairs", "sweep_settings", "sweep_values", "unswept_options",
 ]
 
-#: Estimator config keys recorded in a job's settings, in this order, when the estimator reads them
-#: (its registry ``options``); ``K`` and ``init`` come from the file stem instead (sweep axes), except
-#: an estimator that reads them without sweeping them (the sandwich: its starting K and its one initial
-#: distribution; :func:`unswept_options`).
-#: ``samples_per_chain`` (CSL) is derived, ``K // thin``; ``is_samples`` is recorded for deep models
-#: only; ``n_examples`` is recorded (``None``: every test row) by every binary-model estimator with
-#: a sweep, its config value by those that subsample (RAISE, CSL).  Of the schedule's keys
-#: (:data:`SCHEDULE_KEYS`), ``sweeps_per_beta`` is recorded where it is not 1 and ``pilot_chains`` /
-#: ``target_ess`` where the schedule is ``adaptive``: the settings (and so the MLflow runs and the
-#: rerun triggers) of the estimates that do not use them stay as they were.
-SETTING_KEYS = ("schedule", "sweeps_per_beta", "pilot_chains", "target_ess", "chains", "step_size", "gamma", "mh_sigma",
-                "proposal_scale", "csl_mode", "exact_precision", "burn_in", "thin", "samples_per_chain", "n_examples",
-                "is_samples", "target_width", "max_sweeps", "confidence")
-#: the keys of an annealing schedule recorded only where they matter (see :data:`SETTING_KEYS`): a key ->
-#: whether an entry's settings need it
-SCHEDULE_KEYS = {
-    "sweeps_per_beta": lambda e, schedule: int(e.get("sweeps_per_beta", 1)) != 1,
-    "pilot_chains": lambda e, schedule: schedule == ADAPTIVE,
-    "target_ess": lambda e, schedule: schedule == ADAPTIVE,
-}
-#: schema defaults of the estimator keys (equal to :class:`~logzbench.options.EstimateOptions`'),
-#: for a config that was not validated
+#: Estimator options recorded in a job's settings, in this order, each where its declaration says
+#: (:meth:`logzbench.options.Option.setting`: the options the estimator reads, some only where they
+#: matter -- ``sweeps_per_beta`` where it is not 1, ``pilot_chains`` / ``target_ess`` with the adaptive
+#: schedule, ``is_samples`` for deep models; CSL's ``samples_per_chain`` derived as ``K // thin``);
+#: ``K`` and ``init`` come from the file stem instead (sweep axes), except for an estimator that reads
+#: them without sweeping them (the sandwich: its starting K and its one initial distribution;
+#: :func:`unswept_options`).  Computed when asked, so that an estimator registered at run time with
+#: options of its own is swept like a shipped one.
+def setting_keys() -> tuple[str, ...]:
+    """The names of the options a job may record (see above)."""
+    return tuple(o.name for o in recorded_options())
+
+
+#: the shipped options' defaults (the schema's), for a config that was not validated
 OPTION_DEFAULTS = EstimateOptions().as_dict()
 
 
@@ -71,9 +63,7 @@ def option_default(spec: registry.EstimatorSpec, key: str) -> Any:
     """The value of estimator option ``key`` where an entry gives none: the estimator's own default
     (:attr:`~logzbench.registry.EstimatorSpec.defaults`: the sandwich's adaptive schedule), else
     :class:`~logzbench.options.EstimateOptions`' (the schema's; the schema leaves ``schedule`` unset for this)."""
-    return dict(spec.defaults).get(key, OPTION_DEFAULTS[key])
-
-assert set(SETTING_KEYS) <= set(option_names())
+    return dict(spec.defaults).get(key, declared()[key].default)
 
 
 # --------------------------------------------------------------------------- datasets and models
@@ -364,7 +354,7 @@ def job_settings(config: Mapping, model: str, estimator: str, stem: str,
     Keys: ``model``, ``dataset``, ``estimator`` (the config entry), ``method`` (the registry
     estimator), ``K``, ``init``, ``seed`` (``None`` off the estimator's axes), ``device``,
     ``n_visible``, ``family``, ``hidden_sizes``, ``n_hidden`` (RBMs; ``None`` otherwise), then the
-    estimator's config keys of :data:`SETTING_KEYS` that it reads, then ``test_subset``
+    options it records (:func:`setting_keys`), then ``test_subset``
     (``{"per_class", "seed"}``) where the entry restricts the test rows (absent otherwise)."""
     j = job(config, model, estimator, stem)
     spec = registry.estimator(j.method)
@@ -388,24 +378,12 @@ def job_settings(config: Mapping, model: str, estimator: str, stem: str,
         "n_hidden": sizes[0] if fam.size_key == "n_hidden" else None,  # deep models: see hidden_sizes
     }
     s.update(unswept_options(spec, e, fam))
-    for key in SETTING_KEYS:
-        reads = key in spec.options
-        if key in SCHEDULE_KEYS:
-            if reads and SCHEDULE_KEYS[key](e, s.get("schedule")):
-                s[key] = e.get(key, option_default(spec, key))
-        elif key == "samples_per_chain":
-            if reads:
-                s[key] = max(1, int(j.K) // int(e.get("thin", OPTION_DEFAULTS["thin"])))
-        elif key == "n_examples":
-            if reads:
-                s[key] = e.get(key, option_default(spec, key))
-            elif fam.kind == "binary" and spec.axes:
-                s[key] = None
-        elif key == "is_samples":
-            if reads and fam.deep:  # importance samples per test example for log f(v)
-                s[key] = e.get(key, option_default(spec, key))
-        elif reads:
-            s[key] = e.get(key, option_default(spec, key))
+    for opt in recorded_options():
+        q = SettingQuery(reads=opt.name in spec.options, entry=e, settings=s, family_kind=fam.kind, deep=fam.deep,
+                         swept=bool(spec.axes), default=functools.partial(option_default, spec))
+        value = opt.setting(q)
+        if value is not SKIP:
+            s[opt.name] = value
     subset = e.get("test_subset")
     if subset:  # per_class test rows of each label (logzbench.data.class_subset), before the estimator
         s["test_subset"] = {"per_class": int(subset["per_class"]), "seed": int(subset.get("seed", 0))}

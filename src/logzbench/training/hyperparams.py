@@ -8,15 +8,15 @@ signature reads ``n_hidden: int = RBM_TRAINER["n_hidden"]``, and so on.  A param
 default is :data:`REQUIRED`.  A test (tests/test_sweep.py) checks that each signature has
 exactly the declared names with these defaults.
 
-Targets are named ``"module:object"``, as :mod:`logzbench.registry` names the functions that train
-each family and each learner (:data:`logzbench.registry.LEARNERS`' ``entry``).
+Targets are named ``"module:object"``, as :mod:`logzbench.registry` names them: each family's
+``hyperparams`` and each learner's ``entry``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AVIL", "CONTINUOUS", "DBM_TRAINER", "DBN_TRAINER", "DECLARED", "EM", "FAMILY_TRAINERS", "GRBM", "MPF",
+__all__ = ["AVIL", "CONTINUOUS", "JOB_ARGUMENTS", "DBM_TRAINER", "DBN_TRAINER", "DECLARED", "EM", "GRBM", "MPF",
            "NVIL", "RBM_TRAINER", "REQUIRED", "VCD", "declared_parameters"]
 
 #: the default of a parameter that has none
@@ -93,23 +93,24 @@ DECLARED: dict[str, dict[str, Any]] = {
     "logzbench.training.nvil:train_nvil": NVIL,
     "logzbench.training.vcd:train_vcd": VCD,
 }
-#: the training keywords of a family's trainer (by family name, else by the registry's ``kind`` of a
-#: continuous family): the keywords :func:`logzbench.training.train_model` passes on (an RBM also takes
-#: ``hidden_sizes``, standing for ``n_hidden``)
-FAMILY_TRAINERS: dict[str, tuple[str, ...]] = {
-    "rbm": ("logzbench.training.trainer:RBMTrainer",),
-    "dbm": ("logzbench.training.dbm:DBMTrainer",),
-    "dbn": ("logzbench.training.dbn:DBNTrainer",),
-    "grbm": ("logzbench.training.grbm:GRBMHyperparams",),
-    "analysis": ("logzbench.training.continuous:train_continuous", "logzbench.training.mpf:train_mpf"),
-    "generative": ("logzbench.training.continuous:train_continuous", "logzbench.training.em:train_em"),
-}
-
-
 def declared_parameters(target: str) -> tuple[tuple[str, Any], ...]:
-    """``(name, default)`` of each declared keyword parameter of ``"module:object"`` (:data:`DECLARED`;
-    :data:`REQUIRED` where there is no default).  Raises LookupError for a target not declared here."""
-    try:
+    """``(name, default)`` of each keyword parameter of ``"module:object"``: declared here
+    (:data:`DECLARED`, without importing the trainer), else read from the object's signature (a family
+    registered at run time; its module is imported); :data:`REQUIRED` where there is no default.
+    The data and ``return_state`` a training job fills in itself are left out."""
+    if target in DECLARED:
         return tuple(DECLARED[target].items())
-    except KeyError:
-        raise LookupError(f"{target} declares no hyperparameters in {__name__}") from None
+    import inspect
+
+    from ..registry import load
+
+    try:
+        params = inspect.signature(load(target)).parameters.values()
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:
+        raise LookupError(f"{target}: cannot read its hyperparameters ({exc})") from None
+    return tuple((p.name, REQUIRED if p.default is inspect.Parameter.empty else p.default) for p in params
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in JOB_ARGUMENTS)
+
+
+#: parameters a training job fills in itself (the data, the initial model), never hyperparameters
+JOB_ARGUMENTS = frozenset({"train", "test", "valid", "model", "X_train", "return_state", "self"})
