@@ -177,7 +177,7 @@ def test_config_check_and_sweep_take_the_plugin(plugin):
     check_estimator_options(config, schema)
     check_config(config)
     assert "n_hidden" in hyperparam_names("toy-rbm")  # the family's trainer keywords, from its entry
-    jobs = [j for j in sweep.model_jobs(config, "digits-toy") if j.estimator == "toy"]
+    jobs = [j for j in sweep.model_jobs(config, "digits-toy") if j.entry == "toy"]
     assert [j.stem for j in jobs] == ["seed0", "seed1"]
     s = sweep.job_settings(config, "digits-toy", "toy", "seed1")
     assert s["method"] == "toy-is" and s["family"] == "toy-rbm" and s["draws_per_chain"] == 3 and s["seed"] == 1

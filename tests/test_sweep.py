@@ -45,7 +45,7 @@ def load_config(name: str = "test", **overrides) -> dict:
 
 
 def stems(config, model, estimator=None):
-    return sorted(j.stem for j in sweep.model_jobs(config, model) if estimator in (None, j.estimator))
+    return sorted(j.stem for j in sweep.model_jobs(config, model) if estimator in (None, j.entry))
 
 
 # --------------------------------------------------------------------------- schema = registry
@@ -111,7 +111,7 @@ def test_jobs_of_the_test_config():
     per_model = Counter(j.model for j in jobs)
     assert per_model == {"digits-rbm8": 22, "digits-dbm8-4": 5, "digits-dbn8-4": 3, "vh-poe-laplace-4": 3,
                          "vh-linear-gaussian-4": 4}
-    rbm = Counter(j.estimator for j in sweep.model_jobs(config, "digits-rbm8"))
+    rbm = Counter(j.entry for j in sweep.model_jobs(config, "digits-rbm8"))
     assert rbm == {"exact": 1, "ais": 8, "raise": 4, "csl": 1, "ads": 2, "reverse-ais": 2, "ds": 2, "sandwich": 1,
                    "ais-adaptive": 1}
     assert stems(config, "digits-rbm8", "sandwich") == ["seed0"]  # seeds only: its K is the starting K
@@ -123,9 +123,9 @@ def test_jobs_of_the_test_config():
     assert stems(config, "digits-rbm8", "ds") == ["base-rate_seed0", "base-rate_seed1"]
     assert stems(config, "vh-poe-laplace-4") == ["K20_seed0", "K20_seed0", "exact"]  # exact, hais, ais-mh
     # the order of the old expand(): K, then init, then seed
-    ais = [j.stem for j in sweep.model_jobs(config, "digits-rbm8") if j.estimator == "ais"]
+    ais = [j.stem for j in sweep.model_jobs(config, "digits-rbm8") if j.entry == "ais"]
     assert ais[:3] == ["K10_uniform_seed0", "K10_uniform_seed1", "K10_base-rate_seed0"]
-    j = next(j for j in jobs if j.estimator == "ds")
+    j = next(j for j in jobs if j.entry == "ds")
     assert (j.method, j.K, j.init, j.seed) == ("ds", None, "base-rate", 0)
     assert j.path("npz") == "results/estimates/digits-rbm8/ds/base-rate_seed0.npz"
 
@@ -135,7 +135,7 @@ def test_file_stems_round_trip_and_match_the_wildcard_pattern():
     pattern = re.compile(sweep.setting_pattern())
     for j in sweep.all_jobs(config):
         assert pattern.fullmatch(j.stem), j.stem
-        assert sweep.job(config, j.model, j.estimator, j.stem) == j
+        assert sweep.job(config, j.model, j.entry, j.stem) == j
     for bad in ("K10_uniform", "seed0_K10", "K10_gaussian_seed0", "exact_seed0", "uniform"):
         assert not pattern.fullmatch(bad), bad
     with pytest.raises(ValueError, match="does not match the axes"):
@@ -194,7 +194,7 @@ def test_settings_hold_what_the_estimator_reads():
     as None by binary-model estimators that do not subsample)."""
     config = load_config()
     for j in sweep.all_jobs(config):
-        s = sweep.job_settings(config, j.model, j.estimator, j.stem)
+        s = sweep.job_settings(config, j.model, j.entry, j.stem)
         spec = registry.estimator(j.method)
         extra = set(s) - set(BASE_KEYS)
         assert extra - {"n_examples", "test_subset"} <= set(spec.options), (j, extra)
@@ -217,11 +217,11 @@ def test_test_subset_flows_into_the_settings_of_its_entry_only():
     jobs = sweep.all_jobs(config)
     assert jobs == sweep.all_jobs(base)
     for j in jobs:
-        s, before = (sweep.job_settings(c, j.model, j.estimator, j.stem) for c in (config, base))
-        if j.estimator in ("raise", "csl"):
+        s, before = (sweep.job_settings(c, j.model, j.entry, j.stem) for c in (config, base))
+        if j.entry in ("raise", "csl"):
             assert list(s) == [*before, "test_subset"] and {k: s[k] for k in before} == before
             assert s["test_subset"] == {"raise": {"per_class": 2, "seed": 3}, "csl": {"per_class": 4, "seed": 0}}[
-                j.estimator]
+                j.entry]
         else:
             assert s == before
     from snakemake.exceptions import WorkflowError
@@ -594,7 +594,7 @@ def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
 
     config = load_config()
     results = tmp_path / "results"
-    jobs = [j for j in sweep.model_jobs(config, "digits-rbm8") if j.estimator == "ais"]
+    jobs = [j for j in sweep.model_jobs(config, "digits-rbm8") if j.entry == "ais"]
     paths = [Path(j.path("json", str(results))) for j in jobs]
     assert len(paths) > 2 and len({p.parent for p in paths}) == 1
     listed = [p.stem for p in paths]

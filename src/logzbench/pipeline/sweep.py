@@ -270,12 +270,14 @@ def sweep_values(config: Mapping, model: str, name: str, presets: Mapping | None
 # --------------------------------------------------------------------------- jobs
 @dataclass(frozen=True)
 class Job:
-    """One estimate: ``results/estimates/<model>/<estimator>/<stem>.{json,npz}``.
+    """One estimate: ``results/estimates/<model>/<entry>/<stem>.{json,npz}``.
 
-    ``K``, ``init`` and ``seed`` are ``None`` where the estimator has no such sweep axis."""
+    ``entry`` is the name of the config's estimator entry (the rules' ``{estimator}`` wildcard, the
+    record's ``estimator``), ``method`` the registry's estimator it runs.  ``K``, ``init`` and ``seed``
+    are ``None`` where the estimator has no such sweep axis."""
 
     model: str
-    estimator: str
+    entry: str
     method: str
     K: int | None
     init: str | None
@@ -291,7 +293,7 @@ class Job:
         return registry.setting_stem(self.axes, {"K": self.K, "init": self.init, "seed": self.seed})
 
     def path(self, ext: str = "json", results: str = "results") -> str:
-        return f"{results}/estimates/{self.model}/{self.estimator}/{self.stem}.{ext}"
+        return f"{results}/estimates/{self.model}/{self.entry}/{self.stem}.{ext}"
 
 
 def job(config: Mapping, model: str, estimator: str, stem: str) -> Job:
@@ -327,14 +329,14 @@ def all_jobs(config: Mapping, presets: Mapping | None = None) -> list[Job]:
 def sweep_pairs(config: Mapping, presets: Mapping | None = None) -> list[tuple[str, str]]:
     """The ``(model, estimator)`` pairs with at least one estimate, in config order: one workflow job
     each (:func:`logzbench.pipeline.jobs.run_estimate_sweep` runs the pair's whole sweep in one process)."""
-    return list(dict.fromkeys((j.model, j.estimator) for j in all_jobs(config, presets)))
+    return list(dict.fromkeys((j.model, j.entry) for j in all_jobs(config, presets)))
 
 
 def sweep_settings(config: Mapping, model: str, estimator: str, presets: Mapping | None = None) -> list[dict[str, Any]]:
     """The settings (:func:`job_settings`) of every estimate of one model x estimator sweep, in
     :func:`model_jobs` order."""
     return [job_settings(config, model, estimator, j.stem, presets)
-            for j in model_jobs(config, model, presets) if j.estimator == estimator]
+            for j in model_jobs(config, model, presets) if j.entry == estimator]
 
 
 def setting_pattern(axes_list: Sequence[Sequence[str]] | None = None) -> str:
