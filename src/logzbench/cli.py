@@ -109,8 +109,9 @@ def _check_outputs(outputs=(), inputs=(), dirs=()) -> None:
 def _add_estimate(sub) -> None:
     p = sub.add_parser("estimate", help="estimate log Z / test log-likelihood of a model file",
                        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
-                                   "(.npz; see README 'Model files'). Prints one JSON object.")
-    p.add_argument("model", help="model file (.npz: an RBM, DBM or DBN; see README 'Model files')")
+                                   "(.npz; see the documentation, Models and file formats). Prints one JSON object.")
+    p.add_argument("model",
+                   help="model file (.npz: an RBM, DBM or DBN; see the documentation, Models and file formats)")
     p.add_argument("--estimator", required=True, choices=registry.estimator_names(), metavar="ESTIMATOR",
                    help="; ".join(f"{n}: {s.summary}" for n, s in registry.ESTIMATORS.items()))
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
@@ -285,8 +286,9 @@ def _add_train(sub) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--device")
     p.add_argument("--learner", choices=sorted(registry.LEARNERS),
-                   help="train by a black-box variational learner (README: Black-box learners; e.g. --learner avil "
-                        "--set aux_size=15 --set iterations=10000); it monitors the data's valid split when present. "
+                   help="train by a black-box variational learner (documentation: Black-box learners; e.g. "
+                        "--learner avil --set aux_size=15 --set iterations=10000); it monitors the data's valid split "
+                        "when present. "
                         "Its hyperparameters are checked before any data is read "
                         "(logzbench.training.learner_options); the families' trainer flags --preset, --method, --k, "
                         "--epochs, --weight-decay are refused")

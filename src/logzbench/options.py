@@ -19,10 +19,20 @@ Names
     workflow (``samples_per_chain = K // thin``).  The API also accepts ``steps`` (the command
     line's ``--steps`` / ``-K``) for it.
 ``chains``
-    The number of independent samples an estimator averages: AIS / ADS / reverse-AIS / HAIS
-    chains (``chains`` log-weights), RAISE chains per test example, CSL parallel Gibbs chains,
-    IS family samples on each side.  The result's ``n_chains`` is the number of weights its ESS is
-    measured against (CSL: chains x samples per chain).
+    Independent chains, each contributing one weight (or, for CSL, ``samples_per_chain`` samples):
+    AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test example, CSL's parallel Gibbs
+    chains, and the IS family's chains, each started at an exact sample of ``p_0`` (the IS side)
+    whose state after ``burn_in`` sweeps is a model sample (the reverse side).  The result's
+    ``n_chains`` is the number of weights its ESS is measured against (CSL: chains x samples per chain).
+``burn_in``
+    Gibbs sweeps a chain runs before its first kept sample: CSL's burn-in, and the IS family's sweeps
+    from ``p_0`` to its one model sample.
+``init``
+    The initial distribution of a binary model's annealing path (and the IS family's ``p_0``).
+entry and method
+    A workflow config's ``estimators.<entry>`` is a named entry whose ``method`` is a registry
+    estimator; a workflow record's ``estimator`` is the entry, its ``method`` the registry name.  The
+    API's ``estimator`` argument (``logzbench estimate --estimator``) is a registry name.
 """
 
 from __future__ import annotations
@@ -361,8 +371,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("target_ess", 0.95, "adaptive schedule: the conditional effective sample size, a fraction in (0, 1), "
            "kept between successive inverse temperatures (Zhou, Johansen & Aston 2016)", "fraction",
            record=_when_adaptive),
-    Option("chains", 100, "AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test example, CSL chains, "
-           "IS-family samples on each side", "int", minimum=1, config_maximum=MAX_CHAINS),
+    Option("chains", 100, "independent chains: AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test "
+           "example, CSL chains, IS-family chains (each an exact p_0 sample and, after burn_in sweeps, a model "
+           "sample)", "int", minimum=1, config_maximum=MAX_CHAINS),
     Option("step_size", 0.2, "leapfrog step size", "float", group=_CONTINUOUS),
     Option("gamma", None, "momentum refresh fraction in (0, 1] (default: half the momentum power per unit time)",
            "float", maximum=1.0, nullable=True, group=_CONTINUOUS),
@@ -374,7 +385,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("exact_precision", "float64", "exact: float64 enumeration, or float32 pre-activations with float64 "
            "sums (its a-priori error bound is reported as extra.log_z_error_bound)", "choice",
            choices=EXACT_PRECISIONS),
-    Option("burn_in", 100, "CSL burn-in sweeps; IS family: Gibbs sweeps per model sample", "int", minimum=0),
+    Option("burn_in", 100, "Gibbs sweeps a chain runs before its first kept sample (CSL; the IS family's "
+           "model samples)", "int", minimum=0),
     Option("thin", 1, "CSL sweeps between kept samples", "int", minimum=1),
     Option("samples_per_chain", 10, "CSL samples kept per chain (the workflow derives it: K // thin)", "int",
            minimum=1, config=False, record=_csl_samples),

@@ -104,7 +104,7 @@ class EstimatorSpec:
         Its own defaults of options (the sandwich's adaptive schedule), applied where the caller gives
         none; every other option's default is :class:`~logzbench.options.EstimateOptions`'.
     summary : str
-        One line for ``--help`` and the README.
+        One line for ``logzbench estimate --help``.
     label : str
         Its name in figure legends.
     color, marker : str

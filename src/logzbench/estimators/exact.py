@@ -27,7 +27,7 @@ __all__ = ["MAX_ENUMERATION_BITS", "check", "check_budget", "estimate", "estimat
 _log = logging.getLogger(__name__)
 
 #: Enumeration rates on one CPU thread (terms per second; a term is one state times one unit of the
-#: layer summed out, or one multiply-add), from the README's Benchmark section (784-unit RBM, 2^22
+#: layer summed out, or one multiply-add), from the documentation's Benchmarks page (784-unit RBM, 2^22
 #: states: float64 product kernel 7.0 s, mixed precision 18.2 s) and measurements of the softplus
 #: kernel, the DBM's and DBN's ``log f(v)`` and the GRBM's products on the same machine, rounded down.
 _CPU_RATES = {"product": 4.7e8, "mixed": 1.8e8, "softplus": 1.2e8, "dbm-log-f": 8e7, "matmul": 5e9}

@@ -86,7 +86,7 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         raise ModelFileError(f"{path}: not a readable .npz model file ({exc})") from exc
     if kind == "npy":
         raise ModelFileError(f"{path}: not a readable .npz model file (it is a single .npy array; a model file is "
-                             "an .npz of named arrays, see README 'Model files')")
+                             "an .npz of named arrays, see the documentation, Models and file formats)")
     if kind is None:
         raise ModelFileError(f"{path}: not a readable .npz model file (not an .npz file: it {head})")
     try:

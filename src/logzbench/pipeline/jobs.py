@@ -105,6 +105,8 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
         a setting of a finished sweep whose files are missing is a damaged output
         (:func:`logzbench.pipeline.outputs.damaged_outputs`).
 
+    Notes
+    -----
     RAISE evaluates at most the test rows it has: ``n_examples`` above their number (or above a
     ``test_subset``'s rows) evaluates every row, and the record's ``n_examples`` is the number used,
     with the configured value as ``n_examples_requested``.

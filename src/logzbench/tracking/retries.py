@@ -121,7 +121,8 @@ def _unreachable_error(exc: BaseException, uri: str, seconds: float, attempts: i
     else:
         what, tried = "MLflow tracking store", f"gave up after {attempts} attempts in {seconds:.0f} s"
     return TrackingError(
-        f"{what} {uri} is unreachable ({reason}); {tried}. Start the server (README: 'A tracking server on PostgreSQL', "
+        f"{what} {uri} is unreachable ({reason}); {tried}. Start the server (documentation: Tracking, "
+        f"'A tracking server on PostgreSQL', "
         f"python -m logzbench.tracking.server) or point tracking.uri / MLFLOW_TRACKING_URI at a running one; "
         f"a rerun then picks up where this job stopped.")
 
