@@ -32,6 +32,7 @@ machine may be shared: compare figures of the same run only.  Usage::
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 import platform
@@ -40,10 +41,11 @@ import time
 import numpy as np
 import torch
 
+from _machine import machine
 from logzbench import schedules
 from logzbench.estimators import ais
+from logzbench.kernels import bernoulli_from_logits, bernoulli_from_logits_, kernel_status, reweight_and_draw
 from logzbench.models import DBM, BinaryRBM
-from logzbench.sampling import bernoulli_from_logits, bernoulli_from_logits_, kernel_status, reweight_and_draw
 from logzbench.utils import make_generator, resolve_device
 
 
@@ -160,7 +162,7 @@ def _best_ms(fn, reps: int, dev: torch.device) -> float:
 def breakdown(model, chains: int, dev: torch.device, reps: int = 30) -> dict:
     """Milliseconds per AIS sweep of its element-wise parts, each timed alone on one state at
     beta ~ 0.5: the log-weight increment with the hidden draws (one pass over the hidden
-    pre-activations, :func:`logzbench.sampling.reweight_and_draw`), and the visible draws."""
+    pre-activations, :func:`logzbench.kernels.reweight_and_draw`), and the visible draws."""
     path = model.annealing_path("uniform")
     g = make_generator(4, dev)
     state = path.sample_initial(chains, g)
@@ -246,6 +248,8 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args(argv)
     dev = resolve_device(args.device)
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(f"# {date}; machine: {machine()}")
     print(f"torch {torch.__version__}, numpy {np.__version__}, {platform.processor() or platform.machine()}; "
           f"CPU draws: {kernel_status()}\n")
     try:
@@ -279,7 +283,7 @@ def main(argv=None) -> list[dict]:
         print()
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(records, fh, indent=2)
+            json.dump([{"date": date, "machine": machine(), **r} for r in records], fh, indent=2)
     return records
 
 

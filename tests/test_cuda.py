@@ -58,7 +58,7 @@ def test_deep_models_on_cuda_agree_with_exact(family, init):
 @pytest.fixture(params=["triton", "torch"])
 def cuda_impl(request, monkeypatch):
     """The public sampling functions on CUDA with the Triton kernels, then with torch operations."""
-    from logzbench import sampling as S
+    from logzbench.kernels import _dispatch as S
 
     if request.param == "triton":
         if S._device_kernels(torch.device("cuda")) is None:
@@ -80,7 +80,7 @@ def test_cuda_tiny_probability_hit_count(cuda_impl):
     import math
 
     import numpy as np
-    from logzbench import sampling as S
+    from logzbench import kernels as S
 
     p = 2.0 ** -30
     assert _hits(S.bernoulli, p, 1 << 29) <= 8
@@ -91,7 +91,7 @@ def test_cuda_tiny_probability_hit_count(cuda_impl):
 def test_cuda_means_edges_and_seeds(cuda_impl):
     import math
 
-    from logzbench import sampling as S
+    from logzbench import kernels as S
 
     g = torch.Generator(device="cuda").manual_seed(3)
     n = 1 << 20
@@ -162,7 +162,7 @@ def test_cuda_gibbs_transition_matrix_is_exact(cuda_impl):
 def test_cuda_increments_match_float64(cuda_impl):
     """The log-weight increment on CUDA (fused with the hidden draws, and alone) equals the float64
     softplus difference plus the linear term, for fine and coarse steps alike."""
-    from logzbench import sampling as S
+    from logzbench import kernels as S
 
     g = torch.Generator(device="cuda").manual_seed(8)
     x = torch.randn(500, 777, device="cuda", generator=g) * 6

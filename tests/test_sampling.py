@@ -1,9 +1,10 @@
-"""The exact Bernoulli sampler and the fused kernels of :mod:`logzbench.sampling`.
+"""The exact Bernoulli sampler and the fused kernels of :mod:`logzbench.kernels`.
 
 Real properties only (no timings): exactness of the decision rule with controlled random bits,
 hit counts of tiny probabilities that the old float32-uniform rule fails, means of many draws,
 determinism (seed, thread count, compiled kernel vs its NumPy twin), the exact Gibbs transition
-matrix of a tiny RBM, and the log-weight increments against float64.
+matrix of a tiny RBM, the log-weight increments against float64, and the loading of the kernel
+built at installation (its checks, and the NumPy implementation wherever it is absent or refused).
 """
 
 import math
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from decimal import Decimal, localcontext
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,14 +21,19 @@ import torch
 from scipy import stats
 
 from conftest import all_states, random_rbm
-from logzbench import sampling as S
+from logzbench import kernels as S
 from logzbench.api import estimate
+from logzbench.kernels import _build, _native
+from logzbench.kernels import _constants as C
+from logzbench.kernels import _dispatch as D
+from logzbench.kernels import _numpy as NP
+from logzbench.kernels import _torch as T
 
 
 @pytest.fixture
 def lib():
     """The compiled kernel (skipped where this machine has none)."""
-    k = S._kernel()
+    k = _native._kernel()
     if k is None:
         pytest.skip(f"no compiled kernel: {S.kernel_status()}")
     return k
@@ -36,10 +43,10 @@ def lib():
 def backend(request, monkeypatch):
     """Run the public functions with the compiled kernel, then with the NumPy twin."""
     if request.param == "compiled":
-        if S._kernel() is None:
+        if _native._kernel() is None:
             pytest.skip(f"no compiled kernel: {S.kernel_status()}")
     else:
-        monkeypatch.setattr(S, "_kernel_state", {"lib": None, "status": "NumPy implementation (test)"})
+        monkeypatch.setattr(_native, "_kernel_state", {"lib": None, "status": "NumPy implementation (test)"})
     return request.param
 
 
@@ -113,12 +120,12 @@ def _outcomes(x: np.ndarray, scale, logits: bool, lib) -> tuple[np.ndarray, np.n
     xs = np.repeat(x, 256)
     r = np.tile(np.arange(256, dtype=np.uint8), x.size)
     o1, o2 = np.empty_like(xs), np.empty_like(xs)
-    S._bernoulli_cpu(xs, scale, logits, (1, 2), o1, lib=lib, given=r)
-    S._bernoulli_cpu(xs, scale, logits, (3, 4), o2, lib=lib, given=r)
+    D._bernoulli_cpu(xs, scale, logits, (1, 2), o1, lib=lib, given=r)
+    D._bernoulli_cpu(xs, scale, logits, (3, 4), o2, lib=lib, given=r)
     dt = xs.dtype.type
     zb = xs * dt(scale)
     if logits:
-        table = S._table(dt)
+        table = C._table(dt)
         tie = (zb >= table[r]) & (zb < table[r.astype(np.intp) + 1])
     else:
         tie = (zb >= r) & (zb < r.astype(dt) + 1)
@@ -131,7 +138,7 @@ def _outcomes(x: np.ndarray, scale, logits: bool, lib) -> tuple[np.ndarray, np.n
 @pytest.mark.parametrize("impl", ["compiled", "numpy"])
 def test_probability_sums_to_p_exactly(dtype, impl):
     """Over the 256 byte values, (fires + tie fraction) / 256 is p exactly (in rationals)."""
-    lib = S._kernel() if impl == "compiled" else None
+    lib = _native._kernel() if impl == "compiled" else None
     if impl == "compiled" and lib is None:
         pytest.skip("no compiled kernel")
     p = _probabilities(dtype)
@@ -139,7 +146,7 @@ def test_probability_sums_to_p_exactly(dtype, impl):
     c = fires.sum(1)  # floor(256 p): it fires for the bytes below c, ties at c (if c < 256), stays off above
     assert np.array_equal(ties.sum(1), (c < 256).astype(int))
     assert all(fires[i, :c[i]].all() and (c[i] == 256 or ties[i, c[i]]) for i in range(len(p)))
-    f = np.where(c < 256, S._tie_fraction_np(p.astype(np.float64) * 256.0, c.astype(np.float64), logits=False), 0.0)
+    f = np.where(c < 256, NP._tie_fraction_np(p.astype(np.float64) * 256.0, c.astype(np.float64), logits=False), 0.0)
     for pi, ci, fi in zip(p, c, f):
         assert (Fraction(int(ci)) + Fraction(float(fi))) / 256 == Fraction(float(pi))
 
@@ -148,10 +155,10 @@ def test_probability_sums_to_p_exactly(dtype, impl):
 @pytest.mark.parametrize("impl", ["compiled", "numpy"])
 def test_logit_probability_is_sigmoid(dtype, impl):
     """From logits, (fires + tie fraction) / 256 is sigmoid(z) to float64 precision (60-digit reference)."""
-    lib = S._kernel() if impl == "compiled" else None
+    lib = _native._kernel() if impl == "compiled" else None
     if impl == "compiled" and lib is None:
         pytest.skip("no compiled kernel")
-    t = S._table(dtype)
+    t = C._table(dtype)
     z = np.concatenate([np.array([0.0, -0.0, 1e-30, -1e-30, 5.5, -5.5, 30.0, -30.0, -80.0, -100.0, -700.0, 40.0],
                                  dtype), t[1:256:17], np.nextafter(t[1:256:17], dtype(-np.inf)),
                         np.random.default_rng(1).normal(0, 5, 40).astype(dtype)]).astype(dtype)
@@ -159,7 +166,7 @@ def test_logit_probability_is_sigmoid(dtype, impl):
     assert (ties.sum(1) == 1).all()
     c = fires.sum(1)
     assert np.array_equal(c, np.argmax(ties, 1))
-    f = S._tie_fraction_np(z.astype(np.float64), c.astype(np.float64), logits=True)
+    f = NP._tie_fraction_np(z.astype(np.float64), c.astype(np.float64), logits=True)
     with localcontext() as ctx:
         ctx.prec = 60
         for zi, ci, fi in zip(z, c, f):
@@ -172,7 +179,7 @@ def test_refinement_is_exact():
     """The 52-bit refinement fires with probability f exactly: P = floor(2^52 f) / 2^52 +
     P(frac(2^52 f)) / 2^52, each step exact in float64, down to subnormal f."""
     def exact_probability(f: float) -> Fraction:
-        g = f * S._TWO52
+        g = f * C._TWO52
         fl = math.floor(g)
         rest = g - fl
         assert Fraction(g) == Fraction(f) * 2 ** 52 and Fraction(rest) == Fraction(g) - fl  # no rounding
@@ -182,8 +189,8 @@ def test_refinement_is_exact():
         assert exact_probability(f) == Fraction(f)
     # the implementation follows those steps: k below, on and above floor(2^52 f)
     f = np.array([1 / 3, 1 / 3, 1 / 3, 2.0 ** -60, 0.0, 1.0, float("nan")])
-    fl = np.floor(f * S._TWO52)
-    first = np.nan_to_num(np.array([fl[0] - 1, fl[1] + 1, fl[2], 0.0, 0.0, S._TWO52 - 1, 0.0]))
+    fl = np.floor(f * C._TWO52)
+    first = np.nan_to_num(np.array([fl[0] - 1, fl[1] + 1, fl[2], 0.0, 0.0, C._TWO52 - 1, 0.0]))
     calls = []
 
     def draw(sel, s):
@@ -192,14 +199,14 @@ def test_refinement_is_exact():
             return first[sel]
         return np.zeros(sel.size)  # round 2: unit 2 (1/3) has frac > 0: fires; unit 3 (2^-60): 2^-8 > 0: fires
 
-    out = S._refine_np(f, draw)
+    out = NP._refine_np(f, draw)
     assert out[:6].tolist() == [1.0, 0.0, 1.0, 1.0, 0.0, 1.0] and np.isnan(out[6])
     assert calls[1][1] == 2 and calls[1][0].tolist() == [2, 3]
 
 
 def test_thresholds_are_the_exact_bucket_boundaries():
     """T[k] is the smallest float with sigmoid(T[k]) >= k/256, i.e. with T[k] >= log(k / (256 - k))."""
-    t32, t64 = S._table(np.float32), S._table(np.float64)
+    t32, t64 = C._table(np.float32), C._table(np.float64)
     assert t32[0] == t64[0] == -np.inf and t32[256] == t64[256] == np.inf and t32[128] == t64[128] == 0.0
     with localcontext() as ctx:
         ctx.prec = 60
@@ -222,7 +229,7 @@ def test_philox_known_answers(lib):
             assert tuple(out.tolist()) == want
     for (c0, c1, c2, c3), (k0, k1), want in cases:
         if c3 == 0:
-            got = S._philox_np(np.array([c0 | (c1 << 32)], np.uint64), c2, k0, k1)[0]
+            got = NP._philox_np(np.array([c0 | (c1 << 32)], np.uint64), c2, k0, k1)[0]
             assert tuple(got.tolist()) == want
 
 
@@ -239,13 +246,13 @@ def test_philox_twin_matches_reference_round_function():
     assert reference((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0)) == \
         [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
     counters = np.array([0, 1, 2**32 + 5, 2**63 + 12345], np.uint64)
-    got = S._philox_np(counters, 7, 123, 456)
+    got = NP._philox_np(counters, 7, 123, 456)
     for c, row in zip(counters.tolist(), got):
         assert row.tolist() == reference((c & 0xFFFFFFFF, c >> 32, 7, 0), (123, 456))
 
 
 def test_random_bytes_are_uniform():
-    b = S._random_bytes_np(1 << 20, 11, 13)
+    b = NP._random_bytes_np(1 << 20, 11, 13)
     counts = np.bincount(b, minlength=256)
     assert stats.chisquare(counts).pvalue > 1e-6
     # consecutive bytes independent: pairs of (even, odd) positions
@@ -311,12 +318,12 @@ def test_device_path_on_cpu():
     g = torch.Generator().manual_seed(7)
     n = 400_000
     for p in [0.0, 2.0 ** -40, 0.2, 0.999, 1.0]:
-        x = S._bernoulli_torch(torch.full((n,), p), 256.0, False, g, torch.empty(n))
+        x = T._bernoulli_torch(torch.full((n,), p), 256.0, False, g, torch.empty(n))
         assert abs(float(x.mean()) - p) <= 5 * math.sqrt(p * (1 - p) / n) + (1.0 if p == 2.0 ** -40 else 0.0) / n
     z = torch.randn(n, dtype=torch.float64) * 3
-    y = S._bernoulli_torch(z, 0.5, True, g, torch.empty_like(z))
+    y = T._bernoulli_torch(z, 0.5, True, g, torch.empty_like(z))
     assert abs(float((y - torch.sigmoid(0.5 * z)).mean())) < 5 * 0.5 / math.sqrt(n)
-    nan = S._bernoulli_torch(torch.tensor([float("nan")] * 8), 1.0, True, g, torch.empty(8))
+    nan = T._bernoulli_torch(torch.tensor([float("nan")] * 8), 1.0, True, g, torch.empty(8))
     assert torch.isnan(nan).all()
 
 
@@ -352,7 +359,7 @@ def test_thread_count_does_not_change_samples(backend):
 def _adversarial(dtype, logits: bool, n: int = 100_000, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if logits:
-        t = S._table(dtype)[1:256]
+        t = C._table(dtype)[1:256]
         parts = [rng.normal(0, 6, n), t, np.nextafter(t, dtype(np.inf)), np.nextafter(t, dtype(-np.inf)),
                  [0.0, -0.0, np.inf, -np.inf, np.nan, 86.0, -86.0, 87.0, -87.0, 1e30, -1e30, -745.0, -800.0]]
     else:
@@ -370,69 +377,79 @@ def test_compiled_kernel_equals_numpy_twin(lib, dtype, logits):
     for scale in ((1.0, 0.37) if logits else (256.0,)):
         for key in ((1, 2), (2**32 - 1, 12345)):
             o1, o2 = np.empty_like(x), np.empty_like(x)
-            S._bernoulli_cpu(x, scale, logits, key, o1, lib=lib)
-            S._bernoulli_cpu(x, scale, logits, key, o2, lib=None)
+            D._bernoulli_cpu(x, scale, logits, key, o1, lib=lib)
+            D._bernoulli_cpu(x, scale, logits, key, o2, lib=None)
             assert np.array_equal(o1, o2, equal_nan=True)
 
 
 def test_compiled_kernel_screening_near_every_bucket(lib):
     """Logits within a few thousand ulps of every threshold, bytes at the bucket and next to it."""
     rng = np.random.default_rng(2)
-    t = S._table(np.float32)
+    t = C._table(np.float32)
     k = rng.integers(1, 256, 400_000)
     x = (t[k].view(np.int32) + rng.integers(-3000, 3000, k.size).astype(np.int32)).view(np.float32)
     r = np.clip(k - 1 + rng.integers(-1, 2, k.size), 0, 255).astype(np.uint8)
     o1, o2 = np.empty_like(x), np.empty_like(x)
-    S._bernoulli_cpu(x, 1.0, True, (5, 6), o1, lib=lib, given=r)
-    S._bernoulli_cpu(x, 1.0, True, (5, 6), o2, lib=None, given=r)
+    D._bernoulli_cpu(x, 1.0, True, (5, 6), o1, lib=lib, given=r)
+    D._bernoulli_cpu(x, 1.0, True, (5, 6), o2, lib=None, given=r)
     assert np.array_equal(o1, o2, equal_nan=True)
 
 
 def test_compiled_random_bytes_and_sigmoids_equal_twin(lib):
     b = np.empty(3 * S.CHUNK + 17, np.uint8)
     lib.lz_random_bytes(b.size, 123, 456, b.ctypes.data)
-    assert np.array_equal(b, S._random_bytes_np(b.size, 123, 456))
+    assert np.array_equal(b, NP._random_bytes_np(b.size, 123, 456))
     x = np.concatenate([np.linspace(-750, 750, 30001), [0.0, -0.0, np.inf, -np.inf, 1e-300]])
     s = np.empty_like(x)
     lib.lz_sigmoid64_arr(x.ctypes.data, s.ctypes.data, x.size)
-    assert np.array_equal(s, S._sigmoid64(x))
+    assert np.array_equal(s, NP._sigmoid64(x))
     x32 = np.linspace(-100, 100, 20001, dtype=np.float32)
     s32 = np.empty_like(x32)
     lib.lz_sigmoid_f32(x32.ctypes.data, s32.ctypes.data, x32.size)
-    assert np.array_equal(s32, S._sigmoid32(x32))
+    assert np.array_equal(s32, NP._sigmoid32(x32))
+
+
+def _compile(tmp_path, *extra, source=None) -> Path:
+    """The kernel (or ``source``) compiled into ``tmp_path`` with the portable flags and ``extra``;
+    skipped without a compiler."""
+    if _build.find_compiler() is None or not _build.SOURCE.is_file():
+        pytest.skip("no C compiler (or no kernel source) here")
+    target = tmp_path / "k.so"
+    errors = []
+    assert _build.compile_kernel(target, sets=[[*_build.PORTABLE_FLAGS, *extra]], log=errors.append,
+                                 source=source or _build.SOURCE), errors
+    return target
 
 
 def test_portable_build_equals_twin(tmp_path):
     """The kernel compiled without -march=native (no AVX2 paths) gives the same bits too."""
-    import shutil
-
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc or S._kernel() is None:
-        pytest.skip("no C compiler here")
-    src = tmp_path / "k.c"
-    src.write_text(S.C_SOURCE)
-    target = tmp_path / "k.so"
-    res = subprocess.run([cc, *S._FLAG_SETS[-1], "-fPIC", "-shared", "-o", str(target), str(src), "-lm"],
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    portable = S._load(target)
-    assert portable.lz_avx2() == 0 and S._self_check(portable) is None
+    portable = _native._load(_compile(tmp_path))
+    assert portable.lz_avx2() == 0 and _native._self_check(portable) is None
     for dtype, logits in ((np.float32, True), (np.float32, False), (np.float64, True)):
         x = _adversarial(dtype, logits, n=20_000)
         o1, o2 = np.empty_like(x), np.empty_like(x)
-        S._bernoulli_cpu(x, 0.8 if logits else 256.0, logits, (3, 4), o1, lib=portable)
-        S._bernoulli_cpu(x, 0.8 if logits else 256.0, logits, (3, 4), o2, lib=None)
+        D._bernoulli_cpu(x, 0.8 if logits else 256.0, logits, (3, 4), o1, lib=portable)
+        D._bernoulli_cpu(x, 0.8 if logits else 256.0, logits, (3, 4), o2, lib=None)
         assert np.array_equal(o1, o2, equal_nan=True)
     x = np.random.default_rng(3).normal(0, 3, (50, 333)).astype(np.float32)
     out = np.empty(50)
     assert portable.lz_softplus_diff_f32(x.ctypes.data, 50, 333, 0.4, -0.001, None, 0, None, 0.0, out.ctypes.data,
                                          1) == 0
-    assert np.array_equal(out, S._softplus_diff_np(x, 0.4, -0.001))
+    assert np.array_equal(out, NP._softplus_diff_np(x, 0.4, -0.001))
+
+
+def test_c_source_constants_are_the_twins():
+    """The ``#define`` constants of bernoulli.c are the NumPy twin's, as exact hex literals."""
+    if not _build.SOURCE.is_file():
+        pytest.skip("no kernel source here")
+    defines = [line for line in _build.SOURCE.read_text().splitlines() if line.startswith("#define ")
+               and line.split()[1].isupper() and not line.split()[1].startswith("LZ_")]
+    assert "\n".join(defines) == C._c_constants()
 
 
 def test_float64_sigmoid_accuracy():
     x = np.concatenate([np.linspace(-745, 40, 4001), [-1e-20, 1e-20, 0.5, -36.7]])
-    got = S._sigmoid64(x)
+    got = NP._sigmoid64(x)
     with localcontext() as ctx:
         ctx.prec = 50
         for xi, gi in zip(x, got):
@@ -445,44 +462,78 @@ def test_same_estimate_with_and_without_the_compiled_kernel(lib, monkeypatch):
     X = torch.bernoulli(torch.full((30, 20), 0.4), generator=torch.Generator().manual_seed(1))
     a = estimate(rbm, "ais", data=X, steps=100, chains=40, seed=7, threads=1)
     r = estimate(rbm, "raise", data=X[:10], train_data=X, steps=50, chains=4, init="base-rate", seed=7, threads=1)
-    monkeypatch.setattr(S, "_kernel_state", {"lib": None, "status": "NumPy implementation (test)"})
+    monkeypatch.setattr(_native, "_kernel_state", {"lib": None, "status": "NumPy implementation (test)"})
     b = estimate(rbm, "ais", data=X, steps=100, chains=40, seed=7, threads=1)
     s = estimate(rbm, "raise", data=X[:10], train_data=X, steps=50, chains=4, init="base-rate", seed=7, threads=1)
     np.testing.assert_array_equal(a.log_weights, b.log_weights)
     np.testing.assert_array_equal(r.log_weights, s.log_weights)
 
 
-def test_no_compile_environment_variable_forces_numpy(tmp_path):
-    code = "from logzbench import sampling as S; print(S.kernel_status())"
-    env = {**os.environ, S.ENV_NO_COMPILE: "1", S.ENV_KERNEL_DIR: str(tmp_path)}
+def test_no_compile_environment_variable_forces_numpy():
+    code = "from logzbench import kernels as S; print(S.kernel_status())"
+    env = {**os.environ, S.ENV_NO_COMPILE: "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert "NumPy implementation" in out and S.ENV_NO_COMPILE in out
-    assert not list(tmp_path.iterdir())
 
 
-def test_failed_compilation_is_remembered(tmp_path, monkeypatch):
-    monkeypatch.setenv(S.ENV_KERNEL_DIR, str(tmp_path))
-    monkeypatch.setenv("CC", "false")  # a "compiler" that always fails
+def test_installed_kernel_is_found_in_the_package(lib):
+    """The installation (editable or not) put the library beside the package's modules."""
+    path = _native._library_path()
+    assert path is not None and path.parent == Path(_native.__file__).parent
+    assert str(path) in S.kernel_status()
+
+
+def test_absent_kernel_falls_back_to_the_twin_with_the_same_draws(monkeypatch):
+    """Without the library (no compiler at installation) the NumPy twin serves, says why, and
+    draws exactly what the compiled kernel draws (where there is one)."""
+    def draws():
+        g = torch.Generator().manual_seed(21)
+        x = torch.randn(300, 257, generator=torch.Generator().manual_seed(22)) * 3
+        inc, h = S.reweight_and_draw(x, 0.4, 0.401, g)
+        return inc, h, S.bernoulli(torch.rand(5000, generator=torch.Generator().manual_seed(23)), g)
+
+    compiled = draws() if _native._kernel() is not None else None
     monkeypatch.delenv(S.ENV_NO_COMPILE, raising=False)
-    lib, status = S._build_and_load()
-    assert lib is None and "compilation failed" in status
-    assert len(list(tmp_path.glob("*.failed"))) == 1
-    monkeypatch.setenv("CC", "/nonexistent/cc")
-    lib, status = S._build_and_load()
-    assert lib is None and "earlier compilation failed" in status
+    monkeypatch.setattr(_native, "_library_path", lambda: None)
+    monkeypatch.setattr(_native, "_kernel_state", {})
+    assert _native._kernel() is None
+    assert "NumPy implementation" in S.kernel_status() and "not built at installation" in S.kernel_status()
+    fallback = draws()
+    if compiled is not None:
+        assert all(torch.equal(a, b) for a, b in zip(compiled, fallback))
 
 
-def test_compiled_kernel_is_cached_on_disk(tmp_path, monkeypatch):
-    if S._kernel() is None:
-        pytest.skip("no compiler here")
-    monkeypatch.setenv(S.ENV_KERNEL_DIR, str(tmp_path))
-    lib, status = S._build_and_load()
-    assert lib is not None and str(tmp_path) in status
-    built = list(tmp_path.glob("*.so"))
-    assert len(built) == 1
-    monkeypatch.setenv("CC", "/nonexistent/cc")  # a second process only loads it
-    lib2, status2 = S._build_and_load()
-    assert lib2 is not None and status2 == status
+def test_library_of_another_cpu_or_source_is_not_loaded(tmp_path):
+    """A -march=native build records its CPU's flags and the source's digest; the loader refuses a
+    library whose CPU had a flag this one lacks, or that was built from another source."""
+    here = _build.cpu_signature()
+    assert _build.cpu_mismatch("", here) is None and _build.cpu_mismatch(here, here) is None
+    x86 = "linux x86_64 : fpu sse2 avx2 hypervisor"
+    assert "avx2, which this one lacks" in _build.cpu_mismatch(x86, "linux x86_64 : fpu sse2")
+    assert _build.cpu_mismatch(x86, "linux x86_64 : fpu sse2 avx2 avx512f") is None  # no hypervisor: no matter
+    assert "sve" in _build.cpu_mismatch("linux aarch64 : fp asimd sve", "linux aarch64 : fp asimd")
+    assert "built on" in _build.cpu_mismatch("plan9 mips : fpu", here)
+    good = _compile(tmp_path)
+    lib, status = _native._open(good)
+    assert lib is not None and str(good) in status
+    (tmp_path / "cpu").mkdir()
+    foreign = _compile(tmp_path / "cpu", f'-DLZ_BUILD_CPU="{here} avx1024 asimd_future"')
+    lib, status = _native._open(foreign)
+    assert lib is None and "NumPy implementation" in status and "lacks" in status
+    (tmp_path / "src").mkdir()
+    older = tmp_path / "src" / "bernoulli.c"
+    older.write_text(_build.SOURCE.read_text() + "/* another version */\n")
+    stale = _compile(tmp_path / "src", source=older)
+    lib, status = _native._open(stale)
+    assert lib is None and "another version of bernoulli.c" in status
+
+
+def test_failed_build_leaves_no_library(tmp_path, monkeypatch):
+    """An installation whose compiler fails builds nothing (and says why), so the twin serves."""
+    monkeypatch.setenv("CC", "false")
+    errors = []
+    assert _build.compile_kernel(tmp_path / "k.so", log=errors.append) is None
+    assert not list(tmp_path.iterdir()) and "could not be built" in errors[-1]
 
 
 # --------------------------------------------------------------------------- (e) invariance
@@ -552,13 +603,13 @@ def test_softplus_increments_equal_twin_at_every_degree(lib):
     """Rows whose largest |d x| falls in each truncation band, and on the band edges."""
     rng = np.random.default_rng(9)
     d = 1e-3
-    targets = [float(S._K32[k]) * f for k in ("TM1", "TM2", "TM3") for f in (0.999, 1.0, 1.001)] + [0.5, 0.999, 0.9999]
+    targets = [float(C._K32[k]) * f for k in ("TM1", "TM2", "TM3") for f in (0.999, 1.0, 1.001)] + [0.5, 0.999, 0.9999]
     x = rng.normal(0, 1, (len(targets), 1000)).astype(np.float32)
     for i, tm in enumerate(targets):
         x[i] *= np.float32(tm / d / np.abs(x[i]).max())
     xt = torch.from_numpy(x)
     got = S.softplus_diff_rows(xt, 0.4, 0.4 + d)
-    twin = S._softplus_diff_np(x, 0.4 + d, -d)
+    twin = NP._softplus_diff_np(x, 0.4 + d, -d)
     assert got is not None and np.array_equal(got.numpy(), twin)
 
 
@@ -585,7 +636,7 @@ def test_linear_term_equals_twin(lib):
     d = 0.0037
     assert lib.lz_softplus_diff_f32(x.ctypes.data, 33, 250, 0.6, -d, v.ctypes.data, 101, dv.ctypes.data, d,
                                     out.ctypes.data, 2) == 0
-    assert np.array_equal(out, S._softplus_diff_np(x, 0.6, -d, v, dv, d))
+    assert np.array_equal(out, NP._softplus_diff_np(x, 0.6, -d, v, dv, d))
 
 
 def test_fused_hidden_step_equals_separate_calls(backend):

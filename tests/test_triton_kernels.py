@@ -1,4 +1,4 @@
-"""The Triton kernels of the exact Bernoulli sampler (:mod:`logzbench.triton_kernels`).
+"""The Triton kernels of the exact Bernoulli sampler (:mod:`logzbench.kernels._triton`).
 
 Skipped where triton does not import.  With a CUDA device the kernels run compiled on it (the
 tests are marked ``cuda``); otherwise in Triton's interpreter on the CPU (``TRITON_INTERPRET=1``
@@ -37,8 +37,9 @@ if not CUDA and "triton" not in sys.modules:
 
 pytest.importorskip("triton")
 
-from logzbench import sampling as S  # noqa: E402
-from logzbench import triton_kernels as tk  # noqa: E402
+from logzbench.kernels import _constants as C  # noqa: E402
+from logzbench.kernels import _numpy as S  # noqa: E402
+from logzbench.kernels import _triton as tk  # noqa: E402
 
 pytestmark = [pytest.mark.cuda] if CUDA else []
 #: Draws per value in the frequency tests (the interpreter is slow).
@@ -80,7 +81,7 @@ _TABLES: dict = {}
 def table(dtype) -> torch.Tensor:
     t = _TABLES.get(dtype)
     if t is None:
-        t = _TABLES[dtype] = torch.from_numpy(S._table(NP[dtype])).to(DEV)
+        t = _TABLES[dtype] = torch.from_numpy(C._table(NP[dtype])).to(DEV)
     return t
 
 
@@ -133,7 +134,7 @@ def test_bit_for_bit_the_cpu_kernels_draws(dtype, logits):
     n = (1 << 18) if CUDA else 6000
     if logits:
         x = (rng.normal(size=n) * 5).astype(dt)
-        t = S._table(dt)[rng.integers(1, 256, n // 4)]
+        t = C._table(dt)[rng.integers(1, 256, n // 4)]
         x[: n // 4] = t
         x[n // 4: n // 2] = np.nextafter(t, dt(-np.inf))
         scale = 1.0
@@ -236,7 +237,7 @@ def test_values_on_thresholds_behave_as_derived(dtype):
     """z = T[k] fires exactly when the byte r < k (r = k ties with f = 256 sigmoid(T[k]) - k < 1e-4);
     its float below, T[k]^-, fires when r < k - 1 and ties at r = k - 1 with f > 1 - 1e-4."""
     k0, k1 = 77, 1234
-    t = S._table(NP[dtype])
+    t = C._table(NP[dtype])
     reps = 64 if CUDA else 16
     k = np.repeat(np.arange(1, 256), reps)
     for x, tie_byte, tie_lo, tie_hi in [(t[k], k, 0.0, 1e-4), (np.nextafter(t[k], -np.inf), k - 1, 1 - 1e-4, 1.0)]:
@@ -429,9 +430,9 @@ def test_available():
 
 def test_imports_without_triton():
     code = ("import sys; sys.modules['triton'] = None\n"
-            "import logzbench.triton_kernels as tk\n"
+            "import logzbench.kernels._triton as tk\n"
             "assert not tk.available('cuda') and not tk.available('cpu')\n")
-    src = os.path.dirname(os.path.dirname(os.path.abspath(tk.__file__)))
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(tk.__file__))))
     env = dict(os.environ, TRITON_INTERPRET="1",
                PYTHONPATH=os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)

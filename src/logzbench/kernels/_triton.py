@@ -1,14 +1,14 @@
 """Triton kernels of the exact Bernoulli sampler on the GPU: one launch per draw, no host sync.
 
-These are the GPU twins of :mod:`logzbench.sampling`'s compiled CPU kernel (see that module's
-docstring for the decision rule).  :func:`bernoulli_` draws Bernoulli samples from
+These are the GPU twins of the compiled CPU kernel ``bernoulli.c`` (see :mod:`logzbench.kernels`
+for the decision rule).  :func:`bernoulli_` draws Bernoulli samples from
 probabilities or logits; :func:`hidden_step` does the hidden half of an RBM path's AIS step
 (the log-weight increment and the hidden draws) in one pass over the pre-activations.
 
 **Decision rule.**  Unit ``i`` takes a random byte ``r`` and compares ``zb = fl(scale * x)``
 (in ``x``'s dtype, ``scale`` rounded to it first) with ``lo = r, hi = r + 1`` (probabilities,
 ``scale = 256``) or with ``lo = T[r], hi = T[r + 1]`` (logits; ``T`` the threshold table of
-``logzbench.sampling._table``): it fires when ``zb >= hi``, stays off when ``zb < lo``, and
+``logzbench.kernels._constants._table``): it fires when ``zb >= hi``, stays off when ``zb < lo``, and
 otherwise (a tie, probability ``1/256``) fires with probability
 ``f = clip(256 sigmoid(zb) - r, 0, 1)`` (``zb - r`` for probabilities), computed in float64 and
 resolved exactly by 52-bit rounds: with ``k`` uniform on ``[0, 2^52)`` it fires when
@@ -26,7 +26,7 @@ kernel's layout: unit ``i`` (flat index) takes byte ``i mod 16`` (little-endian 
 words) of counter ``(i // 16, 0, 0, 0)``, and round ``s >= 1`` of its tie's refinement the words
 ``w0, w1`` of counter ``(i, 0, s, 0)`` as ``k = (w1 * 2^32 + w0) >> 12``.  So the draws depend
 only on the key and the unit's index, not on the block size, and for the same key words
-``(k0, k1)`` they are those of ``logzbench.sampling``'s CPU kernel and its NumPy twin, bit for
+``(k0, k1)`` they are those of the CPU kernel and its NumPy twin (:mod:`._numpy`), bit for
 bit, except that the tie fraction's float64 sigmoid (``exp`` from Triton / libdevice here) may
 differ from the CPU's in its last bits: a different decision with probability about ``2^-45``
 per tied unit.
@@ -55,7 +55,7 @@ import torch
 __all__ = ["available", "bernoulli_", "hidden_step"]
 
 #: Units per program of :func:`bernoulli_` and its warps, by dtype: 16 units per thread (the
-#: fastest of the sizes tried on an H100: 1.5x a copy's time at 1e7 float32 units).
+#: fastest of the sizes tried on an H100; docs/benchmarks.md).
 BLOCKS = {torch.float32: (512, 1), torch.float64: (1024, 4)}
 #: Largest number of columns one program of :func:`hidden_step` holds at once (a power of two), and
 #: its warps (the float64 increments want more threads).
@@ -339,7 +339,7 @@ def bernoulli_(x: torch.Tensor, scale: float, logits: bool, key: torch.Tensor, t
         generator=g, device=dev, dtype=torch.int64)``: no host sync); its low and high 32-bit
         words are the CPU kernel's key words ``(k0, k1)``.
     table : torch.Tensor, shape (257,), ``x``'s dtype, on ``x``'s device
-        The logit thresholds ``logzbench.sampling._table`` of ``x``'s dtype; ignored (may be None)
+        The logit thresholds ``logzbench.kernels._constants._table`` of ``x``'s dtype; ignored (may be None)
         when ``logits`` is False.
     out : torch.Tensor, ``x``'s shape and dtype, contiguous
         Receives 0./1. (NaN where ``fl(scale x)`` is NaN); may be ``x`` itself.
