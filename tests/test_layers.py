@@ -4,7 +4,7 @@ Every module under ``src/logzbench`` is parsed with :mod:`ast`; every import cou
 level and inside functions alike (a lazy import is still a dependency).  The layers, lowest
 first:
 
-0. ground: ``logzbench`` itself, ``errors``, ``utils``, ``schedules``, ``kernels`` (a package), ``trusted``,
+0. ground: ``logzbench`` itself, ``errors``, ``utils``, ``schedules``, ``kernels`` (a package),
    ``registry``, ``options``, ``plotting``, ``stats``;
 1. ``data`` (imports only ground);
 2. ``models``;
@@ -31,7 +31,7 @@ PACKAGE = "logzbench"
 
 #: top-level name under ``logzbench`` -> layer (``""`` is the package's own ``__init__``)
 LAYERS = {
-    **dict.fromkeys(("", "errors", "utils", "schedules", "kernels", "registry", "options", "plotting", "stats", "trusted"), 0),
+    **dict.fromkeys(("", "errors", "utils", "schedules", "kernels", "registry", "options", "plotting", "stats"), 0),
     "data": 1,
     "models": 2,
     "estimators": 3,

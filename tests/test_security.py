@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from logzbench import kernels as S
-from logzbench import trusted
+from logzbench.pipeline import trusted
 from logzbench.pipeline import warm
 
 PLANT = r"""

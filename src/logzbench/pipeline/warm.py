@@ -27,7 +27,7 @@ imports are paid once.
   machines.  The function, its arguments and its outputs are the same either way.
 
 * **Private.**  The socket lives in a directory that must be the user's own, mode ``0700`` and
-  not a symbolic link (:func:`logzbench.trusted.private_dir`; the default
+  not a symbolic link (:func:`logzbench.pipeline.trusted.private_dir`; the default
   ``$TMPDIR/logzbench-<uid>`` could be created first by anybody); otherwise the job runs in its own
   process with a one-line warning.  A client sends its request (which carries its environment)
   only to a server of its own uid, and the server accepts connections only from its own uid
@@ -65,7 +65,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from ..trusted import private_dir
+from .trusted import private_dir
 from .usage import measure, this_process, write_usage
 
 __all__ = ["DEFAULT_IDLE", "ENV_DIR", "ENV_ENABLE", "ENV_EXTRA_JOBS", "JOBS", "PRELOAD", "enabled", "fingerprint",

@@ -1,11 +1,9 @@
-"""Which directories and files the package may trust with code or secrets (standard library only).
+"""Which directories and files the workflow may trust with code or secrets (standard library only).
 
-Two places hold things another local user must not control: the warm server's directory (its
-socket receives a job's environment; :mod:`logzbench.pipeline.warm`) and the compiled sampler kernel's
-cache (a shared library that is loaded into the process; :mod:`logzbench.sampling`).  Both live
-by default under predictable names (``$TMPDIR/logzbench-<uid>``, ``~/.cache/logzbench``), which
-anyone with write access to the parent could create first.  A path is trusted here only when no
-other user can have put it there or change it:
+The warm server's directory holds what another local user must not control: its socket receives a
+job's environment (:mod:`logzbench.pipeline.warm`).  It lives by default under a predictable name
+(``$TMPDIR/logzbench-<uid>``), which anyone with write access to the parent could create first.
+A path is trusted here only when no other user can have put it there or change it:
 
 * the directory itself is a real directory (not a symbolic link), owned by the current user, and
   not writable by group or others (``private=True``: no access for them at all, mode ``0700``);
