@@ -15,7 +15,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 _spec = importlib.util.spec_from_file_location(
-    "_logzbench_kernel_build", Path(__file__).resolve().parent / "src" / "logzbench" / "kernels" / "_build.py")
+    "_logzbench_kernel_build", Path(__file__).resolve().parent / "src" / "logzbench" / "kernels" / "_build.py"
+)
 kernel_build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(kernel_build)
 

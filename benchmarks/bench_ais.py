@@ -40,8 +40,8 @@ import time
 
 import numpy as np
 import torch
-
 from _machine import machine
+
 from logzbench import schedules
 from logzbench.estimators import ais
 from logzbench.kernels import bernoulli_from_logits, bernoulli_from_logits_, kernel_status, reweight_and_draw
@@ -97,8 +97,15 @@ def ais_times(model, chains: int, steps: int, dev: torch.device) -> tuple[list[f
     return times, time.perf_counter() - t_start
 
 
-def numpy_ais(W: np.ndarray, a: np.ndarray, b: np.ndarray, betas: np.ndarray, chains: int,
-              rng: np.random.Generator, times: list | None = None) -> np.ndarray:
+def numpy_ais(
+    W: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    betas: np.ndarray,
+    chains: int,
+    rng: np.random.Generator,
+    times: list | None = None,
+) -> np.ndarray:
     """The yardstick: AIS from the uniform distribution to the RBM, written the plain NumPy way.
 
     Parameters
@@ -174,14 +181,25 @@ def breakdown(model, chains: int, dev: torch.device, reps: int = 30) -> dict:
     scratch = torch.empty_like(pre_v)
     return {
         "ms_log_weights_and_hidden_draws": _best_ms(
-            lambda: reweight_and_draw(state.pre_h, beta, beta_next, g, v=state.v, dv=path._da32), reps, dev),
+            lambda: reweight_and_draw(state.pre_h, beta, beta_next, g, v=state.v, dv=path._da32), reps, dev
+        ),
         "ms_visible_draws": _best_ms(lambda: bernoulli_from_logits_(scratch.copy_(pre_v), g), reps, dev)
         - _best_ms(lambda: scratch.copy_(pre_v), reps, dev),
     }
 
 
-def measure(name: str, model, nv: int, nh: int, useful_flops: float, chains: int, steps: int,
-            dev: torch.device, numpy_steps: int = 0, rounds: int = 3) -> dict:
+def measure(
+    name: str,
+    model,
+    nv: int,
+    nh: int,
+    useful_flops: float,
+    chains: int,
+    steps: int,
+    dev: torch.device,
+    numpy_steps: int = 0,
+    rounds: int = 3,
+) -> dict:
     """One benchmark record; ``nv x nh`` are the matmul shapes of a sweep, ``useful_flops`` its work.
 
     ``rounds`` rounds each time the matmul pairs, the AIS sweeps and the yardstick's sweeps in turn;
@@ -201,8 +219,9 @@ def measure(name: str, model, nv: int, nh: int, useful_flops: float, chains: int
     matmul = 1e3 * 4.0 * chains * nv * nh / peak
     rec = {
         "model": name,
-        "device": ((platform.processor() or platform.machine()) if dev.type == "cpu"
-                   else torch.cuda.get_device_name(dev)),
+        "device": (
+            (platform.processor() or platform.machine()) if dev.type == "cpu" else torch.cuda.get_device_name(dev)
+        ),
         "threads": torch.get_num_threads(),
         "chains": chains,
         "steps": steps,
@@ -217,17 +236,21 @@ def measure(name: str, model, nv: int, nh: int, useful_flops: float, chains: int
     }
     if numpy_steps:
         np_sps = 1.0 / float(np.median(np_sweeps))
-        rec.update({
-            "numpy_sweeps_per_second": np_sps,
-            "numpy_fraction_of_matmul_rate": np_sps * useful_flops / peak,
-            "ratio_to_numpy": sps / np_sps,
-        })
-    rec.update({
-        "ms_per_sweep": 1e3 / sps,
-        "ms_matmul_at_peak": matmul,
-        **parts,
-        "ms_other": 1e3 / sps - matmul - parts["ms_log_weights_and_hidden_draws"] - parts["ms_visible_draws"],
-    })
+        rec.update(
+            {
+                "numpy_sweeps_per_second": np_sps,
+                "numpy_fraction_of_matmul_rate": np_sps * useful_flops / peak,
+                "ratio_to_numpy": sps / np_sps,
+            }
+        )
+    rec.update(
+        {
+            "ms_per_sweep": 1e3 / sps,
+            "ms_matmul_at_peak": matmul,
+            **parts,
+            "ms_other": 1e3 / sps - matmul - parts["ms_log_weights_and_hidden_draws"] - parts["ms_visible_draws"],
+        }
+    )
     return rec
 
 
@@ -239,19 +262,25 @@ def main(argv=None) -> list[dict]:
     p.add_argument("--family", default="both", choices=["rbm", "dbm", "both"])
     p.add_argument("--chains", type=int, default=500)
     p.add_argument("--steps", type=int, default=300)
-    p.add_argument("--numpy-steps", type=int, default=100, help="intermediate distributions of the NumPy yardstick "
-                   "(0: skip it)")
+    p.add_argument(
+        "--numpy-steps", type=int, default=100, help="intermediate distributions of the NumPy yardstick (0: skip it)"
+    )
     p.add_argument("--rounds", type=int, default=3, help="rounds of (matmul pairs, AIS, yardstick), timed in turn")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", default="1,2", help="comma-separated torch intra-op thread counts, each measured "
-                   "in turn (default 1,2)")
+    p.add_argument(
+        "--threads",
+        default="1,2",
+        help="comma-separated torch intra-op thread counts, each measured in turn (default 1,2)",
+    )
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args(argv)
     dev = resolve_device(args.device)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# {date}; machine: {machine()}")
-    print(f"torch {torch.__version__}, numpy {np.__version__}, {platform.processor() or platform.machine()}; "
-          f"CPU draws: {kernel_status()}\n")
+    print(
+        f"torch {torch.__version__}, numpy {np.__version__}, {platform.processor() or platform.machine()}; "
+        f"CPU draws: {kernel_status()}\n"
+    )
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # the yardstick's BLAS then keeps its own thread count
@@ -264,16 +293,38 @@ def main(argv=None) -> list[dict]:
             if args.family in ("rbm", "both"):
                 nv, nh = args.n_visible, args.n_hidden
                 rbm = BinaryRBM.random(nv, nh, scale=0.05, generator=make_generator(0, "cpu")).to(dev)
-                records.append(measure(f"RBM {nv}x{nh}", rbm, nv, nh, 4.0 * args.chains * nv * nh, args.chains,
-                                       args.steps, dev, numpy_steps=args.numpy_steps if dev.type == "cpu" else 0,
-                                       rounds=args.rounds))
+                records.append(
+                    measure(
+                        f"RBM {nv}x{nh}",
+                        rbm,
+                        nv,
+                        nh,
+                        4.0 * args.chains * nv * nh,
+                        args.chains,
+                        args.steps,
+                        dev,
+                        numpy_steps=args.numpy_steps if dev.type == "cpu" else 0,
+                        rounds=args.rounds,
+                    )
+                )
             if args.family in ("dbm", "both"):
                 sizes = [int(n) for n in args.dbm.split(",")]
                 dbm = DBM.random(sizes, scale=0.05, generator=make_generator(0, "cpu")).to(dev)
                 view = dbm.as_rbm()
                 useful = 4.0 * args.chains * sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
-                records.append(measure(f"DBM {'-'.join(map(str, sizes))}", dbm, view.n_visible, view.n_hidden, useful,
-                                       args.chains, args.steps, dev, rounds=args.rounds))
+                records.append(
+                    measure(
+                        f"DBM {'-'.join(map(str, sizes))}",
+                        dbm,
+                        view.n_visible,
+                        view.n_hidden,
+                        useful,
+                        args.chains,
+                        args.steps,
+                        dev,
+                        rounds=args.rounds,
+                    )
+                )
         finally:
             if limit is not None:
                 limit.restore_original_limits()

@@ -62,8 +62,9 @@ def run(bits: int, device: str, repeats: int, scale: float, chunk_size: int | No
         for label, precision, kernel in CONFIGS:
             _sync(dev)
             t0 = time.perf_counter()
-            values[label] = exact_log_z(rbm, chunk_size=chunk_size, precision=precision, kernel=kernel,
-                                        return_bound=True)
+            values[label] = exact_log_z(
+                rbm, chunk_size=chunk_size, precision=precision, kernel=kernel, return_bound=True
+            )
             _sync(dev)
             times[label].append(time.perf_counter() - t0)
     ref_label = "float64/softplus"
@@ -72,12 +73,23 @@ def run(bits: int, device: str, repeats: int, scale: float, chunk_size: int | No
     for label, precision, kernel in CONFIGS:
         t = min(times[label])
         v = values[label]
-        rows.append({
-            "device": str(dev), "bits": bits, "n_visible": 784, "label": label, "precision": precision,
-            "kernel": kernel, "seconds": t, "seconds_all": times[label], "states_per_second": (1 << bits) / t,
-            "speedup_vs_float64_softplus": base / t, "log_z": v.log_z, "bound": v.bound,
-            "diff_vs_float64": v.log_z - values["float64"].log_z,
-        })
+        rows.append(
+            {
+                "device": str(dev),
+                "bits": bits,
+                "n_visible": 784,
+                "label": label,
+                "precision": precision,
+                "kernel": kernel,
+                "seconds": t,
+                "seconds_all": times[label],
+                "states_per_second": (1 << bits) / t,
+                "speedup_vs_float64_softplus": base / t,
+                "log_z": v.log_z,
+                "bound": v.bound,
+                "diff_vs_float64": v.log_z - values["float64"].log_z,
+            }
+        )
     return rows
 
 
@@ -103,21 +115,36 @@ def main(argv=None) -> None:
     for d in devices:
         if d.startswith("cuda"):
             print(f"# cuda: {torch.cuda.get_device_name(torch.device(d))}")
-    print(f"# RBM 784 x {args.bits} (2^{args.bits} = {1 << args.bits} states), weights N(0, {args.scale}^2), "
-          f"biases N(0, 0.25), repeats {args.repeats} (minimum reported)")
-    print(f"{'device':8s} {'config':18s} {'seconds':>9s} {'states/s':>10s} {'x f64/sp':>9s} "
-          f"{'log Z':>18s} {'bound':>9s} {'diff vs f64':>12s}")
+    print(
+        f"# RBM 784 x {args.bits} (2^{args.bits} = {1 << args.bits} states), weights N(0, {args.scale}^2), "
+        f"biases N(0, 0.25), repeats {args.repeats} (minimum reported)"
+    )
+    print(
+        f"{'device':8s} {'config':18s} {'seconds':>9s} {'states/s':>10s} {'x f64/sp':>9s} "
+        f"{'log Z':>18s} {'bound':>9s} {'diff vs f64':>12s}"
+    )
     rows = []
     for d in devices:
         for r in run(args.bits, d, args.repeats, args.scale, args.chunk_size, args.warmup_bits):
             rows.append(r)
-            print(f"{r['device']:8s} {r['label']:18s} {r['seconds']:9.2f} {r['states_per_second']:10.3g} "
-                  f"{r['speedup_vs_float64_softplus']:9.2f} {r['log_z']:18.10f} {r['bound']:9.2e} "
-                  f"{r['diff_vs_float64']:12.2e}", flush=True)
+            print(
+                f"{r['device']:8s} {r['label']:18s} {r['seconds']:9.2f} {r['states_per_second']:10.3g} "
+                f"{r['speedup_vs_float64_softplus']:9.2f} {r['log_z']:18.10f} {r['bound']:9.2e} "
+                f"{r['diff_vs_float64']:12.2e}",
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"date": datetime.datetime.now().astimezone().isoformat(), "machine": _machine(),
-                       "threads": torch.get_num_threads(), "rows": rows}, fh, indent=1)
+            json.dump(
+                {
+                    "date": datetime.datetime.now().astimezone().isoformat(),
+                    "machine": _machine(),
+                    "threads": torch.get_num_threads(),
+                    "rows": rows,
+                },
+                fh,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

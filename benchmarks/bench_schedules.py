@@ -60,12 +60,12 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import cpu_model, machine  # noqa: E402
+from _machine import cpu_model, machine
 
-from logzbench.api import estimate  # noqa: E402
-from logzbench.estimators import ais as ais_kernel  # noqa: E402
-from logzbench.kernels import bernoulli_from_logits  # noqa: E402
-from logzbench.utils import make_generator  # noqa: E402
+from logzbench.api import estimate
+from logzbench.estimators import ais as ais_kernel
+from logzbench.kernels import bernoulli_from_logits
+from logzbench.utils import make_generator
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEDULES = ("linear", "sigmoid", "sm14500", "adaptive", "moment-averaging")
@@ -112,8 +112,11 @@ class MomentAveragingPath:
 
     def params(self, beta: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         j, t = self._segment(beta)
-        return (torch.lerp(self.W[j], self.W[j + 1], t), torch.lerp(self.a[j], self.a[j + 1], t),
-                torch.lerp(self.b[j], self.b[j + 1], t))
+        return (
+            torch.lerp(self.W[j], self.W[j + 1], t),
+            torch.lerp(self.a[j], self.a[j + 1], t),
+            torch.lerp(self.b[j], self.b[j + 1], t),
+        )
 
     def _pre64(self, v: torch.Tensor, beta: float, cache: dict) -> torch.Tensor:
         """Hidden pre-activations at ``beta`` in float64, from the (cached) anchor products."""
@@ -190,8 +193,18 @@ def _start_states(rows, a0, n, generator):
     return v
 
 
-def target_moments(rbm, a0, generator, *, chains: int, how: str, start_rows=None, burn_in: int = 100,
-                   sweeps: int = 400, pilot_ess: float = 0.9):
+def target_moments(
+    rbm,
+    a0,
+    generator,
+    *,
+    chains: int,
+    how: str,
+    start_rows=None,
+    burn_in: int = 100,
+    sweeps: int = 400,
+    pilot_ess: float = 0.9,
+):
     """``E_1[s]`` of the model by sampling, and the chain-sweeps it took.
 
     ``how="data"``: ``chains`` Gibbs chains started at training rows, ``burn_in`` sweeps, then ``sweeps``
@@ -205,8 +218,11 @@ def target_moments(rbm, a0, generator, *, chains: int, how: str, start_rows=None
 
     W1, a1, b1 = rbm.W.float(), rbm.visible_bias.float(), rbm.hidden_bias.float()
     nv, nh = W1.shape
-    acc = [torch.zeros(nv, dtype=torch.float64), torch.zeros(nh, dtype=torch.float64),
-           torch.zeros(nv, nh, dtype=torch.float64)]
+    acc = [
+        torch.zeros(nv, dtype=torch.float64),
+        torch.zeros(nh, dtype=torch.float64),
+        torch.zeros(nv, nh, dtype=torch.float64),
+    ]
     if how == "data":
         v, w, cost = _start_states(start_rows, a0, chains, generator), None, 0
         for _ in range(burn_in):
@@ -230,10 +246,21 @@ def target_moments(rbm, a0, generator, *, chains: int, how: str, start_rows=None
     return [s / max(sweeps, 1) for s in acc], cost + sweeps * chains
 
 
-def fit_anchors(rbm, a0: torch.Tensor, n_anchors: int, generator: torch.Generator, *, chains: int = 100,
-                start_rows: torch.Tensor | None = None, target: str = "data", target_burn_in: int = 100,
-                target_sweeps: int = 200, fit_updates: int = 50, learning_rate: float = 0.05,
-                smooth: int = 2) -> tuple[MomentAveragingPath, dict]:
+def fit_anchors(
+    rbm,
+    a0: torch.Tensor,
+    n_anchors: int,
+    generator: torch.Generator,
+    *,
+    chains: int = 100,
+    start_rows: torch.Tensor | None = None,
+    target: str = "data",
+    target_burn_in: int = 100,
+    target_sweeps: int = 200,
+    fit_updates: int = 50,
+    learning_rate: float = 0.05,
+    smooth: int = 2,
+) -> tuple[MomentAveragingPath, dict]:
     """Fit the moment-averaging anchors of ``rbm`` (its ``W``, ``visible_bias``, ``hidden_bias``) from ``p_0``.
 
     1. ``E_1[s]`` by :func:`target_moments` (``target``: ``"data"`` or ``"pilot"``); ``E_0[s]`` is exact:
@@ -256,8 +283,16 @@ def fit_anchors(rbm, a0: torch.Tensor, n_anchors: int, generator: torch.Generato
     W1, a1, b1 = rbm.W.float(), rbm.visible_bias.float(), rbm.hidden_bias.float()
     nv, nh = W1.shape
     a0 = torch.as_tensor(a0, dtype=torch.float32)
-    mu1, sweeps = target_moments(rbm, a0, generator, chains=chains, how=target, start_rows=start_rows,
-                                 burn_in=target_burn_in, sweeps=target_sweeps)
+    mu1, sweeps = target_moments(
+        rbm,
+        a0,
+        generator,
+        chains=chains,
+        how=target,
+        start_rows=start_rows,
+        burn_in=target_burn_in,
+        sweeps=target_sweeps,
+    )
     m0 = torch.sigmoid(a0.double())
     mu0 = [m0, torch.full((nh,), 0.5, dtype=torch.float64), 0.5 * m0[:, None].expand(nv, nh)]
     thetas = [(torch.zeros(nv, nh), a0.clone(), torch.zeros(nh))]
@@ -272,8 +307,11 @@ def fit_anchors(rbm, a0: torch.Tensor, n_anchors: int, generator: torch.Generato
             W, a, b = theta
             v = _gibbs(v, W, a, b, generator)
             ev, eh, evh = _stats(v, W, b)
-            theta = [W + learning_rate * (mu[2] - evh.float()), a + learning_rate * (mu[0] - ev.float()),
-                     b + learning_rate * (mu[1] - eh.float())]
+            theta = [
+                W + learning_rate * (mu[2] - evh.float()),
+                a + learning_rate * (mu[0] - ev.float()),
+                b + learning_rate * (mu[1] - eh.float()),
+            ]
             if u >= fit_updates // 2:
                 avg, n_avg = [x + p for x, p in zip(avg, theta)], n_avg + 1
         thetas.append(tuple(x / n_avg for x in avg) if n_avg else tuple(theta))
@@ -281,10 +319,20 @@ def fit_anchors(rbm, a0: torch.Tensor, n_anchors: int, generator: torch.Generato
     thetas.append((W1.clone(), a1.clone(), b1.clone()))
     if smooth > 0 and L > 2:
         raw = thetas
-        thetas = [raw[0]] + [tuple(torch.stack([raw[i][k] for i in range(max(1, j - smooth), min(L - 1, j + smooth) + 1)]).mean(0)
-                                   for k in range(3)) for j in range(1, L)] + [raw[L]]
-    path = MomentAveragingPath([j / L for j in range(L + 1)], [t[0] for t in thetas], [t[1] for t in thetas],
-                               [t[2] for t in thetas], a0)
+        thetas = (
+            [raw[0]]
+            + [
+                tuple(
+                    torch.stack([raw[i][k] for i in range(max(1, j - smooth), min(L - 1, j + smooth) + 1)]).mean(0)
+                    for k in range(3)
+                )
+                for j in range(1, L)
+            ]
+            + [raw[L]]
+        )
+    path = MomentAveragingPath(
+        [j / L for j in range(L + 1)], [t[0] for t in thetas], [t[1] for t in thetas], [t[2] for t in thetas], a0
+    )
     return path, {"sweeps": int(sweeps), "seconds": time.perf_counter() - t0}
 
 
@@ -329,12 +377,12 @@ def hidden_modes(rbm, max_bits: int = 16) -> tuple[np.ndarray, np.ndarray] | Non
     nh = rbm.n_hidden
     if nh > max_bits:
         return None
-    H = torch.tensor((np.arange(2 ** nh)[:, None] >> np.arange(nh)) & 1, dtype=torch.float64)
+    H = torch.tensor((np.arange(2**nh)[:, None] >> np.arange(nh)) & 1, dtype=torch.float64)
     lf = rbm.log_unnormalized_hidden_marginal(H)
     p = torch.softmax(lf, 0)
-    nb = torch.arange(2 ** nh)[:, None] ^ (1 << torch.arange(nh))[None, :]
+    nb = torch.arange(2**nh)[:, None] ^ (1 << torch.arange(nh))[None, :]
     best = lf[nb].max(1)
-    ptr = torch.where(best.values > lf, nb[torch.arange(2 ** nh), best.indices], torch.arange(2 ** nh))
+    ptr = torch.where(best.values > lf, nb[torch.arange(2**nh), best.indices], torch.arange(2**nh))
     for _ in range(2 * nh + 2):
         ptr = ptr[ptr]
     roots, inv = torch.unique(ptr, return_inverse=True)
@@ -382,8 +430,17 @@ def _train_digits_dbm(cfg, workdir: Path):
     from logzbench.training import train_model
 
     train = load_rows(_prepared(cfg, "digits", workdir), "binary", "train", prepared=True)
-    model, _ = train_model(train, None, family="dbm", hidden_sizes=[8, 4], pretrain_epochs=2, n_epochs=3,
-                           exact_ll_max_units=0, eval_every=10 ** 6, seed=0)
+    model, _ = train_model(
+        train,
+        None,
+        family="dbm",
+        hidden_sizes=[8, 4],
+        pretrain_epochs=2,
+        n_epochs=3,
+        exact_ll_max_units=0,
+        eval_every=10**6,
+        seed=0,
+    )
     return model, np.asarray(train, dtype=np.uint8)
 
 
@@ -391,10 +448,27 @@ def _train_synthetic(n_visible: int, n_hidden: int, noises, epochs: int, seed: i
     from logzbench.training import train_model
 
     X = synthetic_prototypes(n_visible, noises, 2000, seed)
-    model, _ = train_model(X, None, family="rbm", n_hidden=n_hidden, method="pcd", k=1, learning_rate=0.1,
-                           lr_schedule="linear", batch_size=100, n_epochs=epochs, weight_decay=0.0,
-                           n_persistent_chains=100, init="normal", init_scale=0.01, initial_momentum=0.0,
-                           final_momentum=0.0, exact_ll_max_units=0, eval_every=10 ** 6, seed=seed)
+    model, _ = train_model(
+        X,
+        None,
+        family="rbm",
+        n_hidden=n_hidden,
+        method="pcd",
+        k=1,
+        learning_rate=0.1,
+        lr_schedule="linear",
+        batch_size=100,
+        n_epochs=epochs,
+        weight_decay=0.0,
+        n_persistent_chains=100,
+        init="normal",
+        init_scale=0.01,
+        initial_momentum=0.0,
+        final_momentum=0.0,
+        exact_ll_max_units=0,
+        eval_every=10**6,
+        seed=seed,
+    )
     return model, X
 
 
@@ -456,23 +530,58 @@ def _ais_run(bench: Bench, seed: int, K: int, threads: int, chains: int, variant
         if key not in ma_cache:
             geo = bench.geometric_path()
             rows = None if bench.train is None else torch.as_tensor(bench.train, dtype=torch.float32)
-            ma_cache[key] = fit_anchors(geo.rbm, geo.a0, key[1], ma_generator(seed), chains=chains,
-                                        start_rows=rows, **{k: variant[k] for k in _MA_KEYS})
+            ma_cache[key] = fit_anchors(
+                geo.rbm,
+                geo.a0,
+                key[1],
+                ma_generator(seed),
+                chains=chains,
+                start_rows=rows,
+                **{k: variant[k] for k in _MA_KEYS},
+            )
         path, cost = ma_cache[key]
         res = ais_kernel.ais(path, np.linspace(0.0, 1.0, K + 1), chains, make_generator(seed), n_bootstrap=1)
         total, extra = int(res.total_sweeps) + cost["sweeps"], {"fit_sweeps": cost["sweeps"]}
     else:
         kw = {k: variant[k] for k in ("target_ess", "sweeps_per_beta") if k in variant}
-        res = estimate(bench.model, "ais", K=None if variant["schedule"] == "sm14500" else K,
-                       schedule=variant["schedule"], chains=chains, init=bench.init, train_data=bench.train,
-                       seed=seed, threads=threads, n_bootstrap=1, **kw)
+        res = estimate(
+            bench.model,
+            "ais",
+            K=None if variant["schedule"] == "sm14500" else K,
+            schedule=variant["schedule"],
+            chains=chains,
+            init=bench.init,
+            train_data=bench.train,
+            seed=seed,
+            threads=threads,
+            n_bootstrap=1,
+            **kw,
+        )
         total, extra = int(res.total_sweeps), {k: res.extra[k] for k in ("pilot_sweeps", "pilot_K") if k in res.extra}
-    return {"seed": seed, "K": K, "log_z": float(res.log_z), "error": float(res.log_z) - bench.log_z,
-            "total_sweeps": total, "seconds": time.perf_counter() - t0, **extra}
+    return {
+        "seed": seed,
+        "K": K,
+        "log_z": float(res.log_z),
+        "error": float(res.log_z) - bench.log_z,
+        "total_sweeps": total,
+        "seconds": time.perf_counter() - t0,
+        **extra,
+    }
 
 
-def measure(bench: Bench, variant: dict, seeds, k_start: int, k_cap: int, tol: float, threads: int,
-            chains: int, ma_cache: dict, confirm_seeds=(), log=print) -> dict:
+def measure(
+    bench: Bench,
+    variant: dict,
+    seeds,
+    k_start: int,
+    k_cap: int,
+    tol: float,
+    threads: int,
+    chains: int,
+    ma_cache: dict,
+    confirm_seeds=(),
+    log=print,
+) -> dict:
     """Double ``K`` until the median |error| over ``seeds`` is below ``tol`` (or the cap); ``sm14500`` once.
 
     With ``confirm_seeds`` a ``K`` whose median is below ``tol`` counts only when the median over those
@@ -485,29 +594,48 @@ def measure(bench: Bench, variant: dict, seeds, k_start: int, k_cap: int, tol: f
     while True:
         runs = [_ais_run(bench, s, K, threads, chains, variant, ma_cache) for s in seeds]
         med = float(np.median([abs(r["error"]) for r in runs]))
-        lvl = {"K": K, "median_abs_error": med, "median_total_sweeps": float(np.median([r["total_sweeps"] for r in runs])),
-               "runs": runs, "confirm": None}
+        lvl = {
+            "K": K,
+            "median_abs_error": med,
+            "median_total_sweeps": float(np.median([r["total_sweeps"] for r in runs])),
+            "runs": runs,
+            "confirm": None,
+        }
         levels.append(lvl)
-        log(f"    {bench.name:16s} {variant['label']:28s} K={K:6d}  median |err| {med:7.4f}  "
-            f"sweeps {lvl['median_total_sweeps']:.3g}  ({sum(r['seconds'] for r in runs):.1f} s)", flush=True)
+        log(
+            f"    {bench.name:16s} {variant['label']:28s} K={K:6d}  median |err| {med:7.4f}  "
+            f"sweeps {lvl['median_total_sweeps']:.3g}  ({sum(r['seconds'] for r in runs):.1f} s)",
+            flush=True,
+        )
         ok = med < tol
         if ok and confirm_seeds and not fixed:
             cruns = [_ais_run(bench, s, K, threads, chains, variant, ma_cache) for s in confirm_seeds]
             cmed = float(np.median([abs(r["error"]) for r in cruns]))
             lvl["confirm"] = {"seeds": list(confirm_seeds), "median_abs_error": cmed, "runs": cruns}
             ok = cmed < tol
-            log(f"    {bench.name:16s} {variant['label']:28s} K={K:6d}  confirmation on seeds {confirm_seeds[0]}.."
-                f"{confirm_seeds[-1]}: median |err| {cmed:7.4f}{'' if ok else ' (not confirmed: K doubles)'}", flush=True)
+            log(
+                f"    {bench.name:16s} {variant['label']:28s} K={K:6d}  confirmation on seeds {confirm_seeds[0]}.."
+                f"{confirm_seeds[-1]}: median |err| {cmed:7.4f}{'' if ok else ' (not confirmed: K doubles)'}",
+                flush=True,
+            )
         if fixed or ok or 2 * K > k_cap:
             break
         K *= 2
     last = levels[-1]
-    return {"model": bench.name, "schedule": variant["schedule"], "variant": variant["label"],
-            "settings": {k: v for k, v in variant.items() if k not in ("label",)},
-            "K": last["K"], "reached": ok, "capped": not ok,
-            "total_sweeps": last["median_total_sweeps"], "median_abs_error": last["median_abs_error"],
-            "confirm_median_abs_error": None if last["confirm"] is None else last["confirm"]["median_abs_error"],
-            "seconds": time.perf_counter() - t0, "levels": levels}
+    return {
+        "model": bench.name,
+        "schedule": variant["schedule"],
+        "variant": variant["label"],
+        "settings": {k: v for k, v in variant.items() if k not in ("label",)},
+        "K": last["K"],
+        "reached": ok,
+        "capped": not ok,
+        "total_sweeps": last["median_total_sweeps"],
+        "median_abs_error": last["median_abs_error"],
+        "confirm_median_abs_error": None if last["confirm"] is None else last["confirm"]["median_abs_error"],
+        "seconds": time.perf_counter() - t0,
+        "levels": levels,
+    }
 
 
 def variants(args) -> list[dict]:
@@ -518,14 +646,29 @@ def variants(args) -> list[dict]:
         elif name == "adaptive":
             for spb in args.sweeps_per_beta:
                 for te in args.target_ess:
-                    out.append({"schedule": "adaptive", "label": f"adaptive ess={te:g} spb={spb}", "target_ess": te,
-                                "sweeps_per_beta": spb})
+                    out.append(
+                        {
+                            "schedule": "adaptive",
+                            "label": f"adaptive ess={te:g} spb={spb}",
+                            "target_ess": te,
+                            "sweeps_per_beta": spb,
+                        }
+                    )
         elif name == "moment-averaging":
             for L in args.ma_anchors:
-                out.append({"schedule": "moment-averaging", "label": f"moment-averaging L={L}", "anchors": L,
-                            "target": args.ma_target, "target_burn_in": args.ma_target_burn_in,
-                            "target_sweeps": args.ma_target_sweeps, "fit_updates": args.ma_fit_updates,
-                            "learning_rate": args.ma_lr, "smooth": args.ma_smooth})
+                out.append(
+                    {
+                        "schedule": "moment-averaging",
+                        "label": f"moment-averaging L={L}",
+                        "anchors": L,
+                        "target": args.ma_target,
+                        "target_burn_in": args.ma_target_burn_in,
+                        "target_sweeps": args.ma_target_sweeps,
+                        "fit_updates": args.ma_fit_updates,
+                        "learning_rate": args.ma_lr,
+                        "smooth": args.ma_smooth,
+                    }
+                )
     return out
 
 
@@ -557,8 +700,10 @@ def _ratio(r: dict, lin: dict | None) -> str:
 
 def table(results: list[dict], tol: float) -> tuple[str, list[dict]]:
     """The main table (one row per model and schedule, adaptive / MA: the best variant) as text."""
-    lines = [f"{'model':16s} {'schedule':18s} {'best variant':28s} {'K reached':>13s} {'total sweeps':>13s} "
-             f"{'ratio to linear':>17s} {'median |err|':>12s} {'confirm':>8s}"]
+    lines = [
+        f"{'model':16s} {'schedule':18s} {'best variant':28s} {'K reached':>13s} {'total sweeps':>13s} "
+        f"{'ratio to linear':>17s} {'median |err|':>12s} {'confirm':>8s}"
+    ]
     rows = []
     for model in dict.fromkeys(r["model"] for r in results):
         mine = [r for r in results if r["model"] == model]
@@ -571,9 +716,11 @@ def table(results: list[dict], tol: float) -> tuple[str, list[dict]]:
             rows.append(r)
             k = f"{r['K']}" + (" (fixed)" if sched == "sm14500" else (" (cap)" if r["capped"] else ""))
             c = r.get("confirm_median_abs_error")
-            lines.append(f"{model:16s} {sched:18s} {r['variant'] if len(group) > 1 else '':28s} {k:>13s} "
-                         f"{_fmt_sweeps(r):>13s} {_ratio(r, lin):>17s} {r['median_abs_error']:12.4f} "
-                         f"{'' if c is None else f'{c:.4f}':>8s}")
+            lines.append(
+                f"{model:16s} {sched:18s} {r['variant'] if len(group) > 1 else '':28s} {k:>13s} "
+                f"{_fmt_sweeps(r):>13s} {_ratio(r, lin):>17s} {r['median_abs_error']:12.4f} "
+                f"{'' if c is None else f'{c:.4f}':>8s}"
+            )
     return "\n".join(lines), rows
 
 
@@ -589,22 +736,44 @@ def main(argv=None) -> dict:
     p.add_argument("--schedules", default=",".join(SCHEDULES), help=f"comma-separated subset of {SCHEDULES}")
     p.add_argument("--target-ess", default="0.9,0.99", help="adaptive: conditional ESS targets tried")
     p.add_argument("--sweeps-per-beta", default="1,2", help="adaptive: sweeps per temperature tried")
-    p.add_argument("--ma-anchors", default=None, help="moment averaging: anchor intervals L (fitted RBMs at j / L; "
-                   "comma-separated values are each tried; default 32; --quick 8); K < L uses K anchors")
+    p.add_argument(
+        "--ma-anchors",
+        default=None,
+        help="moment averaging: anchor intervals L (fitted RBMs at j / L; "
+        "comma-separated values are each tried; default 32; --quick 8); K < L uses K anchors",
+    )
     p.add_argument("--ma-fit-updates", type=int, default=50, help="moment-matching steps (Gibbs sweeps) per anchor")
     p.add_argument("--ma-lr", type=float, default=0.05, help="moment-matching step size")
-    p.add_argument("--ma-smooth", type=int, default=2, help="average each fitted anchor with this many neighbours "
-                   "on each side (0: none)")
-    p.add_argument("--ma-target", default="data", choices=["data", "pilot"], help="the model's moments from Gibbs "
-                   "chains started at training rows, or from an adaptive SMC pilot's weighted particles")
+    p.add_argument(
+        "--ma-smooth",
+        type=int,
+        default=2,
+        help="average each fitted anchor with this many neighbours on each side (0: none)",
+    )
+    p.add_argument(
+        "--ma-target",
+        default="data",
+        choices=["data", "pilot"],
+        help="the model's moments from Gibbs "
+        "chains started at training rows, or from an adaptive SMC pilot's weighted particles",
+    )
     p.add_argument("--ma-target-burn-in", type=int, default=100, help="sweeps before averaging the model's moments")
     p.add_argument("--ma-target-sweeps", type=int, default=200, help="sweeps averaged for the model's moments")
-    p.add_argument("--model", action="append", help=f"built-in model(s) to run (default: {', '.join(FULL_MODELS)}; "
-                   f"--quick: {', '.join(QUICK_MODELS)})")
-    p.add_argument("--models", nargs="+", metavar="NPZ", help="model files to evaluate instead (exact log Z by enumeration)")
+    p.add_argument(
+        "--model",
+        action="append",
+        help=f"built-in model(s) to run (default: {', '.join(FULL_MODELS)}; --quick: {', '.join(QUICK_MODELS)})",
+    )
+    p.add_argument(
+        "--models", nargs="+", metavar="NPZ", help="model files to evaluate instead (exact log Z by enumeration)"
+    )
     p.add_argument("--workdir", help="where prepared data sets go (default: a temporary directory)")
-    p.add_argument("--no-confirm", action="store_true", help="accept the first K whose median is below the "
-                   "tolerance without confirming it on as many fresh seeds (1000, 1001, ...)")
+    p.add_argument(
+        "--no-confirm",
+        action="store_true",
+        help="accept the first K whose median is below the "
+        "tolerance without confirming it on as many fresh seeds (1000, 1001, ...)",
+    )
     p.add_argument("--json", help="also write every run here")
     args = p.parse_args(argv)
     seeds = list(range(args.seeds if args.seeds is not None else (2 if args.quick else 5)))
@@ -627,11 +796,13 @@ def main(argv=None) -> dict:
 def _run(args, seeds, k_cap: int) -> dict:
     started = time.perf_counter()
     now = datetime.datetime.now().astimezone()
-    header = [f"# bench_schedules  {now.isoformat(timespec='seconds')}",
-              f"# machine: {machine(' | ')} | Python {platform.python_version()} | torch {torch.__version__}",
-              f"# torch threads: {torch.get_num_threads()}",
-              f"# AIS chains {args.chains}, seeds {seeds}, K doubled from {args.k_start} to at most {k_cap}, "
-              f"target median |log Z_hat - log Z| < {args.tol} nat; sm14500 fixed at K = {SM14500_K}"]
+    header = [
+        f"# bench_schedules  {now.isoformat(timespec='seconds')}",
+        f"# machine: {machine(' | ')} | Python {platform.python_version()} | torch {torch.__version__}",
+        f"# torch threads: {torch.get_num_threads()}",
+        f"# AIS chains {args.chains}, seeds {seeds}, K doubled from {args.k_start} to at most {k_cap}, "
+        f"target median |log Z_hat - log Z| < {args.tol} nat; sm14500 fixed at K = {SM14500_K}",
+    ]
     print("\n".join(header), flush=True)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -645,8 +816,16 @@ def _run(args, seeds, k_cap: int) -> dict:
     for b in benches:
         m = b.model
         sizes = getattr(m, "layer_sizes", None) or (m.n_visible, m.n_hidden)
-        info = {"model": b.name, "family": m.family, "sizes": list(sizes), "exact_log_z": b.log_z, "init": b.init,
-                "note": b.note, "train_seconds": round(b.train_seconds, 2), "exact_seconds": round(b.exact_seconds, 2)}
+        info = {
+            "model": b.name,
+            "family": m.family,
+            "sizes": list(sizes),
+            "exact_log_z": b.log_z,
+            "init": b.init,
+            "note": b.note,
+            "train_seconds": round(b.train_seconds, 2),
+            "exact_seconds": round(b.exact_seconds, 2),
+        }
         rbm = m if m.family == "rbm" else None
         modes = hidden_modes(rbm) if rbm is not None else None
         if modes is not None:
@@ -654,22 +833,43 @@ def _run(args, seeds, k_cap: int) -> dict:
             keep = mass > 0.01
             info.update(modes_mass=[round(float(x), 3) for x in mass[keep]], modes_hamming=[int(x) for x in ham[keep]])
         models_info.append(info)
-        print(f"# model {b.name}: {m.family} {'-'.join(map(str, sizes))}, exact log Z {b.log_z:.4f}, init {b.init}; "
-              f"{b.note}; trained in {b.train_seconds:.1f} s, exact in {b.exact_seconds:.1f} s"
-              + (f"; p(h) basins >1 %: masses {info['modes_mass']}, Hamming from the heaviest {info['modes_hamming']}"
-                 if "modes_mass" in info else ""), flush=True)
+        print(
+            f"# model {b.name}: {m.family} {'-'.join(map(str, sizes))}, exact log Z {b.log_z:.4f}, init {b.init}; "
+            f"{b.note}; trained in {b.train_seconds:.1f} s, exact in {b.exact_seconds:.1f} s"
+            + (
+                f"; p(h) basins >1 %: masses {info['modes_mass']}, Hamming from the heaviest {info['modes_hamming']}"
+                if "modes_mass" in info
+                else ""
+            ),
+            flush=True,
+        )
 
     results = []
     for b in benches:
         ma_cache: dict = {}
         for v in variants(args):
-            results.append(measure(b, v, seeds, args.k_start, k_cap, args.tol, args.threads, args.chains, ma_cache,
-                                   confirm_seeds=() if args.no_confirm else [1000 + s for s in seeds]))
+            results.append(
+                measure(
+                    b,
+                    v,
+                    seeds,
+                    args.k_start,
+                    k_cap,
+                    args.tol,
+                    args.threads,
+                    args.chains,
+                    ma_cache,
+                    confirm_seeds=() if args.no_confirm else [1000 + s for s in seeds],
+                )
+            )
     text, rows = table(results, args.tol)
     print("\nEvery variant tried (K reached, median total sweeps, median |err|, seconds of benchmark time):")
     for r in results:
-        print(f"  {r['model']:16s} {r['variant']:28s} K={r['K']:6d}{' cap' if r['capped'] and r['schedule'] != 'sm14500' else '    '}"
-              f"  sweeps {_fmt_sweeps(r):>10s}  |err| {r['median_abs_error']:.4f}  {r['seconds']:.1f} s")
+        print(
+            f"  {r['model']:16s} {r['variant']:28s} K={r['K']:6d}"
+            f"{' cap' if r['capped'] and r['schedule'] != 'sm14500' else '    '}"
+            f"  sweeps {_fmt_sweeps(r):>10s}  |err| {r['median_abs_error']:.4f}  {r['seconds']:.1f} s"
+        )
     print(f"\n{text}")
     # the hardest model: the one whose linear schedule needs the most sweeps
     summary = {}
@@ -685,15 +885,30 @@ def _run(args, seeds, k_cap: int) -> dict:
                 fewer = hard["total_sweeps"] / r["total_sweeps"]
                 summary[f"{label}_fewer_sweeps_than_linear"] = fewer
                 how = f"{fewer:.2f}x fewer" if fewer >= 1 else f"{1 / fewer:.2f}x more"
-                line += (f"; {label} ({r['variant']}) needs {_ratio(r, hard)} of linear's sweeps "
-                         f"({'at least ' if hard['capped'] and not r['capped'] else ''}{how})")
+                line += (
+                    f"; {label} ({r['variant']}) needs {_ratio(r, hard)} of linear's sweeps "
+                    f"({'at least ' if hard['capped'] and not r['capped'] else ''}{how})"
+                )
         print(line + "; the issue's target for adaptive: at least 3x fewer")
     wall = time.perf_counter() - started
     print(f"\ntotal wall time {wall:.0f} s")
-    out = {"date": now.isoformat(), "machine": machine(), "cpu": cpu_model(), "threads": torch.get_num_threads(),
-           "torch": torch.__version__, "seeds": seeds, "k_start": args.k_start, "k_cap": k_cap, "tol": args.tol,
-           "chains": args.chains, "models": models_info, "results": results, "table": rows, "summary": summary,
-           "wall_seconds": wall}
+    out = {
+        "date": now.isoformat(),
+        "machine": machine(),
+        "cpu": cpu_model(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "seeds": seeds,
+        "k_start": args.k_start,
+        "k_cap": k_cap,
+        "tol": args.tol,
+        "chains": args.chains,
+        "models": models_info,
+        "results": results,
+        "table": rows,
+        "summary": summary,
+        "wall_seconds": wall,
+    }
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(out, fh, indent=1, default=float)

@@ -35,9 +35,27 @@ import numpy as np
 import pandas as pd
 
 #: keys whose values legitimately differ between two runs (timing, provenance, run ids, paths)
-VOLATILE = {"seconds", "sweeps_per_second", "code_version", "mlflow_run_id", "arrays", "source", "mean_seconds",
-            "run_id", "mlflow_runs_tagged", "files", "plots", "trial_plots", "total_seconds", "wall_seconds",
-            "log_f_seconds", "pilot_seconds", "started_at", "finished_at", "logzbench.logged"}
+VOLATILE = {
+    "seconds",
+    "sweeps_per_second",
+    "code_version",
+    "mlflow_run_id",
+    "arrays",
+    "source",
+    "mean_seconds",
+    "run_id",
+    "mlflow_runs_tagged",
+    "files",
+    "plots",
+    "trial_plots",
+    "total_seconds",
+    "wall_seconds",
+    "log_f_seconds",
+    "pilot_seconds",
+    "started_at",
+    "finished_at",
+    "logzbench.logged",
+}
 
 
 def _same(a: Any, b: Any) -> bool:

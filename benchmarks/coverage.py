@@ -25,23 +25,38 @@ import time
 
 import numpy as np
 import torch
-
 from _machine import cpu_model
+
 from logzbench import report
 from logzbench.api import estimate
 from logzbench.models import BinaryRBM
 
 
 def _records(model_name, method, K, init, results):
-    return [{"key": f"estimate/{model_name}/{method}/K{K}/{init}/seed{s}", "model": model_name,
-             "dataset": "synthetic", "estimator": method, "method": method, "K": K, "init": init, "seed": s,
-             "result": r.to_dict()} for s, r in results]
+    return [
+        {
+            "key": f"estimate/{model_name}/{method}/K{K}/{init}/seed{s}",
+            "model": model_name,
+            "dataset": "synthetic",
+            "estimator": method,
+            "method": method,
+            "K": K,
+            "init": init,
+            "seed": s,
+            "result": r.to_dict(),
+        }
+        for s, r in results
+    ]
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=["rbm", "poe-laplace", "poe-student-t"], default="rbm",
-                    help="an RBM (exact by enumeration) or a complete product of experts (closed form)")
+    ap.add_argument(
+        "--model",
+        choices=["rbm", "poe-laplace", "poe-student-t"],
+        default="rbm",
+        help="an RBM (exact by enumeration) or a complete product of experts (closed form)",
+    )
     ap.add_argument("--dim", type=int, default=16, help="PoE: dimensions = experts")
     ap.add_argument("--cond", type=float, default=10.0, help="PoE: condition number of the filter matrix")
     ap.add_argument("--n-visible", type=int, default=40)
@@ -79,8 +94,9 @@ def main(argv=None) -> int:
     exact = float(model.exact_log_z())
 
     t0 = time.perf_counter()
-    results = [(s, estimate(model, args.method, steps=args.K, chains=args.chains, seed=s, **opts))
-               for s in range(args.seeds)]
+    results = [
+        (s, estimate(model, args.method, steps=args.K, chains=args.chains, seed=s, **opts)) for s in range(args.seeds)
+    ]
     seconds = time.perf_counter() - t0
     lz = [r.log_z for _, r in results]
     se = [r.log_z_stderr for _, r in results]
@@ -91,10 +107,12 @@ def main(argv=None) -> int:
     _, summary = report.apply_flags(per_run, report.summarize(per_run))
     row = summary.iloc[0]
     out = {
-        "date": time.strftime("%Y-%m-%d"), "machine": cpu_model(), "threads": args.threads,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": cpu_model(),
+        "threads": args.threads,
         "model": name,
         "estimator": f"{args.method}{f', init {init}' if init else ''}, K {args.K}, {args.chains} chains, "
-                     f"{args.seeds} seeds",
+        f"{args.seeds} seeds",
         "exact_log_z": exact,
         "mean_log_z_minus_exact": statistics.fmean(lz) - exact,
         "sd_over_seeds": statistics.stdev(lz),

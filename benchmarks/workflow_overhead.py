@@ -85,9 +85,24 @@ def job_seconds(workdir: Path, suffix: str = ".tsv", column: str = "s") -> dict[
 def run_workflow(configfile: str, cores: int, directory: Path, extra: list[str]) -> float:
     env = dict(os.environ)
     env.setdefault("LOGZBENCH_DATA_MIRROR", str((REPO.parent / "shared" / "data").resolve()))
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(directory),
-           "--cores", str(cores), "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"),
-           "--configfile", str(Path(configfile).resolve()), "--quiet", "progress", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(directory),
+        "--cores",
+        str(cores),
+        "--workflow-profile",
+        str(REPO / "workflow" / "profiles" / "default"),
+        "--configfile",
+        str(Path(configfile).resolve()),
+        "--quiet",
+        "progress",
+        *extra,
+    ]
     print("$", " ".join(cmd), flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, cwd=directory)
@@ -112,7 +127,9 @@ def main(argv=None) -> dict:
             p.error("--results needs --wall")
         workdir, wall = Path(args.results), args.wall
     else:
-        workdir = Path(args.directory) if args.directory else Path(tmp := tempfile.mkdtemp(prefix="logzbench-overhead-"))
+        workdir = (
+            Path(args.directory) if args.directory else Path(tmp := tempfile.mkdtemp(prefix="logzbench-overhead-"))
+        )
         workdir.mkdir(parents=True, exist_ok=True)
         wall = run_workflow(args.configfile, args.cores, workdir, args.extra)
     comp = compute_seconds(workdir)
@@ -120,17 +137,25 @@ def main(argv=None) -> dict:
     total = sum(comp.values())
     ratio = wall / (total / args.cores) if total > 0 else float("inf")
     out = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "machine": machine(), "cores": args.cores,
-        "config": args.configfile if not args.results else None, "wall_seconds": wall,
-        "compute_seconds": comp, "compute_total": total, "ratio": ratio,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": machine(),
+        "cores": args.cores,
+        "config": args.configfile if not args.results else None,
+        "wall_seconds": wall,
+        "compute_seconds": comp,
+        "compute_total": total,
+        "ratio": ratio,
         "jobs": {k: {"n": n, "seconds": s} for k, (n, s) in jobs.items()},
         "job_seconds_total": sum(s for _, s in jobs.values()),
         "job_cpu_seconds": {k: s for k, (_, s) in job_seconds(workdir, ".job.tsv", "cpu_time").items()},
     }
     print(f"date {out['date']}; {out['machine']}; --cores {args.cores}")
     print(f"wall time {wall:.1f} s")
-    print("compute reported by the records: " + ", ".join(f"{k} {v:.1f} s" for k, v in comp.items())
-          + f"; total {total:.1f} s")
+    print(
+        "compute reported by the records: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in comp.items())
+        + f"; total {total:.1f} s"
+    )
     print(f"jobs: {sum(n for n, _ in jobs.values())}, summed job wall time {out['job_seconds_total']:.1f} s")
     for k, (n, s) in sorted(jobs.items(), key=lambda kv: -kv[1][1]):
         print(f"  {k:<18} {n:>5} jobs {s:>9.1f} s")

@@ -2,7 +2,6 @@ import itertools
 from pathlib import Path
 
 import numpy as np
-
 import pytest
 import torch
 
@@ -22,8 +21,9 @@ def write_tiny_inputs(root: Path) -> None:
     save_model(BinaryRBM.random(6, 3, generator=torch.Generator().manual_seed(0)), root / "model.npz")
     rows = np.random.default_rng(0).integers(0, 2, (8, 6)).astype(np.uint8)
     np.save(root / "rows.npy", rows)
-    np.savez_compressed(root / "data.npz", train=rows, test=rows[:4],
-                        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})))
+    np.savez_compressed(
+        root / "data.npz", train=rows, test=rows[:4], meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6}))
+    )
 
 
 def all_states(n: int) -> torch.Tensor:
@@ -61,8 +61,6 @@ def brute_log_z(rbm: BinaryRBM) -> float:
     W = rbm.W.double()
     E = (v @ rbm.visible_bias.double())[:, None] + (h @ rbm.hidden_bias.double())[None, :] + v @ W @ h.T
     return float(torch.logsumexp(E.reshape(-1), 0))
-
-
 
 
 @pytest.fixture
@@ -113,7 +111,6 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-
 OTHER_UID = 65534  # "nobody": the second local user of the security tests
 
 
@@ -158,7 +155,7 @@ class OtherUser:
             status = result if isinstance(result, int) else 0
         except SystemExit as exc:
             status = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:  # noqa: BLE001 - reported through the output
+        except BaseException:
             traceback.print_exc()
         finally:
             try:

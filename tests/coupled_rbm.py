@@ -22,8 +22,9 @@ def _hidden_states(nh: int) -> np.ndarray:
     return ((np.arange(2**nh)[:, None] >> np.arange(nh)) & 1).astype(np.float64)
 
 
-def build(a: float = 3.0, sizes=SIZES, masses=(1 / 3, 1 / 3, 1 / 3), n_visible: int = 40, margin: float = 4.0,
-          seed: int = 0) -> tuple[BinaryRBM, np.ndarray]:
+def build(
+    a: float = 3.0, sizes=SIZES, masses=(1 / 3, 1 / 3, 1 / 3), n_visible: int = 40, margin: float = 4.0, seed: int = 0
+) -> tuple[BinaryRBM, np.ndarray]:
     """``(rbm, mode masses)``: the model and the exact mass of each group's mode."""
     rng = np.random.default_rng(seed)
     proto = rng.integers(0, 2, size=(len(sizes), n_visible))
@@ -35,8 +36,11 @@ def build(a: float = 3.0, sizes=SIZES, masses=(1 / 3, 1 / 3, 1 / 3), n_visible: 
     onehot = np.eye(len(sizes))[gid]
     size = np.asarray(sizes, dtype=np.float64)
     for _ in range(60):
-        rbm = BinaryRBM(torch.tensor(W, dtype=torch.float32), torch.tensor(b, dtype=torch.float32),
-                        torch.tensor(c, dtype=torch.float32))
+        rbm = BinaryRBM(
+            torch.tensor(W, dtype=torch.float32),
+            torch.tensor(b, dtype=torch.float32),
+            torch.tensor(c, dtype=torch.float32),
+        )
         m = mode_masses(rbm, sizes, H, onehot)
         c = c + 0.8 * ((np.log(masses) - np.log(m + 1e-300)) / size)[gid]
     return rbm, mode_masses(rbm, sizes, H, onehot)

@@ -27,8 +27,11 @@ def find_bin_dir() -> Path | None:
     """Directory of ``initdb`` and ``pg_ctl``: ``$LOGZBENCH_PG_BIN``, the newest
     ``/usr/lib/postgresql/<version>/bin``, else the ``PATH``'s."""
     candidates = [os.environ.get("LOGZBENCH_PG_BIN")]
-    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name)
-                      if Path(p).parent.name.isdigit() else 0, reverse=True)
+    versions = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(Path(p).parent.name) if Path(p).parent.name.isdigit() else 0,
+        reverse=True,
+    )
     candidates += versions
     which = shutil.which("pg_ctl")
     candidates.append(str(Path(which).parent) if which else None)
@@ -48,8 +51,10 @@ def _unprivileged_user() -> pwd.struct_passwd | None:
 def unavailable_reason() -> str | None:
     """Why no throwaway cluster can be started here, else ``None``."""
     if find_bin_dir() is None:
-        return ("PostgreSQL binaries (initdb, pg_ctl) not found under /usr/lib/postgresql/*/bin, $LOGZBENCH_PG_BIN "
-                "or PATH: install postgresql-15 (Debian: apt-get install postgresql-15)")
+        return (
+            "PostgreSQL binaries (initdb, pg_ctl) not found under /usr/lib/postgresql/*/bin, $LOGZBENCH_PG_BIN "
+            "or PATH: install postgresql-15 (Debian: apt-get install postgresql-15)"
+        )
     if os.geteuid() == 0 and _unprivileged_user() is None:
         return "running as root and no 'postgres' or 'nobody' user to run PostgreSQL as (it refuses root)"
     return None
@@ -79,19 +84,33 @@ class PostgresCluster:
         kw = {}
         if as_owner and self.user is not None:
             kw = dict(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
-        proc = subprocess.run([str(self.bin / tool), *args], capture_output=True, text=True, timeout=120,
-                              cwd=self.dir, **kw)
+        proc = subprocess.run(
+            [str(self.bin / tool), *args], capture_output=True, text=True, timeout=120, cwd=self.dir, **kw
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{tool} {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc
 
     def start(self) -> "PostgresCluster":
         self._run("initdb", "-D", str(self.data), "-U", PG_USER, "--auth=trust", "-E", "UTF8", "--no-sync")
-        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-                f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        opts = (
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
+            f"-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+        )
         try:
-            self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.dir / "postgres.log"), "-w",
-                      "-t", "60", "start")
+            self._run(
+                "pg_ctl",
+                "-D",
+                str(self.data),
+                "-o",
+                opts,
+                "-l",
+                str(self.dir / "postgres.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+            )
         except RuntimeError as exc:
             log = self.dir / "postgres.log"
             raise RuntimeError(f"{exc}\n{log.read_text() if log.is_file() else ''}") from None

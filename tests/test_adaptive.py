@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import assert_refused, model_samples, random_rbm
 
 from logzbench.api import estimate
 from logzbench.cli import main
@@ -18,8 +19,6 @@ from logzbench.models import DBM, save_model
 from logzbench.models.poe import ProductOfExperts
 from logzbench.options import EstimateOptions
 from logzbench.schedules import resample
-
-from conftest import assert_refused, model_samples, random_rbm
 
 
 def test_conditional_ess_is_one_for_constant_increments_and_matches_its_formula():
@@ -133,12 +132,15 @@ def test_resample_keeps_the_shape():
     np.testing.assert_allclose(r[::10], b)
 
 
-@pytest.mark.parametrize("kw, words", [
-    (dict(schedule="adaptive", pilot_chains=1), "pilot_chains >= 2"),
-    (dict(target_ess=1.0), "target_ess must be in (0, 1)"),
-    (dict(target_ess=0), "target_ess must be in (0, 1)"),
-    (dict(sweeps_per_beta=0), "sweeps_per_beta must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(schedule="adaptive", pilot_chains=1), "pilot_chains >= 2"),
+        (dict(target_ess=1.0), "target_ess must be in (0, 1)"),
+        (dict(target_ess=0), "target_ess must be in (0, 1)"),
+        (dict(sweeps_per_beta=0), "sweeps_per_beta must be >= 1"),
+    ],
+)
 def test_bad_settings_are_refused(kw, words):
     with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
         EstimateOptions(**kw)
@@ -147,5 +149,10 @@ def test_bad_settings_are_refused(kw, words):
 def test_cli_refuses_adaptive_with_one_pilot_chain(tmp_path, capsys):
     path = tmp_path / "rbm.npz"
     save_model(random_rbm(8, 4, seed=0), path)
-    assert_refused(main, ["estimate", str(path), "--estimator", "ais", "--schedule", "adaptive", "--pilot-chains", "1"],
-                   ["pilot_chains >= 2"], tmp_path, capsys)
+    assert_refused(
+        main,
+        ["estimate", str(path), "--estimator", "ais", "--schedule", "adaptive", "--pilot-chains", "1"],
+        ["pilot_chains >= 2"],
+        tmp_path,
+        capsys,
+    )

@@ -73,11 +73,11 @@ def test_weighted_discriminance_corrects_a_mismatched_population():
     s0 = 1.5
 
     def ell(x):  # log f - log p_0 with p_0 = N(0, s0^2)
-        return -x**2 / 2 + x**2 / (2 * s0**2) + np.log(s0 * np.sqrt(2 * np.pi))
+        return -(x**2) / 2 + x**2 / (2 * s0**2) + np.log(s0 * np.sqrt(2 * np.pi))
 
     x0 = rng.normal(0.0, s0, 4000)
     x1 = rng.normal(0.7, 1.0, 4000)  # not the target: q = N(0.7, 1)
-    log_w1 = -x1**2 / 2 + (x1 - 0.7) ** 2 / 2  # log p(x) - log q(x)
+    log_w1 = -(x1**2) / 2 + (x1 - 0.7) ** 2 / 2  # log p(x) - log q(x)
     fit = discriminance(ell(x0), ell(x1), None, log_w1)
     assert abs(fit.log_z - log_z) < 4 * fit.stderr
     biased = discriminance(ell(x0), ell(x1))  # without the weights the shift biases the estimate

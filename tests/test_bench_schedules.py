@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from conftest import brute_log_z, random_rbm
+
 from logzbench.estimators import ais
 from logzbench.utils import make_generator
 
@@ -26,8 +26,9 @@ def bench():
 
 def _ma_path(bench, rbm, L=4, seed=0):
     a0 = torch.zeros(rbm.n_visible)
-    return bench.fit_anchors(rbm, a0, L, bench.ma_generator(seed), chains=50, target_burn_in=20, target_sweeps=20,
-                             fit_updates=10)
+    return bench.fit_anchors(
+        rbm, a0, L, bench.ma_generator(seed), chains=50, target_burn_in=20, target_sweeps=20, fit_updates=10
+    )
 
 
 def test_ma_path_endpoints_and_fused_step(bench):

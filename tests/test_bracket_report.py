@@ -14,9 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from logzbench import registry
-from logzbench.pipeline import sweep
 from logzbench.estimators.result import EstimateResult
+from logzbench.pipeline import sweep
 from logzbench.report import BRACKET_COLUMNS, build_report, make_table_bracket
 from logzbench.report.records import find_records
 
@@ -29,10 +28,21 @@ EXACT_LOG_Z, EXACT_LL = 10.0, -20.0
 # --------------------------------------------------------------------------- synthetic workflow records
 def _settings(model, estimator, method, *, family="rbm", K=None, init=None, seed=None, **more):
     hidden = [8]
-    return {"model": model, "dataset": "digits" if family == "rbm" else "vh-4", "estimator": estimator,
-            "method": method, "K": K, "init": init, "seed": seed, "device": "cpu",
-            "n_visible": 64 if family == "rbm" else 4, "family": family, "hidden_sizes": hidden,
-            "n_hidden": 8 if family == "rbm" else None, **more}
+    return {
+        "model": model,
+        "dataset": "digits" if family == "rbm" else "vh-4",
+        "estimator": estimator,
+        "method": method,
+        "K": K,
+        "init": init,
+        "seed": seed,
+        "device": "cpu",
+        "n_visible": 64 if family == "rbm" else 4,
+        "family": family,
+        "hidden_sizes": hidden,
+        "n_hidden": 8 if family == "rbm" else None,
+        **more,
+    }
 
 
 def _write(root: Path, settings: dict, res: EstimateResult, stem: str) -> Path:
@@ -41,11 +51,19 @@ def _write(root: Path, settings: dict, res: EstimateResult, stem: str) -> Path:
 
     d = root / "results" / "estimates" / settings["model"] / settings["estimator"]
     d.mkdir(parents=True, exist_ok=True)
-    key = estimate_key(settings["model"], settings["estimator"], settings.get("K"), settings.get("init"),
-                       settings.get("seed"))
-    record = {"key": key, **settings, "code_version": "test", "arrays": str(d / f"{stem}.npz"),
-              "sweep_stems": [stem], "result": res.to_dict(), "started_at": "2026-11-25T10:00:00+00:00",
-              "finished_at": "2026-11-25T10:00:05+00:00"}
+    key = estimate_key(
+        settings["model"], settings["estimator"], settings.get("K"), settings.get("init"), settings.get("seed")
+    )
+    record = {
+        "key": key,
+        **settings,
+        "code_version": "test",
+        "arrays": str(d / f"{stem}.npz"),
+        "sweep_stems": [stem],
+        "result": res.to_dict(),
+        "started_at": "2026-11-25T10:00:00+00:00",
+        "finished_at": "2026-11-25T10:00:05+00:00",
+    }
     np.savez(d / f"{stem}.npz", **(res.arrays() or {"log_weights": np.zeros(0)}))
     (d / f"{stem}.json").write_text(json.dumps(record))
     return d / f"{stem}.json"
@@ -55,10 +73,16 @@ def _end(prefix, value, stderr, estimator, of, words, n=1, confidence=0.95):
     """One end of a bracket as the estimators record it (``logzbench.estimators.bracket``): a guaranteed end
     (``of`` given) with its Markov slack ``log(1 / (1 - confidence)) / n``, an approximate one without."""
     slack = math.log(1.0 / (1.0 - confidence)) / n if of else None
-    return {prefix: value, f"{prefix}_estimate": value - (-0.1 if prefix.endswith("lower") else 0.1),
-            f"{prefix}_stderr": stderr, f"{prefix}_estimator": estimator, f"{prefix}_guaranteed": of is not None,
-            f"{prefix}_of": of, f"{prefix}_slack": slack,
-            f"{prefix}_guarantee": words + (f" (slack {slack:.3g} nats at confidence {confidence:g})" if of else "")}
+    return {
+        prefix: value,
+        f"{prefix}_estimate": value - (-0.1 if prefix.endswith("lower") else 0.1),
+        f"{prefix}_stderr": stderr,
+        f"{prefix}_estimator": estimator,
+        f"{prefix}_guaranteed": of is not None,
+        f"{prefix}_of": of,
+        f"{prefix}_slack": slack,
+        f"{prefix}_guarantee": words + (f" (slack {slack:.3g} nats at confidence {confidence:g})" if of else ""),
+    }
 
 
 def _bracket(q, lower, upper, confidence=0.95):
@@ -71,43 +95,93 @@ def _bracket(q, lower, upper, confidence=0.95):
 def _sandwich_result(seed: int, z: tuple[float, float], ll: tuple[float, float], *, rounds=3, target=1.0):
     """A sandwich result whose bracket on log Z is ``z`` and on the mean log-likelihood ``ll`` at its last
     round, with ``rounds`` rounds of K doubling from K = 10 (100 chains)."""
-    b = {**_bracket("log_z", _end("log_z_lower", z[0], 0.05, "ais", "p", "stochastic lower bound of log Z"),
-                    _end("log_z_upper", z[1], 0.06, "reverse-ais", None, "upper end: no exact model samples")),
-         **_bracket("mean_log_likelihood",
-                    _end("mean_log_likelihood_lower", ll[0], 0.1, "raise", "p_ann",
-                         "stochastic lower bound (annealing model)", 20),
-                    _end("mean_log_likelihood_upper", ll[1], 0.1, "ais", None, "AIS errs high: no guarantee"))}
+    b = {
+        **_bracket(
+            "log_z",
+            _end("log_z_lower", z[0], 0.05, "ais", "p", "stochastic lower bound of log Z"),
+            _end("log_z_upper", z[1], 0.06, "reverse-ais", None, "upper end: no exact model samples"),
+        ),
+        **_bracket(
+            "mean_log_likelihood",
+            _end(
+                "mean_log_likelihood_lower",
+                ll[0],
+                0.1,
+                "raise",
+                "p_ann",
+                "stochastic lower bound (annealing model)",
+                20,
+            ),
+            _end("mean_log_likelihood_upper", ll[1], 0.1, "ais", None, "AIS errs high: no guarantee"),
+        ),
+    }
     history = []
     for r in range(rounds):
         grow = 2.0 ** (rounds - 1 - r)  # the bracket halves every round
         mz, hz = 0.5 * (z[0] + z[1]), 0.5 * (z[1] - z[0]) * grow
         ml, hl = 0.5 * (ll[0] + ll[1]), 0.5 * (ll[1] - ll[0]) * grow
-        history.append({"K": 10 * 2 ** r, "total_sweeps": 100 * 10 * (2 ** (r + 1) - 1) + 500, "seconds": 0.1 * r,
-                        "log_z_lower": mz - hz, "log_z_upper": mz + hz, "mean_log_likelihood_lower": ml - hl,
-                        "mean_log_likelihood_upper": ml + hl, "width": 2 * hz})
+        history.append(
+            {
+                "K": 10 * 2**r,
+                "total_sweeps": 100 * 10 * (2 ** (r + 1) - 1) + 500,
+                "seconds": 0.1 * r,
+                "log_z_lower": mz - hz,
+                "log_z_upper": mz + hz,
+                "mean_log_likelihood_lower": ml - hl,
+                "mean_log_likelihood_upper": ml + hl,
+                "width": 2 * hz,
+            }
+        )
     width = z[1] - z[0]
-    b.update(target_width=target, width_reached=bool(width <= target), quantity="log_z", K=history[-1]["K"],
-             total_sweeps=history[-1]["total_sweeps"], K_needed=None if width <= target else 4 * history[-1]["K"],
-             reason="width reached" if width <= target else "max_sweeps spent", history=history)
+    b.update(
+        target_width=target,
+        width_reached=bool(width <= target),
+        quantity="log_z",
+        K=history[-1]["K"],
+        total_sweeps=history[-1]["total_sweeps"],
+        K_needed=None if width <= target else 4 * history[-1]["K"],
+        reason="width reached" if width <= target else "max_sweeps spent",
+        history=history,
+    )
     return EstimateResult(
-        estimator="sandwich", log_z=0.5 * sum(z), log_z_ci=z, log_z_stderr=0.05, n_chains=100,
-        mean_log_likelihood=0.5 * sum(ll), mean_log_likelihood_ci=ll, mean_log_likelihood_stderr=0.1,
-        seconds=0.3, n_sweeps=history[-1]["total_sweeps"] // 100, total_sweeps=history[-1]["total_sweeps"],
-        settings={"seed": seed}, log_weights=np.linspace(-1, 0, 100), schedule=np.linspace(0.0, 1.0, 41),
-        extra={"bracket": b, "pilot_sweeps": 500, "pilot_K": 12, "pilot_seconds": 0.01, "pilot_resampled": 3})
+        estimator="sandwich",
+        log_z=0.5 * sum(z),
+        log_z_ci=z,
+        log_z_stderr=0.05,
+        n_chains=100,
+        mean_log_likelihood=0.5 * sum(ll),
+        mean_log_likelihood_ci=ll,
+        mean_log_likelihood_stderr=0.1,
+        seconds=0.3,
+        n_sweeps=history[-1]["total_sweeps"] // 100,
+        total_sweeps=history[-1]["total_sweeps"],
+        settings={"seed": seed},
+        log_weights=np.linspace(-1, 0, 100),
+        schedule=np.linspace(0.0, 1.0, 41),
+        extra={"bracket": b, "pilot_sweeps": 500, "pilot_K": 12, "pilot_seconds": 0.01, "pilot_resampled": 3},
+    )
 
 
 def _bdmc_result(K: int, ll: tuple[float, float], exact: float):
-    b = _bracket("mean_log_likelihood",
-                 _end("mean_log_likelihood_lower", ll[0], 0.02, "bdmc-forward", "p", "forward HAIS: E[w] = p(x)", 50),
-                 _end("mean_log_likelihood_upper", ll[1], 0.02, "bdmc-reverse", "p",
-                      "reverse HAIS from the exact latent", 50))
+    b = _bracket(
+        "mean_log_likelihood",
+        _end("mean_log_likelihood_lower", ll[0], 0.02, "bdmc-forward", "p", "forward HAIS: E[w] = p(x)", 50),
+        _end("mean_log_likelihood_upper", ll[1], 0.02, "bdmc-reverse", "p", "reverse HAIS from the exact latent", 50),
+    )
     return EstimateResult(
-        estimator="bdmc", n_chains=10, mean_log_likelihood=0.5 * sum(ll), mean_log_likelihood_ci=ll,
-        mean_log_likelihood_stderr=0.01, seconds=0.2, n_sweeps=2 * K - 1, total_sweeps=(2 * K - 1) * 10 * 50,
-        settings={"K": K, "chains": 10, "n_examples": 50}, log_weights=np.zeros((50, 10)),
+        estimator="bdmc",
+        n_chains=10,
+        mean_log_likelihood=0.5 * sum(ll),
+        mean_log_likelihood_ci=ll,
+        mean_log_likelihood_stderr=0.01,
+        seconds=0.2,
+        n_sweeps=2 * K - 1,
+        total_sweeps=(2 * K - 1) * 10 * 50,
+        settings={"K": K, "chains": 10, "n_examples": 50},
+        log_weights=np.zeros((50, 10)),
         schedule=np.linspace(0.0, 1.0, K + 1),
-        extra={"bracket": b, "data": "simulated", "n_simulated": 50, "exact_mean_log_likelihood": exact})
+        extra={"bracket": b, "data": "simulated", "n_simulated": 50, "exact_mean_log_likelihood": exact},
+    )
 
 
 @pytest.fixture
@@ -115,27 +189,92 @@ def workflow_results(tmp_path):
     """A results tree: an RBM with an exact value and two sandwich seeds (seed 0 contains the exact log Z,
     seed 1 misses it), a linear-Gaussian model with HAIS and BDMC at two K."""
     root = tmp_path
-    exact = EstimateResult(estimator="exact", log_z=EXACT_LOG_Z, log_z_stderr=0.0, mean_log_likelihood=EXACT_LL,
-                           mean_log_likelihood_stderr=0.5, per_example_log_likelihood=np.full(20, EXACT_LL))
+    exact = EstimateResult(
+        estimator="exact",
+        log_z=EXACT_LOG_Z,
+        log_z_stderr=0.0,
+        mean_log_likelihood=EXACT_LL,
+        mean_log_likelihood_stderr=0.5,
+        per_example_log_likelihood=np.full(20, EXACT_LL),
+    )
     _write(root, _settings("m", "exact", "exact"), exact, "exact")
-    _write(root, _settings("m", "sandwich", "sandwich", K=10, init="base-rate", seed=0, schedule="adaptive",
-                           pilot_chains=50, target_ess=0.9, chains=100, target_width=1.0, max_sweeps=10 ** 6,
-                           confidence=0.95),
-           _sandwich_result(0, (9.6, 10.3), (-20.4, -19.7)), "seed0")
-    _write(root, _settings("m", "sandwich", "sandwich", K=10, init="base-rate", seed=1, schedule="adaptive",
-                           pilot_chains=50, target_ess=0.9, chains=100, target_width=0.5, max_sweeps=10 ** 6,
-                           confidence=0.95),
-           _sandwich_result(1, (10.2, 10.9), (-20.9, -20.1), target=0.5), "seed1")
-    hais = EstimateResult(estimator="hais", log_z=3.0, log_z_stderr=0.1, mean_log_likelihood=-5.0,
-                          mean_log_likelihood_stderr=0.1, n_chains=10, n_sweeps=20, total_sweeps=200,
-                          log_weights=np.full(10, 3.0), schedule=np.linspace(0, 1, 21),
-                          extra={"per_example_ll_sd": 1.0})
-    _write(root, _settings("c", "hais", "hais", family="linear-gaussian", K=20, seed=0, schedule="linear",
-                           chains=10), hais, "K20_seed0")
+    _write(
+        root,
+        _settings(
+            "m",
+            "sandwich",
+            "sandwich",
+            K=10,
+            init="base-rate",
+            seed=0,
+            schedule="adaptive",
+            pilot_chains=50,
+            target_ess=0.9,
+            chains=100,
+            target_width=1.0,
+            max_sweeps=10**6,
+            confidence=0.95,
+        ),
+        _sandwich_result(0, (9.6, 10.3), (-20.4, -19.7)),
+        "seed0",
+    )
+    _write(
+        root,
+        _settings(
+            "m",
+            "sandwich",
+            "sandwich",
+            K=10,
+            init="base-rate",
+            seed=1,
+            schedule="adaptive",
+            pilot_chains=50,
+            target_ess=0.9,
+            chains=100,
+            target_width=0.5,
+            max_sweeps=10**6,
+            confidence=0.95,
+        ),
+        _sandwich_result(1, (10.2, 10.9), (-20.9, -20.1), target=0.5),
+        "seed1",
+    )
+    hais = EstimateResult(
+        estimator="hais",
+        log_z=3.0,
+        log_z_stderr=0.1,
+        mean_log_likelihood=-5.0,
+        mean_log_likelihood_stderr=0.1,
+        n_chains=10,
+        n_sweeps=20,
+        total_sweeps=200,
+        log_weights=np.full(10, 3.0),
+        schedule=np.linspace(0, 1, 21),
+        extra={"per_example_ll_sd": 1.0},
+    )
+    _write(
+        root,
+        _settings("c", "hais", "hais", family="linear-gaussian", K=20, seed=0, schedule="linear", chains=10),
+        hais,
+        "K20_seed0",
+    )
     for K, ll in ((10, (-6.0, -4.0)), (100, (-5.2, -4.9))):
-        _write(root, _settings("c", "bdmc", "bdmc", family="linear-gaussian", K=K, seed=0, schedule="linear",
-                               chains=10, n_examples=50, confidence=0.95), _bdmc_result(K, ll, -5.05),
-               f"K{K}_seed0")
+        _write(
+            root,
+            _settings(
+                "c",
+                "bdmc",
+                "bdmc",
+                family="linear-gaussian",
+                K=K,
+                seed=0,
+                schedule="linear",
+                chains=10,
+                n_examples=50,
+                confidence=0.95,
+            ),
+            _bdmc_result(K, ll, -5.05),
+            f"K{K}_seed0",
+        )
     return root
 
 
@@ -243,8 +382,16 @@ def test_schema_accepts_the_new_keys_with_their_defaults():
     defaults = EstimateOptions()
     for k in ("sweeps_per_beta", "pilot_chains", "target_ess", "target_width", "max_sweeps", "confidence"):
         assert e[k] == getattr(defaults, k), k
-    e = _validated(method="ais", schedule="adaptive", sweeps_per_beta=3, pilot_chains=2, target_ess=0.5,
-                   target_width=0.25, max_sweeps=1000, confidence=0.99)["estimators"]["x"]
+    e = _validated(
+        method="ais",
+        schedule="adaptive",
+        sweeps_per_beta=3,
+        pilot_chains=2,
+        target_ess=0.5,
+        target_width=0.25,
+        max_sweeps=1000,
+        confidence=0.99,
+    )["estimators"]["x"]
     assert (e["pilot_chains"], e["target_width"], e["confidence"]) == (2, 0.25, 0.99)
     assert _validated(method="ais", pilot_chains=1)["estimators"]["x"]["pilot_chains"] == 1  # not adaptive: unused
     schema = yaml.safe_load(SCHEMA.read_text())
@@ -253,11 +400,23 @@ def test_schema_accepts_the_new_keys_with_their_defaults():
     assert all(name in est["method"]["description"] for name in ("sandwich", "bdmc", "raise-hmc", "reverse-hais"))
 
 
-@pytest.mark.parametrize("bad", [
-    {"target_width": 0}, {"target_width": -1.0}, {"schedule": "adaptive", "pilot_chains": 1},
-    {"pilot_chains": 0}, {"target_ess": 1.0}, {"target_ess": 0}, {"confidence": 1.0}, {"confidence": 0.0},
-    {"max_sweeps": 0}, {"sweeps_per_beta": 0}, {"sweeps_per_beta": 1.5},
-], ids=lambda b: ",".join(f"{k}={v}" for k, v in b.items()))
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"target_width": 0},
+        {"target_width": -1.0},
+        {"schedule": "adaptive", "pilot_chains": 1},
+        {"pilot_chains": 0},
+        {"target_ess": 1.0},
+        {"target_ess": 0},
+        {"confidence": 1.0},
+        {"confidence": 0.0},
+        {"max_sweeps": 0},
+        {"sweeps_per_beta": 0},
+        {"sweeps_per_beta": 1.5},
+    ],
+    ids=lambda b: ",".join(f"{k}={v}" for k, v in b.items()),
+)
 def test_schema_rejects_bad_values(bad):
     pytest.importorskip("snakemake")
     with pytest.raises(Exception, match="(?i)valid"):
@@ -265,42 +424,78 @@ def test_schema_rejects_bad_values(bad):
 
 
 def _config(**entry):
-    return {"datasets": {"d": {"source": "digits"}, "v": {"source": "vanhateren", "n_components": 4}},
-            "models": {"m": {"dataset": "d", "hyperparams": {"n_hidden": 8}},
-                       "g": {"dataset": "v", "hyperparams": {"family": "linear-gaussian", "size": 4}}},
-            "evaluation": {"K": [10, 20], "inits": ["uniform", "base-rate"], "seeds": [0, 1],
-                           "exact_max_units": 20, "exact_max_log_f_units": 16},
-            "estimators": {"x": dict(entry)}, "device": "cpu"}
+    return {
+        "datasets": {"d": {"source": "digits"}, "v": {"source": "vanhateren", "n_components": 4}},
+        "models": {
+            "m": {"dataset": "d", "hyperparams": {"n_hidden": 8}},
+            "g": {"dataset": "v", "hyperparams": {"family": "linear-gaussian", "size": 4}},
+        },
+        "evaluation": {
+            "K": [10, 20],
+            "inits": ["uniform", "base-rate"],
+            "seeds": [0, 1],
+            "exact_max_units": 20,
+            "exact_max_log_f_units": 16,
+        },
+        "estimators": {"x": dict(entry)},
+        "device": "cpu",
+    }
 
 
 def test_sweep_records_schedule_keys_only_where_they_matter():
     """Settings of estimates that use neither stay as they were (no rerun, same MLflow params)."""
     plain = sweep.job_settings(_config(method="ais", chains=5), "m", "x", "K10_uniform_seed0", presets={})
     assert not {"sweeps_per_beta", "pilot_chains", "target_ess", "target_width"} & set(plain)
-    s = sweep.job_settings(_config(method="ais", chains=5, schedule="adaptive", pilot_chains=7, target_ess=0.8,
-                                   sweeps_per_beta=2), "m", "x", "K10_uniform_seed0", presets={})
+    s = sweep.job_settings(
+        _config(method="ais", chains=5, schedule="adaptive", pilot_chains=7, target_ess=0.8, sweeps_per_beta=2),
+        "m",
+        "x",
+        "K10_uniform_seed0",
+        presets={},
+    )
     assert (s["schedule"], s["pilot_chains"], s["target_ess"], s["sweeps_per_beta"]) == ("adaptive", 7, 0.8, 2)
     from logzbench.pipeline.jobs import estimate_options
 
     opts = estimate_options(s)
     assert (opts["schedule"], opts["pilot_chains"], opts["target_ess"], opts["sweeps_per_beta"], opts["K"]) == (
-        "adaptive", 7, 0.8, 2, 10)
-    s = sweep.job_settings(_config(method="hais", sweeps_per_beta=1, pilot_chains=3), "g", "x", "K10_seed0",
-                           presets={})
+        "adaptive",
+        7,
+        0.8,
+        2,
+        10,
+    )
+    s = sweep.job_settings(_config(method="hais", sweeps_per_beta=1, pilot_chains=3), "g", "x", "K10_seed0", presets={})
     assert "sweeps_per_beta" not in s and "pilot_chains" not in s
 
 
 def test_sandwich_jobs_and_settings():
     """The sandwich is swept over seeds only; its one K is the starting K, its one init the path's start."""
-    config = _config(method="sandwich", K=[16], inits=["base-rate"], chains=50, schedule="adaptive",
-                     target_width=0.5, max_sweeps=10 ** 6, confidence=0.9)
+    config = _config(
+        method="sandwich",
+        K=[16],
+        inits=["base-rate"],
+        chains=50,
+        schedule="adaptive",
+        target_width=0.5,
+        max_sweeps=10**6,
+        confidence=0.9,
+    )
     config["estimators"]["x"]["models"] = ["m"]
     assert [j.path() for j in sweep.model_jobs(config, "m", presets={})] == [
-        "results/estimates/m/x/seed0.json", "results/estimates/m/x/seed1.json"]
+        "results/estimates/m/x/seed0.json",
+        "results/estimates/m/x/seed1.json",
+    ]
     assert not [w for w in sweep.check_config(config, presets={}) if "ignored" in w]  # K and inits are used
     s = sweep.job_settings(config, "m", "x", "seed1", presets={})
     assert (s["K"], s["init"], s["seed"], s["target_width"], s["max_sweeps"], s["confidence"], s["pilot_chains"]) == (
-        16, "base-rate", 1, 0.5, 10 ** 6, 0.9, 100)
+        16,
+        "base-rate",
+        1,
+        0.5,
+        10**6,
+        0.9,
+        100,
+    )
     from logzbench.pipeline.jobs import estimate_options
 
     opts = estimate_options(s)
@@ -334,9 +529,19 @@ def test_mlflow_logs_a_bracket_and_the_schedule(workflow_results, tmp_path):
     run = client.get_run(run_id)
     m, tags, params = run.data.metrics, run.data.tags, run.data.params
     b = record["result"]["extra"]["bracket"]
-    for k in ("log_z_lower", "log_z_upper", "log_z_width", "log_z_lower_stderr", "log_z_lower_slack",
-              "mean_log_likelihood_lower", "mean_log_likelihood_upper", "mean_log_likelihood_width", "confidence",
-              "target_width", "K"):
+    for k in (
+        "log_z_lower",
+        "log_z_upper",
+        "log_z_width",
+        "log_z_lower_stderr",
+        "log_z_lower_slack",
+        "mean_log_likelihood_lower",
+        "mean_log_likelihood_upper",
+        "mean_log_likelihood_width",
+        "confidence",
+        "target_width",
+        "K",
+    ):
         assert m[k] == pytest.approx(b[k]), k
     assert "log_z_upper_slack" not in m and "K_needed" not in m  # unknown: not logged
     assert m["total_sweeps"] == record["result"]["total_sweeps"] and m["pilot_K"] == 12
@@ -345,7 +550,11 @@ def test_mlflow_logs_a_bracket_and_the_schedule(workflow_results, tmp_path):
     assert tags["log_z_lower_guarantee"] == b["log_z_lower_guarantee"] and tags["width_reached"] == "true"
     assert tags["log_z_crossed"] == "false" and tags["quantity"] == "log_z" and m["pilot_resampled"] == 3
     assert (params["schedule"], params["pilot_chains"], params["target_width"], params["confidence"]) == (
-        "adaptive", "50", "1", "0.95")
+        "adaptive",
+        "50",
+        "1",
+        "0.95",
+    )
     # the existing names are unchanged
     assert {"log_z", "log_z_stderr", "mean_test_ll", "seconds", "total_sweeps"} <= set(m)
     assert {"model", "estimator", "method", "seed", "code_version"} <= set(params)
@@ -366,8 +575,9 @@ def test_mlflow_logs_the_schedule_of_every_annealed_run(workflow_results, tmp_pa
     uri = "sqlite:///" + str(tmp_path / "mlflow.db")
     est = workflow_results / "results" / "estimates"
     hais = json.loads((est / "c" / "hais" / "K20_seed0.json").read_text())
-    run_id = tracking.log_estimate(hais, uri=uri, experiment_name="exp",
-                                   artifacts=[est / "c" / "hais" / "K20_seed0.npz"])
+    run_id = tracking.log_estimate(
+        hais, uri=uri, experiment_name="exp", artifacts=[est / "c" / "hais" / "K20_seed0.npz"]
+    )
     client = tracking.get_client(uri)
     assert {a.path for a in client.list_artifacts(run_id)} == {"K20_seed0.npz", tracking.SCHEDULE_ARTIFACT}
     run = client.get_run(run_id)
@@ -390,12 +600,17 @@ def test_report_run_carries_the_bracket_outputs(workflow_results, tmp_path):
     out = workflow_results / "results" / "report"
     files = sorted(str(p) for p in (workflow_results / "results" / "estimates").rglob("*.json"))
     thresholds = {"gap_threshold": 1.0, "ess_fraction": 0.1, "z": 2.0, "truth_tolerance": 0.1}
-    paths = report_job(files, out, thresholds=thresholds, models=["m", "c"], bracket_models=["m", "c"],
-                       tracking={"enabled": True, "uri": uri, "experiment": "exp"})
+    paths = report_job(
+        files,
+        out,
+        thresholds=thresholds,
+        models=["m", "c"],
+        bracket_models=["m", "c"],
+        tracking={"enabled": True, "uri": uri, "experiment": "exp"},
+    )
     assert paths["table_bracket"].is_file()
     (run,) = tracking.find_runs(uri=uri, experiment_name="exp", kind="report")
     client = tracking.get_client(uri)
     tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
     plots = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
     assert "tables/table_bracket.csv" in tables and {"plots/m_bracket.png", "plots/c_bracket.png"} <= plots
-

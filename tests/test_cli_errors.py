@@ -14,7 +14,6 @@ parent is a regular file (``file.txt/out.json``), which is tested.
 """
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -54,79 +53,195 @@ def _nothing(tmp, env):
 
 CASES = [
     # --- damaged or foreign data and model files
-    ("data-truncated", lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"), EST + ["--data", "trunc.npz"],
-     ["trunc.npz", "not a readable .npz/.npy file"]),
-    ("train-data-truncated", lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
-     EST + ["--train-data", "trunc.npz", "--init", "base-rate"], ["trunc.npz", "not a readable .npz/.npy file"]),
-    ("train-truncated", lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
-     ["train", "--data", "trunc.npz", "--out", "m2.npz", "--n-hidden", "3"], ["trunc.npz", "not a readable"]),
+    (
+        "data-truncated",
+        lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
+        EST + ["--data", "trunc.npz"],
+        ["trunc.npz", "not a readable .npz/.npy file"],
+    ),
+    (
+        "train-data-truncated",
+        lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
+        EST + ["--train-data", "trunc.npz", "--init", "base-rate"],
+        ["trunc.npz", "not a readable .npz/.npy file"],
+    ),
+    (
+        "train-truncated",
+        lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
+        ["train", "--data", "trunc.npz", "--out", "m2.npz", "--n-hidden", "3"],
+        ["trunc.npz", "not a readable"],
+    ),
     ("data-bad-crc", lambda t, e: _bad_crc(t), EST + ["--data", "crc.npz"], ["crc.npz", "not a readable", "CRC"]),
-    ("data-garbage", lambda t, e: (t / "junk.npz").write_bytes(b"hello, not numpy\n" * 4), EST + ["--data", "junk.npz"],
-     ["junk.npz", "not an .npz/.npy file"]),
-    ("data-empty-file", lambda t, e: (t / "nil.npy").write_bytes(b""), EST + ["--data", "nil.npy"],
-     ["nil.npy", "not an .npz/.npy file", "empty"]),
-    ("data-objects", lambda t, e: np.savez(t / "obj.npz", test=np.array([{"a": 1}], dtype=object)),
-     EST + ["--data", "obj.npz"], ["obj.npz", "Python objects"]),
+    (
+        "data-garbage",
+        lambda t, e: (t / "junk.npz").write_bytes(b"hello, not numpy\n" * 4),
+        EST + ["--data", "junk.npz"],
+        ["junk.npz", "not an .npz/.npy file"],
+    ),
+    (
+        "data-empty-file",
+        lambda t, e: (t / "nil.npy").write_bytes(b""),
+        EST + ["--data", "nil.npy"],
+        ["nil.npy", "not an .npz/.npy file", "empty"],
+    ),
+    (
+        "data-objects",
+        lambda t, e: np.savez(t / "obj.npz", test=np.array([{"a": 1}], dtype=object)),
+        EST + ["--data", "obj.npz"],
+        ["obj.npz", "Python objects"],
+    ),
     ("data-is-directory", _nothing, EST + ["--data", "empty"], ["empty", "directory"]),
-    ("model-garbage", lambda t, e: (t / "junk.npz").write_bytes(b"hello, not numpy\n" * 4),
-     ["estimate", "junk.npz", "--estimator", "exact"], ["junk.npz", "not an .npz file"]),
-    ("model-truncated", lambda t, e: _truncate(t / "model.npz", t / "half.npz"),
-     ["estimate", "half.npz", "--estimator", "exact"], ["half.npz", "not a readable .npz model file"]),
+    (
+        "model-garbage",
+        lambda t, e: (t / "junk.npz").write_bytes(b"hello, not numpy\n" * 4),
+        ["estimate", "junk.npz", "--estimator", "exact"],
+        ["junk.npz", "not an .npz file"],
+    ),
+    (
+        "model-truncated",
+        lambda t, e: _truncate(t / "model.npz", t / "half.npz"),
+        ["estimate", "half.npz", "--estimator", "exact"],
+        ["half.npz", "not a readable .npz model file"],
+    ),
     ("model-is-npy", _nothing, ["estimate", "rows.npy", "--estimator", "exact"], ["rows.npy", "single .npy array"]),
-    ("model-weight-overflow", lambda t, e: _model(t, "big.npz", W=np.full((6, 3), 5.52e21)),
-     ["estimate", "big.npz", "--estimator", "exact"], ["big.npz", "'W'", "5.52e+21 > 1e+15"]),
-    ("model-bias-overflow", lambda t, e: _model(t, "big.npz", hidden_bias=np.full(3, 2e30)),
-     ["estimate", "big.npz", "--estimator", "exact"], ["big.npz", "'hidden_bias'", "2e+30 > 1e+30"]),
+    (
+        "model-weight-overflow",
+        lambda t, e: _model(t, "big.npz", W=np.full((6, 3), 5.52e21)),
+        ["estimate", "big.npz", "--estimator", "exact"],
+        ["big.npz", "'W'", "5.52e+21 > 1e+15"],
+    ),
+    (
+        "model-bias-overflow",
+        lambda t, e: _model(t, "big.npz", hidden_bias=np.full(3, 2e30)),
+        ["estimate", "big.npz", "--estimator", "exact"],
+        ["big.npz", "'hidden_bias'", "2e+30 > 1e+30"],
+    ),
     # --- output paths, checked before anything is loaded
     ("json-is-directory", _nothing, EST + ["--json", "empty"], ["--json", "empty", "is a directory"]),
     ("json-trailing-slash", _nothing, EST + ["--json", "new/"], ["--json", "new/", "directory"]),
     ("json-is-model", _nothing, EST + ["--json", "model.npz"], ["--json", "model.npz", "model file", "overwrite"]),
     ("json-is-data", _nothing, EST + ["--data", "rows.npy", "--json", "./rows.npy"], ["--json", "--data", "overwrite"]),
-    ("log-weights-is-train-data", _nothing, EST + ["--train-data", "rows.npy", "--log-weights", "rows.npy"],
-     ["--log-weights", "--train-data", "overwrite"]),
-    ("log-weights-under-file", _nothing, EST + ["--json", "ok.json", "--log-weights", "file.txt/lw.npz"],
-     ["--log-weights", "file.txt", "not a directory"]),
-    ("json-and-log-weights-same", _nothing, EST + ["--json", "a.npz", "--log-weights", "a.npz"],
-     ["--log-weights", "--json", "same file"]),
-    ("prepare-out-under-file", _nothing, ["prepare", "digits", "--out", "file.txt/d.npz"],
-     ["--out", "file.txt", "not a directory"]),
+    (
+        "log-weights-is-train-data",
+        _nothing,
+        EST + ["--train-data", "rows.npy", "--log-weights", "rows.npy"],
+        ["--log-weights", "--train-data", "overwrite"],
+    ),
+    (
+        "log-weights-under-file",
+        _nothing,
+        EST + ["--json", "ok.json", "--log-weights", "file.txt/lw.npz"],
+        ["--log-weights", "file.txt", "not a directory"],
+    ),
+    (
+        "json-and-log-weights-same",
+        _nothing,
+        EST + ["--json", "a.npz", "--log-weights", "a.npz"],
+        ["--log-weights", "--json", "same file"],
+    ),
+    (
+        "prepare-out-under-file",
+        _nothing,
+        ["prepare", "digits", "--out", "file.txt/d.npz"],
+        ["--out", "file.txt", "not a directory"],
+    ),
     ("prepare-out-is-directory", _nothing, ["prepare", "digits", "--out", "empty"], ["--out", "is a directory"]),
     ("train-out-under-file", _nothing, TRAIN + ["--out", "file.txt/m.npz"], ["--out", "file.txt", "not a directory"]),
     ("train-out-is-data", _nothing, TRAIN + ["--out", "data.npz"], ["--out", "data.npz", "--data", "overwrite"]),
-    ("train-history-is-out", _nothing, TRAIN + ["--out", "m2.npz", "--history", "m2.npz"],
-     ["--history", "--out", "same file"]),
-    ("report-out-is-file", lambda t, e: _json(t, "est.json", {"estimator": "exact"}),
-     ["report", "est.json", "--out", "file.txt"], ["--out", "file.txt", "not a directory"]),
-    ("report-out-under-file", lambda t, e: _json(t, "est.json", {"estimator": "exact"}),
-     ["report", "est.json", "--out", "file.txt/rep"], ["--out", "file.txt", "not a directory"]),
+    (
+        "train-history-is-out",
+        _nothing,
+        TRAIN + ["--out", "m2.npz", "--history", "m2.npz"],
+        ["--history", "--out", "same file"],
+    ),
+    (
+        "report-out-is-file",
+        lambda t, e: _json(t, "est.json", {"estimator": "exact"}),
+        ["report", "est.json", "--out", "file.txt"],
+        ["--out", "file.txt", "not a directory"],
+    ),
+    (
+        "report-out-under-file",
+        lambda t, e: _json(t, "est.json", {"estimator": "exact"}),
+        ["report", "est.json", "--out", "file.txt/rep"],
+        ["--out", "file.txt", "not a directory"],
+    ),
     # --- report inputs
-    ("report-list-of-numbers", lambda t, e: _json(t, "list.json", [1, 2, 3]), ["report", "list.json", "--out", "rep"],
-     ["list.json", "not an estimate record"]),
-    ("report-malformed-json", lambda t, e: _json(t, "bad.json", "{not json"), ["report", "bad.json", "--out", "rep"],
-     ["bad.json", "not valid JSON"]),
-    ("report-malformed-in-tree", lambda t, e: _json(t, "res/a/bad.json", "[1,"), ["report", "res", "--out", "rep"],
-     ["bad.json", "not valid JSON"]),
-    ("report-foreign-json", lambda t, e: _json(t, "other.json", {"a": 1}), ["report", "other.json", "--out", "rep"],
-     ["other.json", "not an estimate record"]),
+    (
+        "report-list-of-numbers",
+        lambda t, e: _json(t, "list.json", [1, 2, 3]),
+        ["report", "list.json", "--out", "rep"],
+        ["list.json", "not an estimate record"],
+    ),
+    (
+        "report-malformed-json",
+        lambda t, e: _json(t, "bad.json", "{not json"),
+        ["report", "bad.json", "--out", "rep"],
+        ["bad.json", "not valid JSON"],
+    ),
+    (
+        "report-malformed-in-tree",
+        lambda t, e: _json(t, "res/a/bad.json", "[1,"),
+        ["report", "res", "--out", "rep"],
+        ["bad.json", "not valid JSON"],
+    ),
+    (
+        "report-foreign-json",
+        lambda t, e: _json(t, "other.json", {"a": 1}),
+        ["report", "other.json", "--out", "rep"],
+        ["other.json", "not an estimate record"],
+    ),
     ("report-empty-directory", _nothing, ["report", "empty", "--out", "rep"], ["no estimate records in empty"]),
-    ("report-only-foreign-json", lambda t, e: _json(t, "res/report.json", {"n_runs": 0}),
-     ["report", "res", "--out", "rep"], ["no estimate records in res"]),
+    (
+        "report-only-foreign-json",
+        lambda t, e: _json(t, "res/report.json", {"n_runs": 0}),
+        ["report", "res", "--out", "rep"],
+        ["no estimate records in res"],
+    ),
     ("report-missing-input", _nothing, ["report", "nope.json", "--out", "rep"], ["nope.json"]),
     # --- prepare settings
-    ("threshold-above-1", _nothing, ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "2"],
-     ["threshold 2.0", "[0, 1)"]),
-    ("threshold-1", _nothing, ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "1"],
-     ["threshold 1.0", "[0, 1)"]),
-    ("threshold-negative", _nothing,
-     ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "-0.5"], ["threshold -0.5"]),
-    ("threshold-nan", _nothing, ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "nan"],
-     ["threshold nan", "[0, 1)"]),
-    ("mirror-missing", _nothing, ["prepare", "mnist", "--out", "d.npz", "--mirror", "no-such-mirror"],
-     ["data mirror", "no-such-mirror", "does not exist"]),
-    ("mirror-is-file", _nothing, ["prepare", "mnist", "--out", "d.npz", "--mirror", "file.txt"],
-     ["data mirror", "file.txt", "not a directory"]),
-    ("mirror-env-missing", lambda t, e: e.setenv("LOGZBENCH_DATA_MIRROR", str(t / "no-such-mirror")),
-     ["prepare", "mnist", "--out", "d.npz"], ["no-such-mirror", "LOGZBENCH_DATA_MIRROR", "does not exist"]),
+    (
+        "threshold-above-1",
+        _nothing,
+        ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "2"],
+        ["threshold 2.0", "[0, 1)"],
+    ),
+    (
+        "threshold-1",
+        _nothing,
+        ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "1"],
+        ["threshold 1.0", "[0, 1)"],
+    ),
+    (
+        "threshold-negative",
+        _nothing,
+        ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "-0.5"],
+        ["threshold -0.5"],
+    ),
+    (
+        "threshold-nan",
+        _nothing,
+        ["prepare", "digits", "--out", "d.npz", "--binarize", "threshold", "--threshold", "nan"],
+        ["threshold nan", "[0, 1)"],
+    ),
+    (
+        "mirror-missing",
+        _nothing,
+        ["prepare", "mnist", "--out", "d.npz", "--mirror", "no-such-mirror"],
+        ["data mirror", "no-such-mirror", "does not exist"],
+    ),
+    (
+        "mirror-is-file",
+        _nothing,
+        ["prepare", "mnist", "--out", "d.npz", "--mirror", "file.txt"],
+        ["data mirror", "file.txt", "not a directory"],
+    ),
+    (
+        "mirror-env-missing",
+        lambda t, e: e.setenv("LOGZBENCH_DATA_MIRROR", str(t / "no-such-mirror")),
+        ["prepare", "mnist", "--out", "d.npz"],
+        ["no-such-mirror", "LOGZBENCH_DATA_MIRROR", "does not exist"],
+    ),
 ]
 
 
@@ -138,8 +253,6 @@ def workdir(tmp_path, monkeypatch):
     (tmp_path / "file.txt").write_text("a regular file\n")
     (tmp_path / "empty").mkdir()
     return tmp_path
-
-
 
 
 @pytest.mark.parametrize("setup, argv, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])

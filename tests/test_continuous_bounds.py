@@ -55,8 +55,9 @@ def test_raise_hmc_weights_are_unbiased_for_a_normalised_density(kernel):
     target) misses 1 by many standard errors with the Hamiltonian kernels: the check has power."""
     poe, K, n = _poe(), 10, 20000
     x, log_q = _laplace_draws(n, 2, 2.0, _g(0))
-    res = raise_hmc(poe, schedules.linear(K), 1, _g(1), data=x, kernel=kernel, step_size=0.5, mh_sigma=0.5,
-                    n_bootstrap=0)
+    res = raise_hmc(
+        poe, schedules.linear(K), 1, _g(1), data=x, kernel=kernel, step_size=0.5, mh_sigma=0.5, n_bootstrap=0
+    )
     r = np.exp(res.per_example_log_likelihood - log_q.numpy())
     mean, se = r.mean(), r.std(ddof=1) / math.sqrt(n)
     assert abs(mean - 1.0) < 4 * se, (mean, se)
@@ -101,8 +102,9 @@ def test_raise_hmc_is_close_to_exact_at_large_k():
     exact = float((-poe.energy(X) - poe.exact_log_z()).mean())
     est, ses = [], []
     for seed in range(S):
-        res = api.estimate(poe, "raise-hmc", data=X, K=1000, chains=10, seed=seed, step_size=0.5,
-                           proposal_scale=1.5, n_bootstrap=0)
+        res = api.estimate(
+            poe, "raise-hmc", data=X, K=1000, chains=10, seed=seed, step_size=0.5, proposal_scale=1.5, n_bootstrap=0
+        )
         est.append(res.mean_log_likelihood)
         ses.append(res.mean_log_likelihood_stderr)
         assert res.estimator == "raise-hmc" and res.total_sweeps == 1000 * 10 * 20
@@ -234,7 +236,7 @@ def test_bad_input_is_refused_with_a_clear_message():
 def test_registry_entries_follow_ais_mh():
     names = list(registry.ESTIMATORS)
     i = names.index("ais-mh")
-    assert names[i + 1:i + 4] == ["raise-hmc", "reverse-hais", "bdmc"]
+    assert names[i + 1 : i + 4] == ["raise-hmc", "reverse-hais", "bdmc"]
     r, v, b = (registry.estimator(n) for n in ("raise-hmc", "reverse-hais", "bdmc"))
     assert (r.kinds, r.yields, r.bound, r.needs_data) == (("analysis",), "log_likelihood", "lower", True)
     assert (v.kinds, v.yields, v.bound, v.needs_data) == (("generative",), "log_likelihood", "upper", True)
@@ -250,8 +252,17 @@ def test_adaptive_schedule_is_chosen_on_the_estimators_own_path(name):
     of test / simulated points); the result keeps the schedule it used and counts the pilot's sweeps."""
     model = _poe() if name == "raise-hmc" else _linear()
     data = None if name == "bdmc" else model.sample(4, _g(5))
-    res = api.estimate(model, name, data=data, chains=3, seed=0, schedule="adaptive", pilot_chains=10,
-                       n_bootstrap=0, **({"n_examples": 4} if name == "bdmc" else {}))
+    res = api.estimate(
+        model,
+        name,
+        data=data,
+        chains=3,
+        seed=0,
+        schedule="adaptive",
+        pilot_chains=10,
+        n_bootstrap=0,
+        **({"n_examples": 4} if name == "bdmc" else {}),
+    )
     K = res.settings["K"]
     assert len(res.schedule) == K + 1 and res.schedule[0] == 0.0 and res.schedule[-1] == 1.0
     assert res.extra["pilot_sweeps"] > 0 and res.settings["pilot_chains"] == 10

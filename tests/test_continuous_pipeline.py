@@ -17,8 +17,29 @@ from logzbench.training import train_model
 @pytest.fixture(scope="module")
 def patches(tmp_path_factory, shared_mirror):
     out = tmp_path_factory.mktemp("vh") / "vh.npz"
-    assert cli.main(["prepare", "vanhateren", "--out", str(out), "--mirror", str(shared_mirror), "--n-images", "5",
-                     "--n-test-images", "1", "--n-train", "1500", "--n-test", "40", "--n-components", "4"]) == 0
+    assert (
+        cli.main(
+            [
+                "prepare",
+                "vanhateren",
+                "--out",
+                str(out),
+                "--mirror",
+                str(shared_mirror),
+                "--n-images",
+                "5",
+                "--n-test-images",
+                "1",
+                "--n-train",
+                "1500",
+                "--n-test",
+                "40",
+                "--n-components",
+                "4",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -31,8 +52,17 @@ def shared_mirror():
     return SHARED_DATA
 
 
-@pytest.mark.parametrize("family,size,n_iter", [("poe-laplace", 4, 20), ("poe-student-t", 4, 20), ("mcrbm", 6, 10),
-                                                ("linear-gaussian", 3, 3), ("linear-laplace", 3, 2), ("bilinear", 4, 2)])
+@pytest.mark.parametrize(
+    "family,size,n_iter",
+    [
+        ("poe-laplace", 4, 20),
+        ("poe-student-t", 4, 20),
+        ("mcrbm", 6, 10),
+        ("linear-gaussian", 3, 3),
+        ("linear-laplace", 3, 2),
+        ("bilinear", 4, 2),
+    ],
+)
 def test_train_save_load_estimate(patches, tmp_path, family, size, n_iter):
     X, Xt = load_patches(patches, "train"), load_patches(patches, "test")
     model, history = train_model(X, Xt, family=family, size=size, n_iter=n_iter, seed=0)
@@ -59,8 +89,25 @@ def test_cli_closed_form_and_hais_agree(patches, tmp_path, capsys):
     save_model(model, path)
     out = {}
     for est in ("exact", "hais", "ais-hmc", "ais-mh"):
-        assert cli.main(["estimate", str(path), "--estimator", est, "--data", str(patches), "--steps", "500",
-                         "--chains", "200", "--seed", "0"]) == 0
+        assert (
+            cli.main(
+                [
+                    "estimate",
+                    str(path),
+                    "--estimator",
+                    est,
+                    "--data",
+                    str(patches),
+                    "--steps",
+                    "500",
+                    "--chains",
+                    "200",
+                    "--seed",
+                    "0",
+                ]
+            )
+            == 0
+        )
         out[est] = json.loads(capsys.readouterr().out)
     exact = out["exact"]["mean_log_likelihood"]
     for est in ("hais", "ais-hmc", "ais-mh"):
@@ -106,11 +153,35 @@ def test_cli_trains_a_continuous_family(patches, tmp_path, capsys):
     the command line on prepared patches is the same model as train_model's, and its closed form is
     evaluated by ``logzbench estimate``; without its size it is refused before any work."""
     out = tmp_path / "lg.npz"
-    assert cli.main(["train", "--data", str(patches), "--out", str(out), "--family", "linear-gaussian",
-                     "--set", "size=3", "--set", "n_iter=2", "--seed", "0"]) == 0
+    assert (
+        cli.main(
+            [
+                "train",
+                "--data",
+                str(patches),
+                "--out",
+                str(out),
+                "--family",
+                "linear-gaussian",
+                "--set",
+                "size=3",
+                "--set",
+                "n_iter=2",
+                "--seed",
+                "0",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
-    ref, _ = train_model(load_patches(patches, "train"), load_patches(patches, "test"), family="linear-gaussian",
-                         size=3, n_iter=2, seed=0)
+    ref, _ = train_model(
+        load_patches(patches, "train"),
+        load_patches(patches, "test"),
+        family="linear-gaussian",
+        size=3,
+        n_iter=2,
+        seed=0,
+    )
     cli_model, ref_model = load_model(out).to_arrays(), ref.to_arrays()
     for k in ref_model:
         np.testing.assert_array_equal(np.asarray(cli_model[k]), np.asarray(ref_model[k]))
@@ -118,5 +189,7 @@ def test_cli_trains_a_continuous_family(patches, tmp_path, capsys):
     res = json.loads(capsys.readouterr().out)
     expected = api.estimate(ref, "exact", data=load_patches(patches, "test")).mean_log_likelihood
     assert res["mean_log_likelihood"] == pytest.approx(expected, rel=1e-12)
-    assert cli.main(["train", "--data", str(patches), "--out", str(tmp_path / "no.npz"), "--family", "poe-laplace"]) == 2
+    assert (
+        cli.main(["train", "--data", str(patches), "--out", str(tmp_path / "no.npz"), "--family", "poe-laplace"]) == 2
+    )
     assert "needs --set size=N" in capsys.readouterr().err and not (tmp_path / "no.npz").exists()

@@ -2,13 +2,15 @@
 
 import pytest
 import torch
-
 from conftest import model_samples, random_rbm
+
 from logzbench.api import estimate
 from logzbench.estimators.exact import exact_log_z
 
-pytestmark = [pytest.mark.cuda,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")]
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine"),
+]
 
 
 @pytest.mark.parametrize("init", ["uniform", "base-rate"])
@@ -55,6 +57,7 @@ def test_deep_models_on_cuda_agree_with_exact(family, init):
 
 # --------------------------------------------------------------------------- the exact sampler on CUDA
 
+
 @pytest.fixture(params=["triton", "torch"])
 def cuda_impl(request, monkeypatch):
     """The public sampling functions on CUDA with the Triton kernels, then with torch operations."""
@@ -80,9 +83,10 @@ def test_cuda_tiny_probability_hit_count(cuda_impl):
     import math
 
     import numpy as np
+
     from logzbench import kernels as S
 
-    p = 2.0 ** -30
+    p = 2.0**-30
     assert _hits(S.bernoulli, p, 1 << 29) <= 8
     z = float(np.float32(math.log(p) - math.log1p(-p)))
     assert _hits(S.bernoulli_from_logits_, z, 1 << 29) <= 8
@@ -147,8 +151,9 @@ def test_cuda_gibbs_transition_matrix_is_exact(cuda_impl):
     # the increment from the state's float32 pre-activations, in float64 (log_f would recompute
     # them in float64: a difference of order 1e-10 here, from the float32 rounding of v W + b)
     x64, sp = start.pre_h.double(), torch.nn.functional.softplus
-    ref = ((sp(beta * x64, threshold=40.0) - sp(beta0 * x64, threshold=40.0)).sum(1)
-           + (beta - beta0) * (start.v.double() @ path._da32.double()))
+    ref = (sp(beta * x64, threshold=40.0) - sp(beta0 * x64, threshold=40.0)).sum(1) + (beta - beta0) * (
+        start.v.double() @ path._da32.double()
+    )
     torch.testing.assert_close(inc, ref, rtol=0, atol=1e-12)
     assert float((inc - (path.log_f(start, beta) - path.log_f(start, beta0))).abs().max()) < 1e-8
     codes = (nxt.v.long().cpu() * torch.tensor([4, 2, 1])).sum(1).reshape(8, n)
@@ -170,8 +175,10 @@ def test_cuda_increments_match_float64(cuda_impl):
     dv = torch.randn(100, device="cuda", generator=g)
     for b0, b1 in [(0.0, 1e-5), (0.3, 0.302), (0.1, 0.2), (0.0, 1.0)]:
         x64 = x.double()
-        ref = (torch.nn.functional.softplus(b1 * x64, threshold=40.0)
-               - torch.nn.functional.softplus(b0 * x64, threshold=40.0)).sum(1) + (b1 - b0) * (v.double() @ dv.double())
+        ref = (
+            torch.nn.functional.softplus(b1 * x64, threshold=40.0)
+            - torch.nn.functional.softplus(b0 * x64, threshold=40.0)
+        ).sum(1) + (b1 - b0) * (v.double() @ dv.double())
         scale = float((x64.abs() * abs(b1 - b0)).sum(1).max()) + 1.0
         alone = S.softplus_diff_rows(x, b0, b1, v=v, dv=dv)
         inc, h = S.reweight_and_draw(x, b0, b1, g, v=v, dv=dv)

@@ -36,8 +36,8 @@ import pytest
 
 pytest.importorskip("mlflow", reason="mlflow is not installed; the dashboard tests need it")
 
-from logzbench import tracking  # noqa: E402
-from logzbench.tracking.runs import _epoch_ms  # noqa: E402
+from logzbench import tracking
+from logzbench.tracking.runs import _epoch_ms
 
 REPO = Path(__file__).resolve().parents[1]
 TEST_CONFIG = REPO / "config" / "test.yaml"
@@ -50,10 +50,30 @@ def _uri(path: Path) -> str:
 
 
 def _record(model="m", estimator="ais", K=100, init="uniform", seed=0, log_z=10.0, **extra):
-    return {"model": model, "dataset": "digits", "estimator": estimator, "method": estimator, "K": K, "init": init,
-            "seed": seed, "schedule": "linear", "chains": 100, "device": "cpu", "code_version": "test",
-            "result": {"estimator": estimator, "log_z": log_z, "log_z_stderr": 0.1, "ess": 50.0, "n_chains": 100,
-                       "mean_log_likelihood": -20.0, "mean_log_likelihood_stderr": 0.5, "seconds": 1.5}, **extra}
+    return {
+        "model": model,
+        "dataset": "digits",
+        "estimator": estimator,
+        "method": estimator,
+        "K": K,
+        "init": init,
+        "seed": seed,
+        "schedule": "linear",
+        "chains": 100,
+        "device": "cpu",
+        "code_version": "test",
+        "result": {
+            "estimator": estimator,
+            "log_z": log_z,
+            "log_z_stderr": 0.1,
+            "ess": 50.0,
+            "n_chains": 100,
+            "mean_log_likelihood": -20.0,
+            "mean_log_likelihood_stderr": 0.5,
+            "seconds": 1.5,
+        },
+        **extra,
+    }
 
 
 # --------------------------------------------------------------------------- runs: times and groups
@@ -67,13 +87,36 @@ def test_runs_start_and_end_when_the_record_says(tmp_path):
     t0 = time.time() - HOUR
     rec = _record(started_at="2026-01-02T03:04:05.250+00:00", finished_at="2026-01-02T03:06:05.750+00:00")
     run_id = tracking.log_estimate(rec, uri=uri, experiment_name="exp")
-    tracking.log_training("m", hyperparams={"n_hidden": 8}, history=[{"epoch": 1, "loss": 1.0}], uri=uri,
-                          experiment_name="exp", start_time=t0, end_time=t0 + 90)
-    trials = pd.DataFrame({"trial": [0, 1], "method": ["ds", "ds"], "log_z": [1.0, 1.1], "log_z_stderr": [0.1, 0.1],
-                           "error": [0.0, 0.1], "truth": [1.0, 1.0]})
+    tracking.log_training(
+        "m",
+        hyperparams={"n_hidden": 8},
+        history=[{"epoch": 1, "loss": 1.0}],
+        uri=uri,
+        experiment_name="exp",
+        start_time=t0,
+        end_time=t0 + 90,
+    )
+    trials = pd.DataFrame(
+        {
+            "trial": [0, 1],
+            "method": ["ds", "ds"],
+            "log_z": [1.0, 1.1],
+            "log_z_stderr": [0.1, 0.1],
+            "error": [0.0, 0.1],
+            "truth": [1.0, 1.0],
+        }
+    )
     summary = pd.DataFrame({"method": ["ds"], "bias": [0.05], "mse": [0.005], "sd": [0.07], "coverage": [1.0]})
-    tracking.log_trials("gaussian", {"sigma0": 0.5}, trials, summary, uri=uri, experiment_name="exp",
-                        start_time=t0 + 100, end_time=t0 + 112.5)
+    tracking.log_trials(
+        "gaussian",
+        {"sigma0": 0.5},
+        trials,
+        summary,
+        uri=uri,
+        experiment_name="exp",
+        start_time=t0 + 100,
+        end_time=t0 + 112.5,
+    )
     before = int(time.time() * 1000)
     plain = tracking.log_run("report", uri=uri, experiment_name="exp", kind="report")  # no times: now
     client = tracking.get_client(uri)
@@ -119,8 +162,11 @@ def test_relogging_a_record_replaces_its_run_even_with_the_same_times(tmp_path):
     second = tracking.log_estimate(rec, uri=uri, experiment_name="exp")
     assert [r.info.run_id for r in tracking.find_runs(uri=uri, experiment_name="exp")] == [second] != [first]
     # an earlier job logged later still replaces
-    third = tracking.log_estimate({**rec, "started_at": "2025-01-01T00:00:00+00:00",
-                                   "finished_at": "2025-01-01T00:01:00+00:00"}, uri=uri, experiment_name="exp")
+    third = tracking.log_estimate(
+        {**rec, "started_at": "2025-01-01T00:00:00+00:00", "finished_at": "2025-01-01T00:01:00+00:00"},
+        uri=uri,
+        experiment_name="exp",
+    )
     assert [r.info.run_id for r in tracking.find_runs(uri=uri, experiment_name="exp")] == [third]
 
 
@@ -128,32 +174,48 @@ def test_a_sweep_job_gives_each_setting_its_own_real_start_and_end(tmp_path):
     """run_estimate_sweep: each setting's record has its start and end, its run spans them exactly,
     and the settings' runs follow one another (the job ran them in turn)."""
     import numpy as np
-
     from conftest import model_samples, random_rbm
-    from logzbench.pipeline.jobs import run_estimate_sweep
+
     from logzbench.models import save_model
+    from logzbench.pipeline.jobs import run_estimate_sweep
 
     rbm = random_rbm(12, 8, seed=0, scale=0.5)
     save_model(rbm, tmp_path / "tiny.npz")
     rows = model_samples(rbm, 60, seed=1, sweeps=50).numpy().astype(np.uint8)
     np.savez(tmp_path / "tiny-data.npz", train=rows[:40], test=rows[40:])
-    base = {"model": "tiny", "dataset": "tiny-data", "device": "cpu", "n_visible": 12, "family": "rbm",
-            "hidden_sizes": [8], "n_hidden": 8, "estimator": "ais", "method": "ais", "init": "uniform",
-            "schedule": "linear", "chains": 20, "n_examples": None}
+    base = {
+        "model": "tiny",
+        "dataset": "tiny-data",
+        "device": "cpu",
+        "n_visible": 12,
+        "family": "rbm",
+        "hidden_sizes": [8],
+        "n_hidden": 8,
+        "estimator": "ais",
+        "method": "ais",
+        "init": "uniform",
+        "schedule": "linear",
+        "chains": 20,
+        "n_examples": None,
+    }
     settings = [{**base, "K": K, "seed": 0} for K in (5, 200)]
     uri = _uri(tmp_path)
     t0 = int(time.time() * 1000)
-    records = run_estimate_sweep(settings, model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
-                                 out_dir=tmp_path / "ais", log=lambda msg: None,
-                                 tracking={"enabled": True, "uri": uri, "experiment": "exp"})
+    records = run_estimate_sweep(
+        settings,
+        model=tmp_path / "tiny.npz",
+        data=tmp_path / "tiny-data.npz",
+        out_dir=tmp_path / "ais",
+        log=lambda msg: None,
+        tracking={"enabled": True, "uri": uri, "experiment": "exp"},
+    )
     client = tracking.get_client(uri)
     spans = []
     for rec in records:
         on_disk = json.loads((tmp_path / "ais" / f"K{rec['K']}_uniform_seed0.json").read_text())
         assert on_disk["started_at"] == rec["started_at"] and on_disk["finished_at"] == rec["finished_at"]
         info = client.get_run(rec["mlflow_run_id"]).info
-        assert (info.start_time, info.end_time) == (_epoch_ms(rec["started_at"]),
-                                                    _epoch_ms(rec["finished_at"]))
+        assert (info.start_time, info.end_time) == (_epoch_ms(rec["started_at"]), _epoch_ms(rec["finished_at"]))
         # the run spans the estimator's own time (and the test rows' log f(v), the arrays)
         assert info.end_time - info.start_time >= 1000 * rec["result"]["seconds"] - 2
         spans.append((info.start_time, info.end_time))
@@ -170,10 +232,15 @@ def test_experiment_kind_description_and_views_are_set_once(tmp_path):
     tags = client.get_experiment(exp_id).tags
     assert tags["mlflow.experimentKind"] == "custom_model_development"
     assert tags["mlflow.note.content"] == tracking.DASHBOARD_DESCRIPTION
-    views = {k.removeprefix("mlflow.sharedViewState."): json.loads(v) for k, v in tags.items()
-             if k.startswith("mlflow.sharedViewState.")}
-    assert {k: v["name"] for k, v in views.items()} == {"logzbench-by-model": "By model",
-                                                        "logzbench-seeds-pooled": "Seeds pooled"}
+    views = {
+        k.removeprefix("mlflow.sharedViewState."): json.loads(v)
+        for k, v in tags.items()
+        if k.startswith("mlflow.sharedViewState.")
+    }
+    assert {k: v["name"] for k, v in views.items()} == {
+        "logzbench-by-model": "By model",
+        "logzbench-seeds-pooled": "Seeds pooled",
+    }
     state = json.loads(views["logzbench-by-model"]["state"])
     assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": tracking.GROUP_TAG}]
     assert "metrics.`mean_test_ll`" in state["selectedColumns"]
@@ -192,14 +259,17 @@ def test_experiment_kind_description_and_views_are_set_once(tmp_path):
     assert tags["mlflow.sharedViewState.logzbench-by-model"] == overridden
     # a description of the workflow's config
     other = tracking.init_store(_uri(tmp_path / "b"), "exp", description="compare AIS and RAISE")
-    assert tracking.get_client(_uri(tmp_path / "b")).get_experiment(other["experiment_id"]).tags[
-        "mlflow.note.content"] == "compare AIS and RAISE"
+    assert (
+        tracking.get_client(_uri(tmp_path / "b")).get_experiment(other["experiment_id"]).tags["mlflow.note.content"]
+        == "compare AIS and RAISE"
+    )
 
 
 def test_dashboard_url_and_hint():
     url = tracking.dashboard_url("7", "http://127.0.0.1:5000/")
-    assert url == ("http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
-                   "&viewStateShareKey=logzbench-by-model")
+    assert url == (
+        "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=logzbench-by-model"
+    )
     assert tracking.dashboard_url("7", view=None).endswith("/#/experiments/7/runs?workflowType=machine_learning")
     hint = tracking.dashboard_hint("sqlite:////x/mlflow.db", "7")
     assert "mlflow ui --backend-store-uri sqlite:////x/mlflow.db --port 5000" in hint and url in hint
@@ -242,9 +312,17 @@ def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> di
     t = time.time() - HOUR
     names: dict[str, str] = {}
     for i, model in enumerate(config["models"]):
-        tracking.log_training(model, hyperparams={"n_epochs": 3}, history=[{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3)],
-                              summary={"train_seconds": 90.0}, uri=uri, experiment_name=experiment,
-                              dataset=config["models"][model]["dataset"], start_time=t, end_time=t + 90)
+        tracking.log_training(
+            model,
+            hyperparams={"n_epochs": 3},
+            history=[{"epoch": e, "loss": 1.0 / e} for e in (1, 2, 3)],
+            summary={"train_seconds": 90.0},
+            uri=uri,
+            experiment_name=experiment,
+            dataset=config["models"][model]["dataset"],
+            start_time=t,
+            end_time=t + 90,
+        )
         names[tracking.train_key(model)] = "train"
         t += 95
     with tracking.TrackingSession(uri, experiment) as session:
@@ -253,25 +331,53 @@ def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> di
                 key = tracking.estimate_key(s["model"], s["estimator"], s.get("K"), s.get("init"), s.get("seed"))
                 seconds = 2.0 + 0.5 * j
                 ll = -30.0 + 0.1 * i + 0.01 * j
-                rec = {"key": key, **s, "code_version": "test",
-                       "result": {"estimator": s["method"], "log_z": 40.0 - ll, "log_z_stderr": 0.05,
-                                  "ess": 0.6 * (s.get("chains") or 20), "n_chains": s.get("chains") or 20,
-                                  "mean_log_likelihood": ll,
-                                  "mean_log_likelihood_stderr": 0.05, "seconds": seconds, "n_sweeps": s.get("K") or 0},
-                       "started_at": t, "finished_at": t + seconds + 0.7}
+                rec = {
+                    "key": key,
+                    **s,
+                    "code_version": "test",
+                    "result": {
+                        "estimator": s["method"],
+                        "log_z": 40.0 - ll,
+                        "log_z_stderr": 0.05,
+                        "ess": 0.6 * (s.get("chains") or 20),
+                        "n_chains": s.get("chains") or 20,
+                        "mean_log_likelihood": ll,
+                        "mean_log_likelihood_stderr": 0.05,
+                        "seconds": seconds,
+                        "n_sweeps": s.get("K") or 0,
+                    },
+                    "started_at": t,
+                    "finished_at": t + seconds + 0.7,
+                }
                 tracking.log_estimate(rec, session=session, extra_tags={"logzbench.family": s.get("family", "rbm")})
                 names[key.removeprefix("estimate/")] = "estimate"
                 t += seconds + 1
     for experiment_name, setting in _trials_settings(config):
-        df = pd.DataFrame({"trial": [0, 1], "method": ["ds", "ds"], "log_z": [1.0, 1.2], "log_z_stderr": [0.1, 0.1],
-                           "error": [0.0, 0.2], "truth": [1.0, 1.0]})
+        df = pd.DataFrame(
+            {
+                "trial": [0, 1],
+                "method": ["ds", "ds"],
+                "log_z": [1.0, 1.2],
+                "log_z_stderr": [0.1, 0.1],
+                "error": [0.0, 0.2],
+                "truth": [1.0, 1.0],
+            }
+        )
         summary = pd.DataFrame({"method": ["ds"], "bias": [0.1], "mse": [0.02], "sd": [0.14], "coverage": [1.0]})
-        tracking.log_trials(experiment_name, setting, df, summary, uri=uri, experiment_name=experiment,
-                            start_time=t, end_time=t + 4)
+        tracking.log_trials(
+            experiment_name, setting, df, summary, uri=uri, experiment_name=experiment, start_time=t, end_time=t + 4
+        )
         names[tracking.trials_key(experiment_name, setting).removeprefix("trials/")] = "trials"
         t += 5
-    tracking.log_run("report", uri=uri, experiment_name=experiment, kind="report", metrics={"n_flagged_settings": 0},
-                     start_time=t, end_time=t + 3)
+    tracking.log_run(
+        "report",
+        uri=uri,
+        experiment_name=experiment,
+        kind="report",
+        metrics={"n_flagged_settings": 0},
+        start_time=t,
+        end_time=t + 3,
+    )
     names["report"] = "report"
     return names
 
@@ -280,7 +386,12 @@ def test_the_test_store_has_every_run_of_a_finished_test_run(tmp_path):
     """The store the browser test reads has the runs tests/test_workflow.py counts after a real run."""
     names = build_test_store(_uri(tmp_path), _test_config())
     kinds = [k for k in names.values()]
-    assert (kinds.count("train"), kinds.count("estimate"), kinds.count("trials"), kinds.count("report")) == (5, 37, 4, 1)
+    assert (kinds.count("train"), kinds.count("estimate"), kinds.count("trials"), kinds.count("report")) == (
+        5,
+        37,
+        4,
+        1,
+    )
     runs = tracking.find_runs(uri=_uri(tmp_path), experiment_name=EXPERIMENT)
     assert sorted(r.data.tags["mlflow.runName"] for r in runs) == sorted(names)
     durations = {r.data.tags["mlflow.runName"]: r.info.end_time - r.info.start_time for r in runs}
@@ -300,8 +411,10 @@ def _chromium_binary() -> str | None:
 def chromium() -> str:
     binary = _chromium_binary()
     if binary is None:
-        pytest.skip("chromium is not installed: the headless-browser test of the MLflow UI needs it "
-                    "(Debian: apt-get install -y chromium)")
+        pytest.skip(
+            "chromium is not installed: the headless-browser test of the MLflow UI needs it "
+            "(Debian: apt-get install -y chromium)"
+        )
     return binary
 
 
@@ -326,9 +439,27 @@ def mlflow_ui(tmp_path):
     log = open(tmp_path / "mlflow-server.log", "w")
     # no job runner (its queue consumers are half a dozen processes the UI's runs table does not need)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", "1"], stdout=log, stderr=subprocess.STDOUT,
-                            cwd=tmp_path, env=env, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "server",
+            "--backend-store-uri",
+            uri,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        env=env,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -367,14 +498,28 @@ def _page_text(dom: str) -> str:
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
 
 
-def _headless(chromium: str, url: str, profile: Path, *args: str, budget_ms: int = 25_000,
-              size: tuple[int, int] = (1900, 2600)) -> subprocess.CompletedProcess:
+def _headless(
+    chromium: str, url: str, profile: Path, *args: str, budget_ms: int = 25_000, size: tuple[int, int] = (1900, 2600)
+) -> subprocess.CompletedProcess:
     """One headless Chromium run on ``url`` with a fresh profile (no remembered UI state)."""
     shutil.rmtree(profile, ignore_errors=True)
-    cmd = [chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-           "--no-default-browser-check", "--disable-extensions", "--hide-scrollbars", "--mute-audio",
-           f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}", f"--virtual-time-budget={budget_ms}",
-           *args, url]
+    cmd = [
+        chromium,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--hide-scrollbars",
+        "--mute-audio",
+        f"--user-data-dir={profile}",
+        f"--window-size={size[0]},{size[1]}",
+        f"--virtual-time-budget={budget_ms}",
+        *args,
+        url,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
@@ -384,12 +529,19 @@ def test_mlflow_ui_opens_on_the_runs_table_grouped_by_model(chromium, mlflow_ui,
     description, and its durations are the jobs' (not ~60 ms).  A screenshot is kept."""
     base, uri, names = mlflow_ui
     if names is None:  # a real store: its runs
-        names = {r.data.tags["mlflow.runName"]: r.data.tags.get(tracking.KIND_TAG)
-                 for r in tracking.find_runs(uri=uri, experiment_name=EXPERIMENT)}
+        names = {
+            r.data.tags["mlflow.runName"]: r.data.tags.get(tracking.KIND_TAG)
+            for r in tracking.find_runs(uri=uri, experiment_name=EXPERIMENT)
+        }
     exp = tracking.get_client(uri).get_experiment_by_name(EXPERIMENT)
     url = tracking.dashboard_url(exp.experiment_id, base)
-    models = sorted({n.split("/")[1] if n.startswith("train/") else n.split("/")[0]
-                     for n, kind in names.items() if kind in ("train", "estimate")})
+    models = sorted(
+        {
+            n.split("/")[1] if n.startswith("train/") else n.split("/")[0]
+            for n, kind in names.items()
+            if kind in ("train", "estimate")
+        }
+    )
 
     text = ""
     for budget in (25_000, 60_000):  # a slow machine: once more, with more (virtual) time

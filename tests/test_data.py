@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logzbench.data import DATASETS, load_binary_rows, load_meta, load_prepared, prepare_dataset
-from logzbench.data import download
+from logzbench.data import DATASETS, download, load_binary_rows, load_meta, load_prepared, prepare_dataset
 from logzbench.data.binarize import binarize
 from logzbench.data.mnist import load_mnist, read_idx
 from logzbench.errors import DatasetError
@@ -359,8 +358,11 @@ def test_class_subset_takes_per_class_rows_of_each_label(tmp_path):
             class_subset(labels, bad, seed=0)
     np.savez(tmp_path / "unlabelled.npz", train=np.zeros((3, 2)), test=np.zeros((3, 2)))
     assert load_labels(tmp_path / "unlabelled.npz") is None
-    with pytest.raises(DatasetError, match=r"unlabelled\.npz has no test_labels: test_subset .* needs a dataset "
-                                           r"with labels"):
+    with pytest.raises(
+        DatasetError,
+        match=r"unlabelled\.npz has no test_labels: test_subset .* needs a dataset "
+        r"with labels",
+    ):
         class_subset(load_labels(tmp_path / "unlabelled.npz"), 2, seed=0, source=tmp_path / "unlabelled.npz")
     np.savez(tmp_path / "labelled.npz", test=np.zeros((len(labels), 2)), test_labels=labels)
     assert np.array_equal(load_labels(tmp_path / "labelled.npz", "test"), labels)

@@ -21,8 +21,12 @@ from logzbench.errors import DatasetError
 
 pytestmark = pytest.mark.usefixtures("offline")
 #: Kuleshov & Ermon's nudge_dataset kernels, in their order (up, left, right, down).
-KERNELS = ([[0, 1, 0], [0, 0, 0], [0, 0, 0]], [[0, 0, 0], [1, 0, 0], [0, 0, 0]],
-           [[0, 0, 0], [0, 0, 1], [0, 0, 0]], [[0, 0, 0], [0, 0, 0], [0, 1, 0]])
+KERNELS = (
+    [[0, 1, 0], [0, 0, 0], [0, 0, 0]],
+    [[0, 0, 0], [1, 0, 0], [0, 0, 0]],
+    [[0, 0, 0], [0, 0, 1], [0, 0, 0]],
+    [[0, 0, 0], [0, 0, 0], [0, 1, 0]],
+)
 
 
 @pytest.fixture(scope="module")
@@ -107,13 +111,20 @@ def test_options_and_refusals(tmp_path):
     assert not (tmp_path / "x.npz").exists()
 
 
-@pytest.mark.parametrize("kwargs, digest", [
-    ({"seed": 0}, "cfa339f61e9a63750385c118f8ecbf3f8ed4e5aebecb8e8ee86cec79994fd1d6"),
-    ({"binarize": "threshold", "threshold": 0.5, "seed": 0},
-     "79d31bcf99e121871c69df3ac7686f924d1b6d40c86d46e3ab225e4cd32e4932"),
-    ({"seed": 3, "n_valid": 100, "n_train": 500, "n_test": 50},
-     "5be5ea43f9beeef9f9ca22a0f2db6e10ddbcc5d00d4d715115b16ffb7d82bc3d"),
-])
+@pytest.mark.parametrize(
+    "kwargs, digest",
+    [
+        ({"seed": 0}, "cfa339f61e9a63750385c118f8ecbf3f8ed4e5aebecb8e8ee86cec79994fd1d6"),
+        (
+            {"binarize": "threshold", "threshold": 0.5, "seed": 0},
+            "79d31bcf99e121871c69df3ac7686f924d1b6d40c86d46e3ab225e4cd32e4932",
+        ),
+        (
+            {"seed": 3, "n_valid": 100, "n_train": 500, "n_test": 50},
+            "5be5ea43f9beeef9f9ca22a0f2db6e10ddbcc5d00d4d715115b16ffb7d82bc3d",
+        ),
+    ],
+)
 def test_digits_source_unchanged(tmp_path, kwargs, digest):
     """Fingerprints of the ``digits`` output (arrays and meta) taken before digits-avil was added."""
     out = prepare_dataset("digits", tmp_path / "d.npz", **kwargs)
@@ -127,7 +138,20 @@ def test_digits_source_unchanged(tmp_path, kwargs, digest):
             h.update(a.tobytes())
     assert h.hexdigest() == digest
     meta = load_meta(out)
-    assert list(meta) == ["format_version", "dataset", "binarize", "threshold", "seed", "split_seeds", "sizes",
-                          "n_features", "image_shape", "split", "sources", "logzbench_version"]
-    assert json.dumps(meta["split"]) == json.dumps("sklearn train_test_split(test_size=0.2, stratify=labels, "
-                                                   "random_state=0); valid = last n_valid training rows")
+    assert list(meta) == [
+        "format_version",
+        "dataset",
+        "binarize",
+        "threshold",
+        "seed",
+        "split_seeds",
+        "sizes",
+        "n_features",
+        "image_shape",
+        "split",
+        "sources",
+        "logzbench_version",
+    ]
+    assert json.dumps(meta["split"]) == json.dumps(
+        "sklearn train_test_split(test_size=0.2, stratify=labels, random_state=0); valid = last n_valid training rows"
+    )

@@ -15,8 +15,15 @@ import numpy as np
 import pytest
 from scipy.io import loadmat
 
-from logzbench.data import CONTINUOUS_DATASETS, N_FEATURES, load_meta, load_rows, prepare_dataset, prepare_patches
-from logzbench.data import download
+from logzbench.data import (
+    CONTINUOUS_DATASETS,
+    N_FEATURES,
+    download,
+    load_meta,
+    load_rows,
+    prepare_dataset,
+    prepare_patches,
+)
 from logzbench.data.frey import (
     FILENAME,
     FOLDER,
@@ -52,8 +59,11 @@ def prepared(tmp_path_factory):
 
 def test_registry_matches_manifest():
     with open(MIRROR / "MANIFEST.tsv", newline="") as fh:
-        sha = {Path(r["file"]).name: r["sha256"] for r in csv.DictReader(fh, delimiter="\t")
-               if r["dataset"] == "frey_faces"}
+        sha = {
+            Path(r["file"]).name: r["sha256"]
+            for r in csv.DictReader(fh, delimiter="\t")
+            if r["dataset"] == "frey_faces"
+        }
     entry = download.remote_file(FOLDER, FILENAME)
     assert entry.sha256 == sha[FILENAME] and entry.urls[0] == "https://cs.nyu.edu/~roweis/data/frey_rawface.mat"
     assert "frey" in CONTINUOUS_DATASETS and N_FEATURES["frey"] == 560
@@ -110,8 +120,15 @@ def test_workflow_prepare_job(tmp_path):
     """The prepare rule's job with a schema-filled frey entry (binarize, threshold, n_valid dropped)."""
     from logzbench.pipeline.jobs import prepare_job
 
-    spec = {"source": "frey", "binarize": "stochastic", "threshold": 0.5, "seed": 0, "n_train": None,
-            "n_test": 65, "n_valid": 0}
+    spec = {
+        "source": "frey",
+        "binarize": "stochastic",
+        "threshold": 0.5,
+        "seed": 0,
+        "n_train": None,
+        "n_test": 65,
+        "n_valid": 0,
+    }
     out = prepare_job(spec, tmp_path / "frey.npz", mirror=str(MIRROR))
     assert load_meta(out)["sizes"] == {"train": 1900, "test": 65}
 

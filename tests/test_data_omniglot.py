@@ -15,10 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logzbench.data import DATASETS, load_meta, load_prepared, prepare_dataset
-from logzbench.data import download
+from logzbench.data import DATASETS, download, load_meta, load_prepared, omniglot, prepare_dataset
 from logzbench.data.binarize import binarize
-from logzbench.data import omniglot
 from logzbench.data.omniglot import _read_npz, load_omniglot
 from logzbench.errors import DatasetError
 
@@ -244,8 +242,12 @@ def test_unreadable_source_contents(tmp_path):
     np.savez(tmp_path / "keys.npz", pictures=np.zeros((2, 20, 105, 105), bool), labels=np.zeros((2, 20)))
     np.savez(tmp_path / "shape.npz", images=np.zeros((2, 20, 28, 28), bool), labels=np.zeros((2, 20), int))
     np.savez(tmp_path / "labels.npz", images=np.zeros((2, 20, 105, 105), bool), labels=np.zeros((2, 20), int))
-    for name, why in (("junk.npz", "cannot read"), ("keys.npz", "lacks"), ("shape.npz", "expected bool"),
-                      ("labels.npz", "not the character index")):
+    for name, why in (
+        ("junk.npz", "cannot read"),
+        ("keys.npz", "lacks"),
+        ("shape.npz", "expected bool"),
+        ("labels.npz", "not the character index"),
+    ):
         with pytest.raises(DatasetError, match=why) as info:
             _read_npz(tmp_path / name, 2)
         assert name in str(info.value)

@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logzbench.data import DATASETS, N_FEATURES, load_meta, load_prepared, load_rows, prepare_dataset
-from logzbench.data import download
+from logzbench.data import DATASETS, N_FEATURES, download, load_meta, load_prepared, load_rows, prepare_dataset
 from logzbench.data.uci import MADE_COMMIT, UCI_DATASETS, UCI_SETS, load_uci, read_libsvm
 from logzbench.errors import DatasetError
 
@@ -79,8 +78,9 @@ def test_registry_matches_table1_and_manifest():
         assert (spec.n_features, spec.sizes) == (d, {"train": train, "valid": valid, "test": test})
         assert N_FEATURES[name] == d
     expected = manifest_sha256()
-    assert sorted(expected) == sorted(["a5a_train.libsvm", "a5a_valid.libsvm", "a5a_test.libsvm",
-                                       "dna.npz", "mushrooms.npz", "nips.npz"])
+    assert sorted(expected) == sorted(
+        ["a5a_train.libsvm", "a5a_valid.libsvm", "a5a_test.libsvm", "dna.npz", "mushrooms.npz", "nips.npz"]
+    )
     for name in MIRRORED:
         spec = UCI_SETS[name]
         for f in spec.files:
@@ -92,15 +92,19 @@ def test_registry_matches_table1_and_manifest():
     rcv1 = download.remote_file("uci_binary/rcv1", "rcv1.npz")
     assert rcv1.sha256 is None and rcv1.git_sha1 is None
     assert rcv1.urls == ("https://github.com/mgermain/MADE/releases/download/ICML2015/rcv1.npz",)
-    assert download.remote_file("uci_binary/adult", "a5a_test.libsvm").urls[0] == \
-        "http://www.cs.toronto.edu/~larocheh/public/datasets/adult/a5a_test.libsvm"
+    assert (
+        download.remote_file("uci_binary/adult", "a5a_test.libsvm").urls[0]
+        == "http://www.cs.toronto.edu/~larocheh/public/datasets/adult/a5a_test.libsvm"
+    )
 
 
 @needs_mirror
 def test_git_blob_sha1_of_mirrored_npz_matches_made_tree():
     """The git blob hashes used for connect4 / ocr_letters / web are checked the same way as these."""
-    for folder, blob in (("dna", "6375b479f1a0c6cdc4ff836d7e53c0814e10873f"),
-                         ("nips", "bdc1319ac88d344ea518c6a5814996989ebdb7d8")):
+    for folder, blob in (
+        ("dna", "6375b479f1a0c6cdc4ff836d7e53c0814e10873f"),
+        ("nips", "bdc1319ac88d344ea518c6a5814996989ebdb7d8"),
+    ):
         path = FOLDER / folder / f"{folder}.npz"
         assert download.git_blob_sha1(path) == blob == download.remote_file(f"uci_binary/{folder}", path.name).git_sha1
 
@@ -135,10 +139,13 @@ def test_adult_libsvm_parse(loaded):
 
 
 @needs_mirror
-@pytest.mark.parametrize("folder, filename, sha", [
-    ("dna", "dna.npz", "df2d2e7ce1469edfead15e41024e108d64f1b4633cfecfc40ef7107cc22c895c"),
-    ("adult", "a5a_valid.libsvm", "c54b5973ca19d03a8d153ffbdf0a5114fff5d587ea1d2589dfa4865526b91826"),
-])
+@pytest.mark.parametrize(
+    "folder, filename, sha",
+    [
+        ("dna", "dna.npz", "df2d2e7ce1469edfead15e41024e108d64f1b4633cfecfc40ef7107cc22c895c"),
+        ("adult", "a5a_valid.libsvm", "c54b5973ca19d03a8d153ffbdf0a5114fff5d587ea1d2589dfa4865526b91826"),
+    ],
+)
 def test_corrupted_copy_is_refused(tmp_path, folder, filename, sha):
     mirror = tmp_path / "mirror"
     shutil.copytree(FOLDER / folder, mirror / "uci_binary" / folder)
@@ -169,8 +176,13 @@ def test_content_checks_of_a_file_without_checksum(tmp_path):
     np.savez(target, train_data=np.zeros((3, 150)))
     with pytest.raises(DatasetError, match=r"lacks arrays \['valid_data', 'test_data'\]"):
         load_uci("rcv1", mirror=mirror)
-    np.savez(target, train_data=np.zeros((3, 150)), valid_data=np.zeros((3, 150)), test_data=np.zeros((3, 150)),
-             inputsize=np.int32(151))
+    np.savez(
+        target,
+        train_data=np.zeros((3, 150)),
+        valid_data=np.zeros((3, 150)),
+        test_data=np.zeros((3, 150)),
+        inputsize=np.int32(151),
+    )
     with pytest.raises(DatasetError, match="inputsize 151, expected 150"):
         load_uci("rcv1", mirror=mirror)
 
@@ -179,10 +191,12 @@ def test_libsvm_refusals(tmp_path):
     path = tmp_path / "rows.libsvm"
     path.write_text("+1 1:1 3:1\n-1 123:1\n\n-1\n")
     assert read_libsvm(path, 123).nonzero()[1].tolist() == [0, 2, 122]
-    for text, why in (("+1 3:1 7:2\n", r"example 1: feature 7 has the value 2.0; the data set is binary"),
-                      ("+1 3:1\n-1 124:1\n", r"example 2: feature index 124 is outside 1..123; the rows are wider"),
-                      ("+1 0:1\n", "feature index 0 is outside"),
-                      ("+1 3:x\n", "cannot parse")):
+    for text, why in (
+        ("+1 3:1 7:2\n", r"example 1: feature 7 has the value 2.0; the data set is binary"),
+        ("+1 3:1\n-1 124:1\n", r"example 2: feature index 124 is outside 1..123; the rows are wider"),
+        ("+1 0:1\n", "feature index 0 is outside"),
+        ("+1 3:x\n", "cannot parse"),
+    ):
         path.write_text(text)
         with pytest.raises(DatasetError, match=why) as info:
             read_libsvm(path, 123)
@@ -247,8 +261,9 @@ def test_prepare_uci(tmp_path):
     assert meta["dataset"] == "dna" and meta["image_shape"] is None and meta["binarize"] is None
     assert meta["n_features"] == 180 and meta["sizes"] == {"train": 1400, "test": 1186, "valid": 600}
     np.testing.assert_array_equal(load_prepared(out, "test"), load_uci("dna", mirror=MIRROR)["test"])
-    small = prepare_dataset("dna", tmp_path / "small.npz", mirror=MIRROR, n_train=10, n_test=20,
-                            binarize="threshold", threshold=0.9)  # binarization unused: already binary
+    small = prepare_dataset(
+        "dna", tmp_path / "small.npz", mirror=MIRROR, n_train=10, n_test=20, binarize="threshold", threshold=0.9
+    )  # binarization unused: already binary
     np.testing.assert_array_equal(load_prepared(small, "train"), load_prepared(out, "train")[:10])
     assert load_prepared(small, "valid").shape == (600, 180)
     with pytest.raises(DatasetError, match="fixed validation split"):
@@ -263,7 +278,14 @@ def test_workflow_prepare_job(tmp_path):
     """The prepare rule's job with a schema-filled dataset entry."""
     from logzbench.pipeline.jobs import prepare_job
 
-    spec = {"source": "mushrooms", "binarize": "stochastic", "threshold": 0.5, "seed": 0, "n_train": None,
-            "n_test": None, "n_valid": 0}
+    spec = {
+        "source": "mushrooms",
+        "binarize": "stochastic",
+        "threshold": 0.5,
+        "seed": 0,
+        "n_train": None,
+        "n_test": None,
+        "n_valid": 0,
+    }
     out = prepare_job(spec, tmp_path / "mushrooms.npz", mirror=str(MIRROR))
     assert load_meta(out)["sizes"] == {"train": 2000, "test": 5624, "valid": 500}

@@ -144,7 +144,7 @@ def test_prepare_shapes_split_and_patches(small):
         loc, raw = small[f"{split}_locations"], small[f"{split}_raw"]
         for k in (0, 1, len(loc) - 1):
             i, r, c = loc[k]
-            np.testing.assert_array_equal(raw[k], raw_image(VANHATEREN_IMAGES[i])[r:r + p, c:c + p])
+            np.testing.assert_array_equal(raw[k], raw_image(VANHATEREN_IMAGES[i])[r : r + p, c : c + p])
     assert small["sources"][VANHATEREN_IMAGES[0]]["sha256"] == manifest_sha256()[VANHATEREN_IMAGES[0]]
 
 
@@ -232,11 +232,14 @@ def test_non_positive_pixels_are_refused(monkeypatch):
     patches = np.ones((3, 16, 16))
     patches[1, 2, 3] = 0.0
     with pytest.raises(DatasetError, match="raw patch 1"):
-        transform_patches(patches, {"pca_components": np.eye(2, 256), "pca_mean": np.zeros(256),
-                                    "whitening_scale": np.ones(2)})
+        transform_patches(
+            patches, {"pca_components": np.eye(2, 256), "pca_mean": np.zeros(256), "whitening_scale": np.ones(2)}
+        )
     with pytest.raises(ValueError, match="shape"):
-        transform_patches(np.ones((3, 8, 8)), {"pca_components": np.eye(2, 256), "pca_mean": np.zeros(256),
-                                               "whitening_scale": np.ones(2)})
+        transform_patches(
+            np.ones((3, 8, 8)),
+            {"pca_components": np.eye(2, 256), "pca_mean": np.zeros(256), "whitening_scale": np.ones(2)},
+        )
 
 
 # --------------------------------------------------------------------------- prepared file
@@ -256,7 +259,7 @@ def test_save_load_roundtrip(small, saved):
     # the saved whitening reproduces both splits from raw patches cut again from the mirror
     for split in ("train", "test"):
         loc = small[f"{split}_locations"][:40]
-        raw = np.stack([raw_image(VANHATEREN_IMAGES[i])[r:r + 16, c:c + 16] for i, r, c in loc])
+        raw = np.stack([raw_image(VANHATEREN_IMAGES[i])[r : r + 16, c : c + 16] for i, r, c in loc])
         np.testing.assert_allclose(transform_patches(raw, white), small[split][:40], rtol=0, atol=1e-12)
 
     meta = load_patches_meta(saved)

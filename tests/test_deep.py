@@ -25,8 +25,9 @@ def _dbm(sizes=(8, 6, 4), seed=0, scale=0.8, bias_scale=0.5) -> DBM:
 
 def _dbn(sizes=(8, 6, 4), seed=0, scale=0.8, bias_scale=0.5, tied=True) -> DBN:
     """Recognition weights tied to W_1, as after greedy training (untied random ones make a poor proposal)."""
-    return DBN.random(sizes, scale=scale, bias_scale=bias_scale, generator=torch.Generator().manual_seed(seed),
-                      tied=tied)
+    return DBN.random(
+        sizes, scale=scale, bias_scale=bias_scale, generator=torch.Generator().manual_seed(seed), tied=tied
+    )
 
 
 def _brute_dbm(dbm: DBM) -> tuple[float, torch.Tensor]:
@@ -202,8 +203,9 @@ def test_raise_agrees_with_exact_and_is_conservative(family):
     res = estimate(model, "raise", data=X, steps=500, chains=20, seed=4, is_samples=200)
     assert abs(res.mean_log_likelihood - exact_ll) < 4 * res.mean_log_likelihood_stderr + 0.02
     # few intermediate distributions: RAISE errs low on average (a stochastic lower bound of p_ann)
-    low = [estimate(model, "raise", data=X, steps=5, chains=5, seed=s, is_samples=50).mean_log_likelihood
-           for s in range(3)]
+    low = [
+        estimate(model, "raise", data=X, steps=5, chains=5, seed=s, is_samples=50).mean_log_likelihood for s in range(3)
+    ]
     assert np.mean(low) <= exact_ll + 0.05
 
 
@@ -245,8 +247,25 @@ def test_model_file_round_trip_and_cli(family, tmp_path, capsys):
     assert main(["estimate", str(path), "--estimator", "exact", "--data", str(data)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["log_z"] == pytest.approx(model.exact_log_z())
-    assert main(["estimate", str(path), "--estimator", "raise", "--data", str(data), "-K", "20", "--chains", "3",
-                 "--is-samples", "20"]) == 0
+    assert (
+        main(
+            [
+                "estimate",
+                str(path),
+                "--estimator",
+                "raise",
+                "--data",
+                str(data),
+                "-K",
+                "20",
+                "--chains",
+                "3",
+                "--is-samples",
+                "20",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["n_sweeps"] == (40 if family == "dbm" else 20)
 
@@ -267,17 +286,20 @@ def _write(path, **arrays):
     return path
 
 
-@pytest.mark.parametrize("family, mutate, message", [
-    ("dbm", lambda a: a.pop("bias_2"), "missing array"),
-    ("dbm", lambda a: a.pop("W_1"), "W_1, ..., W_L"),
-    ("dbm", lambda a: a.__setitem__("W_2", a["W_2"][:, :3]), "bias_2"),
-    ("dbm", lambda a: a["W_2"].__setitem__((0, 0), np.nan), "NaN"),
-    ("dbm", lambda a: a["W_1"].__setitem__((0, 0), 1e31), "overflow"),
-    ("dbm", lambda a: a.__setitem__("W_3", np.zeros((4, 2))), "bias"),
-    ("dbn", lambda a: a.pop("recognition_bias"), "missing array"),
-    ("dbn", lambda a: a.__setitem__("W_2", np.zeros((5, 4))), "h_1|bias_1|match"),
-    ("dbn", lambda a: a["recognition_W"].__setitem__((1, 1), np.inf), "inf"),
-])
+@pytest.mark.parametrize(
+    "family, mutate, message",
+    [
+        ("dbm", lambda a: a.pop("bias_2"), "missing array"),
+        ("dbm", lambda a: a.pop("W_1"), "W_1, ..., W_L"),
+        ("dbm", lambda a: a.__setitem__("W_2", a["W_2"][:, :3]), "bias_2"),
+        ("dbm", lambda a: a["W_2"].__setitem__((0, 0), np.nan), "NaN"),
+        ("dbm", lambda a: a["W_1"].__setitem__((0, 0), 1e31), "overflow"),
+        ("dbm", lambda a: a.__setitem__("W_3", np.zeros((4, 2))), "bias"),
+        ("dbn", lambda a: a.pop("recognition_bias"), "missing array"),
+        ("dbn", lambda a: a.__setitem__("W_2", np.zeros((5, 4))), "h_1|bias_1|match"),
+        ("dbn", lambda a: a["recognition_W"].__setitem__((1, 1), np.inf), "inf"),
+    ],
+)
 def test_malformed_deep_model_files_are_refused(family, mutate, message, tmp_path):
     model = _dbm() if family == "dbm" else _dbn(tied=False)
     arrays = {**model.to_arrays(), "model_type": np.array(family)}

@@ -16,10 +16,14 @@ REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 DOCS = REPO / "docs"
 
-TEST_COMMAND = ("python3 -m venv .venv && . .venv/bin/activate && pip install -q torch==2.13.0 && "
-                "pip install -q -e '.[test]' && python -m pytest -n 2")
-MAIN_JOB = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && pip install -e '.[test]' && "
-            "LOGZBENCH_DATA_MIRROR=../shared/data snakemake --cores 2 --workflow-profile workflow/profiles/default")
+TEST_COMMAND = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install -q torch==2.13.0 && "
+    "pip install -q -e '.[test]' && python -m pytest -n 2"
+)
+MAIN_JOB = (
+    "python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 && pip install -e '.[test]' && "
+    "LOGZBENCH_DATA_MIRROR=../shared/data snakemake --cores 2 --workflow-profile workflow/profiles/default"
+)
 
 
 def _fenced_after(text: str, label: str) -> str:

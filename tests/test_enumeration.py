@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import brute_log_z, random_rbm
+
 from logzbench.estimators.exact import exact
 from logzbench.models import DBM, DBN, BinaryRBM
 from logzbench.models import enumeration as E
@@ -99,13 +99,21 @@ def test_zero_weights_analytic():
 
 
 # --------------------------------------------------------------------------- mixed precision
-@pytest.mark.parametrize("nv, nh, scale, bias_scale", [
-    (784, 12, 0.05, 0.5), (784, 12, 0.3, 0.5), (784, 10, 1.0, 1.0), (784, 8, 3.0, 2.0),
-    (30, 16, 10.0, 0.5), (40, 12, 60.0, 5.0), (16, 200, 0.5, 0.5), (200, 14, 0.01, 0.0),
-])
+@pytest.mark.parametrize(
+    "nv, nh, scale, bias_scale",
+    [
+        (784, 12, 0.05, 0.5),
+        (784, 12, 0.3, 0.5),
+        (784, 10, 1.0, 1.0),
+        (784, 8, 3.0, 2.0),
+        (30, 16, 10.0, 0.5),
+        (40, 12, 60.0, 5.0),
+        (16, 200, 0.5, 0.5),
+        (200, 14, 0.01, 0.0),
+    ],
+)
 def test_mixed_is_within_its_bound_of_float64(nv, nh, scale, bias_scale):
-    rbm = BinaryRBM.random(nv, nh, scale=scale, bias_scale=bias_scale,
-                           generator=torch.Generator().manual_seed(nv + nh))
+    rbm = BinaryRBM.random(nv, nh, scale=scale, bias_scale=bias_scale, generator=torch.Generator().manual_seed(nv + nh))
     ref = exact_log_z(rbm, return_bound=True)
     mixed = exact_log_z(rbm, precision="mixed", return_bound=True)
     assert isinstance(mixed, ExactLogZ)
@@ -154,8 +162,10 @@ def test_float32_softplus_meets_the_assumed_accuracy():
 # --------------------------------------------------------------------------- interfaces
 def test_deep_models_pass_precision_and_bound_through():
     g = torch.Generator().manual_seed(4)
-    for model in (DBM.random((12, 8, 6), scale=0.8, bias_scale=0.5, generator=g),
-                  DBN.random((10, 8, 6), scale=0.8, bias_scale=0.5, generator=g)):
+    for model in (
+        DBM.random((12, 8, 6), scale=0.8, bias_scale=0.5, generator=g),
+        DBN.random((10, 8, 6), scale=0.8, bias_scale=0.5, generator=g),
+    ):
         ref = model.exact_log_z(return_bound=True)
         mixed = model.exact_log_z(precision="mixed", return_bound=True)
         assert abs(mixed.log_z - ref.log_z) <= mixed.bound + ref.bound
@@ -178,14 +188,17 @@ def test_progress_bar_runs():
     assert exact_log_z(rbm, chunk_size=8, progress=True) == exact_log_z(rbm, chunk_size=8)
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"precision": "float32"}, "unknown precision"),
-    ({"precision": "half"}, "unknown precision"),
-    ({"kernel": "gray"}, "unknown kernel"),
-    ({"kernel": "product", "precision": "mixed"}, "float64 only"),
-    ({"chunk_size": 0}, "chunk_size"),
-    ({"chunk_size": 2.5}, "chunk_size"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"precision": "float32"}, "unknown precision"),
+        ({"precision": "half"}, "unknown precision"),
+        ({"kernel": "gray"}, "unknown kernel"),
+        ({"kernel": "product", "precision": "mixed"}, "float64 only"),
+        ({"chunk_size": 0}, "chunk_size"),
+        ({"chunk_size": 2.5}, "chunk_size"),
+    ],
+)
 def test_bad_arguments_raise(kw, match):
     with pytest.raises(ValueError, match=match):
         exact_log_z(random_rbm(4, 3, seed=0), **kw)

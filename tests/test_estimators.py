@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from conftest import brute_log_z, model_samples, random_rbm
+
 from logzbench import schedules
 from logzbench.api import estimate
 from logzbench.errors import EstimatorError
@@ -38,12 +38,16 @@ def test_exact_analytic_zero_weights():
 
 # --------------------------------------------------------------------------- AIS
 
-@pytest.mark.parametrize("nv, nh, scale, init, schedule", [
-    (20, 10, 0.8, "uniform", "linear"),
-    (20, 10, 0.8, "base-rate", "linear"),
-    (30, 20, 0.4, "base-rate", "sigmoid"),
-    (16, 20, 0.6, "uniform", "sigmoid"),
-])
+
+@pytest.mark.parametrize(
+    "nv, nh, scale, init, schedule",
+    [
+        (20, 10, 0.8, "uniform", "linear"),
+        (20, 10, 0.8, "base-rate", "linear"),
+        (30, 20, 0.4, "base-rate", "sigmoid"),
+        (16, 20, 0.6, "uniform", "sigmoid"),
+    ],
+)
 def test_ais_agrees_with_exact_within_reported_uncertainty(nv, nh, scale, init, schedule):
     rbm = random_rbm(nv, nh, seed=nv + nh, scale=scale)
     X = model_samples(rbm, 200, seed=1)
@@ -113,6 +117,7 @@ def test_overflowing_chain_is_an_error(small_rbm):
 
 # --------------------------------------------------------------------------- RAISE
 
+
 @pytest.mark.parametrize("init", ["uniform", "base-rate"])
 def test_raise_agrees_with_exact(init):
     rbm = random_rbm(20, 10, seed=2, scale=0.8)
@@ -152,14 +157,16 @@ def test_raise_control_variate_subsample():
 
 # --------------------------------------------------------------------------- CSL
 
+
 @pytest.mark.parametrize("mode", ["unbiased", "biased"])
 def test_csl_is_below_exact(mode):
     rbm = random_rbm(20, 10, seed=2, scale=1.2)
     X = model_samples(rbm, 50, seed=7)
     exact_ll = float((rbm.log_unnormalized_marginal(X) - exact_log_z(rbm)).mean())
     small = estimate(rbm, "csl", data=X, train_data=X, chains=5, samples_per_chain=2, burn_in=10, csl_mode=mode)
-    big = estimate(rbm, "csl", data=X, train_data=X, chains=200, samples_per_chain=20, burn_in=50, thin=2,
-                   csl_mode=mode)
+    big = estimate(
+        rbm, "csl", data=X, train_data=X, chains=200, samples_per_chain=20, burn_in=50, thin=2, csl_mode=mode
+    )
     assert small.mean_log_likelihood < exact_ll
     assert big.mean_log_likelihood <= exact_ll + 3 * big.mean_log_likelihood_stderr
     assert small.mean_log_likelihood < big.mean_log_likelihood  # more samples: tighter bound
@@ -175,6 +182,7 @@ def test_csl_bad_settings(small_rbm):
 
 
 # --------------------------------------------------------------------------- records and input checks
+
 
 def test_weight_summary_statistics():
     s = summarize_log_weights(torch.zeros(50))
@@ -217,9 +225,9 @@ def _gibbs_matrix(path, beta: float) -> torch.Tensor:
     rbm = path.rbm
     V, H = all_states(rbm.n_visible), all_states(rbm.n_hidden)
     W, a, b, a0 = rbm.W.double(), rbm.visible_bias.double(), rbm.hidden_bias.double(), path.a0.double()
-    ph = torch.sigmoid(beta * (V @ W + b))                                   # (nV, nh)
+    ph = torch.sigmoid(beta * (V @ W + b))  # (nV, nh)
     p_h_given_v = torch.exp(H @ torch.log(ph).T + (1 - H) @ torch.log1p(-ph).T).T  # (nV, nH)
-    pv = torch.sigmoid((1 - beta) * a0 + beta * (a + H @ W.T))               # (nH, nv)
+    pv = torch.sigmoid((1 - beta) * a0 + beta * (a + H @ W.T))  # (nH, nv)
     p_v_given_h = torch.exp(V @ torch.log(pv).T + (1 - V) @ torch.log1p(-pv).T).T  # (nH, nV)
     return p_h_given_v @ p_v_given_h
 

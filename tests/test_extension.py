@@ -68,24 +68,44 @@ def plugin(tmp_path, monkeypatch):
     monkeypatch.setattr(registry, "FAMILIES", dict(registry.FAMILIES))
     monkeypatch.setattr(options, "_TABLE", dict(options._TABLE))
     draws = Option("draws_per_chain", 1, "toy-is: uniform draws per chain", "int", minimum=1)
-    registry.register(registry.EstimatorSpec(
-        name="toy-is", entry="toy_plugin:estimate", kinds=("binary",), axes=("seed",), yields="log_z",
-        bound="unbiased-in-z", options=("chains", "draws_per_chain"), declares=(draws,), label="toy IS",
-        color="tab:pink", summary="naive importance sampling from the uniform distribution"))
-    registry.register(registry.FamilySpec(
-        "toy-rbm", "toy_plugin:ToyRBM", "toy_plugin:train", "binary", options.INITS, "n_hidden",
-        lambda nv, h: (min(nv, h[0]), 0), hyperparams=("logzbench.training.trainer:RBMTrainer",)))
+    registry.register(
+        registry.EstimatorSpec(
+            name="toy-is",
+            entry="toy_plugin:estimate",
+            kinds=("binary",),
+            axes=("seed",),
+            yields="log_z",
+            bound="unbiased-in-z",
+            options=("chains", "draws_per_chain"),
+            declares=(draws,),
+            label="toy IS",
+            color="tab:pink",
+            summary="naive importance sampling from the uniform distribution",
+        )
+    )
+    registry.register(
+        registry.FamilySpec(
+            "toy-rbm",
+            "toy_plugin:ToyRBM",
+            "toy_plugin:train",
+            "binary",
+            options.INITS,
+            "n_hidden",
+            lambda nv, h: (min(nv, h[0]), 0),
+            hyperparams=("logzbench.training.trainer:RBMTrainer",),
+        )
+    )
     return tmp_path
 
 
 def _model():
     import torch
-
     from toy_plugin import ToyRBM
 
     g = torch.Generator().manual_seed(3)
-    return ToyRBM(0.5 * torch.randn(8, 4, generator=g), 0.3 * torch.randn(8, generator=g),
-                  0.3 * torch.randn(4, generator=g))
+    return ToyRBM(
+        0.5 * torch.randn(8, 4, generator=g), 0.3 * torch.randn(8, generator=g), 0.3 * torch.randn(4, generator=g)
+    )
 
 
 def test_the_registry_refuses_a_second_entry_of_one_name(plugin):
@@ -114,7 +134,11 @@ def test_api_runs_the_plugin_with_its_option(plugin):
     from logzbench.options import EstimateOptions
 
     ctx = type("Ctx", (), {})()
-    ctx.spec, ctx.model, ctx.options = registry.estimator("toy-is"), model, EstimateOptions(chains=10, draws_per_chain=3)
+    ctx.spec, ctx.model, ctx.options = (
+        registry.estimator("toy-is"),
+        model,
+        EstimateOptions(chains=10, draws_per_chain=3),
+    )
     assert estimated_bytes(ctx) == (8 * 30 * 8, "draws = 30")
 
 
@@ -129,8 +153,25 @@ def test_cli_has_the_flag_and_family(plugin, tmp_path, capsys):
         cli.main(["estimate", "--help"])
     assert "--draws-per-chain" in capsys.readouterr().out
     out = tmp_path / "est.json"
-    assert cli.main(["estimate", str(path), "--estimator", "toy-is", "--chains", "50", "--draws-per-chain", "3",
-                     "--json", str(out), "--threads", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "estimate",
+                str(path),
+                "--estimator",
+                "toy-is",
+                "--chains",
+                "50",
+                "--draws-per-chain",
+                "3",
+                "--json",
+                str(out),
+                "--threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     rec = json.loads(out.read_text())
     assert rec["n_chains"] == 150 and rec["settings"]["draws_per_chain"] == 3 and math.isfinite(rec["log_z"])
     capsys.readouterr()
@@ -158,9 +199,11 @@ def _config():
     import yaml
 
     config = yaml.safe_load((SCHEMA.parents[2] / "config" / "test.yaml").read_text())
-    config["models"]["digits-toy"] = {"dataset": "digits", "hyperparams": {
-        "family": "toy-rbm", "n_hidden": 6, "n_epochs": 1, "learning_rate": 0.05},
-        "estimators": ["toy", "ais"]}
+    config["models"]["digits-toy"] = {
+        "dataset": "digits",
+        "hyperparams": {"family": "toy-rbm", "n_hidden": 6, "n_epochs": 1, "learning_rate": 0.05},
+        "estimators": ["toy", "ais"],
+    }
     config["estimators"]["toy"] = {"method": "toy-is", "chains": 20, "draws_per_chain": 3, "seeds": [0, 1]}
     return config, yaml.safe_load(SCHEMA.read_text())
 
@@ -182,8 +225,10 @@ def test_config_check_and_sweep_take_the_plugin(plugin):
     s = sweep.job_settings(config, "digits-toy", "toy", "seed1")
     assert s["method"] == "toy-is" and s["family"] == "toy-rbm" and s["draws_per_chain"] == 3 and s["seed"] == 1
     # the option's schema comes from its declaration: unknown keys, bad values and hyperparameters are refused
-    for key, value, why in (("draw_per_chain", 3, "'draw_per_chain' was unexpected"),
-                            ("draws_per_chain", 0, "0 is less than the minimum of 1")):
+    for key, value, why in (
+        ("draw_per_chain", 3, "'draw_per_chain' was unexpected"),
+        ("draws_per_chain", 0, "0 is less than the minimum of 1"),
+    ):
         bad, _ = _config()
         bad["estimators"]["toy"][key] = value
         with pytest.raises(ConfigError, match=why):
@@ -193,4 +238,3 @@ def test_config_check_and_sweep_take_the_plugin(plugin):
     check_estimator_options(bad, schema)
     with pytest.raises(ConfigError, match="did you mean 'n_hidden'"):
         check_config(bad)
-

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from conftest import all_states
+
 from logzbench import registry
 from logzbench.api import estimate
 from logzbench.cli import main
@@ -17,8 +17,9 @@ from logzbench.models.grbm import GaussianBernoulliRBM
 from logzbench.models.io import load_model, save_model
 
 
-def random_grbm(D: int, H: int, seed: int, scale: float = 0.6, sigma: float = 0.8,
-                bias_scale: float = 0.5) -> GaussianBernoulliRBM:
+def random_grbm(
+    D: int, H: int, seed: int, scale: float = 0.6, sigma: float = 0.8, bias_scale: float = 0.5
+) -> GaussianBernoulliRBM:
     g = torch.Generator().manual_seed(seed)
     return GaussianBernoulliRBM.random(D, H, scale=scale, sigma=sigma, bias_scale=bias_scale, generator=g)
 
@@ -32,16 +33,17 @@ def grid_log_integral(log_f, half_width: float = 9.0, n: int = 1201) -> float:
     w = torch.ones(n, dtype=torch.float64)
     w[0] = w[-1] = 0.5
     cell = float(x[1] - x[0]) ** 2
-    return float(torch.logsumexp((vals + torch.log(w)[:, None] + torch.log(w)[None, :]).reshape(-1), 0)) \
-        + math.log(cell)
+    return float(torch.logsumexp((vals + torch.log(w)[:, None] + torch.log(w)[None, :]).reshape(-1), 0)) + math.log(
+        cell
+    )
 
 
 def brute_log_z_beta(m: GaussianBernoulliRBM, beta: float) -> float:
     """``log Z_beta`` of the path: ``(D/2) log(2 pi sigma^2) + logsumexp_h(beta e.h + beta^2 ||W h||^2 / 2)``."""
     h = all_states(m.n_hidden)
     W, b, c = (p.double() for p in (m.W, m.b, m.c))
-    g = beta * (h @ (c + W.T @ b / m.sigma)) + 0.5 * beta ** 2 * ((h @ W.T) ** 2).sum(1)
-    return 0.5 * m.n_visible * math.log(2 * math.pi * m.sigma ** 2) + float(torch.logsumexp(g, 0))
+    g = beta * (h @ (c + W.T @ b / m.sigma)) + 0.5 * beta**2 * ((h @ W.T) ** 2).sum(1)
+    return 0.5 * m.n_visible * math.log(2 * math.pi * m.sigma**2) + float(torch.logsumexp(g, 0))
 
 
 # --------------------------------------------------------------------------- exact values
@@ -99,8 +101,15 @@ def test_registry_entry_and_kind():
 @pytest.fixture(scope="module")
 def model_10x8():
     m = random_grbm(10, 8, seed=3, scale=0.5, sigma=1.0)
-    X = m.gibbs(torch.randn(40, 10, generator=torch.Generator().manual_seed(4)), torch.Generator().manual_seed(5),
-                n_sweeps=200).double().numpy()
+    X = (
+        m.gibbs(
+            torch.randn(40, 10, generator=torch.Generator().manual_seed(4)),
+            torch.Generator().manual_seed(5),
+            n_sweeps=200,
+        )
+        .double()
+        .numpy()
+    )
     return m, X, m.exact_log_z()
 
 
@@ -111,8 +120,7 @@ def test_ais_agrees_with_exact(model_10x8):
     assert ex.mean_log_likelihood == pytest.approx(float(m.log_unnormalized_marginal(X).mean()) - log_z, abs=1e-9)
     res = estimate(m, "ais", data=X, K=300, chains=200, seed=0)
     assert abs(res.log_z - log_z) < 4 * res.log_z_stderr + 1e-3
-    assert res.mean_log_likelihood == pytest.approx(float(m.log_unnormalized_marginal(X).mean()) - res.log_z,
-                                                    abs=1e-9)
+    assert res.mean_log_likelihood == pytest.approx(float(m.log_unnormalized_marginal(X).mean()) - res.log_z, abs=1e-9)
     assert res.settings["model_family"] == "grbm" and "is_samples" not in res.settings
 
 
@@ -151,8 +159,7 @@ def test_cli_estimate_reads_real_rows(model_10x8, tmp_path, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["log_z"] == pytest.approx(log_z, abs=1e-5)  # the file holds float32 parameters
-    assert out["mean_log_likelihood"] == pytest.approx(float(m.log_unnormalized_marginal(X).mean()) - log_z,
-                                                       abs=1e-4)
+    assert out["mean_log_likelihood"] == pytest.approx(float(m.log_unnormalized_marginal(X).mean()) - log_z, abs=1e-4)
 
 
 # --------------------------------------------------------------------------- conditionals
@@ -161,10 +168,10 @@ def exact_moments(m: GaussianBernoulliRBM, beta: float = 1.0):
     v-integral, ``v | h ~ N(b + sigma beta W h, sigma^2 I)``."""
     h = all_states(m.n_hidden)
     W, b, c = (p.double() for p in (m.W, m.b, m.c))
-    g = beta * (h @ (c + W.T @ b / m.sigma)) + 0.5 * beta ** 2 * ((h @ W.T) ** 2).sum(1)
+    g = beta * (h @ (c + W.T @ b / m.sigma)) + 0.5 * beta**2 * ((h @ W.T) ** 2).sum(1)
     p = torch.softmax(g, 0)
     mu = b + m.sigma * beta * h @ W.T  # (2^H, D)
-    second = torch.einsum("s,si,sj->ij", p, mu, mu) + m.sigma ** 2 * torch.eye(m.n_visible, dtype=torch.float64)
+    second = torch.einsum("s,si,sj->ij", p, mu, mu) + m.sigma**2 * torch.eye(m.n_visible, dtype=torch.float64)
     return p @ mu, second, p @ h
 
 
@@ -222,20 +229,23 @@ def _arrays(**over):
     return {k: v for k, v in a.items() if v is not None}
 
 
-@pytest.mark.parametrize("arrays, message", [
-    (_arrays(W=np.full((3, 2), np.nan)), "'W' contains NaN"),
-    (_arrays(c=np.array([0.0, np.inf])), "'c' contains inf"),
-    (_arrays(sigma=np.array(0.0)), "'sigma' = 0 must be > 0"),
-    (_arrays(sigma=np.array(-1.0)), "'sigma' = -1 must be > 0"),
-    (_arrays(sigma=np.array(np.nan)), "'sigma' contains NaN"),
-    (_arrays(sigma=np.ones(2)), "'sigma' must be a scalar"),
-    (_arrays(b=np.zeros(4)), "'b' has shape \\(4,\\), expected \\(3,\\)"),
-    (_arrays(c=np.zeros(3)), "'c' has shape \\(3,\\), expected \\(2,\\)"),
-    (_arrays(W=np.zeros(3)), "'W' must be 2-D"),
-    (_arrays(sigma=None), "missing array\\(s\\) \\['sigma'\\]"),
-    (_arrays(visible_bias=np.zeros(3)), "unexpected array\\(s\\) \\['visible_bias'\\]"),
-    (_arrays(W=np.full((3, 2), 1e35)), "parameters overflow"),
-])
+@pytest.mark.parametrize(
+    "arrays, message",
+    [
+        (_arrays(W=np.full((3, 2), np.nan)), "'W' contains NaN"),
+        (_arrays(c=np.array([0.0, np.inf])), "'c' contains inf"),
+        (_arrays(sigma=np.array(0.0)), "'sigma' = 0 must be > 0"),
+        (_arrays(sigma=np.array(-1.0)), "'sigma' = -1 must be > 0"),
+        (_arrays(sigma=np.array(np.nan)), "'sigma' contains NaN"),
+        (_arrays(sigma=np.ones(2)), "'sigma' must be a scalar"),
+        (_arrays(b=np.zeros(4)), "'b' has shape \\(4,\\), expected \\(3,\\)"),
+        (_arrays(c=np.zeros(3)), "'c' has shape \\(3,\\), expected \\(2,\\)"),
+        (_arrays(W=np.zeros(3)), "'W' must be 2-D"),
+        (_arrays(sigma=None), "missing array\\(s\\) \\['sigma'\\]"),
+        (_arrays(visible_bias=np.zeros(3)), "unexpected array\\(s\\) \\['visible_bias'\\]"),
+        (_arrays(W=np.full((3, 2), 1e35)), "parameters overflow"),
+    ],
+)
 def test_bad_files_are_refused(tmp_path, arrays, message):
     path = tmp_path / "bad.npz"
     np.savez(path, **arrays)
@@ -252,8 +262,17 @@ def test_trainer_raises_the_exact_log_likelihood():
     X = (X - X.mean(0)) / X.std(0)
     from logzbench.training import train_model
 
-    model, history = train_model(X[:300], X[300:], family="grbm", n_hidden=5, n_epochs=15, learning_rate=0.02,
-                                 batch_size=50, init_scale=0.1, seed=0)
+    model, history = train_model(
+        X[:300],
+        X[300:],
+        family="grbm",
+        n_hidden=5,
+        n_epochs=15,
+        learning_rate=0.02,
+        batch_size=50,
+        init_scale=0.1,
+        seed=0,
+    )
     assert isinstance(model, GaussianBernoulliRBM) and model.sigma == 1.0
     assert [r["epoch"] for r in history] == list(range(16))
     first, last = history[0], history[-1]

@@ -1,4 +1,5 @@
-"""Liu et al. Sec. 6 on small grid MRFs: every estimator within its reported uncertainty of the transfer-matrix log Z."""
+"""Liu et al. Sec. 6 on small grid MRFs: every estimator within its reported uncertainty of the
+transfer-matrix log Z."""
 
 import pytest
 import torch
@@ -27,8 +28,12 @@ def test_sampling_estimators_on_a_small_grid(reference):
     exact = mrf.exact_log_z()
     ref = mrf.uniform_reference() if reference == "uniform" else mrf.mean_field()
     l0, l1 = _samples(mrf, ref, 2000, seed=1)
-    for est in (importance_sampling(l0), reverse_importance_sampling(l1), discriminance_sampling(l0, l1),
-                naive_average(l0, l1)):
+    for est in (
+        importance_sampling(l0),
+        reverse_importance_sampling(l1),
+        discriminance_sampling(l0, l1),
+        naive_average(l0, l1),
+    ):
         se = est.log_z_stderr
         assert abs(est.log_z - exact) < 4 * se + 0.02, (est.estimator, est.log_z, exact, se)
 

@@ -145,8 +145,14 @@ def test_trw_bound_normalisation_and_consistency(shape, sigma_pair):
     ltn, lte = tn.log().numpy(), te.log().numpy()
     E = len(src)
     g = ltn[np.arange(xb.shape[1])[None, :], xb].sum(1)
-    g = g + (ref.rho * (lte[np.arange(E)[None, :], xb[:, src], xb[:, dst]]
-                        - ltn[src[None, :], xb[:, src]] - ltn[dst[None, :], xb[:, dst]])).sum(1)
+    g = g + (
+        ref.rho
+        * (
+            lte[np.arange(E)[None, :], xb[:, src], xb[:, dst]]
+            - ltn[src[None, :], xb[:, src]]
+            - ltn[dst[None, :], xb[:, dst]]
+        )
+    ).sum(1)
     np.testing.assert_allclose(g - m.log_f(x).numpy(), -ref.log_z_bound, rtol=0, atol=1e-7)
 
 

@@ -74,8 +74,7 @@ def _spd(dim, seed):
 def test_analysis_model_log_z_and_test_log_likelihood(estimator):
     model = GaussianEnergy(_spd(5, 0))
     X = torch.randn(50, 5, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
-    res = hais(model, estimator, schedules.linear(300), 300, torch.Generator().manual_seed(1), data=X,
-               n_bootstrap=0)
+    res = hais(model, estimator, schedules.linear(300), 300, torch.Generator().manual_seed(1), data=X, n_bootstrap=0)
     exact = model.exact_log_z()
     assert res.estimator == estimator and abs(res.log_z - exact) < 4 * res.log_z_stderr + 0.01
     exact_ll = float((-model.energy(X)).mean()) - exact
@@ -110,8 +109,10 @@ def _log_z_mse(model, exact, *, K, chains, n_seeds=5):
     """Mean squared error of log Z-hat over ``n_seeds`` runs, per estimator."""
     out = {}
     for est in ("hais", "ais-hmc", "ais-mh"):
-        errs = [hais(model, est, schedules.linear(K), chains, torch.Generator().manual_seed(s), n_bootstrap=0).log_z
-                - exact for s in range(n_seeds)]
+        errs = [
+            hais(model, est, schedules.linear(K), chains, torch.Generator().manual_seed(s), n_bootstrap=0).log_z - exact
+            for s in range(n_seeds)
+        ]
         out[est] = float(np.mean(np.square(errs)))
     return out
 

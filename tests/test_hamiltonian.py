@@ -88,8 +88,15 @@ def test_reflection_at_a_lower_bound_keeps_the_truncated_target(kernel):
     def energy(x):
         return torch.where((x >= 0).all(dim=1), 0.5 * (x**2).sum(dim=1), torch.full_like(x[:, 0], math.inf))
 
-    path = _path(kernel, energy, dim=dim, lower=torch.zeros(dim, dtype=torch.float64), step_size=0.5,
-                 grad1=lambda x: x, mh_sigma=0.5)
+    path = _path(
+        kernel,
+        energy,
+        dim=dim,
+        lower=torch.zeros(dim, dtype=torch.float64),
+        step_size=0.5,
+        grad1=lambda x: x,
+        mh_sigma=0.5,
+    )
     state = path.state_from_data(x0)._replace(v=torch.randn(n, dim, generator=g, dtype=torch.float64))
     for _ in range(30):
         state = path.transition(state, 1.0, g)
@@ -115,8 +122,9 @@ def test_hais_needs_fewer_distributions_than_the_baselines():
         e = []
         for seed in range(6):
             path = _path(kernel, energy, dim=8)
-            e.append(ais(path, schedules.linear(30), 200, torch.Generator().manual_seed(seed),
-                         n_bootstrap=0).log_z - log_z)
+            e.append(
+                ais(path, schedules.linear(30), 200, torch.Generator().manual_seed(seed), n_bootstrap=0).log_z - log_z
+            )
         err[kernel] = float(np.mean(np.square(e)))
     assert err["hais"] < err["hmc"] and err["hais"] < err["mh"], err
 

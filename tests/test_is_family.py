@@ -13,8 +13,12 @@ import pytest
 from logzbench.errors import EstimatorError
 from logzbench.estimators.discriminance import discriminance
 from logzbench.estimators.importance import importance_sampling
-from logzbench.estimators.is_combinations import (discriminance_sampling, naive_average, weighted_average,
-                                                  weighted_selection)
+from logzbench.estimators.is_combinations import (
+    discriminance_sampling,
+    naive_average,
+    weighted_average,
+    weighted_selection,
+)
 from logzbench.estimators.reverse_importance import reverse_importance_sampling
 from logzbench.models import gaussian_toy as toy
 from logzbench.trials import METHODS, estimate_all, run_trial, sweep, trial_errors
@@ -185,7 +189,9 @@ def test_result_records():
         ex = res[name].extra
         assert {"log_z_is", "log_z_ris", "v_is", "v_ris"} <= set(ex)
         assert ex["log_z_is"] == pytest.approx(res["is"].log_z) and ex["log_z_ris"] == pytest.approx(res["ris"].log_z)
-        assert ex["v_is"] == pytest.approx(res["is"].extra["v_is"]) and ex["v_ris"] == pytest.approx(res["ris"].extra["v_ris"])
+        assert ex["v_is"] == pytest.approx(res["is"].extra["v_is"]) and ex["v_ris"] == pytest.approx(
+            res["ris"].extra["v_ris"]
+        )
         lo, hi = sorted((ex["log_z_is"], ex["log_z_ris"]))
         assert lo - 1e-12 <= res[name].log_z <= hi + 1e-12
     assert res["is-avg"].log_z == pytest.approx((res["is"].log_z + res["ris"].log_z) / 2)
@@ -194,8 +200,9 @@ def test_result_records():
     assert res["is"].log_z_stderr == pytest.approx(math.sqrt(res["is"].extra["v_is"] / 200))
     assert res["ris"].log_z_stderr == pytest.approx(math.sqrt(res["ris"].extra["v_ris"] / 200))
     assert 0 < res["ds"].extra["gamma"] <= 0.25
-    assert res["ds"].log_z_ci == pytest.approx((res["ds"].log_z - 1.96 * res["ds"].log_z_stderr,
-                                                res["ds"].log_z + 1.96 * res["ds"].log_z_stderr))
+    assert res["ds"].log_z_ci == pytest.approx(
+        (res["ds"].log_z - 1.96 * res["ds"].log_z_stderr, res["ds"].log_z + 1.96 * res["ds"].log_z_stderr)
+    )
 
 
 def test_log_space_no_overflow():

@@ -33,15 +33,17 @@ def test_is_family_agrees_with_exact_on_a_small_rbm(estimator, init):
     rbm = random_rbm(12, 8, seed=0, scale=0.5)
     train = model_samples(rbm, 500, seed=5)
     exact = api.estimate(rbm, "exact").log_z
-    runs = [api.estimate(rbm, estimator, chains=2000, burn_in=30, init=init, train_data=train, seed=seed,
-                         n_bootstrap=0) for seed in range(4)]
+    runs = [
+        api.estimate(rbm, estimator, chains=2000, burn_in=30, init=init, train_data=train, seed=seed, n_bootstrap=0)
+        for seed in range(4)
+    ]
     for res in runs:
         assert res.estimator == estimator
         assert res.n_sweeps == (0 if estimator == "is" else 30) and res.seconds > 0
         assert res.settings["n"] == 2000 and res.settings["init"] == init
         assert np.isfinite(res.log_z_stderr) and res.log_z_stderr > 0
     mean = float(np.mean([r.log_z for r in runs]))
-    pooled = float(np.sqrt(sum(r.log_z_stderr ** 2 for r in runs))) / len(runs)
+    pooled = float(np.sqrt(sum(r.log_z_stderr**2 for r in runs))) / len(runs)
     assert abs(mean - exact) < 4 * pooled + 0.02, ([r.log_z for r in runs], exact, pooled)
 
 
@@ -89,8 +91,20 @@ def test_cli_offers_every_api_estimator(tmp_path, capsys):
     data = model_samples(rbm, 50, seed=2).numpy()
     np.save(tmp_path / "test.npy", data)
     exact = api.estimate(rbm, "exact").log_z
-    code = cli.main(["estimate", str(path), "--estimator", "ds", "--chains", "500", "--burn-in", "10",
-                     "--data", str(tmp_path / "test.npy")])
+    code = cli.main(
+        [
+            "estimate",
+            str(path),
+            "--estimator",
+            "ds",
+            "--chains",
+            "500",
+            "--burn-in",
+            "10",
+            "--data",
+            str(tmp_path / "test.npy"),
+        ]
+    )
     assert code == 0
     out = json.loads(capsys.readouterr().out)
     assert out["estimator"] == "ds" and abs(out["log_z"] - exact) < 4 * out["log_z_stderr"] + 0.02

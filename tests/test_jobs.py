@@ -1,4 +1,5 @@
-"""logzbench.pipeline.jobs: one workflow estimate job from its settings (the workflow's rule estimate, without Snakemake)."""
+"""logzbench.pipeline.jobs: one workflow estimate job from its settings (the workflow's rule estimate,
+without Snakemake)."""
 
 from __future__ import annotations
 
@@ -8,53 +9,112 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from conftest import model_samples, random_rbm
-from logzbench.api import estimate
-from logzbench.pipeline.jobs import estimate_options, run_estimate
-from logzbench.models import save_model
 
-BASE = {"model": "tiny", "dataset": "tiny-data", "device": "cpu", "n_visible": 12, "family": "rbm",
-        "hidden_sizes": [8], "n_hidden": 8}
+from logzbench.api import estimate
+from logzbench.models import save_model
+from logzbench.pipeline.jobs import estimate_options, run_estimate
+
+BASE = {
+    "model": "tiny",
+    "dataset": "tiny-data",
+    "device": "cpu",
+    "n_visible": 12,
+    "family": "rbm",
+    "hidden_sizes": [8],
+    "n_hidden": 8,
+}
 
 
 def test_options_are_the_registry_options_in_the_settings():
-    ais = {**BASE, "estimator": "ais-x", "method": "ais", "K": 10, "init": "base-rate", "seed": 3,
-           "schedule": "linear", "chains": 20, "n_examples": None}
-    assert estimate_options(ais) == {"K": 10, "schedule": "linear", "chains": 20, "init": "base-rate", "seed": 3,
-                                     "device": "cpu", "progress": False}
+    ais = {
+        **BASE,
+        "estimator": "ais-x",
+        "method": "ais",
+        "K": 10,
+        "init": "base-rate",
+        "seed": 3,
+        "schedule": "linear",
+        "chains": 20,
+        "n_examples": None,
+    }
+    assert estimate_options(ais) == {
+        "K": 10,
+        "schedule": "linear",
+        "chains": 20,
+        "init": "base-rate",
+        "seed": 3,
+        "device": "cpu",
+        "progress": False,
+    }
     raise_ = {**ais, "method": "raise", "n_examples": 5}
     assert estimate_options(raise_)["n_examples"] == 5
     exact = {**BASE, "estimator": "exact", "method": "exact", "K": None, "init": None, "seed": None}
     assert estimate_options(exact, progress=True) == {"seed": 0, "device": "cpu", "progress": True}
-    ds = {**BASE, "estimator": "ds", "method": "ds", "K": None, "init": "uniform", "seed": 1, "chains": 50,
-          "burn_in": 5, "n_examples": None}
-    assert estimate_options(ds) == {"chains": 50, "burn_in": 5, "init": "uniform", "seed": 1, "device": "cpu",
-                                    "progress": False}
+    ds = {
+        **BASE,
+        "estimator": "ds",
+        "method": "ds",
+        "K": None,
+        "init": "uniform",
+        "seed": 1,
+        "chains": 50,
+        "burn_in": 5,
+        "n_examples": None,
+    }
+    assert estimate_options(ds) == {
+        "chains": 50,
+        "burn_in": 5,
+        "init": "uniform",
+        "seed": 1,
+        "device": "cpu",
+        "progress": False,
+    }
 
 
-@pytest.mark.parametrize("method,extra,stem", [
-    ("exact", {"K": None, "init": None, "seed": None}, "exact"),
-    ("ais", {"K": 10, "init": "base-rate", "seed": 0, "schedule": "linear", "chains": 20, "n_examples": None},
-     "K10_base-rate_seed0"),
-    ("ds", {"K": None, "init": "uniform", "seed": 1, "chains": 50, "burn_in": 5, "n_examples": None},
-     "uniform_seed1"),
-])
+@pytest.mark.parametrize(
+    "method,extra,stem",
+    [
+        ("exact", {"K": None, "init": None, "seed": None}, "exact"),
+        (
+            "ais",
+            {"K": 10, "init": "base-rate", "seed": 0, "schedule": "linear", "chains": 20, "n_examples": None},
+            "K10_base-rate_seed0",
+        ),
+        (
+            "ds",
+            {"K": None, "init": "uniform", "seed": 1, "chains": 50, "burn_in": 5, "n_examples": None},
+            "uniform_seed1",
+        ),
+    ],
+)
 def test_run_estimate_writes_the_record_and_the_arrays(tmp_path, method, extra, stem):
     rbm = random_rbm(12, 8, seed=0, scale=0.5)
     save_model(rbm, tmp_path / "tiny.npz")
     rows = model_samples(rbm, 60, seed=1, sweeps=50).numpy().astype(np.uint8)
     np.savez(tmp_path / "tiny-data.npz", train=rows[:40], test=rows[40:])
     settings = {**BASE, "estimator": method, "method": method, **extra}
-    record = run_estimate(settings, model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
-                          arrays=tmp_path / f"{stem}.npz", record_path=tmp_path / f"{stem}.json",
-                          tracking={"enabled": False}, log=lambda msg: None)
+    record = run_estimate(
+        settings,
+        model=tmp_path / "tiny.npz",
+        data=tmp_path / "tiny-data.npz",
+        arrays=tmp_path / f"{stem}.npz",
+        record_path=tmp_path / f"{stem}.json",
+        tracking={"enabled": False},
+        log=lambda msg: None,
+    )
     on_disk = json.loads((tmp_path / f"{stem}.json").read_text())
     assert on_disk == json.loads(json.dumps(record))
-    assert list(record)[:len(settings) + 1] == ["key", *settings]
+    assert list(record)[: len(settings) + 1] == ["key", *settings]
     assert {k: record[k] for k in settings} == settings and "mlflow_run_id" not in record
-    assert record["key"] == {"exact": "estimate/tiny/exact/K-/-/seed-", "ais": "estimate/tiny/ais/K10/base-rate/seed0",
-                             "ds": "estimate/tiny/ds/K-/uniform/seed1"}[method]
+    assert (
+        record["key"]
+        == {
+            "exact": "estimate/tiny/exact/K-/-/seed-",
+            "ais": "estimate/tiny/ais/K10/base-rate/seed0",
+            "ds": "estimate/tiny/ds/K-/uniform/seed1",
+        }[method]
+    )
     assert record["arrays"] == str(tmp_path / f"{stem}.npz") and (tmp_path / f"{stem}.npz").is_file()
     # the same estimate as the API with the registry options
     direct = estimate(tmp_path / "tiny.npz", method, data=rows[40:], train_data=rows[:40], **estimate_options(settings))
@@ -72,26 +132,57 @@ def test_sweep_writes_each_setting_and_keeps_one_mlflow_run_per_setting(tmp_path
     save_model(rbm, tmp_path / "tiny.npz")
     rows = model_samples(rbm, 60, seed=1, sweeps=50).numpy().astype(np.uint8)
     np.savez(tmp_path / "tiny-data.npz", train=rows[:40], test=rows[40:])
-    settings = [{**BASE, "estimator": "ais", "method": "ais", "K": K, "init": init, "seed": seed,
-                 "schedule": "linear", "chains": 20, "n_examples": None}
-                for K in (5, 10) for init in ("uniform", "base-rate") for seed in (0, 1)]
+    settings = [
+        {
+            **BASE,
+            "estimator": "ais",
+            "method": "ais",
+            "K": K,
+            "init": init,
+            "seed": seed,
+            "schedule": "linear",
+            "chains": 20,
+            "n_examples": None,
+        }
+        for K in (5, 10)
+        for init in ("uniform", "base-rate")
+        for seed in (0, 1)
+    ]
     uri = "sqlite:///" + str(tmp_path / "mlflow.db")
     tracking = {"enabled": True, "uri": uri, "experiment": "sweep-test"}
     out = tmp_path / "ais"
-    records = run_estimate_sweep(settings, model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
-                                 out_dir=out, tracking=tracking, log=lambda msg: None)
+    records = run_estimate_sweep(
+        settings,
+        model=tmp_path / "tiny.npz",
+        data=tmp_path / "tiny-data.npz",
+        out_dir=out,
+        tracking=tracking,
+        log=lambda msg: None,
+    )
     stems = sorted(p.stem for p in out.glob("*.json"))
     assert stems == sorted(f"K{s['K']}_{s['init']}_seed{s['seed']}" for s in settings)
     assert sorted(p.stem for p in out.glob("*.npz")) == stems
-    alone = run_estimate(settings[3], model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
-                         arrays=tmp_path / "alone.npz", record_path=tmp_path / "alone.json",
-                         tracking={"enabled": False}, log=lambda msg: None)
+    alone = run_estimate(
+        settings[3],
+        model=tmp_path / "tiny.npz",
+        data=tmp_path / "tiny-data.npz",
+        arrays=tmp_path / "alone.npz",
+        record_path=tmp_path / "alone.json",
+        tracking={"enabled": False},
+        log=lambda msg: None,
+    )
     assert records[3]["result"]["log_z"] == alone["result"]["log_z"]
     runs = find_runs(uri=uri, experiment_name="sweep-test", kind="estimate")
     assert sorted(r.data.tags["logzbench.key"] for r in runs) == sorted(r["key"] for r in records)
     assert {r.info.run_id for r in runs} == {r["mlflow_run_id"] for r in records}
-    again = run_estimate_sweep(settings, model=tmp_path / "tiny.npz", data=tmp_path / "tiny-data.npz",
-                               out_dir=out, tracking=tracking, log=lambda msg: None)
+    again = run_estimate_sweep(
+        settings,
+        model=tmp_path / "tiny.npz",
+        data=tmp_path / "tiny-data.npz",
+        out_dir=out,
+        tracking=tracking,
+        log=lambda msg: None,
+    )
     runs = find_runs(uri=uri, experiment_name="sweep-test", kind="estimate")
     assert len(runs) == len(settings)
     assert {r.info.run_id for r in runs} == {r["mlflow_run_id"] for r in again}
@@ -116,21 +207,36 @@ def test_test_subset_restricts_the_rows_of_each_setting(tmp_path):
     log_f, log_z = rbm.exact_log_f(test).numpy(), rbm.exact_log_z()
 
     def run(settings, out, tracking=None):
-        return run_estimate_sweep(settings, model=tmp_path / "tiny.npz", data=data, out_dir=tmp_path / out,
-                                  tracking=tracking or {"enabled": False}, log=lambda msg: None)
+        return run_estimate_sweep(
+            settings,
+            model=tmp_path / "tiny.npz",
+            data=data,
+            out_dir=tmp_path / out,
+            tracking=tracking or {"enabled": False},
+            log=lambda msg: None,
+        )
 
     sub = {"per_class": 4, "seed": 0}
-    exact = {**BASE, "estimator": "exact-subset", "method": "exact", "K": None, "init": None, "seed": None,
-             "test_subset": sub}
+    exact = {
+        **BASE,
+        "estimator": "exact-subset",
+        "method": "exact",
+        "K": None,
+        "init": None,
+        "seed": None,
+        "test_subset": sub,
+    }
     [rec] = run([exact], "exact")
     idx = class_subset(labels, 4, 0)
     assert len(idx) == 12 and rec["test_subset"] == sub and rec["result"]["n_examples"] == 12
     assert rec["result"]["mean_log_likelihood"] == pytest.approx(log_f[idx].mean() - log_z, abs=1e-9)
     # AIS: per-example log-likelihood = exact log f(v) - log Z-hat, on the rows of each setting's own subset
     ais = {**BASE, "estimator": "ais", "method": "ais", "K": 5, "schedule": "linear", "chains": 10, "n_examples": None}
-    settings = [{**ais, "init": "uniform", "seed": 0},
-                {**ais, "init": "uniform", "seed": 1, "test_subset": sub},
-                {**ais, "init": "base-rate", "seed": 0, "test_subset": {"per_class": 2, "seed": 7}}]
+    settings = [
+        {**ais, "init": "uniform", "seed": 0},
+        {**ais, "init": "uniform", "seed": 1, "test_subset": sub},
+        {**ais, "init": "base-rate", "seed": 0, "test_subset": {"per_class": 2, "seed": 7}},
+    ]
     uri = "sqlite:///" + str(tmp_path / "mlflow.db")
     records = run(settings, "ais", {"enabled": True, "uri": uri, "experiment": "subset-test"})
     for s, r, want in zip(settings, records, (np.arange(30), idx, class_subset(labels, 2, 7))):
@@ -140,10 +246,14 @@ def test_test_subset_restricts_the_rows_of_each_setting(tmp_path):
         assert per_ex + r["result"]["log_z"] == pytest.approx(log_f[want], abs=1e-9)
     from logzbench.tracking import find_runs
 
-    tags = {r.data.tags["logzbench.key"]: r.data.tags.get("logzbench.test_subset")
-            for r in find_runs(uri=uri, experiment_name="subset-test", kind="estimate")}
-    assert tags == {r["key"]: None if "test_subset" not in s else json.dumps(s["test_subset"], sort_keys=True)
-                    for s, r in zip(settings, records)}
+    tags = {
+        r.data.tags["logzbench.key"]: r.data.tags.get("logzbench.test_subset")
+        for r in find_runs(uri=uri, experiment_name="subset-test", kind="estimate")
+    }
+    assert tags == {
+        r["key"]: None if "test_subset" not in s else json.dumps(s["test_subset"], sort_keys=True)
+        for s, r in zip(settings, records)
+    }
     # RAISE: n_examples of the subset's rows, as of the full test set (at least as many: all of them)
     raise_ = {**ais, "method": "raise", "estimator": "raise", "init": "uniform", "test_subset": sub}
     all_rows, five = run([{**raise_, "seed": 0, "n_examples": 100}, {**raise_, "seed": 1, "n_examples": 5}], "raise")
@@ -151,8 +261,14 @@ def test_test_subset_restricts_the_rows_of_each_setting(tmp_path):
     assert five["result"]["n_examples"] == 5 and five["result"]["settings"]["n_test"] == 12
     np.savez(tmp_path / "unlabelled.npz", train=rows[:40], test=rows[40:])
     with pytest.raises(DatasetError, match=r"unlabelled\.npz has no test_labels: test_subset"):
-        run_estimate(exact, model=tmp_path / "tiny.npz", data=tmp_path / "unlabelled.npz",
-                     arrays=tmp_path / "u.npz", record_path=tmp_path / "u.json", log=lambda msg: None)
+        run_estimate(
+            exact,
+            model=tmp_path / "tiny.npz",
+            data=tmp_path / "unlabelled.npz",
+            arrays=tmp_path / "u.npz",
+            record_path=tmp_path / "u.json",
+            log=lambda msg: None,
+        )
     with pytest.raises(DatasetError, match="class 0 has 10 test rows, fewer than test_subset per_class = 11"):
         run([{**exact, "test_subset": {"per_class": 11, "seed": 0}}], "exact-11")
 
@@ -171,8 +287,8 @@ def test_learner_train_job_then_estimate_then_report(tmp_path):
     """The workflow's path for a black-box learner, without Snakemake: train_job (AVIL with AIS during
     training and the best validation model kept) writes the model, its history, samples and summary;
     an AIS estimate of the saved model; the report's learner tables and figures from both."""
-    from logzbench.pipeline.jobs import train_job
     from logzbench.models import load_model
+    from logzbench.pipeline.jobs import train_job
     from logzbench.report import build_report
 
     rbm = random_rbm(12, 3, seed=2, scale=1.0)
@@ -181,13 +297,35 @@ def test_learner_train_job_then_estimate_then_report(tmp_path):
     np.savez(tmp_path / "tiny-data.npz", train=rows[:100], valid=rows[100:130], test=rows[130:], meta=meta)
     models = tmp_path / "models"
     models.mkdir()
-    hp = {"learner": "avil", "n_hidden": 3, "aux_size": 3, "z": "discrete", "iterations": 40, "K1": 3,
-          "batch_size": 50, "lr": 0.02, "log_every": 10, "ais_every": 20, "ais_K": 100, "ais_chains": 50,
-          "select": "best-valid", "seed": 0, "figure_samples": 8, "figure_sweeps": 20}
-    record = train_job("tiny", hyperparams=hp, dataset="tiny-data", data=tmp_path / "tiny-data.npz",
-                       out_model=models / "tiny.npz", out_summary=models / "tiny.json",
-                       out_history=models / "tiny.history.csv", out_plot=models / "tiny.history.png",
-                       tracking={"enabled": False})
+    hp = {
+        "learner": "avil",
+        "n_hidden": 3,
+        "aux_size": 3,
+        "z": "discrete",
+        "iterations": 40,
+        "K1": 3,
+        "batch_size": 50,
+        "lr": 0.02,
+        "log_every": 10,
+        "ais_every": 20,
+        "ais_K": 100,
+        "ais_chains": 50,
+        "select": "best-valid",
+        "seed": 0,
+        "figure_samples": 8,
+        "figure_sweeps": 20,
+    }
+    record = train_job(
+        "tiny",
+        hyperparams=hp,
+        dataset="tiny-data",
+        data=tmp_path / "tiny-data.npz",
+        out_model=models / "tiny.npz",
+        out_summary=models / "tiny.json",
+        out_history=models / "tiny.history.csv",
+        out_plot=models / "tiny.history.png",
+        tracking={"enabled": False},
+    )
     history = pd.read_csv(models / "tiny.history.csv")
     assert list(history["iteration"]) == [0, 10, 20, 30, 40]
     best = history.loc[history["valid_exact_log_likelihood"].idxmax()]
@@ -195,22 +333,45 @@ def test_learner_train_job_then_estimate_then_report(tmp_path):
     model = load_model(models / "tiny.npz")
     valid = torch.as_tensor(rows[100:130], dtype=torch.float64)
     assert float(model.exact_log_f(valid).mean()) - model.exact_log_z() == pytest.approx(
-        best["valid_exact_log_likelihood"], abs=1e-6)
+        best["valid_exact_log_likelihood"], abs=1e-6
+    )
     with np.load(models / "tiny.samples.npz") as z:
         assert z["model_mean_v"].shape == z["decoder_mean_v"].shape == (8, 12)
     assert history["ais_log_z"].notna().sum() == 3  # iterations 0, 20 and 40
 
-    settings = {**BASE, "model": "tiny", "n_hidden": 3, "hidden_sizes": [3], "estimator": "ais", "method": "ais",
-                "K": 100, "init": "base-rate", "seed": 0, "schedule": "linear", "chains": 50, "n_examples": None}
-    est_record = run_estimate(settings, model=models / "tiny.npz", data=tmp_path / "tiny-data.npz",
-                              arrays=tmp_path / "ais.npz", record_path=tmp_path / "ais.json",
-                              tracking={"enabled": False}, log=lambda msg: None)
+    settings = {
+        **BASE,
+        "model": "tiny",
+        "n_hidden": 3,
+        "hidden_sizes": [3],
+        "estimator": "ais",
+        "method": "ais",
+        "K": 100,
+        "init": "base-rate",
+        "seed": 0,
+        "schedule": "linear",
+        "chains": 50,
+        "n_examples": None,
+    }
+    est_record = run_estimate(
+        settings,
+        model=models / "tiny.npz",
+        data=tmp_path / "tiny-data.npz",
+        arrays=tmp_path / "ais.npz",
+        record_path=tmp_path / "ais.json",
+        tracking={"enabled": False},
+        log=lambda msg: None,
+    )
     out = tmp_path / "report"
     paths = build_report([est_record], out, model_records=[models / "tiny.json"], data_dir=tmp_path)
     table = pd.read_csv(out / "table_learners.csv")
     row = table.iloc[0]
-    assert (row["model"], row["source"], row["learner"], row["selected_iteration"]) == ("tiny", "tiny-uci", "avil",
-                                                                                        best["iteration"])
+    assert (row["model"], row["source"], row["learner"], row["selected_iteration"]) == (
+        "tiny",
+        "tiny-uci",
+        "avil",
+        best["iteration"],
+    )
     assert row["ais"] == pytest.approx(est_record["result"]["mean_log_likelihood"])
     assert row["within_uncertainty"] == "no paper value"  # not a dataset of the paper
     assert (row["bound"], row["reference"], row["bound_rows"]) == ("lower", "exact", 5)

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from conftest import model_samples, random_rbm
+
 from logzbench import tracking
 from logzbench.api import estimate
 from logzbench.estimators.result import EstimateResult, summarize_log_weights
@@ -61,7 +61,7 @@ def test_khat_input_handling():
     assert kb.shape == (2,) and kb[0] == pytest.approx(k, abs=1e-12) and kb[1] > kb[0]
     assert np.allclose(pareto_khat(batch.T, dim=0), kb)
     # too few weights, non-finite weights, constant weights: NaN
-    assert math.isnan(pareto_khat(lw[:KHAT_MIN_WEIGHTS - 1]))
+    assert math.isnan(pareto_khat(lw[: KHAT_MIN_WEIGHTS - 1]))
     assert math.isfinite(pareto_khat(lw[:KHAT_MIN_WEIGHTS]))
     assert math.isnan(pareto_khat(np.r_[lw, np.nan]))
     assert math.isnan(pareto_khat(np.zeros(100)))
@@ -112,12 +112,19 @@ def test_is_combination_khat_is_the_heavier_side():
 
 
 def test_tracking_logs_khat_and_flags_heavy_tails():
-    rec = {"model": "m", "estimator": "ais", "K": 10, "init": "uniform", "seed": 0,
-           "result": EstimateResult("ais", log_z=1.0, ess=80.0, khat=0.83, n_chains=100).to_dict()}
+    rec = {
+        "model": "m",
+        "estimator": "ais",
+        "K": 10,
+        "init": "uniform",
+        "seed": 0,
+        "result": EstimateResult("ais", log_z=1.0, ess=80.0, khat=0.83, n_chains=100).to_dict(),
+    }
     assert tracking.estimate_metrics(rec)["khat"] == pytest.approx(0.83)
     flags = tracking.estimate_flags(rec)
-    assert flags == ["heavy-tailed log-weights: Pareto k-hat 0.83 > 0.7, the standard error understates "
-                     "the uncertainty"]
+    assert flags == [
+        "heavy-tailed log-weights: Pareto k-hat 0.83 > 0.7, the standard error understates the uncertainty"
+    ]
     assert tracking.estimate_flags(rec, khat=0.9) == []
     rec["result"]["khat"] = 0.5
     assert tracking.estimate_flags(rec) == []

@@ -1,4 +1,5 @@
-"""The documentation's "Recovering from a killed run" (docs/troubleshooting.md), as a user on a shared machine would follow it.
+"""The documentation's "Recovering from a killed run" (docs/troubleshooting.md), as a user on a shared
+machine would follow it.
 
 * ``Ctrl-C`` (SIGINT) cancels the run's jobs: afterwards no job script of the run and no job
   process forked for it on the warm server remains.
@@ -25,7 +26,10 @@ pytest.importorskip("snakemake", reason="snakemake is not installed; the workflo
 REPO = Path(__file__).resolve().parents[1]
 TROUBLESHOOTING = (REPO / "docs" / "troubleshooting.md").read_text()
 #: the documentation's listing of a run's jobs (run from the run directory)
-PS = 'for p in $(pgrep -u "$(id -u)" -f \'[.]snakemake/scripts/\'); do [ "$(readlink /proc/$p/cwd)" = "$(pwd -P)" ] && ps -ww -o pid=,etime=,args= -p "$p"; done'
+PS = (
+    'for p in $(pgrep -u "$(id -u)" -f \'[.]snakemake/scripts/\'); do [ "$(readlink /proc/$p/cwd)" = "$(pwd -P)" ] '
+    '&& ps -ww -o pid=,etime=,args= -p "$p"; done'
+)
 
 
 def _env() -> dict:
@@ -42,10 +46,20 @@ def _listed(workdir: Path) -> list[str]:
 
 
 def _start(workdir: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--cores", "1", "--configfile", str(REPO / "config" / "test.yaml")]
-    return subprocess.Popen(cmd, cwd=workdir, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "1",
+        "--configfile",
+        str(REPO / "config" / "test.yaml"),
+    ]
+    return subprocess.Popen(cmd, cwd=workdir, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def _wait_for_a_job(workdir: Path, proc: subprocess.Popen, rule: str, timeout: float = 300) -> list[str]:

@@ -67,7 +67,7 @@ def resolve_from(node: ast.ImportFrom, importer: str, files: dict[str, Path]) ->
         return node.module or ""
     package = importer if is_package(importer, files) else importer.rpartition(".")[0]
     base = package.split(".")
-    base = base[:len(base) - (node.level - 1)]
+    base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -149,8 +149,12 @@ def test_every_module_has_a_layer():
 
 
 def test_no_import_goes_up_a_layer():
-    bad = [f"{m} ({LAYER_NAMES[layer(m)]}) imports {t} ({LAYER_NAMES[layer(t)]})"
-           for m, targets in sorted(import_graph().items()) for t in sorted(targets) if layer(t) > layer(m)]
+    bad = [
+        f"{m} ({LAYER_NAMES[layer(m)]}) imports {t} ({LAYER_NAMES[layer(t)]})"
+        for m, targets in sorted(import_graph().items())
+        for t in sorted(targets)
+        if layer(t) > layer(m)
+    ]
     assert not bad, "imports from a higher layer:\n" + "\n".join(bad)
 
 
@@ -165,15 +169,18 @@ def test_the_cycle_finder_finds_cycles():
     assert find_cycles({"a": {"b"}, "b": set()}) == []
 
 
-@pytest.mark.parametrize("statement, importer, expected", [
-    ("from . import registry", "logzbench.cli", "logzbench.registry"),
-    ("from .. import __version__", "logzbench.data", "logzbench"),
-    ("from ..errors import DatasetError", "logzbench.data.digits", "logzbench.errors"),
-    ("from .rbm import BinaryRBM", "logzbench.models.dbm", "logzbench.models.rbm"),
-    ("from . import enumeration", "logzbench.models.rbm", "logzbench.models.enumeration"),
-    ("import logzbench.models.rbm", "logzbench.trials", "logzbench.models.rbm"),
-    ("from logzbench.estimators.exact import exact", "logzbench.trials", "logzbench.estimators.exact"),
-])
+@pytest.mark.parametrize(
+    "statement, importer, expected",
+    [
+        ("from . import registry", "logzbench.cli", "logzbench.registry"),
+        ("from .. import __version__", "logzbench.data", "logzbench"),
+        ("from ..errors import DatasetError", "logzbench.data.digits", "logzbench.errors"),
+        ("from .rbm import BinaryRBM", "logzbench.models.dbm", "logzbench.models.rbm"),
+        ("from . import enumeration", "logzbench.models.rbm", "logzbench.models.enumeration"),
+        ("import logzbench.models.rbm", "logzbench.trials", "logzbench.models.rbm"),
+        ("from logzbench.estimators.exact import exact", "logzbench.trials", "logzbench.estimators.exact"),
+    ],
+)
 def test_imports_are_resolved(statement, importer, expected, monkeypatch):
     files = module_files()
     monkeypatch.setattr(Path, "read_text", lambda self, encoding=None: f"def f():\n    {statement}\n")
@@ -181,7 +188,6 @@ def test_imports_are_resolved(statement, importer, expected, monkeypatch):
 
 
 def test_registry_options_and_cli_do_not_import_torch():
-    code = ("import sys, logzbench.registry, logzbench.options, logzbench.cli; "
-            "sys.exit('torch' in sys.modules)")
+    code = "import sys, logzbench.registry, logzbench.options, logzbench.cli; sys.exit('torch' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, f"importing registry, options and cli imports torch\n{proc.stderr}"

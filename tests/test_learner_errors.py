@@ -24,12 +24,56 @@ from logzbench.training import learner_options as lo
 
 #: a tiny learner run (refused before it starts, or diverging within a few iterations)
 _TINY = ["--set", "iterations=4", "--set", "log_every=1"]
-AVIL = ["train", "--data", "data.npz", "--out", "m.npz", "--learner", "avil", "--n-hidden", "3",
-        "--set", "aux_size=2", "--set", "K1=1", "--set", "monitor_samples=50", *_TINY]
-NVIL = ["train", "--data", "data.npz", "--out", "m.npz", "--learner", "nvil", "--n-hidden", "3",
-        "--set", "aux_size=2", "--set", "K1=1", "--set", "monitor_samples=50", *_TINY]
-VCD = ["train", "--data", "data.npz", "--out", "m.npz", "--learner", "vcd", "--family", "dbm",
-       "--hidden-sizes", "3,2", *_TINY]
+AVIL = [
+    "train",
+    "--data",
+    "data.npz",
+    "--out",
+    "m.npz",
+    "--learner",
+    "avil",
+    "--n-hidden",
+    "3",
+    "--set",
+    "aux_size=2",
+    "--set",
+    "K1=1",
+    "--set",
+    "monitor_samples=50",
+    *_TINY,
+]
+NVIL = [
+    "train",
+    "--data",
+    "data.npz",
+    "--out",
+    "m.npz",
+    "--learner",
+    "nvil",
+    "--n-hidden",
+    "3",
+    "--set",
+    "aux_size=2",
+    "--set",
+    "K1=1",
+    "--set",
+    "monitor_samples=50",
+    *_TINY,
+]
+VCD = [
+    "train",
+    "--data",
+    "data.npz",
+    "--out",
+    "m.npz",
+    "--learner",
+    "vcd",
+    "--family",
+    "dbm",
+    "--hidden-sizes",
+    "3,2",
+    *_TINY,
+]
 TRAIN = ["train", "--data", "data.npz", "--out", "m.npz", "--n-hidden", "3", "--epochs", "1"]
 
 
@@ -51,16 +95,28 @@ CASES = [
     ("nvil-preset", _nothing, NVIL + ["--preset", "mnistCD1-20"], ["--preset", "--learner nvil"]),
     # --learning-rate is the learner's lr: checked as lr, and it must agree with --set lr
     ("avil-learning-rate-negative", _nothing, AVIL + ["--learning-rate", "-1"], ["lr must be", "(0.0, inf)", "-1"]),
-    ("avil-learning-rate-and-lr", _nothing, AVIL + ["--learning-rate", ".5", "--set", "lr=0.1"],
-     ["conflicting --learning-rate 0.5", "--set lr=0.1"]),
+    (
+        "avil-learning-rate-and-lr",
+        _nothing,
+        AVIL + ["--learning-rate", ".5", "--set", "lr=0.1"],
+        ["conflicting --learning-rate 0.5", "--set lr=0.1"],
+    ),
     # --- a misspelt key: the closest name
-    ("avil-set-typo", _nothing, AVIL + ["--set", "iteratoins=3"],
-     ["unknown hyperparameter 'iteratoins'", "avil learner", "did you mean 'iterations'?"]),
+    (
+        "avil-set-typo",
+        _nothing,
+        AVIL + ["--set", "iteratoins=3"],
+        ["unknown hyperparameter 'iteratoins'", "avil learner", "did you mean 'iterations'?"],
+    ),
     ("vcd-set-other-learners-key", _nothing, VCD + ["--set", "K1=3"], ["unknown hyperparameter 'K1'", "vcd learner"]),
     ("nvil-set-trainers-key", _nothing, NVIL + ["--set", "n_epochs=3"], ["unknown hyperparameter 'n_epochs'", "nvil"]),
     # --- the workflow's figure keys: not the command line's
-    ("avil-figure-samples", _nothing, AVIL + ["--set", "figure_samples=8"],
-     ["--set figure_samples", "does not apply", "--learner avil", "draws none"]),
+    (
+        "avil-figure-samples",
+        _nothing,
+        AVIL + ["--set", "figure_samples=8"],
+        ["--set figure_samples", "does not apply", "--learner avil", "draws none"],
+    ),
     ("nvil-figure-sweeps", _nothing, NVIL + ["--set", "figure_sweeps=5"], ["--set figure_sweeps", "--learner nvil"]),
     # --- values (the same rules as the workflow's config check, tests/test_workflow.py BAD_CONFIGS)
     ("avil-z", _nothing, AVIL + ["--set", "z=bogus"], ["unknown z 'bogus'", "continuous", "discrete"]),
@@ -71,33 +127,66 @@ CASES = [
     ("avil-betas-out-of-range", _nothing, AVIL + ["--set", "betas=[2, 3]"], ["betas[0]", "[0.0, 1.0)", "2"]),
     ("avil-betas-scalar", _nothing, AVIL + ["--set", "betas=0.5"], ["betas must be a pair", "0.5"]),
     ("avil-K1-fraction", _nothing, AVIL + ["--set", "K1=2.5"], ["K1 must be an integer", "2.5"]),
-    ("nvil-ais-every", _nothing, NVIL + ["--set", "ais_every=3", "--set", "log_every=2"],
-     ["ais_every=3", "multiple of log_every=2"]),
+    (
+        "nvil-ais-every",
+        _nothing,
+        NVIL + ["--set", "ais_every=3", "--set", "log_every=2"],
+        ["ais_every=3", "multiple of log_every=2"],
+    ),
     ("vcd-ais-init", _nothing, VCD + ["--set", "ais_init=bogus"], ["unknown ais_init 'bogus'", "base-rate"]),
     ("avil-ablation", _nothing, AVIL + ["--set", "ablation=no_entropy"], ["unknown ablation 'no_entropy'"]),
-    ("avil-straight-through", _nothing, AVIL + ["--set", "straight_through=yes"], ["straight_through", "true or false"]),
+    (
+        "avil-straight-through",
+        _nothing,
+        AVIL + ["--set", "straight_through=yes"],
+        ["straight_through", "true or false"],
+    ),
     # --- limits that keep a run from hanging: refused up front
-    ("avil-exact-max-units", _nothing, AVIL + ["--set", "exact_max_units=40"],
-     ["exact_max_units must be <= 24, got 40", "2^units states"]),
-    ("avil-batch-size-huge", _nothing, AVIL + ["--set", "batch_size=1000000000"],
-     ["batch_size must be <= 100000", "1000000000"]),
+    (
+        "avil-exact-max-units",
+        _nothing,
+        AVIL + ["--set", "exact_max_units=40"],
+        ["exact_max_units must be <= 24, got 40", "2^units states"],
+    ),
+    (
+        "avil-batch-size-huge",
+        _nothing,
+        AVIL + ["--set", "batch_size=1000000000"],
+        ["batch_size must be <= 100000", "1000000000"],
+    ),
     ("avil-batch-size-flag-huge", _nothing, AVIL + ["--batch-size", "1000000000"], ["batch_size must be <= 100000"]),
-    ("nvil-monitor-samples-huge", _nothing, NVIL + ["--set", "monitor_samples=1000000000"],
-     ["monitor_samples must be <= 1000000"]),
+    (
+        "nvil-monitor-samples-huge",
+        _nothing,
+        NVIL + ["--set", "monitor_samples=1000000000"],
+        ["monitor_samples must be <= 1000000"],
+    ),
     # --- a divergent run: an error naming the iteration, no model written
     ("avil-diverges", _nothing, AVIL + ["--set", "lr=1e10"], ["training diverged", "iteration"]),
     ("nvil-diverges", _nothing, NVIL + ["--set", "lr=1e10"], ["training diverged", "iteration"]),
     ("vcd-diverges", _nothing, VCD + ["--set", "lr=1e10"], ["training diverged", "iteration"]),
     # --- the thread count from the environment (the command line's limit)
-    ("threads-env-too-many", _env("LOGZBENCH_THREADS", "100000"), TRAIN, ["LOGZBENCH_THREADS", f"at most {MAX_THREADS}"]),
+    (
+        "threads-env-too-many",
+        _env("LOGZBENCH_THREADS", "100000"),
+        TRAIN,
+        ["LOGZBENCH_THREADS", f"at most {MAX_THREADS}"],
+    ),
 ]
 
 #: argparse errors: the usage, then one error line
 ARGPARSE_CASES = [
-    ("threads-99999999", TRAIN + ["--threads", "99999999"], ["argument --threads", f"at most {MAX_THREADS}", "99999999"]),
+    (
+        "threads-99999999",
+        TRAIN + ["--threads", "99999999"],
+        ["argument --threads", f"at most {MAX_THREADS}", "99999999"],
+    ),
     ("threads-100000", AVIL + ["--threads", "100000"], ["argument --threads", f"at most {MAX_THREADS}", "100000"]),
-    ("threads-above-max", ["estimate", "m.npz", "--estimator", "exact", "--threads", str(MAX_THREADS + 1)],
-     ["argument --threads", f"at most {MAX_THREADS}"]),
+    (
+        "threads-above-max",
+        ["estimate", "m.npz", "--estimator", "exact", "--threads", str(MAX_THREADS + 1)],
+        ["argument --threads", f"at most {MAX_THREADS}"],
+    ),
 ]
 
 
@@ -107,11 +196,14 @@ def workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LOGZBENCH_THREADS", "1")  # (a case may set another)
     rows = np.random.default_rng(0).integers(0, 2, (8, 6)).astype(np.uint8)
-    np.savez_compressed(tmp_path / "data.npz", train=rows, test=rows[:4], valid=rows[4:],
-                        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})))
+    np.savez_compressed(
+        tmp_path / "data.npz",
+        train=rows,
+        test=rows[:4],
+        valid=rows[4:],
+        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})),
+    )
     return tmp_path
-
-
 
 
 @pytest.mark.parametrize("setup, argv, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -185,10 +277,23 @@ def test_a_nan_logged_bound_is_divergence_naming_the_iteration():
     from logzbench.training import TrainingDivergedError
     from logzbench.training.variational import History, Setup
 
-    fake = SimpleNamespace(exact=lambda energy: {}, ais=lambda it, energy: {}, energy=None,
-                           best=SimpleNamespace(select="last", offer=lambda *a: None))
+    fake = SimpleNamespace(
+        exact=lambda energy: {},
+        ais=lambda it, energy: {},
+        energy=None,
+        best=SimpleNamespace(select="last", offer=lambda *a: None),
+    )
     history = History()
-    Setup.observe(fake, history, 2, {"iteration": 2, "log_z_bound": 1.0, "log_z_bound_stderr": float("nan"),
-                                     "valid_free_energy_bound": float("nan")})  # NaN where there is none: fine
+    Setup.observe(
+        fake,
+        history,
+        2,
+        {
+            "iteration": 2,
+            "log_z_bound": 1.0,
+            "log_z_bound_stderr": float("nan"),
+            "valid_free_energy_bound": float("nan"),
+        },
+    )  # NaN where there is none: fine
     with pytest.raises(TrainingDivergedError, match="training diverged by iteration 3: the logged log_z_bound is nan"):
         Setup.observe(fake, history, 3, {"iteration": 3, "log_z_bound": float("nan")})

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from conftest import all_states, brute_log_z, random_rbm
 from scipy import stats
 
-from conftest import all_states, brute_log_z, random_rbm
 from logzbench.errors import ModelFileError
 from logzbench.models import BinaryRBM, load_model, save_model
 
@@ -38,16 +38,18 @@ def test_path_endpoints_and_ratio(small_rbm, init):
     assert float(torch.logsumexp(path.log_f(s, 0.0), 0)) == pytest.approx(path.log_z0(), abs=1e-9)
     # beta = 1 is the model
     torch.testing.assert_close(path.log_f(s, 1.0), small_rbm.log_unnormalized_marginal(v), atol=2e-5, rtol=0)
-    torch.testing.assert_close(path.log_f_ratio(s, 0.3, 0.8), path.log_f(s, 0.8) - path.log_f(s, 0.3),
-                               atol=2e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        path.log_f_ratio(s, 0.3, 0.8), path.log_f(s, 0.8) - path.log_f(s, 0.3), atol=2e-6, rtol=1e-6
+    )
     # small increments (as in a 10^5-step schedule) keep their relative precision
     ref = path.log_f(s, 0.30001) - path.log_f(s, 0.3)  # float64 difference
     torch.testing.assert_close(path.log_f_ratio(s, 0.3, 0.30001), ref, atol=1e-10, rtol=1e-5)
     # a coarse step with large |d x| takes the float64 route
     big = path.state_from_data(v * 0 + 1)
     big = big._replace(pre_h=big.pre_h * 100)
-    torch.testing.assert_close(path.log_f_ratio(big, 0.0, 1.0), path.log_f(big, 1.0) - path.log_f(big, 0.0),
-                               atol=1e-9, rtol=1e-9)
+    torch.testing.assert_close(
+        path.log_f_ratio(big, 0.0, 1.0), path.log_f(big, 1.0) - path.log_f(big, 0.0), atol=1e-9, rtol=1e-9
+    )
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.6, 1.0])
@@ -101,18 +103,21 @@ def _write(tmp_path, **arrays):
 GOOD = dict(W=np.zeros((6, 3)), visible_bias=np.zeros(6), hidden_bias=np.zeros(3))
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"W": None}, "missing array"),
-    ({"hidden_bias": np.zeros(4)}, "'hidden_bias' has shape"),
-    ({"visible_bias": np.zeros((6, 1))}, "'visible_bias' has shape"),
-    ({"W": np.zeros(6)}, "must be 2-D"),
-    ({"W": np.full((6, 3), np.nan)}, "NaN"),
-    ({"visible_bias": np.array([0, 0, np.inf, 0, 0, 0.0])}, "inf"),
-    ({"W": np.full((6, 3), 1e300)}, "overflow"),
-    ({"extra": np.zeros(2)}, "unexpected array"),
-    ({"model_type": np.array("dbm9")}, "unknown model_type"),
-    ({"W": np.array([["a", "b", "c"]] * 6)}, "dtype"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"W": None}, "missing array"),
+        ({"hidden_bias": np.zeros(4)}, "'hidden_bias' has shape"),
+        ({"visible_bias": np.zeros((6, 1))}, "'visible_bias' has shape"),
+        ({"W": np.zeros(6)}, "must be 2-D"),
+        ({"W": np.full((6, 3), np.nan)}, "NaN"),
+        ({"visible_bias": np.array([0, 0, np.inf, 0, 0, 0.0])}, "inf"),
+        ({"W": np.full((6, 3), 1e300)}, "overflow"),
+        ({"extra": np.zeros(2)}, "unexpected array"),
+        ({"model_type": np.array("dbm9")}, "unknown model_type"),
+        ({"W": np.array([["a", "b", "c"]] * 6)}, "dtype"),
+    ],
+)
 def test_malformed_model_files_refused(tmp_path, change, message):
     arrays = dict(GOOD)
     for k, v in change.items():

@@ -41,8 +41,10 @@ def _poe_integrand(model):
 
 
 # ---------------------------------------------------------------------- PoE: closed form
-@pytest.mark.parametrize("expert,lam", [("laplace", 1.0), ("laplace", 0.3), ("laplace", 2.5),
-                                        ("student-t", 0.6), ("student-t", 1.0), ("student-t", 2.7)])
+@pytest.mark.parametrize(
+    "expert,lam",
+    [("laplace", 1.0), ("laplace", 0.3), ("laplace", 2.5), ("student-t", 0.6), ("student-t", 1.0), ("student-t", 2.7)],
+)
 def test_poe_closed_form_equals_quadrature_1d(expert, lam):
     for phi in (0.4, -1.7):
         m = ProductOfExperts(np.array([[phi]]), np.array([lam]), expert)
@@ -52,14 +54,16 @@ def test_poe_closed_form_equals_quadrature_1d(expert, lam):
         assert m.exact_log_z() == pytest.approx(math.log(z), abs=1e-7)
 
 
-@pytest.mark.parametrize("expert,lam", [("laplace", 1.0), ("laplace", (0.5, 2.0)), ("student-t", (1.2, 3.0)),
-                                        ("student-t", (1.5, 2.5))])
+@pytest.mark.parametrize(
+    "expert,lam", [("laplace", 1.0), ("laplace", (0.5, 2.0)), ("student-t", (1.2, 3.0)), ("student-t", (1.5, 2.5))]
+)
 def test_poe_closed_form_equals_quadrature_2d(expert, lam):
     m = ProductOfExperts.random(2, expert=expert, lam=lam, seed=3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", integrate.IntegrationWarning)
-        z, _ = integrate.nquad(_poe_integrand(m), [[-np.inf, np.inf]] * 2,
-                               opts={"epsabs": 0, "epsrel": 1e-8, "limit": 200})
+        z, _ = integrate.nquad(
+            _poe_integrand(m), [[-np.inf, np.inf]] * 2, opts={"epsabs": 0, "epsrel": 1e-8, "limit": 200}
+        )
     assert m.exact_log_z() == pytest.approx(math.log(z), abs=1e-5)
 
 
@@ -175,8 +179,9 @@ def test_mcrbm_energy_at_zero_symmetry_and_growth():
     assert (m.energy(x) >= m.energy_lower_bound(x)).all()
     xhat = x / x.norm(dim=1, keepdim=True)
     far = 1e4 * xhat
-    assert torch.allclose(m.energy(far) / (far**2).sum(1), torch.full((20,), 0.5 / 1.3**2, dtype=torch.float64),
-                          rtol=1e-3)
+    assert torch.allclose(
+        m.energy(far) / (far**2).sum(1), torch.full((20,), 0.5 / 1.3**2, dtype=torch.float64), rtol=1e-3
+    )
 
 
 def test_mcrbm_analytic_gradient_equals_autograd():
@@ -213,8 +218,12 @@ def _roundtrip(model, tmp_path, cls, **kw):
         loaded = cls.from_arrays({k: f[k] for k in f.files}, source="m.npz", **kw)
     x = torch.randn(7, model.n_dims, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
     assert torch.equal(loaded.energy(x), model.energy(x))
-    assert (loaded.family, loaded.kind, loaded.size, loaded.n_dims) == (model.family, "analysis", model.size,
-                                                                        model.n_dims)
+    assert (loaded.family, loaded.kind, loaded.size, loaded.n_dims) == (
+        model.family,
+        "analysis",
+        model.size,
+        model.n_dims,
+    )
     return loaded
 
 
@@ -247,18 +256,21 @@ def _bad(arrays, **changes):
     return out
 
 
-@pytest.mark.parametrize("change,match", [
-    (lambda a: _bad(a, Phi=np.where(np.eye(3, dtype=bool), np.nan, a["Phi"])), r"'Phi' contains NaN"),
-    (lambda a: _bad(a, lam=np.array([1.0, np.inf, 1.0])), r"'lam' contains inf"),
-    (lambda a: _bad(a, lam=np.array([1.0, 0.0, 1.0])), r"'lam' must be > 0"),
-    (lambda a: _bad(a, lam=np.array([1.0, -2.0, 1.0])), r"'lam' must be > 0"),
-    (lambda a: _bad(a, lam=np.ones(4)), r"'lam' has shape \(4,\), expected \(3,\)"),
-    (lambda a: _bad(a, Phi=np.ones(3)), r"'Phi' must have 2 dimension"),
-    (lambda a: _bad(a, Phi=np.array([["a"] * 3] * 3)), r"'Phi' has non-real dtype"),
-    (lambda a: {k: v for k, v in a.items() if k != "Phi"}, r"missing array 'Phi'"),
-    (lambda a: _bad(a, extra=np.ones(2)), r"unexpected array\(s\) \['extra'\]"),
-    (lambda a: _bad(a, model_type=np.array("mcrbm")), r"'model_type' is 'mcrbm'"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda a: _bad(a, Phi=np.where(np.eye(3, dtype=bool), np.nan, a["Phi"])), r"'Phi' contains NaN"),
+        (lambda a: _bad(a, lam=np.array([1.0, np.inf, 1.0])), r"'lam' contains inf"),
+        (lambda a: _bad(a, lam=np.array([1.0, 0.0, 1.0])), r"'lam' must be > 0"),
+        (lambda a: _bad(a, lam=np.array([1.0, -2.0, 1.0])), r"'lam' must be > 0"),
+        (lambda a: _bad(a, lam=np.ones(4)), r"'lam' has shape \(4,\), expected \(3,\)"),
+        (lambda a: _bad(a, Phi=np.ones(3)), r"'Phi' must have 2 dimension"),
+        (lambda a: _bad(a, Phi=np.array([["a"] * 3] * 3)), r"'Phi' has non-real dtype"),
+        (lambda a: {k: v for k, v in a.items() if k != "Phi"}, r"missing array 'Phi'"),
+        (lambda a: _bad(a, extra=np.ones(2)), r"unexpected array\(s\) \['extra'\]"),
+        (lambda a: _bad(a, model_type=np.array("mcrbm")), r"'model_type' is 'mcrbm'"),
+    ],
+)
 def test_poe_from_arrays_refuses_bad_input(change, match):
     arrays = ProductOfExperts.random(3, expert="student-t", lam=2.0, seed=0).to_arrays()
     with pytest.raises(ModelFileError, match=match) as info:
@@ -266,25 +278,28 @@ def test_poe_from_arrays_refuses_bad_input(change, match):
     assert str(info.value).startswith("bad.npz:")
 
 
-@pytest.mark.parametrize("change,match", [
-    (lambda a: _bad(a, C=np.full_like(a["C"], np.nan)), r"'C' contains NaN"),
-    (lambda a: _bad(a, W=np.full_like(a["W"], -np.inf)), r"'W' contains inf"),
-    (lambda a: _bad(a, P=np.where(a["P"] > -1, np.nan, 0.0)), r"'P' contains NaN"),
-    (lambda a: _bad(a, b_v=np.array([np.nan, 0.0, 0.0])), r"'b_v' contains NaN"),
-    (lambda a: _bad(a, b_c=np.array([np.inf] * a["b_c"].size)), r"'b_c' contains inf"),
-    (lambda a: _bad(a, sigma=np.array(np.nan)), r"'sigma' contains NaN"),
-    (lambda a: _bad(a, sigma=np.array(0.0)), r"'sigma' must be > 0"),
-    (lambda a: _bad(a, sigma=np.array(-1.0)), r"'sigma' must be > 0"),
-    (lambda a: _bad(a, sigma=np.array(1e-300)), r"'sigma' .* overflows"),
-    (lambda a: _bad(a, sigma=np.ones(2)), r"'sigma' must hold one value"),
-    (lambda a: _bad(a, b_v=np.zeros(4)), r"'b_v' has shape \(4,\), expected \(3,\)"),
-    (lambda a: _bad(a, b_m=np.zeros(7)), r"'b_m' has shape \(7,\)"),
-    (lambda a: _bad(a, b_c=np.zeros(1)), r"'b_c' has shape \(1,\)"),
-    (lambda a: _bad(a, W=np.zeros((2, 5))), r"'W' has shape \(2, 5\), expected \(J, 3\)"),
-    (lambda a: _bad(a, P=np.zeros((9, 2))), r"'P' has shape \(9, 2\)"),
-    (lambda a: {k: v for k, v in a.items() if k != "b_m"}, r"missing array 'b_m'"),
-    (lambda a: _bad(a, model_type=np.array("poe-laplace")), r"'model_type' is 'poe-laplace'"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        (lambda a: _bad(a, C=np.full_like(a["C"], np.nan)), r"'C' contains NaN"),
+        (lambda a: _bad(a, W=np.full_like(a["W"], -np.inf)), r"'W' contains inf"),
+        (lambda a: _bad(a, P=np.where(a["P"] > -1, np.nan, 0.0)), r"'P' contains NaN"),
+        (lambda a: _bad(a, b_v=np.array([np.nan, 0.0, 0.0])), r"'b_v' contains NaN"),
+        (lambda a: _bad(a, b_c=np.array([np.inf] * a["b_c"].size)), r"'b_c' contains inf"),
+        (lambda a: _bad(a, sigma=np.array(np.nan)), r"'sigma' contains NaN"),
+        (lambda a: _bad(a, sigma=np.array(0.0)), r"'sigma' must be > 0"),
+        (lambda a: _bad(a, sigma=np.array(-1.0)), r"'sigma' must be > 0"),
+        (lambda a: _bad(a, sigma=np.array(1e-300)), r"'sigma' .* overflows"),
+        (lambda a: _bad(a, sigma=np.ones(2)), r"'sigma' must hold one value"),
+        (lambda a: _bad(a, b_v=np.zeros(4)), r"'b_v' has shape \(4,\), expected \(3,\)"),
+        (lambda a: _bad(a, b_m=np.zeros(7)), r"'b_m' has shape \(7,\)"),
+        (lambda a: _bad(a, b_c=np.zeros(1)), r"'b_c' has shape \(1,\)"),
+        (lambda a: _bad(a, W=np.zeros((2, 5))), r"'W' has shape \(2, 5\), expected \(J, 3\)"),
+        (lambda a: _bad(a, P=np.zeros((9, 2))), r"'P' has shape \(9, 2\)"),
+        (lambda a: {k: v for k, v in a.items() if k != "b_m"}, r"missing array 'b_m'"),
+        (lambda a: _bad(a, model_type=np.array("poe-laplace")), r"'model_type' is 'poe-laplace'"),
+    ],
+)
 def test_mcrbm_from_arrays_refuses_bad_input(change, match):
     arrays = MCRBM.random(3, 5, n_mean=2, seed=0).to_arrays()
     with pytest.raises(ModelFileError, match=match) as info:
@@ -293,8 +308,11 @@ def test_mcrbm_from_arrays_refuses_bad_input(change, match):
 
 
 def test_random_models_have_the_interface():
-    for m in (ProductOfExperts.random(4, 6, expert="laplace", generator=torch.Generator().manual_seed(0)),
-              ProductOfExperts.random(4, expert="student-t", seed=1, lam=1.5), MCRBM.random(4, 10, seed=0)):
+    for m in (
+        ProductOfExperts.random(4, 6, expert="laplace", generator=torch.Generator().manual_seed(0)),
+        ProductOfExperts.random(4, expert="student-t", seed=1, lam=1.5),
+        MCRBM.random(4, 10, seed=0),
+    ):
         assert m.kind == "analysis" and m.family in ("poe-laplace", "poe-student-t", "mcrbm")
         assert m.device == torch.device("cpu")
         x = torch.randn(3, 4, dtype=torch.float64)

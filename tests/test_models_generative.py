@@ -21,7 +21,6 @@ from logzbench.models.bilinear import BilinearGenerative
 from logzbench.models.hamiltonian import HamiltonianPath, autograd_grad
 from logzbench.models.linear_generative import LinearGenerative
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -53,10 +52,20 @@ def latent_path(model, X, n_chains, step_size, kernel="hais", analytic=True):
 
     grads = {}
     if analytic:
-        grads = {"grad0": model.prior_energy_grad,
-                 "grad1": lambda a: model.prior_energy_grad(a) + model.likelihood_energy_grad(Xr, a)}
-    return HamiltonianPath(model.prior_energy, model.sample_prior, model.prior_log_z(), energy1, kernel=kernel,
-                           step_size=step_size, lower=model.latent_lower(), **grads)
+        grads = {
+            "grad0": model.prior_energy_grad,
+            "grad1": lambda a: model.prior_energy_grad(a) + model.likelihood_energy_grad(Xr, a),
+        }
+    return HamiltonianPath(
+        model.prior_energy,
+        model.sample_prior,
+        model.prior_log_z(),
+        energy1,
+        kernel=kernel,
+        step_size=step_size,
+        lower=model.latent_lower(),
+        **grads,
+    )
 
 
 def _log_spaced(K, beta_min=1e-4):
@@ -131,10 +140,16 @@ def test_linear_laplace_ais_matches_quadrature_L1():
 
 # ---------------------------------------------------------------------- Phi = 0 (Eq. 41)
 def _zero_phi_models(sigma_n=0.3):
-    return [LinearGenerative(torch.zeros(4, 3), sigma_n=sigma_n, prior="gaussian"),
-            LinearGenerative(torch.zeros(4, 3), sigma_n=sigma_n, prior="laplace"),
-            BilinearGenerative(torch.zeros(4, 3), torch.randn(3, 2, dtype=torch.float64),
-                               torch.rand(3, 2, dtype=torch.float64), sigma_n=sigma_n)]
+    return [
+        LinearGenerative(torch.zeros(4, 3), sigma_n=sigma_n, prior="gaussian"),
+        LinearGenerative(torch.zeros(4, 3), sigma_n=sigma_n, prior="laplace"),
+        BilinearGenerative(
+            torch.zeros(4, 3),
+            torch.randn(3, 2, dtype=torch.float64),
+            torch.rand(3, 2, dtype=torch.float64),
+            sigma_n=sigma_n,
+        ),
+    ]
 
 
 @pytest.mark.parametrize("i", [0, 1, 2])
@@ -153,8 +168,10 @@ def test_bilinear_zero_theta_or_psi_is_closed_form():
     x = torch.randn(3, 4, dtype=torch.float64)
     base = BilinearGenerative.random(4, 3, 2, 2, seed=0)
     assert base.exact_log_likelihood(x) is None
-    for m in (BilinearGenerative(base.Phi, torch.zeros(3, 2), base.Psi),
-              BilinearGenerative(base.Phi, base.Theta, torch.zeros(3, 2))):
+    for m in (
+        BilinearGenerative(base.Phi, torch.zeros(3, 2), base.Psi),
+        BilinearGenerative(base.Phi, base.Theta, torch.zeros(3, 2)),
+    ):
         want = stats.multivariate_normal(mean=np.zeros(4), cov=0.01 * np.eye(4)).logpdf(x.numpy())
         np.testing.assert_allclose(m.exact_log_likelihood(x).numpy(), want, rtol=1e-12)
 
@@ -172,8 +189,7 @@ def test_hais_over_latent_matches_gaussian_closed_form():
     n_x, n_chains = 200, 200
     X = model.sample(n_x, torch.Generator().manual_seed(4))
     exact = model.exact_log_likelihood(X)
-    est, se, path = per_row_ais(model, X, n_chains=n_chains, K=200, step_size=0.1, seed=5,
-                                schedule=_log_spaced(200))
+    est, se, path = per_row_ais(model, X, n_chains=n_chains, K=200, step_size=0.1, seed=5, schedule=_log_spaced(200))
     assert bool(torch.isfinite(est).all())
     err = est - exact
     assert float((err.abs() < 4 * se).double().mean()) >= 0.98
@@ -208,7 +224,7 @@ def test_sample_prior_matches_prior_energy(family):
         res = stats.kstest(samples[:, j].numpy(), lambda s: np.interp(s, t, cdf))
         assert res.pvalue > 1e-3, (family, j, res)
     if family == "bilinear":
-        assert bool((samples[:, model.n_c:] >= 0).all())
+        assert bool((samples[:, model.n_c :] >= 0).all())
 
 
 @pytest.mark.parametrize("family", ["linear-gaussian", "linear-laplace"])
@@ -236,6 +252,7 @@ def test_bilinear_prior_normalised_and_supported_on_positive_d():
             z = [0.0, 0.0]
             z[j] = t
             return math.exp(-(float(model.prior_energy(_t([z]))) - e00))
+
         return sum(integrate.quad(f, lo, hi, limit=200)[0] for lo, hi in ((-np.inf, 0.0), (0.0, np.inf)))
 
     log_total = -e00 + math.log(marginal(0)) + math.log(marginal(1)) - model.prior_log_z()
@@ -251,8 +268,12 @@ def test_analytic_gradients_match_autograd(family):
     z = model.sample_prior(64, g) + 0.0  # Laplace coordinates are a.s. away from the kink
     x = torch.randn(64, model.n_dims, generator=g, dtype=torch.float64)
     torch.testing.assert_close(model.prior_energy_grad(z), autograd_grad(model.prior_energy)(z), rtol=1e-10, atol=1e-10)
-    torch.testing.assert_close(model.likelihood_energy_grad(x, z),
-                               autograd_grad(lambda a: model.likelihood_energy(x, a))(z), rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(
+        model.likelihood_energy_grad(x, z),
+        autograd_grad(lambda a: model.likelihood_energy(x, a))(z),
+        rtol=1e-9,
+        atol=1e-9,
+    )
 
 
 def test_likelihood_energy_includes_normaliser():
@@ -262,14 +283,19 @@ def test_likelihood_energy_includes_normaliser():
         z = model.sample_prior(7, g)
         x = torch.randn(7, model.n_dims, generator=g, dtype=torch.float64)
         mean = model.mean(z).numpy()
-        want = [stats.multivariate_normal(mean=mean[i], cov=model.sigma_n**2 * np.eye(model.n_dims)).logpdf(x[i])
-                for i in range(7)]
+        want = [
+            stats.multivariate_normal(mean=mean[i], cov=model.sigma_n**2 * np.eye(model.n_dims)).logpdf(x[i])
+            for i in range(7)
+        ]
         np.testing.assert_allclose(-model.likelihood_energy(x, z).numpy(), want, rtol=1e-12)
 
 
 def test_bilinear_coefficients_and_gauge():
-    model = BilinearGenerative(torch.randn(4, 3, dtype=torch.float64) * 3, torch.randn(3, 2, dtype=torch.float64),
-                               torch.rand(3, 2, dtype=torch.float64) * 5)
+    model = BilinearGenerative(
+        torch.randn(4, 3, dtype=torch.float64) * 3,
+        torch.randn(3, 2, dtype=torch.float64),
+        torch.rand(3, 2, dtype=torch.float64) * 5,
+    )
     z = model.sample_prior(10, torch.Generator().manual_seed(0))
     c, d = z[:, :2], z[:, 2:]
     torch.testing.assert_close(model.coefficients(z), (c @ model.Theta.T) * (d @ model.Psi.T))
@@ -329,8 +355,13 @@ def test_linear_from_arrays_without_model_type_needs_prior():
 
 def _bad_cases():
     good_lin = {"Phi": np.ones((3, 2)), "sigma_n": np.array(0.1), "model_type": np.array("linear-laplace")}
-    good_bil = {"Phi": np.ones((3, 2)), "Theta": np.ones((2, 2)), "Psi": np.ones((2, 1)), "sigma_n": np.array(0.1),
-                "model_type": np.array("bilinear")}
+    good_bil = {
+        "Phi": np.ones((3, 2)),
+        "Theta": np.ones((2, 2)),
+        "Psi": np.ones((2, 1)),
+        "sigma_n": np.array(0.1),
+        "model_type": np.array("bilinear"),
+    }
 
     def edit(base, **kw):
         out = dict(base)

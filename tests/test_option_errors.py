@@ -22,7 +22,7 @@ from logzbench.api import estimate
 from logzbench.cli import main
 from logzbench.errors import LogzbenchError
 from logzbench.estimators.context import EstimateContext
-from logzbench.models import BinaryRBM, DBM, save_model
+from logzbench.models import DBM, BinaryRBM, save_model
 from logzbench.options import EstimateOptions
 from logzbench.utils import make_generator, save_npz_atomic, write_csv_atomic, write_json_atomic
 
@@ -37,23 +37,36 @@ class CLIError(ValueError):
 def _cli(*argv, model="m.npz"):
     """A case running ``logzbench estimate MODEL ...`` with ``--json`` into ``out``: exit status 2 and
     exactly one stderr line, raised as :class:`CLIError` for the words check."""
+
     def call(inp, out):
         err = io.StringIO()
         args = [str(a).format(inp=inp) for a in argv]
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            rc = main(["estimate", str(inp / model), *args, "--json", str(out / "res.json"),
-                       "--log-weights", str(out / "lw.npz")])
+            rc = main(
+                [
+                    "estimate",
+                    str(inp / model),
+                    *args,
+                    "--json",
+                    str(out / "res.json"),
+                    "--log-weights",
+                    str(out / "lw.npz"),
+                ]
+            )
         lines = err.getvalue().strip().splitlines()
         assert rc == 2 and len(lines) == 1, (rc, lines)
         raise CLIError(lines[0])
+
     return call
 
 
 def _est(*args, **kw):
     """A case calling :func:`logzbench.api.estimate` on the 8 x 4 RBM (``'{inp}/...'`` paths filled in)."""
+
     def call(inp, out):
         kw2 = {k: (v.format(inp=inp) if isinstance(v, str) else v) for k, v in kw.items()}
         return estimate(*(args or (RBM, "ais")), **kw2)
+
     return call
 
 
@@ -66,25 +79,43 @@ CASES = [
     ("burn-in-neg", _est(RBM, "csl", data=X, burn_in=-1), ["burn_in", ">= 0"]),
     ("thin-0", _est(RBM, "csl", data=X, thin=0), ["thin", ">= 1"]),
     ("chains-float", _est(K=5, chains=2.5), ["chains", "integer"]),
-    ("cli-n-examples-0", _cli("--estimator", "raise", "--data", "{inp}/X.npy", "--n-examples", "0"),
-     ["n_examples", "0"]),
+    (
+        "cli-n-examples-0",
+        _cli("--estimator", "raise", "--data", "{inp}/X.npy", "--n-examples", "0"),
+        ["n_examples", "0"],
+    ),
     # memory (EstimateContext.check_memory)
     ("chains-1e10", _est(K=2, chains=10**10), ["chains = 10000000000", "GiB", "available", "fewer chains"]),
-    ("raise-chains-x-examples", _est(RBM, "raise", data=X, K=2, chains=10**9),
-     ["chains x test examples = 1000000000 x 20", "GiB", "available"]),
+    (
+        "raise-chains-x-examples",
+        _est(RBM, "raise", data=X, K=2, chains=10**9),
+        ["chains x test examples = 1000000000 x 20", "GiB", "available"],
+    ),
     ("csl-chains", _est(RBM, "csl", data=X, chains=10**10), ["chains = 10000000000", "GiB"]),
-    ("cli-chains-1e9", _cli("--estimator", "ais", "--steps", "2", "--chains", "1000000000"),
-     ["chains = 1000000000", "GiB"]),
+    (
+        "cli-chains-1e9",
+        _cli("--estimator", "ais", "--steps", "2", "--chains", "1000000000"),
+        ["chains = 1000000000", "GiB"],
+    ),
     # exact's time budget (estimators.exact.check_budget)
-    ("exact-2^32", _est(BinaryRBM.random(784, 32), "exact", threads=1),
-     ["2^32 states", "min (estimated", "exact_max_seconds=", "--exact-max-seconds"]),
-    ("exact-budget", _est(BinaryRBM.random(64, 30), "exact", threads=1, exact_max_seconds=1),
-     ["2^30 states", "budget of 1 s", "exact_max_seconds="]),
+    (
+        "exact-2^32",
+        _est(BinaryRBM.random(784, 32), "exact", threads=1),
+        ["2^32 states", "min (estimated", "exact_max_seconds=", "--exact-max-seconds"],
+    ),
+    (
+        "exact-budget",
+        _est(BinaryRBM.random(64, 30), "exact", threads=1, exact_max_seconds=1),
+        ["2^30 states", "budget of 1 s", "exact_max_seconds="],
+    ),
     ("exact-budget-0", _est(RBM, "exact", exact_max_seconds=0), ["exact_max_seconds", "> 0"]),
     ("exact-over-cap", _est(BinaryRBM.random(40, 33), "exact"), ["2^33", "refusing above 2^32"]),
     ("exact-dbm-log-f", _est(DBM.random([8, 30, 30]), "exact", data=X), ["log f(v)", "2^30", "refusing above 2^26"]),
-    ("cli-exact-2^32", _cli("--estimator", "exact", "--threads", "1", model="big.npz"),
-     ["2^32 states", "--exact-max-seconds"]),
+    (
+        "cli-exact-2^32",
+        _cli("--estimator", "exact", "--threads", "1", model="big.npz"),
+        ["2^32 states", "--exact-max-seconds"],
+    ),
     # schedules (schedules.make_schedule, through EstimateOptions)
     ("sm14500-steps", _est(schedule="sm14500", K=10), ["sm14500", "14500", "10"]),
     ("file-steps", _est(schedule="{inp}/betas11.npy", K=500), ["betas11.npy", "K = 10", "500"]),
@@ -98,8 +129,11 @@ CASES = [
     ("schedule-unknown", _est(schedule="cubic", K=5), ["unknown schedule 'cubic'"]),
     ("linear-without-K", _est(schedule="linear"), ["'linear'", "needs", "K"]),
     ("cli-sm14500-steps", _cli("--estimator", "ais", "--schedule", "sm14500", "--steps", "10"), ["14500", "10"]),
-    ("cli-file-steps", _cli("--estimator", "ais", "--schedule", "{inp}/betas11.npy", "--steps", "500"),
-     ["betas11.npy", "10", "500"]),
+    (
+        "cli-file-steps",
+        _cli("--estimator", "ais", "--schedule", "{inp}/betas11.npy", "--steps", "500"),
+        ["betas11.npy", "10", "500"],
+    ),
     ("cli-file-2d", _cli("--estimator", "ais", "--schedule", "{inp}/betas2d.npy", "--steps", "5"), ["shape (2, 3)"]),
     ("options-only", lambda inp, out: EstimateOptions(schedule="sm14500", K=100), ["14500", "100"]),
 ]
@@ -124,8 +158,10 @@ def inp(tmp_path_factory):
 @pytest.fixture
 def no_work(monkeypatch):
     """Fail the test if an estimator starts."""
+
     def started(ctx):
         raise AssertionError(f"estimator {ctx.name} started")
+
     monkeypatch.setattr(registry.EstimatorSpec, "function", property(lambda self: started))
 
 
@@ -146,16 +182,26 @@ def test_bad_option_is_one_line_before_any_work(call, words, inp, tmp_path, no_w
 
 # ---------------------------------------------------------------------- valid uses are not refused
 def _ctx(model, name, data=None, **options):
-    return EstimateContext(spec=registry.estimator(name), family=registry.family(model.family), model=model,
-                           data=data, train_data=None, options=EstimateOptions(**options),
-                           generator=make_generator(0), device=torch.device("cpu"))
+    return EstimateContext(
+        spec=registry.estimator(name),
+        family=registry.family(model.family),
+        model=model,
+        data=data,
+        train_data=None,
+        options=EstimateOptions(**options),
+        generator=make_generator(0),
+        device=torch.device("cpu"),
+    )
 
 
-@pytest.mark.parametrize("name, chains, n_rows, options", [
-    ("ais", 5000, 0, {"K": 100000}),                      # RAISE Table 1: 5,000 AIS chains on a 784-500 RBM
-    ("raise", 500, 500, {"K": 1000, "n_examples": 500}),  # Upadhya & Sastry: 500 chains x 500 test rows
-    ("csl", 5000, 10000, {}),                              # CSL with 5,000 chains on the whole MNIST test set
-])
+@pytest.mark.parametrize(
+    "name, chains, n_rows, options",
+    [
+        ("ais", 5000, 0, {"K": 100000}),  # RAISE Table 1: 5,000 AIS chains on a 784-500 RBM
+        ("raise", 500, 500, {"K": 1000, "n_examples": 500}),  # Upadhya & Sastry: 500 chains x 500 test rows
+        ("csl", 5000, 10000, {}),  # CSL with 5,000 chains on the whole MNIST test set
+    ],
+)
 def test_paper_scale_runs_fit_in_8_gib(name, chains, n_rows, options):
     rbm = BinaryRBM.random(784, 500)
     data = torch.zeros(n_rows, 784) if n_rows else None

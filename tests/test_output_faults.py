@@ -22,7 +22,6 @@ directory, the tmpfs included.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import shutil
@@ -32,9 +31,9 @@ import numpy as np
 import pytest
 from conftest import assert_refused, tree_snapshot, write_tiny_inputs
 
-from logzbench.utils import io as output_io
 from logzbench.cli import main
 from logzbench.errors import OutputError
+from logzbench.utils import io as output_io
 
 EST = ["estimate", "model.npz", "--estimator", "exact"]
 TRAIN = ["train", "--data", "data.npz", "--n-hidden", "3", "--epochs", "1", "--batch-size", "4"]
@@ -54,8 +53,9 @@ def _full(tmp, free=0, before=None):
         pytest.skip("no mount command")
     full = tmp / "full"
     full.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         full.rmdir()
         pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()}")
@@ -100,6 +100,7 @@ def _fail_second_rename(env):
         if len(calls) == 2:
             raise OSError(errno.EIO, "Input/output error")
         real(src, dst)
+
     env.setattr(output_io, "_replace", replace)
 
 
@@ -117,54 +118,135 @@ def _fifo_link(tmp, name):
 
 FAULTS = [
     # --- special files behind a symlink (refused before anything is loaded)
-    ("json-link-to-fifo", lambda t, e: _fifo_link(t, "stdout"), EST + ["--json", "stdout"],
-     ["--json stdout", "not a regular file", "FIFO"]),
-    ("json-link-to-pipe-like-dev-stdout", lambda t, e: _pipe_link(t, "stdout"), EST + ["--json", "stdout"],
-     ["--json stdout", "not a regular file", "FIFO or pipe"]),
-    ("log-weights-link-to-char-device", lambda t, e: os.symlink("/dev/null", t / "null"),
-     EST + ["--log-weights", "null"], ["--log-weights null", "character device"]),
-    ("history-link-chain-to-char-device",
-     lambda t, e: (os.symlink("/dev/null", t / "a"), os.symlink("a", t / "b")),
-     TRAIN + ["--out", "m.npz", "--history", "b"], ["--history b", "character device"]),
-    ("json-dangling-link-into-missing-folder", lambda t, e: os.symlink("nowhere/e.json", t / "e.json"),
-     EST + ["--json", "e.json"], ["--json e.json", "dangling symlink", "does not exist"]),
-    ("json-link-loop", lambda t, e: (os.symlink("l2", t / "l1"), os.symlink("l1", t / "l2")),
-     EST + ["--json", "l1"], ["--json l1", "symbolic links"]),
+    (
+        "json-link-to-fifo",
+        lambda t, e: _fifo_link(t, "stdout"),
+        EST + ["--json", "stdout"],
+        ["--json stdout", "not a regular file", "FIFO"],
+    ),
+    (
+        "json-link-to-pipe-like-dev-stdout",
+        lambda t, e: _pipe_link(t, "stdout"),
+        EST + ["--json", "stdout"],
+        ["--json stdout", "not a regular file", "FIFO or pipe"],
+    ),
+    (
+        "log-weights-link-to-char-device",
+        lambda t, e: os.symlink("/dev/null", t / "null"),
+        EST + ["--log-weights", "null"],
+        ["--log-weights null", "character device"],
+    ),
+    (
+        "history-link-chain-to-char-device",
+        lambda t, e: (os.symlink("/dev/null", t / "a"), os.symlink("a", t / "b")),
+        TRAIN + ["--out", "m.npz", "--history", "b"],
+        ["--history b", "character device"],
+    ),
+    (
+        "json-dangling-link-into-missing-folder",
+        lambda t, e: os.symlink("nowhere/e.json", t / "e.json"),
+        EST + ["--json", "e.json"],
+        ["--json e.json", "dangling symlink", "does not exist"],
+    ),
+    (
+        "json-link-loop",
+        lambda t, e: (os.symlink("l2", t / "l1"), os.symlink("l1", t / "l2")),
+        EST + ["--json", "l1"],
+        ["--json l1", "symbolic links"],
+    ),
     # --- a full disk: each command, one output
-    ("prepare-full", lambda t, e: _full(t), ["prepare", "digits", "--out", "full/d.npz"],
-     ["cannot write", "full/d.npz", "No space left on device"]),
-    ("prepare-full-new-folder", lambda t, e: _full(t), ["prepare", "digits", "--out", "full/new/deeper/d.npz"],
-     ["cannot write", "full/new/deeper/d.npz", "No space left"]),
-    ("estimate-json-full", lambda t, e: _full(t), EST + ["--json", "full/e.json"],
-     ["cannot write", "full/e.json", "No space left on device"]),
-    ("train-out-full", lambda t, e: _full(t), TRAIN + ["--out", "full/m.npz"],
-     ["cannot write", "full/m.npz", "No space left on device"]),
-    ("report-full-new-out", lambda t, e: _full(t), REPORT + ["--out", "full/rep"],
-     ["cannot write", "full/rep", "No space left on device"]),
-    ("report-full-old-out-kept", lambda t, e: _full(t, free=3 * PAGE, before=_old_report),
-     REPORT + ["--out", "full/rep"], ["cannot write", "full/rep/", "No space left on device"]),
-    ("report-full-after-some-files", lambda t, e: _full(t, free=5 * PAGE), REPORT + ["--out", "full/a/rep"],
-     ["cannot write", "full/a/rep/", "No space left on device"]),
+    (
+        "prepare-full",
+        lambda t, e: _full(t),
+        ["prepare", "digits", "--out", "full/d.npz"],
+        ["cannot write", "full/d.npz", "No space left on device"],
+    ),
+    (
+        "prepare-full-new-folder",
+        lambda t, e: _full(t),
+        ["prepare", "digits", "--out", "full/new/deeper/d.npz"],
+        ["cannot write", "full/new/deeper/d.npz", "No space left"],
+    ),
+    (
+        "estimate-json-full",
+        lambda t, e: _full(t),
+        EST + ["--json", "full/e.json"],
+        ["cannot write", "full/e.json", "No space left on device"],
+    ),
+    (
+        "train-out-full",
+        lambda t, e: _full(t),
+        TRAIN + ["--out", "full/m.npz"],
+        ["cannot write", "full/m.npz", "No space left on device"],
+    ),
+    (
+        "report-full-new-out",
+        lambda t, e: _full(t),
+        REPORT + ["--out", "full/rep"],
+        ["cannot write", "full/rep", "No space left on device"],
+    ),
+    (
+        "report-full-old-out-kept",
+        lambda t, e: _full(t, free=3 * PAGE, before=_old_report),
+        REPORT + ["--out", "full/rep"],
+        ["cannot write", "full/rep/", "No space left on device"],
+    ),
+    (
+        "report-full-after-some-files",
+        lambda t, e: _full(t, free=5 * PAGE),
+        REPORT + ["--out", "full/a/rep"],
+        ["cannot write", "full/a/rep/", "No space left on device"],
+    ),
     # --- a full disk under one of several outputs: none is written (the old files are kept)
-    ("estimate-log-weights-full-json-not-written", lambda t, e: _full(t),
-     EST + ["--json", "e.json", "--log-weights", "full/lw.npz"], ["cannot write", "full/lw.npz", "No space left"]),
-    ("estimate-log-weights-full-old-json-kept", lambda t, e: (_old(t, "out/e.json"), _full(t)),
-     EST + ["--json", "out/e.json", "--log-weights", "full/lw.npz"], ["cannot write", "full/lw.npz", "No space left"]),
-    ("estimate-log-weights-full-new-json-folder-removed", lambda t, e: _full(t),
-     EST + ["--json", "new/deeper/e.json", "--log-weights", "full/lw.npz"], ["cannot write", "full/lw.npz"]),
-    ("train-history-full-model-not-written", lambda t, e: _full(t),
-     TRAIN + ["--out", "m.npz", "--history", "full/h.csv"], ["cannot write", "full/h.csv", "No space left"]),
-    ("train-history-full-old-model-kept", lambda t, e: (_old(t, "models/m.npz", "models/m.csv"), _full(t)),
-     TRAIN + ["--out", "models/m.npz", "--history", "full/h.csv"], ["cannot write", "full/h.csv"]),
+    (
+        "estimate-log-weights-full-json-not-written",
+        lambda t, e: _full(t),
+        EST + ["--json", "e.json", "--log-weights", "full/lw.npz"],
+        ["cannot write", "full/lw.npz", "No space left"],
+    ),
+    (
+        "estimate-log-weights-full-old-json-kept",
+        lambda t, e: (_old(t, "out/e.json"), _full(t)),
+        EST + ["--json", "out/e.json", "--log-weights", "full/lw.npz"],
+        ["cannot write", "full/lw.npz", "No space left"],
+    ),
+    (
+        "estimate-log-weights-full-new-json-folder-removed",
+        lambda t, e: _full(t),
+        EST + ["--json", "new/deeper/e.json", "--log-weights", "full/lw.npz"],
+        ["cannot write", "full/lw.npz"],
+    ),
+    (
+        "train-history-full-model-not-written",
+        lambda t, e: _full(t),
+        TRAIN + ["--out", "m.npz", "--history", "full/h.csv"],
+        ["cannot write", "full/h.csv", "No space left"],
+    ),
+    (
+        "train-history-full-old-model-kept",
+        lambda t, e: (_old(t, "models/m.npz", "models/m.csv"), _full(t)),
+        TRAIN + ["--out", "models/m.npz", "--history", "full/h.csv"],
+        ["cannot write", "full/h.csv"],
+    ),
     # --- the last rename fails after the first output was put in place: that one is put back
-    ("estimate-second-rename-fails-first-restored",
-     lambda t, e: (_old(t, "e.json", "lw.npz"), _fail_second_rename(e)),
-     EST + ["--json", "e.json", "--log-weights", "lw.npz"], ["cannot write", "lw.npz", "Input/output error"]),
-    ("estimate-second-rename-fails-new-first-removed", lambda t, e: _fail_second_rename(e),
-     EST + ["--json", "e.json", "--log-weights", "lw.npz"], ["cannot write", "lw.npz", "Input/output error"]),
-    ("train-second-rename-fails-through-link",
-     lambda t, e: (_old(t, "real/m.npz"), os.symlink("real/m.npz", t / "m.npz"), _fail_second_rename(e)),
-     TRAIN + ["--out", "m.npz", "--history", "h.csv"], ["cannot write", "h.csv", "Input/output error"]),
+    (
+        "estimate-second-rename-fails-first-restored",
+        lambda t, e: (_old(t, "e.json", "lw.npz"), _fail_second_rename(e)),
+        EST + ["--json", "e.json", "--log-weights", "lw.npz"],
+        ["cannot write", "lw.npz", "Input/output error"],
+    ),
+    (
+        "estimate-second-rename-fails-new-first-removed",
+        lambda t, e: _fail_second_rename(e),
+        EST + ["--json", "e.json", "--log-weights", "lw.npz"],
+        ["cannot write", "lw.npz", "Input/output error"],
+    ),
+    (
+        "train-second-rename-fails-through-link",
+        lambda t, e: (_old(t, "real/m.npz"), os.symlink("real/m.npz", t / "m.npz"), _fail_second_rename(e)),
+        TRAIN + ["--out", "m.npz", "--history", "h.csv"],
+        ["cannot write", "h.csv", "Input/output error"],
+    ),
 ]
 
 
@@ -185,8 +267,6 @@ def workdir(tmp_path, monkeypatch, capsys):
         os.close(_FDS.pop())
     while _MOUNTS:
         subprocess.run(["umount", str(_MOUNTS.pop())], check=False)
-
-
 
 
 @pytest.mark.parametrize("setup, argv, words", [c[1:] for c in FAULTS], ids=[c[0] for c in FAULTS])
@@ -233,19 +313,44 @@ def _proc_link_to_file(tmp):
 
 
 WRITES = [
-    ("json-through-link-link-kept", lambda t, e: (_old(t, "real/e.json"), os.symlink("real/e.json", t / "e.json")),
-     EST + ["--json", "e.json"], _check_json_through),
-    ("json-through-link-chain", lambda t, e: (_old(t, "real/e.json"), os.symlink("real/e.json", t / "a.json"),
-                                              os.symlink("a.json", t / "b.json")),
-     EST + ["--json", "b.json"], _check_chain),
-    ("json-dangling-link-target-created", lambda t, e: ((t / "real").mkdir(), os.symlink("real/new.json", t / "new.json")),
-     EST + ["--json", "new.json"], _check_dangling),
-    ("train-model-and-history-through-links",
-     lambda t, e: (_old(t, "real/m.npz", "real/h.csv"), os.symlink("real/m.npz", t / "m.npz"),
-                   os.symlink("real/h.csv", t / "h.csv")),
-     TRAIN + ["--out", "m.npz", "--history", "h.csv"], _check_train_through),
-    ("json-through-proc-fd-link-to-file", lambda t, e: _proc_link_to_file(t), EST + ["--json", "stdout"],
-     _check_proc_link_to_file),
+    (
+        "json-through-link-link-kept",
+        lambda t, e: (_old(t, "real/e.json"), os.symlink("real/e.json", t / "e.json")),
+        EST + ["--json", "e.json"],
+        _check_json_through,
+    ),
+    (
+        "json-through-link-chain",
+        lambda t, e: (
+            _old(t, "real/e.json"),
+            os.symlink("real/e.json", t / "a.json"),
+            os.symlink("a.json", t / "b.json"),
+        ),
+        EST + ["--json", "b.json"],
+        _check_chain,
+    ),
+    (
+        "json-dangling-link-target-created",
+        lambda t, e: ((t / "real").mkdir(), os.symlink("real/new.json", t / "new.json")),
+        EST + ["--json", "new.json"],
+        _check_dangling,
+    ),
+    (
+        "train-model-and-history-through-links",
+        lambda t, e: (
+            _old(t, "real/m.npz", "real/h.csv"),
+            os.symlink("real/m.npz", t / "m.npz"),
+            os.symlink("real/h.csv", t / "h.csv"),
+        ),
+        TRAIN + ["--out", "m.npz", "--history", "h.csv"],
+        _check_train_through,
+    ),
+    (
+        "json-through-proc-fd-link-to-file",
+        lambda t, e: _proc_link_to_file(t),
+        EST + ["--json", "stdout"],
+        _check_proc_link_to_file,
+    ),
 ]
 
 
@@ -265,13 +370,31 @@ def test_a_workflow_job_writes_all_its_outputs_or_none(workdir):
     from logzbench.pipeline.jobs import run_estimate
 
     full = _full(workdir)
-    settings = {"model": "tiny", "dataset": "tiny", "device": "cpu", "n_visible": 6, "family": "rbm",
-                "hidden_sizes": [3], "n_hidden": 3, "estimator": "exact", "method": "exact", "K": None,
-                "init": None, "seed": None}
+    settings = {
+        "model": "tiny",
+        "dataset": "tiny",
+        "device": "cpu",
+        "n_visible": 6,
+        "family": "rbm",
+        "hidden_sizes": [3],
+        "n_hidden": 3,
+        "estimator": "exact",
+        "method": "exact",
+        "K": None,
+        "init": None,
+        "seed": None,
+    }
     before = tree_snapshot(workdir)
     with pytest.raises(OutputError, match=r"cannot write .*full/exact\.json: No space left on device"):
-        run_estimate(settings, model=workdir / "model.npz", data=workdir / "data.npz", arrays=workdir / "exact.npz",
-                     record_path=full / "exact.json", tracking={"enabled": False}, log=lambda msg: None)
+        run_estimate(
+            settings,
+            model=workdir / "model.npz",
+            data=workdir / "data.npz",
+            arrays=workdir / "exact.npz",
+            record_path=full / "exact.json",
+            tracking={"enabled": False},
+            log=lambda msg: None,
+        )
     assert tree_snapshot(workdir) == before
 
 

@@ -10,8 +10,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from logzbench.report.published import (COLUMNS, PAPERS, PUBLISHED_CSV, PublishedError, load_published, lookup,
-                                        paper_values, published_value)
+from logzbench.report.published import (
+    COLUMNS,
+    PAPERS,
+    PUBLISHED_CSV,
+    PublishedError,
+    load_published,
+    lookup,
+    paper_values,
+    published_value,
+)
 
 #: the papers' texts (``/work/shared/papers`` beside the repository), by the file names' prefix
 PAPERS_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "papers"
@@ -38,9 +46,16 @@ def test_every_paper_has_values(pub):
         assert (pub["paper"] == key).sum() > 0, key
         assert re.search(r"(19|20)\d\d", citation), citation
     counts = pub.groupby(["paper", "table"]).size().to_dict()
-    assert counts == {("burda_raise", "1"): 44, ("burda_raise", "2"): 18, ("li_avil", "2"): 18, ("li_avil", "3"): 18,
-                      ("sohl_dickstein_hais", "1"): 6, ("upadhya_sastry", "1"): 38, ("upadhya_sastry", "2"): 54,
-                      ("upadhya_sastry", "3"): 19}
+    assert counts == {
+        ("burda_raise", "1"): 44,
+        ("burda_raise", "2"): 18,
+        ("li_avil", "2"): 18,
+        ("li_avil", "3"): 18,
+        ("sohl_dickstein_hais", "1"): 6,
+        ("upadhya_sastry", "1"): 38,
+        ("upadhya_sastry", "2"): 54,
+        ("upadhya_sastry", "3"): 19,
+    }
 
 
 def test_spot_values(pub):
@@ -55,7 +70,12 @@ def test_spot_values(pub):
     assert (hit["estimator"], hit["init"], hit["K"]) == ("ais", "uniform", 10000)
     hit = lookup(pub, "upadhya_sastry", 1, "rbm500", "baserate K=14500", "mean_test_ll")
     assert (hit["value"], hit["uncertainty"], hit["estimator"], hit["init"], hit["K"]) == (
-        -114.7883, 0.1717, "ais-sm14500", "base-rate", 14500)
+        -114.7883,
+        0.1717,
+        "ais-sm14500",
+        "base-rate",
+        14500,
+    )
     assert published_value(pub, "upadhya_sastry", 1, "rbm20", "ground truth", "log_z") == 230.61
     hit = lookup(pub, "upadhya_sastry", 2, "rbm20", "biased-small-burnin N=200k M=4000", "mean_test_ll")
     assert (hit["value"], hit["uncertainty"], hit["uncertainty_kind"]) == (-142.06, 0.13, "var")
@@ -110,20 +130,23 @@ HEADER = ",".join(COLUMNS) + "\n"
 GOOD = "x,1,r,c,q,nats,-1.5,0.2,sd,ais,uniform,1000,\n"
 
 
-@pytest.mark.parametrize("line, match", [
-    ("x,1,r,c,q,nats,-1.5,0.2,se,ais,uniform,1000,", r"line 3: uncertainty_kind 'se' is not one of sd, var, pm"),
-    ("x,1,r,c,q,nats,-1.5,-0.2,sd,ais,uniform,1000,", r"line 3: uncertainty '-0.2' is not a finite number >= 0"),
-    ("x,1,r,c,q,nats,-1.5,inf,sd,ais,uniform,1000,", r"line 3: uncertainty 'inf' is not a finite number >= 0"),
-    ("x,1,r,c,q,nats,-1.5,0.2,,ais,uniform,1000,", r"line 3: uncertainty '0.2' without an uncertainty_kind"),
-    ("x,1,r,c,q,nats,-1.5,,sd,ais,uniform,1000,", r"line 3: uncertainty_kind 'sd' without an uncertainty"),
-    ("x,1,r,c,q,nats,-1.5,0.2,sd,ais,uniform,1e3,", r"line 3: K '1e3' is not a positive integer"),
-    ("x,1,r,c,q,nats,-1.5,0.2,sd,ais,uniform,10.5,", r"line 3: K '10.5' is not a positive integer"),
-    ("x,1,r,c,q,nats,-1.5,0.2,sd,ais,uniform,0,", r"line 3: K '0' is not a positive integer"),
-    ("x,1,r,c,q,nats,-1.5,0.2,sd,ais,gaussian,1000,", r"line 3: init 'gaussian' is not one of uniform, base-rate"),
-    ("x,1,r,c,q,nats,nan,0.2,sd,ais,uniform,1000,", r"line 3: value 'nan' is not a finite number"),
-    ("x,1,,c,q,nats,-1.5,0.2,sd,ais,uniform,1000,", r"line 3: empty row"),
-    ("x,1,r,c,q,nats,-2.0,,,,,,again", r"lines 2, 3: the same .* more than once"),
-])
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ("x,1,r,c,q,nats,-1.5,0.2,se,ais,uniform,1000,", r"line 3: uncertainty_kind 'se' is not one of sd, var, pm"),
+        ("x,1,r,c,q,nats,-1.5,-0.2,sd,ais,uniform,1000,", r"line 3: uncertainty '-0.2' is not a finite number >= 0"),
+        ("x,1,r,c,q,nats,-1.5,inf,sd,ais,uniform,1000,", r"line 3: uncertainty 'inf' is not a finite number >= 0"),
+        ("x,1,r,c,q,nats,-1.5,0.2,,ais,uniform,1000,", r"line 3: uncertainty '0.2' without an uncertainty_kind"),
+        ("x,1,r,c,q,nats,-1.5,,sd,ais,uniform,1000,", r"line 3: uncertainty_kind 'sd' without an uncertainty"),
+        ("x,1,r,c,q,nats,-1.5,0.2,sd,ais,uniform,1e3,", r"line 3: K '1e3' is not a positive integer"),
+        ("x,1,r,c,q,nats,-1.5,0.2,sd,ais,uniform,10.5,", r"line 3: K '10.5' is not a positive integer"),
+        ("x,1,r,c,q,nats,-1.5,0.2,sd,ais,uniform,0,", r"line 3: K '0' is not a positive integer"),
+        ("x,1,r,c,q,nats,-1.5,0.2,sd,ais,gaussian,1000,", r"line 3: init 'gaussian' is not one of uniform, base-rate"),
+        ("x,1,r,c,q,nats,nan,0.2,sd,ais,uniform,1000,", r"line 3: value 'nan' is not a finite number"),
+        ("x,1,,c,q,nats,-1.5,0.2,sd,ais,uniform,1000,", r"line 3: empty row"),
+        ("x,1,r,c,q,nats,-2.0,,,,,,again", r"lines 2, 3: the same .* more than once"),
+    ],
+)
 def test_malformed_refused(tmp_path, line, match):
     path = tmp_path / "published.csv"
     path.write_text(HEADER + GOOD + line + "\n")
@@ -170,7 +193,10 @@ def test_transcription(paper):
     with open(PUBLISHED_CSV, newline="", encoding="utf-8") as f:
         lines = [r for r in csv.DictReader(f) if r["paper"] == paper]
     assert lines
-    missing = [(r["table"], r["row"], r["column"], r["quantity"], field, r[field])
-               for r in lines for field in ("value", "uncertainty")
-               if r[field] and _as_printed(r[field]) not in text]
+    missing = [
+        (r["table"], r["row"], r["column"], r["quantity"], field, r[field])
+        for r in lines
+        for field in ("value", "uncertainty")
+        if r[field] and _as_printed(r[field]) not in text
+    ]
     assert not missing, missing

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
 from conftest import random_rbm
+
 from logzbench import api, cli, registry
 from logzbench.pipeline import sweep
 
@@ -24,9 +24,18 @@ def toy_estimate(ctx):
     return ctx.finish(res)
 
 
-TOY = registry.EstimatorSpec(name="toy-is", entry="test_registry:toy_estimate", kinds=("binary",),
-                             axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
-                             options=("chains", "init"), summary="test estimator", label="toy IS", color="tab:olive")
+TOY = registry.EstimatorSpec(
+    name="toy-is",
+    entry="test_registry:toy_estimate",
+    kinds=("binary",),
+    axes=("init", "seed"),
+    yields="log_z",
+    bound="unbiased-in-z",
+    options=("chains", "init"),
+    summary="test estimator",
+    label="toy IS",
+    color="tab:olive",
+)
 
 
 @pytest.fixture
@@ -47,15 +56,25 @@ def test_a_registry_entry_reaches_the_api(toy):
 def test_a_registry_entry_reaches_the_command_line_and_the_sweep(toy):
     args = cli.build_parser().parse_args(["estimate", "m.npz", "--estimator", "toy-is"])
     assert args.estimator == "toy-is"
-    config = {"datasets": {"d": {"source": "digits"}},
-              "models": {"m": {"dataset": "d", "hyperparams": {"family": "dbn", "hidden_sizes": [4, 3]}}},
-              "evaluation": {"K": [10], "inits": ["uniform", "base-rate"], "seeds": [0, 1],
-                             "exact_max_units": 20, "exact_max_log_f_units": 16},
-              "estimators": {"mine": {"method": "toy-is", "chains": 50}}, "device": "cpu"}
+    config = {
+        "datasets": {"d": {"source": "digits"}},
+        "models": {"m": {"dataset": "d", "hyperparams": {"family": "dbn", "hidden_sizes": [4, 3]}}},
+        "evaluation": {
+            "K": [10],
+            "inits": ["uniform", "base-rate"],
+            "seeds": [0, 1],
+            "exact_max_units": 20,
+            "exact_max_log_f_units": 16,
+        },
+        "estimators": {"mine": {"method": "toy-is", "chains": 50}},
+        "device": "cpu",
+    }
     jobs = sweep.model_jobs(config, "m", presets={})
     # the toy's axes are init x seed; a DBN has the uniform initial distribution only
-    assert [j.path() for j in jobs] == ["results/estimates/m/mine/uniform_seed0.json",
-                                        "results/estimates/m/mine/uniform_seed1.json"]
+    assert [j.path() for j in jobs] == [
+        "results/estimates/m/mine/uniform_seed0.json",
+        "results/estimates/m/mine/uniform_seed1.json",
+    ]
     s = sweep.job_settings(config, "m", "mine", "uniform_seed1", presets={})
     assert (s["method"], s["init"], s["seed"], s["chains"], s["K"]) == ("toy-is", "uniform", 1, 50, None)
 
@@ -68,10 +87,13 @@ def test_entries_are_consistent():
         assert callable(spec.function), spec.name
         assert set(spec.options) <= set(option_names()), spec.name
         assert set(spec.families or ()) <= set(registry.FAMILIES), spec.name
-        assert registry.parse_setting_stem(spec.axes, registry.setting_stem(spec.axes, {"K": 7, "init": "uniform",
-                                                                                        "seed": 3})) == {
-            "K": 7 if "K" in spec.axes else None, "init": "uniform" if "init" in spec.axes else None,
-            "seed": 3 if "seed" in spec.axes else None}
+        assert registry.parse_setting_stem(
+            spec.axes, registry.setting_stem(spec.axes, {"K": 7, "init": "uniform", "seed": 3})
+        ) == {
+            "K": 7 if "K" in spec.axes else None,
+            "init": "uniform" if "init" in spec.axes else None,
+            "seed": 3 if "seed" in spec.axes else None,
+        }
     for fam in registry.FAMILIES.values():
         assert hasattr(fam.model_class, "from_arrays"), fam.name
         assert callable(registry.load(fam.trainer)), fam.name

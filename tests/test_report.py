@@ -11,21 +11,54 @@ import pytest
 from logzbench import plotting, report
 
 
-def rec(model, estimator, *, K=None, init=None, seed=0, ll=-100.0, ll_se=0.05, log_z=None, ess=None,
-        chains=100, method=None, schedule="linear", family=None, hidden_sizes=None, extra=None):
+def rec(
+    model,
+    estimator,
+    *,
+    K=None,
+    init=None,
+    seed=0,
+    ll=-100.0,
+    ll_se=0.05,
+    log_z=None,
+    ess=None,
+    chains=100,
+    method=None,
+    schedule="linear",
+    family=None,
+    hidden_sizes=None,
+    extra=None,
+):
     method = method or estimator
     deep = {} if family is None else {"family": family, "hidden_sizes": hidden_sizes, "n_visible": 784}
     return {
         **deep,
-        "key": f"estimate/{model}/{estimator}/K{K if K is not None else '-'}/{init or '-'}/seed{seed if method != 'exact' else '-'}",
-        "model": model, "dataset": "digits", "estimator": estimator, "method": method,
-        "K": K, "init": init, "seed": None if method == "exact" else seed,
-        "schedule": schedule if method in ("ais", "raise") else None, "chains": chains,
-        "result": {"estimator": method, "log_z": log_z, "log_z_stderr": 0.01 if log_z is not None else None,
-                   "ess": ess, "n_chains": 0 if method == "exact" else chains, "mean_log_likelihood": ll,
-                   "mean_log_likelihood_stderr": ll_se, "seconds": 1.0, "n_sweeps": K or 0,
-                   "total_sweeps": (K or 0) * chains, "sweeps_per_second": 100.0, "settings": {},
-                   "extra": dict(extra or {})},
+        "key": f"estimate/{model}/{estimator}/K{K if K is not None else '-'}/{init or '-'}"
+        f"/seed{seed if method != 'exact' else '-'}",
+        "model": model,
+        "dataset": "digits",
+        "estimator": estimator,
+        "method": method,
+        "K": K,
+        "init": init,
+        "seed": None if method == "exact" else seed,
+        "schedule": schedule if method in ("ais", "raise") else None,
+        "chains": chains,
+        "result": {
+            "estimator": method,
+            "log_z": log_z,
+            "log_z_stderr": 0.01 if log_z is not None else None,
+            "ess": ess,
+            "n_chains": 0 if method == "exact" else chains,
+            "mean_log_likelihood": ll,
+            "mean_log_likelihood_stderr": ll_se,
+            "seconds": 1.0,
+            "n_sweeps": K or 0,
+            "total_sweeps": (K or 0) * chains,
+            "sweeps_per_second": 100.0,
+            "settings": {},
+            "extra": dict(extra or {}),
+        },
     }
 
 
@@ -33,8 +66,9 @@ def agreeing_model(model="good", exact=-100.0):
     out = [rec(model, "exact", ll=exact, log_z=50.0, ll_se=0.5, chains=0)]
     for seed in (0, 1):
         for init in ("uniform", "base-rate"):
-            out.append(rec(model, "ais", K=1000, init=init, seed=seed, ll=exact + 0.05 + 0.01 * seed, ess=80.0,
-                           log_z=49.95))
+            out.append(
+                rec(model, "ais", K=1000, init=init, seed=seed, ll=exact + 0.05 + 0.01 * seed, ess=80.0, log_z=49.95)
+            )
             out.append(rec(model, "raise", K=1000, init=init, seed=seed, ll=exact - 0.2, ess=8.0, chains=10))
         out.append(rec(model, "csl", K=1000, seed=seed, ll=exact - 20.0, ess=None))
     return out
@@ -45,8 +79,20 @@ def test_agreement_not_flagged(tmp_path):
     s = pd.read_csv(paths["summary"], keep_default_na=False)
     assert (s["flags"] == "").all(), s[["estimator", "init", "flags"]]
     t = pd.read_csv(paths["table1"])
-    assert list(t.columns) == ["model", "schedule", "K", "exact", "csl", "raise_uniform", "ais_uniform",
-                               "gap_uniform", "raise_base-rate", "ais_base-rate", "gap_base-rate", "flags"]
+    assert list(t.columns) == [
+        "model",
+        "schedule",
+        "K",
+        "exact",
+        "csl",
+        "raise_uniform",
+        "ais_uniform",
+        "gap_uniform",
+        "raise_base-rate",
+        "ais_base-rate",
+        "gap_base-rate",
+        "flags",
+    ]
     (row,) = t.itertuples(index=False)
     assert row.K == 1000 and row.exact == pytest.approx(-100.0)
     assert row.csl == pytest.approx(-120.0)
@@ -61,10 +107,12 @@ def test_agreement_not_flagged(tmp_path):
 
 
 def test_gap_over_one_nat_flagged_and_sign():
-    recs = [rec("m", "ais", K=100, init="uniform", ll=-90.0, ess=50),
-            rec("m", "raise", K=100, init="uniform", ll=-92.5, ess=5, chains=10),
-            rec("m", "ais", K=100, init="base-rate", ll=-90.0, ess=50),
-            rec("m", "raise", K=100, init="base-rate", ll=-90.3, ess=5, chains=10)]
+    recs = [
+        rec("m", "ais", K=100, init="uniform", ll=-90.0, ess=50),
+        rec("m", "raise", K=100, init="uniform", ll=-92.5, ess=5, chains=10),
+        rec("m", "ais", K=100, init="base-rate", ll=-90.0, ess=50),
+        rec("m", "raise", K=100, init="base-rate", ll=-90.3, ess=5, chains=10),
+    ]
     per_run = report.load_results(recs)
     s = report.summarize(per_run)
     per_run, s = report.apply_flags(per_run, s, gap_threshold=1.0)
@@ -80,15 +128,18 @@ def test_gap_over_one_nat_flagged_and_sign():
     assert t.loc[0, "gap_uniform"] == pytest.approx(2.5)
     assert "uniform" in t.loc[0, "flags"] and "gap" in t.loc[0, "flags"]
     # a configurable threshold
-    _, s2 = report.apply_flags(report.load_results(recs), report.summarize(report.load_results(recs)),
-                               gap_threshold=5.0)
+    _, s2 = report.apply_flags(
+        report.load_results(recs), report.summarize(report.load_results(recs)), gap_threshold=5.0
+    )
     assert (s2["flags"] == "").all()
 
 
 def test_low_ess_flagged():
-    recs = [rec("m", "ais", K=100, init="uniform", seed=0, ll=-90.0, ess=9.0, chains=100),
-            rec("m", "ais", K=100, init="uniform", seed=1, ll=-90.0, ess=50.0, chains=100),
-            rec("m", "ais", K=1000, init="uniform", seed=0, ll=-90.0, ess=10.0, chains=100)]
+    recs = [
+        rec("m", "ais", K=100, init="uniform", seed=0, ll=-90.0, ess=9.0, chains=100),
+        rec("m", "ais", K=100, init="uniform", seed=1, ll=-90.0, ess=50.0, chains=100),
+        rec("m", "ais", K=1000, init="uniform", seed=0, ll=-90.0, ess=10.0, chains=100),
+    ]
     per_run = report.load_results(recs)
     per_run, s = report.apply_flags(per_run, report.summarize(per_run), ess_fraction=0.1)
     flagged = per_run[per_run["flags"] != ""]
@@ -102,10 +153,12 @@ def test_low_ess_flagged():
 
 
 def test_raise_above_ais_and_lower_bound_above_exact():
-    recs = [rec("m", "exact", ll=-100.0, log_z=10.0, ll_se=0.0, chains=0),
-            rec("m", "ais", K=100, init="base-rate", ll=-100.2, ll_se=0.05, ess=60),
-            rec("m", "raise", K=100, init="base-rate", ll=-99.6, ll_se=0.05, ess=8, chains=10),
-            rec("m", "csl", K=100, ll=-99.0, ll_se=2.0, ess=None)]
+    recs = [
+        rec("m", "exact", ll=-100.0, log_z=10.0, ll_se=0.0, chains=0),
+        rec("m", "ais", K=100, init="base-rate", ll=-100.2, ll_se=0.05, ess=60),
+        rec("m", "raise", K=100, init="base-rate", ll=-99.6, ll_se=0.05, ess=8, chains=10),
+        rec("m", "csl", K=100, ll=-99.0, ll_se=2.0, ess=None),
+    ]
     per_run = report.load_results(recs)
     per_run, s = report.apply_flags(per_run, report.summarize(per_run), gap_threshold=1.0, z=2.0)
     r = s[s["method"] == "raise"].iloc[0]["flags"]
@@ -119,8 +172,10 @@ def test_raise_above_ais_and_lower_bound_above_exact():
 
 
 def test_aggregation_over_seeds():
-    recs = [rec("m", "ais", K=100, init="uniform", seed=s, ll=v, ll_se=0.3, ess=50) for s, v in
-            [(0, -91.0), (1, -89.0), (2, -90.0)]]
+    recs = [
+        rec("m", "ais", K=100, init="uniform", seed=s, ll=v, ll_se=0.3, ess=50)
+        for s, v in [(0, -91.0), (1, -89.0), (2, -90.0)]
+    ]
     s = report.summarize(report.load_results(recs))
     (row,) = s.itertuples(index=False)
     assert row.n_seeds == 3 and row.seeds == "0 1 2"
@@ -135,8 +190,13 @@ def test_load_from_directory_and_flat_records(tmp_path):
     d.mkdir(parents=True)
     (d / "K10_uniform_seed0.json").write_text(json.dumps(rec("m", "ais", K=10, init="uniform", ess=50)))
     flat = rec("m", "raise", K=10, init="uniform", ess=5, chains=10)["result"]
-    flat["settings"] = {"model": "results/models/m.npz", "steps": 10, "init": "uniform", "seed": 0,
-                        "schedule": "linear"}
+    flat["settings"] = {
+        "model": "results/models/m.npz",
+        "steps": 10,
+        "init": "uniform",
+        "seed": 0,
+        "schedule": "linear",
+    }
     (tmp_path / "estimates" / "flat.json").write_text(json.dumps(flat))
     (tmp_path / "estimates" / "other.json").write_text(json.dumps({"unrelated": 1}))
     df = report.load_results(tmp_path / "estimates")
@@ -156,9 +216,11 @@ def test_report_tags_mlflow_runs(tmp_path):
 
     uri = "sqlite:///" + str(tmp_path / "mlflow.db")
     tracking.init_store(uri, "exp")
-    recs = [rec("m", "ais", K=100, init="uniform", ll=-90.0, ess=50),
-            rec("m", "raise", K=100, init="uniform", ll=-93.0, ess=5, chains=10),
-            rec("m", "ais", K=100, init="base-rate", ll=-90.0, ess=50)]
+    recs = [
+        rec("m", "ais", K=100, init="uniform", ll=-90.0, ess=50),
+        rec("m", "raise", K=100, init="uniform", ll=-93.0, ess=5, chains=10),
+        rec("m", "ais", K=100, init="base-rate", ll=-90.0, ess=50),
+    ]
     for r in recs:
         tracking.log_estimate(r, uri=uri, experiment_name="exp")
     paths = report.build_report(recs, tmp_path / "out", tracking_uri=uri, experiment_name="exp")
@@ -172,9 +234,12 @@ def test_report_tags_mlflow_runs(tmp_path):
 def test_csl_ess_against_samples_and_flag_text_separable():
     r = rec("m", "csl", K=100, ll=-99.0, ess=50.0, chains=100)
     r["result"]["n_chains"] = 10000  # CSL: weights are the S = chains x samples_per_chain samples
-    recs = [r, rec("m", "exact", ll=-100.0, log_z=1.0, ll_se=0.0, chains=0),
-            rec("m", "ais", K=100, init="uniform", ll=-100.0, ll_se=0.01, ess=50),
-            rec("m", "raise", K=100, init="uniform", ll=-97.0, ll_se=0.01, ess=5, chains=10)]
+    recs = [
+        r,
+        rec("m", "exact", ll=-100.0, log_z=1.0, ll_se=0.0, chains=0),
+        rec("m", "ais", K=100, init="uniform", ll=-100.0, ll_se=0.01, ess=50),
+        rec("m", "raise", K=100, init="uniform", ll=-97.0, ll_se=0.01, ess=5, chains=10),
+    ]
     per_run = report.load_results(recs)
     per_run, s = report.apply_flags(per_run, report.summarize(per_run))
     csl = per_run[per_run["method"] == "csl"].iloc[0]
@@ -187,8 +252,16 @@ def test_csl_ess_against_samples_and_flag_text_separable():
 
 
 def test_plot_history(tmp_path):
-    history = [{"epoch": e, "train_reconstruction_error": 1.0 / (e + 1), "test_log_likelihood": -100.0 + e,
-                "seconds": 0.1, "note": "x"} for e in range(4)]
+    history = [
+        {
+            "epoch": e,
+            "train_reconstruction_error": 1.0 / (e + 1),
+            "test_log_likelihood": -100.0 + e,
+            "seconds": 0.1,
+            "note": "x",
+        }
+        for e in range(4)
+    ]
     p = report.plot_history(history, tmp_path / "h.png", title="m")
     assert p.stat().st_size > 1000
     assert report.plot_history([], tmp_path / "empty.png").exists()
@@ -199,21 +272,79 @@ def test_plot_history(tmp_path):
 def deep_records():
     """A DBM (both inits, 2 seeds, 2 K, exact) and a DBN (uniform only, 2 seeds, 1 K), plus an RBM."""
     out = [rec("dbm", "exact", ll=-90.0, log_z=20.0, ll_se=0.0, chains=0, family="dbm", hidden_sizes=[20, 10])]
-    lf = {"mean_log_f_is": 30.0, "mean_log_f_is_stderr": 0.02, "mean_log_f_is_jensen_gap": 0.001,
-          "mean_log_f_mean_field": 29.5}
+    lf = {
+        "mean_log_f_is": 30.0,
+        "mean_log_f_is_stderr": 0.02,
+        "mean_log_f_is_jensen_gap": 0.001,
+        "mean_log_f_mean_field": 29.5,
+    }
     for seed in (0, 1):
         for K in (100, 1000):
             for init, shift in (("uniform", 0.0), ("base-rate", 0.5)):
-                out.append(rec("dbm", "ais", K=K, init=init, seed=seed, ll=-89.0 + shift + seed, ll_se=0.1, ess=60,
-                               log_z=19.0, family="dbm", hidden_sizes=[20, 10], extra=lf))
-                out.append(rec("dbm", "raise", K=K, init=init, seed=seed, ll=-92.0 + shift + seed, ll_se=0.2, ess=6,
-                               chains=10, family="dbm", hidden_sizes=[20, 10], extra=lf))
-        out.append(rec("dbn", "ais", K=1000, init="uniform", seed=seed, ll=-85.0, ll_se=0.1, ess=60, log_z=5.0,
-                       family="dbn", hidden_sizes=[16, 10], extra={"mean_log_f_is": -70.0 + seed,
-                                                                   "mean_log_f_is_stderr": 0.03}))
-        out.append(rec("dbn", "raise", K=1000, init="uniform", seed=seed, ll=-85.4, ll_se=0.1, ess=6, chains=10,
-                       family="dbn", hidden_sizes=[16, 10], extra={"mean_log_f_is": -70.0 + seed,
-                                                                   "mean_log_f_is_stderr": 0.03}))
+                out.append(
+                    rec(
+                        "dbm",
+                        "ais",
+                        K=K,
+                        init=init,
+                        seed=seed,
+                        ll=-89.0 + shift + seed,
+                        ll_se=0.1,
+                        ess=60,
+                        log_z=19.0,
+                        family="dbm",
+                        hidden_sizes=[20, 10],
+                        extra=lf,
+                    )
+                )
+                out.append(
+                    rec(
+                        "dbm",
+                        "raise",
+                        K=K,
+                        init=init,
+                        seed=seed,
+                        ll=-92.0 + shift + seed,
+                        ll_se=0.2,
+                        ess=6,
+                        chains=10,
+                        family="dbm",
+                        hidden_sizes=[20, 10],
+                        extra=lf,
+                    )
+                )
+        out.append(
+            rec(
+                "dbn",
+                "ais",
+                K=1000,
+                init="uniform",
+                seed=seed,
+                ll=-85.0,
+                ll_se=0.1,
+                ess=60,
+                log_z=5.0,
+                family="dbn",
+                hidden_sizes=[16, 10],
+                extra={"mean_log_f_is": -70.0 + seed, "mean_log_f_is_stderr": 0.03},
+            )
+        )
+        out.append(
+            rec(
+                "dbn",
+                "raise",
+                K=1000,
+                init="uniform",
+                seed=seed,
+                ll=-85.4,
+                ll_se=0.1,
+                ess=6,
+                chains=10,
+                family="dbn",
+                hidden_sizes=[16, 10],
+                extra={"mean_log_f_is": -70.0 + seed, "mean_log_f_is_stderr": 0.03},
+            )
+        )
     return out + agreeing_model("rbm")
 
 
@@ -221,10 +352,31 @@ def test_table2_deep_models(tmp_path):
     paths = report.build_report(deep_records(), tmp_path, gap_threshold=1.0)
     t2 = pd.read_csv(paths["table2"], keep_default_na=False, na_values=[""])
     assert list(t2.columns) == [
-        "model", "family", "architecture", "schedule", "K", "n_seeds", "exact",
-        "raise_uniform", "raise_uniform_se", "ais_uniform", "ais_uniform_se", "gap_uniform", "gap_uniform_se",
-        "raise_base-rate", "raise_base-rate_se", "ais_base-rate", "ais_base-rate_se", "gap_base-rate",
-        "gap_base-rate_se", "log_f_is", "log_f_is_se", "log_f_is_jensen_gap", "log_f_mean_field", "flags"]
+        "model",
+        "family",
+        "architecture",
+        "schedule",
+        "K",
+        "n_seeds",
+        "exact",
+        "raise_uniform",
+        "raise_uniform_se",
+        "ais_uniform",
+        "ais_uniform_se",
+        "gap_uniform",
+        "gap_uniform_se",
+        "raise_base-rate",
+        "raise_base-rate_se",
+        "ais_base-rate",
+        "ais_base-rate_se",
+        "gap_base-rate",
+        "gap_base-rate_se",
+        "log_f_is",
+        "log_f_is_se",
+        "log_f_is_jensen_gap",
+        "log_f_mean_field",
+        "flags",
+    ]
     assert list(zip(t2["model"], t2["K"])) == [("dbm", 100), ("dbm", 1000), ("dbn", 1000)]
     dbm = t2[t2["model"] == "dbm"].iloc[1]
     assert dbm["family"] == "dbm" and dbm["architecture"] == "784-20-10" and dbm["n_seeds"] == 2
@@ -259,16 +411,34 @@ def test_table2_deep_models(tmp_path):
 
 
 def test_table2_flags_raise_above_ais_and_exact():
-    recs = [rec("d", "exact", ll=-100.0, log_z=1.0, ll_se=0.0, chains=0, family="dbm", hidden_sizes=[8, 4]),
-            rec("d", "ais", K=100, init="base-rate", ll=-100.1, ll_se=0.05, ess=50, family="dbm", hidden_sizes=[8, 4]),
-            rec("d", "raise", K=100, init="base-rate", ll=-99.5, ll_se=0.05, ess=5, chains=10, family="dbm",
-                hidden_sizes=[8, 4])]
+    recs = [
+        rec("d", "exact", ll=-100.0, log_z=1.0, ll_se=0.0, chains=0, family="dbm", hidden_sizes=[8, 4]),
+        rec("d", "ais", K=100, init="base-rate", ll=-100.1, ll_se=0.05, ess=50, family="dbm", hidden_sizes=[8, 4]),
+        rec(
+            "d",
+            "raise",
+            K=100,
+            init="base-rate",
+            ll=-99.5,
+            ll_se=0.05,
+            ess=5,
+            chains=10,
+            family="dbm",
+            hidden_sizes=[8, 4],
+        ),
+    ]
     per_run = report.load_results(recs)
     per_run, s = report.apply_flags(per_run, report.summarize(per_run), gap_threshold=1.0, z=2.0)
     t2 = report.make_table2(s)
     assert len(t2) == 1 and t2.loc[0, "gap_base-rate"] == pytest.approx(-0.6)  # AIS - RAISE < 0
-    assert list(t2.columns)[7:13] == ["raise_base-rate", "raise_base-rate_se", "ais_base-rate", "ais_base-rate_se",
-                                      "gap_base-rate", "gap_base-rate_se"]  # only the init present
+    assert list(t2.columns)[7:13] == [
+        "raise_base-rate",
+        "raise_base-rate_se",
+        "ais_base-rate",
+        "ais_base-rate_se",
+        "gap_base-rate",
+        "gap_base-rate_se",
+    ]  # only the init present
     flags = t2.loc[0, "flags"]
     assert "RAISE exceeds AIS by 0.60 nats" in flags and "RAISE lower bound exceeds exact" in flags
     assert report.make_table1(s).empty  # no RBM
@@ -287,12 +457,31 @@ def test_family_of_bare_exact_record_follows_the_model():
 
 def test_deep_ais_below_exact_and_poor_importance_sampling_flagged():
     """A DBN whose importance-sampled log f(v) errs low: AIS lands below exact, and few effective proposals."""
-    lf = {"mean_log_f_is": -70.0, "mean_log_f_is_stderr": 0.05, "is_ess_mean": 20.0, "is_ess_min": 1.0,
-          "is_samples": 500}
+    lf = {
+        "mean_log_f_is": -70.0,
+        "mean_log_f_is_stderr": 0.05,
+        "is_ess_mean": 20.0,
+        "is_ess_min": 1.0,
+        "is_samples": 500,
+    }
     recs = [rec("dbn", "exact", ll=-146.0, log_z=8.0, ll_se=0.0, chains=0, family="dbn", hidden_sizes=[16, 10])]
     for seed in (0, 1):
-        recs.append(rec("dbn", "ais", K=1000, init="uniform", seed=seed, ll=-147.7, ll_se=0.05, log_z=8.0, ess=90.0,
-                        family="dbn", hidden_sizes=[16, 10], extra=lf))
+        recs.append(
+            rec(
+                "dbn",
+                "ais",
+                K=1000,
+                init="uniform",
+                seed=seed,
+                ll=-147.7,
+                ll_se=0.05,
+                log_z=8.0,
+                ess=90.0,
+                family="dbn",
+                hidden_sizes=[16, 10],
+                extra=lf,
+            )
+        )
     summary = report.apply_flags(*(lambda p: (p, report.summarize(p)))(report.load_results(recs)))[1]
     ais = summary[summary["method"] == "ais"].iloc[0]
     assert "AIS falls below exact by 1.70 nats" in ais["flags"]
@@ -301,8 +490,7 @@ def test_deep_ais_below_exact_and_poor_importance_sampling_flagged():
     # enough effective proposals and AIS above exact: neither flag
     good = [dict(r) for r in recs]
     for r in good[1:]:
-        r["result"] = {**r["result"], "mean_log_likelihood": -145.9,
-                       "extra": {**lf, "is_ess_mean": 400.0}}
+        r["result"] = {**r["result"], "mean_log_likelihood": -145.9, "extra": {**lf, "is_ess_mean": 400.0}}
     summary = report.apply_flags(*(lambda p: (p, report.summarize(p)))(report.load_results(good)))[1]
     flags = summary[summary["method"] == "ais"].iloc[0]["flags"]
     assert "below exact" not in flags and "importance sampling" not in flags
@@ -316,8 +504,18 @@ def _log_z_runs(model, truth, *, exact=True, biases=None, Ks=(4, 16), seeds=(0, 
     for K in Ks:
         for seed in seeds:
             for method, b in biases.items():
-                out.append(rec(model, method, K=K, init="base-rate", seed=seed, ll=-90.0,
-                               log_z=truth + b / K * 4 + 0.01 * (seed - 1), ess=50.0))
+                out.append(
+                    rec(
+                        model,
+                        method,
+                        K=K,
+                        init="base-rate",
+                        seed=seed,
+                        ll=-90.0,
+                        log_z=truth + b / K * 4 + 0.01 * (seed - 1),
+                        ess=50.0,
+                    )
+                )
     return out
 
 

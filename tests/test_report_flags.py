@@ -10,24 +10,68 @@ import pytest
 
 from logzbench import report
 from logzbench.estimators.result import EstimateResult
-from logzbench.report.flags import (AIS_VS_RAISE, HEAVY_LOG_F_TAILS, LOWER_BOUND_ABOVE_EXACT, POOR_LOG_F_SAMPLING, RULES,
-                                    SANDWICH_RULES, Z_UNBIASED_ABOVE_CLOSED_FORM, Z_UNBIASED_BELOW_EXACT, FlagInput,
-                                    ReportThresholds, heavy_tails, low_ess, understated_spread)
+from logzbench.report.flags import (
+    AIS_VS_RAISE,
+    HEAVY_LOG_F_TAILS,
+    LOWER_BOUND_ABOVE_EXACT,
+    POOR_LOG_F_SAMPLING,
+    RULES,
+    SANDWICH_RULES,
+    Z_UNBIASED_ABOVE_CLOSED_FORM,
+    Z_UNBIASED_BELOW_EXACT,
+    FlagInput,
+    ReportThresholds,
+    heavy_tails,
+    low_ess,
+    understated_spread,
+)
 
 
-def rec(method, *, model="m", K=None, init=None, seed=0, ll=-100.0, ll_se=0.05, log_z=None, ess=None, chains=100,
-        family="rbm", extra=None, khat=None, log_z_se=0.01):
+def rec(
+    method,
+    *,
+    model="m",
+    K=None,
+    init=None,
+    seed=0,
+    ll=-100.0,
+    ll_se=0.05,
+    log_z=None,
+    ess=None,
+    chains=100,
+    family="rbm",
+    extra=None,
+    khat=None,
+    log_z_se=0.01,
+):
     """A workflow estimate record (the result as ``EstimateResult.to_dict()``)."""
-    res = EstimateResult(estimator=method, log_z=float("nan") if log_z is None else log_z,
-                         log_z_stderr=log_z_se if log_z is not None else float("nan"),
-                         ess=float("nan") if ess is None else ess, n_chains=0 if method == "exact" else chains,
-                         khat=float("nan") if khat is None else khat,
-                         mean_log_likelihood=ll, mean_log_likelihood_stderr=ll_se, seconds=1.0,
-                         extra=dict(extra or {}))
-    return {"key": f"estimate/{model}/{method}/{K}/{init}/{seed}", "model": model, "dataset": "digits",
-            "estimator": method, "method": method, "K": K, "init": init,
-            "seed": None if method == "exact" else seed, "family": family, "hidden_sizes": [8, 4],
-            "n_visible": 16, "chains": chains, "result": res.to_dict()}
+    res = EstimateResult(
+        estimator=method,
+        log_z=float("nan") if log_z is None else log_z,
+        log_z_stderr=log_z_se if log_z is not None else float("nan"),
+        ess=float("nan") if ess is None else ess,
+        n_chains=0 if method == "exact" else chains,
+        khat=float("nan") if khat is None else khat,
+        mean_log_likelihood=ll,
+        mean_log_likelihood_stderr=ll_se,
+        seconds=1.0,
+        extra=dict(extra or {}),
+    )
+    return {
+        "key": f"estimate/{model}/{method}/{K}/{init}/{seed}",
+        "model": model,
+        "dataset": "digits",
+        "estimator": method,
+        "method": method,
+        "K": K,
+        "init": init,
+        "seed": None if method == "exact" else seed,
+        "family": family,
+        "hidden_sizes": [8, 4],
+        "n_visible": 16,
+        "chains": chains,
+        "result": res.to_dict(),
+    }
 
 
 def exact(ll=-100.0, family="rbm", log_z=10.0):
@@ -45,39 +89,63 @@ def seeds(method="ais", lls=(), ll_se=0.05, **kw):
 GEN = "linear-gaussian"
 #: rule -> (records on which it fires, a clean variant, text of the reason)
 CASES = {
-    low_ess: ([rec("ais", K=10, init="uniform", ess=5.0)], [rec("ais", K=10, init="uniform", ess=50.0)],
-              "low ESS (seed 0): min 5 of 100 chains"),
-    heavy_tails: ([rec("ais", K=10, init="uniform", khat=0.83)], [rec("ais", K=10, init="uniform", khat=0.5)],
-                  "heavy-tailed log-weights (seed 0): Pareto k-hat 0.83 > 0.7, the standard error understates"),
+    low_ess: (
+        [rec("ais", K=10, init="uniform", ess=5.0)],
+        [rec("ais", K=10, init="uniform", ess=50.0)],
+        "low ESS (seed 0): min 5 of 100 chains",
+    ),
+    heavy_tails: (
+        [rec("ais", K=10, init="uniform", khat=0.83)],
+        [rec("ais", K=10, init="uniform", khat=0.5)],
+        "heavy-tailed log-weights (seed 0): Pareto k-hat 0.83 > 0.7, the standard error understates",
+    ),
     # sd 0.65 over 4 seeds against s.e. 0.05; the clean variant scatters by about its s.e.
-    understated_spread: (seeds(lls=(-100.0, -99.5, -100.5, -99.0)), seeds(lls=(-100.03, -99.94, -100.02, -99.97)),
-                         "standard errors understate the spread between seeds (mean test LL): sd 0.65 vs mean s.e. "
-                         "0.05 (root mean square) over 4 seeds (Cochran's Q 500 > 11.3"),
-    AIS_VS_RAISE: ([rec("ais", K=10, init="uniform", ll=-90.0), rec("raise", K=10, init="uniform", ll=-92.5)],
-                   [rec("ais", K=10, init="uniform", ll=-90.0), rec("raise", K=10, init="uniform", ll=-90.3)],
-                   "AIS-RAISE gap +2.50 nats exceeds 1 nat (uniform, K=10)"),
-    SANDWICH_RULES[0]: ([rec("ais", K=10, init="uniform", log_z=41.0), rec("reverse-ais", K=10, init="uniform",
-                                                                          log_z=40.0)],
-                        [rec("ais", K=10, init="uniform", log_z=40.0), rec("reverse-ais", K=10, init="uniform",
-                                                                          log_z=40.1)],
-                        "AIS log Z exceeds reverse AIS by 1.00 nats"),
-    SANDWICH_RULES[1]: ([rec("is", init="uniform", log_z=41.0), rec("ris", init="uniform", log_z=40.0)],
-                        [rec("is", init="uniform", log_z=40.0), rec("ris", init="uniform", log_z=40.1)],
-                        "IS log Z exceeds reverse IS by 1.00 nats"),
-    POOR_LOG_F_SAMPLING: ([rec("ais", K=10, init="uniform", family="dbn", extra={**LF, "is_ess_mean": 20.0})],
-                          [rec("ais", K=10, init="uniform", family="dbn", extra={**LF, "is_ess_mean": 400.0})],
-                          "log f(v) importance sampling: mean ESS 20 of 500 proposals"),
-    HEAVY_LOG_F_TAILS: ([rec("ais", K=10, init="uniform", family="dbm", extra={**LF, "is_khat_median": 0.92})],
-                        [rec("ais", K=10, init="uniform", family="dbm", extra={**LF, "is_khat_median": 0.45})],
-                        "log f(v) importance sampling: Pareto k-hat 0.92 > 0.7 (median over the test rows)"),
-    Z_UNBIASED_BELOW_EXACT: ([exact(), rec("is", init="base-rate", ll=-101.0)],
-                             [exact(), rec("is", init="base-rate", ll=-99.5)],
-                             "IS falls below exact by 1.00 nats (> 2 x s.e. 0.05)"),
-    Z_UNBIASED_ABOVE_CLOSED_FORM: ([exact(-10.0, GEN), rec("hais", K=10, ll=-9.0, family=GEN)],
-                                   [exact(-10.0, GEN), rec("hais", K=10, ll=-10.5, family=GEN)],
-                                   "HAIS exceeds the closed form by 1.00 nats"),
-    LOWER_BOUND_ABOVE_EXACT: ([exact(), rec("csl", K=10, ll=-99.0)], [exact(), rec("csl", K=10, ll=-101.0)],
-                              "CSL lower bound exceeds exact by 1.00 nats"),
+    understated_spread: (
+        seeds(lls=(-100.0, -99.5, -100.5, -99.0)),
+        seeds(lls=(-100.03, -99.94, -100.02, -99.97)),
+        "standard errors understate the spread between seeds (mean test LL): sd 0.65 vs mean s.e. "
+        "0.05 (root mean square) over 4 seeds (Cochran's Q 500 > 11.3",
+    ),
+    AIS_VS_RAISE: (
+        [rec("ais", K=10, init="uniform", ll=-90.0), rec("raise", K=10, init="uniform", ll=-92.5)],
+        [rec("ais", K=10, init="uniform", ll=-90.0), rec("raise", K=10, init="uniform", ll=-90.3)],
+        "AIS-RAISE gap +2.50 nats exceeds 1 nat (uniform, K=10)",
+    ),
+    SANDWICH_RULES[0]: (
+        [rec("ais", K=10, init="uniform", log_z=41.0), rec("reverse-ais", K=10, init="uniform", log_z=40.0)],
+        [rec("ais", K=10, init="uniform", log_z=40.0), rec("reverse-ais", K=10, init="uniform", log_z=40.1)],
+        "AIS log Z exceeds reverse AIS by 1.00 nats",
+    ),
+    SANDWICH_RULES[1]: (
+        [rec("is", init="uniform", log_z=41.0), rec("ris", init="uniform", log_z=40.0)],
+        [rec("is", init="uniform", log_z=40.0), rec("ris", init="uniform", log_z=40.1)],
+        "IS log Z exceeds reverse IS by 1.00 nats",
+    ),
+    POOR_LOG_F_SAMPLING: (
+        [rec("ais", K=10, init="uniform", family="dbn", extra={**LF, "is_ess_mean": 20.0})],
+        [rec("ais", K=10, init="uniform", family="dbn", extra={**LF, "is_ess_mean": 400.0})],
+        "log f(v) importance sampling: mean ESS 20 of 500 proposals",
+    ),
+    HEAVY_LOG_F_TAILS: (
+        [rec("ais", K=10, init="uniform", family="dbm", extra={**LF, "is_khat_median": 0.92})],
+        [rec("ais", K=10, init="uniform", family="dbm", extra={**LF, "is_khat_median": 0.45})],
+        "log f(v) importance sampling: Pareto k-hat 0.92 > 0.7 (median over the test rows)",
+    ),
+    Z_UNBIASED_BELOW_EXACT: (
+        [exact(), rec("is", init="base-rate", ll=-101.0)],
+        [exact(), rec("is", init="base-rate", ll=-99.5)],
+        "IS falls below exact by 1.00 nats (> 2 x s.e. 0.05)",
+    ),
+    Z_UNBIASED_ABOVE_CLOSED_FORM: (
+        [exact(-10.0, GEN), rec("hais", K=10, ll=-9.0, family=GEN)],
+        [exact(-10.0, GEN), rec("hais", K=10, ll=-10.5, family=GEN)],
+        "HAIS exceeds the closed form by 1.00 nats",
+    ),
+    LOWER_BOUND_ABOVE_EXACT: (
+        [exact(), rec("csl", K=10, ll=-99.0)],
+        [exact(), rec("csl", K=10, ll=-101.0)],
+        "CSL lower bound exceeds exact by 1.00 nats",
+    ),
 }
 
 
@@ -106,8 +174,14 @@ def _is_family_records():
     out = [exact(ll=-100.0, log_z=40.0)]
     for seed in (0, 1):
         for init in ("uniform", "base-rate"):
-            for method, log_z, ess in (("is", 40.8, 3.0), ("ris", 40.2, 60.0), ("is-avg", 40.5, None),
-                                       ("is-weighted", 40.3, None), ("is-select", 40.2, 60.0), ("ds", 40.05, 80.0)):
+            for method, log_z, ess in (
+                ("is", 40.8, 3.0),
+                ("ris", 40.2, 60.0),
+                ("is-avg", 40.5, None),
+                ("is-weighted", 40.3, None),
+                ("is-select", 40.2, 60.0),
+                ("ds", 40.05, 80.0),
+            ):
                 out.append(rec(method, init=init, seed=seed, log_z=log_z, ll=-60.0 - log_z, ess=ess, chains=100))
     return out
 
@@ -141,8 +215,11 @@ def test_is_family_records_through_build_report(tmp_path):
 
 # --------------------------------------------------------------------------- k-hat and the spread between seeds
 def test_khat_columns_and_run_flags():
-    recs = [rec("ais", K=10, init="uniform", seed=0, khat=0.3), rec("ais", K=10, init="uniform", seed=1, khat=0.91),
-            rec("ais", K=10, init="uniform", seed=2)]  # no k-hat (None in the record)
+    recs = [
+        rec("ais", K=10, init="uniform", seed=0, khat=0.3),
+        rec("ais", K=10, init="uniform", seed=1, khat=0.91),
+        rec("ais", K=10, init="uniform", seed=2),
+    ]  # no k-hat (None in the record)
     per_run = report.load_results(recs)
     assert list(per_run["khat"].iloc[:2]) == [0.3, 0.91] and np.isnan(per_run["khat"].iloc[2])
     s = report.summarize(per_run)
@@ -176,8 +253,10 @@ def _spread_settings(n_settings: int, n_seeds: int, se_factor: float, seed: int 
     for k in range(n_settings):
         se = rng.uniform(0.05, 0.3, size=n_seeds)
         lls = -100.0 + se * rng.normal(size=n_seeds)
-        out += [rec("ais", K=10 + k, init="uniform", seed=i, ll=float(v), ll_se=float(e * se_factor))
-                for i, (v, e) in enumerate(zip(lls, se))]
+        out += [
+            rec("ais", K=10 + k, init="uniform", seed=i, ll=float(v), ll_se=float(e * se_factor))
+            for i, (v, e) in enumerate(zip(lls, se))
+        ]
     return out
 
 
@@ -207,8 +286,10 @@ def test_spread_rule_needs_three_seeds_with_standard_errors():
 
 
 def test_spread_rule_checks_log_z_without_a_log_likelihood():
-    recs = [rec("ais", K=10, init="uniform", seed=i, ll=None, log_z=v, log_z_se=0.02)
-            for i, v in enumerate((40.0, 40.5, 39.6, 40.2))]
+    recs = [
+        rec("ais", K=10, init="uniform", seed=i, ll=None, log_z=v, log_z_se=0.02)
+        for i, v in enumerate((40.0, 40.5, 39.6, 40.2))
+    ]
     (reason,) = _reasons(understated_spread, recs)
     assert reason.startswith("standard errors understate the spread between seeds (log Z): sd 0.38 vs mean s.e. 0.02")
     for r, v in zip(recs, (40.0, 40.01, 39.98, 40.02)):

@@ -18,8 +18,8 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import assert_refused
 import torch
+from conftest import assert_refused
 
 from logzbench import report
 from logzbench.cli import main
@@ -54,8 +54,20 @@ def _edit_log_z(path, delta=0.25):
 
 def _edited_cli_record(t, e):
     """An AIS record whose log Z was changed by hand; its log-weights beside it (``--log-weights``)."""
-    _run("estimate", "model.npz", "--estimator", "ais", "--steps", "5", "--chains", "30", "--json", "res/ais.json",
-         "--log-weights", "res/ais.npz")
+    _run(
+        "estimate",
+        "model.npz",
+        "--estimator",
+        "ais",
+        "--steps",
+        "5",
+        "--chains",
+        "30",
+        "--json",
+        "res/ais.json",
+        "--log-weights",
+        "res/ais.npz",
+    )
     _edit_log_z(t / "res" / "ais.json")
 
 
@@ -66,9 +78,16 @@ def _workflow_record(t, estimator, log_z_shift=0.0, sign=1):
     d = t / "res" / "m" / estimator
     d.mkdir(parents=True)
     np.savez(d / "uniform_seed0.npz", log_weights=lw)
-    rec = {"key": f"estimate/m/{estimator}/K-/uniform/seed0", "model": "m", "estimator": estimator,
-           "method": estimator, "init": "uniform", "seed": 0, "chains": 40,
-           "result": {"estimator": estimator, "log_z": log_z, "log_z_stderr": 0.1, "n_chains": 40, "settings": {}}}
+    rec = {
+        "key": f"estimate/m/{estimator}/K-/uniform/seed0",
+        "model": "m",
+        "estimator": estimator,
+        "method": estimator,
+        "init": "uniform",
+        "seed": 0,
+        "chains": 40,
+        "result": {"estimator": estimator, "log_z": log_z, "log_z_stderr": 0.1, "n_chains": 40, "settings": {}},
+    }
     (d / "uniform_seed0.json").write_text(json.dumps(rec))
 
 
@@ -81,48 +100,132 @@ PREPARE = ["prepare", "--out", "d.npz"]
 
 CASES = [
     # --- item 8: the model's identity, the records' consistency, --paper rows
-    ("two-models-one-name", _two_models_one_name, ["report", "res", "--out", "rep"],
-     ["two different models", "'model'", "res/a/exact.json", "res/b/exact.json", "other/model.npz"]),
-    ("edited-cli-record", _edited_cli_record, ["report", "res", "--out", "rep"],
-     ["res/ais.json", "log_z", "disagrees", "res/ais.npz", "logmeanexp"]),
-    ("edited-workflow-record", lambda t, e: _workflow_record(t, "ais", 0.5), ["report", "res", "--out", "rep"],
-     ["uniform_seed0.json", "disagrees", "uniform_seed0.npz"]),
-    ("edited-ris-sign", lambda t, e: _workflow_record(t, "ris", sign=1), ["report", "res", "--out", "rep"],
-     ["ris/uniform_seed0.json", "disagrees", "-logmeanexp"]),
-    ("paper-repeated", _cli_records,
-     ["report", "res", "--out", "rep", "--paper", "model=burda_raise:mnistCD1-20", "--paper",
-      "model=burda_raise:mnistPCD-20"], ["--paper", "mnistPCD-20", "already stands for", "'mnistCD1-20'"]),
-    ("paper-unknown-model", _cli_records, ["report", "res", "--out", "rep", "--paper", "nosuch=burda_raise:mnistCD1-20"],
-     ["--paper nosuch=burda_raise:mnistCD1-20", "no estimate of model 'nosuch'", "their models: model"]),
+    (
+        "two-models-one-name",
+        _two_models_one_name,
+        ["report", "res", "--out", "rep"],
+        ["two different models", "'model'", "res/a/exact.json", "res/b/exact.json", "other/model.npz"],
+    ),
+    (
+        "edited-cli-record",
+        _edited_cli_record,
+        ["report", "res", "--out", "rep"],
+        ["res/ais.json", "log_z", "disagrees", "res/ais.npz", "logmeanexp"],
+    ),
+    (
+        "edited-workflow-record",
+        lambda t, e: _workflow_record(t, "ais", 0.5),
+        ["report", "res", "--out", "rep"],
+        ["uniform_seed0.json", "disagrees", "uniform_seed0.npz"],
+    ),
+    (
+        "edited-ris-sign",
+        lambda t, e: _workflow_record(t, "ris", sign=1),
+        ["report", "res", "--out", "rep"],
+        ["ris/uniform_seed0.json", "disagrees", "-logmeanexp"],
+    ),
+    (
+        "paper-repeated",
+        _cli_records,
+        [
+            "report",
+            "res",
+            "--out",
+            "rep",
+            "--paper",
+            "model=burda_raise:mnistCD1-20",
+            "--paper",
+            "model=burda_raise:mnistPCD-20",
+        ],
+        ["--paper", "mnistPCD-20", "already stands for", "'mnistCD1-20'"],
+    ),
+    (
+        "paper-unknown-model",
+        _cli_records,
+        ["report", "res", "--out", "rep", "--paper", "nosuch=burda_raise:mnistCD1-20"],
+        ["--paper nosuch=burda_raise:mnistCD1-20", "no estimate of model 'nosuch'", "their models: model"],
+    ),
     # a row of test log-likelihoods (and their gaps) for a model with only a log Z
-    ("paper-wrong-kind", _cli_records, ["report", "res", "--out", "rep", "--paper", "model=burda_raise:mnistCD1-20"],
-     ["--paper model=burda_raise:mnistCD1-20", "no estimate of what the row publishes", "mean_test_ll (exact)",
-      "gap_ais_minus_raise", "its estimates: exact (log Z)"]),
+    (
+        "paper-wrong-kind",
+        _cli_records,
+        ["report", "res", "--out", "rep", "--paper", "model=burda_raise:mnistCD1-20"],
+        [
+            "--paper model=burda_raise:mnistCD1-20",
+            "no estimate of what the row publishes",
+            "mean_test_ll (exact)",
+            "gap_ais_minus_raise",
+            "its estimates: exact (log Z)",
+        ],
+    ),
     # --- item 9: misleading or silent
     ("report-non-utf8-path", _non_utf8_name, ["report", "res", "--out", "rep"], ["not valid UTF-8", "\\xff.json"]),
-    ("grbm-estimate-binary-data", lambda t, e: None, ["estimate", "grbm.npz", *EXACT, "--data", "data.npz"],
-     ["data.npz", "binary 0/1 rows", "'tiny'", "a grbm model needs real-valued rows", "vanhateren"]),
-    ("grbm-train-binary-data", lambda t, e: None,
-     ["train", "--family", "grbm", "--data", "data.npz", "--out", "g.npz", "--n-hidden", "3"],
-     ["data.npz", "binary 0/1 rows", "'tiny'", "a grbm model needs real-valued rows"]),
-    ("prepare-uci-binarize", lambda t, e: None, [*PREPARE[:1], "adult", *PREPARE[1:], "--binarize", "threshold"],
-     ["--binarize does not apply to adult", "UCI"]),
-    ("prepare-uci-threshold", lambda t, e: None, [*PREPARE[:1], "adult", *PREPARE[1:], "--threshold", "0.3"],
-     ["--threshold does not apply to adult"]),
-    ("prepare-uci-seed", lambda t, e: None, [*PREPARE[:1], "mushrooms", *PREPARE[1:], "--seed", "3"],
-     ["--seed does not apply to mushrooms"]),
-    ("prepare-uci-n-components", lambda t, e: None, [*PREPARE[:1], "dna", *PREPARE[1:], "--n-components", "5"],
-     ["--n-components does not apply to dna", "vanhateren"]),
-    ("prepare-frey-seed", lambda t, e: None, [*PREPARE[:1], "frey", *PREPARE[1:], "--seed", "1"],
-     ["--seed does not apply to frey", "Frey faces"]),
-    ("prepare-frey-binarize", lambda t, e: None, [*PREPARE[:1], "frey", *PREPARE[1:], "--binarize", "stochastic"],
-     ["--binarize does not apply to frey"]),
-    ("prepare-frey-n-components", lambda t, e: None, [*PREPARE[:1], "frey", *PREPARE[1:], "--n-components", "10"],
-     ["--n-components does not apply to frey"]),
-    ("prepare-frey-n-valid", lambda t, e: None, [*PREPARE[:1], "frey", *PREPARE[1:], "--n-valid", "10"],
-     ["--n-valid does not apply to frey"]),
-    ("prepare-digits-remove-dc", lambda t, e: None, [*PREPARE[:1], "digits", *PREPARE[1:], "--remove-dc"],
-     ["--remove-dc does not apply to digits"]),
+    (
+        "grbm-estimate-binary-data",
+        lambda t, e: None,
+        ["estimate", "grbm.npz", *EXACT, "--data", "data.npz"],
+        ["data.npz", "binary 0/1 rows", "'tiny'", "a grbm model needs real-valued rows", "vanhateren"],
+    ),
+    (
+        "grbm-train-binary-data",
+        lambda t, e: None,
+        ["train", "--family", "grbm", "--data", "data.npz", "--out", "g.npz", "--n-hidden", "3"],
+        ["data.npz", "binary 0/1 rows", "'tiny'", "a grbm model needs real-valued rows"],
+    ),
+    (
+        "prepare-uci-binarize",
+        lambda t, e: None,
+        [*PREPARE[:1], "adult", *PREPARE[1:], "--binarize", "threshold"],
+        ["--binarize does not apply to adult", "UCI"],
+    ),
+    (
+        "prepare-uci-threshold",
+        lambda t, e: None,
+        [*PREPARE[:1], "adult", *PREPARE[1:], "--threshold", "0.3"],
+        ["--threshold does not apply to adult"],
+    ),
+    (
+        "prepare-uci-seed",
+        lambda t, e: None,
+        [*PREPARE[:1], "mushrooms", *PREPARE[1:], "--seed", "3"],
+        ["--seed does not apply to mushrooms"],
+    ),
+    (
+        "prepare-uci-n-components",
+        lambda t, e: None,
+        [*PREPARE[:1], "dna", *PREPARE[1:], "--n-components", "5"],
+        ["--n-components does not apply to dna", "vanhateren"],
+    ),
+    (
+        "prepare-frey-seed",
+        lambda t, e: None,
+        [*PREPARE[:1], "frey", *PREPARE[1:], "--seed", "1"],
+        ["--seed does not apply to frey", "Frey faces"],
+    ),
+    (
+        "prepare-frey-binarize",
+        lambda t, e: None,
+        [*PREPARE[:1], "frey", *PREPARE[1:], "--binarize", "stochastic"],
+        ["--binarize does not apply to frey"],
+    ),
+    (
+        "prepare-frey-n-components",
+        lambda t, e: None,
+        [*PREPARE[:1], "frey", *PREPARE[1:], "--n-components", "10"],
+        ["--n-components does not apply to frey"],
+    ),
+    (
+        "prepare-frey-n-valid",
+        lambda t, e: None,
+        [*PREPARE[:1], "frey", *PREPARE[1:], "--n-valid", "10"],
+        ["--n-valid does not apply to frey"],
+    ),
+    (
+        "prepare-digits-remove-dc",
+        lambda t, e: None,
+        [*PREPARE[:1], "digits", *PREPARE[1:], "--remove-dc"],
+        ["--remove-dc does not apply to digits"],
+    ),
 ]
 
 
@@ -136,11 +239,13 @@ def workdir(tmp_path, monkeypatch):
     save_model(BinaryRBM.random(6, 3, generator=torch.Generator().manual_seed(2)), tmp_path / "m2.npz")
     save_model(GaussianBernoulliRBM.random(6, 3, generator=torch.Generator().manual_seed(0)), tmp_path / "grbm.npz")
     rows = np.random.default_rng(0).integers(0, 2, (8, 6)).astype(np.uint8)
-    np.savez_compressed(tmp_path / "data.npz", train=rows, test=rows[:4],
-                        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})))
+    np.savez_compressed(
+        tmp_path / "data.npz",
+        train=rows,
+        test=rows[:4],
+        meta=np.asarray(json.dumps({"dataset": "tiny", "n_features": 6})),
+    )
     return tmp_path
-
-
 
 
 @pytest.mark.parametrize("setup, argv, words", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
@@ -177,14 +282,44 @@ def test_genuine_log_weights_pass_the_check(workdir, capsys, estimator, extra):
     tolerance), through the command line and the workflow's job alike."""
     from logzbench.pipeline.jobs import run_estimate
 
-    _run("estimate", "model.npz", "--estimator", estimator, "--chains", "30", *extra, "--json",
-         f"res/{estimator}.json", "--log-weights", f"res/{estimator}.npz")
-    settings = {"model": "wf", "dataset": "tiny", "device": "cpu", "n_visible": 6, "family": "rbm",
-                "hidden_sizes": [3], "n_hidden": 3, "estimator": estimator, "method": estimator, "init": "uniform",
-                "seed": 0, "chains": 30, **({"K": 5, "schedule": "linear"} if estimator == "ais" else {"K": None}),
-                **({"burn_in": 3} if estimator == "ris" else {})}
-    run_estimate(settings, model=workdir / "model.npz", data=workdir / "data.npz", arrays=workdir / "res/wf/x.npz",
-                 record_path=workdir / "res/wf/x.json", tracking={"enabled": False}, log=lambda m: None)
+    _run(
+        "estimate",
+        "model.npz",
+        "--estimator",
+        estimator,
+        "--chains",
+        "30",
+        *extra,
+        "--json",
+        f"res/{estimator}.json",
+        "--log-weights",
+        f"res/{estimator}.npz",
+    )
+    settings = {
+        "model": "wf",
+        "dataset": "tiny",
+        "device": "cpu",
+        "n_visible": 6,
+        "family": "rbm",
+        "hidden_sizes": [3],
+        "n_hidden": 3,
+        "estimator": estimator,
+        "method": estimator,
+        "init": "uniform",
+        "seed": 0,
+        "chains": 30,
+        **({"K": 5, "schedule": "linear"} if estimator == "ais" else {"K": None}),
+        **({"burn_in": 3} if estimator == "ris" else {}),
+    }
+    run_estimate(
+        settings,
+        model=workdir / "model.npz",
+        data=workdir / "data.npz",
+        arrays=workdir / "res/wf/x.npz",
+        record_path=workdir / "res/wf/x.json",
+        tracking={"enabled": False},
+        log=lambda m: None,
+    )
     capsys.readouterr()
     assert main(["report", "res", "--out", "rep"]) == 0, capsys.readouterr().err
     per_run = pd.read_csv(workdir / "rep" / "per_run.csv")
@@ -195,18 +330,40 @@ def test_genuine_log_weights_pass_the_check(workdir, capsys, estimator, extra):
 
 
 def test_report_api_refuses_a_bad_tracking_uri_before_writing(tmp_path):
-    records = [json.loads(json.dumps({"model": "m", "estimator": "exact", "method": "exact",
-                                      "result": {"estimator": "exact", "log_z": 1.0, "settings": {}}}))]
+    records = [
+        json.loads(
+            json.dumps(
+                {
+                    "model": "m",
+                    "estimator": "exact",
+                    "method": "exact",
+                    "result": {"estimator": "exact", "log_z": 1.0, "settings": {}},
+                }
+            )
+        )
+    ]
     with pytest.raises(TrackingError, match=r"tracking URI 'not a uri' is not a tracking URI .*sqlite:///PATH.db"):
         report.build_report(records, tmp_path / "rep", tracking_uri="not a uri")
     assert not (tmp_path / "rep").exists()
 
 
-@pytest.mark.parametrize("uri, ok", [
-    ("not a uri", False), ("mlruns", False), ("file:///tmp/mlruns", False), ("foo://host/x", False),
-    ("http://", False), ("http://not a host", False), ("localhost:5000", False),
-    ("x.db", True), ("sqlite:///x.db", True), ("http://127.0.0.1:5000", True), ("postgresql+psycopg2://u@h:5432/db", True),
-    ("mysql://u@h/db", True)])
+@pytest.mark.parametrize(
+    "uri, ok",
+    [
+        ("not a uri", False),
+        ("mlruns", False),
+        ("file:///tmp/mlruns", False),
+        ("foo://host/x", False),
+        ("http://", False),
+        ("http://not a host", False),
+        ("localhost:5000", False),
+        ("x.db", True),
+        ("sqlite:///x.db", True),
+        ("http://127.0.0.1:5000", True),
+        ("postgresql+psycopg2://u@h:5432/db", True),
+        ("mysql://u@h/db", True),
+    ],
+)
 def test_tracking_uri_forms(tmp_path, monkeypatch, uri, ok):
     from logzbench.tracking import resolve_tracking_uri
 
@@ -230,8 +387,9 @@ def test_tracking_uri_file_store_only_where_mlflow_allows_it(tmp_path, monkeypat
 
 
 def test_config_tracking_uri_is_checked():
-    from logzbench.pipeline.config import check_config
     from test_sweep import load_config
+
+    from logzbench.pipeline.config import check_config
 
     config = load_config()
     config["tracking"] = {**config["tracking"], "uri": "not a uri"}
@@ -242,9 +400,23 @@ def test_config_tracking_uri_is_checked():
 
 
 def _raise_settings(n_examples):
-    return {"model": "m", "dataset": "tiny", "device": "cpu", "n_visible": 6, "family": "rbm", "hidden_sizes": [3],
-            "n_hidden": 3, "estimator": "raise", "method": "raise", "K": 3, "init": "uniform", "seed": 0,
-            "schedule": "linear", "chains": 2, "n_examples": n_examples}
+    return {
+        "model": "m",
+        "dataset": "tiny",
+        "device": "cpu",
+        "n_visible": 6,
+        "family": "rbm",
+        "hidden_sizes": [3],
+        "n_hidden": 3,
+        "estimator": "raise",
+        "method": "raise",
+        "K": 3,
+        "init": "uniform",
+        "seed": 0,
+        "schedule": "linear",
+        "chains": 2,
+        "n_examples": n_examples,
+    }
 
 
 def test_raise_records_the_examples_it_used(workdir):
@@ -254,15 +426,27 @@ def test_raise_records_the_examples_it_used(workdir):
     from logzbench.tracking import estimate_params
 
     logs = []
-    rec = run_estimate(_raise_settings(50), model=workdir / "model.npz", data=workdir / "data.npz",
-                       arrays=workdir / "r.npz", record_path=workdir / "r.json", tracking={"enabled": False},
-                       log=logs.append)
+    rec = run_estimate(
+        _raise_settings(50),
+        model=workdir / "model.npz",
+        data=workdir / "data.npz",
+        arrays=workdir / "r.npz",
+        record_path=workdir / "r.json",
+        tracking={"enabled": False},
+        log=logs.append,
+    )
     assert rec["n_examples"] == 4 and rec["n_examples_requested"] == 50 and rec["result"]["n_examples"] == 4
     assert json.loads((workdir / "r.json").read_text())["n_examples"] == 4
     assert estimate_params(rec)["n_examples"] == 4 and any("only 4 test rows" in m for m in logs)
-    rec = run_estimate(_raise_settings(3), model=workdir / "model.npz", data=workdir / "data.npz",
-                       arrays=workdir / "r3.npz", record_path=workdir / "r3.json", tracking={"enabled": False},
-                       log=lambda m: None)
+    rec = run_estimate(
+        _raise_settings(3),
+        model=workdir / "model.npz",
+        data=workdir / "data.npz",
+        arrays=workdir / "r3.npz",
+        record_path=workdir / "r3.json",
+        tracking={"enabled": False},
+        log=lambda m: None,
+    )
     assert rec["n_examples"] == 3 and "n_examples_requested" not in rec and rec["result"]["n_examples"] == 3
 
 
@@ -273,9 +457,12 @@ def test_a_sweeps_records_list_its_settings(workdir):
 
     base = {k: v for k, v in _raise_settings(None).items() if k != "n_examples"}
     settings = [{**base, "estimator": "ais", "method": "ais", "K": k, "chains": 5} for k in (2, 3)]
-    run_estimate_sweep(settings, model=workdir / "model.npz", data=workdir / "data.npz", out_dir=workdir / "ais",
-                       log=lambda m: None)
+    run_estimate_sweep(
+        settings, model=workdir / "model.npz", data=workdir / "data.npz", out_dir=workdir / "ais", log=lambda m: None
+    )
     for stem in ("K2_uniform_seed0", "K3_uniform_seed0"):
         assert json.loads((workdir / "ais" / f"{stem}.json").read_text())["sweep_stems"] == [
-            "K2_uniform_seed0", "K3_uniform_seed0"]
+            "K2_uniform_seed0",
+            "K3_uniform_seed0",
+        ]
     assert math.isfinite(json.loads((workdir / "ais" / "K2_uniform_seed0.json").read_text())["result"]["log_z"])

@@ -30,12 +30,21 @@ def test_published_lookups():
 HEADER = "paper,table,row,column,quantity,units,value,uncertainty,uncertainty_kind,estimator,init,K,note\n"
 
 
-@pytest.mark.parametrize("text, match", [
-    ("paper,table,row,column,quantity,value,note\nx,1,r,c,q,1.0,\n", r"header must be .*missing: units"),
-    (HEADER + "x,1,r,c,q,nats,1.0,,,,,,\nx,1,r,c,q,nats,abc,,,,,,\n", r"line 3: value 'abc' is not a finite number"),
-    (HEADER + "x,1,r,c,q,nats,1.0,,,,,,\nx,1,r,c,q,nats,2.0,,,,,,again\n", r"lines 2, 3: the same .* more than once"),
-    (HEADER + "x,,r,c,q,nats,1.0,,,,,,\n", r"line 2: empty table"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("paper,table,row,column,quantity,value,note\nx,1,r,c,q,1.0,\n", r"header must be .*missing: units"),
+        (
+            HEADER + "x,1,r,c,q,nats,1.0,,,,,,\nx,1,r,c,q,nats,abc,,,,,,\n",
+            r"line 3: value 'abc' is not a finite number",
+        ),
+        (
+            HEADER + "x,1,r,c,q,nats,1.0,,,,,,\nx,1,r,c,q,nats,2.0,,,,,,again\n",
+            r"lines 2, 3: the same .* more than once",
+        ),
+        (HEADER + "x,,r,c,q,nats,1.0,,,,,,\n", r"line 2: empty table"),
+    ],
+)
 def test_malformed_published_refused(tmp_path, text, match):
     path = tmp_path / "published.csv"
     path.write_text(text)
@@ -46,12 +55,30 @@ def test_malformed_published_refused(tmp_path, text, match):
 # --------------------------------------------------------------------------- synthetic records
 def est(model, method, *, K=None, init=None, seed=0, ll=-17.0, ll_se=0.05, log_z=30.0, dataset="mushrooms"):
     exact = method == "exact"
-    return {"key": f"estimate/{model}/{method}/{K}/{init}/{seed}", "model": model, "dataset": dataset,
-            "estimator": method, "method": method, "K": K, "init": init, "seed": None if exact else seed,
-            "schedule": None if exact else "linear", "chains": 100,
-            "result": {"estimator": method, "log_z": log_z, "log_z_stderr": 0.01, "ess": 90.0,
-                       "n_chains": 0 if exact else 100, "mean_log_likelihood": ll,
-                       "mean_log_likelihood_stderr": ll_se, "seconds": 1.0, "settings": {}, "extra": {}}}
+    return {
+        "key": f"estimate/{model}/{method}/{K}/{init}/{seed}",
+        "model": model,
+        "dataset": dataset,
+        "estimator": method,
+        "method": method,
+        "K": K,
+        "init": init,
+        "seed": None if exact else seed,
+        "schedule": None if exact else "linear",
+        "chains": 100,
+        "result": {
+            "estimator": method,
+            "log_z": log_z,
+            "log_z_stderr": 0.01,
+            "ess": 90.0,
+            "n_chains": 0 if exact else 100,
+            "mean_log_likelihood": ll,
+            "mean_log_likelihood_stderr": ll_se,
+            "seconds": 1.0,
+            "settings": {},
+            "extra": {},
+        },
+    }
 
 
 def trained(model, learner, *, family="rbm", dataset="mushrooms", hidden=(50,), aux=15):
@@ -71,17 +98,30 @@ def avil_records(ll=-17.0, ll_se=0.05):
 
 
 def test_table_paper_column_and_difference():
-    summary = report.summarize(report.load_results(
-        avil_records() + [est("adult-vcd", "ais", K=100, init="uniform", ll=-22.0, dataset="adult")]))
-    models = learners.learner_models([trained("mush-avil", "avil"), trained("plain", None),
-                                      trained("adult-vcd", "vcd", family="dbm", dataset="adult", hidden=(50, 50)),
-                                      trained("frey-grbm", "avil", family="grbm", dataset="frey")])
+    summary = report.summarize(
+        report.load_results(
+            avil_records() + [est("adult-vcd", "ais", K=100, init="uniform", ll=-22.0, dataset="adult")]
+        )
+    )
+    models = learners.learner_models(
+        [
+            trained("mush-avil", "avil"),
+            trained("plain", None),
+            trained("adult-vcd", "vcd", family="dbm", dataset="adult", hidden=(50, 50)),
+            trained("frey-grbm", "avil", family="grbm", dataset="frey"),
+        ]
+    )
     t = learners.make_table_learners(summary, models, z=2.0)
     assert list(t.columns) == learners.LEARNER_TABLE_COLUMNS
     assert list(t["model"]) == ["mush-avil", "adult-vcd", "frey-grbm"]  # RBMs, DBMs, GRBMs; "plain" has no learner
     row = t.iloc[0]
-    assert (row["source"], row["family"], row["learner"], row["hidden_sizes"], row["aux_size"]) == \
-        ("mushrooms", "rbm", "avil", "50", 15)
+    assert (row["source"], row["family"], row["learner"], row["hidden_sizes"], row["aux_size"]) == (
+        "mushrooms",
+        "rbm",
+        "avil",
+        "50",
+        15,
+    )
     # the largest K, the initial distribution with the largest log Z, mean over two seeds
     assert (row["K"], row["init"], row["n_seeds"]) == (1000, "base-rate", 2)
     assert row["ais"] == pytest.approx(-17.0)
@@ -92,8 +132,12 @@ def test_table_paper_column_and_difference():
     assert row["tolerance"] == pytest.approx(2 * row["ais_se"])
     assert row["within_uncertainty"] == "no"
     vcd = t.iloc[1]
-    assert (vcd["paper_table"], vcd["paper_row"], vcd["paper"], vcd["hidden_sizes"]) == \
-        ("3", "dbm/vcd", -21.89, "50-50")
+    assert (vcd["paper_table"], vcd["paper_row"], vcd["paper"], vcd["hidden_sizes"]) == (
+        "3",
+        "dbm/vcd",
+        -21.89,
+        "50-50",
+    )
     assert vcd["diff"] == pytest.approx(-0.11) and vcd["within_uncertainty"] == "no"
     grbm = t.iloc[2]
     assert math.isnan(grbm["paper"]) and grbm["within_uncertainty"] == "no paper value"
@@ -125,22 +169,46 @@ def write_run(root):
     models, data = root / "models", root / "data"
     models.mkdir(parents=True)
     data.mkdir()
-    np.savez(data / "tiny.npz", train=np.zeros((4, 6), np.uint8),
-             meta=np.array(json.dumps({"dataset": "mushrooms", "image_shape": [2, 3]})))
+    np.savez(
+        data / "tiny.npz",
+        train=np.zeros((4, 6), np.uint8),
+        meta=np.array(json.dumps({"dataset": "mushrooms", "image_shape": [2, 3]})),
+    )
     it = np.arange(0, 50, 10)
     hist = {
-        "avil": {"iteration": it, "free_energy_bound": -3 + 0.1 / (1 + it), "free_energy_bound_stderr": 0.1 + 0 * it,
-                 "exact_free_energy": -3.2 + 0 * it, "entropy_bound": 4 - 0.01 * it, "exact_entropy": 4.1 + 0 * it,
-                 "log_z_bound": 10 + 0.1 * it, "log_z_bound_stderr": 0.3 + 0 * it, "exact_log_z": 15 + 0 * it,
-                 "model_loss": -1 / (1 + it)},
-        "nvil": {"iteration": it, "log_z_upper_bound": 20 - 0.1 * it, "log_z_importance": 19 - 0.1 * it,
-                 "model_loss": -2 / (1 + it), "exact_log_z": np.full(len(it), np.nan)},
-        "vcd": {"iteration": it, "free_energy_bound": -3 + 0 * it, "negative_free_energy_bound": -2.5 + 0 * it,
-                "model_loss": 0.1 + 0 * it},
+        "avil": {
+            "iteration": it,
+            "free_energy_bound": -3 + 0.1 / (1 + it),
+            "free_energy_bound_stderr": 0.1 + 0 * it,
+            "exact_free_energy": -3.2 + 0 * it,
+            "entropy_bound": 4 - 0.01 * it,
+            "exact_entropy": 4.1 + 0 * it,
+            "log_z_bound": 10 + 0.1 * it,
+            "log_z_bound_stderr": 0.3 + 0 * it,
+            "exact_log_z": 15 + 0 * it,
+            "model_loss": -1 / (1 + it),
+        },
+        "nvil": {
+            "iteration": it,
+            "log_z_upper_bound": 20 - 0.1 * it,
+            "log_z_importance": 19 - 0.1 * it,
+            "model_loss": -2 / (1 + it),
+            "exact_log_z": np.full(len(it), np.nan),
+        },
+        "vcd": {
+            "iteration": it,
+            "free_energy_bound": -3 + 0 * it,
+            "negative_free_energy_bound": -2.5 + 0 * it,
+            "model_loss": 0.1 + 0 * it,
+        },
     }
     records = []
-    for name, lrn, fam in (("t-avil", "avil", "rbm"), ("t-nvil", "nvil", "rbm"), ("t-vcd", "vcd", "dbm"),
-                           ("t-grbm", "avil", "grbm")):
+    for name, lrn, fam in (
+        ("t-avil", "avil", "rbm"),
+        ("t-nvil", "nvil", "rbm"),
+        ("t-vcd", "vcd", "dbm"),
+        ("t-grbm", "avil", "grbm"),
+    ):
         rec = trained(name, lrn, family=fam, dataset="tiny", hidden=(4,))
         (models / f"{name}.json").write_text(json.dumps(rec))
         pd.DataFrame(hist[lrn]).to_csv(models / f"{name}.history.csv", index=False)
@@ -149,8 +217,10 @@ def write_run(root):
     np.savez(models / "t-avil.samples.npz", model_mean_v=rng.random((5, 6)), decoder_mean_v=rng.random((5, 6)))
     np.savez(models / "t-vcd.samples.npz", model_mean_v=rng.random((5, 6)))
     np.savez(models / "t-grbm.npz", W=rng.normal(size=(6, 4)))
-    estimates = [est(m, "ais", K=100, init="uniform", ll=-5.0, log_z=14.0, dataset="tiny")
-                 for m in ("t-avil", "t-nvil", "t-vcd", "t-grbm")]
+    estimates = [
+        est(m, "ais", K=100, init="uniform", ll=-5.0, log_z=14.0, dataset="tiny")
+        for m in ("t-avil", "t-nvil", "t-vcd", "t-grbm")
+    ]
     return records, data, estimates
 
 
@@ -166,8 +236,16 @@ def test_learner_figures_written(tmp_path):
     # the figures (build_report draws them with plots=True)
     models = learners.learner_models(records, data)
     paths = learners.plot_learners(report.summarize(report.load_results(estimates)), models, out / "plots")
-    expected = {"t-avil_bounds", "t-nvil_bounds", "t-vcd_bounds", "t-grbm_bounds", "tiny_bounds_vs_ais",
-                "t-avil_samples", "t-vcd_samples", "t-grbm_filters"}
+    expected = {
+        "t-avil_bounds",
+        "t-nvil_bounds",
+        "t-vcd_bounds",
+        "t-grbm_bounds",
+        "tiny_bounds_vs_ais",
+        "t-avil_samples",
+        "t-vcd_samples",
+        "t-grbm_filters",
+    }
     assert set(paths) == expected
     for stem in expected:
         assert (out / "plots" / f"{stem}.png").stat().st_size > 1000, stem
@@ -176,8 +254,12 @@ def test_learner_figures_written(tmp_path):
 def test_frey_samples_back_to_pixels(tmp_path):
     shape = (28, 20)
     n = shape[0] * shape[1]
-    np.savez(tmp_path / "frey.npz", mean=np.full(n, 100.0), sd=np.full(n, 10.0),
-             meta=np.array(json.dumps({"dataset": "frey", "image_shape": list(shape)})))
+    np.savez(
+        tmp_path / "frey.npz",
+        mean=np.full(n, 100.0),
+        sd=np.full(n, 10.0),
+        meta=np.array(json.dumps({"dataset": "frey", "image_shape": list(shape)})),
+    )
     (m,) = learners.learner_models([trained("f", "avil", family="grbm", dataset="frey")], tmp_path)
     assert m.image_shape == shape and m.source == "frey"
     images, lo, hi = learners._as_images(np.array([np.ones(n), np.full(n, 30.0)]), m)

@@ -8,12 +8,12 @@ import math
 
 import pandas as pd
 import pytest
+from test_report import rec
 
 from logzbench import cli, report
 from logzbench.report.papers import ROUNDING, check_paper_rows, make_table_papers, parse_paper_rows
 from logzbench.report.published import load_published
 from logzbench.report.tables import make_table_csl
-from test_report import rec
 
 PUB = load_published()
 
@@ -61,7 +61,7 @@ def test_ours_beside_the_published_values():
     # the gap is ours: AIS - RAISE at the same K and init, standard errors in quadrature
     gap = _line(table, "uniform gap", "gap_ais_minus_raise")
     assert math.isclose(gap["ours"], -164.51 + 165.33) and math.isclose(gap["published"], 0.82)
-    assert math.isclose(gap["ours_se"], math.sqrt((0.05 ** 2 * 2) / 4 + 0.3 ** 2))
+    assert math.isclose(gap["ours_se"], math.sqrt((0.05**2 * 2) / 4 + 0.3**2))
     # values we did not estimate stay visible, with empty ours and a note
     csl = _line(table, "CSL")
     assert pd.isna(csl["ours"]) and csl["within_uncertainty"] != "yes" and "no estimate" in csl["note"]
@@ -72,10 +72,16 @@ def test_ours_beside_the_published_values():
 def test_difference_beyond_the_uncertainty_is_not_within():
     z, se = 2.0, 0.05
     combined = se / math.sqrt(2)  # two seeds' standard errors in quadrature, over 2
-    inside = make_table_papers(_summary(mnist_cd1_20_records(ais_offset=z * combined * 0.9, ll_se=se)),
-                               {"m": {"burda_raise": "mnistCD1-20"}}, z=z)
-    outside = make_table_papers(_summary(mnist_cd1_20_records(ais_offset=z * combined + 2 * ROUNDING, ll_se=se)),
-                                {"m": {"burda_raise": "mnistCD1-20"}}, z=z)
+    inside = make_table_papers(
+        _summary(mnist_cd1_20_records(ais_offset=z * combined * 0.9, ll_se=se)),
+        {"m": {"burda_raise": "mnistCD1-20"}},
+        z=z,
+    )
+    outside = make_table_papers(
+        _summary(mnist_cd1_20_records(ais_offset=z * combined + 2 * ROUNDING, ll_se=se)),
+        {"m": {"burda_raise": "mnistCD1-20"}},
+        z=z,
+    )
     assert _line(inside, "uniform AIS")["within_uncertainty"] == "yes"
     row = _line(outside, "uniform AIS")
     assert row["within_uncertainty"] == "no" and row["z_score"] > z
@@ -90,8 +96,10 @@ def test_our_largest_k_stands_in_for_the_papers_and_says_so():
 
 
 def test_upadhya_sastry_sd_and_variance_over_seeds():
-    records = [rec("rbm20", "ais", K=1000, init="uniform", seed=s, ll=-140.0 + 0.1 * s, log_z=229.0 - 0.1 * s)
-               for s in range(5)]
+    records = [
+        rec("rbm20", "ais", K=1000, init="uniform", seed=s, ll=-140.0 + 0.1 * s, log_z=229.0 - 0.1 * s)
+        for s in range(5)
+    ]
     table = make_table_papers(_summary(records), {"rbm20": {"upadhya_sastry": "rbm20"}})
     lz = table[(table["column"] == "uniform K=1000") & (table["quantity"] == "log_z")].iloc[0]
     assert lz["uncertainty_kind"] == "sd" and lz["published_uncertainty"] > 0
@@ -101,21 +109,27 @@ def test_upadhya_sastry_sd_and_variance_over_seeds():
     assert set(table.loc[table["table"].astype(str) == "2", "uncertainty_kind"]) == {"var"}
 
 
-@pytest.mark.parametrize("rows, match", [
-    ({"m": {"burda_raise": "mnistCD1-21"}}, "no published row 'mnistCD1-21'.*mnistCD1-20"),
-    ({"m": {"burda_rais": "mnistCD1-20"}}, "unknown paper key"),
-    ({"m": {"li_avil": "rbm/avil"}}, "table_learners.csv"),
-])
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ({"m": {"burda_raise": "mnistCD1-21"}}, "no published row 'mnistCD1-21'.*mnistCD1-20"),
+        ({"m": {"burda_rais": "mnistCD1-20"}}, "unknown paper key"),
+        ({"m": {"li_avil": "rbm/avil"}}, "table_learners.csv"),
+    ],
+)
 def test_bad_paper_rows_refused(rows, match):
     with pytest.raises(ValueError, match=match):
         check_paper_rows(rows)
 
 
-@pytest.mark.parametrize("items, match", [
-    (["m:burda_raise=mnistCD1-20"], "expected MODEL=PAPER:ROW"),
-    (["m=burda_raise"], "expected MODEL=PAPER:ROW"),
-    (["=burda_raise:mnistCD1-20"], "expected MODEL=PAPER:ROW"),
-])
+@pytest.mark.parametrize(
+    "items, match",
+    [
+        (["m:burda_raise=mnistCD1-20"], "expected MODEL=PAPER:ROW"),
+        (["m=burda_raise"], "expected MODEL=PAPER:ROW"),
+        (["=burda_raise:mnistCD1-20"], "expected MODEL=PAPER:ROW"),
+    ],
+)
 def test_cli_paper_option_parsing(items, match):
     with pytest.raises(ValueError, match=match):
         parse_paper_rows(items)
@@ -160,8 +174,11 @@ def test_csl_table_in_the_papers_layout():
     table = make_table_csl(_summary(records))
     assert list(table.columns[:6]) == ["block", "csl_mode", "burn_in", "thin", "N", "M"]
     assert list(table.columns[6:]) == ["rbm20", "rbm20_var", "rbm20_n", "rbm500", "rbm500_var", "rbm500_n"]
-    assert list(dict.fromkeys(table["block"])) == ["unbiased", "biased, large burn-in (5000)",
-                                                   "biased, small burn-in (10)"]
+    assert list(dict.fromkeys(table["block"])) == [
+        "unbiased",
+        "biased, large burn-in (5000)",
+        "biased, small burn-in (10)",
+    ]
     first = table.iloc[0]
     assert (first["N"], first["M"]) == (100000, 250)
     assert list(zip(table["N"][:3], table["M"][:3])) == [(100000, 250), (100000, 500), (200000, 500)]

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import all_states, random_rbm
 from scipy import stats
 
-from conftest import all_states, random_rbm
 from logzbench import kernels as S
 from logzbench.api import estimate
 from logzbench.kernels import _build, _native
@@ -71,12 +71,12 @@ def _count_hits(sampler, p, n_total: int, chunk: int = 1 << 24, logits: bool = F
 
 #: 2^29 draws at p = 2^-30: Poisson(0.5) hits, more than 8 with probability 3e-9.  The old rule
 #: fires with 2^-24 (Poisson(32) hits): 8 or fewer with probability 5e-7.
-N_TINY, P_TINY, MAX_HITS = 1 << 29, 2.0 ** -30, 8
+N_TINY, P_TINY, MAX_HITS = 1 << 29, 2.0**-30, 8
 
 
 def test_hit_bound_separates_exact_from_rounded():
     assert stats.poisson.sf(MAX_HITS, N_TINY * P_TINY) < 1e-8  # false alarm of the exact sampler
-    assert stats.poisson.cdf(MAX_HITS, N_TINY * 2.0 ** -24) < 1e-6  # the old rule passes
+    assert stats.poisson.cdf(MAX_HITS, N_TINY * 2.0**-24) < 1e-6  # the old rule passes
 
 
 def test_tiny_probability_hit_count():
@@ -104,11 +104,29 @@ def test_old_rule_fails_the_hit_count():
 
 # --------------------------------------------------------------------------- (b) exact decision rule
 
+
 def _probabilities(dtype):
-    tiny = 2.0 ** -149 if dtype is np.float32 else 2.0 ** -1074
+    tiny = 2.0**-149 if dtype is np.float32 else 2.0**-1074
     eps = float(np.finfo(dtype).eps)
-    ps = [0.0, 1.0, tiny, 2 * tiny, 1e-30, 2.0 ** -30, 1e-9, 2.0 ** -24, 3 * 2.0 ** -25, 1.0 / 256, 0.5,
-          1.0 - eps / 2, 1.0 - eps, 255 / 256, 0.3, 0.7, 1.0 / 3]
+    ps = [
+        0.0,
+        1.0,
+        tiny,
+        2 * tiny,
+        1e-30,
+        2.0**-30,
+        1e-9,
+        2.0**-24,
+        3 * 2.0**-25,
+        1.0 / 256,
+        0.5,
+        1.0 - eps / 2,
+        1.0 - eps,
+        255 / 256,
+        0.3,
+        0.7,
+        1.0 / 3,
+    ]
     ps += list(np.random.default_rng(0).random(40))
     return np.array(ps, dtype=dtype)
 
@@ -145,7 +163,7 @@ def test_probability_sums_to_p_exactly(dtype, impl):
     fires, ties = _outcomes(p, 256.0, False, lib)
     c = fires.sum(1)  # floor(256 p): it fires for the bytes below c, ties at c (if c < 256), stays off above
     assert np.array_equal(ties.sum(1), (c < 256).astype(int))
-    assert all(fires[i, :c[i]].all() and (c[i] == 256 or ties[i, c[i]]) for i in range(len(p)))
+    assert all(fires[i, : c[i]].all() and (c[i] == 256 or ties[i, c[i]]) for i in range(len(p)))
     f = np.where(c < 256, NP._tie_fraction_np(p.astype(np.float64) * 256.0, c.astype(np.float64), logits=False), 0.0)
     for pi, ci, fi in zip(p, c, f):
         assert (Fraction(int(ci)) + Fraction(float(fi))) / 256 == Fraction(float(pi))
@@ -159,9 +177,14 @@ def test_logit_probability_is_sigmoid(dtype, impl):
     if impl == "compiled" and lib is None:
         pytest.skip("no compiled kernel")
     t = C._table(dtype)
-    z = np.concatenate([np.array([0.0, -0.0, 1e-30, -1e-30, 5.5, -5.5, 30.0, -30.0, -80.0, -100.0, -700.0, 40.0],
-                                 dtype), t[1:256:17], np.nextafter(t[1:256:17], dtype(-np.inf)),
-                        np.random.default_rng(1).normal(0, 5, 40).astype(dtype)]).astype(dtype)
+    z = np.concatenate(
+        [
+            np.array([0.0, -0.0, 1e-30, -1e-30, 5.5, -5.5, 30.0, -30.0, -80.0, -100.0, -700.0, 40.0], dtype),
+            t[1:256:17],
+            np.nextafter(t[1:256:17], dtype(-np.inf)),
+            np.random.default_rng(1).normal(0, 5, 40).astype(dtype),
+        ]
+    ).astype(dtype)
     fires, ties = _outcomes(z, 1.0, True, lib)
     assert (ties.sum(1) == 1).all()
     c = fires.sum(1)
@@ -172,23 +195,24 @@ def test_logit_probability_is_sigmoid(dtype, impl):
         for zi, ci, fi in zip(z, c, f):
             exact = 1 / (1 + (-Decimal(float(zi))).exp())
             got = (Decimal(int(ci)) + Decimal(float(fi))) / 256
-            assert abs(got - exact) <= exact * Decimal(2.0 ** -50), (zi, got, exact)
+            assert abs(got - exact) <= exact * Decimal(2.0**-50), (zi, got, exact)
 
 
 def test_refinement_is_exact():
     """The 52-bit refinement fires with probability f exactly: P = floor(2^52 f) / 2^52 +
     P(frac(2^52 f)) / 2^52, each step exact in float64, down to subnormal f."""
+
     def exact_probability(f: float) -> Fraction:
         g = f * C._TWO52
         fl = math.floor(g)
         rest = g - fl
-        assert Fraction(g) == Fraction(f) * 2 ** 52 and Fraction(rest) == Fraction(g) - fl  # no rounding
-        return Fraction(fl, 2 ** 52) + (exact_probability(rest) / 2 ** 52 if rest > 0 else 0)
+        assert Fraction(g) == Fraction(f) * 2**52 and Fraction(rest) == Fraction(g) - fl  # no rounding
+        return Fraction(fl, 2**52) + (exact_probability(rest) / 2**52 if rest > 0 else 0)
 
-    for f in [0.0, 1.0, 0.5, 1 / 3, 2.0 ** -60, 5e-324, 1e-300, 1 - 2.0 ** -53, 0.123456789]:
+    for f in [0.0, 1.0, 0.5, 1 / 3, 2.0**-60, 5e-324, 1e-300, 1 - 2.0**-53, 0.123456789]:
         assert exact_probability(f) == Fraction(f)
     # the implementation follows those steps: k below, on and above floor(2^52 f)
-    f = np.array([1 / 3, 1 / 3, 1 / 3, 2.0 ** -60, 0.0, 1.0, float("nan")])
+    f = np.array([1 / 3, 1 / 3, 1 / 3, 2.0**-60, 0.0, 1.0, float("nan")])
     fl = np.floor(f * C._TWO52)
     first = np.nan_to_num(np.array([fl[0] - 1, fl[1] + 1, fl[2], 0.0, 0.0, C._TWO52 - 1, 0.0]))
     calls = []
@@ -218,10 +242,15 @@ def test_thresholds_are_the_exact_bucket_boundaries():
 
 def test_philox_known_answers(lib):
     """Random123's known-answer vectors for Philox4x32-10 (counter, key -> words)."""
-    cases = [((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
-             ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
-             ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
-              (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1))]
+    cases = [
+        ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+        ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+        (
+            (0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344),
+            (0xA4093822, 0x299F31D0),
+            (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1),
+        ),
+    ]
     for (c0, c1, c2, c3), (k0, k1), want in cases:
         if c3 == 0:  # the kernel's counters are (64-bit index, stream, 0)
             out = np.empty(4, np.uint32)
@@ -235,6 +264,7 @@ def test_philox_known_answers(lib):
 
 def test_philox_twin_matches_reference_round_function():
     """The NumPy Philox against a plain-integer transcription of the published algorithm."""
+
     def reference(c, key):
         x, (k0, k1) = list(c), key
         for _ in range(10):
@@ -243,8 +273,12 @@ def test_philox_twin_matches_reference_round_function():
             k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
         return x
 
-    assert reference((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0)) == \
-        [0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1]
+    assert reference((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0)) == [
+        0xD16CFE09,
+        0x94FDCCEB,
+        0x5001E420,
+        0x24126EA1,
+    ]
     counters = np.array([0, 1, 2**32 + 5, 2**63 + 12345], np.uint64)
     got = NP._philox_np(counters, 7, 123, 456)
     for c, row in zip(counters.tolist(), got):
@@ -261,6 +295,7 @@ def test_random_bytes_are_uniform():
 
 
 # --------------------------------------------------------------------------- (c) means
+
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_means_agree_with_p(backend, dtype):
@@ -317,9 +352,9 @@ def test_device_path_on_cpu():
     """The torch implementation used on CUDA, run on CPU tensors: right means, exact edge cases."""
     g = torch.Generator().manual_seed(7)
     n = 400_000
-    for p in [0.0, 2.0 ** -40, 0.2, 0.999, 1.0]:
+    for p in [0.0, 2.0**-40, 0.2, 0.999, 1.0]:
         x = T._bernoulli_torch(torch.full((n,), p), 256.0, False, g, torch.empty(n))
-        assert abs(float(x.mean()) - p) <= 5 * math.sqrt(p * (1 - p) / n) + (1.0 if p == 2.0 ** -40 else 0.0) / n
+        assert abs(float(x.mean()) - p) <= 5 * math.sqrt(p * (1 - p) / n) + (1.0 if p == 2.0**-40 else 0.0) / n
     z = torch.randn(n, dtype=torch.float64) * 3
     y = T._bernoulli_torch(z, 0.5, True, g, torch.empty_like(z))
     assert abs(float((y - torch.sigmoid(0.5 * z)).mean())) < 5 * 0.5 / math.sqrt(n)
@@ -329,11 +364,13 @@ def test_device_path_on_cpu():
 
 # --------------------------------------------------------------------------- (d) determinism
 
+
 def test_same_seed_same_samples(backend):
     def draw(seed):
         g = torch.Generator().manual_seed(seed)
-        return S.bernoulli(torch.rand(300, 700, generator=torch.Generator().manual_seed(1)), g), \
-            S.bernoulli_from_logits(torch.randn(300, 700, generator=torch.Generator().manual_seed(2)), g, scale=0.7)
+        return S.bernoulli(
+            torch.rand(300, 700, generator=torch.Generator().manual_seed(1)), g
+        ), S.bernoulli_from_logits(torch.randn(300, 700, generator=torch.Generator().manual_seed(2)), g, scale=0.7)
 
     a, b, c = draw(5), draw(5), draw(6)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
@@ -348,8 +385,12 @@ def test_thread_count_does_not_change_samples(backend):
             torch.set_num_threads(t)
             g = torch.Generator().manual_seed(9)
             x = torch.randn(200_003, generator=torch.Generator().manual_seed(3))
-            outs.append((S.bernoulli_from_logits(x, g, scale=0.9), S.softplus_diff_rows(x[:200_000].reshape(400, 500),
-                                                                                           0.3, 0.301)))
+            outs.append(
+                (
+                    S.bernoulli_from_logits(x, g, scale=0.9),
+                    S.softplus_diff_rows(x[:200_000].reshape(400, 500), 0.3, 0.301),
+                )
+            )
     finally:
         torch.set_num_threads(before)
     for o in outs[1:]:
@@ -360,11 +401,20 @@ def _adversarial(dtype, logits: bool, n: int = 100_000, seed: int = 0) -> np.nda
     rng = np.random.default_rng(seed)
     if logits:
         t = C._table(dtype)[1:256]
-        parts = [rng.normal(0, 6, n), t, np.nextafter(t, dtype(np.inf)), np.nextafter(t, dtype(-np.inf)),
-                 [0.0, -0.0, np.inf, -np.inf, np.nan, 86.0, -86.0, 87.0, -87.0, 1e30, -1e30, -745.0, -800.0]]
+        parts = [
+            rng.normal(0, 6, n),
+            t,
+            np.nextafter(t, dtype(np.inf)),
+            np.nextafter(t, dtype(-np.inf)),
+            [0.0, -0.0, np.inf, -np.inf, np.nan, 86.0, -86.0, 87.0, -87.0, 1e30, -1e30, -745.0, -800.0],
+        ]
     else:
-        parts = [rng.random(n), np.arange(257) / 256, np.nextafter(np.arange(257) / 256, 2.0),
-                 [0.0, 1.0, 2.0 ** -149, 1e-30, np.nan, -1.0, 2.0, 1 - 2.0 ** -24]]
+        parts = [
+            rng.random(n),
+            np.arange(257) / 256,
+            np.nextafter(np.arange(257) / 256, 2.0),
+            [0.0, 1.0, 2.0**-149, 1e-30, np.nan, -1.0, 2.0, 1 - 2.0**-24],
+        ]
     return np.concatenate([np.asarray(p_, dtype=np.float64) for p_ in parts]).astype(dtype)
 
 
@@ -374,7 +424,7 @@ def test_compiled_kernel_equals_numpy_twin(lib, dtype, logits):
     """Bit-identical samples from the compiled kernel and the NumPy implementation, including
     values on and next to every threshold (where the kernel's fast screening must defer)."""
     x = _adversarial(dtype, logits)
-    for scale in ((1.0, 0.37) if logits else (256.0,)):
+    for scale in (1.0, 0.37) if logits else (256.0,):
         for key in ((1, 2), (2**32 - 1, 12345)):
             o1, o2 = np.empty_like(x), np.empty_like(x)
             D._bernoulli_cpu(x, scale, logits, key, o1, lib=lib)
@@ -416,8 +466,9 @@ def _compile(tmp_path, *extra, source=None) -> Path:
         pytest.skip("no C compiler (or no kernel source) here")
     target = tmp_path / "k.so"
     errors = []
-    assert _build.compile_kernel(target, sets=[[*_build.PORTABLE_FLAGS, *extra]], log=errors.append,
-                                 source=source or _build.SOURCE), errors
+    assert _build.compile_kernel(
+        target, sets=[[*_build.PORTABLE_FLAGS, *extra]], log=errors.append, source=source or _build.SOURCE
+    ), errors
     return target
 
 
@@ -433,8 +484,9 @@ def test_portable_build_equals_twin(tmp_path):
         assert np.array_equal(o1, o2, equal_nan=True)
     x = np.random.default_rng(3).normal(0, 3, (50, 333)).astype(np.float32)
     out = np.empty(50)
-    assert portable.lz_softplus_diff_f32(x.ctypes.data, 50, 333, 0.4, -0.001, None, 0, None, 0.0, out.ctypes.data,
-                                         1) == 0
+    assert (
+        portable.lz_softplus_diff_f32(x.ctypes.data, 50, 333, 0.4, -0.001, None, 0, None, 0.0, out.ctypes.data, 1) == 0
+    )
     assert np.array_equal(out, NP._softplus_diff_np(x, 0.4, -0.001))
 
 
@@ -442,8 +494,11 @@ def test_c_source_constants_are_the_twins():
     """The ``#define`` constants of bernoulli.c are the NumPy twin's, as exact hex literals."""
     if not _build.SOURCE.is_file():
         pytest.skip("no kernel source here")
-    defines = [line for line in _build.SOURCE.read_text().splitlines() if line.startswith("#define ")
-               and line.split()[1].isupper() and not line.split()[1].startswith("LZ_")]
+    defines = [
+        line
+        for line in _build.SOURCE.read_text().splitlines()
+        if line.startswith("#define ") and line.split()[1].isupper() and not line.split()[1].startswith("LZ_")
+    ]
     assert "\n".join(defines) == C._c_constants()
 
 
@@ -454,7 +509,7 @@ def test_float64_sigmoid_accuracy():
         ctx.prec = 50
         for xi, gi in zip(x, got):
             exact = 1 / (1 + (-Decimal(float(xi))).exp())
-            assert abs(Decimal(float(gi)) - exact) <= exact * Decimal(2.0 ** -50) + Decimal(2.0 ** -1074)
+            assert abs(Decimal(float(gi)) - exact) <= exact * Decimal(2.0**-50) + Decimal(2.0**-1074)
 
 
 def test_same_estimate_with_and_without_the_compiled_kernel(lib, monkeypatch):
@@ -486,6 +541,7 @@ def test_installed_kernel_is_found_in_the_package(lib):
 def test_absent_kernel_falls_back_to_the_twin_with_the_same_draws(monkeypatch):
     """Without the library (no compiler at installation) the NumPy twin serves, says why, and
     draws exactly what the compiled kernel draws (where there is one)."""
+
     def draws():
         g = torch.Generator().manual_seed(21)
         x = torch.randn(300, 257, generator=torch.Generator().manual_seed(22)) * 3
@@ -538,6 +594,7 @@ def test_failed_build_leaves_no_library(tmp_path, monkeypatch):
 
 # --------------------------------------------------------------------------- (e) invariance
 
+
 @pytest.mark.parametrize("beta", [0.4, 1.0])
 def test_gibbs_transition_matrix_is_exact(backend, beta):
     """From each visible state, the empirical next state of one sweep matches the exact kernel
@@ -581,6 +638,7 @@ def test_gibbs_leaves_p_beta_invariant(backend):
 
 
 # --------------------------------------------------------------------------- log-weight increments
+
 
 def test_softplus_increments_match_float64(backend):
     g = torch.Generator().manual_seed(8)
@@ -634,8 +692,12 @@ def test_linear_term_equals_twin(lib):
     dv = rng.normal(0, 2, 101).astype(np.float32)
     out = np.empty(33)
     d = 0.0037
-    assert lib.lz_softplus_diff_f32(x.ctypes.data, 33, 250, 0.6, -d, v.ctypes.data, 101, dv.ctypes.data, d,
-                                    out.ctypes.data, 2) == 0
+    assert (
+        lib.lz_softplus_diff_f32(
+            x.ctypes.data, 33, 250, 0.6, -d, v.ctypes.data, 101, dv.ctypes.data, d, out.ctypes.data, 2
+        )
+        == 0
+    )
     assert np.array_equal(out, NP._softplus_diff_np(x, 0.6, -d, v, dv, d))
 
 
@@ -663,8 +725,10 @@ def test_fused_ais_step_equals_two_calls():
     from logzbench.estimators import ais
     from logzbench.models import DBM
 
-    paths = [random_rbm(30, 20, seed=0, scale=0.5).annealing_path("uniform"),
-             DBM.random((10, 8, 6), scale=0.8, generator=torch.Generator().manual_seed(1)).annealing_path("uniform")]
+    paths = [
+        random_rbm(30, 20, seed=0, scale=0.5).annealing_path("uniform"),
+        DBM.random((10, 8, 6), scale=0.8, generator=torch.Generator().manual_seed(1)).annealing_path("uniform"),
+    ]
     for path in paths:
         assert ais._fused_step(path) is not None
         betas = schedules.linear(100)

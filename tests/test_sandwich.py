@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import assert_refused, model_samples, random_rbm
 from scipy.stats import binom
 
 from logzbench.api import estimate
@@ -28,10 +29,8 @@ from logzbench.models.grbm import GaussianBernoulliRBM
 from logzbench.models.linear_generative import LinearGenerative
 from logzbench.models.poe import ProductOfExperts
 
-from conftest import assert_refused, model_samples, random_rbm
-
 sys.path.insert(0, str(Path(__file__).parent))
-import coupled_rbm  # noqa: E402
+import coupled_rbm
 
 CONFIDENCE = 0.95
 
@@ -102,8 +101,9 @@ def test_dbm_bracket_holds_log_z_in_40_seeds():
 
 
 def test_gaussian_rbm_bracket_holds_log_z_in_40_seeds():
-    m = GaussianBernoulliRBM.random(3, 4, scale=0.6, sigma=0.8, bias_scale=0.5,
-                                    generator=torch.Generator().manual_seed(2))
+    m = GaussianBernoulliRBM.random(
+        3, 4, scale=0.6, sigma=0.8, bias_scale=0.5, generator=torch.Generator().manual_seed(2)
+    )
     exact = m.exact_log_z()
     runs = _runs(m, 40, chains=40, K=20, target_width=0.5, max_sweeps=200_000, pilot_chains=20)
     _check_coverage(runs, exact, "log_z")
@@ -144,8 +144,19 @@ def test_a_missed_mode_never_yields_a_narrow_bracket_without_the_truth():
     for s in range(40):
         data = coupled_rbm.exact_samples(rbm, 30, seed=100 + s)
         exact_ll = float((rbm.log_unnormalized_marginal(torch.as_tensor(data)).double() - exact).mean())
-        r = estimate(rbm, "sandwich", data=data, train_data=train, init="base-rate", chains=50, K=250, seed=s,
-                     target_width=0.3, max_sweeps=2_000_000, pilot_chains=50).to_dict()
+        r = estimate(
+            rbm,
+            "sandwich",
+            data=data,
+            train_data=train,
+            init="base-rate",
+            chains=50,
+            K=250,
+            seed=s,
+            target_width=0.3,
+            max_sweeps=2_000_000,
+            pilot_chains=50,
+        ).to_dict()
         for q, truth in (("mean_log_likelihood", exact_ll), ("log_z", exact)):
             if r["width_reached"] and not r[f"{q}_lower"] <= truth <= r[f"{q}_upper"]:
                 bad.append((s, q, r[f"{q}_lower"] - truth, r[f"{q}_upper"] - truth))
@@ -157,8 +168,9 @@ def test_a_missed_mode_never_yields_a_narrow_bracket_without_the_truth():
 # --------------------------------------------------------------------------- reporting
 def test_not_reached_says_so_and_extrapolates_k():
     rbm = random_rbm(12, 8, seed=3, scale=1.2)
-    r = estimate(rbm, "sandwich", chains=30, K=10, schedule="linear", target_width=1e-3, max_sweeps=60_000,
-                 seed=0).to_dict()
+    r = estimate(
+        rbm, "sandwich", chains=30, K=10, schedule="linear", target_width=1e-3, max_sweeps=60_000, seed=0
+    ).to_dict()
     assert r["width_reached"] is False
     assert "width not reached" in r["reason"] and "max_sweeps" in r["reason"]
     assert r["total_sweeps"] <= 60_000
@@ -186,25 +198,55 @@ def test_cli_prints_the_bracket_keys(tmp_path, capsys):
     rbm = random_rbm(10, 6, seed=1)
     path = tmp_path / "rbm.npz"
     save_model(rbm, path)
-    rc = main(["estimate", str(path), "--estimator", "sandwich", "--target-width", "0.5", "--max-sweeps", "200000",
-               "--chains", "20", "--pilot-chains", "10", "--json", str(tmp_path / "out.json")])
+    rc = main(
+        [
+            "estimate",
+            str(path),
+            "--estimator",
+            "sandwich",
+            "--target-width",
+            "0.5",
+            "--max-sweeps",
+            "200000",
+            "--chains",
+            "20",
+            "--pilot-chains",
+            "10",
+            "--json",
+            str(tmp_path / "out.json"),
+        ]
+    )
     assert rc == 0
     out = json.loads((tmp_path / "out.json").read_text())
-    for key in ("log_z_lower", "log_z_upper", "target_width", "width_reached", "total_sweeps", "K",
-                "log_z_lower_guarantee", "log_z_upper_guarantee", "log_z_lower_slack", "confidence", "history"):
+    for key in (
+        "log_z_lower",
+        "log_z_upper",
+        "target_width",
+        "width_reached",
+        "total_sweeps",
+        "K",
+        "log_z_lower_guarantee",
+        "log_z_upper_guarantee",
+        "log_z_lower_slack",
+        "confidence",
+        "history",
+    ):
         assert key in out, key
     assert out["log_z_lower"] <= out["log_z_upper"] or not out["width_reached"]
 
 
 # --------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("extra, words", [
-    (["--target-width", "0"], ["target_width", "positive"]),
-    (["--target-width", "-1"], ["target_width"]),
-    (["--max-sweeps", "0"], ["max_sweeps", ">= 1"]),
-    (["--max-sweeps", "50"], ["max_sweeps = 50", "first round"]),
-    (["--schedule", "adaptive", "--pilot-chains", "1"], ["pilot_chains >= 2"]),
-    (["--schedule", "sm14500"], ["sandwich doubles K"]),
-])
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        (["--target-width", "0"], ["target_width", "positive"]),
+        (["--target-width", "-1"], ["target_width"]),
+        (["--max-sweeps", "0"], ["max_sweeps", ">= 1"]),
+        (["--max-sweeps", "50"], ["max_sweeps = 50", "first round"]),
+        (["--schedule", "adaptive", "--pilot-chains", "1"], ["pilot_chains >= 2"]),
+        (["--schedule", "sm14500"], ["sandwich doubles K"]),
+    ],
+)
 def test_bad_input_is_refused_before_any_work(tmp_path, capsys, extra, words):
     rbm = random_rbm(10, 6, seed=1)
     path = tmp_path / "rbm.npz"
@@ -229,8 +271,11 @@ def test_a_model_kind_without_an_upper_bound_estimator_is_refused():
     from logzbench.estimators import sandwich
     from logzbench.options import EstimateOptions
 
-    ctx = SimpleNamespace(options=EstimateOptions(schedule="adaptive"), data=None,
-                          family=SimpleNamespace(kind="potts", name="potts-model"))
+    ctx = SimpleNamespace(
+        options=EstimateOptions(schedule="adaptive"),
+        data=None,
+        family=SimpleNamespace(kind="potts", name="potts-model"),
+    )
     with pytest.raises(ValueError, match="no upper-bound estimator for a potts model") as info:
         sandwich.check(ctx)
     assert "\n" not in str(info.value)

@@ -23,8 +23,7 @@ from pathlib import Path
 import pytest
 
 from logzbench import kernels as S
-from logzbench.pipeline import trusted
-from logzbench.pipeline import warm
+from logzbench.pipeline import trusted, warm
 
 PLANT = r"""
 #include <stdio.h>
@@ -147,8 +146,12 @@ def _send(path: str, request: dict) -> None:
 
 
 def _env(**extra) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
-           "LOGZBENCH_WARM_EXTRA_JOBS": "os:makedirs", **extra}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "LOGZBENCH_WARM_EXTRA_JOBS": "os:makedirs",
+        **extra,
+    }
     env.pop("LOGZBENCH_WARM", None)
     env.pop("LOGZBENCH_WARM_DIR", None)
     return env
@@ -197,8 +200,11 @@ def test_squatted_warm_directory_gets_no_job_and_no_environment(other_user, tmp_
         proc = _python(code, env, cwd=tmp_path)
         assert proc.returncode == 0 and made.is_dir(), proc.stderr
         lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and "warm directory not usable" in lines[0] \
-            and "running the job in this process" in lines[0], proc.stderr
+        assert (
+            len(lines) == 1
+            and "warm directory not usable" in lines[0]
+            and "running the job in this process" in lines[0]
+        ), proc.stderr
         assert not record.exists(), f"the squatter received: {record.read_bytes()[:200]!r}"
         assert sorted(p.name for p in sock_dir.iterdir()) == [f"{key}.sock"]  # no log, lock or socket of ours
     finally:
@@ -229,14 +235,25 @@ def test_server_refuses_other_uids_and_unregistered_targets(other_user, tmp_path
     sock = srv_dir / "server.sock"
     env = _env()
     with open(tmp_path / "server.log", "wb") as log:
-        server = subprocess.Popen([sys.executable, "-m", "logzbench.pipeline.warm", "serve", "--socket", str(sock),
-                                   "--idle", "60"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "logzbench.pipeline.warm", "serve", "--socket", str(sock), "--idle", "60"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_for(sock, 120)
         os.chmod(sock, 0o777)
         marker = other_user.shared / "pwned"
-        request = {"op": "run", "target": "subprocess:run", "kwargs": {"args": ["touch", str(marker)]},
-                   "cwd": "/", "env": {}, "log": None, "threads": None}
+        request = {
+            "op": "run",
+            "target": "subprocess:run",
+            "kwargs": {"args": ["touch", str(marker)]},
+            "cwd": "/",
+            "env": {},
+            "log": None,
+            "threads": None,
+        }
         status, out = other_user.call(_send, str(sock), request)
         assert status == 0 and out.strip() in ("b''", "closed"), out  # closed without a word
         mine = _python(f"import test_security as t; t._send({str(sock)!r}, {request!r})", env)

@@ -3,7 +3,7 @@
 import pytest
 
 from logzbench.api import estimate
-from logzbench.data import prepare_dataset, load_prepared
+from logzbench.data import load_prepared, prepare_dataset
 from logzbench.estimators.exact import exact_log_z
 from logzbench.training import train_rbm
 
@@ -29,8 +29,7 @@ def test_ais_and_raise_bracket_exact_on_mnist_rbm20(mnist_rbm20, init):
     exact_ll = float((rbm.log_unnormalized_marginal(test) - log_z).mean())
     a = estimate(rbm, "ais", data=test, train_data=train, steps=10000, chains=100, init=init, seed=0)
     assert abs(a.log_z - log_z) < 4 * a.log_z_stderr + 0.05
-    r = estimate(rbm, "raise", data=test, train_data=train, steps=1000, chains=10, n_examples=100, init=init,
-                 seed=0)
+    r = estimate(rbm, "raise", data=test, train_data=train, steps=1000, chains=10, n_examples=100, init=init, seed=0)
     if init == "uniform":
         assert r.mean_log_likelihood <= exact_ll + 3 * r.mean_log_likelihood_stderr + 0.05
     # With the data base rate, the annealing model of a poorly trained CD-1 RBM can be a
@@ -58,10 +57,12 @@ def mnist_deep(tmp_path_factory):
     out = tmp_path_factory.mktemp("data") / "mnist.npz"
     prepare_dataset("mnist", out, mirror=SHARED_DATA, n_train=10000, n_test=300)
     train, test = load_prepared(out, "train"), load_prepared(out, "test")
-    dbm, _ = train_model(train, None, family="dbm", hidden_sizes=[20, 10], pretrain_epochs=5, n_epochs=20,
-                         exact_ll_max_units=0, seed=0)
-    dbn, _ = train_model(train, None, family="dbn", hidden_sizes=[16, 10], n_epochs=10, top_n_epochs=20,
-                         exact_ll_max_units=0, seed=0)
+    dbm, _ = train_model(
+        train, None, family="dbm", hidden_sizes=[20, 10], pretrain_epochs=5, n_epochs=20, exact_ll_max_units=0, seed=0
+    )
+    dbn, _ = train_model(
+        train, None, family="dbn", hidden_sizes=[16, 10], n_epochs=10, top_n_epochs=20, exact_ll_max_units=0, seed=0
+    )
     return {"dbm": dbm, "dbn": dbn}, train, test
 
 
@@ -74,8 +75,7 @@ def test_deep_models_on_mnist_bracket_exact(mnist_deep, family, init):
     exact_ll = float((model.exact_log_f(test) - log_z).mean())
     a = estimate(model, "ais", data=test, train_data=train, steps=3000, chains=200, init=init, seed=0)
     assert abs(a.log_z - log_z) < 4 * a.log_z_stderr + 0.05
-    r = estimate(model, "raise", data=test, train_data=train, steps=1000, chains=10, n_examples=50, init=init,
-                 seed=0)
+    r = estimate(model, "raise", data=test, train_data=train, steps=1000, chains=10, n_examples=50, init=init, seed=0)
     assert r.mean_log_likelihood <= exact_ll + 3 * r.mean_log_likelihood_stderr + 0.1
     assert exact_ll - r.mean_log_likelihood < 5.0  # and is informative
     if family == "dbm":  # the IS log f(v) of a DBM (h_1 summed out, 10 units sampled) is accurate

@@ -126,21 +126,41 @@ def _env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def run_slurm(workdir: Path, name: str, *args: str, configfile: Path = TEST_CONFIG, timeout: int = 1500,
-              check: bool = True, on_start=None) -> "Run":
+def run_slurm(
+    workdir: Path,
+    name: str,
+    *args: str,
+    configfile: Path = TEST_CONFIG,
+    timeout: int = 1500,
+    check: bool = True,
+    on_start=None,
+) -> "Run":
     """Snakemake with the SLURM profile (``--verbose``: the plugin logs every sbatch command line).
     Its output goes to ``workdir/<name>.log``."""
     log = workdir / f"{name}.log"
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
-           "--workflow-profile", str(PROFILE), "--configfile", str(configfile), "--verbose",
-           # the first status check 2 s after a submission (default 40 s: right for a real cluster).
-           # The plugin lengthens the interval by 10 s after every check that finds no job finished,
-           # so a failure can take a minute to be noticed: part of this test's time.
-           "--slurm-init-seconds-before-status-checks", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(SNAKEFILE),
+        "--directory",
+        str(workdir),
+        "--workflow-profile",
+        str(PROFILE),
+        "--configfile",
+        str(configfile),
+        "--verbose",
+        # the first status check 2 s after a submission (default 40 s: right for a real cluster).
+        # The plugin lengthens the interval by 10 s after every check that finds no job finished,
+        # so a failure can take a minute to be noticed: part of this test's time.
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        *args,
+    ]
     started = datetime.now() - timedelta(minutes=1)
     with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, text=True, env=_env(workdir),
-                                cwd=workdir)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, text=True, env=_env(workdir), cwd=workdir)
         watcher = None
         if on_start is not None:
             watcher = threading.Thread(target=on_start, args=(proc,), daemon=True)
@@ -188,9 +208,23 @@ class Run:
     def sacct(self) -> list[dict[str, str]]:
         """This run's SLURM jobs (the plugin names every job of a run by its run ID)."""
         fields = ["JobID", "JobName", "State", "Comment", "AllocTRES", "Timelimit", "ExitCode"]
-        out = subprocess.run(["sacct", "-X", "-n", "-P", "--name", self.uuid, "-S",
-                              self.started.strftime("%Y-%m-%dT%H:%M:%S"), "-o", ",".join(fields)],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [
+                "sacct",
+                "-X",
+                "-n",
+                "-P",
+                "--name",
+                self.uuid,
+                "-S",
+                self.started.strftime("%Y-%m-%dT%H:%M:%S"),
+                "-o",
+                ",".join(fields),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return [dict(zip(fields, line.split("|"))) for line in out.splitlines() if line.strip()]
 
 
@@ -204,8 +238,7 @@ def _sbatch_options(line: str) -> dict[str, str]:
         if w.startswith("--") and "=" in w:
             k, v = w.split("=", 1)
             opts[k] = v
-        elif w.startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-") and w not in (
-                "--parsable",):
+        elif w.startswith("-") and i + 1 < len(words) and not words[i + 1].startswith("-") and w not in ("--parsable",):
             opts[w] = words[i + 1]
             i += 1
         else:
@@ -217,8 +250,9 @@ def _sbatch_options(line: str) -> dict[str, str]:
     return opts
 
 
-def _sacct_wait(run: Run, n: int, final=("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY",
-                                         "NODE_FAIL")) -> list[dict[str, str]]:
+def _sacct_wait(
+    run: Run, n: int, final=("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL")
+) -> list[dict[str, str]]:
     """sacct's records of the run once it has ``n`` of them, all in a final state (slurmdbd may lag)."""
     deadline = time.time() + 60
     while True:
@@ -245,13 +279,21 @@ def expected_runs(config: dict) -> dict[str, Counter]:
     from logzbench.pipeline import sweep
     from logzbench.tracking import estimate_key, train_key
 
-    est = Counter(estimate_key(m, e, s.get("K"), s.get("init"), s.get("seed"))
-                  for m, e in sweep.sweep_pairs(config) for s in sweep.sweep_settings(config, m, e))
+    est = Counter(
+        estimate_key(m, e, s.get("K"), s.get("init"), s.get("seed"))
+        for m, e in sweep.sweep_pairs(config)
+        for s in sweep.sweep_settings(config, m, e)
+    )
     trials = config.get("trials") or {}
-    n_trials = (len((trials.get("gaussian") or {}).get("sigma0", []))
-                + len((trials.get("grid") or {}).get("references", [])) * len((trials.get("grid") or {}).get("sigma_pair", [])))
-    return {"estimate": est, "train": Counter(train_key(m) for m in config["models"]),
-            "trials": n_trials, "report": 1 if config["models"] else 0}
+    n_trials = len((trials.get("gaussian") or {}).get("sigma0", [])) + len(
+        (trials.get("grid") or {}).get("references", [])
+    ) * len((trials.get("grid") or {}).get("sigma_pair", []))
+    return {
+        "estimate": est,
+        "train": Counter(train_key(m) for m in config["models"]),
+        "trials": n_trials,
+        "report": 1 if config["models"] else 0,
+    }
 
 
 def check_tracked_runs(workdir: Path, config: dict) -> None:
@@ -264,8 +306,11 @@ def check_tracked_runs(workdir: Path, config: dict) -> None:
     for kind in ("estimate", "train"):
         runs = tracking.find_runs(uri=uri, experiment_name=experiment, kind=kind)
         keys = Counter(r.data.tags[tracking.KEY_TAG] for r in runs)
-        assert keys == exp[kind], (kind, {k: n for k, n in (keys - exp[kind]).items()},
-                                   {k: n for k, n in (exp[kind] - keys).items()})
+        assert keys == exp[kind], (
+            kind,
+            {k: n for k, n in (keys - exp[kind]).items()},
+            {k: n for k, n in (exp[kind] - keys).items()},
+        )
         assert {r.info.status for r in runs} == {"FINISHED"}, kind
     for kind in ("trials", "report"):
         runs = tracking.find_runs(uri=uri, experiment_name=experiment, kind=kind)
@@ -326,27 +371,53 @@ def test_slurm_end_to_end(slurm, tmp_path):
 
     check_tracked_runs(tmp_path, config)
     report = tmp_path / "results" / "report"
-    for f in ("table1.csv", "table2.csv", "summary.csv", "per_run.csv", "flags.csv", "report.json",
-              "annealed_trials.csv", "table_continuous.csv", "trials/gaussian.csv", "trials/grid.csv"):
+    for f in (
+        "table1.csv",
+        "table2.csv",
+        "summary.csv",
+        "per_run.csv",
+        "flags.csv",
+        "report.json",
+        "annealed_trials.csv",
+        "table_continuous.csv",
+        "trials/gaussian.csv",
+        "trials/grid.csv",
+    ):
         assert (report / f).stat().st_size > 0, f
     for m in config["models"]:
         assert (report / "plots" / f"{m}.png").stat().st_size > 1000, m
 
     # the warm server is for local execution only: it may have served the local rule init_tracking,
     # never a SLURM job
-    served = [line for f in (tmp_path / "warm").glob("*.log") for line in f.read_text().splitlines()
-              if line.startswith("job ")]
+    served = [
+        line
+        for f in (tmp_path / "warm").glob("*.log")
+        for line in f.read_text().splitlines()
+        if line.startswith("job ")
+    ]
     assert all("init_tracking_job" in line for line in served), served
     print(f"config/test.yaml on SLURM: {len(jobs)} jobs in {time.time() - t0:.0f} s")
 
     # --- a submission the controller refuses: Snakemake fails with the controller's message
     t1 = time.time()
-    for bad, message in (("slurm_partition=no-such-partition", "Invalid partition name specified"),
-                         (f"mem_mb={_node()[1] * 4}", "Requested node configuration is not available")):
-        refused = run_slurm(tmp_path, f"refused-{bad.split('=')[0]}", *extra, "--forcerun", "report",
-                            "--set-resources", f"report:{bad}", check=False)
+    for bad, message in (
+        ("slurm_partition=no-such-partition", "Invalid partition name specified"),
+        (f"mem_mb={_node()[1] * 4}", "Requested node configuration is not available"),
+    ):
+        refused = run_slurm(
+            tmp_path,
+            f"refused-{bad.split('=')[0]}",
+            *extra,
+            "--forcerun",
+            "report",
+            "--set-resources",
+            f"report:{bad}",
+            check=False,
+        )
         assert refused.rc != 0, refused.log[-3000:]
-        assert "SLURM sbatch failed" in refused.log and message in refused.log, _tail(tmp_path / f"refused-{bad.split('=')[0]}.log")
+        assert "SLURM sbatch failed" in refused.log and message in refused.log, _tail(
+            tmp_path / f"refused-{bad.split('=')[0]}.log"
+        )
         assert not refused.submitted
     # the refused job's outputs are gone (--forcerun): a plain rerun submits it, and only it
     rerun = run_slurm(tmp_path, "rerun", *extra)
@@ -365,8 +436,11 @@ def _small_config(tmp_path: Path) -> Path:
     c["description"] = "tests/test_slurm.py: time limit"
     c["device"] = "auto"
     c["threads"] = {"prepare": 1, "train": 2, "estimate": 2, "exact": 1, "report": 1}
-    c["resources"] = {"train": {"runtime": 30, "mem_mb": 1500}, "estimate": {"runtime": 45, "mem_mb": 2000},
-                      "exact": {"runtime": 20, "mem_mb": 1000}}
+    c["resources"] = {
+        "train": {"runtime": 30, "mem_mb": 1500},
+        "estimate": {"runtime": 45, "mem_mb": 2000},
+        "exact": {"runtime": 20, "mem_mb": 1000},
+    }
     c["datasets"] = {"digits": c["datasets"]["digits"]}
     c["models"] = {"digits-rbm8": {**c["models"]["digits-rbm8"], "estimators": ["exact", "ais"]}}
     c["estimators"] = {"exact": {}, "ais": {"chains": 20, "K": [10, 30000], "inits": ["uniform"], "seeds": [0]}}
@@ -391,8 +465,11 @@ def _freeze_after_first_setting(workdir: Path, state: dict):
         else:
             return
         out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%Z"], capture_output=True, text=True).stdout
-        ids = [i for i, k, d in (line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2)
-               if k == "rule_estimate_wildcards_digits-rbm8_ais" and Path(d).resolve() == workdir.resolve()]
+        ids = [
+            i
+            for i, k, d in (line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2)
+            if k == "rule_estimate_wildcards_digits-rbm8_ais" and Path(d).resolve() == workdir.resolve()
+        ]
         for jobid in ids:
             pids = subprocess.run(["scontrol", "listpids", jobid], capture_output=True, text=True).stdout
             for pid in (int(line.split()[0]) for line in pids.splitlines()[1:] if line.split()):
@@ -419,12 +496,26 @@ def test_slurm_time_limit(slurm, tmp_path):
     config = _config(small)
     extra, defaults = _default_resources_args()
     state: dict = {}
-    killed = run_slurm(tmp_path, "time-limit", *extra, "--set-resources", "estimate:runtime=1", configfile=small,
-                       check=False, on_start=_freeze_after_first_setting(tmp_path, state))
-    assert state.get("stopped"), ("the AIS job finished before the test could hold it", state, _tail(tmp_path / "time-limit.log"))
+    killed = run_slurm(
+        tmp_path,
+        "time-limit",
+        *extra,
+        "--set-resources",
+        "estimate:runtime=1",
+        configfile=small,
+        check=False,
+        on_start=_freeze_after_first_setting(tmp_path, state),
+    )
+    assert state.get("stopped"), (
+        "the AIS job finished before the test could hold it",
+        state,
+        _tail(tmp_path / "time-limit.log"),
+    )
     jobid = state["stopped"][0][0]
     assert killed.rc != 0
-    assert re.search(rf"SLURM-job '{jobid}' failed, SLURM status is: 'TIMEOUT'", killed.log), _tail(tmp_path / "time-limit.log")
+    assert re.search(rf"SLURM-job '{jobid}' failed, SLURM status is: 'TIMEOUT'", killed.log), _tail(
+        tmp_path / "time-limit.log"
+    )
     states = {j["JobID"]: j["State"] for j in _sacct_wait(killed, len(killed.submitted))}
     assert states[jobid] == "TIMEOUT", states
     assert (tmp_path / "results" / "models" / "digits-rbm8.npz").exists()  # done before the kill
@@ -440,11 +531,13 @@ def test_slurm_time_limit(slurm, tmp_path):
     check_tracked_runs(tmp_path, config)
 
     # the resources of each rule on the sbatch command lines and in SLURM's allocations
-    want = {"prepare_dataset": ("1", defaults["runtime"], defaults["mem_mb"], False),
-            "train_model": ("2", 30, 1500, True),
-            "estimate:digits-rbm8_ais": ("2", 45, 2000, True),
-            "estimate:digits-rbm8_exact": ("1", 20, 1000, True),
-            "report": ("1", defaults["runtime"], defaults["mem_mb"], False)}
+    want = {
+        "prepare_dataset": ("1", defaults["runtime"], defaults["mem_mb"], False),
+        "train_model": ("2", 30, 1500, True),
+        "estimate:digits-rbm8_ais": ("2", 45, 2000, True),
+        "estimate:digits-rbm8_exact": ("1", 20, 1000, True),
+        "report": ("1", defaults["runtime"], defaults["mem_mb"], False),
+    }
     seen = {}
     for r in (killed, rerun):
         alloc = {j["Comment"]: _tres(j["AllocTRES"]) for j in r.sacct()}
@@ -483,10 +576,24 @@ class _Job:
 
 def _dry_run_jobs(configfile: Path, tmp_path: Path) -> list[tuple[str, str, int, dict]]:
     """(rule, output, threads, resources) of every job of a dry run with the SLURM profile."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(tmp_path), "-n",
-           # a dry run's --cores defaults to 1, which would cap every job's threads (the SLURM executor
-           # has no such cap)
-           "--cores", "256", "--workflow-profile", str(PROFILE), "--configfile", str(configfile)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(SNAKEFILE),
+        "--directory",
+        str(tmp_path),
+        "-n",
+        # a dry run's --cores defaults to 1, which would cap every job's threads (the SLURM executor
+        # has no such cap)
+        "--cores",
+        "256",
+        "--workflow-profile",
+        str(PROFILE),
+        "--configfile",
+        str(configfile),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(tmp_path), cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     jobs = []
@@ -521,18 +628,32 @@ def test_plugin_submit_command(name, tmp_path):
     for rule, output, threads, res in _dry_run_jobs(configfile, tmp_path):
         if rule in LOCAL_RULES:
             continue
-        params = {"run_uuid": "x", "slurm_logfile": "x.log", "comment_str": f"rule_{rule}", "account": "",
-                  "partition": "", "workdir": str(tmp_path)}
+        params = {
+            "run_uuid": "x",
+            "slurm_logfile": "x.log",
+            "comment_str": f"rule_{rule}",
+            "account": "",
+            "partition": "",
+            "workdir": str(tmp_path),
+        }
         call = get_submit_command(_Job(rule, threads, res), params) + set_gres_string(_Job(rule, threads, res))
         opts = _sbatch_options(call)
-        step = {"prepare_dataset": "prepare", "train_model": "train", "report": "report",
-                "report_trials": "report", "trials_gaussian": "estimate", "trials_grid": "estimate"}.get(rule)
+        step = {
+            "prepare_dataset": "prepare",
+            "train_model": "train",
+            "report": "report",
+            "report_trials": "report",
+            "trials_gaussian": "estimate",
+            "trials_grid": "estimate",
+        }.get(rule)
         if rule == "estimate":
             entry = output.rsplit("/", 1)[1]  # results/estimates/<model>/<estimator>: exact by its method
             step = "exact" if config["estimators"][entry].get("method", entry) == "exact" else "estimate"
             want_threads = config["threads"][step]
-            own = {**config["resources"].get("exact" if step == "estimate" else "estimate", {}),
-                   **config["resources"].get(step, {})}
+            own = {
+                **config["resources"].get("exact" if step == "estimate" else "estimate", {}),
+                **config["resources"].get(step, {}),
+            }
         else:
             want_threads = config["threads"][step] if rule != "report" else config["threads"]["report"]
             own = config["resources"].get(step, {})

@@ -20,9 +20,9 @@ import yaml
 
 from logzbench import options, registry
 from logzbench.data import sizes
+from logzbench.errors import ConfigError
 from logzbench.pipeline import config as checks
 from logzbench.pipeline import outputs, sweep
-from logzbench.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -79,9 +79,11 @@ def test_schema_defers_estimator_and_family_names_to_the_registry():
 def test_importable_without_torch():
     """What building the workflow's DAG imports (workflow/rules/common.smk: the pipeline's sweep, config checks,
     output checks and file names; the data sizes and trainer hyperparameters they read) imports no torch."""
-    code = ("import sys, logzbench.data.sizes, logzbench.training.hyperparams, logzbench.pipeline.sweep, "
-            "logzbench.pipeline.config, logzbench.pipeline.outputs, logzbench.pipeline.usage; "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, logzbench.data.sizes, logzbench.training.hyperparams, logzbench.pipeline.sweep, "
+        "logzbench.pipeline.config, logzbench.pipeline.outputs, logzbench.pipeline.usage; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -90,8 +92,10 @@ def test_default_config_checked_without_torch(tmp_path):
     config = load_config("config")
     assert any(m.get("paper") for m in config["models"].values())
     (tmp_path / "config.json").write_text(json.dumps(config))
-    code = ("import json, sys, logzbench.pipeline.config as c; c.check_config(json.load(open(sys.argv[1]))); "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import json, sys, logzbench.pipeline.config as c; c.check_config(json.load(open(sys.argv[1]))); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code, str(tmp_path / "config.json")], check=True)
 
 
@@ -109,17 +113,35 @@ def test_jobs_of_the_test_config():
     jobs = sweep.all_jobs(config)
     assert len(jobs) == 37 and len({j.path() for j in jobs}) == 37
     per_model = Counter(j.model for j in jobs)
-    assert per_model == {"digits-rbm8": 22, "digits-dbm8-4": 5, "digits-dbn8-4": 3, "vh-poe-laplace-4": 3,
-                         "vh-linear-gaussian-4": 4}
+    assert per_model == {
+        "digits-rbm8": 22,
+        "digits-dbm8-4": 5,
+        "digits-dbn8-4": 3,
+        "vh-poe-laplace-4": 3,
+        "vh-linear-gaussian-4": 4,
+    }
     rbm = Counter(j.entry for j in sweep.model_jobs(config, "digits-rbm8"))
-    assert rbm == {"exact": 1, "ais": 8, "raise": 4, "csl": 1, "ads": 2, "reverse-ais": 2, "ds": 2, "sandwich": 1,
-                   "ais-adaptive": 1}
+    assert rbm == {
+        "exact": 1,
+        "ais": 8,
+        "raise": 4,
+        "csl": 1,
+        "ads": 2,
+        "reverse-ais": 2,
+        "ds": 2,
+        "sandwich": 1,
+        "ais-adaptive": 1,
+    }
     assert stems(config, "digits-rbm8", "sandwich") == ["seed0"]  # seeds only: its K is the starting K
     assert stems(config, "vh-linear-gaussian-4", "bdmc") == ["K50_seed0"]
     assert stems(config, "digits-rbm8", "exact") == ["exact"]
     assert stems(config, "digits-rbm8", "csl") == ["K50_seed0"]
-    assert stems(config, "digits-rbm8", "raise") == ["K10_base-rate_seed0", "K10_uniform_seed0",
-                                                     "K50_base-rate_seed0", "K50_uniform_seed0"]
+    assert stems(config, "digits-rbm8", "raise") == [
+        "K10_base-rate_seed0",
+        "K10_uniform_seed0",
+        "K50_base-rate_seed0",
+        "K50_uniform_seed0",
+    ]
     assert stems(config, "digits-rbm8", "ds") == ["base-rate_seed0", "base-rate_seed1"]
     assert stems(config, "vh-poe-laplace-4") == ["K20_seed0", "K20_seed0", "exact"]  # exact, hais, ais-mh
     # the order of the old expand(): K, then init, then seed
@@ -158,16 +180,34 @@ def test_estimators_follow_the_registry_families():
 
 
 # --------------------------------------------------------------------------- settings
-BASE_KEYS = ["model", "dataset", "estimator", "method", "K", "init", "seed", "device", "n_visible", "family",
-             "hidden_sizes", "n_hidden"]
+BASE_KEYS = [
+    "model",
+    "dataset",
+    "estimator",
+    "method",
+    "K",
+    "init",
+    "seed",
+    "device",
+    "n_visible",
+    "family",
+    "hidden_sizes",
+    "n_hidden",
+]
 
 
 def test_settings_of_each_kind_of_job():
     config = load_config()
     s = sweep.job_settings(config, "digits-rbm8", "exact", "exact")
     assert list(s) == BASE_KEYS + ["exact_precision"] and s["exact_precision"] == "float64"
-    assert (s["K"], s["init"], s["seed"], s["n_visible"], s["hidden_sizes"], s["n_hidden"]) == (None, None, None, 64,
-                                                                                                [8], 8)
+    assert (s["K"], s["init"], s["seed"], s["n_visible"], s["hidden_sizes"], s["n_hidden"]) == (
+        None,
+        None,
+        None,
+        64,
+        [8],
+        8,
+    )
     s = sweep.job_settings(config, "digits-rbm8", "ais", "K50_base-rate_seed1")
     assert list(s) == BASE_KEYS + ["schedule", "chains", "n_examples"]
     assert (s["K"], s["init"], s["seed"], s["chains"], s["n_examples"]) == (50, "base-rate", 1, 20, None)
@@ -175,15 +215,25 @@ def test_settings_of_each_kind_of_job():
     assert s["n_examples"] == 10 and s["chains"] == 5 and "is_samples" not in s
     s = sweep.job_settings(config, "digits-dbm8-4", "ais-deep", "K10_uniform_seed0")
     assert list(s) == BASE_KEYS + ["schedule", "chains", "n_examples", "is_samples"]
-    assert (s["method"], s["family"], s["hidden_sizes"], s["n_hidden"], s["is_samples"]) == ("ais", "dbm", [8, 4],
-                                                                                             None, 50)
+    assert (s["method"], s["family"], s["hidden_sizes"], s["n_hidden"], s["is_samples"]) == (
+        "ais",
+        "dbm",
+        [8, 4],
+        None,
+        50,
+    )
     s = sweep.job_settings(config, "digits-rbm8", "csl", "K50_seed0")
     assert list(s) == BASE_KEYS + ["chains", "csl_mode", "burn_in", "thin", "samples_per_chain", "n_examples"]
     assert (s["init"], s["samples_per_chain"], s["burn_in"], s["thin"]) == (None, 10, 10, 5)  # 50 // 5
     s = sweep.job_settings(config, "vh-poe-laplace-4", "hais", "K20_seed0")
     assert list(s) == BASE_KEYS + ["schedule", "chains", "step_size", "gamma", "mh_sigma", "proposal_scale"]
-    assert (s["family"], s["n_visible"], s["step_size"], s["gamma"], s["n_hidden"]) == ("poe-laplace", 4, 0.05,
-                                                                                        None, None)
+    assert (s["family"], s["n_visible"], s["step_size"], s["gamma"], s["n_hidden"]) == (
+        "poe-laplace",
+        4,
+        0.05,
+        None,
+        None,
+    )
     s = sweep.job_settings(config, "digits-rbm8", "ds", "base-rate_seed1")
     assert list(s) == BASE_KEYS + ["chains", "burn_in", "n_examples"]
     assert (s["K"], s["init"], s["seed"], s["chains"], s["burn_in"]) == (None, "base-rate", 1, 200, 20)
@@ -220,26 +270,32 @@ def test_test_subset_flows_into_the_settings_of_its_entry_only():
         s, before = (sweep.job_settings(c, j.model, j.entry, j.stem) for c in (config, base))
         if j.entry in ("raise", "csl"):
             assert list(s) == [*before, "test_subset"] and {k: s[k] for k in before} == before
-            assert s["test_subset"] == {"raise": {"per_class": 2, "seed": 3}, "csl": {"per_class": 4, "seed": 0}}[
-                j.entry]
+            assert (
+                s["test_subset"] == {"raise": {"per_class": 2, "seed": 3}, "csl": {"per_class": 4, "seed": 0}}[j.entry]
+            )
         else:
             assert s == before
     from snakemake.exceptions import WorkflowError
 
-    for bad, why in (({"per_class": 0}, "0 is less than the minimum of 1"),
-                     ({"per_class": 5, "n": 3}, "Additional properties are not allowed"),
-                     ({"seed": 1}, "'per_class' is a required property"),
-                     ({"per_class": 1.5}, "1.5 is not of type 'integer'"),
-                     ({"per_class": 5, "seed": -1}, "-1 is less than the minimum of 0"),
-                     (50, "50 is not of type 'object'")):
+    for bad, why in (
+        ({"per_class": 0}, "0 is less than the minimum of 1"),
+        ({"per_class": 5, "n": 3}, "Additional properties are not allowed"),
+        ({"seed": 1}, "'per_class' is a required property"),
+        ({"per_class": 1.5}, "1.5 is not of type 'integer'"),
+        ({"per_class": 5, "seed": -1}, "-1 is less than the minimum of 0"),
+        (50, "50 is not of type 'object'"),
+    ):
         c = copy.deepcopy(base)
         c["estimators"]["raise"]["test_subset"] = bad
         with pytest.raises(WorkflowError, match=re.escape(why)):
             validate(c, str(SCHEMA))
     c = copy.deepcopy(base)
     c["estimators"]["exact"]["test_subset"] = {"per_class": 5, "seed": 0}  # exact also runs on van Hateren patches
-    _refused(c, r"estimator exact: test_subset needs test labels, and model vh-poe-laplace-4's dataset \(vanhateren\) "
-                r"has none")
+    _refused(
+        c,
+        r"estimator exact: test_subset needs test labels, and model vh-poe-laplace-4's dataset \(vanhateren\) "
+        r"has none",
+    )
 
 
 # --------------------------------------------------------------------------- exact, inits, K
@@ -247,8 +303,13 @@ def test_exact_limits():
     config = load_config(evaluation={"exact_max_units": 4})
     # RBM 64-8: 8 > 4; DBM 64-8-4: min(64 + 4, 8) = 8 > 4; DBN 64-8-4: min(8, 4) = 4 and h_1 = 8 <= 16
     applies = {m: sweep.exact_applies(config, m, "exact") for m in config["models"]}
-    assert applies == {"digits-rbm8": False, "digits-dbm8-4": False, "digits-dbn8-4": True,
-                       "vh-poe-laplace-4": True, "vh-linear-gaussian-4": True}  # closed forms: no enumeration
+    assert applies == {
+        "digits-rbm8": False,
+        "digits-dbm8-4": False,
+        "digits-dbn8-4": True,
+        "vh-poe-laplace-4": True,
+        "vh-linear-gaussian-4": True,
+    }  # closed forms: no enumeration
     config["evaluation"]["exact_max_log_f_units"] = 4
     assert not sweep.exact_applies(config, "digits-dbn8-4", "exact")
     config["estimators"]["exact"]["max_log_f_units"] = 8  # the estimator's own limit wins
@@ -301,7 +362,10 @@ def test_refusals_name_the_entry_and_the_fix():
     _refused(c, r"estimator 'hais' \(hais\) is not available for a RBM .*remove it from models.digits-rbm8.estimators")
     c = copy.deepcopy(base)
     c["models"]["vh-poe-laplace-4"]["estimators"] = ["ds"]
-    _refused(c, r"estimator 'ds' \(ds\) is not available for a POE-LAPLACE \(ds runs on binary and gaussian-binary models only")
+    _refused(
+        c,
+        r"estimator 'ds' \(ds\) is not available for a POE-LAPLACE \(ds runs on binary and gaussian-binary models only",
+    )
     c = copy.deepcopy(base)
     c["models"]["digits-rbm8"]["dataset"] = "nosuchdata"
     _refused(c, "model digits-rbm8: unknown dataset 'nosuchdata'")
@@ -319,7 +383,9 @@ def test_refusals_name_the_entry_and_the_fix():
     _refused(c, "model digits-dbn8-4: a DBN has exactly two hidden layers")
     c = copy.deepcopy(base)
     c["models"]["digits-rbm8"]["hyperparams"]["family"] = "poe-laplace"
-    _refused(c, r"model digits-rbm8: a poe-laplace model needs a continuous \(vanhateren, frey\) dataset; digits is binary")
+    _refused(
+        c, r"model digits-rbm8: a poe-laplace model needs a continuous \(vanhateren, frey\) dataset; digits is binary"
+    )
     c = copy.deepcopy(base)
     c["models"]["digits-rbm8"]["hyperparams"]["family"] = "boltzmann"
     _refused(c, "model digits-rbm8: unknown family 'boltzmann'")
@@ -369,8 +435,11 @@ def test_hyperparameter_names_are_the_trainers():
     from logzbench.training.mpf import train_mpf
 
     def params(f, drop=()):
-        return {n for n, p in inspect.signature(f).parameters.items()
-                if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in drop}
+        return {
+            n
+            for n, p in inspect.signature(f).parameters.items()
+            if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in drop
+        }
 
     from logzbench.training.dbm import DBMTrainer
     from logzbench.training.dbn import DBNTrainer
@@ -405,11 +474,15 @@ def test_trainers_signatures_are_their_declarations():
     for target, declared in DECLARED.items():
         obj = registry.load(target)
         if dataclasses.is_dataclass(obj):
-            have = {f.name: REQUIRED if f.default is dataclasses.MISSING else f.default for f in dataclasses.fields(obj)}
+            have = {
+                f.name: REQUIRED if f.default is dataclasses.MISSING else f.default for f in dataclasses.fields(obj)
+            }
         else:
-            have = {n: REQUIRED if p.default is inspect.Parameter.empty else p.default
-                    for n, p in inspect.signature(obj).parameters.items()
-                    if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in data}
+            have = {
+                n: REQUIRED if p.default is inspect.Parameter.empty else p.default
+                for n, p in inspect.signature(obj).parameters.items()
+                if p.kind is not inspect.Parameter.VAR_KEYWORD and n not in data
+            }
         assert have == declared, target
     learners = {spec.entry for spec in registry.LEARNERS.values()}
     # every declaration is some family's or learner's, and every shipped family's is declared (no torch)
@@ -468,24 +541,39 @@ def _set(config, path, value):
     config[last] = value
 
 
-@pytest.mark.parametrize("path, value, match", [
-    ("models.digits-rbm8.hyperparams.learnin_rate", 0.1,
-     r"model digits-rbm8: unknown hyperparameter 'learnin_rate' \(models.digits-rbm8.hyperparams.learnin_rate\); "
-     r"did you mean 'learning_rate'\? \(the rbm trainer takes batch_size, "),
-    ("models.digits-dbm8-4.hyperparams.pretrain_epoch", 2, "did you mean 'pretrain_epochs'"),
-    ("models.vh-poe-laplace-4.hyperparams.n_iters", 2, r"unknown hyperparameter 'n_iters'.*did you mean 'n_iter'"),
-    ("estimators.ais.schedule", "cubic", r"estimator ais: schedule 'cubic' is neither a schedule name \(linear, "
-                                         r"sigmoid, sm14500, adaptive\) nor a file of betas"),
-    ("estimators.ais.schedule", "no/such/file.txt", "estimator ais: schedule 'no/such/file.txt' is neither"),
-    ("datasets.digits.n_train", 1438, "dataset digits: n_train=1438 is more than the 1437 training rows of digits; "
-                                      "set datasets.digits.n_train to at most 1437"),
-    ("datasets.digits.n_test", 361, "dataset digits: n_test=361 is more than the 360 test rows"),
-    ("datasets.digits.n_valid", 1437, "n_valid=1437 is more than the 1437 training rows of digits less one"),
-    ("datasets.vh-4.n_test_images", 6, "dataset vh-4: n_test_images=6 leaves no training image of n_images=6"),
-    ("datasets.vh-4.n_components", 257, "n_components=257 is more than the 256 pixels of a 16x16 patch"),
-    ("datasets.vh-4.n_train", 4, "n_train=4 training patches cannot fit n_components=4"),
-    ("datasets.digits.shift_augment", "all", "shift_augment applies to digits-avil only"),
-])
+@pytest.mark.parametrize(
+    "path, value, match",
+    [
+        (
+            "models.digits-rbm8.hyperparams.learnin_rate",
+            0.1,
+            r"model digits-rbm8: unknown hyperparameter 'learnin_rate' "
+            r"\(models.digits-rbm8.hyperparams.learnin_rate\); "
+            r"did you mean 'learning_rate'\? \(the rbm trainer takes batch_size, ",
+        ),
+        ("models.digits-dbm8-4.hyperparams.pretrain_epoch", 2, "did you mean 'pretrain_epochs'"),
+        ("models.vh-poe-laplace-4.hyperparams.n_iters", 2, r"unknown hyperparameter 'n_iters'.*did you mean 'n_iter'"),
+        (
+            "estimators.ais.schedule",
+            "cubic",
+            r"estimator ais: schedule 'cubic' is neither a schedule name \(linear, "
+            r"sigmoid, sm14500, adaptive\) nor a file of betas",
+        ),
+        ("estimators.ais.schedule", "no/such/file.txt", "estimator ais: schedule 'no/such/file.txt' is neither"),
+        (
+            "datasets.digits.n_train",
+            1438,
+            "dataset digits: n_train=1438 is more than the 1437 training rows of digits; "
+            "set datasets.digits.n_train to at most 1437",
+        ),
+        ("datasets.digits.n_test", 361, "dataset digits: n_test=361 is more than the 360 test rows"),
+        ("datasets.digits.n_valid", 1437, "n_valid=1437 is more than the 1437 training rows of digits less one"),
+        ("datasets.vh-4.n_test_images", 6, "dataset vh-4: n_test_images=6 leaves no training image of n_images=6"),
+        ("datasets.vh-4.n_components", 257, "n_components=257 is more than the 256 pixels of a 16x16 patch"),
+        ("datasets.vh-4.n_train", 4, "n_train=4 training patches cannot fit n_components=4"),
+        ("datasets.digits.shift_augment", "all", "shift_augment applies to digits-avil only"),
+    ],
+)
 def test_sizes_names_and_schedules_are_checked_when_loaded(path, value, match):
     config = load_config()
     _set(config, path, value)
@@ -540,8 +628,11 @@ def test_damaged_files_are_named_with_how_to_rebuild_them(tmp_path):
     outputs.check_npz(model, "model")
     model.write_bytes(model.read_bytes()[:-40])  # truncated
     for quick in (True, False):
-        with pytest.raises(ConfigError, match=rf"^{re.escape(str(model))} is damaged \(.*\); rebuild it and what "
-                                              rf"depends on it with: snakemake --forcerun {re.escape(str(model))} "):
+        with pytest.raises(
+            ConfigError,
+            match=rf"^{re.escape(str(model))} is damaged \(.*\); rebuild it and what "
+            rf"depends on it with: snakemake --forcerun {re.escape(str(model))} ",
+        ):
             outputs.check_npz(model, "model", quick=quick)
     np.savez(model, W=np.zeros((2, 3)))
     with pytest.raises(ConfigError, match="holds no model_type"):
@@ -582,7 +673,8 @@ def test_damaged_outputs_of_the_config(tmp_path):
     model = f"{results}/models/digits-dbn8-4.npz"
     assert outputs.damaged_outputs(config, str(results)) == [
         (model, f"{model} is damaged (not a complete .npz archive; truncated?); {outputs.rebuild_hint(model)}"),
-        (str(npz.parent), f"{npz} is missing; {outputs.rebuild_hint(npz.parent)}")]
+        (str(npz.parent), f"{npz} is missing; {outputs.rebuild_hint(npz.parent)}"),
+    ]
 
 
 def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
@@ -608,7 +700,8 @@ def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
     gone.with_suffix(".npz").unlink()
     d = str(gone.parent)
     assert outputs.damaged_outputs(config, str(results)) == [
-        (d, f"{gone} is missing (a setting of the finished sweep in {d}); {outputs.rebuild_hint(d)}")]
+        (d, f"{gone} is missing (a setting of the finished sweep in {d}); {outputs.rebuild_hint(d)}")
+    ]
     # records that do not list it (an earlier, smaller sweep: the config added the setting) leave it to rerun
     for p in paths[:1] + paths[2:]:
         p.write_text(json.dumps({"result": {}, "sweep_stems": [q.stem for q in paths if q != gone]}))
@@ -618,4 +711,5 @@ def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
         p.unlink(missing_ok=True)
         p.with_suffix(".npz").unlink(missing_ok=True)
     assert outputs.damaged_outputs(config, str(results)) == [
-        (d, f"{p} is missing (its sweep's directory holds no record in {d}); {outputs.rebuild_hint(d)}") for p in paths]
+        (d, f"{p} is missing (its sweep's directory holds no record in {d}); {outputs.rebuild_hint(d)}") for p in paths
+    ]

@@ -1,19 +1,18 @@
 """Thread counts that do not oversubscribe: logzbench.utils.choose_threads, the API's and the CLI's ``threads``."""
 
-import dataclasses
 import json
 import os
 
 import numpy as np
 import pytest
 import torch
-
 from conftest import model_samples, random_rbm
-from logzbench.utils import threads
+
 from logzbench.api import estimate
 from logzbench.cli import main
 from logzbench.models import save_model
-from logzbench.options import EstimateOptions, option_names
+from logzbench.options import option_names
+from logzbench.utils import threads
 
 
 def proc_stat(busy: list[int], idle: list[int]) -> str:
@@ -32,8 +31,12 @@ def four_cpus(monkeypatch):
     monkeypatch.setattr(threads, "_cgroup_cpu_quota", lambda: None)
 
     def show(busy):
-        texts = iter([proc_stat([1000] * 4, [1000] * 4),
-                      proc_stat([1000 + 5 * b for b in busy], [1000 + 5 * (1 - b) for b in busy])])
+        texts = iter(
+            [
+                proc_stat([1000] * 4, [1000] * 4),
+                proc_stat([1000 + 5 * b for b in busy], [1000 + 5 * (1 - b) for b in busy]),
+            ]
+        )
         monkeypatch.setattr(threads, "_read_proc_stat", lambda: next(texts))
 
     return show
@@ -125,8 +128,9 @@ def test_the_cgroup_v2_quota_is_rounded_up(monkeypatch, tmp_path):
     (tmp_path / "cpu.max").write_text("150000 100000\n")
     (tmp_path / "unlimited").mkdir()
     (tmp_path / "unlimited" / "cpu.max").write_text("max 100000\n")
-    monkeypatch.setattr(threads, "_cgroup_quota_files",
-                        lambda: [str(tmp_path / "unlimited" / "cpu.max"), str(tmp_path / "cpu.max")])
+    monkeypatch.setattr(
+        threads, "_cgroup_quota_files", lambda: [str(tmp_path / "unlimited" / "cpu.max"), str(tmp_path / "cpu.max")]
+    )
     assert threads._cgroup_cpu_quota() == 2
     monkeypatch.setattr(threads, "_cgroup_quota_files", lambda: [str(tmp_path / "unlimited" / "cpu.max")])
     assert threads._cgroup_cpu_quota() is None
@@ -197,13 +201,28 @@ def test_cli_estimate_with_threads_one(tiny_model, tmp_path, capsys, caplog, res
     np.save(data, model_samples(rbm, 20, seed=1).numpy().astype(np.uint8))
     torch.set_num_threads(2)
     caplog.set_level("INFO", logger="logzbench.cli")
-    rc = main(["estimate", str(path), "--estimator", "ais", "--data", str(data), "--steps", "20", "--chains", "10",
-               "--threads", "1"])
+    rc = main(
+        [
+            "estimate",
+            str(path),
+            "--estimator",
+            "ais",
+            "--data",
+            str(data),
+            "--steps",
+            "20",
+            "--chains",
+            "10",
+            "--threads",
+            "1",
+        ]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["settings"]["threads"] == 1 and out["log_z"] is not None
-    assert [r.getMessage() for r in caplog.records if r.name == "logzbench.cli"] == \
-        ["logzbench estimate: 1 torch thread (--threads)"]
+    assert [r.getMessage() for r in caplog.records if r.name == "logzbench.cli"] == [
+        "logzbench estimate: 1 torch thread (--threads)"
+    ]
     assert torch.get_num_threads() == 2  # an in-process caller gets its count back
 
 
@@ -212,8 +231,23 @@ def test_cli_train_with_threads_one(tmp_path, capsys, restore_threads):
     rows = model_samples(rbm, 40, seed=2, sweeps=20).numpy().astype(np.uint8)
     data = tmp_path / "data.npz"
     np.savez(data, train=rows[:30], test=rows[30:], meta=json.dumps({"dataset": "tiny"}))
-    rc = main(["train", "--data", str(data), "--out", str(tmp_path / "m.npz"), "--n-hidden", "4", "--epochs", "1",
-               "--batch-size", "10", "--threads", "1"])
+    rc = main(
+        [
+            "train",
+            "--data",
+            str(data),
+            "--out",
+            str(tmp_path / "m.npz"),
+            "--n-hidden",
+            "4",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "10",
+            "--threads",
+            "1",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["threads"] == 1 and (tmp_path / "m.npz").is_file()
 

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("mlflow", reason="mlflow is not installed; tracking tests need it")
 
-from logzbench import tracking  # noqa: E402
-from logzbench.tracking.retries import _retry  # noqa: E402
+from logzbench import tracking
+from logzbench.tracking.retries import _retry
 
 N_WRITERS = 8
 
@@ -21,13 +21,33 @@ def _uri(tmp_path: Path) -> str:
 
 def _record(model="m", estimator="ais", K=100, init="uniform", seed=0, log_z=10.0, ess=50.0, chains=100):
     return {
-        "model": model, "dataset": "digits", "estimator": estimator, "method": estimator, "K": K,
-        "init": init, "seed": seed, "schedule": "linear", "chains": chains, "device": "cpu",
+        "model": model,
+        "dataset": "digits",
+        "estimator": estimator,
+        "method": estimator,
+        "K": K,
+        "init": init,
+        "seed": seed,
+        "schedule": "linear",
+        "chains": chains,
+        "device": "cpu",
         "code_version": "test",
-        "result": {"estimator": estimator, "log_z": log_z, "log_z_stderr": 0.1, "ess": ess,
-                   "n_chains": chains, "mean_log_likelihood": -20.0, "mean_log_likelihood_stderr": 0.5,
-                   "seconds": 1.5, "sweeps_per_second": 100.0, "n_sweeps": K, "total_sweeps": K * chains,
-                   "log_z_ci": [9.8, 10.2], "n_examples": 50, "settings": {}},
+        "result": {
+            "estimator": estimator,
+            "log_z": log_z,
+            "log_z_stderr": 0.1,
+            "ess": ess,
+            "n_chains": chains,
+            "mean_log_likelihood": -20.0,
+            "mean_log_likelihood_stderr": 0.5,
+            "seconds": 1.5,
+            "sweeps_per_second": 100.0,
+            "n_sweeps": K,
+            "total_sweeps": K * chains,
+            "log_z_ci": [9.8, 10.2],
+            "n_examples": 50,
+            "settings": {},
+        },
     }
 
 
@@ -41,7 +61,8 @@ def test_resolve_tracking_uri(tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     assert tracking.resolve_tracking_uri(None, workdir=tmp_path) == "sqlite:///" + str(tmp_path.resolve() / "mlflow.db")
     assert tracking.resolve_tracking_uri("sqlite:///x/y.db", workdir=tmp_path) == "sqlite:///" + str(
-        tmp_path.resolve() / "x" / "y.db")
+        tmp_path.resolve() / "x" / "y.db"
+    )
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////abs/env.db")
     assert tracking.resolve_tracking_uri(None) == "sqlite:////abs/env.db"
     # an explicit URI (the config key) beats the environment
@@ -145,9 +166,15 @@ def test_training_run_per_epoch_metrics(tmp_path):
     uri = _uri(tmp_path)
     tracking.init_store(uri, "exp")
     history = [{"epoch": e, "reconstruction_error_train": 1.0 / e, "seconds": 0.1, "note": "x"} for e in (1, 2, 3)]
-    run_id = tracking.log_training("m", hyperparams={"n_hidden": 8, "method": "cd"}, history=history,
-                                   summary={"final_reconstruction_error_train": 1 / 3}, uri=uri,
-                                   experiment_name="exp", dataset="digits")
+    run_id = tracking.log_training(
+        "m",
+        hyperparams={"n_hidden": 8, "method": "cd"},
+        history=history,
+        summary={"final_reconstruction_error_train": 1 / 3},
+        uri=uri,
+        experiment_name="exp",
+        dataset="digits",
+    )
     client = tracking.get_client(uri)
     hist = client.get_metric_history(run_id, "reconstruction_error_train")
     assert sorted(m.step for m in hist) == [1, 2, 3]
@@ -203,8 +230,9 @@ def test_every_trial_is_recorded(tmp_path):
     tracking.init_store(uri, "exp")
     df = trials.gaussian_trials(0.5, n=200, n_trials=4, seed=3)
     summary = trials.summarize_trials(df)
-    run_id = tracking.log_trials("gaussian", {"sigma0": 0.5}, df, summary, uri=uri, experiment_name="exp",
-                                 params={"n": 200})
+    run_id = tracking.log_trials(
+        "gaussian", {"sigma0": 0.5}, df, summary, uri=uri, experiment_name="exp", params={"n": 200}
+    )
     client = tracking.get_client(uri)
     for method in ("is", "ris", "ds"):
         hist = sorted(client.get_metric_history(run_id, f"error/{method}"), key=lambda m: m.step)
@@ -213,9 +241,12 @@ def test_every_trial_is_recorded(tmp_path):
         assert [m.value for m in hist] == pytest.approx(list(want))
     run = client.get_run(run_id)
     ds = summary[summary["method"] == "ds"].iloc[0]
-    assert run.data.metrics["bias/ds"] == pytest.approx(ds["bias"]) and run.data.metrics["mse/ds"] == pytest.approx(ds["mse"])
+    assert run.data.metrics["bias/ds"] == pytest.approx(ds["bias"]) and run.data.metrics["mse/ds"] == pytest.approx(
+        ds["mse"]
+    )
     assert run.data.params["sigma0"] == "0.5" and run.data.tags[tracking.KIND_TAG] == "trials"
     # re-logging the same setting replaces the run
     tracking.log_trials("gaussian", {"sigma0": 0.5}, df, summary, uri=uri, experiment_name="exp")
-    assert len(tracking.find_runs(tracking.trials_key("gaussian", {"sigma0": 0.5}), uri=uri,
-                                  experiment_name="exp")) == 1
+    assert (
+        len(tracking.find_runs(tracking.trials_key("gaussian", {"sigma0": 0.5}), uri=uri, experiment_name="exp")) == 1
+    )

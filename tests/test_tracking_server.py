@@ -29,12 +29,13 @@ import pytest
 
 pytest.importorskip("mlflow", reason="mlflow is not installed; tracking tests need it")
 
-import pg_fixture  # noqa: E402
-from conftest import model_samples, random_rbm  # noqa: E402
-from logzbench import tracking  # noqa: E402
-from logzbench.errors import TrackingError  # noqa: E402
-from logzbench.tracking.retries import _is_locked_error, _retry  # noqa: E402
-from logzbench.tracking.server import TrackingServer, check_backend_store_uri, free_port, server_command  # noqa: E402
+import pg_fixture
+from conftest import model_samples, random_rbm
+
+from logzbench import tracking
+from logzbench.errors import TrackingError
+from logzbench.tracking.retries import _is_locked_error, _retry
+from logzbench.tracking.server import TrackingServer, check_backend_store_uri, free_port, server_command
 
 REPO = Path(__file__).resolve().parents[1]
 N_JOBS = 16
@@ -57,8 +58,9 @@ def postgres():
     reason = pg_fixture.unavailable_reason()
     if reason:
         pytest.skip(reason)
-    pytest.importorskip("psycopg2", reason="psycopg2 (package psycopg2-binary, a dependency) is needed for "
-                                           "MLflow's PostgreSQL store")
+    pytest.importorskip(
+        "psycopg2", reason="psycopg2 (package psycopg2-binary, a dependency) is needed for MLflow's PostgreSQL store"
+    )
     with pg_fixture.PostgresCluster() as cluster:
         yield cluster
 
@@ -143,9 +145,12 @@ def test_backend_store_uri_checks(monkeypatch, tmp_path):
 
 def test_the_former_command_name_still_starts_the_server():
     """``python -m logzbench.tracking_server`` runs ``python -m logzbench.tracking.server`` (a note on stderr)."""
-    new, old = (subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True,
-                               env=_clean_env(), timeout=120) for module in ("logzbench.tracking.server",
-                                                                             "logzbench.tracking_server"))
+    new, old = (
+        subprocess.run(
+            [sys.executable, "-m", module, "--help"], capture_output=True, text=True, env=_clean_env(), timeout=120
+        )
+        for module in ("logzbench.tracking.server", "logzbench.tracking_server")
+    )
     assert new.returncode == old.returncode == 0, new.stderr + old.stderr
     assert old.stdout == new.stdout and "--backend-store-uri" in new.stdout and not new.stderr
     assert "python -m logzbench.tracking.server" in old.stderr
@@ -154,13 +159,22 @@ def test_the_former_command_name_still_starts_the_server():
 def test_transient_store_errors_are_retried_and_real_conflicts_are_not():
     """Concurrent upserts of one row on PostgreSQL (16 jobs creating the experiment's tags at once)
     are retried; an experiment name that exists, or any other error, is not."""
-    race = ('BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates unique constraint '
-            '"experiment_tag_pk"\nDETAIL:  Key (key, experiment_id)=(mlflow.experimentKind, 1) already exists.')
-    for text in (race, "(psycopg2.errors.DeadlockDetected) deadlock detected",
-                 "FATAL: sorry, too many clients already", "(sqlite3.OperationalError) database is locked"):
+    race = (
+        "BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates unique constraint "
+        '"experiment_tag_pk"\nDETAIL:  Key (key, experiment_id)=(mlflow.experimentKind, 1) already exists.'
+    )
+    for text in (
+        race,
+        "(psycopg2.errors.DeadlockDetected) deadlock detected",
+        "FATAL: sorry, too many clients already",
+        "(sqlite3.OperationalError) database is locked",
+    ):
         assert _is_locked_error(RuntimeError(text)), text
-    for text in ("RESOURCE_ALREADY_EXISTS: Experiment(name=x) already exists. Error: (psycopg2.errors.UniqueViolation) "
-                 "duplicate key value violates unique constraint", "INVALID_PARAMETER_VALUE: bad metric"):
+    for text in (
+        "RESOURCE_ALREADY_EXISTS: Experiment(name=x) already exists. Error: (psycopg2.errors.UniqueViolation) "
+        "duplicate key value violates unique constraint",
+        "INVALID_PARAMETER_VALUE: bad metric",
+    ):
         assert not _is_locked_error(RuntimeError(text)), text
     calls = []
 
@@ -201,22 +215,49 @@ def _tiny_model(d: Path) -> tuple[Path, Path]:
 
 
 def _settings(model: str) -> list[dict]:
-    return [{"model": model, "dataset": "tiny-data", "device": "cpu", "n_visible": 12, "family": "rbm",
-             "hidden_sizes": [8], "n_hidden": 8, "estimator": "ais", "method": "ais", "K": 5, "init": "uniform",
-             "seed": s, "schedule": "linear", "chains": 10, "n_examples": None} for s in SEEDS]
+    return [
+        {
+            "model": model,
+            "dataset": "tiny-data",
+            "device": "cpu",
+            "n_visible": 12,
+            "family": "rbm",
+            "hidden_sizes": [8],
+            "n_hidden": 8,
+            "estimator": "ais",
+            "method": "ais",
+            "K": 5,
+            "init": "uniform",
+            "seed": s,
+            "schedule": "linear",
+            "chains": 10,
+            "n_examples": None,
+        }
+        for s in SEEDS
+    ]
 
 
 #: one workflow estimate job, as workflow/scripts/estimate.py runs it (arguments from a JSON file)
-_JOB = ("import json, sys, time\nfrom logzbench.pipeline.warm import run_job\na = json.load(open(sys.argv[1]))\n"
-        "t0 = time.time()\n"
-        "run_job('logzbench.pipeline.jobs:run_estimate_sweep', log=a.pop('log'), threads=1, warm=a.pop('warm'), **a)\n"
-        "print('job interval', t0, time.time())\n")
+_JOB = (
+    "import json, sys, time\nfrom logzbench.pipeline.warm import run_job\na = json.load(open(sys.argv[1]))\n"
+    "t0 = time.time()\n"
+    "run_job('logzbench.pipeline.jobs:run_estimate_sweep', log=a.pop('log'), threads=1, warm=a.pop('warm'), **a)\n"
+    "print('job interval', t0, time.time())\n"
+)
 
 
 def _job_args(d: Path, j: int, model: Path, data: Path, uri: str, experiment: str, warm: bool) -> Path:
-    args = {"settings": _settings(f"load{j:02d}"), "model": str(model), "data": str(data),
-            "out_dir": str(d / f"job{j:02d}"), "tracking": {"enabled": True, "uri": uri, "experiment": experiment},
-            "ess_fraction": 0.1, "progress": False, "log": str(d / f"job{j:02d}.log"), "warm": warm}
+    args = {
+        "settings": _settings(f"load{j:02d}"),
+        "model": str(model),
+        "data": str(data),
+        "out_dir": str(d / f"job{j:02d}"),
+        "tracking": {"enabled": True, "uri": uri, "experiment": experiment},
+        "ess_fraction": 0.1,
+        "progress": False,
+        "log": str(d / f"job{j:02d}.log"),
+        "warm": warm,
+    }
     path = d / f"job{j:02d}.json"
     path.write_text(json.dumps(args))
     return path
@@ -232,8 +273,14 @@ def test_unreachable_server_fails_the_job_within_bounded_time(tmp_path, monkeypa
     uri = f"http://127.0.0.1:{free_port()}"
     t0 = time.monotonic()
     with pytest.raises(TrackingError) as err:
-        run_estimate_sweep(_settings("down"), model=model, data=data, out_dir=tmp_path / "out",
-                           tracking={"enabled": True, "uri": uri, "experiment": "x"}, log=lambda msg: None)
+        run_estimate_sweep(
+            _settings("down"),
+            model=model,
+            data=data,
+            out_dir=tmp_path / "out",
+            tracking={"enabled": True, "uri": uri, "experiment": "x"},
+            log=lambda msg: None,
+        )
     seconds = time.monotonic() - t0
     print(f"unreachable server: the job failed after {seconds:.1f} s: {err.value}")
     assert seconds < 60
@@ -254,9 +301,10 @@ def _check_postgres_store(server, postgres, experiment: str, run_ids: set[str]) 
     with psycopg2.connect(host="127.0.0.1", port=postgres.port, user=pg_fixture.PG_USER, dbname=db) as conn:
         with conn.cursor() as cur:
             cur.execute("SELECT experiment_id, artifact_location FROM experiments WHERE name = %s", (experiment,))
-            (exp_id, location), = cur.fetchall()
-            cur.execute("SELECT run_uuid, status FROM runs WHERE experiment_id = %s AND lifecycle_stage = 'active'",
-                        (exp_id,))
+            ((exp_id, location),) = cur.fetchall()
+            cur.execute(
+                "SELECT run_uuid, status FROM runs WHERE experiment_id = %s AND lifecycle_stage = 'active'", (exp_id,)
+            )
             live = dict(cur.fetchall())
     assert str(exp_id) == info["experiment_id"]
     assert set(live) == run_ids and set(live.values()) == {"FINISHED"}
@@ -267,11 +315,23 @@ def _check_postgres_store(server, postgres, experiment: str, run_ids: set[str]) 
 def _round(d: Path, jobs: list[Path], env: dict[str, str]) -> tuple[float, int]:
     """Run the jobs at once; (seconds, the most jobs running at one moment)."""
     t0 = time.monotonic()
-    procs = [subprocess.Popen([sys.executable, "-c", _JOB, str(a)], env=env, cwd=d, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for a in jobs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _JOB, str(a)],
+            env=env,
+            cwd=d,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for a in jobs
+    ]
     outs = [p.communicate(timeout=300)[0] for p in procs]
-    failed = [(a, p.returncode, o, Path(str(a).replace(".json", ".log")).read_text(errors="replace")[-3000:])
-              for a, p, o in zip(jobs, procs, outs) if p.returncode != 0]
+    failed = [
+        (a, p.returncode, o, Path(str(a).replace(".json", ".log")).read_text(errors="replace")[-3000:])
+        for a, p, o in zip(jobs, procs, outs)
+        if p.returncode != 0
+    ]
     assert not failed, failed[0]
     spans = [tuple(map(float, re.search(r"job interval (\S+) (\S+)", o).groups())) for o in outs]
     events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
@@ -307,9 +367,11 @@ def test_sixteen_parallel_estimate_jobs(server, postgres, tmp_path, rounds):
             recorded = {json.loads(p.read_text())["mlflow_run_id"] for p in tmp_path.glob("job*/*.json")}
             exp = client.get_experiment_by_name(experiment)
             deleted = client.search_runs([exp.experiment_id], run_view_type=ViewType.DELETED_ONLY, max_results=1000)
-            print(f"round {r + 1}: {N_JOBS} jobs in {seconds:.1f} s, {len(runs)} live runs "
-                  f"({len(keys)} keys, at most {max(keys.values())} per key), {len(deleted)} deleted, "
-                  f"up to {parallel} jobs running at once")
+            print(
+                f"round {r + 1}: {N_JOBS} jobs in {seconds:.1f} s, {len(runs)} live runs "
+                f"({len(keys)} keys, at most {max(keys.values())} per key), {len(deleted)} deleted, "
+                f"up to {parallel} jobs running at once"
+            )
             assert parallel >= N_JOBS // 2  # the jobs really ran at the same time
             assert len(runs) == len(expected) == N_JOBS * len(SEEDS)
             assert set(keys) == expected and set(keys.values()) == {1}
@@ -355,23 +417,57 @@ estimators:
   ais: {chains: 20}
 """
 WF_EXPERIMENT = "logzbench-server"
-WF_KEYS = {"estimate/digits-rbm8/exact/K-/-/seed-", "estimate/digits-rbm8/ais/K10/uniform/seed0",
-           "estimate/digits-rbm8/ais/K10/uniform/seed1"}
+WF_KEYS = {
+    "estimate/digits-rbm8/exact/K-/-/seed-",
+    "estimate/digits-rbm8/ais/K10/uniform/seed0",
+    "estimate/digits-rbm8/ais/K10/uniform/seed1",
+}
 
 
 def _snakemake(workdir: Path, uri: str, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--cores", "2", "--show-failed-logs", "--configfile", str(workdir / "small.yaml"), *args,
-           "--config", f"tracking={{'uri': '{uri}'}}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        "--show-failed-logs",
+        "--configfile",
+        str(workdir / "small.yaml"),
+        *args,
+        "--config",
+        f"tracking={{'uri': '{uri}'}}",
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=workdir)
 
 
 def _start_cli_server(backend: str, art: Path, port: int, log: Path) -> subprocess.Popen:
     """``python -m logzbench.tracking.server ...`` as the README says; returns once it is ready."""
-    proc = subprocess.Popen([sys.executable, "-m", "logzbench.tracking.server", "--backend-store-uri", backend,
-                             "--artifacts-destination", str(art), "--port", str(port), "--workers", "1",
-                             "--log", str(log)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=_clean_env())
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "logzbench.tracking.server",
+            "--backend-store-uri",
+            backend,
+            "--artifacts-destination",
+            str(art),
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--log",
+            str(log),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_clean_env(),
+    )
     first = proc.stdout.readline()
     assert first.startswith(f"MLflow tracking server ready: http://127.0.0.1:{port}"), first + proc.stdout.read()
     return proc
@@ -414,8 +510,10 @@ def test_workflow_against_the_server_stops_clearly_and_resumes(postgres, tmp_pat
     assert message in out, out[-5000:]
     (snakelog,) = sorted((tmp_path / ".snakemake" / "log").glob("*.snakemake.log"))[-1:]
     assert message in snakelog.read_text()
-    print(f"workflow with the server down: failed after {seconds:.0f} s; Snakemake's log: "
-          + next(line.strip() for line in snakelog.read_text().splitlines() if message in line)[:300])
+    print(
+        f"workflow with the server down: failed after {seconds:.0f} s; Snakemake's log: "
+        + next(line.strip() for line in snakelog.read_text().splitlines() if message in line)[:300]
+    )
 
     srv = _start_cli_server(backend, art, port, log)
     try:
@@ -429,8 +527,10 @@ def test_workflow_against_the_server_stops_clearly_and_resumes(postgres, tmp_pat
         exact_before = {r.info.run_id for r in first if "/exact/" in r.data.tags[tracking.KEY_TAG]}
         exact_after = {r.info.run_id for r in est if "/exact/" in r.data.tags[tracking.KEY_TAG]}
         assert exact_before == exact_after  # the finished sweep was not redone
-        records = {json.loads(p.read_text())["mlflow_run_id"]
-                   for p in (tmp_path / "results" / "estimates" / "digits-rbm8").rglob("*.json")}
+        records = {
+            json.loads(p.read_text())["mlflow_run_id"]
+            for p in (tmp_path / "results" / "estimates" / "digits-rbm8").rglob("*.json")
+        }
         assert records == {r.info.run_id for r in est}
         assert "Nothing to be done" in (lambda p: p.stdout + p.stderr)(_snakemake(tmp_path, uri, "-n", env=env))
     finally:

@@ -50,8 +50,11 @@ def _base_rate_log_likelihood(train: np.ndarray, test: np.ndarray) -> float:
 
 
 # --------------------------------------------------------------------------- learning
-@pytest.mark.parametrize("hyper", [dict(method="cd"), dict(method="pcd", lr_schedule="linear", final_momentum=0.5,
-                                                             learning_rate=0.1)], ids=["cd1", "pcd1"])
+@pytest.mark.parametrize(
+    "hyper",
+    [dict(method="cd"), dict(method="pcd", lr_schedule="linear", final_momentum=0.5, learning_rate=0.1)],
+    ids=["cd1", "pcd1"],
+)
 def test_training_beats_initial_and_base_rate_models(data, hyper):
     train, test = data
     model, history = train_rbm(train, test, **{**FAST, **hyper})
@@ -93,9 +96,15 @@ def test_pseudo_log_likelihood_is_unbiased():
     rows = torch.tensor([[1.0, 0, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 0]])
     # Analytic per-bit conditionals log p(v_i | v_-i) = log sigmoid(log f(v) - log f(v with bit i flipped)).
     log_f = rbm.log_unnormalized_marginal(rows)
-    per_bit = torch.stack([
-        torch.nn.functional.logsigmoid(log_f - rbm.log_unnormalized_marginal(
-            torch.where(torch.arange(n) == i, 1 - rows, rows))) for i in range(n)], dim=1)
+    per_bit = torch.stack(
+        [
+            torch.nn.functional.logsigmoid(
+                log_f - rbm.log_unnormalized_marginal(torch.where(torch.arange(n) == i, 1 - rows, rows))
+            )
+            for i in range(n)
+        ],
+        dim=1,
+    )
     exact_pl = float(per_bit.sum(1).mean())
     repeats = 20000
     estimate = pseudo_log_likelihood(rbm, rows.repeat(repeats, 1), torch.Generator().manual_seed(0))
@@ -148,10 +157,20 @@ def test_sklearn_params_and_clone():
 def test_history_keys_and_values(cd_fit):
     history = cd_fit.history_
     assert [row["epoch"] for row in history] == list(range(FAST["n_epochs"] + 1))
-    expected = {"epoch", "learning_rate", "momentum", "seconds", "eval_seconds", "log_z",
-                "train_reconstruction_error", "test_reconstruction_error",
-                "train_pseudo_log_likelihood", "test_pseudo_log_likelihood",
-                "train_log_likelihood", "test_log_likelihood"}
+    expected = {
+        "epoch",
+        "learning_rate",
+        "momentum",
+        "seconds",
+        "eval_seconds",
+        "log_z",
+        "train_reconstruction_error",
+        "test_reconstruction_error",
+        "train_pseudo_log_likelihood",
+        "test_pseudo_log_likelihood",
+        "train_log_likelihood",
+        "test_log_likelihood",
+    }
     for row in history:
         assert set(row) == expected
         assert all(math.isfinite(value) for value in row.values())
@@ -164,8 +183,9 @@ def test_history_without_test_set_or_exact(data):
     train, _ = data
     history = RBMTrainer(**{**FAST, "n_epochs": 4}, exact_ll_max_units=4, eval_every=3).fit(train).history_
     metrics = {"train_reconstruction_error", "train_pseudo_log_likelihood"}
-    assert all(set(row) == {"epoch", "learning_rate", "momentum", "seconds", "eval_seconds"} | metrics
-               for row in history)
+    assert all(
+        set(row) == {"epoch", "learning_rate", "momentum", "seconds", "eval_seconds"} | metrics for row in history
+    )
     evaluated = [row["epoch"] for row in history if math.isfinite(row["train_reconstruction_error"])]
     assert evaluated == [0, 3, 4]  # epoch 0, every 3rd, and the last
 
@@ -192,7 +212,9 @@ def test_history_to_csv_roundtrip(cd_fit, tmp_path):
 
 def test_callback_sees_every_record(data):
     seen = []
-    trainer = RBMTrainer(**{**FAST, "n_epochs": 2}).fit(data[0][:200], callback=lambda row, m: seen.append(row["epoch"]))
+    trainer = RBMTrainer(**{**FAST, "n_epochs": 2}).fit(
+        data[0][:200], callback=lambda row, m: seen.append(row["epoch"])
+    )
     assert seen == [0, 1, 2] and len(trainer.history_) == 3
 
 
@@ -207,9 +229,18 @@ def test_presets_train(name, data):
 def test_upadhya_sastry_presets_follow_the_paper():
     for name, n_hidden in (("us-rbm20", 20), ("us-rbm200", 200), ("us-rbm500", 500)):
         p = TRAIN_PRESETS[name]
-        assert (p["n_hidden"], p["method"], p["k"], p["learning_rate"], p["batch_size"], p["weight_decay"],
-                p["initial_momentum"], p["final_momentum"], p["momentum_switch_epoch"], p["init"]) == (
-            n_hidden, "cd", 20, 0.1, 100, 0.001, 0.5, 0.9, 5, "uniform_sqrt")
+        assert (
+            p["n_hidden"],
+            p["method"],
+            p["k"],
+            p["learning_rate"],
+            p["batch_size"],
+            p["weight_decay"],
+            p["initial_momentum"],
+            p["final_momentum"],
+            p["momentum_switch_epoch"],
+            p["init"],
+        ) == (n_hidden, "cd", 20, 0.1, 100, 0.001, 0.5, 0.9, 5, "uniform_sqrt")
 
 
 def test_uniform_sqrt_initialisation(data):
@@ -221,20 +252,23 @@ def test_uniform_sqrt_initialisation(data):
 
 
 # --------------------------------------------------------------------------- validation
-@pytest.mark.parametrize("bad, match", [
-    (dict(method="foo"), "method"),
-    (dict(k=0), "k must be >= 1"),
-    (dict(batch_size=0), "batch_size must be >= 1"),
-    (dict(n_hidden=2.5), "n_hidden must be an integer"),
-    (dict(learning_rate=-0.1), "learning_rate"),
-    (dict(final_momentum=1.0), "final_momentum"),
-    (dict(lr_schedule="cosine"), "lr_schedule"),
-    (dict(lr_decay=0.0), "lr_decay"),
-    (dict(init="xavier"), "init"),
-    (dict(weight_decay=float("nan")), "weight_decay"),
-    (dict(n_persistent_chains=0), "n_persistent_chains"),
-    (dict(exact_ll_max_units=40), "exact_ll_max_units"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(method="foo"), "method"),
+        (dict(k=0), "k must be >= 1"),
+        (dict(batch_size=0), "batch_size must be >= 1"),
+        (dict(n_hidden=2.5), "n_hidden must be an integer"),
+        (dict(learning_rate=-0.1), "learning_rate"),
+        (dict(final_momentum=1.0), "final_momentum"),
+        (dict(lr_schedule="cosine"), "lr_schedule"),
+        (dict(lr_decay=0.0), "lr_decay"),
+        (dict(init="xavier"), "init"),
+        (dict(weight_decay=float("nan")), "weight_decay"),
+        (dict(n_persistent_chains=0), "n_persistent_chains"),
+        (dict(exact_ll_max_units=40), "exact_ll_max_units"),
+    ],
+)
 def test_invalid_hyperparameters(bad, match, data):
     with pytest.raises(ValueError, match=match):
         RBMTrainer(**{**FAST, **bad}).fit(data[0][:50])

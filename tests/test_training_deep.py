@@ -9,7 +9,6 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from conftest import CLUSTERED_N_VISIBLE
 
 from logzbench.cli import main
@@ -32,10 +31,20 @@ from logzbench.training import (
 from logzbench.training.dbn import _DBNEvaluator
 
 N_VISIBLE = CLUSTERED_N_VISIBLE
-DBM_FAST = dict(hidden_sizes=[8, 6], pretrain_epochs=10, pretrain_learning_rate=0.1, batch_size=20, n_epochs=10,
-                learning_rate=0.01, final_momentum=0.5, eval_every=5, seed=0)
-DBN_FAST = dict(hidden_sizes=[8, 8], n_epochs=30, learning_rate=0.1, batch_size=20, top_lr_schedule="linear",
-                eval_every=10, seed=0)
+DBM_FAST = dict(
+    hidden_sizes=[8, 6],
+    pretrain_epochs=10,
+    pretrain_learning_rate=0.1,
+    batch_size=20,
+    n_epochs=10,
+    learning_rate=0.01,
+    final_momentum=0.5,
+    eval_every=5,
+    seed=0,
+)
+DBN_FAST = dict(
+    hidden_sizes=[8, 8], n_epochs=30, learning_rate=0.1, batch_size=20, top_lr_schedule="linear", eval_every=10, seed=0
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +78,18 @@ def _dbm_params(model: DBM) -> list[np.ndarray]:
 
 
 def _dbn_params(model: DBN) -> list[np.ndarray]:
-    return [t.numpy() for t in (model.W_1, model.bias_0, model.top.W, model.top.visible_bias, model.top.hidden_bias,
-                                model.recognition_W, model.recognition_bias)]
+    return [
+        t.numpy()
+        for t in (
+            model.W_1,
+            model.bias_0,
+            model.top.W,
+            model.top.visible_bias,
+            model.top.hidden_bias,
+            model.recognition_W,
+            model.recognition_bias,
+        )
+    ]
 
 
 def _joint(history):
@@ -91,8 +110,16 @@ def test_dbm_pretraining_and_joint_training_raise_exact_likelihood(dbm_fit, data
 
 
 def test_dbm_from_random_initialisation_improves(data, base_rate_ll):
-    hyper = dict(hidden_sizes=[8, 6], pretrain_epochs=0, n_epochs=12, learning_rate=0.05, batch_size=20,
-                 final_momentum=0.5, eval_every=100, seed=1)
+    hyper = dict(
+        hidden_sizes=[8, 6],
+        pretrain_epochs=0,
+        n_epochs=12,
+        learning_rate=0.05,
+        batch_size=20,
+        final_momentum=0.5,
+        eval_every=100,
+        seed=1,
+    )
     trainer = DBMTrainer(**hyper).fit(*data)
     joint = _joint(trainer.history_)
     assert [row["epoch"] for row in trainer.history_] == list(range(13))  # no pretraining records
@@ -114,10 +141,23 @@ def test_dbm_history_and_model(dbm_fit, data):
     history, L = dbm_fit.history_, 2
     keys = list(history[0])
     assert all(list(row) == keys for row in history)
-    assert {"phase", "layer", "epoch", "learning_rate", "momentum", "seconds", "eval_seconds",
-            "layer_reconstruction_error", "train_reconstruction_error", "test_reconstruction_error",
-            "train_mean_field_bound", "test_mean_field_bound", "log_z", "train_log_likelihood",
-            "test_log_likelihood"} == set(keys)
+    assert {
+        "phase",
+        "layer",
+        "epoch",
+        "learning_rate",
+        "momentum",
+        "seconds",
+        "eval_seconds",
+        "layer_reconstruction_error",
+        "train_reconstruction_error",
+        "test_reconstruction_error",
+        "train_mean_field_bound",
+        "test_mean_field_bound",
+        "log_z",
+        "train_log_likelihood",
+        "test_log_likelihood",
+    } == set(keys)
     pre = [row for row in history if row["phase"] == "pretrain"]
     assert [(row["layer"], row["epoch"]) for row in pre] == [(l, e) for l in range(1, L + 1) for e in range(1, 11)]
     for layer in (1, 2):  # each pretrained RBM learns to reconstruct its input
@@ -208,8 +248,14 @@ def test_dbn_history(dbn_fit):
     keys = list(history[0])
     assert all(list(row) == keys for row in history)
     assert [(row["layer"], row["epoch"]) for row in history] == [(l, e) for l in (1, 2) for e in range(31)]
-    for key in ("rbm_test_log_likelihood", "rbm_train_reconstruction_error", "log_z", "test_log_likelihood",
-                "train_variational_bound", "test_variational_bound"):
+    for key in (
+        "rbm_test_log_likelihood",
+        "rbm_train_reconstruction_error",
+        "log_z",
+        "test_log_likelihood",
+        "train_variational_bound",
+        "test_variational_bound",
+    ):
         assert key in keys
     assert all(math.isnan(row["test_log_likelihood"]) for row in history if row["layer"] == 1)
     evaluated = [row["epoch"] for row in history if row["layer"] == 2 and math.isfinite(row["test_log_likelihood"])]
@@ -235,12 +281,15 @@ def test_same_seed_same_model(data, family):
 
 
 # --------------------------------------------------------------------------- divergence and validation
-@pytest.mark.parametrize("family, bad, where", [
-    ("dbm", dict(pretrain_learning_rate=1e38), "pretraining"),
-    ("dbm", dict(pretrain_epochs=0, learning_rate=1e38), "joint"),
-    ("dbn", dict(learning_rate=1e38), "layer 1"),
-    ("dbn", dict(top_learning_rate=1e38), "layer 2"),
-])
+@pytest.mark.parametrize(
+    "family, bad, where",
+    [
+        ("dbm", dict(pretrain_learning_rate=1e38), "pretraining"),
+        ("dbm", dict(pretrain_epochs=0, learning_rate=1e38), "joint"),
+        ("dbn", dict(learning_rate=1e38), "layer 1"),
+        ("dbn", dict(top_learning_rate=1e38), "layer 2"),
+    ],
+)
 def test_divergence_is_reported(data, family, bad, where):
     hyper = {**(DBM_FAST if family == "dbm" else DBN_FAST), "pretrain_epochs": 2, "n_epochs": 3, **bad}
     if family == "dbn":
@@ -250,37 +299,43 @@ def test_divergence_is_reported(data, family, bad, where):
     assert where in str(info.value)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(hidden_sizes=[]), "hidden_sizes must be a non-empty list"),
-    (dict(hidden_sizes=[8, -3]), "positive integers; entry 1 is -3"),
-    (dict(hidden_sizes=[8, 2.5]), "positive integers"),
-    (dict(hidden_sizes="8,4"), "hidden_sizes must be a non-empty list"),
-    (dict(hidden_sizes=8), "hidden_sizes must be a non-empty list"),
-    (dict(n_epochs=-1), "n_epochs must be >= 0"),
-    (dict(k=0), "k must be >= 1"),
-    (dict(batch_size=0), "batch_size must be >= 1"),
-    (dict(n_persistent_chains=0), "n_persistent_chains"),
-    (dict(learning_rate=-0.1), "learning_rate"),
-    (dict(lr_schedule="cosine"), "lr_schedule"),
-    (dict(pretrain_activities="binary"), "pretrain_activities"),
-    (dict(final_momentum=1.0), "final_momentum"),
-    (dict(exact_ll_max_units=40), "exact_ll_max_units"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(hidden_sizes=[]), "hidden_sizes must be a non-empty list"),
+        (dict(hidden_sizes=[8, -3]), "positive integers; entry 1 is -3"),
+        (dict(hidden_sizes=[8, 2.5]), "positive integers"),
+        (dict(hidden_sizes="8,4"), "hidden_sizes must be a non-empty list"),
+        (dict(hidden_sizes=8), "hidden_sizes must be a non-empty list"),
+        (dict(n_epochs=-1), "n_epochs must be >= 0"),
+        (dict(k=0), "k must be >= 1"),
+        (dict(batch_size=0), "batch_size must be >= 1"),
+        (dict(n_persistent_chains=0), "n_persistent_chains"),
+        (dict(learning_rate=-0.1), "learning_rate"),
+        (dict(lr_schedule="cosine"), "lr_schedule"),
+        (dict(pretrain_activities="binary"), "pretrain_activities"),
+        (dict(final_momentum=1.0), "final_momentum"),
+        (dict(exact_ll_max_units=40), "exact_ll_max_units"),
+    ],
+)
 def test_dbm_invalid_hyperparameters(data, bad, match):
     with pytest.raises(ValueError, match=match):
         DBMTrainer(**{**DBM_FAST, **bad}).fit(data[0][:50])
 
 
-@pytest.mark.parametrize("bad, match", [
-    (dict(hidden_sizes=[8]), "exactly 2 entries"),
-    (dict(hidden_sizes=[8, 0]), "positive integers"),
-    (dict(hidden_sizes=[]), "non-empty"),
-    (dict(method="foo"), "method"),
-    (dict(top_method="foo"), "top RBM"),
-    (dict(top_k=0), "top RBM.*k must be >= 1"),
-    (dict(top_samples_per_row=0), "top_samples_per_row"),
-    (dict(exact_ll_max_units=30), "exact_ll_max_units"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (dict(hidden_sizes=[8]), "exactly 2 entries"),
+        (dict(hidden_sizes=[8, 0]), "positive integers"),
+        (dict(hidden_sizes=[]), "non-empty"),
+        (dict(method="foo"), "method"),
+        (dict(top_method="foo"), "top RBM"),
+        (dict(top_k=0), "top RBM.*k must be >= 1"),
+        (dict(top_samples_per_row=0), "top_samples_per_row"),
+        (dict(exact_ll_max_units=30), "exact_ll_max_units"),
+    ],
+)
 def test_dbn_invalid_hyperparameters(data, bad, match):
     with pytest.raises(ValueError, match=match):
         DBNTrainer(**{**DBN_FAST, **bad}).fit(data[0][:50])
@@ -334,8 +389,12 @@ def test_every_preset_is_accepted_by_its_trainer(name):
 
 
 def test_deep_presets_match_the_paper_architectures():
-    expected = {"mnist-dbm-500-1000": ("dbm", [500, 1000]), "omniglot-dbm-1000-1000": ("dbm", [1000, 1000]),
-                "mnist-dbn-500-2000": ("dbn", [500, 2000]), "omniglot-dbn-1000-1000": ("dbn", [1000, 1000])}
+    expected = {
+        "mnist-dbm-500-1000": ("dbm", [500, 1000]),
+        "omniglot-dbm-1000-1000": ("dbm", [1000, 1000]),
+        "mnist-dbn-500-2000": ("dbn", [500, 2000]),
+        "omniglot-dbn-1000-1000": ("dbn", [1000, 1000]),
+    }
     for name, (family, sizes) in expected.items():
         assert (MODEL_PRESETS[name]["family"], MODEL_PRESETS[name]["hidden_sizes"]) == (family, sizes)
     assert MODEL_PRESETS["mnist-dbm-500-1000"]["n_persistent_chains"] == 100
@@ -358,14 +417,37 @@ def prepared(tmp_path, data):
     return path
 
 
-@pytest.mark.parametrize("family, sizes, extra, expected", [
-    ("dbm", "6,4", ["--set", "pretrain_epochs=2", "--k", "2"], (N_VISIBLE, 6, 4)),
-    ("dbn", "6,4", ["--method", "pcd"], (N_VISIBLE, 6, 4)),
-])
+@pytest.mark.parametrize(
+    "family, sizes, extra, expected",
+    [
+        ("dbm", "6,4", ["--set", "pretrain_epochs=2", "--k", "2"], (N_VISIBLE, 6, 4)),
+        ("dbn", "6,4", ["--method", "pcd"], (N_VISIBLE, 6, 4)),
+    ],
+)
 def test_cli_train_deep(tmp_path, prepared, capsys, family, sizes, extra, expected):
     out, hist = tmp_path / "model.npz", tmp_path / "history.csv"
-    rc = main(["train", "--data", str(prepared), "--out", str(out), "--family", family, "--hidden-sizes", sizes,
-               "--epochs", "2", "--batch-size", "20", "--seed", "1", "--history", str(hist), *extra])
+    rc = main(
+        [
+            "train",
+            "--data",
+            str(prepared),
+            "--out",
+            str(out),
+            "--family",
+            family,
+            "--hidden-sizes",
+            sizes,
+            "--epochs",
+            "2",
+            "--batch-size",
+            "20",
+            "--seed",
+            "1",
+            "--history",
+            str(hist),
+            *extra,
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     model = load_model(out)
     assert model.family == family and tuple(model.layer_sizes) == expected
@@ -375,19 +457,37 @@ def test_cli_train_deep(tmp_path, prepared, capsys, family, sizes, extra, expect
 
 def test_cli_train_preset_with_overrides(tmp_path, prepared, capsys):
     out = tmp_path / "model.npz"
-    rc = main(["train", "--data", str(prepared), "--out", str(out), "--preset", "mnist-dbm-500-1000",
-               "--hidden-sizes", "5,3", "--epochs", "1", "--set", "pretrain_epochs=1"])
+    rc = main(
+        [
+            "train",
+            "--data",
+            str(prepared),
+            "--out",
+            str(out),
+            "--preset",
+            "mnist-dbm-500-1000",
+            "--hidden-sizes",
+            "5,3",
+            "--epochs",
+            "1",
+            "--set",
+            "pretrain_epochs=1",
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     model = load_model(out)
     assert isinstance(model, DBM) and model.layer_sizes == (N_VISIBLE, 5, 3)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--family", "dbm"], "needs --hidden-sizes"),
-    (["--family", "dbm", "--hidden-sizes", "4,x"], "comma-separated integers"),
-    (["--family", "dbm", "--hidden-sizes", "4,3", "--method", "cd"], "unknown hyperparameter"),
-    (["--preset", "no-such-preset"], "unknown preset"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--family", "dbm"], "needs --hidden-sizes"),
+        (["--family", "dbm", "--hidden-sizes", "4,x"], "comma-separated integers"),
+        (["--family", "dbm", "--hidden-sizes", "4,3", "--method", "cd"], "unknown hyperparameter"),
+        (["--preset", "no-such-preset"], "unknown preset"),
+    ],
+)
 def test_cli_train_errors(tmp_path, prepared, capsys, args, message):
     rc = main(["train", "--data", str(prepared), "--out", str(tmp_path / "m.npz"), *args])
     assert rc == 2 and message in capsys.readouterr().err

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from logzbench.models.bilinear import BilinearGenerative
-from logzbench.models.linear_generative import LinearGenerative
 from logzbench import schedules
 from logzbench.estimators.ais import ais
+from logzbench.models.bilinear import BilinearGenerative
+from logzbench.models.linear_generative import LinearGenerative
 from logzbench.training.em import posterior_path, train_em
 
 SIGMA_N = 0.1
@@ -120,8 +120,14 @@ def test_em_laplace_smoke(kernel):
     true = LinearGenerative.random(4, 3, prior="laplace", sigma_n=SIGMA_N, seed=21)
     X = true.sample(600, torch.Generator().manual_seed(2))
     kw = {} if kernel == "hmc" else {"n_leapfrog": 1, "n_transitions": 20}
-    model, history = train_em(LinearGenerative.random(4, 3, prior="laplace", sigma_n=SIGMA_N, seed=22), X,
-                              n_iter=12, seed=1, kernel=kernel, **kw)
+    model, history = train_em(
+        LinearGenerative.random(4, 3, prior="laplace", sigma_n=SIGMA_N, seed=22),
+        X,
+        n_iter=12,
+        seed=1,
+        kernel=kernel,
+        **kw,
+    )
     assert isinstance(model, LinearGenerative) and model.family == "linear-laplace"
     assert history[-1]["objective"] < history[0]["objective"] - 0.5
     assert history[-1]["recon"] < history[0]["recon"]
@@ -147,11 +153,17 @@ def test_posterior_path_normaliser_is_the_likelihood():
     energy1): exact with equal weights when Phi = 0 (Eq. 41), and close for a Gaussian model."""
     x = torch.randn(1, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     zero = LinearGenerative(torch.zeros(4, 2), sigma_n=0.3, prior="laplace")
-    res = ais(posterior_path(zero, x.expand(32, 4)), schedules.linear(10), 32, torch.Generator().manual_seed(1),
-              n_bootstrap=0)
+    res = ais(
+        posterior_path(zero, x.expand(32, 4)), schedules.linear(10), 32, torch.Generator().manual_seed(1), n_bootstrap=0
+    )
     assert np.ptp(res.log_weights) < 1e-10
     assert res.log_z == pytest.approx(float(zero.exact_log_likelihood(x)), abs=1e-10)
     model = LinearGenerative.random(4, 2, sigma_n=0.3, seed=1)
-    res = ais(posterior_path(model, x.expand(500, 4), step_size=0.1), schedules.linear(300), 500,
-              torch.Generator().manual_seed(2), n_bootstrap=0)
+    res = ais(
+        posterior_path(model, x.expand(500, 4), step_size=0.1),
+        schedules.linear(300),
+        500,
+        torch.Generator().manual_seed(2),
+        n_bootstrap=0,
+    )
     assert abs(res.log_z - float(model.exact_log_likelihood(x))) < 4 * res.log_z_stderr + 1e-3

@@ -72,13 +72,26 @@ def test_summarize_trials_matches_numpy():
             for t in range(7):
                 e = float(rng.normal(0.1, 0.3))
                 se = 0.0 if m == "mf-bound" else float(rng.uniform(0.05, 0.4))
-                rows.append({"experiment": "gaussian", "sigma0": s0, "sigma": 1.0, "trial": t, "seed": 0,
-                             "method": m, "log_z": 1.0 + e, "log_z_stderr": se, "truth": 1.0, "error": e,
-                             "n": 10, "seconds": 0.0})
+                rows.append(
+                    {
+                        "experiment": "gaussian",
+                        "sigma0": s0,
+                        "sigma": 1.0,
+                        "trial": t,
+                        "seed": 0,
+                        "method": m,
+                        "log_z": 1.0 + e,
+                        "log_z_stderr": se,
+                        "truth": 1.0,
+                        "error": e,
+                        "n": 10,
+                        "seconds": 0.0,
+                    }
+                )
     df = pd.DataFrame(rows).reindex(columns=list(trials.TRIAL_COLUMNS))
     s = trials.summarize_trials(df)
     assert len(s) == 6
-    assert list(s.columns[-len(trials.SUMMARY_COLUMNS):]) == list(trials.SUMMARY_COLUMNS)
+    assert list(s.columns[-len(trials.SUMMARY_COLUMNS) :]) == list(trials.SUMMARY_COLUMNS)
     for _, r in s.iterrows():
         g = df[(df["sigma0"] == r["sigma0"]) & (df["method"] == r["method"])]
         e, se = g["error"].to_numpy(), g["log_z_stderr"].to_numpy()
@@ -182,9 +195,16 @@ def test_grid_reference_factory():
 # --------------------------------------------------------------------------- plots
 def test_method_styles_follow_the_registry():
     order = list(trials.METHOD_STYLES)
-    assert order[:len(trials.METHODS)] == list(trials.METHODS)
-    assert order[len(trials.METHODS):] == ["ais", "reverse-ais", "avg-ais-reverse-ais", "ads-multinomial", "ads",
-                                           "mf-bound", "trw-bound"]
+    assert order[: len(trials.METHODS)] == list(trials.METHODS)
+    assert order[len(trials.METHODS) :] == [
+        "ais",
+        "reverse-ais",
+        "avg-ais-reverse-ais",
+        "ads-multinomial",
+        "ads",
+        "mf-bound",
+        "trw-bound",
+    ]
     for method, style in trials.METHOD_STYLES.items():
         if method not in registry.ESTIMATORS:
             continue
@@ -208,8 +228,7 @@ def _read_png(path):
 def test_plot_gaussian_figure(tmp_path):
     s = trials.summarize_trials(pd.concat([trials.gaussian_trials(s0, 60, 3, seed=0) for s0 in (0.5, 1.0, 2.0)]))
     out = tmp_path / "new" / "dir" / "fig1.png"
-    assert trials.plot_trials(s, out, x="sigma0", title="Fig. 1",
-                              methods=["is", "ris", "is-select", "ds"]) == out
+    assert trials.plot_trials(s, out, x="sigma0", title="Fig. 1", methods=["is", "ris", "is-select", "ds"]) == out
     assert out.stat().st_size > 0
     _read_png(out)
     assert sorted(p.name for p in out.parent.iterdir()) == ["fig1.png"]
@@ -230,30 +249,45 @@ def test_plot_grid_figure_with_panels(tmp_path, grid_runs):
 
 
 # --------------------------------------------------------------------------- validation
-@pytest.mark.parametrize("kwargs, match", [
-    ({"sigma0": 0.0}, "sigma0"),
-    ({"sigma0": -1.0}, "sigma0"),
-    ({"n": 1}, "n "),
-    ({"n_trials": 0}, "n_trials"),
-    ({"seed": -1}, "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"sigma0": 0.0}, "sigma0"),
+        ({"sigma0": -1.0}, "sigma0"),
+        ({"n": 1}, "n "),
+        ({"n_trials": 0}, "n_trials"),
+        ({"seed": -1}, "seed"),
+    ],
+)
 def test_gaussian_trials_bad_inputs(kwargs, match):
     args = {"sigma0": 1.0, "n": 10, "n_trials": 2, "seed": 0, **kwargs}
     with pytest.raises(ValueError, match=match):
         trials.gaussian_trials(**args)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"reference": "gibbs"}, "unknown reference 'gibbs'"),
-    ({"n": 1}, "n "),
-    ({"n_trials": 0}, "n_trials"),
-    ({"burn_in": -1}, "burn_in"),
-    ({"sigma_pair": -0.5}, "sigma_pair"),
-    ({"height": 0}, "height"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"reference": "gibbs"}, "unknown reference 'gibbs'"),
+        ({"n": 1}, "n "),
+        ({"n_trials": 0}, "n_trials"),
+        ({"burn_in": -1}, "burn_in"),
+        ({"sigma_pair": -0.5}, "sigma_pair"),
+        ({"height": 0}, "height"),
+    ],
+)
 def test_grid_trials_bad_inputs(kwargs, match):
-    args = {"height": 3, "width": 3, "sigma_pair": 0.5, "reference": "uniform", "n": 10, "n_trials": 1, "seed": 0,
-            "burn_in": 1, **kwargs}
+    args = {
+        "height": 3,
+        "width": 3,
+        "sigma_pair": 0.5,
+        "reference": "uniform",
+        "n": 10,
+        "n_trials": 1,
+        "seed": 0,
+        "burn_in": 1,
+        **kwargs,
+    }
     with pytest.raises(ValueError, match=match):
         trials.grid_trials(**args)
 

@@ -136,7 +136,7 @@ def test_bit_for_bit_the_cpu_kernels_draws(dtype, logits):
         x = (rng.normal(size=n) * 5).astype(dt)
         t = C._table(dt)[rng.integers(1, 256, n // 4)]
         x[: n // 4] = t
-        x[n // 4: n // 2] = np.nextafter(t, dt(-np.inf))
+        x[n // 4 : n // 2] = np.nextafter(t, dt(-np.inf))
         scale = 1.0
     else:
         x = rng.uniform(-0.1, 1.1, n).astype(dt)
@@ -204,13 +204,22 @@ def test_tiny_probabilities_are_decided_exactly(dtype, logits):
     r, K, K2 = _tiny_key_words()
     cases = []  # (probability, logit, expected)
     if not logits:
-        cases += [((K + 1) / 2**60, None, 1.0), (K / 2**60, None, 0.0), ((K - 1) / 2**60, None, 0.0),
-                  ((K + 2**20) / 2**60, None, 1.0)]
+        cases += [
+            ((K + 1) / 2**60, None, 1.0),
+            (K / 2**60, None, 0.0),
+            ((K - 1) / 2**60, None, 0.0),
+            ((K + 2**20) / 2**60, None, 1.0),
+        ]
         for phi in (0.25, 0.5, 0.75):  # floor(2^52 f) = K: a second round compares K2 with phi 2^52
             cases.append(((K + phi) / 2**60, None, float(K2 < phi * TWO52)))
     elif dtype == torch.float64:
-        cases += [(None, logit((K + 2) / 2**60), 1.0), (None, logit((K - 1) / 2**60), 0.0),
-                  (None, -30.0, 0.0), (None, logit(1e-9), 0.0), (None, logit(2e-9), 1.0)]
+        cases += [
+            (None, logit((K + 2) / 2**60), 1.0),
+            (None, logit((K - 1) / 2**60), 0.0),
+            (None, -30.0, 0.0),
+            (None, logit(1e-9), 0.0),
+            (None, logit(2e-9), 1.0),
+        ]
     else:  # float32 logits: the float32 neighbours around the boundary, far from it in units of K
         z = np.nextafter(np.float32(logit(K / 2**60)), np.float32(-np.inf))
         for _ in range(3):
@@ -325,14 +334,24 @@ def test_same_key_same_draws_other_key_other_draws():
 def test_independent_of_the_block_size(logits):
     g = torch.Generator().manual_seed(3)
     n = 100_000 if CUDA else 1000
-    x = (torch.randn(n, generator=g, dtype=torch.float64) * 4 if logits
-         else torch.rand(n, generator=g, dtype=torch.float64)).to(DEV)
+    x = (
+        torch.randn(n, generator=g, dtype=torch.float64) * 4
+        if logits
+        else torch.rand(n, generator=g, dtype=torch.float64)
+    ).to(DEV)
     key = make_key(123, 456)
     ref = draw(x, 1.0 if logits else 256.0, logits, key).cpu()
     blocks = [16, 256, 4096, None] if CUDA else [32, 256]
     for block in blocks:
-        got = tk.bernoulli_(x, 1.0 if logits else 256.0, logits, key, table(x.dtype) if logits else None,
-                            torch.empty_like(x), _block=block).cpu()
+        got = tk.bernoulli_(
+            x,
+            1.0 if logits else 256.0,
+            logits,
+            key,
+            table(x.dtype) if logits else None,
+            torch.empty_like(x),
+            _block=block,
+        ).cpu()
         assert torch.equal(got, ref), block
 
 
@@ -378,8 +397,9 @@ def _reference_increment(x, bf, bt, v=None, dv=None):
     return inc
 
 
-@pytest.mark.parametrize("rows, cols, nv, block", [(6, 50, 13, None), (4, 300, 0, 64), (5, 3, 2000, None),
-                                                   (3, 0, 7, None)])
+@pytest.mark.parametrize(
+    "rows, cols, nv, block", [(6, 50, 13, None), (4, 300, 0, 64), (5, 3, 2000, None), (3, 0, 7, None)]
+)
 @pytest.mark.parametrize("bf, bt", [(0.3, 0.3125), (0.0, 1e-3), (0.9, 1.0)])
 def test_hidden_step_increments_match_float64(rows, cols, nv, block, bf, bt):
     g = torch.Generator().manual_seed(rows * 1000 + cols)
@@ -388,7 +408,10 @@ def test_hidden_step_increments_match_float64(rows, cols, nv, block, bf, bt):
         x[0, :4] = torch.tensor([80.0, -80.0, 0.0, 1e-30])
     v = torch.bernoulli(torch.full((rows, nv), 0.5), generator=g) if nv else None
     dv = torch.randn(nv, generator=g) if nv else None
-    to = (lambda t: None if t is None else t.to(DEV))
+
+    def to(t):
+        return None if t is None else t.to(DEV)
+
     inc, h = tk.hidden_step(to(x), bf, bt, to(v), to(dv), make_key(10, 20), table(torch.float32), _block=block)
     assert inc.dtype == torch.float64 and inc.shape == (rows,) and h.shape == (rows, cols)
     ref = _reference_increment(x, bf, bt, v, dv)
@@ -412,8 +435,9 @@ def test_hidden_step_frequencies():
     rows, m = (N // 16, 16) if CUDA else (4, N // 4)
     x = z.repeat_interleave(m).repeat(rows, 1).contiguous()  # (rows, 9 m): each z in m columns
     bt = 0.8
-    _, h = tk.hidden_step(x.to(DEV), 0.5, bt, None, None, make_key(3, 4), table(torch.float32),
-                          _block=None if CUDA else 1 << 14)
+    _, h = tk.hidden_step(
+        x.to(DEV), 0.5, bt, None, None, make_key(3, 4), table(torch.float32), _block=None if CUDA else 1 << 14
+    )
     hits = h.cpu().reshape(rows, 9, m).sum(dim=(0, 2)).numpy()
     for j in range(9):
         zb = float(np.float32(z[j].item()) * np.float32(bt))
@@ -429,10 +453,15 @@ def test_available():
 
 
 def test_imports_without_triton():
-    code = ("import sys; sys.modules['triton'] = None\n"
-            "import logzbench.kernels._triton as tk\n"
-            "assert not tk.available('cuda') and not tk.available('cpu')\n")
+    code = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import logzbench.kernels._triton as tk\n"
+        "assert not tk.available('cuda') and not tk.available('cpu')\n"
+    )
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(tk.__file__))))
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = dict(
+        os.environ,
+        TRITON_INTERPRET="1",
+        PYTHONPATH=os.pathsep.join([src] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+    )
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)

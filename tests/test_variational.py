@@ -11,8 +11,7 @@ import torch
 from logzbench.models.dbm import DBM
 from logzbench.models.enumeration import state_bits
 from logzbench.models.rbm import BinaryRBM
-from logzbench.training import train_avil, train_nvil, train_vcd
-from logzbench.training import train_with_learner
+from logzbench.training import train_avil, train_nvil, train_vcd, train_with_learner
 from logzbench.training.nvil import NVILProposal, exact_log_chi2_bound, log_chi2_bound, q_loss
 from logzbench.training.variational import (
     Decoder,
@@ -45,8 +44,9 @@ def _layered_energy(model) -> EnergyModel:
     if "W" in arrays:
         arrays = {"W_1": arrays["W"], "bias_0": arrays["visible_bias"], "bias_1": arrays["hidden_bias"]}
     family = "rbm" if "W_2" not in arrays else "dbm"
-    return EnergyModel(family, {k: torch.as_tensor(v, dtype=torch.float64) for k, v in arrays.items()
-                                if k != "data_mean"})
+    return EnergyModel(
+        family, {k: torch.as_tensor(v, dtype=torch.float64) for k, v in arrays.items() if k != "data_mean"}
+    )
 
 
 def _rbm():
@@ -152,8 +152,9 @@ def test_entropy_bound_is_below_the_exact_decoder_entropy(hidden):
 def test_nvil_estimator_is_unbiased_for_its_bound_and_the_bound_is_above_z_squared():
     model = _rbm()
     energy = _layered_energy(model)
-    proposal = NVILProposal(Decoder(6, (4,), 3, "discrete", mlp_hidden=3, generator=_gen(11)),
-                            Encoder(6, (4,), 3, _gen(12))).double()
+    proposal = NVILProposal(
+        Decoder(6, (4,), 3, "discrete", mlp_hidden=3, generator=_gen(11)), Encoder(6, (4,), 3, _gen(12))
+    ).double()
     exact = exact_log_chi2_bound(energy, proposal)
     log_z = model.exact_log_z()
     assert exact >= 2 * log_z
@@ -178,8 +179,9 @@ def test_nvil_q_updates_lower_the_exact_chi_square_bound_towards_z_squared():
     (a pathwise binary-concrete gradient lowered the estimate while the exact log U rose by 30 nats)."""
     model = _rbm()
     energy = _layered_energy(model).float()
-    proposal = NVILProposal(Decoder(6, (4,), 3, "discrete", mlp_hidden=3, generator=_gen(11)),
-                            Encoder(6, (4,), 3, _gen(12)))
+    proposal = NVILProposal(
+        Decoder(6, (4,), 3, "discrete", mlp_hidden=3, generator=_gen(11)), Encoder(6, (4,), 3, _gen(12))
+    )
     two_log_z = 2 * model.exact_log_z()
     start = exact_log_chi2_bound(energy, proposal)
     opt = torch.optim.Adam(proposal.parameters(), lr=1e-2, betas=(0.5, 0.999))
@@ -261,8 +263,21 @@ def _same(h1, h2):
 
 def test_avil_raises_the_likelihood_of_a_tiny_rbm_and_keeps_its_bound_below_log_z():
     x = _data()
-    model, h = train_avil(x, x[:20], hidden_sizes=(4,), aux_size=3, z="discrete", iterations=100, K1=10,
-                          batch_size=50, lr=2e-2, init_scale=0.3, log_every=40, monitor_samples=4000, seed=0)
+    model, h = train_avil(
+        x,
+        x[:20],
+        hidden_sizes=(4,),
+        aux_size=3,
+        z="discrete",
+        iterations=100,
+        K1=10,
+        batch_size=50,
+        lr=2e-2,
+        init_scale=0.3,
+        log_every=40,
+        monitor_samples=4000,
+        seed=0,
+    )
     assert isinstance(model, BinaryRBM) and model.data_mean is not None
     lengths = {len(v) for v in h.values()}
     assert lengths == {4} and h["iteration"] == [0, 40, 80, 100]
@@ -292,19 +307,22 @@ def test_same_seed_same_history_and_model():
 
 @pytest.mark.parametrize("ablation", ["no_encoder_entropy", "no_decoder_entropy"])
 def test_ablations_run(ablation):
-    _, h = train_avil(_data(), hidden_sizes=(4,), aux_size=3, iterations=4, K1=2, batch_size=20, log_every=2,
-                      ablation=ablation)
+    _, h = train_avil(
+        _data(), hidden_sizes=(4,), aux_size=3, iterations=4, K1=2, batch_size=20, log_every=2, ablation=ablation
+    )
     assert len(h["iteration"]) == 3
 
 
 def test_avil_trains_a_dbm_and_nvil_tracks_log_z():
     x = _data()
-    dbm, h = train_avil(x, family="dbm", hidden_sizes=(4, 3), aux_size=3, iterations=20, K1=3, batch_size=30,
-                        lr=1e-2, log_every=10)
+    dbm, h = train_avil(
+        x, family="dbm", hidden_sizes=(4, 3), aux_size=3, iterations=20, K1=3, batch_size=30, lr=1e-2, log_every=10
+    )
     assert isinstance(dbm, DBM) and dbm.layer_sizes == (6, 4, 3)
     assert all(np.isfinite(h["exact_log_z"]))
-    rbm, h = train_nvil(x, hidden_sizes=(4,), aux_size=3, iterations=100, K1=5, batch_size=50, lr=2e-2,
-                        init_scale=0.3, log_every=50)
+    rbm, h = train_nvil(
+        x, hidden_sizes=(4,), aux_size=3, iterations=100, K1=5, batch_size=50, lr=2e-2, init_scale=0.3, log_every=50
+    )
     assert isinstance(rbm, BinaryRBM)
     assert h["exact_log_likelihood"][-1] > h["exact_log_likelihood"][0] + 0.3  # seeds 0-4 gain 1.02-1.18
     assert abs(h["log_z_upper_bound"][-1] - h["exact_log_z"][-1]) < 1.0  # an estimate: may fall below log Z
@@ -312,8 +330,7 @@ def test_avil_trains_a_dbm_and_nvil_tracks_log_z():
 
 def test_vcd_raises_the_likelihood_of_a_tiny_dbm():
     x = _data()
-    model, h = train_vcd(x, hidden_sizes=(4, 3), iterations=100, batch_size=50, lr=3e-2, init_scale=0.5,
-                         log_every=50)
+    model, h = train_vcd(x, hidden_sizes=(4, 3), iterations=100, batch_size=50, lr=3e-2, init_scale=0.5, log_every=50)
     assert isinstance(model, DBM) and model.data_mean is not None
     assert h["exact_log_likelihood"][-1] > h["exact_log_likelihood"][0] + 0.3
     assert all(g >= f - 0.5 for g, f in zip(h["free_energy_bound"], h["exact_free_energy"]))
@@ -321,9 +338,11 @@ def test_vcd_raises_the_likelihood_of_a_tiny_dbm():
 
 def test_grbm_energy_exact_log_z_and_a_short_avil_run():
     gen = _gen(18)
-    params = {"W": torch.randn(2, 2, generator=gen, dtype=torch.float64) * 0.5,
-              "b": torch.randn(2, generator=gen, dtype=torch.float64),
-              "c": torch.randn(2, generator=gen, dtype=torch.float64)}
+    params = {
+        "W": torch.randn(2, 2, generator=gen, dtype=torch.float64) * 0.5,
+        "b": torch.randn(2, generator=gen, dtype=torch.float64),
+        "c": torch.randn(2, generator=gen, dtype=torch.float64),
+    }
     energy = EnergyModel("grbm", params, {"sigma": torch.tensor(0.8, dtype=torch.float64)})
     log_z, log_f = energy.exact(20)
     energy.requires_grad_(False)
@@ -336,8 +355,18 @@ def test_grbm_energy_exact_log_z_and_a_short_avil_run():
     cell = float(grid[1] - grid[0]) ** 2
     assert float(torch.logsumexp(-f_v, 0)) + math.log(cell) == pytest.approx(log_z, abs=1e-6)
     x = np.random.default_rng(0).normal(size=(40, 3)).astype(np.float32)
-    model, h = train_avil(x, family="grbm", hidden_sizes=(2,), aux_size=2, iterations=10, K1=2, batch_size=20,
-                          log_every=5, sigma=0.9, monitor_samples=2000)
+    model, h = train_avil(
+        x,
+        family="grbm",
+        hidden_sizes=(2,),
+        aux_size=2,
+        iterations=10,
+        K1=2,
+        batch_size=20,
+        log_every=5,
+        sigma=0.9,
+        monitor_samples=2000,
+    )
     arrays = model if isinstance(model, dict) else model.to_arrays()  # GaussianBernoulliRBM where models.grbm is
     assert set(arrays) == {"W", "b", "c", "sigma"} and arrays["W"].shape == (3, 2)
     assert float(arrays["sigma"]) == pytest.approx(0.9)
@@ -351,24 +380,27 @@ def _grbm_log_z(a) -> float:
     W, b, c, s = (np.asarray(a[k], dtype=np.float64) for k in ("W", "b", "c", "sigma"))
     hs = state_bits(0, 1 << W.shape[1], W.shape[1], None, torch.float64).numpy()
     mean = b + s * hs @ W.T  # v | h ~ N(b + s W h, s^2 I)
-    g = hs @ c + ((mean ** 2).sum(1) - (b ** 2).sum()) / (2 * s * s)
+    g = hs @ c + ((mean**2).sum(1) - (b**2).sum()) / (2 * s * s)
     return float(np.logaddexp.reduce(g) + 0.5 * W.shape[0] * math.log(2 * math.pi * s * s))
 
 
 # ---------------------------------------------------------------------------- bad input
-@pytest.mark.parametrize("call, message", [
-    (lambda x: train_avil(x + 0.5, hidden_sizes=(4,), iterations=1), "not binary"),
-    (lambda x: train_avil(x, hidden_sizes=(4,), iterations=1, K1=0), "K1 must be >= 1"),
-    (lambda x: train_avil(x, x[:, :5], hidden_sizes=(4,), iterations=1), "5 columns"),
-    (lambda x: train_avil(x[0], hidden_sizes=(4,), iterations=1), "shape"),
-    (lambda x: train_avil(x, hidden_sizes=(4, 3), iterations=1), "hidden layer"),
-    (lambda x: train_avil(x, hidden_sizes=(4,), iterations=1, z="gaussian"), "unknown z"),
-    (lambda x: train_avil(x, hidden_sizes=(4,), iterations=1, ablation="no_prior"), "unknown ablation"),
-    (lambda x: train_avil(x, family="crbm", iterations=1), "unknown family"),
-    (lambda x: train_nvil(x, family="dbm", hidden_sizes=(4, 3), iterations=1), "tractable free energy"),
-    (lambda x: train_vcd(x, hidden_sizes=(4, 3), iterations=1, K2=0), "K2 must be >= 1"),
-    (lambda x: train_avil(np.where(x > 0, np.nan, 0.0), family="grbm", hidden_sizes=(2,), iterations=1), "NaN"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda x: train_avil(x + 0.5, hidden_sizes=(4,), iterations=1), "not binary"),
+        (lambda x: train_avil(x, hidden_sizes=(4,), iterations=1, K1=0), "K1 must be >= 1"),
+        (lambda x: train_avil(x, x[:, :5], hidden_sizes=(4,), iterations=1), "5 columns"),
+        (lambda x: train_avil(x[0], hidden_sizes=(4,), iterations=1), "shape"),
+        (lambda x: train_avil(x, hidden_sizes=(4, 3), iterations=1), "hidden layer"),
+        (lambda x: train_avil(x, hidden_sizes=(4,), iterations=1, z="gaussian"), "unknown z"),
+        (lambda x: train_avil(x, hidden_sizes=(4,), iterations=1, ablation="no_prior"), "unknown ablation"),
+        (lambda x: train_avil(x, family="crbm", iterations=1), "unknown family"),
+        (lambda x: train_nvil(x, family="dbm", hidden_sizes=(4, 3), iterations=1), "tractable free energy"),
+        (lambda x: train_vcd(x, hidden_sizes=(4, 3), iterations=1, K2=0), "K2 must be >= 1"),
+        (lambda x: train_avil(np.where(x > 0, np.nan, 0.0), family="grbm", hidden_sizes=(2,), iterations=1), "NaN"),
+    ],
+)
 def test_bad_input_is_refused_naming_the_problem(call, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         call(_data(10))
@@ -377,32 +409,63 @@ def test_bad_input_is_refused_naming_the_problem(call, message):
 def test_ais_monitor_agrees_with_exact_and_best_valid_keeps_the_best_logged_model():
     x, valid = _data(), _data(30, seed=5)
     model, rows, state = train_with_learner(
-        x, valid, family="rbm", learner="avil", hidden_sizes=(4,), aux_size=3, iterations=60, K1=3,
-        batch_size=30, lr=3e-2, init_scale=0.3, log_every=10, ais_every=20, ais_K=300, ais_chains=200,
-        select="best-valid", seed=1)
+        x,
+        valid,
+        family="rbm",
+        learner="avil",
+        hidden_sizes=(4,),
+        aux_size=3,
+        iterations=60,
+        K1=3,
+        batch_size=30,
+        lr=3e-2,
+        init_scale=0.3,
+        log_every=10,
+        ais_every=20,
+        ais_K=300,
+        ais_chains=200,
+        select="best-valid",
+        seed=1,
+    )
     due = [r for r in rows if r["iteration"] in (0, 20, 40, 60)]
     assert all(math.isnan(r["ais_log_z"]) for r in rows if r not in due)
     for r in due:  # AIS during training agrees with the exact log Z within its reported uncertainty
         assert abs(r["ais_log_z"] - r["exact_log_z"]) <= 4 * r["ais_log_z_stderr"] + 1e-3
         assert r["valid_ais_log_likelihood"] == pytest.approx(
-            r["valid_exact_log_likelihood"] + r["exact_log_z"] - r["ais_log_z"], abs=1e-6)
+            r["valid_exact_log_likelihood"] + r["exact_log_z"] - r["ais_log_z"], abs=1e-6
+        )
     best = max(rows, key=lambda r: r["valid_exact_log_likelihood"])
     assert state["selected_iteration"] == best["iteration"]
     ll = float(model.exact_log_f(torch.as_tensor(valid, dtype=torch.float64)).mean()) - model.exact_log_z()
     assert ll == pytest.approx(best["valid_exact_log_likelihood"], abs=1e-6)
     _, rows_last, state_last = train_with_learner(
-        x, valid, family="rbm", learner="avil", hidden_sizes=(4,), aux_size=3, iterations=60, K1=3,
-        batch_size=30, lr=3e-2, init_scale=0.3, log_every=10, seed=1)
+        x,
+        valid,
+        family="rbm",
+        learner="avil",
+        hidden_sizes=(4,),
+        aux_size=3,
+        iterations=60,
+        K1=3,
+        batch_size=30,
+        lr=3e-2,
+        init_scale=0.3,
+        log_every=10,
+        seed=1,
+    )
     assert state_last["selected_iteration"] == 60
 
 
-@pytest.mark.parametrize("kw, message", [
-    ({"select": "best-valid", "valid": None}, "needs validation rows"),
-    ({"select": "best-valid", "exact_max_units": 0}, "set ais_every"),
-    ({"select": "best"}, "unknown select"),
-    ({"ais_every": 15, "log_every": 10}, "multiple of log_every"),
-    ({"ais_chains": 0, "ais_every": 10, "log_every": 10}, "ais_chains"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"select": "best-valid", "valid": None}, "needs validation rows"),
+        ({"select": "best-valid", "exact_max_units": 0}, "set ais_every"),
+        ({"select": "best"}, "unknown select"),
+        ({"ais_every": 15, "log_every": 10}, "multiple of log_every"),
+        ({"ais_chains": 0, "ais_every": 10, "log_every": 10}, "ais_chains"),
+    ],
+)
 def test_monitoring_options_refused_naming_the_problem(kw, message):
     kw = {"valid": _data(10, seed=6), **kw}
     with pytest.raises(ValueError, match=message):

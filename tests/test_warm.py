@@ -32,10 +32,17 @@ def write_attributes(path: str) -> None:
 
     mask = os.umask(0)
     os.umask(mask)
-    Path(path).write_text(json.dumps({"umask": mask, "nice": os.getpriority(os.PRIO_PROCESS, 0),
-                                      "affinity": sorted(os.sched_getaffinity(0)),
-                                      "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
-                                      "pid": os.getpid()}))
+    Path(path).write_text(
+        json.dumps(
+            {
+                "umask": mask,
+                "nice": os.getpriority(os.PRIO_PROCESS, 0),
+                "affinity": sorted(os.sched_getaffinity(0)),
+                "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+                "pid": os.getpid(),
+            }
+        )
+    )
 
 
 def allocate_and_spin(mib: int, seconds: float) -> None:
@@ -49,8 +56,10 @@ def allocate_and_spin(mib: int, seconds: float) -> None:
 
 
 #: the test jobs a test server may run besides the package's (logzbench.pipeline.warm.ENV_EXTRA_JOBS)
-EXTRA_JOBS = ("subprocess:run,os:makedirs,os:_exit,no_colon,test_warm:sleep_then_write,test_warm:write_attributes,"
-              "test_warm:allocate_and_spin")
+EXTRA_JOBS = (
+    "subprocess:run,os:makedirs,os:_exit,no_colon,test_warm:sleep_then_write,test_warm:write_attributes,"
+    "test_warm:allocate_and_spin"
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,15 +70,22 @@ def warm_env(tmp_path_factory):
     env.pop("LOGZBENCH_WARM", None)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
     yield env, d
-    subprocess.run([sys.executable, "-c", "from logzbench.pipeline.warm import stop_server; stop_server()"], env=env,
-                   cwd=HERE, timeout=60)
+    subprocess.run(
+        [sys.executable, "-c", "from logzbench.pipeline.warm import stop_server; stop_server()"],
+        env=env,
+        cwd=HERE,
+        timeout=60,
+    )
 
 
 def client(env, cwd, target, log, timeout=300, **kwargs):
-    code = (f"from logzbench.pipeline.warm import run_job; "
-            f"run_job({target!r}, log={str(log)!r}, threads=1, **{json.dumps(kwargs)})")
-    return subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
+    code = (
+        f"from logzbench.pipeline.warm import run_job; "
+        f"run_job({target!r}, log={str(log)!r}, threads=1, **{json.dumps(kwargs)})"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def server_log(d: Path) -> str:
@@ -113,8 +129,15 @@ def test_the_jobs_own_usage_reaches_the_benchmarks(warm_env, tmp_path):
     assert float(row["cpu_time"]) >= 0.9 and float(row["s"]) >= float(row["cpu_time"]) * 0.5
     assert f"job {row['pid']}: test_warm:allocate_and_spin" in server_log(d)  # the forked process's own
     local = tmp_path / "local.job.tsv"
-    proc = client({**env, "LOGZBENCH_WARM": "0"}, tmp_path, "test_warm:allocate_and_spin", tmp_path / "local.log",
-                  mib=50, seconds=0.2, usage=str(local))
+    proc = client(
+        {**env, "LOGZBENCH_WARM": "0"},
+        tmp_path,
+        "test_warm:allocate_and_spin",
+        tmp_path / "local.log",
+        mib=50,
+        seconds=0.2,
+        usage=str(local),
+    )
     assert proc.returncode == 0, proc.stderr
     row = read_usage(local)
     assert row["warm"] == "False" and float(row["max_rss"]) >= 50 and float(row["cpu_time"]) >= 0.2
@@ -151,8 +174,10 @@ def test_cancelled_job_stops_its_process(warm_env, tmp_path):
     """SIGTERM to the client (Snakemake cancelling the job) reaches the job's process on the server."""
     env, d = warm_env
     log, out = tmp_path / "job.log", tmp_path / "out.txt"
-    code = (f"from logzbench.pipeline.warm import run_job; run_job('test_warm:sleep_then_write', log={str(log)!r}, "
-            f"seconds=30, path={str(out)!r})")
+    code = (
+        f"from logzbench.pipeline.warm import run_job; run_job('test_warm:sleep_then_write', log={str(log)!r}, "
+        f"seconds=30, path={str(out)!r})"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path)
     pid = None
     deadline = time.monotonic() + 120
@@ -222,12 +247,15 @@ def test_job_has_its_callers_umask_nice_affinity_and_limits(warm_env, tmp_path, 
     env, d = warm_env
     out, log = tmp_path / "attrs.json", tmp_path / "job.log"
     cpus = sorted(os.sched_getaffinity(0))
-    code = (f"import os, resource; os.nice({nice}); os.sched_setaffinity(0, {cpus[-1:]!r}); "
-            f"resource.setrlimit(resource.RLIMIT_NOFILE, (777, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
-            f"from logzbench.pipeline.warm import run_job; run_job('test_warm:write_attributes', log={str(log)!r}, "
-            f"path={str(out)!r})")
-    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, umask=umask)
+    code = (
+        f"import os, resource; os.nice({nice}); os.sched_setaffinity(0, {cpus[-1:]!r}); "
+        f"resource.setrlimit(resource.RLIMIT_NOFILE, (777, resource.getrlimit(resource.RLIMIT_NOFILE)[1])); "
+        f"from logzbench.pipeline.warm import run_job; run_job('test_warm:write_attributes', log={str(log)!r}, "
+        f"path={str(out)!r})"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300, umask=umask
+    )
     assert proc.returncode == 0, proc.stderr
     got = json.loads(out.read_text())
     assert f"test_warm:write_attributes (log {log})" in server_log(d)  # on the server

@@ -43,11 +43,27 @@ def _env() -> dict[str, str]:
     return env
 
 
-def snakemake(workdir: Path, *args: str, configfile: Path | None = TEST_CONFIG, timeout: int = 600,
-              check: bool = True, env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path,
+    *args: str,
+    configfile: Path | None = TEST_CONFIG,
+    timeout: int = 600,
+    check: bool = True,
+    env: dict[str, str | None] | None = None,
+) -> subprocess.CompletedProcess:
     """Run snakemake in ``workdir``; ``env``: environment variables to set (``None``: to remove)."""
-    cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(SNAKEFILE), "--directory", str(workdir),
-           "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--snakefile",
+        str(SNAKEFILE),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        *args,
+    ]
     if configfile is not None:
         cmd += ["--configfile", str(configfile)]
     environ = _env()
@@ -58,8 +74,10 @@ def snakemake(workdir: Path, *args: str, configfile: Path | None = TEST_CONFIG, 
             environ[key] = value
     proc = subprocess.run(cmd, capture_output=True, text=True, env=environ, timeout=timeout, cwd=workdir)
     if check and proc.returncode != 0:
-        raise AssertionError(f"snakemake failed ({proc.returncode}): {' '.join(cmd)}\n"
-                             f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}")
+        raise AssertionError(
+            f"snakemake failed ({proc.returncode}): {' '.join(cmd)}\n"
+            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
     return proc
 
 
@@ -100,8 +118,11 @@ def estimate_stems(output: str, configfiles) -> list[str]:
     from logzbench.pipeline.jobs import setting_stem
 
     config = _config(configfiles)
-    return [f"{m}/{e}/{setting_stem(s)}" for m, e in sorted(estimate_dirs(output))
-            for s in sweep.sweep_settings(config, m, e)]
+    return [
+        f"{m}/{e}/{setting_stem(s)}"
+        for m, e in sorted(estimate_dirs(output))
+        for s in sweep.sweep_settings(config, m, e)
+    ]
 
 
 def estimate_shapes(output: str, configfiles=(TEST_CONFIG,)) -> Counter:
@@ -111,8 +132,15 @@ def estimate_shapes(output: str, configfiles=(TEST_CONFIG,)) -> Counter:
     for f in estimate_stems(output, configfiles):
         stem = f.rsplit("/", 1)[1]
         shape = re.sub(r"(uniform|base-rate)", "init", re.sub(r"[0-9]+", "", stem))
-        shapes[{"exact": "exact", "K_init_seed": "K x init x seed", "K_seed": "K x seed",
-                "init_seed": "init x seed", "seed": "seed"}[shape]] += 1
+        shapes[
+            {
+                "exact": "exact",
+                "K_init_seed": "K x init x seed",
+                "K_seed": "K x seed",
+                "init_seed": "init x seed",
+                "seed": "seed",
+            }[shape]
+        ] += 1
     return shapes
 
 
@@ -124,8 +152,17 @@ def estimate_shapes(output: str, configfiles=(TEST_CONFIG,)) -> Counter:
 EXPECTED_JOBS = {
     # estimate: exact 5 + csl 1 + annealed 12 + 4 + 4 + 2 + adaptive AIS 1 + hais / ais-mh 4 + bdmc 1 + ds 2
     # + sandwich 1
-    "test": {"init_tracking": 1, "prepare_dataset": 2, "train_model": 5, "estimate": 5 + 1 + 23 + 5 + 2 + 1,
-             "report": 1, "trials_gaussian": 2, "trials_grid": 2, "report_trials": 1, "all": 1},
+    "test": {
+        "init_tracking": 1,
+        "prepare_dataset": 2,
+        "train_model": 5,
+        "estimate": 5 + 1 + 23 + 5 + 2 + 1,
+        "report": 1,
+        "trials_gaussian": 2,
+        "trials_grid": 2,
+        "report_trials": 1,
+        "all": 1,
+    },
     # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL); on digits-rbm16
     # AIS, reverse AIS, ADS and multinomial ADS at 3 K x base-rate x 3 seeds (Liu et al. Fig. 3 in small);
     # 6 sigma0 (Fig. 1) and 2 sigma_p x 3 references (Fig. 2)
@@ -135,11 +172,26 @@ EXPECTED_JOBS = {
     #   a GRBM (exact + AIS 2 K x uniform x 2 seeds)
     # + the sandwich on digits-rbm16, mnist-rbm20 and vh-poe-laplace-8 (2 seeds each), AIS with the adaptive
     #   schedule on digits-rbm16 (1 K x base-rate x 2 seeds), BDMC on vh-linear-gaussian-8 (3 K x 1 seed)
-    "config": {"prepare_dataset": 3 + 3, "train_model": 9 + 8,
-               "estimate": (2 + 2 + 3) + 3 * 1 * 2
-               + 3 * 2 * (2 * 2 * 2) + 2 * (2 * 2 * 2) + 2 * (2 * 1 * 2) + 4 * 3 * 3 + 4 * 3 * 3 + 3 * 2
-               + 7 * (1 + 2 * 2 * 2) + (1 + 2 * 1 * 2) + 3 * 2 + 2 + 3,
-               "trials_gaussian": 6, "trials_grid": 6, "report_trials": 1},
+    "config": {
+        "prepare_dataset": 3 + 3,
+        "train_model": 9 + 8,
+        "estimate": (2 + 2 + 3)
+        + 3 * 1 * 2
+        + 3 * 2 * (2 * 2 * 2)
+        + 2 * (2 * 2 * 2)
+        + 2 * (2 * 1 * 2)
+        + 4 * 3 * 3
+        + 4 * 3 * 3
+        + 3 * 2
+        + 7 * (1 + 2 * 2 * 2)
+        + (1 + 2 * 1 * 2)
+        + 3 * 2
+        + 2
+        + 3,
+        "trials_gaussian": 6,
+        "trials_grid": 6,
+        "report_trials": 1,
+    },
     # Sohl-Dickstein & Culpepper: 17 models x HAIS at 5 K, the baselines on the 3 closed-form models
     "hais_table1": {"train_model": 17, "estimate": 3 + 17 * 5 + 2 * 3 * 5},
     # 2 DBMs x 2 methods x 3 K x 2 inits + 2 DBNs x 2 methods x 3 K x uniform; no exact, no CSL
@@ -165,8 +217,10 @@ EXPECTED_JOBS = {
     "avil_fig4": {"prepare_dataset": 1, "train_model": 3, "estimate": 3 * 1 * 1 * 1},
     "avil_fig5": {"prepare_dataset": 1, "train_model": 2, "estimate": 2 * 2 * 1 * 2},
     "avil_fig6": {"prepare_dataset": 1, "train_model": 1, "estimate": 2 * 1 * 1},
-    "upadhya_sastry": {"train_model": 3, "estimate": 1 + 1 + 3 * 15 * 2 * 100
-                       + 3 * (2 * 2 * 50 + 1 * 2 * 50 + 2 * 2 * 1 + 1 * 1 * 1 + 1 * 1)},
+    "upadhya_sastry": {
+        "train_model": 3,
+        "estimate": 1 + 1 + 3 * 15 * 2 * 100 + 3 * (2 * 2 * 50 + 1 * 2 * 50 + 2 * 2 * 1 + 1 * 1 * 1 + 1 * 1),
+    },
 }
 
 
@@ -193,15 +247,21 @@ def test_dry_run_every_config(config, tmp_path):
         else:
             assert counts.get(job, 0) == n, (job, counts)
     if config.stem == "test":
-        assert estimate_shapes(out) == {"exact": 5, "K x init x seed": 22 + 1, "K x seed": 1 + 4 + 1, "init x seed": 2,
-                                        "seed": 1}
+        assert estimate_shapes(out) == {
+            "exact": 5,
+            "K x init x seed": 22 + 1,
+            "K x seed": 1 + 4 + 1,
+            "init x seed": 2,
+            "seed": 1,
+        }
     assert not (tmp_path / "results").exists() and not (tmp_path / "mlflow.db").exists()
 
 
 def test_default_config_and_profile_without_configfile(tmp_path):
     """No --configfile: the Snakefile falls back to the repository's config/config.yaml."""
-    proc = snakemake(tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"),
-                     configfile=None)
+    proc = snakemake(
+        tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"), configfile=None
+    )
     assert job_counts(proc.stdout)["train_model"] == 17
 
 
@@ -236,8 +296,13 @@ def test_config_overrides_and_exact_limit(tmp_path):
     assert shapes["K x init x seed"] == 4 + 2 + 4 + 1 + 2
     assert "model digits-dbn8-4 (dbn) has no estimate to run" in out
     proc = snakemake(tmp_path, "-n", "--config", "device=cpu", "report={'gap_threshold': 0.5}")
-    assert estimate_shapes(proc.stdout)["K x init x seed"] == 18 + 4 + 1 and len(estimate_stems(proc.stdout, [TEST_CONFIG])) == 37
-    assert job_counts(proc.stdout)["estimate"] == 19 + 3  # one job per model x estimator (+ sandwich, adaptive AIS, bdmc)
+    assert (
+        estimate_shapes(proc.stdout)["K x init x seed"] == 18 + 4 + 1
+        and len(estimate_stems(proc.stdout, [TEST_CONFIG])) == 37
+    )
+    assert (
+        job_counts(proc.stdout)["estimate"] == 19 + 3
+    )  # one job per model x estimator (+ sandwich, adaptive AIS, bdmc)
 
 
 def _dbn_models(config: Path) -> list[str]:
@@ -246,8 +311,11 @@ def _dbn_models(config: Path) -> list[str]:
     from logzbench.training import MODEL_PRESETS
 
     models = yaml.safe_load(config.read_text())["models"]
-    return [m for m, spec in models.items()
-            if {**MODEL_PRESETS.get(spec.get("preset"), {}), **(spec.get("hyperparams") or {})}.get("family") == "dbn"]
+    return [
+        m
+        for m, spec in models.items()
+        if {**MODEL_PRESETS.get(spec.get("preset"), {}), **(spec.get("hyperparams") or {})}.get("family") == "dbn"
+    ]
 
 
 @pytest.mark.parametrize("name", ["config", "raise_table2"])
@@ -269,8 +337,11 @@ def test_dbn_targets_have_no_base_rate_or_csl_jobs(name, tmp_path):
 
 def test_csl_listed_for_a_deep_model_is_refused(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(TEST_CONFIG.read_text().replace("estimators: [exact, ais-deep, raise-deep]",
-                                                   "estimators: [exact, ais-deep, csl]"))
+    bad.write_text(
+        TEST_CONFIG.read_text().replace(
+            "estimators: [exact, ais-deep, raise-deep]", "estimators: [exact, ais-deep, csl]"
+        )
+    )
     proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
     assert proc.returncode != 0
     assert "estimator 'csl' (csl) is not available for a DBM" in proc.stdout + proc.stderr
@@ -285,8 +356,11 @@ def test_invalid_config_is_refused(tmp_path):
     bad.write_text(TEST_CONFIG.read_text().replace("chains: 20", "chains: -3"))
     proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
     assert proc.returncode != 0 and "-3" in proc.stdout + proc.stderr
-    bad.write_text(TEST_CONFIG.read_text().replace("hidden_sizes: [8, 4]\n      n_epochs: 3",
-                                                   "hidden_sizes: [8, 4, 2]\n      n_epochs: 3"))
+    bad.write_text(
+        TEST_CONFIG.read_text().replace(
+            "hidden_sizes: [8, 4]\n      n_epochs: 3", "hidden_sizes: [8, 4, 2]\n      n_epochs: 3"
+        )
+    )
     proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
     assert proc.returncode != 0 and "a DBN has exactly two hidden layers" in proc.stdout + proc.stderr
 
@@ -301,56 +375,105 @@ def _with_learner(hyperparams: str) -> tuple[str, str]:
 #: (text of config/test.yaml, its replacement, words of the error): each refused when the config is loaded
 BAD_CONFIGS = [
     # an estimator's test_subset, checked by the schema (the first `n_examples: 10` is the raise entry's)
-    ("    n_examples: 10\n", "    n_examples: 10\n    test_subset: {per_class: 0}\n",
-     "0 is less than the minimum of 1"),
-    ("    n_examples: 10\n", "    n_examples: 10\n    test_subset: {per_class: 5, seeds: [0]}\n",
-     "Additional properties are not allowed ('seeds' was unexpected)"),
+    (
+        "    n_examples: 10\n",
+        "    n_examples: 10\n    test_subset: {per_class: 0}\n",
+        "0 is less than the minimum of 1",
+    ),
+    (
+        "    n_examples: 10\n",
+        "    n_examples: 10\n    test_subset: {per_class: 5, seeds: [0]}\n",
+        "Additional properties are not allowed ('seeds' was unexpected)",
+    ),
     # a model's published row: an unknown paper (schema), a row the file does not have (the check)
-    ("  digits-rbm8:\n    dataset: digits\n", "  digits-rbm8:\n    dataset: digits\n    paper: {burda: x}\n",
-     "'burda' is not one of"),
-    ("  digits-rbm8:\n    dataset: digits\n",
-     "  digits-rbm8:\n    dataset: digits\n    paper: {burda_raise: mnistCD1-21}\n",
-     "model 'digits-rbm8': paper 'burda_raise' has no published row 'mnistCD1-21'"),
+    (
+        "  digits-rbm8:\n    dataset: digits\n",
+        "  digits-rbm8:\n    dataset: digits\n    paper: {burda: x}\n",
+        "'burda' is not one of",
+    ),
+    (
+        "  digits-rbm8:\n    dataset: digits\n",
+        "  digits-rbm8:\n    dataset: digits\n    paper: {burda_raise: mnistCD1-21}\n",
+        "model 'digits-rbm8': paper 'burda_raise' has no published row 'mnistCD1-21'",
+    ),
     # issue 15: what failed only at run time, after prepare and train
-    ("  ais:\n    chains: 20\n", "  ais:\n    chains: 20\n    schedule: cubic\n",
-     "estimator ais: schedule 'cubic' is neither a schedule name (linear, sigmoid, sm14500, adaptive) nor a file of betas"),
-    ("  ais:\n    chains: 20\n", "  ais:\n    chains: 20\n    schedule: no/such/betas.txt\n",
-     "estimator ais: schedule 'no/such/betas.txt' is neither a schedule name"),
-    ("      learning_rate: 0.05\n", "      learnin_rate: 0.05\n",
-     "model digits-rbm8: unknown hyperparameter 'learnin_rate' (models.digits-rbm8.hyperparams.learnin_rate); "
-     "did you mean 'learning_rate'?"),
-    ("    threshold: 0.5\n    seed: 0\n", "    threshold: 0.5\n    seed: 0\n    n_train: 5000\n",
-     "dataset digits: n_train=5000 is more than the 1437 training rows of digits"),
-    ("    n_test_images: 2\n", "    n_test_images: 6\n",
-     "dataset vh-4: n_test_images=6 leaves no training image of n_images=6"),
-    ("    n_components: 4\n", "    n_components: 300\n",
-     "dataset vh-4: n_components=300 is more than the 256 pixels of a 16x16 patch"),
+    (
+        "  ais:\n    chains: 20\n",
+        "  ais:\n    chains: 20\n    schedule: cubic\n",
+        "estimator ais: schedule 'cubic' is neither a schedule name (linear, sigmoid, sm14500, adaptive) nor a file "
+        "of betas",
+    ),
+    (
+        "  ais:\n    chains: 20\n",
+        "  ais:\n    chains: 20\n    schedule: no/such/betas.txt\n",
+        "estimator ais: schedule 'no/such/betas.txt' is neither a schedule name",
+    ),
+    (
+        "      learning_rate: 0.05\n",
+        "      learnin_rate: 0.05\n",
+        "model digits-rbm8: unknown hyperparameter 'learnin_rate' (models.digits-rbm8.hyperparams.learnin_rate); "
+        "did you mean 'learning_rate'?",
+    ),
+    (
+        "    threshold: 0.5\n    seed: 0\n",
+        "    threshold: 0.5\n    seed: 0\n    n_train: 5000\n",
+        "dataset digits: n_train=5000 is more than the 1437 training rows of digits",
+    ),
+    (
+        "    n_test_images: 2\n",
+        "    n_test_images: 6\n",
+        "dataset vh-4: n_test_images=6 leaves no training image of n_images=6",
+    ),
+    (
+        "    n_components: 4\n",
+        "    n_components: 300\n",
+        "dataset vh-4: n_components=300 is more than the 256 pixels of a 16x16 patch",
+    ),
     ("    chains: 20\n", "    chains: 1000000000\n", "1000000000 is greater than the maximum of 10000000"),
     ("    threshold: 0.5\n", "    threshold: 1.0\n", "1.0 is greater than or equal to the maximum of 1"),
     # issue 22: a learner's values a training job refused only after the data were prepared
     # (logzbench.training.learner_options, the learners' own rules), and a test_subset no label can give
-    (*_with_learner("learner: avil, n_hidden: 4, z: bogus"),
-     "model digits-avil: unknown z 'bogus'; choose one of ['continuous', 'discrete']"),
+    (
+        *_with_learner("learner: avil, n_hidden: 4, z: bogus"),
+        "model digits-avil: unknown z 'bogus'; choose one of ['continuous', 'discrete']",
+    ),
     (*_with_learner("learner: avil, n_hidden: 4, iterations: 0"), "model digits-avil: iterations must be >= 1, got 0"),
-    (*_with_learner("learner: nvil, n_hidden: 4, iterations: many"),
-     "model digits-avil: iterations must be an integer, got 'many'"),
-    (*_with_learner("learner: avil, n_hidden: 4, lr: -1"),
-     "model digits-avil: lr must be a finite number in (0.0, inf), got -1"),
-    (*_with_learner("learner: avil, n_hidden: 4, select: bogus"),
-     "model digits-avil: unknown select 'bogus'; choose one of ['last', 'best-valid']"),
-    (*_with_learner("learner: avil, n_hidden: 4, betas: [2, 3]"),
-     "model digits-avil: betas[0] must be a finite number in [0.0, 1.0), got 2"),
+    (
+        *_with_learner("learner: nvil, n_hidden: 4, iterations: many"),
+        "model digits-avil: iterations must be an integer, got 'many'",
+    ),
+    (
+        *_with_learner("learner: avil, n_hidden: 4, lr: -1"),
+        "model digits-avil: lr must be a finite number in (0.0, inf), got -1",
+    ),
+    (
+        *_with_learner("learner: avil, n_hidden: 4, select: bogus"),
+        "model digits-avil: unknown select 'bogus'; choose one of ['last', 'best-valid']",
+    ),
+    (
+        *_with_learner("learner: avil, n_hidden: 4, betas: [2, 3]"),
+        "model digits-avil: betas[0] must be a finite number in [0.0, 1.0), got 2",
+    ),
     (*_with_learner("learner: nvil, n_hidden: 4, betas: 0.5"), "model digits-avil: betas must be a pair"),
     (*_with_learner("learner: avil, n_hidden: 4, K1: 2.5"), "model digits-avil: K1 must be an integer, got 2.5"),
-    (*_with_learner("learner: avil, n_hidden: 4, ais_every: 150"),
-     "model digits-avil: ais_every=150 must be a multiple of log_every=100"),
-    (*_with_learner("learner: avil, n_hidden: 4, exact_max_units: 40"),
-     "model digits-avil: exact_max_units must be <= 24, got 40"),
-    (*_with_learner("learner: avil, n_hidden: 4, figure_samples: 0"),
-     "model digits-avil: figure_samples must be >= 1, got 0"),
-    ("    n_examples: 10\n", "    n_examples: 10\n    test_subset: {per_class: 1000000}\n",
-     "estimator raise: test_subset per_class=1000000 is more than model digits-rbm8's dataset digits (digits) can "
-     "give: its 360 test rows of 10 labels leave at most 36 rows to its smallest label"),
+    (
+        *_with_learner("learner: avil, n_hidden: 4, ais_every: 150"),
+        "model digits-avil: ais_every=150 must be a multiple of log_every=100",
+    ),
+    (
+        *_with_learner("learner: avil, n_hidden: 4, exact_max_units: 40"),
+        "model digits-avil: exact_max_units must be <= 24, got 40",
+    ),
+    (
+        *_with_learner("learner: avil, n_hidden: 4, figure_samples: 0"),
+        "model digits-avil: figure_samples must be >= 1, got 0",
+    ),
+    (
+        "    n_examples: 10\n",
+        "    n_examples: 10\n    test_subset: {per_class: 1000000}\n",
+        "estimator raise: test_subset per_class=1000000 is more than model digits-rbm8's dataset digits (digits) can "
+        "give: its 360 test rows of 10 labels leave at most 36 rows to its smallest label",
+    ),
     # issue 22, item 9: a tracking URI MLflow cannot use, refused at load (not as MLflow's error in a job log)
     ("  uri: null ", '  uri: "not a uri" ', "tracking.uri 'not a uri' is not a tracking URI logzbench can use"),
 ]
@@ -366,8 +489,10 @@ def test_bad_config_is_refused_when_loaded(tmp_path, old, new, why):
     assert proc.returncode != 0 and why in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
-                    reason="snakemake-executor-plugin-slurm is not installed")
+@pytest.mark.skipif(
+    importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
+    reason="snakemake-executor-plugin-slurm is not installed",
+)
 def test_slurm_profile_dry_run(tmp_path):
     """The SLURM profile takes each job's resources from the rules (threads -> cpus_per_task, the
     config's runtime / mem_mb, a GPU for device cuda|auto) and only fills in what a config leaves
@@ -375,11 +500,19 @@ def test_slurm_profile_dry_run(tmp_path):
     profile = str(REPO / "workflow" / "profiles" / "slurm")
     proc = snakemake(tmp_path, "-n", "--workflow-profile", profile)  # config/test.yaml: threads 1, device cpu
     res = re.findall(r"resources: (.*)", proc.stdout)
-    assert res and all("cpus_per_task=1" in r and "runtime=60" in r and "gres" not in r
-                       for r in res if "cpus_per_task" in r), res
+    assert res and all(
+        "cpus_per_task=1" in r and "runtime=60" in r and "gres" not in r for r in res if "cpus_per_task" in r
+    ), res
     # a dry run caps threads at --cores (1 unless given); the SLURM executor does not
-    proc = snakemake(tmp_path, "-n", "--cores", "256", "--workflow-profile", profile,
-                     configfile=REPO / "config" / "raise_table1.yaml")
+    proc = snakemake(
+        tmp_path,
+        "-n",
+        "--cores",
+        "256",
+        "--workflow-profile",
+        profile,
+        configfile=REPO / "config" / "raise_table1.yaml",
+    )
     jobs = Counter()
     for block in re.split(r"\n(?=rule \w+:)", proc.stdout):
         m = re.match(r"rule (\w+):", block)
@@ -389,11 +522,13 @@ def test_slurm_profile_dry_run(tmp_path):
             jobs[(m.group(1), r["cpus_per_task"], r["runtime"], r["mem_mb"], r.get("gres"))] += 1
     # raise_table1: threads {train: 4, estimate: 4, exact: 8}, resources train 720 min / 8 GB,
     # estimate 1,440 min / 16 GB, exact 240 min / 16 GB, device auto
-    assert jobs == {("prepare_dataset", "1", "60", "4000", None): 2,
-                    ("train_model", "4", "720", "8000", "gpu:1"): 6,
-                    ("estimate", "4", "1440", "16000", "gpu:1"): 18,
-                    ("estimate", "8", "240", "16000", "gpu:1"): 2,
-                    ("report", "1", "60", "4000", None): 1}, jobs
+    assert jobs == {
+        ("prepare_dataset", "1", "60", "4000", None): 2,
+        ("train_model", "4", "720", "8000", "gpu:1"): 6,
+        ("estimate", "4", "1440", "16000", "gpu:1"): 18,
+        ("estimate", "8", "240", "16000", "gpu:1"): 2,
+        ("report", "1", "60", "4000", None): 1,
+    }, jobs
 
 
 # --------------------------------------------------------------------------- real run
@@ -429,13 +564,28 @@ def check_job_usage(real_run):
 
 
 #: ``logzbench estimate`` flag of each estimator option a record holds
-_CLI_FLAGS = {"K": "--steps", "schedule": "--schedule", "chains": "--chains", "init": "--init",
-              "n_examples": "--n-examples", "is_samples": "--is-samples", "csl_mode": "--csl-mode",
-              "burn_in": "--burn-in", "thin": "--thin", "samples_per_chain": "--samples-per-chain",
-              "step_size": "--step-size", "gamma": "--gamma", "mh_sigma": "--mh-sigma",
-              "proposal_scale": "--proposal-scale", "sweeps_per_beta": "--sweeps-per-beta",
-              "pilot_chains": "--pilot-chains", "target_ess": "--target-ess", "target_width": "--target-width",
-              "max_sweeps": "--max-sweeps", "confidence": "--confidence"}
+_CLI_FLAGS = {
+    "K": "--steps",
+    "schedule": "--schedule",
+    "chains": "--chains",
+    "init": "--init",
+    "n_examples": "--n-examples",
+    "is_samples": "--is-samples",
+    "csl_mode": "--csl-mode",
+    "burn_in": "--burn-in",
+    "thin": "--thin",
+    "samples_per_chain": "--samples-per-chain",
+    "step_size": "--step-size",
+    "gamma": "--gamma",
+    "mh_sigma": "--mh-sigma",
+    "proposal_scale": "--proposal-scale",
+    "sweeps_per_beta": "--sweeps-per-beta",
+    "pilot_chains": "--pilot-chains",
+    "target_ess": "--target-ess",
+    "target_width": "--target-width",
+    "max_sweeps": "--max-sweeps",
+    "confidence": "--confidence",
+}
 
 
 def check_workflow_equals_command_line(real_run):
@@ -456,8 +606,16 @@ def check_workflow_equals_command_line(real_run):
                 continue
             seen.add(rec["method"])
             data = real_run / "results" / "data" / f"{rec['dataset']}.npz"
-            argv = ["estimate", str(real_run / "results" / "models" / f"{rec['model']}.npz"), "--estimator",
-                    rec["method"], "--data", str(data), "--json", str(real_run / "cli.json")]
+            argv = [
+                "estimate",
+                str(real_run / "results" / "models" / f"{rec['model']}.npz"),
+                "--estimator",
+                rec["method"],
+                "--data",
+                str(data),
+                "--json",
+                str(real_run / "cli.json"),
+            ]
             if registry.family(rec["family"]).data_kind == "binary":
                 argv += ["--train-data", str(data)]
             for k in registry.estimator(rec["method"]).options:
@@ -467,11 +625,29 @@ def check_workflow_equals_command_line(real_run):
                 argv += ["--seed", str(rec["seed"])]
             assert cli.main(argv) == 0, argv
             got = json.loads((real_run / "cli.json").read_text())
-            for k in ("log_z", "log_z_stderr", "ess", "mean_log_likelihood", "mean_log_likelihood_stderr",
-                      "n_sweeps", "total_sweeps"):
+            for k in (
+                "log_z",
+                "log_z_stderr",
+                "ess",
+                "mean_log_likelihood",
+                "mean_log_likelihood_stderr",
+                "n_sweeps",
+                "total_sweeps",
+            ):
                 assert got[k] == rec["result"][k], (rec["key"], k, got[k], rec["result"][k])
-        assert {"exact", "ais", "raise", "csl", "ads", "reverse-ais", "ds", "hais", "ais-mh", "sandwich",
-                "bdmc"} <= seen, seen
+        assert {
+            "exact",
+            "ais",
+            "raise",
+            "csl",
+            "ads",
+            "reverse-ais",
+            "ds",
+            "hais",
+            "ais-mh",
+            "sandwich",
+            "bdmc",
+        } <= seen, seen
     finally:
         torch.set_num_threads(threads)
         (real_run / "cli.json").unlink(missing_ok=True)
@@ -502,12 +678,26 @@ def check_tracked_runs(real_run):
             assert "init" not in p
         assert "logzbench.flagged" in r.data.tags
         family = r.data.tags["logzbench.family"]
-        assert family == {"digits-rbm8": "rbm", "digits-dbm8-4": "dbm", "digits-dbn8-4": "dbn",
-                          "vh-poe-laplace-4": "poe-laplace", "vh-linear-gaussian-4": "linear-gaussian"}[p["model"]]
+        assert (
+            family
+            == {
+                "digits-rbm8": "rbm",
+                "digits-dbm8-4": "dbm",
+                "digits-dbn8-4": "dbn",
+                "vh-poe-laplace-4": "poe-laplace",
+                "vh-linear-gaussian-4": "linear-gaussian",
+            }[p["model"]]
+        )
         if family == "dbn":
             assert p.get("init", "uniform") == "uniform" and p["method"] != "csl"
     by_model = {r.data.params["model"]: r for r in train}
-    assert set(by_model) == {"digits-rbm8", "digits-dbm8-4", "digits-dbn8-4", "vh-poe-laplace-4", "vh-linear-gaussian-4"}
+    assert set(by_model) == {
+        "digits-rbm8",
+        "digits-dbm8-4",
+        "digits-dbn8-4",
+        "vh-poe-laplace-4",
+        "vh-linear-gaussian-4",
+    }
     assert by_model["digits-dbm8-4"].data.params["family"] == "dbm"
     assert by_model["digits-dbn8-4"].data.params["hidden_sizes"] == "[8, 4]"
     assert by_model["vh-poe-laplace-4"].data.params["family"] == "poe-laplace"
@@ -524,8 +714,13 @@ def check_tracked_runs(real_run):
     assert arts[0].endswith(".npz") and tracking.SCHEDULE_ARTIFACT in arts  # the per-chain arrays, the schedule
     # the sandwich: its bracket as metrics and tags (the JSON's names), its rounds of K doubling as an artifact
     (sandwich,) = [r for r in est if r.data.params["estimator"] == "sandwich"]
-    assert {"log_z_lower", "log_z_upper", "log_z_width", "mean_log_likelihood_lower",
-            "mean_log_likelihood_upper"} <= set(sandwich.data.metrics)
+    assert {
+        "log_z_lower",
+        "log_z_upper",
+        "log_z_width",
+        "mean_log_likelihood_lower",
+        "mean_log_likelihood_upper",
+    } <= set(sandwich.data.metrics)
     assert sandwich.data.tags["log_z_lower_estimator"] == "ais" and "width_reached" in sandwich.data.tags
     assert sandwich.data.params["schedule"] == "adaptive"  # the sandwich's own default
     arts = {a.path for a in client.list_artifacts(sandwich.info.run_id)}
@@ -554,16 +749,27 @@ def check_report_tables(real_run):
     table1 = pd.read_csv(rep / "table1.csv")
     assert list(zip(table1["schedule"], table1["K"])) == [("adaptive", 10), ("linear", 10), ("linear", 50)]
     assert set(table1["model"]) == {"digits-rbm8"}
-    assert {"exact", "csl", "raise_uniform", "ais_uniform", "gap_uniform", "raise_base-rate", "ais_base-rate",
-            "gap_base-rate", "flags"} <= set(table1.columns)
+    assert {
+        "exact",
+        "csl",
+        "raise_uniform",
+        "ais_uniform",
+        "gap_uniform",
+        "raise_base-rate",
+        "ais_base-rate",
+        "gap_base-rate",
+        "flags",
+    } <= set(table1.columns)
     assert table1["exact"].notna().all()
     gap = table1["ais_uniform"] - table1["raise_uniform"]
     assert (gap - table1["gap_uniform"]).abs().max() < 1e-3  # CSV keeps 6 significant digits
     assert (rep / "plots" / "digits-rbm8.png").stat().st_size > 1000
     # deep models: RAISE Table 2 layout
     table2 = pd.read_csv(rep / "table2.csv")
-    assert list(zip(table2["model"], table2["family"], table2["K"])) == [("digits-dbm8-4", "dbm", 10),
-                                                                         ("digits-dbn8-4", "dbn", 10)]
+    assert list(zip(table2["model"], table2["family"], table2["K"])) == [
+        ("digits-dbm8-4", "dbm", 10),
+        ("digits-dbn8-4", "dbn", 10),
+    ]
     assert list(table2["architecture"]) == ["64-8-4", "64-8-4"]
     assert table2["exact"].notna().all() and table2["log_f_is"].notna().all()
     assert table2[["raise_uniform", "ais_uniform", "gap_uniform", "gap_uniform_se"]].notna().all().all()
@@ -577,8 +783,11 @@ def check_report_tables(real_run):
     assert report["n_runs"] == N_ESTIMATES
     assert [r["model"] for r in report["table2"]] == ["digits-dbm8-4", "digits-dbn8-4"]
     # the flagged settings are tagged in MLflow
-    flagged = {r.data.tags["logzbench.key"] for r in _runs(real_run, "estimate")
-               if r.data.tags.get("logzbench.flagged") == "true"}
+    flagged = {
+        r.data.tags["logzbench.key"]
+        for r in _runs(real_run, "estimate")
+        if r.data.tags.get("logzbench.flagged") == "true"
+    }
     expected = set(per_run.loc[per_run["flags"].notna(), "key"])
     assert flagged == expected
     # the brackets: the sandwich on the RBM (log Z and the test log-likelihood against their exact values) and
@@ -588,8 +797,10 @@ def check_report_tables(real_run):
 
     assert list(bracket.columns) == BRACKET_COLUMNS
     assert sorted(zip(bracket["model"], bracket["estimator"], bracket["quantity"])) == [
-        ("digits-rbm8", "sandwich", "log_z"), ("digits-rbm8", "sandwich", "mean_log_likelihood"),
-        ("vh-linear-gaussian-4", "bdmc", "mean_log_likelihood")]
+        ("digits-rbm8", "sandwich", "log_z"),
+        ("digits-rbm8", "sandwich", "mean_log_likelihood"),
+        ("vh-linear-gaussian-4", "bdmc", "mean_log_likelihood"),
+    ]
     assert bracket[["lower", "upper", "width", "exact", "K", "total_sweeps"]].notna().all().all()
     assert set(bracket["contains_exact"].astype(str)) <= {"True", "False"}
     for m in ("digits-rbm8", "vh-linear-gaussian-4"):

@@ -2,7 +2,8 @@
 for energy-based models (RBMs first; DBMs, DBNs and continuous models plug into the
 same interfaces)."""
 
-from importlib.metadata import PackageNotFoundError, version as _pkg_version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _pkg_version
 
 try:  # pragma: no cover - trivial
     __version__ = _pkg_version("logzbench")

@@ -34,8 +34,15 @@ INITS = registry.INITS
 __all__ = ["CONTINUOUS_ESTIMATORS", "ESTIMATORS", "INITS", "as_rows", "estimate"]
 
 
-def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, train_data=None,
-             threads: int | None = None, **options: Any) -> EstimateResult:
+def estimate(
+    model: Model | str | os.PathLike,
+    estimator: str,
+    *,
+    data=None,
+    train_data=None,
+    threads: int | None = None,
+    **options: Any,
+) -> EstimateResult:
     """Run one estimator on one model.
 
     Parameters
@@ -88,9 +95,16 @@ def estimate(model: Model | str | os.PathLike, estimator: str, *, data=None, tra
         m = load_model(model, device=dev) if isinstance(model, (str, os.PathLike)) else model.to(dev)
         fam = registry.family(m.family)
         _check_applies(spec, fam)
-        ctx = EstimateContext(spec=spec, family=fam, model=m, data=as_rows(data, m, fam, "test data"),
-                              train_data=as_rows(train_data, m, fam, "training data"), options=opts,
-                              generator=make_generator(opts.seed, dev), device=dev)
+        ctx = EstimateContext(
+            spec=spec,
+            family=fam,
+            model=m,
+            data=as_rows(data, m, fam, "test data"),
+            train_data=as_rows(train_data, m, fam, "training data"),
+            options=opts,
+            generator=make_generator(opts.seed, dev),
+            device=dev,
+        )
         ctx.check()  # schedule, memory, exact's time budget: refused here, before any work
         res = spec.function(ctx)
     res.settings["threads"] = n_threads
@@ -101,13 +115,19 @@ def _check_applies(spec: registry.EstimatorSpec, fam: registry.FamilySpec) -> No
     if spec.applies_to(fam.name):
         return
     if fam.kind in spec.kinds:  # restricted to some families of this kind (CSL: RBMs)
-        raise ValueError(f"{spec.name.upper()} is implemented for {fam.kind} "
-                         f"{', '.join(f.upper() + 's' for f in spec.families or ())} only, not for a {fam.name.upper()}")
+        raise ValueError(
+            f"{spec.name.upper()} is implemented for {fam.kind} "
+            f"{', '.join(f.upper() + 's' for f in spec.families or ())} only, not for a {fam.name.upper()}"
+        )
     if fam.kind == "binary":
-        raise ValueError(f"{spec.name} is for continuous models (PoE, mcRBM, linear / bilinear generative); this is "
-                         f"a binary {fam.name.upper()}: use one of {registry.estimators_for(fam.name)}")
-    raise ValueError(f"{spec.name!r} is not available for a continuous ({fam.name}) model; choose one of "
-                     f"{registry.estimators_for(fam.name)}")
+        raise ValueError(
+            f"{spec.name} is for continuous models (PoE, mcRBM, linear / bilinear generative); this is "
+            f"a binary {fam.name.upper()}: use one of {registry.estimators_for(fam.name)}"
+        )
+    raise ValueError(
+        f"{spec.name!r} is not available for a continuous ({fam.name}) model; choose one of "
+        f"{registry.estimators_for(fam.name)}"
+    )
 
 
 def as_rows(x, model, fam: registry.FamilySpec, what: str) -> torch.Tensor | None:

@@ -39,16 +39,21 @@ def _thread_count(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"expects an integer >= 1 (torch threads), got {n}")
     if n > MAX_THREADS:
-        raise argparse.ArgumentTypeError(f"expects at most {MAX_THREADS} torch threads (this machine has "
-                                         f"{os.cpu_count()} CPUs), got {n}")
+        raise argparse.ArgumentTypeError(
+            f"expects at most {MAX_THREADS} torch threads (this machine has {os.cpu_count()} CPUs), got {n}"
+        )
     return n
 
 
 def _add_threads(p) -> None:
-    p.add_argument("--threads", type=_thread_count, metavar="N",
-                   help=f"torch threads (default: ${_THREADS_ENV} if set, else automatic: the CPUs this process "
-                        "may use minus those other processes keep busy right now, at least 1 and at most torch's "
-                        f"default; more threads than free CPUs slow a run down many times); at most {MAX_THREADS}")
+    p.add_argument(
+        "--threads",
+        type=_thread_count,
+        metavar="N",
+        help=f"torch threads (default: ${_THREADS_ENV} if set, else automatic: the CPUs this process "
+        "may use minus those other processes keep busy right now, at least 1 and at most torch's "
+        f"default; more threads than free CPUs slow a run down many times); at most {MAX_THREADS}",
+    )
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -107,13 +112,22 @@ def _check_outputs(outputs=(), inputs=(), dirs=()) -> None:
 
 
 def _add_estimate(sub) -> None:
-    p = sub.add_parser("estimate", help="estimate log Z / test log-likelihood of a model file",
-                       description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
-                                   "(.npz; see the documentation, Models and file formats). Prints one JSON object.")
-    p.add_argument("model",
-                   help="model file (.npz: an RBM, DBM or DBN; see the documentation, Models and file formats)")
-    p.add_argument("--estimator", required=True, choices=registry.estimator_names(), metavar="ESTIMATOR",
-                   help="; ".join(f"{n}: {s.summary}" for n, s in registry.ESTIMATORS.items()))
+    p = sub.add_parser(
+        "estimate",
+        help="estimate log Z / test log-likelihood of a model file",
+        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
+        "(.npz; see the documentation, Models and file formats). Prints one JSON object.",
+    )
+    p.add_argument(
+        "model", help="model file (.npz: an RBM, DBM or DBN; see the documentation, Models and file formats)"
+    )
+    p.add_argument(
+        "--estimator",
+        required=True,
+        choices=registry.estimator_names(),
+        metavar="ESTIMATOR",
+        help="; ".join(f"{n}: {s.summary}" for n, s in registry.ESTIMATORS.items()),
+    )
     p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
     p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
@@ -157,15 +171,20 @@ def _cmd_estimate(args) -> int:
 
     schedule = getattr(args, "schedule", None)
     schedule_file = schedule if schedule and os.path.isfile(schedule) else None
-    _check_outputs([("--json", args.json_out), ("--log-weights", args.log_weights)],
-                   inputs=[("model", args.model), ("--data", args.data), ("--train-data", args.train_data),
-                           ("--schedule", schedule_file)])
+    _check_outputs(
+        [("--json", args.json_out), ("--log-weights", args.log_weights)],
+        inputs=[
+            ("model", args.model),
+            ("--data", args.data),
+            ("--train-data", args.train_data),
+            ("--schedule", schedule_file),
+        ],
+    )
     model = load_model(args.model)
     kind = registry.family(model.family).data_kind  # binary 0/1 rows or real rows
     data = load_rows(args.data, kind, args.split, family=model.family) if args.data else None
     train = load_rows(args.train_data, kind, "train", family=model.family) if args.train_data else None
-    res = estimate(model, args.estimator, data=data, train_data=train, threads=args.threads,
-                   **_estimate_options(args))
+    res = estimate(model, args.estimator, data=data, train_data=train, threads=args.threads, **_estimate_options(args))
     # the model's identity: its file and content hash (the report never merges two different models)
     out = {"model": str(args.model), "model_sha256": _file_sha256(args.model), "data": args.data, **res.to_dict()}
     with output_transaction():  # both outputs, or neither
@@ -179,16 +198,24 @@ def _cmd_estimate(args) -> int:
 
 def _add_prepare(sub) -> None:
     p = sub.add_parser("prepare", help="download/verify and binarise a dataset (or cut whitened image patches)")
-    p.add_argument("name", help="dataset name (mnist, omniglot, digits, digits-avil, the UCI sets adult, connect4, "
-                                "dna, mushrooms, nips-0-12, ocr_letters, rcv1, web; continuous: vanhateren patches, "
-                                "frey faces)")
+    p.add_argument(
+        "name",
+        help="dataset name (mnist, omniglot, digits, digits-avil, the UCI sets adult, connect4, "
+        "dna, mushrooms, nips-0-12, ocr_letters, rcv1, web; continuous: vanhateren patches, "
+        "frey faces)",
+    )
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--mirror", help="local mirror directory (default: $LOGZBENCH_DATA_MIRROR)")
     # options of some datasets only (default None: a given one that does not apply is refused, _PREPARE_OPTIONS)
-    p.add_argument("--binarize", choices=["stochastic", "threshold"],
-                   help="image sets: stochastic (default) or threshold binarization")
+    p.add_argument(
+        "--binarize",
+        choices=["stochastic", "threshold"],
+        help="image sets: stochastic (default) or threshold binarization",
+    )
     p.add_argument("--threshold", type=float, help="image sets, --binarize threshold: cut-off in [0, 1) (default 0.5)")
-    p.add_argument("--seed", type=int, help="image sets: binarization seed; vanhateren: patch sampling seed (default 0)")
+    p.add_argument(
+        "--seed", type=int, help="image sets: binarization seed; vanhateren: patch sampling seed (default 0)"
+    )
     p.add_argument("--n-train", type=int)
     p.add_argument("--n-test", type=int)
     p.add_argument("--n-valid", type=int, help="binary sets: training rows moved to a valid split (default 0)")
@@ -208,9 +235,16 @@ _PREPARE_OPTIONS = {
     "threshold": ("--threshold", 0.5, _IMAGE_SETS),
     "seed": ("--seed", 0, (*_IMAGE_SETS, "vanhateren")),
     "n_valid": ("--n-valid", 0, "binary"),
-    **{k: (f"--{k.replace('_', '-')}", d, ("vanhateren",))
-       for k, d in (("n_images", 20), ("n_test_images", 4), ("patch_size", 16), ("n_components", 36),
-                    ("remove_dc", False))},
+    **{
+        k: (f"--{k.replace('_', '-')}", d, ("vanhateren",))
+        for k, d in (
+            ("n_images", 20),
+            ("n_test_images", 4),
+            ("patch_size", 16),
+            ("n_components", 36),
+            ("remove_dc", False),
+        )
+    },
 }
 
 
@@ -221,9 +255,15 @@ def _prepare_settings(args) -> None:
 
     name = args.name
     known = name in DATASETS or name in CONTINUOUS_DATASETS  # an unknown name is refused by its preparer
-    what = ("Frey faces: standardized real rows" if name == "frey" else
-            "van Hateren: whitened real-valued patches" if name == "vanhateren" else
-            "a binarized image set" if name in _IMAGE_SETS else "a UCI set: binary rows as published")
+    what = (
+        "Frey faces: standardized real rows"
+        if name == "frey"
+        else "van Hateren: whitened real-valued patches"
+        if name == "vanhateren"
+        else "a binarized image set"
+        if name in _IMAGE_SETS
+        else "a UCI set: binary rows as published"
+    )
     for dest, (flag, default, applies) in _PREPARE_OPTIONS.items():
         value = getattr(args, dest)
         if value is None:
@@ -249,53 +289,91 @@ def _cmd_prepare(args) -> int:
         return 0
     if args.name in CONTINUOUS_DATASETS:
         sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
-        path = prepare_patches(args.name, args.out, mirror=args.mirror, n_images=args.n_images,
-                               n_test_images=args.n_test_images, patch_size=args.patch_size,
-                               n_components=args.n_components, remove_dc=args.remove_dc, seed=args.seed, **sizes)
+        path = prepare_patches(
+            args.name,
+            args.out,
+            mirror=args.mirror,
+            n_images=args.n_images,
+            n_test_images=args.n_test_images,
+            patch_size=args.patch_size,
+            n_components=args.n_components,
+            remove_dc=args.remove_dc,
+            seed=args.seed,
+            **sizes,
+        )
         print(json.dumps({"prepared": str(path)}))
         return 0
-    path = prepare_dataset(args.name, args.out, mirror=args.mirror, binarize=args.binarize,
-                           threshold=args.threshold, seed=args.seed, n_train=args.n_train, n_test=args.n_test,
-                           n_valid=args.n_valid)
+    path = prepare_dataset(
+        args.name,
+        args.out,
+        mirror=args.mirror,
+        binarize=args.binarize,
+        threshold=args.threshold,
+        seed=args.seed,
+        n_train=args.n_train,
+        n_test=args.n_test,
+        n_valid=args.n_valid,
+    )
     print(json.dumps({"prepared": str(path)}))
     return 0
 
 
 def _add_train(sub) -> None:
-    p = sub.add_parser("train", help="train a model of any family (RBM, DBM, DBN, continuous models)",
-                       description="Train a model with logzbench.training.train_model and save it (.npz). "
-                                   "RBM: --n-hidden; DBM / DBN: --family and --hidden-sizes, or a --preset "
-                                   "(logzbench.training.MODEL_PRESETS); continuous families: --family and "
-                                   "--set size=N on prepared patches.")
+    p = sub.add_parser(
+        "train",
+        help="train a model of any family (RBM, DBM, DBN, continuous models)",
+        description="Train a model with logzbench.training.train_model and save it (.npz). "
+        "RBM: --n-hidden; DBM / DBN: --family and --hidden-sizes, or a --preset "
+        "(logzbench.training.MODEL_PRESETS); continuous families: --family and "
+        "--set size=N on prepared patches.",
+    )
     p.add_argument("--data", required=True, help="prepared dataset .npz (uses its train and test splits)")
     p.add_argument("--out", required=True, help="output model .npz")
-    p.add_argument("--preset", help="named hyperparameters (e.g. mnistCD25-500, us-rbm20, mnist-dbm-500-1000; "
-                                    "the families' trainers only, not with --learner)")
+    p.add_argument(
+        "--preset",
+        help="named hyperparameters (e.g. mnistCD25-500, us-rbm20, mnist-dbm-500-1000; "
+        "the families' trainers only, not with --learner)",
+    )
     p.add_argument("--family", choices=registry.family_names(), help="model family (default: the preset's, else rbm)")
     p.add_argument("--hidden-sizes", help="DBM / DBN hidden layer sizes, comma-separated, e.g. 500,1000")
     p.add_argument("--n-hidden", type=int, help="RBM hidden units")
     p.add_argument("--method", choices=["cd", "pcd"], help="RBM, DBN first layer: CD or PCD (not with --learner)")
     p.add_argument("--k", type=int, help="Gibbs steps per update (not with --learner; vcd: --set cd_k=N)")
     p.add_argument("--learning-rate", type=float, help="learning rate (with --learner: its Adam step size lr)")
-    p.add_argument("--batch-size", type=int,
-                   help="rows per minibatch (with --learner: at most the training rows are used per minibatch, and "
-                        "the decoder draws that many samples per update, at most 100000)")
-    p.add_argument("--epochs", dest="n_epochs", type=int,
-                   help="epochs (DBM: of joint training; not with --learner: --set iterations=N)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        help="rows per minibatch (with --learner: at most the training rows are used per minibatch, and "
+        "the decoder draws that many samples per update, at most 100000)",
+    )
+    p.add_argument(
+        "--epochs",
+        dest="n_epochs",
+        type=int,
+        help="epochs (DBM: of joint training; not with --learner: --set iterations=N)",
+    )
     p.add_argument("--weight-decay", type=float, help="weight decay (not with --learner)")
     p.add_argument("--seed", type=int)
     p.add_argument("--device")
-    p.add_argument("--learner", choices=sorted(registry.LEARNERS),
-                   help="train by a black-box variational learner (documentation: Black-box learners; e.g. "
-                        "--learner avil --set aux_size=15 --set iterations=10000); it monitors the data's valid split "
-                        "when present. "
-                        "Its hyperparameters are checked before any data is read "
-                        "(logzbench.training.learner_options); the families' trainer flags --preset, --method, --k, "
-                        "--epochs, --weight-decay are refused")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any other trainer hyperparameter (JSON value), e.g. --set final_momentum=0.9; a learner's "
-                        "(iterations, K1, lr, ...), but not the workflow's figure_samples / figure_sweeps (the "
-                        "command line draws no samples for figures)")
+    p.add_argument(
+        "--learner",
+        choices=sorted(registry.LEARNERS),
+        help="train by a black-box variational learner (documentation: Black-box learners; e.g. "
+        "--learner avil --set aux_size=15 --set iterations=10000); it monitors the data's valid split "
+        "when present. "
+        "Its hyperparameters are checked before any data is read "
+        "(logzbench.training.learner_options); the families' trainer flags --preset, --method, --k, "
+        "--epochs, --weight-decay are refused",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other trainer hyperparameter (JSON value), e.g. --set final_momentum=0.9; a learner's "
+        "(iterations, K1, lr, ...), but not the workflow's figure_samples / figure_sweeps (the "
+        "command line draws no samples for figures)",
+    )
     p.add_argument("--history", help="write per-epoch metrics (.csv; a learner's: per logged iteration)")
     p.add_argument("--progress", action="store_true")
     _add_threads(p)
@@ -333,8 +411,10 @@ def _training_rows(path: str, data_kind: str, family: str | None = None):
 #: ``logzbench train`` flags of the families' own trainers, which a black-box learner does not take: the flag
 #: and what to give instead
 _NOT_FOR_LEARNERS = {
-    "preset": ("--preset", "presets hold the families' trainer hyperparameters; give --n-hidden or --hidden-sizes "
-                           "and --set KEY=VALUE"),
+    "preset": (
+        "--preset",
+        "presets hold the families' trainer hyperparameters; give --n-hidden or --hidden-sizes and --set KEY=VALUE",
+    ),
     "method": ("--method", "CD / PCD are methods of the families' own trainers"),
     "k": ("--k", "Gibbs steps of the families' trainers (vcd's are --set cd_k=N)"),
     "n_epochs": ("--epochs", "a learner counts model updates: --set iterations=N"),
@@ -360,9 +440,11 @@ def _check_learner_params(args, params: dict, family: str) -> None:
         params["lr"] = args.learning_rate
     for key in FIGURE_KEYS:
         if key in params:
-            raise ValueError(f"--set {key} does not apply to logzbench train --learner {learner}: it sets the "
-                             "samples the workflow's training job draws for the report's figures; the command line "
-                             "draws none")
+            raise ValueError(
+                f"--set {key} does not apply to logzbench train --learner {learner}: it sets the "
+                "samples the workflow's training job draws for the report's figures; the command line "
+                "draws none"
+            )
     check_hyperparams(learner, family, params)
 
 
@@ -376,8 +458,7 @@ def _cmd_train(args) -> int:
         params["family"] = args.family
     if args.hidden_sizes:
         params["hidden_sizes"] = _parse_hidden_sizes(args.hidden_sizes)
-    for key in ("n_hidden", "method", "k", "learning_rate", "batch_size", "n_epochs", "weight_decay", "seed",
-                "device"):
+    for key in ("n_hidden", "method", "k", "learning_rate", "batch_size", "n_epochs", "weight_decay", "seed", "device"):
         val = getattr(args, key)
         if val is not None:
             params[key] = val
@@ -410,8 +491,17 @@ def _cmd_train(args) -> int:
         save_model(model, args.out)
         if args.history:
             history_to_csv(history, args.history)
-    print(json.dumps({"model": args.out, "family": model.family, "threads": args.threads,
-                      "final": history[-1] if history else {}}, default=float))
+    print(
+        json.dumps(
+            {
+                "model": args.out,
+                "family": model.family,
+                "threads": args.threads,
+                "final": history[-1] if history else {},
+            },
+            default=float,
+        )
+    )
     return 0
 
 
@@ -419,9 +509,14 @@ def _add_report(sub) -> None:
     p = sub.add_parser("report", help="tables and plots from estimate JSON files")
     p.add_argument("results", nargs="+", help="estimate .json files or directories holding them")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--paper", action="append", default=[], metavar="MODEL=PAPER:ROW",
-                   help="the published row a model stands for (table_papers.csv), e.g. "
-                        "mnist-rbm20=burda_raise:mnistCD1-20; repeat for more models")
+    p.add_argument(
+        "--paper",
+        action="append",
+        default=[],
+        metavar="MODEL=PAPER:ROW",
+        help="the published row a model stands for (table_papers.csv), e.g. "
+        "mnist-rbm20=burda_raise:mnistCD1-20; repeat for more models",
+    )
 
 
 def _cmd_report(args) -> int:
@@ -432,8 +527,10 @@ def _cmd_report(args) -> int:
     _check_outputs(dirs=[("--out", args.out)])
     paper_rows = check_paper_rows(parse_paper_rows(args.paper))  # before reading any result
     if not find_records(args.results):  # (malformed or foreign JSON named directly is refused there)
-        raise ValueError(f"no estimate records in {' '.join(map(str, args.results))}: expected the JSON files "
-                         "`logzbench estimate --json` or the workflow writes")
+        raise ValueError(
+            f"no estimate records in {' '.join(map(str, args.results))}: expected the JSON files "
+            "`logzbench estimate --json` or the workflow writes"
+        )
     from .utils import output_transaction
 
     with output_transaction() as tx:  # every file of the report, or none (a new --out removed again)

@@ -32,15 +32,19 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
     return path
 
 
-def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "",
-                 step: str = "epoch") -> Path:
+def plot_history(
+    history: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "", step: str = "epoch"
+) -> Path:
     """Training curves (every numeric per-epoch entry but time) vs ``step`` (a black-box learner's:
     ``iteration``), one panel each (PNG, atomic)."""
     plt = pyplot()
     df = pd.DataFrame(list(history))
     x = df[step] if step in df else pd.Series(range(1, len(df) + 1))
-    cols = [c for c in df.columns if c != step and "second" not in c and pd.api.types.is_numeric_dtype(df[c])
-            and df[c].notna().any()]
+    cols = [
+        c
+        for c in df.columns
+        if c != step and "second" not in c and pd.api.types.is_numeric_dtype(df[c]) and df[c].notna().any()
+    ]
     n = max(1, len(cols))
     ncol = min(3, n)
     nrow = (n + ncol - 1) // ncol
@@ -50,7 +54,7 @@ def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
         ax.set_title(c, fontsize=9)
         ax.set_xlabel(step, fontsize=8)
         ax.grid(True, alpha=0.3)
-    for ax in axes.ravel()[len(cols):]:
+    for ax in axes.ravel()[len(cols) :]:
         ax.axis("off")
     if not cols:
         axes[0, 0].text(0.5, 0.5, "no per-epoch metrics", ha="center", va="center")
@@ -60,6 +64,12 @@ def plot_history(history: Sequence[Mapping[str, Any]], path: str | os.PathLike, 
     # label first, a third of the plot's time
     height = 2.8 * nrow + (0.4 if title else 0.0)
     fig.set_size_inches(4.0 * ncol, height)
-    fig.subplots_adjust(left=0.6 / (4.0 * ncol), right=1 - 0.15 / (4.0 * ncol), bottom=0.45 / height,
-                        top=1 - (0.75 if title else 0.35) / height, wspace=0.35, hspace=0.45)
+    fig.subplots_adjust(
+        left=0.6 / (4.0 * ncol),
+        right=1 - 0.15 / (4.0 * ncol),
+        bottom=0.45 / height,
+        top=1 - (0.75 if title else 0.35) / height,
+        wspace=0.35,
+        hspace=0.45,
+    )
     return save_figure(fig, path, dpi=100)

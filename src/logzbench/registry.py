@@ -33,9 +33,33 @@ from . import options as _options
 from .options import INITS, Option
 
 __all__ = [
-    "AXES", "BOUNDS", "COMPARED_FAMILY", "COMPARED_LEARNERS", "EMPHASIS_STYLE", "ESTIMATORS", "FAMILIES", "GIBBS_KINDS", "INITS", "KINDS", "LEARNERS",
-    "EstimatorSpec", "FamilySpec", "LearnerSpec", "Option", "compared_learner_datasets", "estimator", "estimator_names", "estimators_for", "family",
-    "family_names", "learner", "load", "register", "setting_stem", "parse_setting_stem", "methods_where",
+    "AXES",
+    "BOUNDS",
+    "COMPARED_FAMILY",
+    "COMPARED_LEARNERS",
+    "EMPHASIS_STYLE",
+    "ESTIMATORS",
+    "FAMILIES",
+    "GIBBS_KINDS",
+    "INITS",
+    "KINDS",
+    "LEARNERS",
+    "EstimatorSpec",
+    "FamilySpec",
+    "LearnerSpec",
+    "Option",
+    "compared_learner_datasets",
+    "estimator",
+    "estimator_names",
+    "estimators_for",
+    "family",
+    "family_names",
+    "learner",
+    "load",
+    "register",
+    "setting_stem",
+    "parse_setting_stem",
+    "methods_where",
 ]
 
 #: model kinds: binary (RBM, DBM, DBN); gaussian-binary (real visible rows, binary hidden units,
@@ -174,72 +198,290 @@ def _e(name, module, **kw) -> EstimatorSpec:
 
 
 #: Every estimator, by name, in the order the command line lists them.
-ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
-    _e("exact", "exact", kinds=KINDS, axes=(), yields="log_z", bound="exact", options=("exact_precision", "exact_max_seconds"), label="exact",
-       color="black", marker="_",
-       summary="enumeration (binary models: smaller side <= ~30 units) or a closed form (continuous)"),
-    _e("ais", "ais", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_ANNEALED, label="AIS", color="tab:blue", marker="o",
-       summary="annealed importance sampling (log Z errs low, the log-likelihood high)"),
-    _e("raise", "raise_", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_likelihood", bound="lower",
-       options=_ANNEALED + ("n_examples",), needs_data=True, label="RAISE", color="tab:cyan", marker="D",
-       summary="reverse AIS estimator of the test log-likelihood (a stochastic lower bound)"),
-    _e("csl", "csl", kinds=("binary",), families=("rbm",), axes=("K", "seed"), yields="log_likelihood",
-       bound="lower", options=("chains", "csl_mode", "burn_in", "thin", "samples_per_chain", "n_examples"),
-       needs_data=True, label="CSL", color="tab:green", marker="s",
-       summary="conservative sampling-based likelihood (RBMs; a stochastic lower bound)"),
-    _e("ads", "ads", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="none",
-       options=_ANNEALED, label="ADS", color="tab:red", marker="*", emphasis=True,
-       summary="annealed discriminance sampling, sequential binary (Liu et al. Alg. 1) on one AIS run"),
-    _e("ads-multinomial", "ads", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="none",
-       options=_ANNEALED, label="ADS multinomial", color="tab:purple", marker="v",
-       summary="annealed discriminance sampling, multinomial (Liu et al. Alg. 2)"),
-    _e("reverse-ais", "reverse_ais", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="upper",
-       options=_ANNEALED, label="reverse AIS", color="tab:orange", marker="s",
-       summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)"),
-    _e("sandwich", "sandwich", kinds=KINDS, axes=("seed",), yields="log_z", bound="bracket",
-       options=_ANNEALED + ("n_examples", "target_width", "max_sweeps", "confidence", "step_size", "gamma", "mh_sigma",
-                            "proposal_scale"),
-       defaults=(("schedule", "adaptive"),), label="sandwich", color="tab:olive", marker="P",
-       summary="a bracket [lower, upper] on log Z (with --data: on the test log-likelihood) from AIS and reverse "
-               "AIS / RAISE, K doubled until target_width or max_sweeps; each end labelled with its guarantee"),
-    _e("is", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_IS_FAMILY, label="IS", color="tab:blue", marker="o",
-       summary="importance sampling from p_0 (init)"),
-    _e("ris", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="upper",
-       options=_IS_FAMILY, label="reverse IS", color="tab:orange", marker="s",
-       summary="reverse importance sampling from model samples"),
-    _e("is-avg", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, label="naive average", color="tab:green", marker="^",
-       summary="naive average of IS and reverse IS"),
-    _e("is-weighted", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, label="weighted average", color="tab:purple", marker="v",
-       summary="inverse-variance weighted IS / reverse IS"),
-    _e("is-select", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, label="weighted selection", color="tab:brown", marker="D",
-       summary="IS or reverse IS, whichever has less variance"),
-    _e("ds", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, label="DS", color="tab:red", marker="*", emphasis=True,
-       summary="discriminance sampling between p_0 and the model"),
-    _e("hais", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_CONTINUOUS, label="HAIS", color="tab:blue", marker="o",
-       summary="Hamiltonian AIS (continuous models; Sohl-Dickstein & Culpepper 2012)"),
-    _e("ais-hmc", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
-       bound="unbiased-in-z", options=_CONTINUOUS, label="AIS (HMC)", color="tab:green", marker="s",
-       summary="AIS with HMC transitions, momentum resampled every step"),
-    _e("ais-mh", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
-       bound="unbiased-in-z", options=_CONTINUOUS, label="AIS (MH)", color="tab:red", marker="^",
-       summary="AIS with random-walk Metropolis transitions"),
-    _e("raise-hmc", "raise_hmc", kinds=("analysis",), axes=("K", "seed"), yields="log_likelihood", bound="lower",
-       options=_CONTINUOUS, needs_data=True, label="RAISE (HMC)", color="tab:cyan", marker="P",
-       summary="RAISE with HAIS transitions on analysis models (a stochastic lower bound of log p_ann)"),
-    _e("reverse-hais", "raise_hmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood",
-       bound="upper", options=_CONTINUOUS, needs_data=True, label="reverse HAIS", color="tab:orange", marker="X",
-       summary="forward then reverse HAIS over the latent, per test point (an approximate upper bound)"),
-    _e("bdmc", "bdmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood", bound="bracket",
-       options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="tab:olive", marker="h",
-       summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
-)}
+ESTIMATORS: dict[str, EstimatorSpec] = {
+    s.name: s
+    for s in (
+        _e(
+            "exact",
+            "exact",
+            kinds=KINDS,
+            axes=(),
+            yields="log_z",
+            bound="exact",
+            options=("exact_precision", "exact_max_seconds"),
+            label="exact",
+            color="black",
+            marker="_",
+            summary="enumeration (binary models: smaller side <= ~30 units) or a closed form (continuous)",
+        ),
+        _e(
+            "ais",
+            "ais",
+            kinds=GIBBS_KINDS,
+            axes=("K", "init", "seed"),
+            yields="log_z",
+            bound="unbiased-in-z",
+            options=_ANNEALED,
+            label="AIS",
+            color="tab:blue",
+            marker="o",
+            summary="annealed importance sampling (log Z errs low, the log-likelihood high)",
+        ),
+        _e(
+            "raise",
+            "raise_",
+            kinds=GIBBS_KINDS,
+            axes=("K", "init", "seed"),
+            yields="log_likelihood",
+            bound="lower",
+            options=_ANNEALED + ("n_examples",),
+            needs_data=True,
+            label="RAISE",
+            color="tab:cyan",
+            marker="D",
+            summary="reverse AIS estimator of the test log-likelihood (a stochastic lower bound)",
+        ),
+        _e(
+            "csl",
+            "csl",
+            kinds=("binary",),
+            families=("rbm",),
+            axes=("K", "seed"),
+            yields="log_likelihood",
+            bound="lower",
+            options=("chains", "csl_mode", "burn_in", "thin", "samples_per_chain", "n_examples"),
+            needs_data=True,
+            label="CSL",
+            color="tab:green",
+            marker="s",
+            summary="conservative sampling-based likelihood (RBMs; a stochastic lower bound)",
+        ),
+        _e(
+            "ads",
+            "ads",
+            kinds=GIBBS_KINDS,
+            axes=("K", "init", "seed"),
+            yields="log_z",
+            bound="none",
+            options=_ANNEALED,
+            label="ADS",
+            color="tab:red",
+            marker="*",
+            emphasis=True,
+            summary="annealed discriminance sampling, sequential binary (Liu et al. Alg. 1) on one AIS run",
+        ),
+        _e(
+            "ads-multinomial",
+            "ads",
+            kinds=GIBBS_KINDS,
+            axes=("K", "init", "seed"),
+            yields="log_z",
+            bound="none",
+            options=_ANNEALED,
+            label="ADS multinomial",
+            color="tab:purple",
+            marker="v",
+            summary="annealed discriminance sampling, multinomial (Liu et al. Alg. 2)",
+        ),
+        _e(
+            "reverse-ais",
+            "reverse_ais",
+            kinds=GIBBS_KINDS,
+            axes=("K", "init", "seed"),
+            yields="log_z",
+            bound="upper",
+            options=_ANNEALED,
+            label="reverse AIS",
+            color="tab:orange",
+            marker="s",
+            summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)",
+        ),
+        _e(
+            "sandwich",
+            "sandwich",
+            kinds=KINDS,
+            axes=("seed",),
+            yields="log_z",
+            bound="bracket",
+            options=_ANNEALED
+            + (
+                "n_examples",
+                "target_width",
+                "max_sweeps",
+                "confidence",
+                "step_size",
+                "gamma",
+                "mh_sigma",
+                "proposal_scale",
+            ),
+            defaults=(("schedule", "adaptive"),),
+            label="sandwich",
+            color="tab:olive",
+            marker="P",
+            summary="a bracket [lower, upper] on log Z (with --data: on the test log-likelihood) from AIS and reverse "
+            "AIS / RAISE, K doubled until target_width or max_sweeps; each end labelled with its guarantee",
+        ),
+        _e(
+            "is",
+            "is_family",
+            kinds=GIBBS_KINDS,
+            axes=("init", "seed"),
+            yields="log_z",
+            bound="unbiased-in-z",
+            options=_IS_FAMILY,
+            label="IS",
+            color="tab:blue",
+            marker="o",
+            summary="importance sampling from p_0 (init)",
+        ),
+        _e(
+            "ris",
+            "is_family",
+            kinds=GIBBS_KINDS,
+            axes=("init", "seed"),
+            yields="log_z",
+            bound="upper",
+            options=_IS_FAMILY,
+            label="reverse IS",
+            color="tab:orange",
+            marker="s",
+            summary="reverse importance sampling from model samples",
+        ),
+        _e(
+            "is-avg",
+            "is_family",
+            kinds=GIBBS_KINDS,
+            axes=("init", "seed"),
+            yields="log_z",
+            bound="none",
+            options=_IS_FAMILY,
+            label="naive average",
+            color="tab:green",
+            marker="^",
+            summary="naive average of IS and reverse IS",
+        ),
+        _e(
+            "is-weighted",
+            "is_family",
+            kinds=GIBBS_KINDS,
+            axes=("init", "seed"),
+            yields="log_z",
+            bound="none",
+            options=_IS_FAMILY,
+            label="weighted average",
+            color="tab:purple",
+            marker="v",
+            summary="inverse-variance weighted IS / reverse IS",
+        ),
+        _e(
+            "is-select",
+            "is_family",
+            kinds=GIBBS_KINDS,
+            axes=("init", "seed"),
+            yields="log_z",
+            bound="none",
+            options=_IS_FAMILY,
+            label="weighted selection",
+            color="tab:brown",
+            marker="D",
+            summary="IS or reverse IS, whichever has less variance",
+        ),
+        _e(
+            "ds",
+            "is_family",
+            kinds=GIBBS_KINDS,
+            axes=("init", "seed"),
+            yields="log_z",
+            bound="none",
+            options=_IS_FAMILY,
+            label="DS",
+            color="tab:red",
+            marker="*",
+            emphasis=True,
+            summary="discriminance sampling between p_0 and the model",
+        ),
+        _e(
+            "hais",
+            "hais",
+            kinds=("analysis", "generative"),
+            axes=("K", "seed"),
+            yields="log_z",
+            bound="unbiased-in-z",
+            options=_CONTINUOUS,
+            label="HAIS",
+            color="tab:blue",
+            marker="o",
+            summary="Hamiltonian AIS (continuous models; Sohl-Dickstein & Culpepper 2012)",
+        ),
+        _e(
+            "ais-hmc",
+            "hais",
+            kinds=("analysis", "generative"),
+            axes=("K", "seed"),
+            yields="log_z",
+            bound="unbiased-in-z",
+            options=_CONTINUOUS,
+            label="AIS (HMC)",
+            color="tab:green",
+            marker="s",
+            summary="AIS with HMC transitions, momentum resampled every step",
+        ),
+        _e(
+            "ais-mh",
+            "hais",
+            kinds=("analysis", "generative"),
+            axes=("K", "seed"),
+            yields="log_z",
+            bound="unbiased-in-z",
+            options=_CONTINUOUS,
+            label="AIS (MH)",
+            color="tab:red",
+            marker="^",
+            summary="AIS with random-walk Metropolis transitions",
+        ),
+        _e(
+            "raise-hmc",
+            "raise_hmc",
+            kinds=("analysis",),
+            axes=("K", "seed"),
+            yields="log_likelihood",
+            bound="lower",
+            options=_CONTINUOUS,
+            needs_data=True,
+            label="RAISE (HMC)",
+            color="tab:cyan",
+            marker="P",
+            summary="RAISE with HAIS transitions on analysis models (a stochastic lower bound of log p_ann)",
+        ),
+        _e(
+            "reverse-hais",
+            "raise_hmc",
+            kinds=("generative",),
+            axes=("K", "seed"),
+            yields="log_likelihood",
+            bound="upper",
+            options=_CONTINUOUS,
+            needs_data=True,
+            label="reverse HAIS",
+            color="tab:orange",
+            marker="X",
+            summary="forward then reverse HAIS over the latent, per test point (an approximate upper bound)",
+        ),
+        _e(
+            "bdmc",
+            "bdmc",
+            kinds=("generative",),
+            axes=("K", "seed"),
+            yields="log_likelihood",
+            bound="bracket",
+            options=_CONTINUOUS + ("n_examples", "confidence"),
+            label="BDMC",
+            color="tab:olive",
+            marker="h",
+            summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)",
+        ),
+    )
+}
 
 
 def register(spec: "EstimatorSpec | FamilySpec") -> None:
@@ -433,10 +675,15 @@ class FamilySpec:
         """Why these training hyperparameters cannot describe a model of this family (``None``: fine)."""
         v = hyperparams.get(self.size_key)
         if self.size_key == "hidden_sizes":
-            if not isinstance(v, (list, tuple)) or not v or not all(
-                    isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in v):
-                return (f"a {self.name.upper()} needs `hyperparams.hidden_sizes` (a list of positive layer sizes, "
-                        f"e.g. [500, 1000]) or a `preset`; got {v!r}")
+            if (
+                not isinstance(v, (list, tuple))
+                or not v
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in v)
+            ):
+                return (
+                    f"a {self.name.upper()} needs `hyperparams.hidden_sizes` (a list of positive layer sizes, "
+                    f"e.g. [500, 1000]) or a `preset`; got {v!r}"
+                )
             lo, hi = self.layers
             if len(v) < lo or (hi is not None and len(v) > hi):
                 n = f"exactly {_WORDS.get(lo, lo)}" if lo == hi else f"at least {_WORDS.get(lo, lo)}"
@@ -445,8 +692,10 @@ class FamilySpec:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             if self.size_key == "n_hidden":
                 return "give `hyperparams.n_hidden` or a `preset`"
-            return (f"a {self.name} model needs `hyperparams.{self.size_key}` (experts, latent variables or hidden "
-                    f"units), got {v!r}")
+            return (
+                f"a {self.name} model needs `hyperparams.{self.size_key}` (experts, latent variables or hidden "
+                f"units), got {v!r}"
+            )
         return None
 
     def exact_units(self, n_visible: int, hidden: Sequence[int]) -> tuple[int, int] | None:
@@ -463,31 +712,109 @@ _MPF = (_CONT, _TRAINING + "mpf:train_mpf")
 _EM = (_CONT, _TRAINING + "em:train_em")
 _EXACT = "logzbench.estimators.exact:"
 #: Every model family, by ``model_type``.
-FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
-    FamilySpec("rbm", "logzbench.models.rbm:BinaryRBM", "logzbench.training:train_rbm", "binary", INITS,
-               "n_hidden", _rbm_cost, hyperparams=(_TRAINING + "trainer:RBMTrainer",)),
-    FamilySpec("dbm", "logzbench.models.dbm:DBM", "logzbench.training.dbm:train_dbm", "binary", INITS,
-               "hidden_sizes", _dbm_cost, layers=(1, None), hyperparams=(_TRAINING + "dbm:DBMTrainer",),
-               exact_time=_EXACT + "dbm_seconds"),
-    FamilySpec("dbn", "logzbench.models.dbn:DBN", "logzbench.training.dbn:train_dbn", "binary", ("uniform",),
-               "hidden_sizes", _dbn_cost, layers=(2, 2), hyperparams=(_TRAINING + "dbn:DBNTrainer",),
-               exact_time=_EXACT + "dbn_seconds"),
-    FamilySpec("grbm", "logzbench.models.grbm:GaussianBernoulliRBM", "logzbench.training.grbm:train_grbm",
-               "gaussian-binary", ("uniform",), "n_hidden", _grbm_cost, hyperparams=(_TRAINING + "grbm:GRBMHyperparams",),
-               exact_time=_EXACT + "grbm_seconds"),
-    FamilySpec("poe-laplace", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",
-               _closed_form_if_complete, hyperparams=_MPF),
-    FamilySpec("poe-student-t", "logzbench.models.poe:ProductOfExperts", _CONT, "analysis", (), "size",
-               _closed_form_if_complete, hyperparams=_MPF),
-    FamilySpec("mcrbm", "logzbench.models.mcrbm:MCRBM", _CONT, "analysis", (), "size", lambda nv, h: None,
-               hyperparams=_MPF),
-    FamilySpec("linear-gaussian", "logzbench.models.linear_generative:LinearGenerative", _CONT, "generative", (),
-               "size", _closed_form_always, hyperparams=_EM),
-    FamilySpec("linear-laplace", "logzbench.models.linear_generative:LinearGenerative", _CONT, "generative", (),
-               "size", lambda nv, h: None, hyperparams=_EM),
-    FamilySpec("bilinear", "logzbench.models.bilinear:BilinearGenerative", _CONT, "generative", (), "size",
-               lambda nv, h: None, hyperparams=_EM),
-)}
+FAMILIES: dict[str, FamilySpec] = {
+    s.name: s
+    for s in (
+        FamilySpec(
+            "rbm",
+            "logzbench.models.rbm:BinaryRBM",
+            "logzbench.training:train_rbm",
+            "binary",
+            INITS,
+            "n_hidden",
+            _rbm_cost,
+            hyperparams=(_TRAINING + "trainer:RBMTrainer",),
+        ),
+        FamilySpec(
+            "dbm",
+            "logzbench.models.dbm:DBM",
+            "logzbench.training.dbm:train_dbm",
+            "binary",
+            INITS,
+            "hidden_sizes",
+            _dbm_cost,
+            layers=(1, None),
+            hyperparams=(_TRAINING + "dbm:DBMTrainer",),
+            exact_time=_EXACT + "dbm_seconds",
+        ),
+        FamilySpec(
+            "dbn",
+            "logzbench.models.dbn:DBN",
+            "logzbench.training.dbn:train_dbn",
+            "binary",
+            ("uniform",),
+            "hidden_sizes",
+            _dbn_cost,
+            layers=(2, 2),
+            hyperparams=(_TRAINING + "dbn:DBNTrainer",),
+            exact_time=_EXACT + "dbn_seconds",
+        ),
+        FamilySpec(
+            "grbm",
+            "logzbench.models.grbm:GaussianBernoulliRBM",
+            "logzbench.training.grbm:train_grbm",
+            "gaussian-binary",
+            ("uniform",),
+            "n_hidden",
+            _grbm_cost,
+            hyperparams=(_TRAINING + "grbm:GRBMHyperparams",),
+            exact_time=_EXACT + "grbm_seconds",
+        ),
+        FamilySpec(
+            "poe-laplace",
+            "logzbench.models.poe:ProductOfExperts",
+            _CONT,
+            "analysis",
+            (),
+            "size",
+            _closed_form_if_complete,
+            hyperparams=_MPF,
+        ),
+        FamilySpec(
+            "poe-student-t",
+            "logzbench.models.poe:ProductOfExperts",
+            _CONT,
+            "analysis",
+            (),
+            "size",
+            _closed_form_if_complete,
+            hyperparams=_MPF,
+        ),
+        FamilySpec(
+            "mcrbm", "logzbench.models.mcrbm:MCRBM", _CONT, "analysis", (), "size", lambda nv, h: None, hyperparams=_MPF
+        ),
+        FamilySpec(
+            "linear-gaussian",
+            "logzbench.models.linear_generative:LinearGenerative",
+            _CONT,
+            "generative",
+            (),
+            "size",
+            _closed_form_always,
+            hyperparams=_EM,
+        ),
+        FamilySpec(
+            "linear-laplace",
+            "logzbench.models.linear_generative:LinearGenerative",
+            _CONT,
+            "generative",
+            (),
+            "size",
+            lambda nv, h: None,
+            hyperparams=_EM,
+        ),
+        FamilySpec(
+            "bilinear",
+            "logzbench.models.bilinear:BilinearGenerative",
+            _CONT,
+            "generative",
+            (),
+            "size",
+            lambda nv, h: None,
+            hyperparams=_EM,
+        ),
+    )
+}
 
 
 # --------------------------------------------------------------------------- learners
@@ -521,11 +848,14 @@ class LearnerSpec:
 
 
 #: Every learner, by name (Li et al. "Adversarial Variational Inference and Learning in MRFs").
-LEARNERS: dict[str, LearnerSpec] = {s.name: s for s in (
-    LearnerSpec("avil", "logzbench.training.avil:train_avil", ("rbm", "dbm", "grbm"), "AVIL", "lower"),
-    LearnerSpec("nvil", "logzbench.training.nvil:train_nvil", ("rbm", "grbm"), "NVIL", "upper"),
-    LearnerSpec("vcd", "logzbench.training.vcd:train_vcd", ("dbm",), "VCD-1", "none"),
-)}
+LEARNERS: dict[str, LearnerSpec] = {
+    s.name: s
+    for s in (
+        LearnerSpec("avil", "logzbench.training.avil:train_avil", ("rbm", "dbm", "grbm"), "AVIL", "lower"),
+        LearnerSpec("nvil", "logzbench.training.nvil:train_nvil", ("rbm", "grbm"), "NVIL", "upper"),
+        LearnerSpec("vcd", "logzbench.training.vcd:train_vcd", ("dbm",), "VCD-1", "none"),
+    )
+}
 
 
 def learner(name: str, family_name: str | None = None) -> LearnerSpec:

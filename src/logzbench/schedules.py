@@ -30,11 +30,13 @@ def sigmoid(n_steps: int, delta: float = 4.0) -> np.ndarray:
 def salakhutdinov_murray() -> np.ndarray:
     """The hand-crafted 14,500-step schedule of Salakhutdinov & Murray (2008):
     ``[0:1/1000:0.5, 0.5:1/10000:0.9, 0.9:1/100000:1]`` (Upadhya & Sastry, Sec. 4.1)."""
-    return np.concatenate([
-        np.linspace(0.0, 0.5, 501),
-        np.linspace(0.5, 0.9, 4001)[1:],
-        np.linspace(0.9, 1.0, 10001)[1:],
-    ])
+    return np.concatenate(
+        [
+            np.linspace(0.0, 0.5, 501),
+            np.linspace(0.5, 0.9, 4001)[1:],
+            np.linspace(0.9, 1.0, 10001)[1:],
+        ]
+    )
 
 
 def resample(betas, n_steps: int) -> np.ndarray:
@@ -90,11 +92,15 @@ def from_file(path: str | os.PathLike) -> np.ndarray:
             arr = np.loadtxt(path, ndmin=1)
     except (OSError, ValueError, EOFError) as exc:
         what = "an .npy array" if path.suffix == ".npy" else "one number per line"
-        raise ValueError(f"schedule file {path}: cannot be read as {what} "
-                         f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise ValueError(
+            f"schedule file {path}: cannot be read as {what} "
+            f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
     if getattr(arr, "ndim", 0) != 1:
-        raise ValueError(f"schedule file {path} holds an array of shape {np.shape(arr)}; a schedule is 1-D "
-                         "(one inverse temperature per line or a 1-D .npy)")
+        raise ValueError(
+            f"schedule file {path} holds an array of shape {np.shape(arr)}; a schedule is 1-D "
+            "(one inverse temperature per line or a 1-D .npy)"
+        )
     try:
         return from_array(arr)
     except ValueError as exc:
@@ -126,8 +132,10 @@ def make_schedule(name: str, n_steps: int | None = None) -> np.ndarray:
     if name == "sigmoid":
         return sigmoid(_need(n_steps, name))
     if name == ADAPTIVE:
-        raise ValueError("the adaptive schedule is chosen by a pilot run on the model's annealing path "
-                         "(logzbench.estimators.adaptive.pilot_schedule), not by name alone")
+        raise ValueError(
+            "the adaptive schedule is chosen by a pilot run on the model's annealing path "
+            "(logzbench.estimators.adaptive.pilot_schedule), not by name alone"
+        )
     if name in SM14500_NAMES:
         return _fixed(salakhutdinov_murray(), n_steps, f"schedule {name!r}")
     if Path(name).exists():
@@ -141,8 +149,9 @@ def _fixed(betas: np.ndarray, n_steps: int | None, what: str) -> np.ndarray:
     """A fixed schedule, refused when an explicit ``n_steps`` differs from its own ``K``."""
     own = len(betas) - 1
     if n_steps is not None and int(n_steps) != own:
-        raise ValueError(f"{what} has K = {own} steps, but K (--steps) = {int(n_steps)} was given; "
-                         f"omit K or give K = {own}")
+        raise ValueError(
+            f"{what} has K = {own} steps, but K (--steps) = {int(n_steps)} was given; omit K or give K = {own}"
+        )
     return betas
 
 

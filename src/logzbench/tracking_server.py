@@ -10,6 +10,8 @@ import sys
 if __name__ == "__main__":
     from logzbench.tracking.server import main
 
-    print("note: python -m logzbench.tracking_server is deprecated; use python -m logzbench.tracking.server",
-          file=sys.stderr)
+    print(
+        "note: python -m logzbench.tracking_server is deprecated; use python -m logzbench.tracking.server",
+        file=sys.stderr,
+    )
     sys.exit(main())

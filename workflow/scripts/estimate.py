@@ -17,7 +17,17 @@ try:  # the model and data of an earlier run are complete (else one line: how to
     check_npz(sm.input.data, "data")
 except ConfigError as exc:
     sys.exit(f"logzbench: {exc}")
-run_job("logzbench.pipeline.jobs:run_estimate_sweep", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
-        usage=job_usage_file(sm.log[0]),
-        settings=list(sm.params.settings), model=sm.input.model, data=sm.input.data, out_dir=sm.output[0],
-        tracking=dict(sm.params.tracking), ess_fraction=sm.params.ess_fraction, progress=sm.params.progress)
+run_job(
+    "logzbench.pipeline.jobs:run_estimate_sweep",
+    log=sm.log[0],
+    threads=sm.threads,
+    warm=sm.params.warm,
+    usage=job_usage_file(sm.log[0]),
+    settings=list(sm.params.settings),
+    model=sm.input.model,
+    data=sm.input.data,
+    out_dir=sm.output[0],
+    tracking=dict(sm.params.tracking),
+    ess_fraction=sm.params.ess_fraction,
+    progress=sm.params.progress,
+)

@@ -11,6 +11,13 @@ from logzbench.pipeline.warm import run_job
 sm = snakemake  # noqa: F821
 # the mirror: $LOGZBENCH_DATA_MIRROR, which the workflow sets (common.smk), not a param (naming it another way
 # reruns nothing)
-run_job("logzbench.pipeline.jobs:prepare_job", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
-        usage=job_usage_file(sm.log[0]),
-        spec=dict(sm.params.spec), out=sm.output[0], mirror=os.environ.get("LOGZBENCH_DATA_MIRROR"))
+run_job(
+    "logzbench.pipeline.jobs:prepare_job",
+    log=sm.log[0],
+    threads=sm.threads,
+    warm=sm.params.warm,
+    usage=job_usage_file(sm.log[0]),
+    spec=dict(sm.params.spec),
+    out=sm.output[0],
+    mirror=os.environ.get("LOGZBENCH_DATA_MIRROR"),
+)

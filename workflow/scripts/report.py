@@ -15,11 +15,29 @@ try:  # every record parses and its per-chain arrays load (else one line: the fi
         check_estimate_record(record)
 except ConfigError as exc:
     sys.exit(f"logzbench: {exc}")
-run_job("logzbench.report:report_job", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
-        usage=job_usage_file(sm.log[0]),
-        estimates=list(sm.params.estimates), out_dir=sm.params.out_dir, thresholds=dict(sm.params.thresholds),
-        models=list(sm.params.models), tracking=dict(sm.params.tracking), paper_rows=dict(sm.params.paper_rows),
-        bracket_models=list(sm.params.bracket_models),
-        tables=[o.table1, o.table2, o.summary, o.per_run, o.flags, o.json, o.annealed_trials, o.table_continuous,
-                o.table_bracket],
-        plots=list(o.plots) + list(o.trial_plots) + [o.model_size] + list(o.bracket_plots))
+run_job(
+    "logzbench.report:report_job",
+    log=sm.log[0],
+    threads=sm.threads,
+    warm=sm.params.warm,
+    usage=job_usage_file(sm.log[0]),
+    estimates=list(sm.params.estimates),
+    out_dir=sm.params.out_dir,
+    thresholds=dict(sm.params.thresholds),
+    models=list(sm.params.models),
+    tracking=dict(sm.params.tracking),
+    paper_rows=dict(sm.params.paper_rows),
+    bracket_models=list(sm.params.bracket_models),
+    tables=[
+        o.table1,
+        o.table2,
+        o.summary,
+        o.per_run,
+        o.flags,
+        o.json,
+        o.annealed_trials,
+        o.table_continuous,
+        o.table_bracket,
+    ],
+    plots=list(o.plots) + list(o.trial_plots) + [o.model_size] + list(o.bracket_plots),
+)

@@ -5,6 +5,12 @@ from logzbench.pipeline.usage import job_usage_file
 from logzbench.pipeline.warm import run_job
 
 sm = snakemake  # noqa: F821
-run_job("logzbench.trials:report_trials", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
-        usage=job_usage_file(sm.log[0]),
-        files={"gaussian": list(sm.input.gaussian), "grid": list(sm.input.grid)}, out_dir=sm.params.out_dir)
+run_job(
+    "logzbench.trials:report_trials",
+    log=sm.log[0],
+    threads=sm.threads,
+    warm=sm.params.warm,
+    usage=job_usage_file(sm.log[0]),
+    files={"gaussian": list(sm.input.gaussian), "grid": list(sm.input.grid)},
+    out_dir=sm.params.out_dir,
+)

@@ -14,9 +14,21 @@ try:  # the prepared dataset of an earlier run is complete (else one line: how t
     check_npz(sm.input.data, "data")
 except ConfigError as exc:
     sys.exit(f"logzbench: {exc}")
-run_job("logzbench.pipeline.jobs:train_job", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
-        usage=job_usage_file(sm.log[0]),
-        model_name=sm.wildcards.model, hyperparams=dict(sm.params.hyperparams), dataset=sm.params.dataset,
-        data=sm.input.data, out_model=sm.output.model, out_summary=sm.output.summary,
-        out_history=sm.output.history, out_plot=sm.output.plot, device=sm.params.device,
-        tracking=dict(sm.params.tracking), progress=sm.params.progress)
+run_job(
+    "logzbench.pipeline.jobs:train_job",
+    log=sm.log[0],
+    threads=sm.threads,
+    warm=sm.params.warm,
+    usage=job_usage_file(sm.log[0]),
+    model_name=sm.wildcards.model,
+    hyperparams=dict(sm.params.hyperparams),
+    dataset=sm.params.dataset,
+    data=sm.input.data,
+    out_model=sm.output.model,
+    out_summary=sm.output.summary,
+    out_history=sm.output.history,
+    out_plot=sm.output.plot,
+    device=sm.params.device,
+    tracking=dict(sm.params.tracking),
+    progress=sm.params.progress,
+)

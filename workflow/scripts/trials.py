@@ -10,7 +10,14 @@ from logzbench.pipeline.usage import job_usage_file
 from logzbench.pipeline.warm import run_job
 
 sm = snakemake  # noqa: F821
-run_job("logzbench.pipeline.jobs:trials_job", log=sm.log[0], threads=sm.threads, warm=sm.params.warm,
-        usage=job_usage_file(sm.log[0]),
-        experiment=sm.params.experiment, settings=list(sm.params.settings), outputs=list(sm.output),
-        tracking=dict(sm.params.tracking))
+run_job(
+    "logzbench.pipeline.jobs:trials_job",
+    log=sm.log[0],
+    threads=sm.threads,
+    warm=sm.params.warm,
+    usage=job_usage_file(sm.log[0]),
+    experiment=sm.params.experiment,
+    settings=list(sm.params.settings),
+    outputs=list(sm.output),
+    tracking=dict(sm.params.tracking),
+)

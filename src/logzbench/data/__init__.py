@@ -20,23 +20,42 @@ Continuous sets (:func:`prepare_patches`) have their own formats: ``vanhateren``
 ``train`` / ``test`` rows and a ``meta`` naming the data set, and :func:`load_rows` reads either.
 """
 
-
 from __future__ import annotations
 
 import importlib
 
-__all__ = ["DATASETS", "CONTINUOUS_DATASETS", "N_FEATURES", "check_binary_rows", "class_subset", "prepare_dataset",
-           "prepare_patches", "load_labels", "load_prepared", "load_binary_rows", "load_meta", "load_rows",
-           "load_split_if_present"]
+__all__ = [
+    "DATASETS",
+    "CONTINUOUS_DATASETS",
+    "N_FEATURES",
+    "check_binary_rows",
+    "class_subset",
+    "prepare_dataset",
+    "prepare_patches",
+    "load_labels",
+    "load_prepared",
+    "load_binary_rows",
+    "load_meta",
+    "load_rows",
+    "load_split_if_present",
+]
 
 #: name -> the module defining it, imported on first use (PEP 562), so that the torch-free
 #: declarations (:mod:`logzbench.data.sizes`) are read without importing the loaders
 _LAZY = {
-    "DATASETS": ".sizes", "CONTINUOUS_DATASETS": ".sizes", "N_FEATURES": ".sizes",
-    "check_binary_rows": ".rows", "class_subset": ".subset", "load_labels": ".subset",
-    "prepare_dataset": ".prepare", "prepare_patches": ".prepare",
-    "load_prepared": ".prepared", "load_binary_rows": ".prepared", "load_meta": ".prepared",
-    "load_rows": ".prepared", "load_split_if_present": ".prepared",
+    "DATASETS": ".sizes",
+    "CONTINUOUS_DATASETS": ".sizes",
+    "N_FEATURES": ".sizes",
+    "check_binary_rows": ".rows",
+    "class_subset": ".subset",
+    "load_labels": ".subset",
+    "prepare_dataset": ".prepare",
+    "prepare_patches": ".prepare",
+    "load_prepared": ".prepared",
+    "load_binary_rows": ".prepared",
+    "load_meta": ".prepared",
+    "load_rows": ".prepared",
+    "load_split_if_present": ".prepared",
 }
 
 

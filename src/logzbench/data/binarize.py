@@ -26,9 +26,11 @@ def check_threshold(threshold: Any) -> float:
     except (TypeError, ValueError):
         t = math.nan
     if isinstance(threshold, bool) or not 0.0 <= t < 1.0:
-        raise ValueError(f"threshold {threshold!r} must be a number in [0, 1): grey levels are scaled to [0, 1] and a "
-                         "bit is 1 where the level exceeds the threshold (1 or more gives all zeros, a negative one "
-                         "all ones)")
+        raise ValueError(
+            f"threshold {threshold!r} must be a number in [0, 1): grey levels are scaled to [0, 1] and a "
+            "bit is 1 where the level exceeds the threshold (1 or more gives all zeros, a negative one "
+            "all ones)"
+        )
     return t
 
 
@@ -74,6 +76,6 @@ def binarize(x: Any, method: str = "stochastic", seed: Any = 0, threshold: float
     rows = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
     out = np.empty(rows.shape, dtype=np.uint8)
     for start in range(0, len(rows), _CHUNK_ROWS):  # bounded memory, same stream as one draw
-        block = rows[start:start + _CHUNK_ROWS]
-        out[start:start + _CHUNK_ROWS] = rng.random(block.shape) < block
+        block = rows[start : start + _CHUNK_ROWS]
+        out[start : start + _CHUNK_ROWS] = rng.random(block.shape) < block
     return out.reshape(x.shape)

@@ -85,13 +85,18 @@ SHIFTS = (("original", 0, 0), ("up", -1, 0), ("left", 0, -1), ("right", 0, 1), (
 _TEST_IS_VALID = "; test = a copy of valid (the paper has no test split and reports the best validation result)"
 #: The prepared file's ``meta["split"]`` per ``augment`` mode.
 AVIL_SPLIT_NOTES = {
-    "train": ("AVIL Table 1 digits: sklearn train_test_split(test_size=359, random_state=0) of the 1797 images "
-              "(1438 train / 359 valid), then training row 5 i + k = shift k of training image i (zero fill)"
-              + _TEST_IS_VALID),
-    "all": ("Kuleshov & Ermon's code: all 1797 images x 5 shifts (block order), then sklearn "
-            "train_test_split(test_size=0.2, random_state=0): 7188 train / 1797 valid rows" + _TEST_IS_VALID),
-    "none": ("AVIL Table 1 digits: sklearn train_test_split(test_size=359, random_state=0) of the 1797 images "
-             "(1438 train / 359 valid), no augmentation" + _TEST_IS_VALID),
+    "train": (
+        "AVIL Table 1 digits: sklearn train_test_split(test_size=359, random_state=0) of the 1797 images "
+        "(1438 train / 359 valid), then training row 5 i + k = shift k of training image i (zero fill)" + _TEST_IS_VALID
+    ),
+    "all": (
+        "Kuleshov & Ermon's code: all 1797 images x 5 shifts (block order), then sklearn "
+        "train_test_split(test_size=0.2, random_state=0): 7188 train / 1797 valid rows" + _TEST_IS_VALID
+    ),
+    "none": (
+        "AVIL Table 1 digits: sklearn train_test_split(test_size=359, random_state=0) of the 1797 images "
+        "(1438 train / 359 valid), no augmentation" + _TEST_IS_VALID
+    ),
 }
 
 
@@ -116,8 +121,9 @@ def shift_images(images: np.ndarray, d_row: int, d_col: int) -> np.ndarray:
     grid = x.reshape(len(x), *IMAGE_SHAPE)
     out = np.zeros_like(grid)
     h, w = IMAGE_SHAPE
-    out[:, max(d_row, 0):h + min(d_row, 0), max(d_col, 0):w + min(d_col, 0)] = \
-        grid[:, max(-d_row, 0):h + min(-d_row, 0), max(-d_col, 0):w + min(-d_col, 0)]
+    out[:, max(d_row, 0) : h + min(d_row, 0), max(d_col, 0) : w + min(d_col, 0)] = grid[
+        :, max(-d_row, 0) : h + min(-d_row, 0), max(-d_col, 0) : w + min(-d_col, 0)
+    ]
     return out.reshape(x.shape)
 
 

@@ -86,18 +86,26 @@ _MNIST_BASES = (
     "https://storage.googleapis.com/cvdf-datasets/mnist/",  # TensorFlow's mirror
 )
 for _name, _sha, _gz_sha in (
-    ("train-images-idx3-ubyte.gz",
-     "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
-     "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609"),
-    ("train-labels-idx1-ubyte.gz",
-     "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
-     "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"),
-    ("t10k-images-idx3-ubyte.gz",
-     "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
-     "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"),
-    ("t10k-labels-idx1-ubyte.gz",
-     "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
-     "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"),
+    (
+        "train-images-idx3-ubyte.gz",
+        "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+        "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
+    ),
+    (
+        "train-labels-idx1-ubyte.gz",
+        "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+        "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
+    ),
+    (
+        "t10k-images-idx3-ubyte.gz",
+        "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+        "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
+    ),
+    (
+        "t10k-labels-idx1-ubyte.gz",
+        "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+        "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
+    ),
 ):
     register(RemoteFile("mnist", _name, _sha, tuple(b + _name for b in _MNIST_BASES), _gz_sha))
 
@@ -196,7 +204,7 @@ def content_sha256(path: str | os.PathLike, gzipped: bool | None = None) -> str:
 def git_blob_sha1(path: str | os.PathLike) -> str:
     """Git's blob SHA-1 of a file (``git hash-object path``): sha1 of ``b"blob <size>\\0"`` + content."""
     path = Path(path)
-    digest = hashlib.sha1(b"blob %d\0" % path.stat().st_size)  # noqa: S324 - git's object id, not security
+    digest = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
@@ -249,8 +257,11 @@ def verify(path: str | os.PathLike, entry: RemoteFile, gzipped: bool | None = No
     else:
         if actual == expected:
             return
-    what = (f"sha256 {entry.sha256} of the {'decompressed ' if entry.gzipped else ''}{entry.filename}"
-            if entry.sha256 is not None else f"git blob sha1 {entry.git_sha1} of {entry.filename}")
+    what = (
+        f"sha256 {entry.sha256} of the {'decompressed ' if entry.gzipped else ''}{entry.filename}"
+        if entry.sha256 is not None
+        else f"git blob sha1 {entry.git_sha1} of {entry.filename}"
+    )
     raise DatasetError(
         f"data file {path} is corrupt: it {problem}, expected {what}. Replace it with a good copy "
         f"({hint or _where_to_put(entry)})."
@@ -290,8 +301,12 @@ def fetch(
     entry = remote_file(dataset, filename)
     mirror_root = _mirror_root(mirror)
     if mirror_root is not None and not mirror_root.is_dir():
-        _log.warning("data mirror %s is not a directory; looking for %s/%s in the cache, then downloading",
-                     mirror_root, dataset, filename)
+        _log.warning(
+            "data mirror %s is not a directory; looking for %s/%s in the cache, then downloading",
+            mirror_root,
+            dataset,
+            filename,
+        )
     if mirror_root is not None:
         found = _existing(mirror_root / dataset, entry)
         if found is not None:
@@ -316,13 +331,12 @@ def fetch(
                 _download(url, tmp)
                 verify(tmp, entry)
             return target
-        except Exception as exc:  # noqa: BLE001 - any failure moves on to the next URL
+        except Exception as exc:
             failures.append(f"{url}: {type(exc).__name__}: {exc}")
     raise DatasetError(
         f"data file {dataset}/{filename} is not available offline and could not be "
         f"downloaded (expected {expected_digest(entry)}). "
-        f"{_where_to_put(entry, mirror_root, cache_root)}.{cache_note}\nDownload attempts:\n  "
-        + "\n  ".join(failures)
+        f"{_where_to_put(entry, mirror_root, cache_root)}.{cache_note}\nDownload attempts:\n  " + "\n  ".join(failures)
     )
 
 
@@ -346,9 +360,11 @@ def check_mirror(mirror: str | os.PathLike | None = None) -> Path | None:
     root = _mirror_root(mirror)
     if root is not None and not root.is_dir():
         where = "--mirror / mirror=" if mirror is not None else f"${MIRROR_ENV}"
-        raise DatasetError(f"data mirror {root} (from {where}) "
-                           f"{'is not a directory' if root.exists() else 'does not exist'}; give the directory "
-                           f"holding <dataset>/<file>, or leave it unset to use the cache and download")
+        raise DatasetError(
+            f"data mirror {root} (from {where}) "
+            f"{'is not a directory' if root.exists() else 'does not exist'}; give the directory "
+            f"holding <dataset>/<file>, or leave it unset to use the cache and download"
+        )
     return root
 
 

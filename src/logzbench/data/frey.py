@@ -63,11 +63,18 @@ FACE_SPLITS = ("train", "test")
 STANDARDIZATION_KEYS = ("mean", "sd")
 VILHESS_COMMIT = "417f18d3bba5d716291a891c22e8f57da426a819"
 
-register(RemoteFile(FOLDER, FILENAME, "265a83a23adb081755cd3de375509828e690324d1d60f076b8ecebc840d59c64", (
-    "https://cs.nyu.edu/~roweis/data/frey_rawface.mat",  # canonical (md5 5aeb024d42b8a6091f30e5eb18c8a48d)
-    f"https://github.com/vilhess/projet_meth_ia/raw/{VILHESS_COMMIT}/dataset/frey_rawface.mat",
-    f"https://raw.githubusercontent.com/vilhess/projet_meth_ia/{VILHESS_COMMIT}/dataset/frey_rawface.mat",
-)))
+register(
+    RemoteFile(
+        FOLDER,
+        FILENAME,
+        "265a83a23adb081755cd3de375509828e690324d1d60f076b8ecebc840d59c64",
+        (
+            "https://cs.nyu.edu/~roweis/data/frey_rawface.mat",  # canonical (md5 5aeb024d42b8a6091f30e5eb18c8a48d)
+            f"https://github.com/vilhess/projet_meth_ia/raw/{VILHESS_COMMIT}/dataset/frey_rawface.mat",
+            f"https://raw.githubusercontent.com/vilhess/projet_meth_ia/{VILHESS_COMMIT}/dataset/frey_rawface.mat",
+        ),
+    )
+)
 
 
 def read_frey(path: str | os.PathLike) -> np.ndarray:
@@ -113,8 +120,14 @@ def frey_sources() -> dict:
     return {entry.filename: {"sha256": entry.sha256, "url": entry.urls[0]}}
 
 
-def prepare_frey(*, n_test: int | None = 0, n_train: int | None = None, seed: int = 0,
-                 mirror: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None) -> dict:
+def prepare_frey(
+    *,
+    n_test: int | None = 0,
+    n_train: int | None = None,
+    seed: int = 0,
+    mirror: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+) -> dict:
     """Split and standardize the Frey faces (see the module docstring).
 
     Parameters
@@ -142,8 +155,10 @@ def prepare_frey(*, n_test: int | None = 0, n_train: int | None = None, seed: in
     """
     n_test = 0 if n_test is None else int(n_test)
     if not 0 <= n_test < N_FACES - 1:
-        raise DatasetError(f"Frey faces n_test={n_test} must be in [0, {N_FACES - 2}] (the training rows need "
-                           "two faces for a standard deviation)")
+        raise DatasetError(
+            f"Frey faces n_test={n_test} must be in [0, {N_FACES - 2}] (the training rows need "
+            "two faces for a standard deviation)"
+        )
     n_rest = N_FACES - n_test
     n_train = n_rest if n_train is None else int(n_train)
     if not 2 <= n_train <= n_rest:
@@ -153,10 +168,16 @@ def prepare_frey(*, n_test: int | None = 0, n_train: int | None = None, seed: in
     mean = faces[frames["train"]].mean(axis=0)
     sd = faces[frames["train"]].std(axis=0)
     if not (sd > 0).all():
-        raise DatasetError(f"Frey faces: pixel(s) {np.flatnonzero(sd == 0).tolist()} are constant over the "
-                           f"{n_train} training faces; they cannot be standardized")
-    out = {"mean": mean, "sd": sd, "settings": {"n_test": n_test, "n_train": n_train, "seed": int(seed)},
-           "sources": frey_sources()}
+        raise DatasetError(
+            f"Frey faces: pixel(s) {np.flatnonzero(sd == 0).tolist()} are constant over the "
+            f"{n_train} training faces; they cannot be standardized"
+        )
+    out = {
+        "mean": mean,
+        "sd": sd,
+        "settings": {"n_test": n_test, "n_train": n_train, "seed": int(seed)},
+        "sources": frey_sources(),
+    }
     for split in FACE_SPLITS[: 1 + (n_test > 0)]:
         out[split] = (faces[frames[split]] - mean) / sd
         out[f"{split}_frames"] = frames[split].astype(np.int64)
@@ -175,16 +196,21 @@ def save_prepared_faces(path: str | os.PathLike, prepared: dict) -> Path:
         "sizes": {s: int(len(arrays[s])) for s in splits},
         "n_features": N_PIXELS,
         "image_shape": list(IMAGE_SHAPE),
-        "split": ("frames 0..N_train-1 are train; the last n_test frames (contiguous: neighbouring video frames "
-                  "are near-copies) are test; the paper (AVIL Table 1) has no test split"),
-        "standardization": ("per pixel over the training rows: (face - mean) / sd, sd with ddof=0; images = "
-                            "round(x * sd + mean) (logzbench.data.frey.to_images)"),
+        "split": (
+            "frames 0..N_train-1 are train; the last n_test frames (contiguous: neighbouring video frames "
+            "are near-copies) are test; the paper (AVIL Table 1) has no test split"
+        ),
+        "standardization": (
+            "per pixel over the training rows: (face - mean) / sd, sd with ddof=0; images = "
+            "round(x * sd + mean) (logzbench.data.frey.to_images)"
+        ),
         "sources": prepared.get("sources") or frey_sources(),
         "logzbench_version": __version__,
     }
     path = Path(path)
-    save_npz_atomic(path, **arrays, image_shape=np.asarray(IMAGE_SHAPE, dtype=np.int64),
-                    meta=np.asarray(json.dumps(meta)))
+    save_npz_atomic(
+        path, **arrays, image_shape=np.asarray(IMAGE_SHAPE, dtype=np.int64), meta=np.asarray(json.dumps(meta))
+    )
     return path
 
 
@@ -213,8 +239,10 @@ def load_faces(path: str | os.PathLike, split: str = "train") -> np.ndarray:
     with _open_faces(path) as npz:
         if split not in npz.files:
             have = [s for s in FACE_SPLITS if s in npz.files]
-            raise DatasetError(f"prepared Frey faces file {path} has no split {split!r} (it has {have}); the paper "
-                               "has no Frey test split: prepare with n_test=k to hold out the last k frames")
+            raise DatasetError(
+                f"prepared Frey faces file {path} has no split {split!r} (it has {have}); the paper "
+                "has no Frey test split: prepare with n_test=k to hold out the last k frames"
+            )
         rows = _member(npz, split, path)
     if rows.dtype.kind != "f" or rows.ndim != 2 or rows.shape[1:] != (N_PIXELS,) or len(rows) == 0:
         raise DatasetError(f"data {path} [{split}] is {rows.dtype} {rows.shape}; expected float rows (N, {N_PIXELS})")
@@ -275,8 +303,10 @@ class _open_faces(_open_npz):
         super().__init__(path)
         if not is_frey_file(self.obj):
             self.__exit__()
-            raise DatasetError(f"{path} is not a prepared Frey faces file (.npz with a 'meta' of dataset "
-                               "'frey'); create it with prepare_patches('frey', ...)")
+            raise DatasetError(
+                f"{path} is not a prepared Frey faces file (.npz with a 'meta' of dataset "
+                "'frey'); create it with prepare_patches('frey', ...)"
+            )
 
 
 def is_frey_file(npz) -> bool:

@@ -63,7 +63,7 @@ def read_idx(path: str | os.PathLike, expected_magic: int | None = None) -> np.n
     header = 4 + 4 * ndim
     if len(data) < header:
         raise DatasetError(f"IDX file {path} is truncated inside its header")
-    shape = tuple(int.from_bytes(data[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+    shape = tuple(int.from_bytes(data[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     if len(data) - header != int(np.prod(shape)):
         raise DatasetError(
             f"IDX file {path} holds {len(data) - header} data bytes but its header says {shape} "

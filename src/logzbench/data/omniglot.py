@@ -100,12 +100,12 @@ def downsample(ink: np.ndarray) -> np.ndarray:
     out = np.empty((len(ink), IMAGE_SHAPE[0] * IMAGE_SHAPE[1]), dtype=np.float64)
     src, dst = SOURCE_SHAPE[0], IMAGE_SHAPE[0]
     for start in range(0, len(ink), _CHUNK):
-        x = ink[start:start + _CHUNK].astype(np.float32)
+        x = ink[start : start + _CHUNK].astype(np.float32)
         n = len(x)
         # two plain 2-D products (one BLAS call each): columns first, then rows
         y = (x.reshape(n * src, src) @ b.T).reshape(n, src, dst)  # (image, source row, output col)
         z = (y.transpose(0, 2, 1).reshape(n * dst, src) @ b.T).reshape(n, dst, dst)  # (image, col, row)
-        out[start:start + n] = z.transpose(0, 2, 1).reshape(n, -1)  # integers 0..225
+        out[start : start + n] = z.transpose(0, 2, 1).reshape(n, -1)  # integers 0..225
     out /= float(_BLOCK * _BLOCK)
     return out
 

@@ -65,12 +65,15 @@ def transform_patches(raw_patches, whitening: dict) -> np.ndarray:
     DatasetError
         If a patch holds a non-positive or non-finite value (log undefined).
     """
-    components, mean, scale = (np.asarray(whitening[k], dtype=np.float64)
-                               for k in ("pca_components", "pca_mean", "whitening_scale"))
+    components, mean, scale = (
+        np.asarray(whitening[k], dtype=np.float64) for k in ("pca_components", "pca_mean", "whitening_scale")
+    )
     logged = _log_patches(raw_patches, components.shape[1], bool(whitening.get("remove_dc", False)))
     if mean.shape != (components.shape[1],) or scale.shape != (components.shape[0],):
-        raise ValueError(f"inconsistent whitening: pca_components {components.shape}, pca_mean {mean.shape}, "
-                         f"whitening_scale {scale.shape}")
+        raise ValueError(
+            f"inconsistent whitening: pca_components {components.shape}, pca_mean {mean.shape}, "
+            f"whitening_scale {scale.shape}"
+        )
     return ((logged - mean) @ components.T) / scale
 
 
@@ -112,8 +115,10 @@ def fit_whitening(raw_patches, n_components: int, remove_dc: bool = False) -> di
     variance = np.asarray(pca.explained_variance_, dtype=np.float64)
     # components with (numerically) zero variance cannot be whitened
     if not (np.isfinite(variance).all() and variance.min() > 1e-12 * max(variance.max(), 1e-300)):
-        raise ValueError(f"the {len(logged)} training patches span fewer than n_components={n_components} "
-                         f"dimensions (smallest component variance {variance.min():.3g}); lower n_components")
+        raise ValueError(
+            f"the {len(logged)} training patches span fewer than n_components={n_components} "
+            f"dimensions (smallest component variance {variance.min():.3g}); lower n_components"
+        )
     return {
         "pca_components": np.asarray(pca.components_, dtype=np.float64),
         "pca_mean": np.asarray(pca.mean_, dtype=np.float64),
@@ -127,16 +132,20 @@ def _log_patches(raw_patches, n_pixels: int, remove_dc: bool) -> np.ndarray:
     """(n, P, P) or (n, P*P) raw patches -> (n, P*P) float64 logs (minus each row's mean with ``remove_dc``)."""
     raw = np.asarray(raw_patches)
     if raw.ndim < 2 or raw.shape[0] == 0 or int(np.prod(raw.shape[1:])) != n_pixels or n_pixels == 0:
-        raise ValueError(f"raw patches have shape {raw.shape}; expected a non-empty (n, P, P) or (n, P*P) "
-                         f"array with P*P = {n_pixels}")
+        raise ValueError(
+            f"raw patches have shape {raw.shape}; expected a non-empty (n, P, P) or (n, P*P) "
+            f"array with P*P = {n_pixels}"
+        )
     if raw.dtype.kind not in "biuf":
         raise ValueError(f"raw patches have dtype {raw.dtype}; expected numbers")
     flat = raw.reshape(len(raw), n_pixels).astype(np.float64)
     bad = ~(np.isfinite(flat) & (flat > 0))
     if bad.any():
         i, j = np.argwhere(bad)[0]
-        raise DatasetError(f"raw patch {i} has the value {flat[i, j]!r} at pixel {j}; the log of a non-positive "
-                           "or non-finite luminance is undefined")
+        raise DatasetError(
+            f"raw patch {i} has the value {flat[i, j]!r} at pixel {j}; the log of a non-positive "
+            "or non-finite luminance is undefined"
+        )
     logged = np.log(flat)
     if remove_dc:
         logged -= logged.mean(axis=1, keepdims=True)

@@ -111,15 +111,18 @@ def prepare_dataset(
         except ValueError as exc:
             raise DatasetError(f"{name}: {exc}") from None
     if name == "digits-avil" and n_test is not None:
-        raise DatasetError("digits-avil has no n_test: its test split is the 359-image validation split "
-                           "(the paper reports the best validation result)")
+        raise DatasetError(
+            "digits-avil has no n_test: its test split is the 359-image validation split "
+            "(the paper reports the best validation result)"
+        )
     raw = _load_raw(name, mirror, cache_dir, shift_augment)
     parts = raw["parts"]
 
     if raw["fixed_valid"]:
         if int(n_valid):
-            raise DatasetError(f"{name} has a fixed validation split ({len(parts['valid'][0])} rows); "
-                               f"n_valid must be 0, got {n_valid}")
+            raise DatasetError(
+                f"{name} has a fixed validation split ({len(parts['valid'][0])} rows); n_valid must be 0, got {n_valid}"
+            )
         n_valid = 0
     else:
         x, y = parts["train"]
@@ -129,7 +132,7 @@ def prepare_dataset(
         n_valid = int(n_valid)
         parts["train"] = (x[: n_full - n_valid], y[: n_full - n_valid])
         if n_valid:
-            parts["valid"] = (x[n_full - n_valid:], y[n_full - n_valid:])
+            parts["valid"] = (x[n_full - n_valid :], y[n_full - n_valid :])
     for split, limit in (("train", n_train), ("test", n_test)):
         xs, ys = parts[split]
         if limit is not None:
@@ -142,8 +145,11 @@ def prepare_dataset(
     for split, (xs, ys) in parts.items():
         if xs is None:  # digits-avil: test is a copy of valid
             continue
-        arrays[split] = xs if scale is None else _binarize(xs / scale, binarize, seed=[int(seed), _STREAM[split]],
-                                                          threshold=threshold)
+        arrays[split] = (
+            xs
+            if scale is None
+            else _binarize(xs / scale, binarize, seed=[int(seed), _STREAM[split]], threshold=threshold)
+        )
         if ys is not None:
             arrays[f"{split}_labels"] = np.asarray(ys, dtype=np.int64)
     for split, same in raw.get("copies", {}).items():
@@ -173,12 +179,20 @@ def prepare_dataset(
 
 
 #: Continuous sources: module, its settings, its prepare and save functions (names in that module).
-_CONTINUOUS = {"vanhateren": ("vanhateren", "prepare_vanhateren", "save_prepared_patches"),
-               "frey": ("frey", "prepare_frey", "save_prepared_faces")}
+_CONTINUOUS = {
+    "vanhateren": ("vanhateren", "prepare_vanhateren", "save_prepared_patches"),
+    "frey": ("frey", "prepare_frey", "save_prepared_faces"),
+}
 
 
-def prepare_patches(name: str, output: str | os.PathLike, *, mirror: str | os.PathLike | None = None,
-                    cache_dir: str | os.PathLike | None = None, **settings) -> Path:
+def prepare_patches(
+    name: str,
+    output: str | os.PathLike,
+    *,
+    mirror: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    **settings,
+) -> Path:
     """Prepare a continuous data set and write it atomically.
 
     ``"vanhateren"``: whitened PCA coefficients of log image patches; ``settings`` are those of
@@ -214,45 +228,71 @@ def _load_raw(name, mirror, cache_dir, shift_augment=None) -> dict:
         from .mnist import IMAGE_SHAPE, load_mnist, mnist_sources
 
         raw = load_mnist(mirror=mirror, cache_dir=cache_dir)
-        out.update(scale=255.0, image_shape=IMAGE_SHAPE, sources=mnist_sources(),
-                   note="official 60000/10000; valid = last n_valid training rows")
+        out.update(
+            scale=255.0,
+            image_shape=IMAGE_SHAPE,
+            sources=mnist_sources(),
+            note="official 60000/10000; valid = last n_valid training rows",
+        )
     elif name == "omniglot":
         from . import omniglot as om
 
         raw = om.load_omniglot(mirror=mirror, cache_dir=cache_dir)
-        out.update(image_shape=om.IMAGE_SHAPE, sources=om.omniglot_sources(), note=(
-            f"pooled {om.N_IMAGES} images (1623 characters x 20 drawers, background then evaluation); "
-            f"numpy.random.default_rng({om.DEFAULT_SPLIT_SEED}).permutation: first {om.DEFAULT_N_TRAIN} "
-            f"train, next {om.DEFAULT_N_TEST} test, last {om.N_IMAGES - om.DEFAULT_N_TRAIN - om.DEFAULT_N_TEST} "
-            "unused; 105x105 -> 28x28 exact area average; labels = global character index "
-            "(background 0..963, evaluation 964..1622); valid = last n_valid training rows"))
+        out.update(
+            image_shape=om.IMAGE_SHAPE,
+            sources=om.omniglot_sources(),
+            note=(
+                f"pooled {om.N_IMAGES} images (1623 characters x 20 drawers, background then evaluation); "
+                f"numpy.random.default_rng({om.DEFAULT_SPLIT_SEED}).permutation: first {om.DEFAULT_N_TRAIN} "
+                f"train, next {om.DEFAULT_N_TEST} test, last {om.N_IMAGES - om.DEFAULT_N_TRAIN - om.DEFAULT_N_TEST} "
+                "unused; 105x105 -> 28x28 exact area average; labels = global character index "
+                "(background 0..963, evaluation 964..1622); valid = last n_valid training rows"
+            ),
+        )
     elif name in UCI_SETS:
         from .uci import load_uci
 
         data = load_uci(name, mirror=mirror, cache_dir=cache_dir)
         sizes = "/".join(str(len(data[s])) for s in ("train", "valid", "test"))
-        return {"parts": {s: (data[s], None) for s in ("train", "test", "valid")}, "scale": None,
-                "image_shape": None, "sources": data["sources"], "fixed_valid": True,
-                "note": (f"fixed train/valid/test {sizes} of Larochelle & Murray (2011) = AVIL Table 1; "
-                         "already binary (binarize, threshold and seed unused)")}
+        return {
+            "parts": {s: (data[s], None) for s in ("train", "test", "valid")},
+            "scale": None,
+            "image_shape": None,
+            "sources": data["sources"],
+            "fixed_valid": True,
+            "note": (
+                f"fixed train/valid/test {sizes} of Larochelle & Murray (2011) = AVIL Table 1; "
+                "already binary (binarize, threshold and seed unused)"
+            ),
+        }
     else:
         import sklearn
 
         from . import digits as dg
 
-        out.update(image_shape=dg.IMAGE_SHAPE,
-                   sources={"sklearn.datasets.load_digits": {"version": sklearn.__version__}})
+        out.update(
+            image_shape=dg.IMAGE_SHAPE, sources={"sklearn.datasets.load_digits": {"version": sklearn.__version__}}
+        )
         if name == "digits-avil":
             mode = shift_augment or "train"
             raw = dg.load_digits_avil(mode)
             shifts = [f"{n} ({dr:+d} row, {dc:+d} column)" for n, dr, dc in dg.SHIFTS]
-            out.update(fixed_valid=True, copies={"test": "valid"}, meta={"shift_augment": mode, "shifts": shifts},
-                       note=dg.AVIL_SPLIT_NOTES[mode], parts={
-                           "train": (raw["train_images"], raw["train_labels"]), "test": (None, None),
-                           "valid": (raw["valid_images"], raw["valid_labels"])})
+            out.update(
+                fixed_valid=True,
+                copies={"test": "valid"},
+                meta={"shift_augment": mode, "shifts": shifts},
+                note=dg.AVIL_SPLIT_NOTES[mode],
+                parts={
+                    "train": (raw["train_images"], raw["train_labels"]),
+                    "test": (None, None),
+                    "valid": (raw["valid_images"], raw["valid_labels"]),
+                },
+            )
             return out
         raw = dg.load_digits_dataset()
-        out["note"] = (f"sklearn train_test_split(test_size={dg.DEFAULT_TEST_FRACTION}, stratify=labels, "
-                       f"random_state={dg.DEFAULT_SPLIT_SEED}); valid = last n_valid training rows")
+        out["note"] = (
+            f"sklearn train_test_split(test_size={dg.DEFAULT_TEST_FRACTION}, stratify=labels, "
+            f"random_state={dg.DEFAULT_SPLIT_SEED}); valid = last n_valid training rows"
+        )
     out["parts"] = {s: (raw[f"{s}_images"], raw[f"{s}_labels"]) for s in ("train", "test")}
     return out

@@ -80,11 +80,14 @@ def load_binary_rows(path: str | os.PathLike, split: str = "test", n_features: i
         key = split if split in obj.files else obj.files[0] if len(obj.files) == 1 else None
         if key is not None:
             return _check_binary(_member(obj, key, path), f"{path} [{key}]", n_features)
-        raise DatasetError(f"{path} holds arrays {obj.files} but no {split!r}; give a prepared dataset or a single array")
+        raise DatasetError(
+            f"{path} holds arrays {obj.files} but no {split!r}; give a prepared dataset or a single array"
+        )
 
 
-def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, prepared: bool = False,
-              family: str | None = None) -> np.ndarray:
+def load_rows(
+    path: str | os.PathLike, data_kind: str, split: str = "test", *, prepared: bool = False, family: str | None = None
+) -> np.ndarray:
     """Data rows of either kind a model family takes (``registry.family(name).data_kind``).
 
     Parameters
@@ -125,9 +128,11 @@ def load_rows(path: str | os.PathLike, data_kind: str, split: str = "test", *, p
             if binary is None:
                 raise
         who = f"a {family} model" if family else "a model of real-valued rows"
-        raise DatasetError(f"{path} holds binary 0/1 rows (the prepared dataset {binary}), not real-valued rows; "
-                           f"{who} needs real-valued rows: prepared van Hateren patches or Frey faces (logzbench "
-                           "prepare vanhateren | frey), or a .npy of real rows")
+        raise DatasetError(
+            f"{path} holds binary 0/1 rows (the prepared dataset {binary}), not real-valued rows; "
+            f"{who} needs real-valued rows: prepared van Hateren patches or Frey faces (logzbench "
+            "prepare vanhateren | frey), or a .npy of real rows"
+        )
     if data_kind != "binary":
         raise ValueError(f"unknown data kind {data_kind!r}; expected 'binary' or 'real'")
     return (load_prepared if prepared else load_binary_rows)(path, split)
@@ -169,7 +174,7 @@ def _binary_dataset(path: Path, split: str) -> str | None:
                 rows = npz[key]
                 if rows.size and ((rows == 0) | (rows == 1)).all():
                     return repr(name) if name is not None else "without a name"
-    except Exception:  # noqa: BLE001 - damaged or foreign: load_patches reports it
+    except Exception:
         return None
     return None
 

@@ -38,7 +38,6 @@ def numpy_file_kind(path: Path) -> tuple[str | None, str]:
     return kind, "is empty" if not head else f"begins with {head!r}"
 
 
-
 def load_npy_npz(path: Path):
     """``np.load(path, allow_pickle=False)`` of an ``.npy`` or ``.npz`` file (an array or an open
     ``NpzFile``); a missing file, a file of another kind and a damaged one are refused with a
@@ -115,6 +114,8 @@ def check_binary_rows(x, what: str, n_features: int | None = None, error: type[E
         raise error(f"{what} contains NaN or infinite values ({int((~np.isfinite(arr)).sum())}); expected binary 0/1")
     bad = (arr != 0) & (arr != 1)
     if bad.any():
-        raise error(f"{what} is not binary: {int(bad.sum())} value(s) are neither 0 nor 1, e.g. "
-                    f"{arr[bad].flat[0].item()!r}; binarise it first")
+        raise error(
+            f"{what} is not binary: {int(bad.sum())} value(s) are neither 0 nor 1, e.g. "
+            f"{arr[bad].flat[0].item()!r}; binarise it first"
+        )
     return arr.astype(np.uint8)

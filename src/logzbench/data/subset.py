@@ -29,8 +29,14 @@ def load_labels(path: str | os.PathLike, split: str = "test") -> np.ndarray | No
         return np.asarray(_member(obj, f"{split}_labels", path))
 
 
-def class_subset(labels: np.ndarray | None, per_class: int, seed: int = 0, *,
-                 source: str | os.PathLike | None = None, split: str = "test") -> np.ndarray:
+def class_subset(
+    labels: np.ndarray | None,
+    per_class: int,
+    seed: int = 0,
+    *,
+    source: str | os.PathLike | None = None,
+    split: str = "test",
+) -> np.ndarray:
     """Indices of ``per_class`` rows of each label, chosen at random, in increasing (original) order.
 
     Parameters
@@ -62,9 +68,11 @@ def class_subset(labels: np.ndarray | None, per_class: int, seed: int = 0, *,
         raise ValueError(f"test_subset per_class must be an integer >= 1, got {per_class!r}")
     per_class = int(per_class)
     if labels is None:
-        raise DatasetError(f"{where} has no {split}_labels: test_subset (per_class rows of each label) needs a "
-                           f"dataset with labels (mnist, digits, omniglot, digits-avil); remove test_subset or use "
-                           f"n_examples for a random subset")
+        raise DatasetError(
+            f"{where} has no {split}_labels: test_subset (per_class rows of each label) needs a "
+            f"dataset with labels (mnist, digits, omniglot, digits-avil); remove test_subset or use "
+            f"n_examples for a random subset"
+        )
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size == 0:
         raise DatasetError(f"{where} [{split}_labels] has shape {labels.shape}; expected one label per row")
@@ -73,7 +81,9 @@ def class_subset(labels: np.ndarray | None, per_class: int, seed: int = 0, *,
     for c in np.unique(labels):
         rows = np.flatnonzero(labels == c)
         if rows.size < per_class:
-            raise DatasetError(f"{where}: class {c.item()!r} has {rows.size} {split} rows, fewer than "
-                               f"test_subset per_class = {per_class}")
+            raise DatasetError(
+                f"{where}: class {c.item()!r} has {rows.size} {split} rows, fewer than "
+                f"test_subset per_class = {per_class}"
+            )
         chosen.append(rng.choice(rows, size=per_class, replace=False))
     return np.sort(np.concatenate(chosen)).astype(np.int64)

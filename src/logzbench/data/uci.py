@@ -118,16 +118,19 @@ def _set(name, folder, files=None) -> UciSet:
 
 
 #: The eight sets of Table 1, by source name.
-UCI_SETS = {s.name: s for s in (
-    _set("adult", "adult", tuple(f"a5a_{s}.libsvm" for s in SPLITS)),
-    _set("connect4", "connect4"),
-    _set("dna", "dna"),
-    _set("mushrooms", "mushrooms"),
-    _set("nips-0-12", "nips"),
-    _set("ocr_letters", "ocr_letters"),
-    _set("rcv1", "rcv1"),
-    _set("web", "web"),
-)}
+UCI_SETS = {
+    s.name: s
+    for s in (
+        _set("adult", "adult", tuple(f"a5a_{s}.libsvm" for s in SPLITS)),
+        _set("connect4", "connect4"),
+        _set("dna", "dna"),
+        _set("mushrooms", "mushrooms"),
+        _set("nips-0-12", "nips"),
+        _set("ocr_letters", "ocr_letters"),
+        _set("rcv1", "rcv1"),
+        _set("web", "web"),
+    )
+}
 UCI_DATASETS = tuple(UCI_SETS)
 
 for _name, _sha in (  # sha256 of the files themselves (= the mirror's MANIFEST.tsv)
@@ -135,26 +138,45 @@ for _name, _sha in (  # sha256 of the files themselves (= the mirror's MANIFEST.
     ("a5a_valid.libsvm", "c54b5973ca19d03a8d153ffbdf0a5114fff5d587ea1d2589dfa4865526b91826"),
     ("a5a_test.libsvm", "9ddbc60c0a3c5a8249e51f663d7110c4050e40d67301640418e9f44186db1bd1"),
 ):
-    register(RemoteFile(f"{ROOT}/adult", _name, _sha, (
-        f"{LAROCHELLE_URL}adult/{_name}",  # canonical
-        f"https://github.com/shabanian/Fuel/raw/{FUEL_COMMIT}/{_name}",
-        f"https://raw.githubusercontent.com/shabanian/Fuel/{FUEL_COMMIT}/{_name}",
-    )))
+    register(
+        RemoteFile(
+            f"{ROOT}/adult",
+            _name,
+            _sha,
+            (
+                f"{LAROCHELLE_URL}adult/{_name}",  # canonical
+                f"https://github.com/shabanian/Fuel/raw/{FUEL_COMMIT}/{_name}",
+                f"https://raw.githubusercontent.com/shabanian/Fuel/{FUEL_COMMIT}/{_name}",
+            ),
+        )
+    )
 for _folder, _sha, _git in (
-    ("dna", "df2d2e7ce1469edfead15e41024e108d64f1b4633cfecfc40ef7107cc22c895c",
-     "6375b479f1a0c6cdc4ff836d7e53c0814e10873f"),
-    ("mushrooms", "4130f1defa3033911fe746a3ab1bb22b0c812bb29e68391a0fbc2d65bab6ae74",
-     "a0349099324fa4b579228d31f8edb706c9d238dd"),
-    ("nips", "dbf3b659a49670957c0851971bd51ff952a657f010581d12f6c1e2dca8907b20",
-     "bdc1319ac88d344ea518c6a5814996989ebdb7d8"),
+    (
+        "dna",
+        "df2d2e7ce1469edfead15e41024e108d64f1b4633cfecfc40ef7107cc22c895c",
+        "6375b479f1a0c6cdc4ff836d7e53c0814e10873f",
+    ),
+    (
+        "mushrooms",
+        "4130f1defa3033911fe746a3ab1bb22b0c812bb29e68391a0fbc2d65bab6ae74",
+        "a0349099324fa4b579228d31f8edb706c9d238dd",
+    ),
+    (
+        "nips",
+        "dbf3b659a49670957c0851971bd51ff952a657f010581d12f6c1e2dca8907b20",
+        "bdc1319ac88d344ea518c6a5814996989ebdb7d8",
+    ),
     # sha256 not known (not published; the files were not available to hash): git blob SHA-1 of
     # datasets/<name>.npz in the tree of MADE_COMMIT instead
     ("connect4", None, "4685318ab6aabc98eec09b93ad4fa5debc24ec93"),
     ("ocr_letters", None, "b472383a2ddeddbc87b4e3019a3bd47736bddb37"),
     ("web", None, "a565424fc5782cb99d79788618cd6c332440a8a1"),
 ):
-    register(RemoteFile(f"{ROOT}/{_folder}", f"{_folder}.npz", _sha,
-                        tuple(f"{b}{_folder}.npz" for b in _MADE_BASES), git_sha1=_git))
+    register(
+        RemoteFile(
+            f"{ROOT}/{_folder}", f"{_folder}.npz", _sha, tuple(f"{b}{_folder}.npz" for b in _MADE_BASES), git_sha1=_git
+        )
+    )
 # rcv1: a release asset; no checksum of any kind is known -> checked by content after loading
 register(RemoteFile(f"{ROOT}/rcv1", "rcv1.npz", None, (MADE_RCV1_URL,)))
 
@@ -167,8 +189,7 @@ def uci_set(name: str) -> UciSet:
         raise DatasetError(f"unknown UCI data set {name!r}; choose from {UCI_DATASETS}") from None
 
 
-def load_uci(name: str, mirror: str | os.PathLike | None = None,
-             cache_dir: str | os.PathLike | None = None) -> dict:
+def load_uci(name: str, mirror: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None) -> dict:
     """Load one binarized UCI set with its fixed splits, checked against the table above.
 
     Parameters
@@ -205,11 +226,15 @@ def load_uci(name: str, mirror: str | os.PathLike | None = None,
         out = {s: check_split(x, spec, s, p) for s, (x, p) in raw.items()}
     except DatasetError as exc:
         if any(e.sha256 is None and e.git_sha1 is None for e in entries):
-            raise DatasetError(f"{exc} (no checksum is known for this file, so only its content is checked: "
-                               "replace or delete it to download it again)") from exc
+            raise DatasetError(
+                f"{exc} (no checksum is known for this file, so only its content is checked: "
+                "replace or delete it to download it again)"
+            ) from exc
         raise
-    out["sources"] = {e.filename: {"sha256": content_sha256(p, gzipped=False), "checked": expected_digest(e),
-                                   "url": e.urls[0]} for e, p in zip(entries, paths)}
+    out["sources"] = {
+        e.filename: {"sha256": content_sha256(p, gzipped=False), "checked": expected_digest(e), "url": e.urls[0]}
+        for e, p in zip(entries, paths)
+    }
     return out
 
 
@@ -228,8 +253,10 @@ def check_split(x, spec: UciSet, split: str, path: str | os.PathLike) -> np.ndar
     """
     rows = check_binary_rows(x, f"{spec.name} {split} rows of {path}", spec.n_features, error=DatasetError)
     if len(rows) != spec.sizes[split]:
-        raise DatasetError(f"{spec.name} {split} rows of {path}: {len(rows)} rows, expected "
-                           f"{spec.sizes[split]} (Larochelle & Murray's split, AVIL Table 1)")
+        raise DatasetError(
+            f"{spec.name} {split} rows of {path}: {len(rows)} rows, expected "
+            f"{spec.sizes[split]} (Larochelle & Murray's split, AVIL Table 1)"
+        )
     return rows
 
 
@@ -265,15 +292,20 @@ def read_libsvm(path: str | os.PathLike, n_features: int) -> np.ndarray:
         try:
             pairs = [(int(i), float(v)) for i, _, v in (f.partition(":") for f in fields[1:])]
         except ValueError:
-            raise DatasetError(f"LIBSVM file {path}, example {r + 1}: cannot parse {' '.join(fields[1:])!r} "
-                               "as index:value pairs") from None
+            raise DatasetError(
+                f"LIBSVM file {path}, example {r + 1}: cannot parse {' '.join(fields[1:])!r} as index:value pairs"
+            ) from None
         for i, v in pairs:
             if not 1 <= i <= n_features:
-                raise DatasetError(f"LIBSVM file {path}, example {r + 1}: feature index {i} is outside "
-                                   f"1..{n_features}; the rows are wider than the {n_features} features of this data set")
+                raise DatasetError(
+                    f"LIBSVM file {path}, example {r + 1}: feature index {i} is outside "
+                    f"1..{n_features}; the rows are wider than the {n_features} features of this data set"
+                )
             if v not in (0.0, 1.0):
-                raise DatasetError(f"LIBSVM file {path}, example {r + 1}: feature {i} has the value {v!r}; "
-                                   "the data set is binary (values 0 and 1)")
+                raise DatasetError(
+                    f"LIBSVM file {path}, example {r + 1}: feature {i} has the value {v!r}; "
+                    "the data set is binary (values 0 and 1)"
+                )
             rows[r, i - 1] = int(v)
     return rows
 

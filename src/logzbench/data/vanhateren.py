@@ -80,17 +80,34 @@ from ..utils import save_npz_atomic
 from .download import fetch, remote_file
 from .patches import extract_patches, fit_whitening, transform_patches
 from .rows import READ_ERRORS, load_npy_npz
-from .sizes import VANHATEREN_DEFAULTS as _DEFAULTS, VANHATEREN_IMAGE_SHAPE
+from .sizes import VANHATEREN_DEFAULTS as _DEFAULTS
+from .sizes import VANHATEREN_IMAGE_SHAPE
 
 DATASET = "vanhateren"
 IMAGE_SHAPE = VANHATEREN_IMAGE_SHAPE  # rows, columns
 IML_BYTES = IMAGE_SHAPE[0] * IMAGE_SHAPE[1] * 2  # 3,145,728
 #: The registered ``.iml`` files in a fixed order (``n_images=k`` uses the first ``k``).
 VANHATEREN_IMAGES = (
-    "imk00152.iml", "imk00377.iml", "imk00405.iml", "imk00459.iml", "imk00657.iml",
-    "imk01151.iml", "imk01154.iml", "imk01192.iml", "imk01769.iml", "imk01829.iml",
-    "imk02265.iml", "imk02281.iml", "imk02733.iml", "imk02999.iml", "imk03093.iml",
-    "imk03347.iml", "imk03447.iml", "imk03584.iml", "imk03758.iml", "imk03760.iml",
+    "imk00152.iml",
+    "imk00377.iml",
+    "imk00405.iml",
+    "imk00459.iml",
+    "imk00657.iml",
+    "imk01151.iml",
+    "imk01154.iml",
+    "imk01192.iml",
+    "imk01769.iml",
+    "imk01829.iml",
+    "imk02265.iml",
+    "imk02281.iml",
+    "imk02733.iml",
+    "imk02999.iml",
+    "imk03093.iml",
+    "imk03347.iml",
+    "imk03447.iml",
+    "imk03584.iml",
+    "imk03758.iml",
+    "imk03760.iml",
 )
 FORMAT_VERSION = 1
 #: ``default_rng([seed, k])`` stream per use.
@@ -237,18 +254,26 @@ def prepare_vanhateren(
         If an image is missing, corrupt, or a sampled patch holds a zero / non-finite value
         (the message names the image).
     """
-    settings = _check_settings(n_images=n_images, n_test_images=n_test_images, patch_size=patch_size,
-                               n_train=n_train, n_test=n_test, n_components=n_components, seed=seed,
-                               remove_dc=remove_dc)
+    settings = _check_settings(
+        n_images=n_images,
+        n_test_images=n_test_images,
+        patch_size=patch_size,
+        n_train=n_train,
+        n_test=n_test,
+        n_components=n_components,
+        seed=seed,
+        remove_dc=remove_dc,
+    )
     seed, p = settings["seed"], settings["patch_size"]
     perm = np.random.default_rng([seed, STREAMS["split"]]).permutation(settings["n_images"])
-    test_idx, train_idx = perm[: settings["n_test_images"]], perm[settings["n_test_images"]:]
+    test_idx, train_idx = perm[: settings["n_test_images"]], perm[settings["n_test_images"] :]
 
     out = dict(settings)
     for split, idx, n in (("train", train_idx, settings["n_train"]), ("test", test_idx, settings["n_test"])):
         # one (image, row, column) triple per patch, drawn in order: patch k does not depend on n
         draws = np.random.default_rng([seed, STREAMS[split]]).integers(
-            0, [len(idx), IMAGE_SHAPE[0] - p + 1, IMAGE_SHAPE[1] - p + 1], size=(n, 3))
+            0, [len(idx), IMAGE_SHAPE[0] - p + 1, IMAGE_SHAPE[1] - p + 1], size=(n, 3)
+        )
         images, rows, cols = idx[draws[:, 0]], draws[:, 1], draws[:, 2]
         raw = np.empty((n, p, p), dtype=np.float64)
         for i in np.unique(images):  # one image in memory at a time
@@ -307,16 +332,23 @@ def save_prepared_patches(path: str | os.PathLike, prepared: dict) -> Path:
         "train_images": list(prepared["train_images"]),
         "test_images": list(prepared["test_images"]),
         "image_order": list(VANHATEREN_IMAGES),
-        "split": (f"perm = default_rng([seed, {STREAMS['split']}]).permutation(n_images) over the first n_images "
-                  "of image_order; perm[:n_test_images] test images, the rest training images"),
-        "patches": (f"image uniform over the split's images, top-left corner uniform over all positions; streams "
-                    f"default_rng([seed, {STREAMS['train']}]) (train) and "
-                    f"default_rng([seed, {STREAMS['test']}]) (test), one (image, row, column) triple per patch; "
-                    "locations = (index in image_order, row, column)"),
-        "processing": ("log(pixel)" + (", minus each patch's own mean" if settings["remove_dc"] else "")
-                       + ", minus the per-pixel training mean (pca_mean), projected onto the top n_components "
-                       "PCA components of the training patches (pca_components), divided by the training standard "
-                       "deviation of each component (whitening_scale, ddof=1)"),
+        "split": (
+            f"perm = default_rng([seed, {STREAMS['split']}]).permutation(n_images) over the first n_images "
+            "of image_order; perm[:n_test_images] test images, the rest training images"
+        ),
+        "patches": (
+            f"image uniform over the split's images, top-left corner uniform over all positions; streams "
+            f"default_rng([seed, {STREAMS['train']}]) (train) and "
+            f"default_rng([seed, {STREAMS['test']}]) (test), one (image, row, column) triple per patch; "
+            "locations = (index in image_order, row, column)"
+        ),
+        "processing": (
+            "log(pixel)"
+            + (", minus each patch's own mean" if settings["remove_dc"] else "")
+            + ", minus the per-pixel training mean (pca_mean), projected onto the top n_components "
+            "PCA components of the training patches (pca_components), divided by the training standard "
+            "deviation of each component (whitening_scale, ddof=1)"
+        ),
         "sources": prepared.get("sources") or vanhateren_sources(VANHATEREN_IMAGES[: settings["n_images"]]),
         "logzbench_version": __version__,
     }
@@ -402,9 +434,14 @@ def load_whitening(path: str | os.PathLike) -> dict:
     settings = meta.get("settings", {})
     p, m = settings.get("patch_size"), settings.get("n_components")
     comp = out["pca_components"]
-    if (comp.ndim != 2 or (p is not None and comp.shape[1] != p * p) or (m is not None and comp.shape[0] != m)
-            or out["pca_mean"].shape != (comp.shape[1],)
-            or out["whitening_scale"].shape != (comp.shape[0],) or out["explained_variance"].shape != (comp.shape[0],)):
+    if (
+        comp.ndim != 2
+        or (p is not None and comp.shape[1] != p * p)
+        or (m is not None and comp.shape[0] != m)
+        or out["pca_mean"].shape != (comp.shape[1],)
+        or out["whitening_scale"].shape != (comp.shape[0],)
+        or out["explained_variance"].shape != (comp.shape[0],)
+    ):
         raise DatasetError(
             f"inconsistent whitening arrays in {path}: pca_components {comp.shape}, pca_mean {out['pca_mean'].shape}, "
             f"whitening_scale {out['whitening_scale'].shape}, explained_variance {out['explained_variance'].shape} "
@@ -429,7 +466,7 @@ def load_patches_meta(path: str | os.PathLike) -> dict:
 
 def _int(name: str, value, lo: int, hi: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer, got {value!r}")  # noqa: TRY004 - a bad setting
+        raise ValueError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < lo or (hi is not None and value > hi):
         raise ValueError(f"{name}={value} must be in [{lo}, {hi if hi is not None else 'inf'}]")
@@ -443,7 +480,7 @@ def _check_settings(**s) -> dict:
     out["n_train"] = _int("n_train", s["n_train"], 2)
     out["n_test"] = _int("n_test", s["n_test"], 1)
     if not isinstance(s["remove_dc"], (bool, np.bool_)):
-        raise ValueError(f"remove_dc must be True or False, got {s['remove_dc']!r}")  # noqa: TRY004
+        raise ValueError(f"remove_dc must be True or False, got {s['remove_dc']!r}")
     out["remove_dc"] = bool(s["remove_dc"])
     dims = out["patch_size"] ** 2 - int(out["remove_dc"])
     if dims < 1:
@@ -463,8 +500,10 @@ class _open_prepared:
             raise DatasetError(f"prepared patch file {path} does not exist")
         self.npz = load_npy_npz(path)
         if not isinstance(self.npz, np.lib.npyio.NpzFile) or "meta" not in self.npz.files:
-            raise DatasetError(f"{path} is not a prepared patch file (.npz with 'meta'); create it with "
-                               "save_prepared_patches(path, prepare_vanhateren(...))")
+            raise DatasetError(
+                f"{path} is not a prepared patch file (.npz with 'meta'); create it with "
+                "save_prepared_patches(path, prepare_vanhateren(...))"
+            )
 
     def __enter__(self):
         return self.npz
@@ -477,8 +516,9 @@ def _member(npz, key: str, path: Path) -> np.ndarray:
     try:
         return npz[key]
     except READ_ERRORS as exc:
-        raise DatasetError(f"{path}: not a readable .npz/.npy file (array {key!r}: "
-                           f"{type(exc).__name__}: {exc})") from exc
+        raise DatasetError(
+            f"{path}: not a readable .npz/.npy file (array {key!r}: {type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def _read_meta(npz, path: Path) -> dict:
@@ -487,8 +527,10 @@ def _read_meta(npz, path: Path) -> dict:
     except json.JSONDecodeError as exc:
         raise DatasetError(f"the 'meta' of {path} is not valid JSON: {exc}") from exc
     if not isinstance(meta, dict) or meta.get("dataset") != DATASET:
-        raise DatasetError(f"{path} is not a prepared van Hateren patch file (meta dataset "
-                           f"{meta.get('dataset') if isinstance(meta, dict) else meta!r})")
+        raise DatasetError(
+            f"{path} is not a prepared van Hateren patch file (meta dataset "
+            f"{meta.get('dataset') if isinstance(meta, dict) else meta!r})"
+        )
     return meta
 
 

@@ -138,8 +138,9 @@ def _take(x: Any, idx: torch.Tensor) -> Any:
     raise TypeError(f"cannot resample a chain state of type {type(x).__name__}")
 
 
-def step(path: AnnealingPath, state: PilotState, target_ess: float, generator: torch.Generator,
-         sweeps_per_beta: int = 1) -> tuple[PilotState, bool]:
+def step(
+    path: AnnealingPath, state: PilotState, target_ess: float, generator: torch.Generator, sweeps_per_beta: int = 1
+) -> tuple[PilotState, bool]:
     """Choose the next temperature, reweight, resample (multinomially, within each group) when the
     pilot's ESS is below half, and move with ``sweeps_per_beta`` transitions (none at beta = 1).
     Returns the new state and whether it resampled."""
@@ -162,8 +163,16 @@ def step(path: AnnealingPath, state: PilotState, target_ess: float, generator: t
     return PilotState(x, log_w, b), resampled
 
 
-def pilot_schedule(path: AnnealingPath, n_chains: int, generator: torch.Generator, *, target_ess: float = 0.95,
-                   sweeps_per_beta: int = 1, groups: int = 1, max_steps: int = MAX_PILOT_STEPS) -> PilotResult:
+def pilot_schedule(
+    path: AnnealingPath,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    target_ess: float = 0.95,
+    sweeps_per_beta: int = 1,
+    groups: int = 1,
+    max_steps: int = MAX_PILOT_STEPS,
+) -> PilotResult:
     """Run the pilot along ``path`` and return its schedule.
 
     Parameters
@@ -190,13 +199,21 @@ def pilot_schedule(path: AnnealingPath, n_chains: int, generator: torch.Generato
     betas, n_resampled = [0.0], 0
     while state.beta < 1.0:
         if len(betas) > max_steps:
-            raise RuntimeError(f"the adaptive pilot needed more than {max_steps} temperatures to keep a conditional "
-                               f"ESS of {target_ess} (reached beta = {state.beta:.3g}); lower target_ess")
+            raise RuntimeError(
+                f"the adaptive pilot needed more than {max_steps} temperatures to keep a conditional "
+                f"ESS of {target_ess} (reached beta = {state.beta:.3g}); lower target_ess"
+            )
         state, r = step(path, state, float(target_ess), generator, sweeps_per_beta)
         betas.append(state.beta)
         n_resampled += int(r)
     ais_kernel.check_finite(state.log_w, "adaptive pilot log-weights")
     k = len(betas) - 1
     sweeps = max(k - 1, 0) * int(sweeps_per_beta) * int(n_chains) * int(groups)
-    return PilotResult(np.asarray(betas, dtype=np.float64), int(n_chains) * int(groups), sweeps, float(target_ess),
-                       time.perf_counter() - t0, n_resampled)
+    return PilotResult(
+        np.asarray(betas, dtype=np.float64),
+        int(n_chains) * int(groups),
+        sweeps,
+        float(target_ess),
+        time.perf_counter() - t0,
+        n_resampled,
+    )

@@ -50,15 +50,23 @@ def _jackknife_se(steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
     for g in groups:
         keep = np.ones(n_chains, dtype=bool)
         keep[g] = False
-        estimates.append(sum(discriminance(l0[keep], l1[keep], w0[keep], w1[keep]).log_z
-                             for l0, l1, w0, w1 in steps))
+        estimates.append(sum(discriminance(l0[keep], l1[keep], w0[keep], w1[keep]).log_z for l0, l1, w0, w1 in steps))
     est = np.asarray(estimates)
     G = len(est)
     return float(math.sqrt((G - 1) / G * np.sum((est - est.mean()) ** 2)))
 
 
-def ads(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *, n_bootstrap: int = 1000,
-        progress: bool = False, settings: dict | None = None, sweeps_per_beta: int = 1) -> EstimateResult:
+def ads(
+    path: AnnealingPath,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    n_bootstrap: int = 1000,
+    progress: bool = False,
+    settings: dict | None = None,
+    sweeps_per_beta: int = 1,
+) -> EstimateResult:
     """Sequential binary annealed discriminance sampling of ``log Z`` on one AIS run.
 
     Parameters
@@ -103,20 +111,32 @@ def ads(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
             state = ais_kernel.AISState(x1, log_w1)
         se = _jackknife_se(steps, n_chains) if keep else math.sqrt(var)
     check_finite(state.log_w, "ADS (AIS) log-weights")
-    s = summarize_log_weights(state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(),
-                              what="AIS log-weights")
+    s = summarize_log_weights(
+        state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights"
+    )
     return EstimateResult(
-        estimator="ads", log_z=float(log_z), log_z_stderr=se, log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
-        ess=float(np.min(n_effs)), n_chains=n_chains, seconds=t[0], n_sweeps=K * int(sweeps_per_beta),
+        estimator="ads",
+        log_z=float(log_z),
+        log_z_stderr=se,
+        log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
+        ess=float(np.min(n_effs)),
+        n_chains=n_chains,
+        seconds=t[0],
+        n_sweeps=K * int(sweeps_per_beta),
         total_sweeps=K * int(sweeps_per_beta) * n_chains,
         settings={"K": K, "chains": n_chains, "version": "sequential-binary", **(settings or {})},
         log_weights=state.log_w.cpu().numpy(),
-        extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "ais_khat": s.khat,
-               "min_gamma": float(np.min(gammas)),
-               "min_population_ess": float(np.min(n_effs)),
-               "stderr_method": f"jackknife over {N_GROUPS} groups of chains" if keep
-               else "independent ratios (understates the error)",
-               "stderr_independent_ratios": math.sqrt(var)},
+        extra={
+            "ais_log_z": s.log_mean,
+            "ais_log_z_stderr": s.stderr,
+            "ais_khat": s.khat,
+            "min_gamma": float(np.min(gammas)),
+            "min_population_ess": float(np.min(n_effs)),
+            "stderr_method": f"jackknife over {N_GROUPS} groups of chains"
+            if keep
+            else "independent ratios (understates the error)",
+            "stderr_independent_ratios": math.sqrt(var),
+        },
     )
 
 
@@ -168,9 +188,18 @@ def _multinomial_fit(A: torch.Tensor, log_w: torch.Tensor, log_z0: float, x0: np
     return np.concatenate([[log_z0], res.x])
 
 
-def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *,
-                    n_bootstrap: int = 1000, progress: bool = False, settings: dict | None = None,
-                    max_bytes: int | None = None, sweeps_per_beta: int = 1) -> EstimateResult:
+def ads_multinomial(
+    path: AnnealingPath,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    n_bootstrap: int = 1000,
+    progress: bool = False,
+    settings: dict | None = None,
+    max_bytes: int | None = None,
+    sweeps_per_beta: int = 1,
+) -> EstimateResult:
     """Multinomial annealed discriminance sampling (Alg. 2) on one AIS run.
 
     Every population ``(x_k, W_k)`` is classified against all temperatures at once, which
@@ -188,9 +217,11 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
     need = 8 * (K + 1) ** 2 * n_chains
     budget = _multinomial_budget(dev) if max_bytes is None else int(max_bytes)
     if need > budget:
-        raise ValueError(f"multinomial ADS with K = {K} and {n_chains} chains needs {need / 2**30:.2f} GiB for "
-                         f"(K+1)^2 x chains log-densities on {dev} (budget {budget / 2**30:.2f} GiB); use the "
-                         f"sequential binary 'ads', fewer temperatures or chains, or a GPU")
+        raise ValueError(
+            f"multinomial ADS with K = {K} and {n_chains} chains needs {need / 2**30:.2f} GiB for "
+            f"(K+1)^2 x chains log-densities on {dev} (budget {budget / 2**30:.2f} GiB); use the "
+            f"sequential binary 'ads', fewer temperatures or chains, or a GPU"
+        )
     A = torch.empty((K + 1, n_chains, K + 1), dtype=torch.float64, device=dev)
     log_w = torch.empty((K + 1, n_chains), dtype=torch.float64, device=dev)
     with timer(dev) as t:
@@ -200,8 +231,9 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
                 A[k, :, j] = path.log_f(state.x, float(b))
             log_w[k] = state.log_w - path.log_z0()
             if k < K:
-                state = ais_kernel.step(path, state, float(betas[k]), float(betas[k + 1]), generator,
-                                        n_moves=sweeps_per_beta)
+                state = ais_kernel.step(
+                    path, state, float(betas[k]), float(betas[k + 1]), generator, n_moves=sweeps_per_beta
+                )
         check_finite(A, "multinomial ADS log-densities")
         log_z0 = path.log_z0()
         c = _multinomial_fit(A, log_w, log_z0)
@@ -214,16 +246,28 @@ def ads_multinomial(path: AnnealingPath, betas, n_chains: int, generator: torch.
         jk = np.asarray(jk)
         se = float(math.sqrt((len(jk) - 1) / len(jk) * np.sum((jk - jk.mean()) ** 2))) if len(jk) > 1 else float("nan")
     log_z = float(c[-1])
-    s = summarize_log_weights(state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(),
-                              what="AIS log-weights")
+    s = summarize_log_weights(
+        state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights"
+    )
     return EstimateResult(
-        estimator="ads-multinomial", log_z=log_z, log_z_stderr=se, log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
-        ess=s.ess, n_chains=n_chains, seconds=t[0], n_sweeps=K * int(sweeps_per_beta),
+        estimator="ads-multinomial",
+        log_z=log_z,
+        log_z_stderr=se,
+        log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
+        ess=s.ess,
+        n_chains=n_chains,
+        seconds=t[0],
+        n_sweeps=K * int(sweeps_per_beta),
         total_sweeps=K * int(sweeps_per_beta) * n_chains,
         settings={"K": K, "chains": n_chains, "version": "multinomial", **(settings or {})},
         log_weights=state.log_w.cpu().numpy(),
-        extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "ais_khat": s.khat, "log_z_path": c.tolist(),
-               "stderr_method": f"jackknife over {N_GROUPS} groups of chains"},
+        extra={
+            "ais_log_z": s.log_mean,
+            "ais_log_z_stderr": s.stderr,
+            "ais_khat": s.khat,
+            "log_z_path": c.tolist(),
+            "stderr_method": f"jackknife over {N_GROUPS} groups of chains",
+        },
     )
 
 
@@ -244,6 +288,14 @@ def estimate(ctx) -> EstimateResult:
     ctx.log_f()  # drawn before the kernel (importance-sampled log f(v) of deep models)
     run = ads_multinomial if ctx.name == "ads-multinomial" else ads
     o = ctx.options
-    res = run(path, betas, o.chains, ctx.generator, n_bootstrap=o.n_bootstrap, progress=o.progress,
-              settings=ctx.annealed_settings(), sweeps_per_beta=o.sweeps_per_beta)
+    res = run(
+        path,
+        betas,
+        o.chains,
+        ctx.generator,
+        n_bootstrap=o.n_bootstrap,
+        progress=o.progress,
+        settings=ctx.annealed_settings(),
+        sweeps_per_beta=o.sweeps_per_beta,
+    )
     return ctx.finish(res)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 
 from ..models.base import AnnealingPath
@@ -51,8 +50,15 @@ def _fused_step(path: AnnealingPath):
     return path.reweight_and_move
 
 
-def step(path: AnnealingPath, state: AISState, beta: float, beta_next: float, generator: torch.Generator,
-         move: bool = True, n_moves: int = 1) -> AISState:
+def step(
+    path: AnnealingPath,
+    state: AISState,
+    beta: float,
+    beta_next: float,
+    generator: torch.Generator,
+    move: bool = True,
+    n_moves: int = 1,
+) -> AISState:
     """Reweight from ``beta`` to ``beta_next``, then (if ``move``) apply ``n_moves`` transitions at
     ``beta_next`` (``sweeps_per_beta``).
 
@@ -70,9 +76,16 @@ def step(path: AnnealingPath, state: AISState, beta: float, beta_next: float, ge
     return AISState(x, log_w)
 
 
-def run(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator,
-        progress: bool = False, sweeps_per_beta: int = 1, final_move: bool = False,
-        desc: str = "AIS") -> tuple[AISState, int]:
+def run(
+    path: AnnealingPath,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    progress: bool = False,
+    sweeps_per_beta: int = 1,
+    final_move: bool = False,
+    desc: str = "AIS",
+) -> tuple[AISState, int]:
     """Run AIS over ``betas``; returns the final state and the number of transitions per chain.
 
     ``sweeps_per_beta`` transitions are applied at each intermediate distribution; none after the
@@ -83,15 +96,32 @@ def run(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator,
     state = init(path, n_chains, generator)
     k_total = len(betas) - 1
     for k in progress_range(k_total, progress, desc):
-        state = step(path, state, float(betas[k]), float(betas[k + 1]), generator,
-                     move=final_move or k + 1 < k_total, n_moves=sweeps_per_beta)
+        state = step(
+            path,
+            state,
+            float(betas[k]),
+            float(betas[k + 1]),
+            generator,
+            move=final_move or k + 1 < k_total,
+            n_moves=sweeps_per_beta,
+        )
     check_finite(state.log_w, "AIS log-weights")
     return state, (k_total - (0 if final_move else 1)) * int(sweeps_per_beta)
 
 
-def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *,
-        log_f_data: torch.Tensor | None = None, log_f_stderr: torch.Tensor | None = None, n_bootstrap: int = 1000, progress: bool = False,
-        settings: dict | None = None, sweeps_per_beta: int = 1) -> EstimateResult:
+def ais(
+    path: AnnealingPath,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    log_f_data: torch.Tensor | None = None,
+    log_f_stderr: torch.Tensor | None = None,
+    n_bootstrap: int = 1000,
+    progress: bool = False,
+    settings: dict | None = None,
+    sweeps_per_beta: int = 1,
+) -> EstimateResult:
     """AIS estimate of ``log Z`` as a result record.
 
     Parameters
@@ -115,11 +145,20 @@ def ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *
     device = generator.device
     with timer(device) as t:
         state, n_sweeps = run(path, betas, n_chains, generator, progress=progress, sweeps_per_beta=sweeps_per_beta)
-    s = summarize_log_weights(state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(),
-                              what="AIS log-weights")
+    s = summarize_log_weights(
+        state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights"
+    )
     res = EstimateResult(
-        estimator="ais", log_z=s.log_mean, log_z_stderr=s.stderr, log_z_ci=(s.ci_low, s.ci_high), ess=s.ess,
-        khat=s.khat, n_chains=n_chains, seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * n_chains,
+        estimator="ais",
+        log_z=s.log_mean,
+        log_z_stderr=s.stderr,
+        log_z_ci=(s.ci_low, s.ci_high),
+        ess=s.ess,
+        khat=s.khat,
+        n_chains=n_chains,
+        seconds=t[0],
+        n_sweeps=n_sweeps,
+        total_sweeps=n_sweeps * n_chains,
         settings={"K": len(betas) - 1, "chains": n_chains, **(settings or {})},
         log_weights=state.log_w.cpu().numpy(),
     )
@@ -135,7 +174,16 @@ def estimate(ctx) -> EstimateResult:
     betas = ctx.betas(path)
     log_f, log_f_se = ctx.log_f()
     o = ctx.options
-    res = ais(path, betas, o.chains, ctx.generator, log_f_data=log_f, log_f_stderr=log_f_se,
-              n_bootstrap=o.n_bootstrap, progress=o.progress, settings=ctx.annealed_settings(),
-              sweeps_per_beta=o.sweeps_per_beta)
+    res = ais(
+        path,
+        betas,
+        o.chains,
+        ctx.generator,
+        log_f_data=log_f,
+        log_f_stderr=log_f_se,
+        n_bootstrap=o.n_bootstrap,
+        progress=o.progress,
+        settings=ctx.annealed_settings(),
+        sweeps_per_beta=o.sweeps_per_beta,
+    )
     return ctx.finish(res, attach=False)

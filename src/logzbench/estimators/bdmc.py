@@ -38,10 +38,10 @@ import torch
 
 from ..schedules import from_array
 from . import hais as hais_mod
-from ._common import timer
 from . import raise_ as raise_kernel
-from .raise_hmc import forward, per_example_summary, with_fresh_momentum
+from ._common import timer
 from .context import chain_bytes
+from .raise_hmc import forward, per_example_summary, with_fresh_momentum
 from .result import EstimateResult, check_finite
 
 __all__ = ["DEFAULT_N_EXAMPLES", "bdmc", "estimate", "simulate"]
@@ -51,26 +51,44 @@ DEFAULT_N_EXAMPLES = 100
 #: confidence of the bracket's stated Markov slack when the options give none
 DEFAULT_CONFIDENCE = 0.95
 
-LOWER_WORDS = ("stochastic lower bound on the mean log p(x) of the simulated points: forward HAIS over the "
-               "latent, E[w] = p(x) for every point")
-UPPER_WORDS = ("stochastic upper bound on the mean log p(x) of the simulated points: reverse HAIS from the "
-               "exact latent that generated each point (an exact posterior sample), E[v] = 1 / p(x)")
+LOWER_WORDS = (
+    "stochastic lower bound on the mean log p(x) of the simulated points: forward HAIS over the "
+    "latent, E[w] = p(x) for every point"
+)
+UPPER_WORDS = (
+    "stochastic upper bound on the mean log p(x) of the simulated points: reverse HAIS from the "
+    "exact latent that generated each point (an exact posterior sample), E[v] = 1 / p(x)"
+)
 
 
 def simulate(model, n: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """``n`` ancestral draws ``(latent, x)`` of a generative model, float64, from ``generator``."""
     sample = getattr(model, "sample", None)
     if sample is None:
-        raise ValueError(f"bdmc needs a generative model that can be sampled (a `sample` method); "
-                         f"{type(model).__name__} has none")
+        raise ValueError(
+            f"bdmc needs a generative model that can be sampled (a `sample` method); {type(model).__name__} has none"
+        )
     x, a = sample(int(n), generator, return_latent=True)
     return a.double(), x.double()
 
 
-def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples: int | None = None,
-         kernel: str = "hais", step_size: float = 0.2, gamma: float | None = None, mh_sigma: float = 0.1,
-         sweeps_per_beta: int = 1, confidence: float = DEFAULT_CONFIDENCE, progress: bool = False,
-         settings: dict | None = None, simulated: tuple[torch.Tensor, torch.Tensor] | None = None) -> EstimateResult:
+def bdmc(
+    model,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    n_examples: int | None = None,
+    kernel: str = "hais",
+    step_size: float = 0.2,
+    gamma: float | None = None,
+    mh_sigma: float = 0.1,
+    sweeps_per_beta: int = 1,
+    confidence: float = DEFAULT_CONFIDENCE,
+    progress: bool = False,
+    settings: dict | None = None,
+    simulated: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> EstimateResult:
     """Bidirectional Monte Carlo bracket of the mean ``log p(x)`` of simulated data (module docstring).
 
     Parameters
@@ -94,8 +112,10 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
     from .bracket import End, make_bracket
 
     if getattr(model, "kind", None) != "generative":
-        raise ValueError(f"bdmc simulates data from a directed generative model (linear-gaussian, linear-laplace, "
-                         f"bilinear); this is a {getattr(model, 'kind', None)!r} model")
+        raise ValueError(
+            f"bdmc simulates data from a directed generative model (linear-gaussian, linear-laplace, "
+            f"bilinear); this is a {getattr(model, 'kind', None)!r} model"
+        )
     n = DEFAULT_N_EXAMPLES if n_examples is None else int(n_examples)
     if n < 1:
         raise ValueError(f"bdmc needs n_examples >= 1, got {n_examples}")
@@ -106,12 +126,14 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
         P = int(X.shape[0])
         fpath = hais_mod.latent_path(model, X, M, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
         rpath = hais_mod.latent_path(model, X, M, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
-        _, log_w, n_fwd = forward(fpath, betas, P * M, generator, sweeps_per_beta=s, progress=progress,
-                                  desc="BDMC (forward)")
+        _, log_w, n_fwd = forward(
+            fpath, betas, P * M, generator, sweeps_per_beta=s, progress=progress, desc="BDMC (forward)"
+        )
         state = with_fresh_momentum(rpath.state_from_data(A.repeat_interleave(M, dim=0)), generator)
         log_v = torch.zeros(P * M, dtype=torch.float64, device=state.x.device)
-        state, log_v = raise_kernel.reverse(rpath, state, log_v, betas, generator, sweeps_per_beta=s,
-                                            progress=progress, desc="BDMC (reverse)")
+        state, log_v = raise_kernel.reverse(
+            rpath, state, log_v, betas, generator, sweeps_per_beta=s, progress=progress, desc="BDMC (reverse)"
+        )
     log_w, log_v = log_w.reshape(P, M), log_v.reshape(P, M)
     check_finite(log_w, "bdmc forward log-weights")
     check_finite(log_v, "bdmc reverse log-weights")
@@ -123,16 +145,26 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
         "mean_log_likelihood",
         End("bdmc-forward", lower, lo["stderr"], True, "p", LOWER_WORDS, P),
         End("bdmc-reverse", upper, hi["stderr"], True, "p", UPPER_WORDS, P),
-        confidence)
+        confidence,
+    )
     # the reported interval: the bracket's ends widened by their noise (as the sandwich's); its midpoint
     ci = (bracket["mean_log_likelihood_lower"], bracket["mean_log_likelihood_upper"])
     mid = 0.5 * (ci[0] + ci[1])
     extra = {
-        "bracket": bracket, "data": "simulated", "n_simulated": P,
-        "lower": lower, "lower_stderr": lo["stderr"], "upper": upper, "upper_stderr": hi["stderr"],
+        "bracket": bracket,
+        "data": "simulated",
+        "n_simulated": P,
+        "lower": lower,
+        "lower_stderr": lo["stderr"],
+        "upper": upper,
+        "upper_stderr": hi["stderr"],
         "width": upper - lower,
-        "forward_ess": lo["ess"], "forward_khat": lo["khat"], "reverse_ess": hi["ess"], "reverse_khat": hi["khat"],
-        "forward_acceptance_rate": fpath.acceptance_rate, "reverse_acceptance_rate": rpath.acceptance_rate,
+        "forward_ess": lo["ess"],
+        "forward_khat": lo["khat"],
+        "reverse_ess": hi["ess"],
+        "reverse_khat": hi["khat"],
+        "forward_acceptance_rate": fpath.acceptance_rate,
+        "reverse_acceptance_rate": rpath.acceptance_rate,
         **lo["khat_extra"],
     }
     exact = model.exact_log_likelihood(X) if hasattr(model, "exact_log_likelihood") else None
@@ -140,13 +172,29 @@ def bdmc(model, betas, n_chains: int, generator: torch.Generator, *, n_examples:
         extra["exact_mean_log_likelihood"] = float(torch.as_tensor(exact).double().mean())
     n_sweeps = n_fwd + K * s
     return EstimateResult(
-        estimator="bdmc", ess=lo["ess"], khat=lo["khat"], n_chains=M,
-        mean_log_likelihood=mid, mean_log_likelihood_stderr=mid_se, mean_log_likelihood_ci=ci,
-        seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * M * P,
-        settings={"K": K, "chains": M, "n_examples": P, **fpath.settings(), "sweeps_per_beta": s,
-                  "confidence": float(confidence), **(settings or {})},
-        log_weights=log_w.cpu().numpy(), per_example_log_likelihood=0.5 * (lo["per_example"] + hi["per_example"]),
-        schedule=betas.copy(), extra=extra,
+        estimator="bdmc",
+        ess=lo["ess"],
+        khat=lo["khat"],
+        n_chains=M,
+        mean_log_likelihood=mid,
+        mean_log_likelihood_stderr=mid_se,
+        mean_log_likelihood_ci=ci,
+        seconds=t[0],
+        n_sweeps=n_sweeps,
+        total_sweeps=n_sweeps * M * P,
+        settings={
+            "K": K,
+            "chains": M,
+            "n_examples": P,
+            **fpath.settings(),
+            "sweeps_per_beta": s,
+            "confidence": float(confidence),
+            **(settings or {}),
+        },
+        log_weights=log_w.cpu().numpy(),
+        per_example_log_likelihood=0.5 * (lo["per_example"] + hi["per_example"]),
+        schedule=betas.copy(),
+        extra=extra,
     )
 
 
@@ -167,10 +215,21 @@ def estimate(ctx) -> EstimateResult:
     n = DEFAULT_N_EXAMPLES if o.n_examples is None else int(o.n_examples)
     simulated = simulate(model, n, ctx.generator)
     betas = hais_mod.schedule(ctx, kernel="hais", points=simulated[1])
-    res = bdmc(model, betas, o.chains, ctx.generator, n_examples=n, sweeps_per_beta=o.sweeps_per_beta,
-               confidence=float(getattr(o, "confidence", DEFAULT_CONFIDENCE)), progress=o.progress,
-               settings={**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()},
-               simulated=simulated, step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
+    res = bdmc(
+        model,
+        betas,
+        o.chains,
+        ctx.generator,
+        n_examples=n,
+        sweeps_per_beta=o.sweeps_per_beta,
+        confidence=float(getattr(o, "confidence", DEFAULT_CONFIDENCE)),
+        progress=o.progress,
+        settings={**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()},
+        simulated=simulated,
+        step_size=o.step_size,
+        gamma=o.gamma,
+        mh_sigma=o.mh_sigma,
+    )
     if ctx.data is not None:
         res.extra["test_data_ignored"] = True
     return ctx.record_schedule(res)

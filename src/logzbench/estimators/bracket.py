@@ -102,8 +102,13 @@ def _end_dict(prefix: str, e: End, sign: float, z: float, confidence: float) -> 
         f"{prefix}_guaranteed": bool(e.guaranteed),
         f"{prefix}_of": e.of,
         f"{prefix}_slack": slack,
-        f"{prefix}_guarantee": e.words + (f"; distribution-free: beyond the estimate by at most {slack:.3g} nats with "
-                                          f"probability >= {confidence:g} (Markov)" if slack is not None else ""),
+        f"{prefix}_guarantee": e.words
+        + (
+            f"; distribution-free: beyond the estimate by at most {slack:.3g} nats with "
+            f"probability >= {confidence:g} (Markov)"
+            if slack is not None
+            else ""
+        ),
     }
 
 
@@ -121,8 +126,10 @@ def make_bracket(quantity: str, lower: End, upper: End, confidence: float, looks
     if quantity not in QUANTITIES:
         raise ValueError(f"unknown bracket quantity {quantity!r}; choose one of {QUANTITIES}")
     z = noise_z(confidence, looks)
-    out = {**_end_dict(f"{quantity}_lower", lower, -1.0, z, confidence),
-           **_end_dict(f"{quantity}_upper", upper, +1.0, z, confidence)}
+    out = {
+        **_end_dict(f"{quantity}_lower", lower, -1.0, z, confidence),
+        **_end_dict(f"{quantity}_upper", upper, +1.0, z, confidence),
+    }
     width = out[f"{quantity}_upper"] - out[f"{quantity}_lower"]
     out[f"{quantity}_width"] = width
     out[f"{quantity}_crossed"] = bool(width < 0)

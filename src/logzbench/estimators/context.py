@@ -13,7 +13,6 @@ lines that call its kernel.
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,8 +24,15 @@ from ..registry import EstimatorSpec, FamilySpec
 from ..schedules import ADAPTIVE, make_schedule, resample
 from .result import EstimateResult, attach_log_likelihood, khat_summary
 
-__all__ = ["EstimateContext", "MEMORY_SHARE", "attach_log_likelihood", "chain_bytes", "estimated_bytes", "per_example_bytes",
-           "state_units"]
+__all__ = [
+    "EstimateContext",
+    "MEMORY_SHARE",
+    "attach_log_likelihood",
+    "chain_bytes",
+    "estimated_bytes",
+    "per_example_bytes",
+    "state_units",
+]
 
 #: Share of the available memory (:func:`logzbench.utils.available_memory`) an estimate may need;
 #: above it :meth:`EstimateContext.check` refuses the run before allocating anything.
@@ -48,8 +54,13 @@ def state_units(model) -> int:
         return int(sum(sizes))
     if hasattr(model, "n_hidden"):
         return int(model.n_visible) + int(model.n_hidden)
-    return int(sum(int(getattr(model, a)) for a in ("n_dims", "size", "n_factors", "n_latent", "n_coefficients")
-                   if hasattr(model, a)))
+    return int(
+        sum(
+            int(getattr(model, a))
+            for a in ("n_dims", "size", "n_factors", "n_latent", "n_coefficients")
+            if hasattr(model, a)
+        )
+    )
 
 
 def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
@@ -63,8 +74,13 @@ def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
     return own(ctx) if own is not None else chain_bytes(ctx)
 
 
-def chain_bytes(ctx: "EstimateContext", rows: int | None = None, what: str | None = None,
-                per_unit: int | None = None, extra: int = 0) -> tuple[int, str]:
+def chain_bytes(
+    ctx: "EstimateContext",
+    rows: int | None = None,
+    what: str | None = None,
+    per_unit: int | None = None,
+    extra: int = 0,
+) -> tuple[int, str]:
     """``(bytes, what)`` of ``rows`` chain states (default ``chains``; a generative model with test data:
     one latent chain per chain and test point) of :func:`state_units` units each, at ``per_unit`` bytes
     (default by the family's kind, :data:`_BYTES_PER_UNIT`), plus ``extra`` bytes of the estimator's own."""
@@ -85,8 +101,12 @@ def per_example_bytes(ctx: "EstimateContext") -> tuple[int, str]:
     o = ctx.options
     n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
     n = n_data if o.n_examples is None else min(o.n_examples, n_data)
-    return chain_bytes(ctx, o.chains * max(n, 1), f"chains x test examples = {o.chains} x {n}",
-                       per_unit=_RAISE_DEEP_BYTES_PER_UNIT if ctx.family.deep else None)
+    return chain_bytes(
+        ctx,
+        o.chains * max(n, 1),
+        f"chains x test examples = {o.chains} x {n}",
+        per_unit=_RAISE_DEEP_BYTES_PER_UNIT if ctx.family.deep else None,
+    )
 
 
 @dataclass
@@ -180,10 +200,12 @@ class EstimateContext:
         avail = available_memory(self.device) if available is None else int(available)
         if avail is None or need <= MEMORY_SHARE * avail:
             return
-        raise ValueError(f"{what}: {self.name} on this {self.model.family} ({state_units(self.model)} units) needs "
-                         f"about {need / 2**30:.1f} GiB of memory, more than {MEMORY_SHARE:.0%} of the "
-                         f"{avail / 2**30:.1f} GiB available on {self.device}; use fewer chains"
-                         + (" or test examples (n_examples)" if "x test examples" in what else ""))
+        raise ValueError(
+            f"{what}: {self.name} on this {self.model.family} ({state_units(self.model)} units) needs "
+            f"about {need / 2**30:.1f} GiB of memory, more than {MEMORY_SHARE:.0%} of the "
+            f"{avail / 2**30:.1f} GiB available on {self.device}; use fewer chains"
+            + (" or test examples (n_examples)" if "x test examples" in what else "")
+        )
 
     # ----------------------------------------------------------------- shared pieces
     def path(self):
@@ -207,8 +229,14 @@ class EstimateContext:
 
                 if path is None:
                     raise ValueError(f"{self.name}: the adaptive schedule needs the annealing path for its pilot run")
-                self.pilot = pilot_schedule(path, o.pilot_chains, pilot_generator(o.seed, self.device),
-                                            target_ess=o.target_ess, sweeps_per_beta=o.sweeps_per_beta, groups=groups)
+                self.pilot = pilot_schedule(
+                    path,
+                    o.pilot_chains,
+                    pilot_generator(o.seed, self.device),
+                    target_ess=o.target_ess,
+                    sweeps_per_beta=o.sweeps_per_beta,
+                    groups=groups,
+                )
             self._betas = self.pilot.betas.copy() if K is None else resample(self.pilot.betas, K)
         elif self._betas is None or K != self._betas_K:  # a schedule file is read once per K
             self._betas, self._betas_K = make_schedule(o.schedule, K), K
@@ -268,7 +296,6 @@ class EstimateContext:
             res.extra["log_f_seconds"] = self._log_f_seconds
         return res
 
-
     def record_schedule(self, res: EstimateResult) -> EstimateResult:
         """Keep the schedule the run used with its result (``res.schedule``: the per-chain ``.npz`` and
         the MLflow artifact) and, for the adaptive schedule, add the pilot's sweeps to ``total_sweeps``
@@ -278,23 +305,30 @@ class EstimateContext:
         if self.pilot is not None and "pilot_sweeps" not in res.extra:
             p = self.pilot
             res.total_sweeps = int(res.total_sweeps) + int(p.sweeps)
-            res.extra.update(pilot_sweeps=int(p.sweeps), pilot_K=len(p.betas) - 1, pilot_seconds=float(p.seconds),
-                             pilot_resampled=int(p.n_resampled))
+            res.extra.update(
+                pilot_sweeps=int(p.sweeps),
+                pilot_K=len(p.betas) - 1,
+                pilot_seconds=float(p.seconds),
+                pilot_resampled=int(p.n_resampled),
+            )
         return res
 
 
 def _deep_extras(est, mean_field: float | None, n_samples: int) -> dict:
     """Summary of the ``log f(v)`` estimates of a deep model (and the DBM mean-field bound)."""
-    out = {"is_samples": int(n_samples), "mean_log_f_is": float(est.log_f.mean()),
-           "mean_log_f_is_stderr": float(torch.sqrt((est.stderr**2).sum()) / len(est.log_f)),
-           # log f-hat is a stochastic lower bound; to second order it errs low by Var/2 = se^2/2
-           # (an underestimate when the weights are heavy-tailed: watch the ESS)
-           "mean_log_f_is_jensen_gap": float((est.stderr**2).mean() / 2),
-           "is_ess_mean": float(est.ess.mean()), "is_ess_min": float(est.ess.min()),
-           # the tail of each test row's weights (PSIS; :func:`.result.khat_summary`): is_khat_median above
-           # 0.7 and log f-hat and its standard error mislead (the maximum of noisy k-hats exceeds 0.7 by chance)
-           **{f"is_{k}": v for k, v in khat_summary(est.khat).items() if v is not None}}
+    out = {
+        "is_samples": int(n_samples),
+        "mean_log_f_is": float(est.log_f.mean()),
+        "mean_log_f_is_stderr": float(torch.sqrt((est.stderr**2).sum()) / len(est.log_f)),
+        # log f-hat is a stochastic lower bound; to second order it errs low by Var/2 = se^2/2
+        # (an underestimate when the weights are heavy-tailed: watch the ESS)
+        "mean_log_f_is_jensen_gap": float((est.stderr**2).mean() / 2),
+        "is_ess_mean": float(est.ess.mean()),
+        "is_ess_min": float(est.ess.min()),
+        # the tail of each test row's weights (PSIS; :func:`.result.khat_summary`): is_khat_median above
+        # 0.7 and log f-hat and its standard error mislead (the maximum of noisy k-hats exceeds 0.7 by chance)
+        **{f"is_{k}": v for k, v in khat_summary(est.khat).items() if v is not None},
+    }
     if mean_field is not None:
         out["mean_log_f_mean_field"] = mean_field
     return out
-

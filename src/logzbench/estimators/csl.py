@@ -26,9 +26,9 @@ import math
 import torch
 
 from ..models.rbm import BinaryRBM
+from ..stats import KHAT_MIN_WEIGHTS
 from ._common import progress_range, timer
 from .context import chain_bytes
-from ..stats import KHAT_MIN_WEIGHTS
 from .result import EstimateResult, check_finite, khat_per_example
 
 CSL_MODES = ("unbiased", "biased")
@@ -36,10 +36,20 @@ CSL_MODES = ("unbiased", "biased")
 KHAT_EXAMPLES = 100
 
 
-def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_chains: int = 100,
-        samples_per_chain: int = 10, burn_in: int = 100, thin: int = 1, mode: str = "unbiased",
-        train_data: torch.Tensor | None = None, progress: bool = False,
-        settings: dict | None = None) -> EstimateResult:
+def csl(
+    rbm: BinaryRBM,
+    data: torch.Tensor,
+    generator: torch.Generator,
+    *,
+    n_chains: int = 100,
+    samples_per_chain: int = 10,
+    burn_in: int = 100,
+    thin: int = 1,
+    mode: str = "unbiased",
+    train_data: torch.Tensor | None = None,
+    progress: bool = False,
+    settings: dict | None = None,
+) -> EstimateResult:
     """CSL estimate of the test log-likelihood of every row of ``data``.
 
     Parameters
@@ -63,8 +73,12 @@ def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_cha
     """
     if mode not in CSL_MODES:
         raise ValueError(f"unknown CSL mode {mode!r}; choose one of {CSL_MODES}")
-    for name, val, lo in (("n_chains", n_chains, 1), ("samples_per_chain", samples_per_chain, 1),
-                          ("burn_in", burn_in, 0), ("thin", thin, 1)):
+    for name, val, lo in (
+        ("n_chains", n_chains, 1),
+        ("samples_per_chain", samples_per_chain, 1),
+        ("burn_in", burn_in, 0),
+        ("thin", thin, 1),
+    ):
         if int(val) < lo:
             raise ValueError(f"CSL {name} must be >= {lo}, got {val}")
     data = rbm._as_input(data)
@@ -105,17 +119,34 @@ def csl(rbm: BinaryRBM, data: torch.Tensor, generator: torch.Generator, *, n_cha
     per_ex_np = per_ex.cpu().numpy()
     khat, khat_extra = khat_per_example(torch.cat(kept, dim=1) if kept else torch.empty(0, 0))
     return EstimateResult(
-        estimator="csl", ess=float(ess.mean()), khat=khat, n_chains=S,
+        estimator="csl",
+        ess=float(ess.mean()),
+        khat=khat,
+        n_chains=S,
         mean_log_likelihood=float(per_ex_np.mean()),
         # the same samples serve every example, so their errors are correlated: the mean of
         # the per-example errors bounds the error of the mean
         mean_log_likelihood_stderr=float(per_ex_se.mean()),
-        seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * n_chains,
-        settings={"mode": mode, "chains": n_chains, "samples_per_chain": samples_per_chain, "burn_in": burn_in,
-                  "thin": thin, "n_samples": S, **(settings or {})},
-        log_weights=per_ex_np, per_example_log_likelihood=per_ex_np,
-        extra={"min_ess": float(ess.min()), "ess_fraction": float(ess.mean() / S), **khat_extra,
-               "khat_examples": n_keep},
+        seconds=t[0],
+        n_sweeps=n_sweeps,
+        total_sweeps=n_sweeps * n_chains,
+        settings={
+            "mode": mode,
+            "chains": n_chains,
+            "samples_per_chain": samples_per_chain,
+            "burn_in": burn_in,
+            "thin": thin,
+            "n_samples": S,
+            **(settings or {}),
+        },
+        log_weights=per_ex_np,
+        per_example_log_likelihood=per_ex_np,
+        extra={
+            "min_ess": float(ess.min()),
+            "ess_fraction": float(ess.mean() / S),
+            **khat_extra,
+            "khat_examples": n_keep,
+        },
     )
 
 
@@ -127,14 +158,25 @@ def peak_bytes(ctx) -> tuple[int, str]:
     """The context's memory hook: the chains, and ``log p(v | h)`` of every test row and chain."""
     o = ctx.options
     n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
-    return chain_bytes(ctx, o.chains, f"chains = {o.chains} (with {n_data} test examples)",
-                       extra=_BYTES_PER_PAIR * o.chains * n_data)
+    return chain_bytes(
+        ctx, o.chains, f"chains = {o.chains} (with {n_data} test examples)", extra=_BYTES_PER_PAIR * o.chains * n_data
+    )
 
 
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``csl``: CSL of the test rows from ``chains`` parallel Gibbs chains."""
     X = ctx.require_data()
     o = ctx.options
-    return csl(ctx.model, X, ctx.generator, n_chains=o.chains, samples_per_chain=o.samples_per_chain,
-               burn_in=o.burn_in, thin=o.thin, mode=o.csl_mode, train_data=ctx.train_data, progress=o.progress,
-               settings=ctx.settings())
+    return csl(
+        ctx.model,
+        X,
+        ctx.generator,
+        n_chains=o.chains,
+        samples_per_chain=o.samples_per_chain,
+        burn_in=o.burn_in,
+        thin=o.thin,
+        mode=o.csl_mode,
+        train_data=ctx.train_data,
+        progress=o.progress,
+        settings=ctx.settings(),
+    )

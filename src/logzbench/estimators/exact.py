@@ -42,11 +42,12 @@ def _rbm_terms(rbm, precision: str, device) -> tuple[float, str, int]:
     """``(terms, kernel, n)`` of enumerating ``rbm``'s ``log Z`` (refuses above 2^MAX_ENUMERATION_BITS)."""
     plan = enumeration._plan(rbm, None, precision, "auto", device)
     kernel = "mixed" if precision == "mixed" else ("product" if plan.G is not None else "softplus")
-    return float(2 ** plan.n) * plan.M.shape[1], kernel, plan.n
+    return float(2**plan.n) * plan.M.shape[1], kernel, plan.n
 
 
-def estimated_seconds(model, n_rows: int = 0, precision: str = "float64", device=None,
-                      threads: int | None = None) -> tuple[float, str]:
+def estimated_seconds(
+    model, n_rows: int = 0, precision: str = "float64", device=None, threads: int | None = None
+) -> tuple[float, str]:
     """``(seconds, what)``: the estimated time of :func:`exact` on ``model`` with ``n_rows`` test rows.
 
     Terms (states times units) divided by the measured one-thread rates (:data:`_CPU_RATES`), then by
@@ -77,9 +78,11 @@ def grbm_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str
     """One-thread seconds of a GRBM's ``2^H`` hidden states."""
     H = model.n_hidden
     if H > MAX_ENUMERATION_BITS:
-        raise ValueError(f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
-                         f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead.")
-    return float(2 ** H) * model.n_visible / _CPU_RATES["matmul"], f"2^{H} hidden states"
+        raise ValueError(
+            f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
+            f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead."
+        )
+    return float(2**H) * model.n_visible / _CPU_RATES["matmul"], f"2^{H} hidden states"
 
 
 def dbm_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]:
@@ -93,9 +96,11 @@ def dbm_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]
     n_rest = view.n_visible - model.n_visible
     if n_rows and n_rest:
         if n_rest > MAX_EXACT_BITS:
-            raise ValueError(f"exact log f(v) of this DBM needs 2^{n_rest} states of the even hidden layers "
-                             f"per test row; refusing above 2^{MAX_EXACT_BITS}. Use ais or raise instead.")
-        seconds += float(n_rows) * 2 ** n_rest * view.n_hidden / _CPU_RATES["dbm-log-f"]
+            raise ValueError(
+                f"exact log f(v) of this DBM needs 2^{n_rest} states of the even hidden layers "
+                f"per test row; refusing above 2^{MAX_EXACT_BITS}. Use ais or raise instead."
+            )
+        seconds += float(n_rows) * 2**n_rest * view.n_hidden / _CPU_RATES["dbm-log-f"]
         what += f" and 2^{n_rest} per test row ({n_rows} rows) for log f(v)"
     return seconds, what
 
@@ -110,10 +115,14 @@ def dbn_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]
     if n_rows:
         n1 = model.top.n_visible
         if n1 > MAX_EXACT_BITS:
-            raise ValueError(f"exact log f(v) of this DBN needs 2^{n1} states of h_1; refusing above "
-                             f"2^{MAX_EXACT_BITS}. Use ais or raise instead.")
-        seconds += 2.0 ** n1 * (float(n_rows) * model.n_visible / _CPU_RATES["matmul"]
-                                + (model.n_visible + model.top.n_hidden) / _CPU_RATES["softplus"])
+            raise ValueError(
+                f"exact log f(v) of this DBN needs 2^{n1} states of h_1; refusing above "
+                f"2^{MAX_EXACT_BITS}. Use ais or raise instead."
+            )
+        seconds += 2.0**n1 * (
+            float(n_rows) * model.n_visible / _CPU_RATES["matmul"]
+            + (model.n_visible + model.top.n_hidden) / _CPU_RATES["softplus"]
+        )
         what += f" and 2^{n1} states of h_1 for log f(v) of {n_rows} rows"
     return seconds, what
 
@@ -142,18 +151,28 @@ def check_budget(ctx) -> float:
     where = "cuda" if ctx.device.type == "cuda" else f"{threads} CPU thread{'s' if threads > 1 else ''}"
     if seconds > budget:
         allow = math.ceil(seconds * 2)
-        raise ValueError(f"exact enumeration of {what} of this {ctx.model.family} would take about "
-                         f"{_duration(seconds)} (estimated, {o.exact_precision} on {where}), over the budget of "
-                         f"{budget:g} s; allow it with exact_max_seconds={allow} (--exact-max-seconds {allow}), or use "
-                         f"ais or raise")
+        raise ValueError(
+            f"exact enumeration of {what} of this {ctx.model.family} would take about "
+            f"{_duration(seconds)} (estimated, {o.exact_precision} on {where}), over the budget of "
+            f"{budget:g} s; allow it with exact_max_seconds={allow} (--exact-max-seconds {allow}), or use "
+            f"ais or raise"
+        )
     if seconds >= LONG_SECONDS:
-        _log.warning("exact: enumerating %s of this %s, about %s (estimated, %s on %s)%s", what, ctx.model.family,
-                     _duration(seconds), o.exact_precision, where, "" if o.progress else "; --progress shows a bar")
+        _log.warning(
+            "exact: enumerating %s of this %s, about %s (estimated, %s on %s)%s",
+            what,
+            ctx.model.family,
+            _duration(seconds),
+            o.exact_precision,
+            where,
+            "" if o.progress else "; --progress shows a bar",
+        )
     return seconds
 
 
-def exact(model, data=None, *, chunk_size: int | None = None, precision: str = "float64",
-          progress: bool = False) -> EstimateResult:
+def exact(
+    model, data=None, *, chunk_size: int | None = None, precision: str = "float64", progress: bool = False
+) -> EstimateResult:
     """Exact ``log Z`` (and mean log-likelihood of ``data`` when given) as a result record.
 
     ``model`` is any family with ``exact_log_z`` and ``exact_log_f`` (RBM, DBM, DBN, GRBM): a DBM
@@ -180,13 +199,19 @@ def exact(model, data=None, *, chunk_size: int | None = None, precision: str = "
         floating-point error of ``log_z``) are recorded.
     """
     t0 = time.perf_counter()
-    log_z, bound = model.exact_log_z(chunk_size=chunk_size, precision=precision, progress=progress,
-                                     return_bound=True)
+    log_z, bound = model.exact_log_z(chunk_size=chunk_size, precision=precision, progress=progress, return_bound=True)
     ll = None if data is None else (model.exact_log_f(data) - log_z).cpu().numpy()
     seconds = time.perf_counter() - t0
     res = EstimateResult(
-        estimator="exact", log_z=log_z, log_z_stderr=0.0, log_z_ci=(log_z, log_z), ess=float("nan"),
-        n_chains=0, seconds=seconds, n_sweeps=0, total_sweeps=0,
+        estimator="exact",
+        log_z=log_z,
+        log_z_stderr=0.0,
+        log_z_ci=(log_z, log_z),
+        ess=float("nan"),
+        n_chains=0,
+        seconds=seconds,
+        n_sweeps=0,
+        total_sweeps=0,
         settings={"chunk_size": chunk_size, "precision": precision, "model_family": model.family},
         extra={"log_z_error_bound": bound},
     )
@@ -227,10 +252,17 @@ def _closed_form(ctx) -> EstimateResult:
     if ctx.family.kind == "analysis":
         log_z = model.exact_log_z()
         if log_z is None:
-            raise ValueError(f"a {model.family} model of this size has no closed-form log Z "
-                             f"(closed forms: complete PoE, L = M); use hais")
-        res = EstimateResult(estimator="exact", log_z=float(log_z), log_z_stderr=0.0,
-                             log_z_ci=(float(log_z), float(log_z)), settings=settings)
+            raise ValueError(
+                f"a {model.family} model of this size has no closed-form log Z "
+                f"(closed forms: complete PoE, L = M); use hais"
+            )
+        res = EstimateResult(
+            estimator="exact",
+            log_z=float(log_z),
+            log_z_stderr=0.0,
+            log_z_ci=(float(log_z), float(log_z)),
+            settings=settings,
+        )
         if X is not None:
             attach_log_likelihood(res, -model.energy(X).double())
             res.extra["per_example_ll_sd"] = per_example_sd(res.per_example_log_likelihood)
@@ -239,12 +271,20 @@ def _closed_form(ctx) -> EstimateResult:
             raise ValueError("the exact log-likelihood of a generative model needs test data")
         ll = model.exact_log_likelihood(X)
         if ll is None:
-            raise ValueError(f"a {model.family} model has no closed-form likelihood "
-                             f"(closed forms: Gaussian prior, or Phi = 0); use hais")
+            raise ValueError(
+                f"a {model.family} model has no closed-form likelihood "
+                f"(closed forms: Gaussian prior, or Phi = 0); use hais"
+            )
         ll = ll.double().cpu().numpy()
         mean = float(ll.mean())
-        res = EstimateResult(estimator="exact", mean_log_likelihood=mean, mean_log_likelihood_stderr=0.0,
-                             mean_log_likelihood_ci=(mean, mean), per_example_log_likelihood=ll, settings=settings,
-                             extra={"per_example_ll_sd": per_example_sd(ll)})
+        res = EstimateResult(
+            estimator="exact",
+            mean_log_likelihood=mean,
+            mean_log_likelihood_stderr=0.0,
+            mean_log_likelihood_ci=(mean, mean),
+            per_example_log_likelihood=ll,
+            settings=settings,
+            extra={"per_example_ll_sd": per_example_sd(ll)},
+        )
     res.seconds = time.perf_counter() - t0
     return res

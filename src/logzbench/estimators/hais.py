@@ -55,16 +55,41 @@ def _kernel_of(estimator: str) -> str:
     return ESTIMATORS[estimator]
 
 
-def analysis_path(model, *, kernel: str = "hais", step_size: float = 0.2, gamma: float | None = None,
-                  mh_sigma: float = 0.1, proposal_scale: float = 1.0) -> HamiltonianPath:
+def analysis_path(
+    model,
+    *,
+    kernel: str = "hais",
+    step_size: float = 0.2,
+    gamma: float | None = None,
+    mh_sigma: float = 0.1,
+    proposal_scale: float = 1.0,
+) -> HamiltonianPath:
     """The path from ``q = N(0, proposal_scale^2 I_M)`` to ``exp(-model.energy(x))``."""
     e0, s0, lz0, g0 = gaussian_proposal(model.n_dims, proposal_scale, device=model.device)
-    return HamiltonianPath(e0, s0, lz0, model.energy, kernel=kernel, step_size=step_size, gamma=gamma,
-                           mh_sigma=mh_sigma, grad0=g0, grad1=getattr(model, "energy_grad", None))
+    return HamiltonianPath(
+        e0,
+        s0,
+        lz0,
+        model.energy,
+        kernel=kernel,
+        step_size=step_size,
+        gamma=gamma,
+        mh_sigma=mh_sigma,
+        grad0=g0,
+        grad1=getattr(model, "energy_grad", None),
+    )
 
 
-def latent_path(model, X: torch.Tensor, n_chains: int, *, kernel: str = "hais", step_size: float = 0.2,
-                gamma: float | None = None, mh_sigma: float = 0.1) -> HamiltonianPath:
+def latent_path(
+    model,
+    X: torch.Tensor,
+    n_chains: int,
+    *,
+    kernel: str = "hais",
+    step_size: float = 0.2,
+    gamma: float | None = None,
+    mh_sigma: float = 0.1,
+) -> HamiltonianPath:
     """The batched per-point paths over the latent of a generative model (Eq. 29).
 
     ``X`` has shape ``(P, M)``; chain ``c`` of point ``p`` is row ``p * n_chains + c`` of the state,
@@ -81,19 +106,43 @@ def latent_path(model, X: torch.Tensor, n_chains: int, *, kernel: str = "hais", 
 
     grad1 = None
     if prior_grad is not None and lik_grad is not None:
+
         def grad1(a):
             return prior_grad(a) + lik_grad(Xr, a)
 
     lower = model.latent_lower()
-    return HamiltonianPath(model.prior_energy, model.sample_prior, model.prior_log_z(), energy1, kernel=kernel,
-                           step_size=step_size, gamma=gamma, mh_sigma=mh_sigma, grad0=prior_grad, grad1=grad1,
-                           lower=None if lower is None else lower.to(dtype=torch.float64, device=X.device))
+    return HamiltonianPath(
+        model.prior_energy,
+        model.sample_prior,
+        model.prior_log_z(),
+        energy1,
+        kernel=kernel,
+        step_size=step_size,
+        gamma=gamma,
+        mh_sigma=mh_sigma,
+        grad0=prior_grad,
+        grad1=grad1,
+        lower=None if lower is None else lower.to(dtype=torch.float64, device=X.device),
+    )
 
 
-def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator, *, data: torch.Tensor | None = None,
-         step_size: float = 0.2, gamma: float | None = None, mh_sigma: float = 0.1, proposal_scale: float = 1.0,
-         n_bootstrap: int = 1000, progress: bool = False, settings: dict | None = None,
-         sweeps_per_beta: int = 1) -> EstimateResult:
+def hais(
+    model,
+    estimator: str,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    data: torch.Tensor | None = None,
+    step_size: float = 0.2,
+    gamma: float | None = None,
+    mh_sigma: float = 0.1,
+    proposal_scale: float = 1.0,
+    n_bootstrap: int = 1000,
+    progress: bool = False,
+    settings: dict | None = None,
+    sweeps_per_beta: int = 1,
+) -> EstimateResult:
     """HAIS (or a baseline) estimate for a continuous model.
 
     Parameters
@@ -122,10 +171,19 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
     K = len(betas) - 1
     common = {"K": K, "chains": int(n_chains), "proposal_scale": float(proposal_scale), **(settings or {})}
     if model.kind == "analysis":
-        path = analysis_path(model, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma,
-                             proposal_scale=proposal_scale)
-        res = ais_kernel.ais(path, betas, n_chains, generator, n_bootstrap=n_bootstrap, progress=progress,
-                             settings={**common, **path.settings()}, sweeps_per_beta=sweeps_per_beta)
+        path = analysis_path(
+            model, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma, proposal_scale=proposal_scale
+        )
+        res = ais_kernel.ais(
+            path,
+            betas,
+            n_chains,
+            generator,
+            n_bootstrap=n_bootstrap,
+            progress=progress,
+            settings={**common, **path.settings()},
+            sweeps_per_beta=sweeps_per_beta,
+        )
         res.estimator = estimator
         res.extra["acceptance_rate"] = path.acceptance_rate
         if data is not None:
@@ -140,8 +198,9 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
     P = X.shape[0]
     path = latent_path(model, X, n_chains, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
     with timer(generator.device) as t:
-        state, n_sweeps = ais_kernel.run(path, betas, P * int(n_chains), generator, progress=progress,
-                                         sweeps_per_beta=sweeps_per_beta)
+        state, n_sweeps = ais_kernel.run(
+            path, betas, P * int(n_chains), generator, progress=progress, sweeps_per_beta=sweeps_per_beta
+        )
     # the weights estimate Z_1 = int exp(-E_prior(a)) p(x | a) da = Z_prior p(x)
     log_w = state.log_w.reshape(P, int(n_chains)) - model.prior_log_z()
     check_finite(log_w, f"{estimator} log-weights")
@@ -151,14 +210,25 @@ def hais(model, estimator: str, betas, n_chains: int, generator: torch.Generator
     mean_ll = float(np.mean(ll_np))
     khat, khat_extra = khat_per_example(log_w)  # median over test points
     return EstimateResult(
-        estimator=estimator, ess=float(ess_from_log_weights(log_w, dim=1).mean()), khat=khat, n_chains=int(n_chains),
-        mean_log_likelihood=mean_ll, mean_log_likelihood_stderr=mean_se,
+        estimator=estimator,
+        ess=float(ess_from_log_weights(log_w, dim=1).mean()),
+        khat=khat,
+        n_chains=int(n_chains),
+        mean_log_likelihood=mean_ll,
+        mean_log_likelihood_stderr=mean_se,
         mean_log_likelihood_ci=(mean_ll - 1.96 * mean_se, mean_ll + 1.96 * mean_se),
-        seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * P * int(n_chains),
+        seconds=t[0],
+        n_sweeps=n_sweeps,
+        total_sweeps=n_sweeps * P * int(n_chains),
         settings={**common, **path.settings(), "n_examples": P},
-        log_weights=log_w.cpu().numpy(), per_example_log_likelihood=ll_np,
-        extra={"acceptance_rate": path.acceptance_rate, "per_example_stderr_mean": float(np.mean(se_np)),
-               "per_example_ll_sd": per_example_sd(ll_np), **khat_extra},
+        log_weights=log_w.cpu().numpy(),
+        per_example_log_likelihood=ll_np,
+        extra={
+            "acceptance_rate": path.acceptance_rate,
+            "per_example_stderr_mean": float(np.mean(se_np)),
+            "per_example_ll_sd": per_example_sd(ll_np),
+            **khat_extra,
+        },
     )
 
 
@@ -193,9 +263,20 @@ def schedule(ctx, kernel: str | None = None, K: int | None = None, points: torch
 def estimate(ctx) -> EstimateResult:
     """Registry entries ``hais``, ``ais-hmc``, ``ais-mh`` on a continuous model."""
     o = ctx.options
-    res = hais(ctx.model, ctx.name, schedule(ctx), o.chains, ctx.generator, data=ctx.data, step_size=o.step_size,
-               gamma=o.gamma, mh_sigma=o.mh_sigma, proposal_scale=o.proposal_scale, n_bootstrap=o.n_bootstrap,
-               progress=o.progress, settings={**ctx.settings("model_family", "model_kind", "schedule"),
-                                              **ctx.schedule_settings()},
-               sweeps_per_beta=o.sweeps_per_beta)
+    res = hais(
+        ctx.model,
+        ctx.name,
+        schedule(ctx),
+        o.chains,
+        ctx.generator,
+        data=ctx.data,
+        step_size=o.step_size,
+        gamma=o.gamma,
+        mh_sigma=o.mh_sigma,
+        proposal_scale=o.proposal_scale,
+        n_bootstrap=o.n_bootstrap,
+        progress=o.progress,
+        settings={**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()},
+        sweeps_per_beta=o.sweeps_per_beta,
+    )
     return ctx.record_schedule(res)

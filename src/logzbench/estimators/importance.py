@@ -17,8 +17,8 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.special import logsumexp
 import torch
+from scipy.special import logsumexp
 
 from ..errors import EstimatorError
 from .result import EstimateResult, summarize_log_weights
@@ -101,8 +101,15 @@ def importance_sampling(l0, *, n_bootstrap: int = 1000, seed: int = 0, settings:
     v_is = float(relative_variance(l0))
     seconds = time.perf_counter() - t0
     return EstimateResult(
-        estimator="is", log_z=s.log_mean, log_z_stderr=s.stderr, log_z_ci=(s.ci_low, s.ci_high), ess=s.ess,
-        khat=s.khat, n_chains=int(l0.size), seconds=seconds,
+        estimator="is",
+        log_z=s.log_mean,
+        log_z_stderr=s.stderr,
+        log_z_ci=(s.ci_low, s.ci_high),
+        ess=s.ess,
+        khat=s.khat,
+        n_chains=int(l0.size),
+        seconds=seconds,
         settings={"n0": int(l0.size), "n1": 0, "n_bootstrap": n_bootstrap, "seed": seed, **(settings or {})},
-        log_weights=l0, extra={"v_is": v_is},
+        log_weights=l0,
+        extra={"v_is": v_is},
     )

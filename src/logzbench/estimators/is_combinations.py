@@ -42,8 +42,14 @@ def _components(L0: np.ndarray, L1: np.ndarray) -> dict:
     """IS / RIS estimates and variance estimates along the last axis (vectorised over replicates)."""
     n0, n1 = L0.shape[-1], L1.shape[-1]
     v_is, v_ris = relative_variance(L0), relative_variance(-L1)
-    return {"log_z_is": log_mean_exp(L0), "log_z_ris": -log_mean_exp(-L1), "v_is": v_is, "v_ris": v_ris,
-            "var_log_z_is": v_is / n0, "var_log_z_ris": v_ris / n1}
+    return {
+        "log_z_is": log_mean_exp(L0),
+        "log_z_ris": -log_mean_exp(-L1),
+        "v_is": v_is,
+        "v_ris": v_ris,
+        "var_log_z_is": v_is / n0,
+        "var_log_z_ris": v_ris / n1,
+    }
 
 
 def _naive(c: dict):
@@ -89,14 +95,17 @@ def _bootstrap(rule: Callable, l0: np.ndarray, l1: np.ndarray, n_bootstrap: int,
     return float(lo), float(hi)
 
 
-def _combination(name: str, rule: Callable, l0, l1, n_bootstrap: int, seed: int,
-                 settings: dict | None) -> EstimateResult:
+def _combination(
+    name: str, rule: Callable, l0, l1, n_bootstrap: int, seed: int, settings: dict | None
+) -> EstimateResult:
     t0 = time.perf_counter()
     l0 = as_log_ratios(l0, f"{name}: l0")
     l1 = as_log_ratios(l1, f"{name}: l1")
     if rule is not _naive and (l0.size < 2 or l1.size < 2):
-        raise ValueError(f"{name}: variance estimates need at least 2 samples from each of p_0 and p "
-                         f"(got n0 = {l0.size}, n1 = {l1.size})")
+        raise ValueError(
+            f"{name}: variance estimates need at least 2 samples from each of p_0 and p "
+            f"(got n0 = {l0.size}, n1 = {l1.size})"
+        )
     c = {k: float(v) for k, v in _components(l0, l1).items()}
     log_z, var, info = rule(c)
     ci = _bootstrap(rule, l0, l1, n_bootstrap, seed)
@@ -114,10 +123,15 @@ def _combination(name: str, rule: Callable, l0, l1, n_bootstrap: int, seed: int,
         khat = khat_is if bool(info["pick_is"]) else khat_ris
     seconds = time.perf_counter() - t0
     return EstimateResult(
-        estimator=name, log_z=float(log_z), log_z_stderr=math.sqrt(float(var)), log_z_ci=ci, ess=ess,
-        khat=khat, n_chains=int(l0.size + l1.size), seconds=seconds,
-        settings={"n0": int(l0.size), "n1": int(l1.size), "n_bootstrap": n_bootstrap, "seed": seed,
-                  **(settings or {})},
+        estimator=name,
+        log_z=float(log_z),
+        log_z_stderr=math.sqrt(float(var)),
+        log_z_ci=ci,
+        ess=ess,
+        khat=khat,
+        n_chains=int(l0.size + l1.size),
+        seconds=seconds,
+        settings={"n0": int(l0.size), "n1": int(l1.size), "n_bootstrap": n_bootstrap, "seed": seed, **(settings or {})},
         extra=extra,
     )
 
@@ -164,8 +178,7 @@ def naive_average(l0, l1, *, n_bootstrap: int = 1000, seed: int = 0, settings: d
     return _combination("is-avg", _naive, l0, l1, n_bootstrap, seed, settings)
 
 
-def weighted_average(l0, l1, *, n_bootstrap: int = 1000, seed: int = 0,
-                     settings: dict | None = None) -> EstimateResult:
+def weighted_average(l0, l1, *, n_bootstrap: int = 1000, seed: int = 0, settings: dict | None = None) -> EstimateResult:
     """Inverse-variance weighted average of ``log Ẑ_is`` and ``log Ẑ_ris`` (``"is-weighted"``).
 
     ``extra["weight_is"]`` is the weight of IS; the standard error is ``(1/var_is + 1/var_ris)^(-1/2)``.
@@ -173,8 +186,9 @@ def weighted_average(l0, l1, *, n_bootstrap: int = 1000, seed: int = 0,
     return _combination("is-weighted", _weighted, l0, l1, n_bootstrap, seed, settings)
 
 
-def weighted_selection(l0, l1, *, n_bootstrap: int = 1000, seed: int = 0,
-                       settings: dict | None = None) -> EstimateResult:
+def weighted_selection(
+    l0, l1, *, n_bootstrap: int = 1000, seed: int = 0, settings: dict | None = None
+) -> EstimateResult:
     """The one of IS / reverse IS with the smaller estimated variance of ``log Ẑ`` (``"is-select"``).
 
     ``extra["selected"]`` is ``"is"`` or ``"ris"``; ``ess`` and the standard error are the selected one's.
@@ -220,9 +234,18 @@ def discriminance_sampling(l0, l1, *, log_w0=None, log_w1=None, settings: dict |
     seconds = time.perf_counter() - t0
     half = 1.96 * fit.stderr
     return EstimateResult(
-        estimator="ds", log_z=fit.log_z, log_z_stderr=fit.stderr, log_z_ci=(fit.log_z - half, fit.log_z + half),
-        ess=fit.n_eff, n_chains=int(l0.size + l1.size), seconds=seconds,
-        settings={"n0": int(l0.size), "n1": int(l1.size), "weighted": log_w0 is not None or log_w1 is not None,
-                  **(settings or {})},
+        estimator="ds",
+        log_z=fit.log_z,
+        log_z_stderr=fit.stderr,
+        log_z_ci=(fit.log_z - half, fit.log_z + half),
+        ess=fit.n_eff,
+        n_chains=int(l0.size + l1.size),
+        seconds=seconds,
+        settings={
+            "n0": int(l0.size),
+            "n1": int(l1.size),
+            "weighted": log_w0 is not None or log_w1 is not None,
+            **(settings or {}),
+        },
         extra={"gamma": fit.gamma},
     )

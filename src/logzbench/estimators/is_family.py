@@ -57,8 +57,9 @@ def uses_samples(estimator: str) -> tuple[bool, bool]:
     return uses_p0, uses_p
 
 
-def from_log_ratios(estimator: str, l0=None, l1=None, *, n_bootstrap: int = 1000, seed: int = 0,
-                    settings: dict[str, Any] | None = None) -> EstimateResult:
+def from_log_ratios(
+    estimator: str, l0=None, l1=None, *, n_bootstrap: int = 1000, seed: int = 0, settings: dict[str, Any] | None = None
+) -> EstimateResult:
     """IS-family estimator ``estimator`` on log-ratios already drawn: the one dispatch of the family.
 
     ``l0`` are the log-ratios at ``p_0`` samples, ``l1`` at target samples; only the sides the
@@ -93,8 +94,16 @@ def target_log_ratios(path: AnnealingPath, n: int, burn_in: int, generator: torc
     return (path.log_f_ratio(x, 0.0, 1.0) + path.log_z0()).double().cpu().numpy()
 
 
-def is_family(path: AnnealingPath, estimator: str, n: int, generator: torch.Generator, *, burn_in: int = 100,
-              n_bootstrap: int = 1000, settings: dict[str, Any] | None = None) -> EstimateResult:
+def is_family(
+    path: AnnealingPath,
+    estimator: str,
+    n: int,
+    generator: torch.Generator,
+    *,
+    burn_in: int = 100,
+    n_bootstrap: int = 1000,
+    settings: dict[str, Any] | None = None,
+) -> EstimateResult:
     """One IS-family estimate of ``log Z`` on the endpoints of ``path``.
 
     Parameters
@@ -131,8 +140,14 @@ def is_family(path: AnnealingPath, estimator: str, n: int, generator: torch.Gene
     if generator.device.type == "cuda":
         torch.cuda.synchronize(generator.device)
     sampling_seconds = time.perf_counter() - t0
-    res = from_log_ratios(estimator, l0, l1, n_bootstrap=n_bootstrap, seed=int(generator.initial_seed()),
-                          settings={"n": n, "burn_in": burn_in if uses_p else 0, **(settings or {})})
+    res = from_log_ratios(
+        estimator,
+        l0,
+        l1,
+        n_bootstrap=n_bootstrap,
+        seed=int(generator.initial_seed()),
+        settings={"n": n, "burn_in": burn_in if uses_p else 0, **(settings or {})},
+    )
     res.seconds += sampling_seconds
     res.n_sweeps = burn_in if uses_p else 0
     res.total_sweeps = n * res.n_sweeps
@@ -146,6 +161,13 @@ def estimate(ctx) -> EstimateResult:
     path = ctx.path()
     ctx.log_f()
     o = ctx.options
-    res = is_family(path, ctx.name, o.chains, ctx.generator, burn_in=o.burn_in, n_bootstrap=o.n_bootstrap,
-                    settings=ctx.annealed_settings())
+    res = is_family(
+        path,
+        ctx.name,
+        o.chains,
+        ctx.generator,
+        burn_in=o.burn_in,
+        n_bootstrap=o.n_bootstrap,
+        settings=ctx.annealed_settings(),
+    )
     return ctx.finish(res)

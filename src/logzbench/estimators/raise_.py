@@ -72,16 +72,32 @@ def intractable_posterior(path) -> bool:
     return hasattr(path, "transition_given_visible")
 
 
-def step(path: AnnealingPath, x, log_w: torch.Tensor, beta_high: float, beta_low: float,
-         generator: torch.Generator, n_moves: int = 1):
+def step(
+    path: AnnealingPath,
+    x,
+    log_w: torch.Tensor,
+    beta_high: float,
+    beta_low: float,
+    generator: torch.Generator,
+    n_moves: int = 1,
+):
     """Move with the kernel at ``beta_high`` (``n_moves`` transitions), then reweight down to ``beta_low``."""
     for _ in range(int(n_moves)):
         x = path.transition(x, beta_high, generator)
     return x, log_w + path.log_f_ratio(x, beta_high, beta_low)
 
 
-def reverse(path: AnnealingPath, x, log_w: torch.Tensor, betas, generator: torch.Generator, *,
-            sweeps_per_beta: int = 1, progress: bool = False, desc: str = "RAISE"):
+def reverse(
+    path: AnnealingPath,
+    x,
+    log_w: torch.Tensor,
+    betas,
+    generator: torch.Generator,
+    *,
+    sweeps_per_beta: int = 1,
+    progress: bool = False,
+    desc: str = "RAISE",
+):
     """The reverse chain: for ``k = K-1 .. 0``, :func:`step` from ``beta_{k+1}`` down to ``beta_k``
     (``sweeps_per_beta`` transitions, then the reweighting).  The caller gives the start ``x`` and the
     starting ``log_w``; returns the final ``(x, log_w)``.  RAISE, reverse AIS, RAISE with Hamiltonian
@@ -94,9 +110,15 @@ def reverse(path: AnnealingPath, x, log_w: torch.Tensor, betas, generator: torch
     return x, log_w
 
 
-def raise_log_weights(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int,
-                      generator: torch.Generator, progress: bool = False,
-                      sweeps_per_beta: int = 1) -> tuple[torch.Tensor, int]:
+def raise_log_weights(
+    path: AnnealingPath,
+    data: torch.Tensor,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    progress: bool = False,
+    sweeps_per_beta: int = 1,
+) -> tuple[torch.Tensor, int]:
     """Per-example, per-chain RAISE log-weights, shape ``(n_examples, n_chains)``, float64.
 
     Returns the weights and the number of sweeps per chain: ``K`` for a tractable posterior
@@ -155,8 +177,9 @@ def control_variate_mean(y: np.ndarray, x_sub: np.ndarray, x_all: np.ndarray) ->
     return float(resid.mean() + alpha * x_all.mean()), float(resid.std(ddof=1) / math.sqrt(n)), alpha
 
 
-def _bootstrap_ci(log_w: torch.Tensor, x_sub: np.ndarray, x_all: np.ndarray, subsampled: bool, seed: int,
-                  n_bootstrap: int = 500) -> tuple[float, float]:
+def _bootstrap_ci(
+    log_w: torch.Tensor, x_sub: np.ndarray, x_all: np.ndarray, subsampled: bool, seed: int, n_bootstrap: int = 500
+) -> tuple[float, float]:
     """Percentile 95 % interval of the mean: chains resampled within every example and,
     for a subsample, the examples too (with the control variate refitted each time)."""
     n, m = log_w.shape
@@ -177,9 +200,20 @@ def _bootstrap_ci(log_w: torch.Tensor, x_sub: np.ndarray, x_all: np.ndarray, sub
     return float(lo), float(hi)
 
 
-def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int, generator: torch.Generator, *,
-                   log_f_all: torch.Tensor, n_examples: int | None = None, subsample_seed: int = 0,
-                   progress: bool = False, settings: dict | None = None, sweeps_per_beta: int = 1) -> EstimateResult:
+def raise_estimate(
+    path: AnnealingPath,
+    data: torch.Tensor,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    log_f_all: torch.Tensor,
+    n_examples: int | None = None,
+    subsample_seed: int = 0,
+    progress: bool = False,
+    settings: dict | None = None,
+    sweeps_per_beta: int = 1,
+) -> EstimateResult:
     """RAISE per-example log-probabilities and the control-variate mean test log-likelihood.
 
     Parameters
@@ -205,8 +239,9 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
     sub = data[torch.as_tensor(idx, device=data.device)]
     K = len(betas) - 1
     with timer(generator.device) as t:
-        log_w, sweeps = raise_log_weights(path, sub, betas, n_chains, generator, progress=progress,
-                                          sweeps_per_beta=sweeps_per_beta)
+        log_w, sweeps = raise_log_weights(
+            path, sub, betas, n_chains, generator, progress=progress, sweeps_per_beta=sweeps_per_beta
+        )
     per_ex, per_ex_se = log_mean_stderr(log_w, dim=1)
     per_ex, per_ex_se = per_ex.cpu().numpy(), per_ex_se.cpu().numpy()
     x_all = log_f_all.double().cpu().numpy()
@@ -220,11 +255,19 @@ def raise_estimate(path: AnnealingPath, data: torch.Tensor, betas, n_chains: int
     ci = _bootstrap_ci(log_w.cpu(), x_all[idx], x_all, subsampled=n < N, seed=subsample_seed)
     khat, khat_extra = khat_per_example(log_w)  # median over examples (NaN with fewer than 25 chains)
     return EstimateResult(
-        estimator="raise", ess=float(ess.mean()), khat=khat, n_chains=n_chains,
-        mean_log_likelihood=est, mean_log_likelihood_stderr=se, mean_log_likelihood_ci=ci,
-        seconds=t[0], n_sweeps=sweeps, total_sweeps=sweeps * n_chains * n,
+        estimator="raise",
+        ess=float(ess.mean()),
+        khat=khat,
+        n_chains=n_chains,
+        mean_log_likelihood=est,
+        mean_log_likelihood_stderr=se,
+        mean_log_likelihood_ci=ci,
+        seconds=t[0],
+        n_sweeps=sweeps,
+        total_sweeps=sweeps * n_chains * n,
         settings={"K": K, "chains": n_chains, "n_examples": n, "n_test": N, **(settings or {})},
-        log_weights=log_w.cpu().numpy(), per_example_log_likelihood=per_ex,
+        log_weights=log_w.cpu().numpy(),
+        per_example_log_likelihood=per_ex,
         extra={
             "control_variate_alpha": alpha,
             "subsample_mean_log_likelihood": float(per_ex.mean()),
@@ -251,7 +294,17 @@ def estimate(ctx) -> EstimateResult:
     betas = ctx.betas(path)
     log_f, _ = ctx.log_f()
     o = ctx.options
-    res = raise_estimate(path, X, betas, o.chains, ctx.generator, log_f_all=log_f, n_examples=o.n_examples,
-                         subsample_seed=o.seed, progress=o.progress, settings=ctx.annealed_settings(),
-                         sweeps_per_beta=o.sweeps_per_beta)
+    res = raise_estimate(
+        path,
+        X,
+        betas,
+        o.chains,
+        ctx.generator,
+        log_f_all=log_f,
+        n_examples=o.n_examples,
+        subsample_seed=o.seed,
+        progress=o.progress,
+        settings=ctx.annealed_settings(),
+        sweeps_per_beta=o.sweeps_per_beta,
+    )
     return ctx.finish(res, attach=False)

@@ -83,20 +83,31 @@ from ._common import timer
 from .context import chain_bytes, per_example_bytes
 from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
-__all__ = ["ESTIMATORS", "estimate", "forward", "per_example_summary", "raise_hmc", "reverse_hais",
-           "with_fresh_momentum"]
+__all__ = [
+    "ESTIMATORS",
+    "estimate",
+    "forward",
+    "per_example_summary",
+    "raise_hmc",
+    "reverse_hais",
+    "with_fresh_momentum",
+]
 
 #: registry names of this module
 ESTIMATORS = ("raise-hmc", "reverse-hais")
 
-GUARANTEE_RAISE = ("stochastic lower bound on log p_ann(x), the annealing model's log-density of each test "
-                   "row (E[w] = p_ann(x)); not a bound on log p(x), which p_ann approaches as K grows")
-GUARANTEE_REVERSE = ("APPROXIMATE upper bound on log p(x): -log mean(v) is a stochastic upper bound only "
-                     "when the reverse chain starts from an exact posterior sample; here it starts from "
-                     "the forward HAIS chain's final state (an approximate posterior sample), so it may "
-                     "err either way, far below log p(x) where the forward chain has not reached the "
-                     "posterior (bidirectional Monte Carlo, 'bdmc', has the exact start "
-                     "on simulated data)")
+GUARANTEE_RAISE = (
+    "stochastic lower bound on log p_ann(x), the annealing model's log-density of each test "
+    "row (E[w] = p_ann(x)); not a bound on log p(x), which p_ann approaches as K grows"
+)
+GUARANTEE_REVERSE = (
+    "APPROXIMATE upper bound on log p(x): -log mean(v) is a stochastic upper bound only "
+    "when the reverse chain starts from an exact posterior sample; here it starts from "
+    "the forward HAIS chain's final state (an approximate posterior sample), so it may "
+    "err either way, far below log p(x) where the forward chain has not reached the "
+    "posterior (bidirectional Monte Carlo, 'bdmc', has the exact start "
+    "on simulated data)"
+)
 
 
 # ----------------------------------------------------------------------------- kernel pieces
@@ -106,14 +117,30 @@ def with_fresh_momentum(state: HMCState, generator: torch.Generator) -> HMCState
     return state._replace(v=v)
 
 
-def forward(path: HamiltonianPath, betas, n_chains: int, generator: torch.Generator, *, sweeps_per_beta: int = 1,
-            final_move: bool = False, progress: bool = False,
-            desc: str = "forward") -> tuple[HMCState, torch.Tensor, int]:
+def forward(
+    path: HamiltonianPath,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    sweeps_per_beta: int = 1,
+    final_move: bool = False,
+    progress: bool = False,
+    desc: str = "forward",
+) -> tuple[HMCState, torch.Tensor, int]:
     """Forward AIS (:func:`logzbench.estimators.ais.run`) from exact draws of ``p_0``; with ``final_move``
     the final state has also moved at ``beta_K = 1`` (it then starts a reverse run).  Returns ``(state,
     log w, transitions per chain)`` with ``log w`` estimating ``log Z_1 - log Z_0``."""
-    st, n = ais_kernel.run(path, betas, int(n_chains), generator, progress=progress, sweeps_per_beta=sweeps_per_beta,
-                           final_move=final_move, desc=desc)
+    st, n = ais_kernel.run(
+        path,
+        betas,
+        int(n_chains),
+        generator,
+        progress=progress,
+        sweeps_per_beta=sweeps_per_beta,
+        final_move=final_move,
+        desc=desc,
+    )
     return st.x, st.log_w - path.log_z0(), n
 
 
@@ -145,8 +172,16 @@ def per_example_summary(log_w: torch.Tensor, *, sign: float = 1.0) -> dict[str, 
     mean_se = float(math.sqrt(float(np.sum(se_np**2)))) / P if M > 1 else float("nan")
     khat, khat_extra = khat_per_example(log_w)
     ess = ess_from_log_weights(log_w, dim=1).cpu().numpy()
-    return {"per_example": ll_np, "per_example_stderr": se_np, "mean": float(np.mean(ll_np)), "stderr": mean_se,
-            "ess": float(ess.mean()), "min_ess": float(ess.min()), "khat": khat, "khat_extra": khat_extra}
+    return {
+        "per_example": ll_np,
+        "per_example_stderr": se_np,
+        "mean": float(np.mean(ll_np)),
+        "stderr": mean_se,
+        "ess": float(ess.mean()),
+        "min_ess": float(ess.min()),
+        "khat": khat,
+        "khat_extra": khat_extra,
+    }
 
 
 def _kernel_settings(path: HamiltonianPath, sweeps_per_beta: int) -> dict[str, Any]:
@@ -156,8 +191,9 @@ def _kernel_settings(path: HamiltonianPath, sweeps_per_beta: int) -> dict[str, A
 def _check_kind(model, want: str, estimator: str, other: str) -> None:
     kind = getattr(model, "kind", None)
     if kind != want:
-        raise ValueError(f"{estimator} is for {want} models; this is a {kind!r} model ({getattr(model, 'family', '?')})"
-                         f": use {other}")
+        raise ValueError(
+            f"{estimator} is for {want} models; this is a {kind!r} model ({getattr(model, 'family', '?')}): use {other}"
+        )
 
 
 def _check_data(data, estimator: str, what: str) -> torch.Tensor:
@@ -170,10 +206,23 @@ def _check_data(data, estimator: str, what: str) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- raise-hmc
-def raise_hmc(model, betas, n_chains: int, generator: torch.Generator, *, data: torch.Tensor | None,
-              kernel: str = "hais", step_size: float = 0.2, gamma: float | None = None, mh_sigma: float = 0.1,
-              proposal_scale: float = 1.0, sweeps_per_beta: int = 1, n_bootstrap: int = 1000,
-              progress: bool = False, settings: dict | None = None) -> EstimateResult:
+def raise_hmc(
+    model,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    data: torch.Tensor | None,
+    kernel: str = "hais",
+    step_size: float = 0.2,
+    gamma: float | None = None,
+    mh_sigma: float = 0.1,
+    proposal_scale: float = 1.0,
+    sweeps_per_beta: int = 1,
+    n_bootstrap: int = 1000,
+    progress: bool = False,
+    settings: dict | None = None,
+) -> EstimateResult:
     """RAISE with Hamiltonian (or random-walk) transitions on an analysis model (module docstring).
 
     Parameters
@@ -203,15 +252,17 @@ def raise_hmc(model, betas, n_chains: int, generator: torch.Generator, *, data: 
     X = _check_data(data, "raise-hmc", "the log-likelihood").to(model.device)
     betas = from_array(betas)
     K, M, P, s = len(betas) - 1, int(n_chains), int(X.shape[0]), int(sweeps_per_beta)
-    path = hais_mod.analysis_path(model, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma,
-                                  proposal_scale=proposal_scale)
+    path = hais_mod.analysis_path(
+        model, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma, proposal_scale=proposal_scale
+    )
     neg_e = -model.energy(X).double()
     check_finite(neg_e, "raise-hmc: -E(x) of the test rows")
     with timer(generator.device) as t:
         state = with_fresh_momentum(path.state_from_data(X.repeat_interleave(M, dim=0)), generator)
         log_w = path.log_f(state, 1.0) - path.log_z0()
-        state, log_w = raise_kernel.reverse(path, state, log_w, betas, generator, sweeps_per_beta=s,
-                                            progress=progress, desc="RAISE (HMC)")
+        state, log_w = raise_kernel.reverse(
+            path, state, log_w, betas, generator, sweeps_per_beta=s, progress=progress, desc="RAISE (HMC)"
+        )
     log_w = log_w.reshape(P, M)
     check_finite(log_w, "raise-hmc log-weights")
     sm = per_example_summary(log_w)
@@ -221,25 +272,58 @@ def raise_hmc(model, betas, n_chains: int, generator: torch.Generator, *, data: 
         ci = (mean_ll - 1.96 * se, mean_ll + 1.96 * se)
     n_sweeps = K * s
     return EstimateResult(
-        estimator="raise-hmc", ess=sm["ess"], khat=sm["khat"], n_chains=M,
-        mean_log_likelihood=mean_ll, mean_log_likelihood_stderr=se, mean_log_likelihood_ci=ci,
-        seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * M * P,
-        settings={"K": K, "chains": M, "n_examples": P, "proposal_scale": float(proposal_scale),
-                  **_kernel_settings(path, s), **(settings or {})},
-        log_weights=log_w.cpu().numpy(), per_example_log_likelihood=sm["per_example"], schedule=betas.copy(),
-        extra={"acceptance_rate": path.acceptance_rate,
-               "implied_log_z": float(neg_e.mean()) - mean_ll,
-               "per_example_stderr_mean": float(np.mean(sm["per_example_stderr"])) if M > 1 else None,
-               "per_example_ll_sd": hais_mod.per_example_sd(sm["per_example"]), "min_ess": sm["min_ess"],
-               "bound": "lower", "of": "p_ann", "guarantee": GUARANTEE_RAISE, **sm["khat_extra"]},
+        estimator="raise-hmc",
+        ess=sm["ess"],
+        khat=sm["khat"],
+        n_chains=M,
+        mean_log_likelihood=mean_ll,
+        mean_log_likelihood_stderr=se,
+        mean_log_likelihood_ci=ci,
+        seconds=t[0],
+        n_sweeps=n_sweeps,
+        total_sweeps=n_sweeps * M * P,
+        settings={
+            "K": K,
+            "chains": M,
+            "n_examples": P,
+            "proposal_scale": float(proposal_scale),
+            **_kernel_settings(path, s),
+            **(settings or {}),
+        },
+        log_weights=log_w.cpu().numpy(),
+        per_example_log_likelihood=sm["per_example"],
+        schedule=betas.copy(),
+        extra={
+            "acceptance_rate": path.acceptance_rate,
+            "implied_log_z": float(neg_e.mean()) - mean_ll,
+            "per_example_stderr_mean": float(np.mean(sm["per_example_stderr"])) if M > 1 else None,
+            "per_example_ll_sd": hais_mod.per_example_sd(sm["per_example"]),
+            "min_ess": sm["min_ess"],
+            "bound": "lower",
+            "of": "p_ann",
+            "guarantee": GUARANTEE_RAISE,
+            **sm["khat_extra"],
+        },
     )
 
 
 # ----------------------------------------------------------------------------- reverse-hais
-def reverse_hais(model, betas, n_chains: int, generator: torch.Generator, *, data: torch.Tensor | None,
-                 kernel: str = "hais", step_size: float = 0.2, gamma: float | None = None, mh_sigma: float = 0.1,
-                 sweeps_per_beta: int = 1, n_bootstrap: int = 1000, progress: bool = False,
-                 settings: dict | None = None) -> EstimateResult:
+def reverse_hais(
+    model,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    data: torch.Tensor | None,
+    kernel: str = "hais",
+    step_size: float = 0.2,
+    gamma: float | None = None,
+    mh_sigma: float = 0.1,
+    sweeps_per_beta: int = 1,
+    n_bootstrap: int = 1000,
+    progress: bool = False,
+    settings: dict | None = None,
+) -> EstimateResult:
     """Forward HAIS then reverse HAIS over the latent of a generative model, per test row (module
     docstring): the harmonic (reverse) estimate ``-log mean(v)`` is the headline, an APPROXIMATE
     upper bound on ``log p(x)``; the forward run's lower-side estimate comes with it.
@@ -268,14 +352,23 @@ def reverse_hais(model, betas, n_chains: int, generator: torch.Generator, *, dat
     K, M, P, s = len(betas) - 1, int(n_chains), int(X.shape[0]), int(sweeps_per_beta)
     path = hais_mod.latent_path(model, X, M, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
     with timer(generator.device) as t:
-        state, log_w, n_fwd = forward(path, betas, P * M, generator, sweeps_per_beta=s, final_move=True,
-                                      progress=progress, desc="reverse HAIS (forward)")
+        state, log_w, n_fwd = forward(
+            path,
+            betas,
+            P * M,
+            generator,
+            sweeps_per_beta=s,
+            final_move=True,
+            progress=progress,
+            desc="reverse HAIS (forward)",
+        )
         acc_fwd = path.acceptance_rate
         n0, a0 = path.n_proposed, path.n_accepted
         state = with_fresh_momentum(state, generator)
         log_v = torch.zeros_like(log_w)
-        state, log_v = raise_kernel.reverse(path, state, log_v, betas, generator, sweeps_per_beta=s,
-                                            progress=progress, desc="reverse HAIS (reverse)")
+        state, log_v = raise_kernel.reverse(
+            path, state, log_v, betas, generator, sweeps_per_beta=s, progress=progress, desc="reverse HAIS (reverse)"
+        )
     log_w, log_v = log_w.reshape(P, M), log_v.reshape(P, M)
     check_finite(log_w, "reverse-hais forward log-weights")
     check_finite(log_v, "reverse-hais reverse log-weights")
@@ -288,21 +381,38 @@ def reverse_hais(model, betas, n_chains: int, generator: torch.Generator, *, dat
     acc_rev = (path.n_accepted - a0) / (path.n_proposed - n0) if path.n_proposed > n0 else float("nan")
     n_sweeps = n_fwd + K * s  # 2 K sweeps_per_beta
     return EstimateResult(
-        estimator="reverse-hais", ess=rev["ess"], khat=rev["khat"], n_chains=M,
-        mean_log_likelihood=mean_ll, mean_log_likelihood_stderr=se, mean_log_likelihood_ci=ci,
-        seconds=t[0], n_sweeps=n_sweeps, total_sweeps=n_sweeps * M * P,
+        estimator="reverse-hais",
+        ess=rev["ess"],
+        khat=rev["khat"],
+        n_chains=M,
+        mean_log_likelihood=mean_ll,
+        mean_log_likelihood_stderr=se,
+        mean_log_likelihood_ci=ci,
+        seconds=t[0],
+        n_sweeps=n_sweeps,
+        total_sweeps=n_sweeps * M * P,
         settings={"K": K, "chains": M, "n_examples": P, **_kernel_settings(path, s), **(settings or {})},
-        log_weights=log_v.cpu().numpy(), per_example_log_likelihood=rev["per_example"], schedule=betas.copy(),
-        extra={"aggregation": "harmonic", "bound": "upper (approximate)", "of": "p",
-               "guarantee": GUARANTEE_REVERSE,
-               "forward_mean_log_likelihood": fwd["mean"], "forward_mean_log_likelihood_stderr": fwd["stderr"],
-               "forward_ess": fwd["ess"], "forward_khat": fwd["khat"],
-               "reverse_minus_forward": mean_ll - fwd["mean"],
-               "acceptance_rate": path.acceptance_rate, "forward_acceptance_rate": acc_fwd,
-               "reverse_acceptance_rate": acc_rev,
-               "per_example_stderr_mean": float(np.mean(rev["per_example_stderr"])) if M > 1 else None,
-               "per_example_ll_sd": hais_mod.per_example_sd(rev["per_example"]), "min_ess": rev["min_ess"],
-               **rev["khat_extra"]},
+        log_weights=log_v.cpu().numpy(),
+        per_example_log_likelihood=rev["per_example"],
+        schedule=betas.copy(),
+        extra={
+            "aggregation": "harmonic",
+            "bound": "upper (approximate)",
+            "of": "p",
+            "guarantee": GUARANTEE_REVERSE,
+            "forward_mean_log_likelihood": fwd["mean"],
+            "forward_mean_log_likelihood_stderr": fwd["stderr"],
+            "forward_ess": fwd["ess"],
+            "forward_khat": fwd["khat"],
+            "reverse_minus_forward": mean_ll - fwd["mean"],
+            "acceptance_rate": path.acceptance_rate,
+            "forward_acceptance_rate": acc_fwd,
+            "reverse_acceptance_rate": acc_rev,
+            "per_example_stderr_mean": float(np.mean(rev["per_example_stderr"])) if M > 1 else None,
+            "per_example_ll_sd": hais_mod.per_example_sd(rev["per_example"]),
+            "min_ess": rev["min_ess"],
+            **rev["khat_extra"],
+        },
     )
 
 
@@ -331,8 +441,14 @@ def estimate(ctx) -> EstimateResult:
         _check_kind(ctx.model, "generative", "reverse-hais", "raise-hmc")
     betas = hais_mod.schedule(ctx, kernel="hais")
     settings = {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
-    common = dict(data=X, sweeps_per_beta=o.sweeps_per_beta, n_bootstrap=o.n_bootstrap, progress=o.progress,
-                  settings=settings, **_kernel_options(o))
+    common = dict(
+        data=X,
+        sweeps_per_beta=o.sweeps_per_beta,
+        n_bootstrap=o.n_bootstrap,
+        progress=o.progress,
+        settings=settings,
+        **_kernel_options(o),
+    )
     if ctx.name == "raise-hmc":
         res = raise_hmc(ctx.model, betas, o.chains, ctx.generator, proposal_scale=o.proposal_scale, **common)
     else:

@@ -64,8 +64,9 @@ def summarize_log_weights(log_w, n_bootstrap: int = 1000, seed: int = 0, what: s
         lo, hi = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     else:
         lo = hi = float("nan")
-    return WeightSummary(float(log_mean), float(se), float(lo), float(hi), float(ess_from_log_weights(log_w)),
-                         pareto_khat(log_w))
+    return WeightSummary(
+        float(log_mean), float(se), float(lo), float(hi), float(ess_from_log_weights(log_w)), pareto_khat(log_w)
+    )
 
 
 @dataclass
@@ -202,12 +203,16 @@ def khat_summary(khat) -> dict[str, float | None]:
     k = k[np.isfinite(k)]
     if k.size == 0:
         return {"khat_frac_above_0.7": None, "khat_median": None, "khat_max": None}
-    return {"khat_frac_above_0.7": float(np.mean(k > 0.7)), "khat_median": float(np.median(k)),
-            "khat_max": float(k.max())}
+    return {
+        "khat_frac_above_0.7": float(np.mean(k > 0.7)),
+        "khat_median": float(np.median(k)),
+        "khat_max": float(k.max()),
+    }
 
 
-def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor,
-                          log_f_stderr: torch.Tensor | None = None) -> None:
+def attach_log_likelihood(
+    res: EstimateResult, log_f_data: torch.Tensor, log_f_stderr: torch.Tensor | None = None
+) -> None:
     """Set per-example and mean test log-likelihood ``log f(v) - log Ẑ`` on a log-Z result.
 
     With exact ``log f(v)`` the standard error is that of ``log Ẑ`` (the data are fixed, so
@@ -224,5 +229,7 @@ def attach_log_likelihood(res: EstimateResult, log_f_data: torch.Tensor,
         extra_var = float(np.sum(se**2)) / len(se) ** 2
     res.mean_log_likelihood_stderr = float(np.sqrt(res.log_z_stderr**2 + extra_var))
     widen = 1.96 * (res.mean_log_likelihood_stderr - res.log_z_stderr)
-    res.mean_log_likelihood_ci = (res.mean_log_likelihood - (res.log_z_ci[1] - res.log_z) - widen,
-                                  res.mean_log_likelihood + (res.log_z - res.log_z_ci[0]) + widen)
+    res.mean_log_likelihood_ci = (
+        res.mean_log_likelihood - (res.log_z_ci[1] - res.log_z) - widen,
+        res.mean_log_likelihood + (res.log_z - res.log_z_ci[0]) + widen,
+    )

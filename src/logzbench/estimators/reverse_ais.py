@@ -14,7 +14,6 @@ is approximate at small ``K``.  Cost: ``2 K`` sweeps per chain.
 
 from __future__ import annotations
 
-
 import torch
 
 from ..models.base import AnnealingPath
@@ -25,9 +24,18 @@ from ._common import progress_range, timer
 from .result import EstimateResult, check_finite, summarize_log_weights
 
 
-def reverse_ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Generator, *, n_bootstrap: int = 1000,
-                progress: bool = False, settings: dict | None = None, sweeps_per_beta: int = 1,
-                start=None) -> EstimateResult:
+def reverse_ais(
+    path: AnnealingPath,
+    betas,
+    n_chains: int,
+    generator: torch.Generator,
+    *,
+    n_bootstrap: int = 1000,
+    progress: bool = False,
+    settings: dict | None = None,
+    sweeps_per_beta: int = 1,
+    start=None,
+) -> EstimateResult:
     """Reverse-AIS estimate of ``log Z`` as a result record (``estimator="reverse-ais"``).
 
     ``log_weights`` holds the per-chain ``log v``; ``log_z_stderr`` is the delta-method error of
@@ -47,17 +55,33 @@ def reverse_ais(path: AnnealingPath, betas, n_chains: int, generator: torch.Gene
         else:
             x = start
         log_v = torch.zeros(n_chains, dtype=torch.float64, device=generator.device)
-        x, log_v = raise_kernel.reverse(path, x, log_v, betas, generator, sweeps_per_beta=sweeps_per_beta,
-                                        progress=progress, desc="reverse AIS (reverse)")
+        x, log_v = raise_kernel.reverse(
+            path,
+            x,
+            log_v,
+            betas,
+            generator,
+            sweeps_per_beta=sweeps_per_beta,
+            progress=progress,
+            desc="reverse AIS (reverse)",
+        )
     check_finite(log_v, "reverse AIS log-weights")
-    s = summarize_log_weights(log_v, n_bootstrap=n_bootstrap, seed=generator.initial_seed(),
-                              what="reverse AIS log-weights")
+    s = summarize_log_weights(
+        log_v, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="reverse AIS log-weights"
+    )
     log_z0 = path.log_z0()
     n_sweeps = (K if start is not None else 2 * K) * int(sweeps_per_beta)
     return EstimateResult(
-        estimator="reverse-ais", log_z=log_z0 - s.log_mean, log_z_stderr=s.stderr,
-        log_z_ci=(log_z0 - s.ci_high, log_z0 - s.ci_low), ess=s.ess, khat=s.khat, n_chains=n_chains, seconds=t[0],
-        n_sweeps=n_sweeps, total_sweeps=n_sweeps * n_chains,
+        estimator="reverse-ais",
+        log_z=log_z0 - s.log_mean,
+        log_z_stderr=s.stderr,
+        log_z_ci=(log_z0 - s.ci_high, log_z0 - s.ci_low),
+        ess=s.ess,
+        khat=s.khat,
+        n_chains=n_chains,
+        seconds=t[0],
+        n_sweeps=n_sweeps,
+        total_sweeps=n_sweeps * n_chains,
         settings={"K": K, "chains": n_chains, **(settings or {})},
         log_weights=log_v.cpu().numpy(),
         extra={"aggregation": "harmonic", "log_mean_reverse_weight": s.log_mean},
@@ -70,6 +94,14 @@ def estimate(ctx) -> EstimateResult:
     betas = ctx.betas(path)
     ctx.log_f()
     o = ctx.options
-    res = reverse_ais(path, betas, o.chains, ctx.generator, n_bootstrap=o.n_bootstrap, progress=o.progress,
-                      settings=ctx.annealed_settings(), sweeps_per_beta=o.sweeps_per_beta)
+    res = reverse_ais(
+        path,
+        betas,
+        o.chains,
+        ctx.generator,
+        n_bootstrap=o.n_bootstrap,
+        progress=o.progress,
+        settings=ctx.annealed_settings(),
+        sweeps_per_beta=o.sweeps_per_beta,
+    )
     return ctx.finish(res)

@@ -21,8 +21,9 @@ from .importance import as_log_ratios, relative_variance
 from .result import EstimateResult, summarize_log_weights
 
 
-def reverse_importance_sampling(l1, *, n_bootstrap: int = 1000, seed: int = 0,
-                                settings: dict | None = None) -> EstimateResult:
+def reverse_importance_sampling(
+    l1, *, n_bootstrap: int = 1000, seed: int = 0, settings: dict | None = None
+) -> EstimateResult:
     """RIS (harmonic mean) estimate of ``log Z`` from log-ratios at samples of the target.
 
     Parameters
@@ -49,8 +50,15 @@ def reverse_importance_sampling(l1, *, n_bootstrap: int = 1000, seed: int = 0,
     v_ris = float(relative_variance(-l1))
     seconds = time.perf_counter() - t0
     return EstimateResult(
-        estimator="ris", log_z=-s.log_mean, log_z_stderr=s.stderr, log_z_ci=(-s.ci_high, -s.ci_low), ess=s.ess,
-        khat=s.khat, n_chains=int(l1.size), seconds=seconds,
+        estimator="ris",
+        log_z=-s.log_mean,
+        log_z_stderr=s.stderr,
+        log_z_ci=(-s.ci_high, -s.ci_low),
+        ess=s.ess,
+        khat=s.khat,
+        n_chains=int(l1.size),
+        seconds=seconds,
         settings={"n0": 0, "n1": int(l1.size), "n_bootstrap": n_bootstrap, "seed": seed, **(settings or {})},
-        log_weights=-l1, extra={"v_ris": v_ris},
+        log_weights=-l1,
+        extra={"v_ris": v_ris},
     )

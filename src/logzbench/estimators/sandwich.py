@@ -127,50 +127,99 @@ def spread_p_value(log_w, groups: int = GROUPS) -> float | None:
 
 # --------------------------------------------------------------------------- ends
 def _ais_log_z_end(res: EstimateResult, name: str = "ais") -> End:
-    return End(name, res.log_z, res.log_z_stderr, True, "p",
-               "guaranteed: stochastic lower bound of log Z (Z-hat is unbiased; Markov's inequality)")
+    return End(
+        name,
+        res.log_z,
+        res.log_z_stderr,
+        True,
+        "p",
+        "guaranteed: stochastic lower bound of log Z (Z-hat is unbiased; Markov's inequality)",
+    )
 
 
 def _implied_ll_end(res: EstimateResult, exact_log_f: bool, name: str = "ais") -> End:
     if exact_log_f:
-        return End(name, res.mean_log_likelihood, res.mean_log_likelihood_stderr, True, "p",
-                   "guaranteed: stochastic upper bound of the mean test log-likelihood of p (log f(v) exact, "
-                   "log Z-hat a stochastic lower bound)")
-    return End(name, res.mean_log_likelihood, res.mean_log_likelihood_stderr, False, None,
-               "approximate: log f(v) is importance-sampled (itself a stochastic lower bound), so the "
-               "log-likelihood AIS implies is no bound")
+        return End(
+            name,
+            res.mean_log_likelihood,
+            res.mean_log_likelihood_stderr,
+            True,
+            "p",
+            "guaranteed: stochastic upper bound of the mean test log-likelihood of p (log f(v) exact, "
+            "log Z-hat a stochastic lower bound)",
+        )
+    return End(
+        name,
+        res.mean_log_likelihood,
+        res.mean_log_likelihood_stderr,
+        False,
+        None,
+        "approximate: log f(v) is importance-sampled (itself a stochastic lower bound), so the "
+        "log-likelihood AIS implies is no bound",
+    )
 
 
 def _raise_ll_end(res: EstimateResult, name: str = "raise") -> End:
     n, n_all = int(res.settings.get("n_examples", 0)), int(res.settings.get("n_test", 0))
     if n_all and n < n_all:
-        return End(name, res.mean_log_likelihood, res.mean_log_likelihood_stderr, False, None,
-                   f"approximate: a control-variate mean over {n} of {n_all} test rows (lower bounds p_ann "
-                   "per row, but the subsample mean is no bound)")
-    return End(name, res.mean_log_likelihood, res.mean_log_likelihood_stderr, True, "p_ann",
-               f"guaranteed of p_ann, not p: stochastic lower bound of the mean test log-likelihood under the "
-               f"annealing model p_ann (RAISE; p_ann approaches p as K grows), a mean over {n} rows",
-               n_independent=max(n, 1))
+        return End(
+            name,
+            res.mean_log_likelihood,
+            res.mean_log_likelihood_stderr,
+            False,
+            None,
+            f"approximate: a control-variate mean over {n} of {n_all} test rows (lower bounds p_ann "
+            "per row, but the subsample mean is no bound)",
+        )
+    return End(
+        name,
+        res.mean_log_likelihood,
+        res.mean_log_likelihood_stderr,
+        True,
+        "p_ann",
+        f"guaranteed of p_ann, not p: stochastic lower bound of the mean test log-likelihood under the "
+        f"annealing model p_ann (RAISE; p_ann approaches p as K grows), a mean over {n} rows",
+        n_independent=max(n, 1),
+    )
 
 
 def _implied_log_z_end(res: EstimateResult, name: str = "raise") -> End:
     lz = res.extra.get("implied_log_z")
-    return End(name, float(lz) if lz is not None else float("nan"), float(res.mean_log_likelihood_stderr or 0.0),
-               False, None, "approximate: the log Z the lower end's mean implies (an upper bound of log Z only "
-               "where the test rows are samples of the model)")
+    return End(
+        name,
+        float(lz) if lz is not None else float("nan"),
+        float(res.mean_log_likelihood_stderr or 0.0),
+        False,
+        None,
+        "approximate: the log Z the lower end's mean implies (an upper bound of log Z only "
+        "where the test rows are samples of the model)",
+    )
 
 
 def _reverse_end(res: EstimateResult, quantity: str, name: str, from_rows: bool = False) -> End:
     value = res.log_z if quantity == "log_z" else res.mean_log_likelihood
     se = res.log_z_stderr if quantity == "log_z" else res.mean_log_likelihood_stderr
     if from_rows:
-        return End(name, value, se, False, None, "approximate: reverse AIS from training rows (an upper bound of "
-                                                 "log Z only where they are samples of the model)")
+        return End(
+            name,
+            value,
+            se,
+            False,
+            None,
+            "approximate: reverse AIS from training rows (an upper bound of "
+            "log Z only where they are samples of the model)",
+        )
     what = "log Z" if quantity == "log_z" else "the mean test log-likelihood"
-    return End(name, value, se, False, None,
-               f"approximate: upper estimate of {what} from a reverse chain started at a forward chain's states, "
-               "not exact samples (an upper bound only from exact samples; it can miss what the forward chain "
-               "missed)")
+    return End(
+        name,
+        value,
+        se,
+        False,
+        None,
+        f"approximate: upper estimate of {what} from a reverse chain started at a forward chain's states, "
+        "not exact samples (an upper bound only from exact samples; it can miss what the forward chain "
+        "missed)",
+    )
 
 
 # --------------------------------------------------------------------------- plans per model kind
@@ -188,13 +237,16 @@ def _gibbs_plan(ctx) -> Plan:
         def run(K: int) -> Round:
             betas = ctx.betas(path, K=K)
             t0 = time.perf_counter()
-            lo = ais_kernel.ais(path, betas, chains, g, n_bootstrap=0, settings=settings, sweeps_per_beta=o.sweeps_per_beta)
+            lo = ais_kernel.ais(
+                path, betas, chains, g, n_bootstrap=0, settings=settings, sweeps_per_beta=o.sweeps_per_beta
+            )
             start = None
             if rows is not None:  # reverse chains from training rows: they cover the modes the data cover
                 pick = torch.randint(0, rows.shape[0], (chains,), generator=g, device=g.device)
                 start = path.state_from_data(rows[pick])
-            hi = reverse_kernel.reverse_ais(path, betas, chains, g, n_bootstrap=0, settings=settings,
-                                            sweeps_per_beta=o.sweeps_per_beta, start=start)
+            hi = reverse_kernel.reverse_ais(
+                path, betas, chains, g, n_bootstrap=0, settings=settings, sweeps_per_beta=o.sweeps_per_beta, start=start
+            )
             ends = {"log_z": (_ais_log_z_end(lo), _reverse_end(hi, "log_z", "reverse-ais", from_rows=rows is not None))}
             spread = {"ais": spread_p_value(lo.log_weights), "reverse-ais": spread_p_value(hi.log_weights)}
             return Round(K, ends, spread, lo.total_sweeps + hi.total_sweeps, time.perf_counter() - t0, betas, lo, hi)
@@ -210,12 +262,33 @@ def _gibbs_plan(ctx) -> Plan:
     def run(K: int) -> Round:
         betas = ctx.betas(path, K=K)
         t0 = time.perf_counter()
-        hi = ais_kernel.ais(path, betas, chains, g, log_f_data=log_f, log_f_stderr=log_f_se, n_bootstrap=0,
-                            settings=settings, sweeps_per_beta=o.sweeps_per_beta)
-        lo = raise_kernel.raise_estimate(path, data, betas, chains, g, log_f_all=log_f, n_examples=o.n_examples,
-                                         subsample_seed=o.seed, settings=settings, sweeps_per_beta=o.sweeps_per_beta)
-        ends = {"mean_log_likelihood": (_raise_ll_end(lo), _implied_ll_end(hi, exact_log_f)),
-                "log_z": (_ais_log_z_end(hi), _implied_log_z_end(lo))}
+        hi = ais_kernel.ais(
+            path,
+            betas,
+            chains,
+            g,
+            log_f_data=log_f,
+            log_f_stderr=log_f_se,
+            n_bootstrap=0,
+            settings=settings,
+            sweeps_per_beta=o.sweeps_per_beta,
+        )
+        lo = raise_kernel.raise_estimate(
+            path,
+            data,
+            betas,
+            chains,
+            g,
+            log_f_all=log_f,
+            n_examples=o.n_examples,
+            subsample_seed=o.seed,
+            settings=settings,
+            sweeps_per_beta=o.sweeps_per_beta,
+        )
+        ends = {
+            "mean_log_likelihood": (_raise_ll_end(lo), _implied_ll_end(hi, exact_log_f)),
+            "log_z": (_ais_log_z_end(hi), _implied_log_z_end(lo)),
+        }
         spread = {"raise": spread_p_value(lo.log_weights), "ais": spread_p_value(hi.log_weights)}
         return Round(K, ends, spread, lo.total_sweeps + hi.total_sweeps, time.perf_counter() - t0, betas, lo, hi)
 
@@ -238,19 +311,28 @@ def _analysis_plan(ctx) -> Plan:
 
     def forward(K, betas):
         path = hais_mod.analysis_path(ctx.model, proposal_scale=o.proposal_scale, **kw)
-        res = ais_kernel.ais(path, betas, o.chains, g, n_bootstrap=0, settings={**settings, **path.settings()},
-                             sweeps_per_beta=o.sweeps_per_beta)
+        res = ais_kernel.ais(
+            path,
+            betas,
+            o.chains,
+            g,
+            n_bootstrap=0,
+            settings={**settings, **path.settings()},
+            sweeps_per_beta=o.sweeps_per_beta,
+        )
         res.estimator = "hais"
         return res
 
     if data is None:
+
         def run(K: int) -> Round:
             betas = betas_at(K)
             t0 = time.perf_counter()
             lo = forward(K, betas)
             path = hais_mod.analysis_path(ctx.model, proposal_scale=o.proposal_scale, **kw)
-            hi = reverse_kernel.reverse_ais(path, betas, o.chains, g, n_bootstrap=0, settings=settings,
-                                            sweeps_per_beta=o.sweeps_per_beta)
+            hi = reverse_kernel.reverse_ais(
+                path, betas, o.chains, g, n_bootstrap=0, settings=settings, sweeps_per_beta=o.sweeps_per_beta
+            )
             ends = {"log_z": (_ais_log_z_end(lo, "hais"), _reverse_end(hi, "log_z", "reverse-hais"))}
             spread = {"hais": spread_p_value(lo.log_weights), "reverse-hais": spread_p_value(hi.log_weights)}
             return Round(K, ends, spread, lo.total_sweeps + hi.total_sweeps, time.perf_counter() - t0, betas, lo, hi)
@@ -267,16 +349,31 @@ def _analysis_plan(ctx) -> Plan:
         t0 = time.perf_counter()
         hi = forward(K, betas)
         ais_kernel.attach_log_likelihood(hi, neg_e)
-        lo = raise_hmc.raise_hmc(ctx.model, betas, o.chains, g, data=data, kernel=kernel, step_size=o.step_size,
-                                 gamma=o.gamma, mh_sigma=o.mh_sigma, proposal_scale=o.proposal_scale,
-                                 sweeps_per_beta=o.sweeps_per_beta, settings=settings, n_bootstrap=0)
-        ends = {"mean_log_likelihood": (_raise_ll_end(lo, "raise-hmc"), _implied_ll_end(hi, True, "hais")),
-                "log_z": (_ais_log_z_end(hi, "hais"), _implied_log_z_end(lo, "raise-hmc"))}
+        lo = raise_hmc.raise_hmc(
+            ctx.model,
+            betas,
+            o.chains,
+            g,
+            data=data,
+            kernel=kernel,
+            step_size=o.step_size,
+            gamma=o.gamma,
+            mh_sigma=o.mh_sigma,
+            proposal_scale=o.proposal_scale,
+            sweeps_per_beta=o.sweeps_per_beta,
+            settings=settings,
+            n_bootstrap=0,
+        )
+        ends = {
+            "mean_log_likelihood": (_raise_ll_end(lo, "raise-hmc"), _implied_ll_end(hi, True, "hais")),
+            "log_z": (_ais_log_z_end(hi, "hais"), _implied_log_z_end(lo, "raise-hmc")),
+        }
         spread = {"raise-hmc": spread_p_value(lo.log_weights), "hais": spread_p_value(hi.log_weights)}
         return Round(K, ends, spread, lo.total_sweeps + hi.total_sweeps, time.perf_counter() - t0, betas, lo, hi)
 
-    return Plan("mean_log_likelihood", "raise-hmc", "hais", run,
-                lambda K: (K - 1 + K * n) * o.sweeps_per_beta * o.chains)
+    return Plan(
+        "mean_log_likelihood", "raise-hmc", "hais", run, lambda K: (K - 1 + K * n) * o.sweeps_per_beta * o.chains
+    )
 
 
 def _generative_plan(ctx) -> Plan:
@@ -292,13 +389,31 @@ def _generative_plan(ctx) -> Plan:
     def run(K: int) -> Round:
         betas = hais_mod.schedule(ctx, kernel=kernel, K=K)
         t0 = time.perf_counter()
-        hi = raise_hmc.reverse_hais(ctx.model, betas, o.chains, g, data=data, kernel=kernel, step_size=o.step_size,
-                                    gamma=o.gamma, mh_sigma=o.mh_sigma, sweeps_per_beta=o.sweeps_per_beta,
-                                    settings=settings, n_bootstrap=0)
+        hi = raise_hmc.reverse_hais(
+            ctx.model,
+            betas,
+            o.chains,
+            g,
+            data=data,
+            kernel=kernel,
+            step_size=o.step_size,
+            gamma=o.gamma,
+            mh_sigma=o.mh_sigma,
+            sweeps_per_beta=o.sweeps_per_beta,
+            settings=settings,
+            n_bootstrap=0,
+        )
         fwd = hi.extra["forward_mean_log_likelihood"], hi.extra["forward_mean_log_likelihood_stderr"]
-        lower = End("hais", float(fwd[0]), float(fwd[1]), True, "p",
-                    f"guaranteed: stochastic lower bound of the mean log p(x) (HAIS over the latent from the prior; "
-                    f"a mean over {n} points)", n_independent=n)
+        lower = End(
+            "hais",
+            float(fwd[0]),
+            float(fwd[1]),
+            True,
+            "p",
+            f"guaranteed: stochastic lower bound of the mean log p(x) (HAIS over the latent from the prior; "
+            f"a mean over {n} points)",
+            n_independent=n,
+        )
         ends = {"mean_log_likelihood": (lower, _reverse_end(hi, "mean_log_likelihood", "reverse-hais"))}
         spread = {"reverse-hais": spread_p_value(hi.log_weights)}
         return Round(K, ends, spread, hi.total_sweeps, time.perf_counter() - t0, betas, hi, hi)
@@ -316,8 +431,10 @@ def plan(ctx) -> Plan:
         return _analysis_plan(ctx)
     if kind == "generative":
         if ctx.data is None:
-            raise ValueError("sandwich on a generative model brackets the mean test log-likelihood: give test data "
-                             "(--data); its log Z is 0 (the model is normalised)")
+            raise ValueError(
+                "sandwich on a generative model brackets the mean test log-likelihood: give test data "
+                "(--data); its log Z is 0 (the model is normalised)"
+            )
         return _generative_plan(ctx)
     raise ValueError(f"sandwich has no upper-bound estimator for a {kind} model ({ctx.family.name})")
 
@@ -336,12 +453,15 @@ def check(ctx) -> None:
     a generative model without data, a model kind without an upper-bound estimator."""
     o = ctx.options
     if o.schedule not in DOUBLING_SCHEDULES:
-        raise ValueError(f"sandwich doubles K, which a fixed schedule ({o.schedule}) cannot do; use one of "
-                         f"{DOUBLING_SCHEDULES}")
+        raise ValueError(
+            f"sandwich doubles K, which a fixed schedule ({o.schedule}) cannot do; use one of {DOUBLING_SCHEDULES}"
+        )
     kind = ctx.family.kind
     if kind == "generative" and ctx.data is None:
-        raise ValueError("sandwich on a generative model brackets the mean test log-likelihood: give test data "
-                         "(--data); its log Z is 0 (the model is normalised)")
+        raise ValueError(
+            "sandwich on a generative model brackets the mean test log-likelihood: give test data "
+            "(--data); its log Z is 0 (the model is normalised)"
+        )
     if kind not in registry.GIBBS_KINDS + ("analysis", "generative"):
         raise ValueError(f"sandwich has no upper-bound estimator for a {kind} model ({ctx.family.name})")
     if o.chains < 2:
@@ -382,9 +502,11 @@ def _unstable(r: Round, prev: Round | None, quantity: str, z: float) -> str | No
         e, f = r.ends[quantity][i], prev.ends[quantity][i]
         se = math.hypot(e.stderr, f.stderr)
         if not abs(e.value - f.value) <= z * se:
-            return (f"the approximate {('lower', 'upper')[i]} end ({e.estimator}) moved by {e.value - f.value:.3g} nats "
-                    f"from K = {prev.K} (more than {z:.2f} combined standard errors, {z * se:.2g}): its bias is still "
-                    "shrinking")
+            return (
+                f"the approximate {('lower', 'upper')[i]} end ({e.estimator}) moved by {e.value - f.value:.3g} nats "
+                f"from K = {prev.K} (more than {z:.2f} combined standard errors, {z * se:.2g}): its bias is still "
+                "shrinking"
+            )
     return None
 
 
@@ -394,12 +516,16 @@ def _verdict(r: Round, quantity: str, target: float, z: float, prev: Round | Non
     if not math.isfinite(width):
         return False, "an end or its standard error is not finite"
     if width < 0:
-        return False, (f"the ends cross even widened by their noise ({a:.4g} > {b:.4g}): an approximate end is wrong, "
-                       "or the chains have not mixed")
+        return False, (
+            f"the ends cross even widened by their noise ({a:.4g} > {b:.4g}): an approximate end is wrong, "
+            "or the chains have not mixed"
+        )
     if bad:
-        return False, ("groups of chains disagree beyond their standard errors (" +
-                       ", ".join(f"{k}: p = {p:.2g}" for k, p in bad.items()) +
-                       "): a mode some chains miss, or heavy-tailed weights")
+        return False, (
+            "groups of chains disagree beyond their standard errors ("
+            + ", ".join(f"{k}: p = {p:.2g}" for k, p in bad.items())
+            + "): a mode some chains miss, or heavy-tailed weights"
+        )
     if width > target:
         return False, f"width {width:.3g} nats (with the ends' noise) > target {target:g}"
     why = _unstable(r, prev, quantity, z)
@@ -427,8 +553,10 @@ def estimate(ctx) -> EstimateResult:
     K = int(o.K) if o.K is not None else START_K
     first = p.cost(K)
     if first > o.max_sweeps:
-        raise ValueError(f"max_sweeps = {o.max_sweeps} is less than the first round of the sandwich at K = {K} "
-                         f"({first} sweeps x chains with {o.chains} chains): raise max_sweeps or lower K or chains")
+        raise ValueError(
+            f"max_sweeps = {o.max_sweeps} is less than the first round of the sandwich at K = {K} "
+            f"({first} sweeps x chains with {o.chains} chains): raise max_sweeps or lower K or chains"
+        )
     n_looks = looks(p, K, o.max_sweeps)
     z = noise_z(o.confidence, n_looks)
     history: list[dict] = []
@@ -443,13 +571,23 @@ def estimate(ctx) -> EstimateResult:
         rounds.append(r)
         spent += int(r.sweeps)
         lo, hi = r.ends[p.quantity]
-        entry: dict[str, Any] = {"K": K, "total_sweeps": spent, "seconds": r.seconds,
-                                 "width": _noise_width(r, p.quantity, z)[0]}
+        entry: dict[str, Any] = {
+            "K": K,
+            "total_sweeps": spent,
+            "seconds": r.seconds,
+            "width": _noise_width(r, p.quantity, z)[0],
+        }
         for q in ("log_z", "mean_log_likelihood"):
             if q in r.ends:
                 _, a, b = _noise_width(r, q, z)
-                entry.update({f"{q}_lower": a, f"{q}_upper": b, f"{q}_lower_estimate": r.ends[q][0].value,
-                              f"{q}_upper_estimate": r.ends[q][1].value})
+                entry.update(
+                    {
+                        f"{q}_lower": a,
+                        f"{q}_upper": b,
+                        f"{q}_lower_estimate": r.ends[q][0].value,
+                        f"{q}_upper_estimate": r.ends[q][1].value,
+                    }
+                )
             else:
                 entry.update({f"{q}_lower": None, f"{q}_upper": None})
         entry["spread_p_values"] = dict(r.spread)
@@ -459,21 +597,40 @@ def estimate(ctx) -> EstimateResult:
             break
         nxt = spent + p.cost(2 * K)
         if nxt > o.max_sweeps:
-            reason += (f"; stopped: the next round (K = {2 * K}, about {p.cost(2 * K)} sweeps x chains) would bring the "
-                       f"total to {nxt} > max_sweeps = {o.max_sweeps}")
+            reason += (
+                f"; stopped: the next round (K = {2 * K}, about {p.cost(2 * K)} sweeps x chains) would bring the "
+                f"total to {nxt} > max_sweeps = {o.max_sweeps}"
+            )
             break
         K *= 2
     last = rounds[-1]
     k_needed = None if reached else _k_needed(history, o.target_width)
     if not reached:
-        reason = "width not reached: " + reason + (f"; the widths seen extrapolate to K of about {k_needed}"
-                                                   if k_needed else "; the widths seen give no extrapolation")
+        reason = (
+            "width not reached: "
+            + reason
+            + (
+                f"; the widths seen extrapolate to K of about {k_needed}"
+                if k_needed
+                else "; the widths seen give no extrapolation"
+            )
+        )
     bracket: dict[str, Any] = {}
     for q, (lower, upper) in last.ends.items():
         bracket.update(make_bracket(q, lower, upper, o.confidence, looks=n_looks))
-    bracket.update(quantity=p.quantity, target_width=float(o.target_width), width=float(history[-1]["width"]),
-                   width_reached=bool(reached), K=int(K), total_sweeps=int(spent), K_needed=k_needed, reason=reason,
-                   max_sweeps=int(o.max_sweeps), looks=int(n_looks), history=history)
+    bracket.update(
+        quantity=p.quantity,
+        target_width=float(o.target_width),
+        width=float(history[-1]["width"]),
+        width_reached=bool(reached),
+        K=int(K),
+        total_sweeps=int(spent),
+        K_needed=k_needed,
+        reason=reason,
+        max_sweeps=int(o.max_sweeps),
+        looks=int(n_looks),
+        history=history,
+    )
     return _result(ctx, p, last, bracket, spent, time.perf_counter() - t0)
 
 
@@ -487,12 +644,25 @@ def _result(ctx, p: Plan, last: Round, bracket: dict, spent: int, seconds: float
             mid[q] = (0.5 * (lo + hi), 0.5 * math.hypot(se_lo, se_hi), (lo, hi))  # midpoint: approximate
     low_res, up_res = last.lower_result, last.upper_result
     res = EstimateResult(
-        estimator="sandwich", n_chains=o.chains, seconds=seconds, n_sweeps=int(low_res.n_sweeps), total_sweeps=spent,
-        ess=float(low_res.ess), khat=float(low_res.khat),
-        settings={**ctx.settings("init", "schedule"), **ctx.schedule_settings(), "K": int(last.K), "chains": o.chains,
-                  "target_width": float(o.target_width), "max_sweeps": int(o.max_sweeps),
-                  "confidence": float(o.confidence), "lower_estimator": p.lower_name,
-                  "upper_estimator": p.upper_name, "model_family": ctx.model.family},
+        estimator="sandwich",
+        n_chains=o.chains,
+        seconds=seconds,
+        n_sweeps=int(low_res.n_sweeps),
+        total_sweeps=spent,
+        ess=float(low_res.ess),
+        khat=float(low_res.khat),
+        settings={
+            **ctx.settings("init", "schedule"),
+            **ctx.schedule_settings(),
+            "K": int(last.K),
+            "chains": o.chains,
+            "target_width": float(o.target_width),
+            "max_sweeps": int(o.max_sweeps),
+            "confidence": float(o.confidence),
+            "lower_estimator": p.lower_name,
+            "upper_estimator": p.upper_name,
+            "model_family": ctx.model.family,
+        },
         log_weights=np.asarray(low_res.log_weights) if low_res.log_weights is not None else None,
         extra={"bracket": bracket, "upper_ess": float(up_res.ess), "upper_khat": float(up_res.khat)},
     )

@@ -51,10 +51,27 @@ parallel threads; the layout does not depend on the number of threads (:mod:`._u
 """
 
 from ._constants import CHUNK
-from ._dispatch import (ENV_NO_TRITON, bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw,
-                        softplus_diff_rows)
+from ._dispatch import (
+    ENV_NO_TRITON,
+    bernoulli,
+    bernoulli_from_logits,
+    bernoulli_from_logits_,
+    reweight_and_draw,
+    softplus_diff_rows,
+)
 from ._native import ENV_NO_COMPILE, kernel_status
 from ._uniform import N_STREAMS, uniform
 
-__all__ = ["CHUNK", "ENV_NO_COMPILE", "ENV_NO_TRITON", "N_STREAMS", "bernoulli", "bernoulli_from_logits",
-           "bernoulli_from_logits_", "kernel_status", "reweight_and_draw", "softplus_diff_rows", "uniform"]
+__all__ = [
+    "CHUNK",
+    "ENV_NO_COMPILE",
+    "ENV_NO_TRITON",
+    "N_STREAMS",
+    "bernoulli",
+    "bernoulli_from_logits",
+    "bernoulli_from_logits_",
+    "kernel_status",
+    "reweight_and_draw",
+    "softplus_diff_rows",
+    "uniform",
+]

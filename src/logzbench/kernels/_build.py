@@ -67,9 +67,35 @@ def cpu_signature() -> str:
 
 #: x86 flags of /proc/cpuinfo that name instruction-set extensions (a compiler may use them under
 #: -march=native); the others (``hypervisor``, ``constant_tsc``, ...) do not matter to the code.
-_X86_ISA = ("3dnow", "abm", "adx", "aes", "amx", "avx", "bmi", "cx16", "f16c", "fma", "gfni", "lahf_lm", "lzcnt",
-            "mmx", "movbe", "movdir", "pclmul", "pni", "popcnt", "prfchw", "sha", "sse", "ssse3", "tbm", "vaes",
-            "vpclmul", "xop")
+_X86_ISA = (
+    "3dnow",
+    "abm",
+    "adx",
+    "aes",
+    "amx",
+    "avx",
+    "bmi",
+    "cx16",
+    "f16c",
+    "fma",
+    "gfni",
+    "lahf_lm",
+    "lzcnt",
+    "mmx",
+    "movbe",
+    "movdir",
+    "pclmul",
+    "pni",
+    "popcnt",
+    "prfchw",
+    "sha",
+    "sse",
+    "ssse3",
+    "tbm",
+    "vaes",
+    "vpclmul",
+    "xop",
+)
 
 
 def _isa_flag(machine: str, flag: str) -> bool:
@@ -122,20 +148,23 @@ def _shown(cmd: list[str]) -> str:
     return shlex.join(a if not a.startswith("-DLZ_BUILD_CPU=") else "-DLZ_BUILD_CPU=..." for a in cmd)
 
 
-def compile_kernel(target: str | os.PathLike, sets=None, cc: list[str] | None = None,
-                   log=print, source: Path = SOURCE) -> list[str] | None:
+def compile_kernel(
+    target: str | os.PathLike, sets=None, cc: list[str] | None = None, log=print, source: Path = SOURCE
+) -> list[str] | None:
     """Compile ``source`` into the shared library ``target`` with the first flag set of ``sets``
     (default :func:`flag_sets`) that works; returns the flags used, or ``None`` (each failure passed
     to ``log``) when there is no compiler or no set works.  ``target`` appears only when complete."""
     cc = cc or find_compiler()
     if not cc:
-        log("logzbench: no C compiler found ($CC, cc, gcc, clang): the sampler kernel is not built, "
-            "the NumPy implementation will be used")
+        log(
+            "logzbench: no C compiler found ($CC, cc, gcc, clang): the sampler kernel is not built, "
+            "the NumPy implementation will be used"
+        )
         return None
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    for flags in (sets or flag_sets()):
+    for flags in sets or flag_sets():
         defines = [f'-DLZ_SOURCE_DIGEST="{source_digest(source)}"']
         if "-march=native" in flags:
             defines.append(f'-DLZ_BUILD_CPU="{cpu_signature()}"')

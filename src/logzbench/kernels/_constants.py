@@ -29,30 +29,44 @@ def _f32(x) -> np.float32:
 def _inv_factorial(k: int) -> float:
     from fractions import Fraction
     from math import factorial
+
     return float(Fraction(1, factorial(k)))
 
 
 #: float32 constants shared by the C kernel and its NumPy twin (hex literals in C: exact).
 _K32 = {
     # Cephes expf: exp(a) = 2^n exp(r), r = a - n ln2 (ln2 in two parts), degree-5 polynomial
-    "LOG2E": _f32(1.44269504088896341), "EXP_C1": _f32(0.693359375), "EXP_C2": _f32(-2.12194440e-4),
-    "EXP_P0": _f32(1.9875691500e-4), "EXP_P1": _f32(1.3981999507e-3), "EXP_P2": _f32(8.3334519073e-3),
-    "EXP_P3": _f32(4.1665795894e-2), "EXP_P4": _f32(1.6666665459e-1), "EXP_P5": _f32(5.0000001201e-1),
+    "LOG2E": _f32(1.44269504088896341),
+    "EXP_C1": _f32(0.693359375),
+    "EXP_C2": _f32(-2.12194440e-4),
+    "EXP_P0": _f32(1.9875691500e-4),
+    "EXP_P1": _f32(1.3981999507e-3),
+    "EXP_P2": _f32(8.3334519073e-3),
+    "EXP_P3": _f32(4.1665795894e-2),
+    "EXP_P4": _f32(1.6666665459e-1),
+    "EXP_P5": _f32(5.0000001201e-1),
     "EXP_LO": _f32(-86.0),
     # the kernel's screening of logit decisions (not part of any result): 2^f ~ 1 + f (Q1 + f (Q2 + f Q3))
     # on [0, 1) with relative error < 8.7e-5, and the slack DELTA in units of 1/256
-    "SCR_Q1": _f32(0.69511664), "SCR_Q2": _f32(0.22764947), "SCR_Q3": _f32(0.07706159), "DELTA": _f32(1.0 / 64.0),
+    "SCR_Q1": _f32(0.69511664),
+    "SCR_Q2": _f32(0.22764947),
+    "SCR_Q3": _f32(0.07706159),
+    "DELTA": _f32(1.0 / 64.0),
     # expm1(t) = t (1 + t/2! + ... + t^(N-1)/N!) and log1p(a) = 2 w (1 + w^2/3 + ... + w^(2M)/(2M+1)),
     # w = a / (2 + a); the degrees (N, M) follow the row's max |t| (see _DEGREES)
     **{f"EM{k}": _f32(_inv_factorial(k)) for k in range(2, 11)},
     **{f"AT{k}": _f32(1.0 / k) for k in range(3, 22, 2)},
-    "TM1": _f32(0.03), "TM2": _f32(0.1), "TM3": _f32(0.25),
+    "TM1": _f32(0.03),
+    "TM2": _f32(0.1),
+    "TM3": _f32(0.25),
 }
 #: (N, M) for max |t| <= TM1, TM2, TM3, 1: truncation below 1.5e-8 relative (a quarter ulp).
 _DEGREES = ((4, 1), (6, 2), (7, 4), (10, 10))
 #: float64 constants of the tie's sigmoid: exp(a) = 2^n exp(r), ln2 in two parts (fdlibm), Taylor degree 13.
 _K64 = {
-    "LOG2E64": 1.4426950408889634, "LN2HI64": 6.93147180369123816490e-01, "LN2LO64": 1.90821492927058770002e-10,
+    "LOG2E64": 1.4426950408889634,
+    "LN2HI64": 6.93147180369123816490e-01,
+    "LN2LO64": 1.90821492927058770002e-10,
     **{f"EX{k}": _inv_factorial(k) for k in range(2, 14)},
 }
 _PHILOX_M0, _PHILOX_M1 = 0xD2511F53, 0xCD9E8D57
@@ -64,13 +78,18 @@ def _c_constants() -> str:
     """The ``#define`` lines of ``bernoulli.c``'s constants section, as they must read."""
     lines = [f"#define {k} ({float(v).hex()}f)" for k, v in _K32.items()]
     lines += [f"#define {k} ({float(v).hex()})" for k, v in _K64.items()]
-    lines += [f"#define PHILOX_M0 0x{_PHILOX_M0:08X}u", f"#define PHILOX_M1 0x{_PHILOX_M1:08X}u",
-              f"#define PHILOX_W0 0x{_PHILOX_W0:08X}u", f"#define PHILOX_W1 0x{_PHILOX_W1:08X}u",
-              f"#define CHUNK {CHUNK}"]
+    lines += [
+        f"#define PHILOX_M0 0x{_PHILOX_M0:08X}u",
+        f"#define PHILOX_M1 0x{_PHILOX_M1:08X}u",
+        f"#define PHILOX_W0 0x{_PHILOX_W0:08X}u",
+        f"#define PHILOX_W1 0x{_PHILOX_W1:08X}u",
+        f"#define CHUNK {CHUNK}",
+    ]
     return "\n".join(lines)
 
 
 # ============================================================================ logit thresholds
+
 
 def _smallest_at_least(x, dtype):
     """The smallest float of ``dtype`` that is >= the Decimal ``x``."""

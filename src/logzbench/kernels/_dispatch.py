@@ -31,8 +31,15 @@ def _key(generator: torch.Generator) -> tuple[int, int]:
     return int(k[0]), int(k[1])
 
 
-def _bernoulli_cpu(x: np.ndarray, scale, logits: bool, key: tuple[int, int], out: np.ndarray, lib="auto",
-                   given: np.ndarray | None = None) -> None:
+def _bernoulli_cpu(
+    x: np.ndarray,
+    scale,
+    logits: bool,
+    key: tuple[int, int],
+    out: np.ndarray,
+    lib="auto",
+    given: np.ndarray | None = None,
+) -> None:
     """Draws for the flat contiguous float32 / float64 array ``x`` into ``out`` (may be ``x``), with
     a chosen implementation (the tests' entry point; :func:`_bernoulli` calls the kernel directly).
 
@@ -45,8 +52,18 @@ def _bernoulli_cpu(x: np.ndarray, scale, logits: bool, key: tuple[int, int], out
     dt = x.dtype.type
     fn = lib.lz_bernoulli_f32 if dt is np.float32 else lib.lz_bernoulli_f64
     table = _table(dt) if logits else None
-    fn(x.ctypes.data, scale, int(logits), None if table is None else table.ctypes.data, key[0], key[1],
-       None if given is None else given.ctypes.data, out.ctypes.data, x.shape[0], max(1, torch.get_num_threads()))
+    fn(
+        x.ctypes.data,
+        scale,
+        int(logits),
+        None if table is None else table.ctypes.data,
+        key[0],
+        key[1],
+        None if given is None else given.ctypes.data,
+        out.ctypes.data,
+        x.shape[0],
+        max(1, torch.get_num_threads()),
+    )
 
 
 def _device_kernels(device: torch.device):
@@ -64,8 +81,9 @@ def _device_key(generator: torch.Generator) -> torch.Tensor:
     return torch.randint(0, 2**62, (1,), generator=generator, device=generator.device, dtype=torch.int64)
 
 
-def _bernoulli(x: torch.Tensor, scale: float, logits: bool, generator: torch.Generator,
-               out: torch.Tensor | None) -> torch.Tensor:
+def _bernoulli(
+    x: torch.Tensor, scale: float, logits: bool, generator: torch.Generator, out: torch.Tensor | None
+) -> torch.Tensor:
     x = x.detach()
     if out is None:
         out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
@@ -78,8 +96,9 @@ def _bernoulli(x: torch.Tensor, scale: float, logits: bool, generator: torch.Gen
         target = out if direct else torch.empty_like(x, memory_format=torch.contiguous_format)
         kernels = _device_kernels(x.device)
         if kernels is not None:
-            kernels.bernoulli_(x.contiguous(), scale, logits, _device_key(generator),
-                               _device_table(x.dtype, x.device), target)
+            kernels.bernoulli_(
+                x.contiguous(), scale, logits, _device_key(generator), _device_table(x.dtype, x.device), target
+            )
         else:
             _bernoulli_torch(x, scale, logits, generator, target)
         return out if direct else out.copy_(target)
@@ -91,8 +110,17 @@ def _bernoulli(x: torch.Tensor, scale: float, logits: bool, generator: torch.Gen
         f32 = x.dtype == torch.float32
         table = _table_address(np.float32 if f32 else np.float64) if logits else None
         (lib.lz_bernoulli_f32 if f32 else lib.lz_bernoulli_f64)(
-            xc.data_ptr(), scale, int(logits), table, key[0], key[1], None, target.data_ptr(), xc.numel(),
-            max(1, torch.get_num_threads()))
+            xc.data_ptr(),
+            scale,
+            int(logits),
+            table,
+            key[0],
+            key[1],
+            None,
+            target.data_ptr(),
+            xc.numel(),
+            max(1, torch.get_num_threads()),
+        )
     else:
         _bernoulli_np(xc.view(-1).numpy(), scale, logits, key, target.view(-1).numpy())
     if target is not out:
@@ -118,8 +146,9 @@ def bernoulli(p: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return _bernoulli(p, 256.0, False, generator, None)
 
 
-def bernoulli_from_logits(z: torch.Tensor, generator: torch.Generator, scale: float = 1.0,
-                          out: torch.Tensor | None = None) -> torch.Tensor:
+def bernoulli_from_logits(
+    z: torch.Tensor, generator: torch.Generator, scale: float = 1.0, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """Bernoulli(``sigmoid(scale * z)``) samples, ``scale * z`` rounded to ``z``'s dtype.
 
     ``P(1) = sigmoid(fl(scale * z))`` to float64 precision; no sigmoid is materialised (the
@@ -148,8 +177,9 @@ def bernoulli_from_logits_(z: torch.Tensor, generator: torch.Generator) -> torch
     return _bernoulli(z, 1.0, True, generator, z)
 
 
-def softplus_diff_rows(x: torch.Tensor, beta_from: float, beta_to: float, v: torch.Tensor | None = None,
-                       dv: torch.Tensor | None = None) -> torch.Tensor | None:
+def softplus_diff_rows(
+    x: torch.Tensor, beta_from: float, beta_to: float, v: torch.Tensor | None = None, dv: torch.Tensor | None = None
+) -> torch.Tensor | None:
     """``sum_j softplus(beta_to x_ij) - softplus(beta_from x_ij)`` per row, float64, as a small number,
     plus ``(beta_to - beta_from) (v_i . dv)`` when ``v`` and ``dv`` are given.
 
@@ -193,19 +223,35 @@ def softplus_diff_rows(x: torch.Tensor, beta_from: float, beta_to: float, v: tor
     dc = dv.detach().contiguous() if linear else None
     lib = _kernel()
     if lib is None:
-        res = _softplus_diff_np(xc.numpy(), beta_to, -d, None if vc is None else vc.numpy(),
-                                None if dc is None else dc.numpy(), d)
+        res = _softplus_diff_np(
+            xc.numpy(), beta_to, -d, None if vc is None else vc.numpy(), None if dc is None else dc.numpy(), d
+        )
         return None if res is None else torch.from_numpy(res)
     out = torch.empty(rows, dtype=torch.float64)
-    coarse = lib.lz_softplus_diff_f32(xc.data_ptr(), rows, cols, beta_to, -d, vc.data_ptr() if linear else None,
-                                      vc.shape[1] if linear else 0, dc.data_ptr() if linear else None, d,
-                                      out.data_ptr(), max(1, torch.get_num_threads()))
+    coarse = lib.lz_softplus_diff_f32(
+        xc.data_ptr(),
+        rows,
+        cols,
+        beta_to,
+        -d,
+        vc.data_ptr() if linear else None,
+        vc.shape[1] if linear else 0,
+        dc.data_ptr() if linear else None,
+        d,
+        out.data_ptr(),
+        max(1, torch.get_num_threads()),
+    )
     return None if coarse else out
 
 
-def reweight_and_draw(x: torch.Tensor, beta_from: float, beta_to: float, generator: torch.Generator,
-                      v: torch.Tensor | None = None, dv: torch.Tensor | None = None
-                      ) -> tuple[torch.Tensor | None, torch.Tensor]:
+def reweight_and_draw(
+    x: torch.Tensor,
+    beta_from: float,
+    beta_to: float,
+    generator: torch.Generator,
+    v: torch.Tensor | None = None,
+    dv: torch.Tensor | None = None,
+) -> tuple[torch.Tensor | None, torch.Tensor]:
     """:func:`softplus_diff_rows` and then :func:`bernoulli_from_logits` ``(x, generator, scale=beta_to)``,
     with the same results (and the same draws from ``generator``), in one pass over ``x`` on CPU.
 
@@ -228,17 +274,46 @@ def reweight_and_draw(x: torch.Tensor, beta_from: float, beta_to: float, generat
     """
     linear = v is not None and dv is not None
     kernels = _device_kernels(x.device)
-    if (kernels is not None and x.dim() == 2 and x.dtype == torch.float32
-            and (not linear or (v.dtype == torch.float32 and dv.dtype == torch.float32 and v.dim() == 2
-                                and v.shape[0] == x.shape[0] and dv.shape == (v.shape[1],)))):
-        return kernels.hidden_step(x.detach().contiguous(), float(beta_from), float(beta_to),
-                                   v.detach().contiguous() if linear else None,
-                                   dv.detach().contiguous() if linear else None,
-                                   _device_key(generator), _device_table(torch.float32, x.device))
+    if (
+        kernels is not None
+        and x.dim() == 2
+        and x.dtype == torch.float32
+        and (
+            not linear
+            or (
+                v.dtype == torch.float32
+                and dv.dtype == torch.float32
+                and v.dim() == 2
+                and v.shape[0] == x.shape[0]
+                and dv.shape == (v.shape[1],)
+            )
+        )
+    ):
+        return kernels.hidden_step(
+            x.detach().contiguous(),
+            float(beta_from),
+            float(beta_to),
+            v.detach().contiguous() if linear else None,
+            dv.detach().contiguous() if linear else None,
+            _device_key(generator),
+            _device_table(torch.float32, x.device),
+        )
     lib = _kernel() if x.device.type == "cpu" else None
-    if (lib is None or x.dim() != 2 or x.dtype != torch.float32
-            or (linear and (v.dtype != torch.float32 or dv.dtype != torch.float32 or v.dim() != 2
-                            or v.shape[0] != x.shape[0] or dv.shape != (v.shape[1],)))):
+    if (
+        lib is None
+        or x.dim() != 2
+        or x.dtype != torch.float32
+        or (
+            linear
+            and (
+                v.dtype != torch.float32
+                or dv.dtype != torch.float32
+                or v.dim() != 2
+                or v.shape[0] != x.shape[0]
+                or dv.shape != (v.shape[1],)
+            )
+        )
+    ):
         inc = softplus_diff_rows(x, beta_from, beta_to, v=v, dv=dv)
         return inc, bernoulli_from_logits(x, generator, scale=beta_to)
     d = float(beta_to) - float(beta_from)
@@ -250,10 +325,23 @@ def reweight_and_draw(x: torch.Tensor, beta_from: float, beta_to: float, generat
     out = torch.empty(rows, dtype=torch.float64)
     h = torch.empty((rows, cols), dtype=torch.float32)
     if h.numel():
-        coarse = lib.lz_hidden_step_f32(xc.data_ptr(), rows, cols, beta_to, -d, vc.data_ptr() if linear else None,
-                                        vc.shape[1] if linear else 0, dc.data_ptr() if linear else None, d,
-                                        out.data_ptr(), _table_address(np.float32), key[0], key[1], h.data_ptr(),
-                                        max(1, torch.get_num_threads()))
+        coarse = lib.lz_hidden_step_f32(
+            xc.data_ptr(),
+            rows,
+            cols,
+            beta_to,
+            -d,
+            vc.data_ptr() if linear else None,
+            vc.shape[1] if linear else 0,
+            dc.data_ptr() if linear else None,
+            d,
+            out.data_ptr(),
+            _table_address(np.float32),
+            key[0],
+            key[1],
+            h.data_ptr(),
+            max(1, torch.get_num_threads()),
+        )
     else:
         coarse = 0
         out.zero_()

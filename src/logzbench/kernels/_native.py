@@ -33,8 +33,10 @@ from ._numpy import _random_bytes_np, _sigmoid64
 
 #: Environment variable: ``1`` forces the NumPy implementation (the compiled kernel is not loaded).
 ENV_NO_COMPILE = "LOGZBENCH_NO_COMPILE"
-_NOT_BUILT = ("the compiled kernel was not built at installation (no C compiler, or its build failed); "
-              "reinstall with a C compiler to build it")
+_NOT_BUILT = (
+    "the compiled kernel was not built at installation (no C compiler, or its build failed); "
+    "reinstall with a C compiler to build it"
+)
 
 _kernel_state: dict = {}
 _lock = threading.Lock()
@@ -71,11 +73,37 @@ def _load(path: Path):
     lib.lz_bernoulli_f32.restype = None
     lib.lz_bernoulli_f64.argtypes = [P, ctypes.c_double, INT, P, U32, U32, P, P, I64, INT]
     lib.lz_bernoulli_f64.restype = None
-    lib.lz_softplus_diff_f32.argtypes = [P, I64, I64, ctypes.c_float, ctypes.c_float, P, I64, P, ctypes.c_double, P,
-                                         INT]
+    lib.lz_softplus_diff_f32.argtypes = [
+        P,
+        I64,
+        I64,
+        ctypes.c_float,
+        ctypes.c_float,
+        P,
+        I64,
+        P,
+        ctypes.c_double,
+        P,
+        INT,
+    ]
     lib.lz_softplus_diff_f32.restype = INT
-    lib.lz_hidden_step_f32.argtypes = [P, I64, I64, ctypes.c_float, ctypes.c_float, P, I64, P, ctypes.c_double, P,
-                                       P, U32, U32, P, INT]
+    lib.lz_hidden_step_f32.argtypes = [
+        P,
+        I64,
+        I64,
+        ctypes.c_float,
+        ctypes.c_float,
+        P,
+        I64,
+        P,
+        ctypes.c_double,
+        P,
+        P,
+        U32,
+        U32,
+        P,
+        INT,
+    ]
     lib.lz_hidden_step_f32.restype = INT
     lib.lz_philox.argtypes = [ctypes.c_uint64, I64, U32, U32, U32, P]
     lib.lz_philox.restype = None
@@ -121,12 +149,16 @@ def _open(path: Path | None):
     except (OSError, ValueError) as exc:
         return None, f"NumPy implementation (cannot load {path}: {exc})"
     if _build.SOURCE.is_file() and digest != _build.source_digest():
-        return None, (f"NumPy implementation (not loading {path}: it was built from another version of "
-                      f"{_build.SOURCE.name}; reinstall to rebuild it)")
+        return None, (
+            f"NumPy implementation (not loading {path}: it was built from another version of "
+            f"{_build.SOURCE.name}; reinstall to rebuild it)"
+        )
     mismatch = _build.cpu_mismatch(cpu)
     if mismatch:
-        return None, (f"NumPy implementation (not loading {path}: {mismatch}; reinstall on this machine, or "
-                      f"with ${_build.ENV_PORTABLE}=1 for every CPU)")
+        return None, (
+            f"NumPy implementation (not loading {path}: {mismatch}; reinstall on this machine, or "
+            f"with ${_build.ENV_PORTABLE}=1 for every CPU)"
+        )
     try:
         lib = _load(path)
     except (OSError, AttributeError) as exc:

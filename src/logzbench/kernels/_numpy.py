@@ -99,13 +99,14 @@ def _lane_sum(terms: np.ndarray) -> np.ndarray:
     rows, n = terms.shape
     groups = -(-n // 16)
     padded = np.zeros((rows, (groups + 1) * 16), np.float64)  # a leading 0.0, as the lanes start
-    padded[:, 16:16 + n] = terms
+    padded[:, 16 : 16 + n] = terms
     acc = np.cumsum(padded.reshape(rows, groups + 1, 16), axis=1)[:, -1, :]  # sequential in each lane
     return np.cumsum(acc, axis=1)[:, -1]
 
 
-def _softplus_diff_np(x: np.ndarray, b2, nd, v: np.ndarray | None = None, dv: np.ndarray | None = None,
-                      d: float = 0.0) -> np.ndarray | None:
+def _softplus_diff_np(
+    x: np.ndarray, b2, nd, v: np.ndarray | None = None, dv: np.ndarray | None = None, d: float = 0.0
+) -> np.ndarray | None:
     """NumPy twin of ``lz_softplus_diff_f32`` (same float32 operations, same summation order)."""
     b2, nd = np.float32(b2), np.float32(nd)
     rows, cols = x.shape
@@ -183,8 +184,9 @@ def _refine_np(f: np.ndarray, draw) -> np.ndarray:
     return res
 
 
-def _bernoulli_np(x: np.ndarray, scale, logits: bool, key: tuple[int, int], out: np.ndarray,
-                  given: np.ndarray | None = None) -> None:
+def _bernoulli_np(
+    x: np.ndarray, scale, logits: bool, key: tuple[int, int], out: np.ndarray, given: np.ndarray | None = None
+) -> None:
     """NumPy twin of ``lz_bernoulli_f32`` / ``_f64`` for the flat array ``x`` into ``out`` (may be ``x``)."""
     dt = x.dtype.type
     k0, k1 = key

@@ -20,8 +20,9 @@ from ._constants import _NUMPY_DTYPES, _TWO52, _table
 _SOFTPLUS64_LINEAR = 40.0
 
 
-def _bernoulli_torch(x: torch.Tensor, scale: float, logits: bool, generator: torch.Generator,
-                     out: torch.Tensor) -> torch.Tensor:
+def _bernoulli_torch(
+    x: torch.Tensor, scale: float, logits: bool, generator: torch.Generator, out: torch.Tensor
+) -> torch.Tensor:
     """The same decision rule in torch operations (any device), random numbers from ``generator``:
     a byte per unit, then for ties 52-bit integers (``torch.sigmoid`` for the tie fraction)."""
     dev = x.device
@@ -45,8 +46,7 @@ def _bernoulli_torch(x: torch.Tensor, scale: float, logits: bool, generator: tor
         cur = torch.nan_to_num(f, nan=0.0)
         pending = (cur > 0).nonzero().squeeze(1)
         while pending.numel():
-            k = torch.randint(0, 2**52, (pending.numel(),), generator=generator, device=dev,
-                              dtype=torch.int64).double()
+            k = torch.randint(0, 2**52, (pending.numel(),), generator=generator, device=dev, dtype=torch.int64).double()
             g = cur[pending] * _TWO52
             fl = torch.floor(g)
             res[pending[k < fl]] = 1.0
@@ -58,18 +58,22 @@ def _bernoulli_torch(x: torch.Tensor, scale: float, logits: bool, generator: tor
     return out
 
 
-def _softplus_diff_float64(x: torch.Tensor, beta_from: float, beta_to: float, d: float, v: torch.Tensor | None,
-                           dv: torch.Tensor | None) -> torch.Tensor:
+def _softplus_diff_float64(
+    x: torch.Tensor, beta_from: float, beta_to: float, d: float, v: torch.Tensor | None, dv: torch.Tensor | None
+) -> torch.Tensor:
     """Row sums of float64 ``softplus(beta_to x) - softplus(beta_from x)``, plus ``d (v . dv)`` when
     ``v`` is given: no coarse-step test and no host synchronisation (the non-CPU devices' path)."""
     x64 = x.double()
-    hid = (F.softplus(x64 * beta_to, threshold=_SOFTPLUS64_LINEAR)
-           - F.softplus(x64 * beta_from, threshold=_SOFTPLUS64_LINEAR)).sum(dim=1)
+    hid = (
+        F.softplus(x64 * beta_to, threshold=_SOFTPLUS64_LINEAR)
+        - F.softplus(x64 * beta_from, threshold=_SOFTPLUS64_LINEAR)
+    ).sum(dim=1)
     return hid + d * (v.double() @ dv.double()) if v is not None else hid
 
 
-def _softplus_diff_series(x: torch.Tensor, beta_to: float, d: float, v: torch.Tensor | None,
-                          dv: torch.Tensor | None) -> torch.Tensor | None:
+def _softplus_diff_series(
+    x: torch.Tensor, beta_to: float, d: float, v: torch.Tensor | None, dv: torch.Tensor | None
+) -> torch.Tensor | None:
     """Row sums of ``-log1p(sigmoid(beta_to x) expm1(-d x))`` in ``x``'s precision, summed in float64,
     plus ``d (v . dv)`` when ``v`` is given; ``None`` when some ``|d x| > 1`` (or is NaN)."""
     t = torch.mul(x, -d)

@@ -75,7 +75,7 @@ def _triton():
             if not _state["imported"]:
                 try:
                     import triton
-                    import triton.language  # noqa: F401
+                    import triton.language
                 except Exception:  # ImportError, or a broken installation
                     triton = None
                 _state["triton"] = triton
@@ -148,8 +148,9 @@ def _softplus_diff64(xd, bt, bf):
     u = 1.0 + q
     one = u == 1.0
     lp = tl.where(one, q, tl.log(u) * (q / tl.where(one, 1.0, u - 1.0)))
-    lin = (tl.maximum(y1, 0.0, propagate_nan=tl.PropagateNan.ALL)
-           - tl.maximum(y0, 0.0, propagate_nan=tl.PropagateNan.ALL))
+    lin = tl.maximum(y1, 0.0, propagate_nan=tl.PropagateNan.ALL) - tl.maximum(
+        y0, 0.0, propagate_nan=tl.PropagateNan.ALL
+    )
     return lin + lp
 
 
@@ -222,8 +223,18 @@ def _draw(zb, r, g, j, mask, key, table_ptr, LOGITS: tl.constexpr):
     return _resolve_ties(res, tie & ~nan, zb, r, g, j, key, LOGITS)
 
 
-def _bernoulli_kernel(x_ptr, out_ptr, key_ptr, table_ptr, n, scale32: tl.float32, scale64: tl.float64,
-                      LOGITS: tl.constexpr, IS64: tl.constexpr, GROUPS: tl.constexpr):
+def _bernoulli_kernel(
+    x_ptr,
+    out_ptr,
+    key_ptr,
+    table_ptr,
+    n,
+    scale32: tl.float32,
+    scale64: tl.float64,
+    LOGITS: tl.constexpr,
+    IS64: tl.constexpr,
+    GROUPS: tl.constexpr,
+):
     pid = tl.program_id(0)
     g = pid * GROUPS + tl.arange(0, GROUPS)
     j = tl.arange(0, 16)
@@ -240,9 +251,24 @@ def _bernoulli_kernel(x_ptr, out_ptr, key_ptr, table_ptr, n, scale32: tl.float32
     tl.store(out_ptr + offs, res, mask=mask)
 
 
-def _hidden_kernel(x_ptr, h_ptr, inc_ptr, v_ptr, dv_ptr, key_ptr, table_ptr, cols, nv,
-                   bt32: tl.float32, bt64: tl.float64, bf64: tl.float64, d64: tl.float64,
-                   LINEAR: tl.constexpr, GROUPS: tl.constexpr, VBLOCK: tl.constexpr):
+def _hidden_kernel(
+    x_ptr,
+    h_ptr,
+    inc_ptr,
+    v_ptr,
+    dv_ptr,
+    key_ptr,
+    table_ptr,
+    cols,
+    nv,
+    bt32: tl.float32,
+    bt64: tl.float64,
+    bf64: tl.float64,
+    d64: tl.float64,
+    LINEAR: tl.constexpr,
+    GROUPS: tl.constexpr,
+    VBLOCK: tl.constexpr,
+):
     row = tl.program_id(0)
     start = row * cols
     end = start + cols
@@ -290,8 +316,11 @@ def _build() -> dict:
                 g["tl"] = triton.language
                 for name in _HELPERS:  # the kernels call the helpers through these globals
                     g[name] = triton.jit(g[name])
-                k = {"bernoulli": triton.jit(_bernoulli_kernel), "hidden": triton.jit(_hidden_kernel),
-                     "interpret": _interpret()}
+                k = {
+                    "bernoulli": triton.jit(_bernoulli_kernel),
+                    "hidden": triton.jit(_hidden_kernel),
+                    "interpret": _interpret(),
+                }
                 _state["kernels"] = k
     return k
 
@@ -319,8 +348,9 @@ def _warps(block: int) -> int:
     return max(1, min(4, block // 128))
 
 
-def bernoulli_(x: torch.Tensor, scale: float, logits: bool, key: torch.Tensor, table, out: torch.Tensor,
-               _block: int | None = None) -> torch.Tensor:
+def bernoulli_(
+    x: torch.Tensor, scale: float, logits: bool, key: torch.Tensor, table, out: torch.Tensor, _block: int | None = None
+) -> torch.Tensor:
     """Exact Bernoulli draws of ``fl(scale * x)`` (probabilities times 256, or logits) into ``out``.
 
     One kernel launch, no host synchronisation.
@@ -353,8 +383,10 @@ def bernoulli_(x: torch.Tensor, scale: float, logits: bool, key: torch.Tensor, t
     """
     n = x.numel()
     if x.dtype not in (torch.float32, torch.float64) or out.dtype != x.dtype or out.shape != x.shape:
-        raise ValueError(f"expected float32/float64 x and out of one dtype and shape, got {x.dtype} "
-                         f"{tuple(x.shape)} and {out.dtype} {tuple(out.shape)}")
+        raise ValueError(
+            f"expected float32/float64 x and out of one dtype and shape, got {x.dtype} "
+            f"{tuple(x.shape)} and {out.dtype} {tuple(out.shape)}"
+        )
     if not (x.is_contiguous() and out.is_contiguous()):
         raise ValueError("x and out must be contiguous")
     if n > MAX_NUMEL:
@@ -372,14 +404,22 @@ def bernoulli_(x: torch.Tensor, scale: float, logits: bool, key: torch.Tensor, t
             raise ValueError("logits need the 257 thresholds of x's dtype")
     else:
         table = x
-    kern[(-(-n // block),)](x, out, key, table, n, s64, s64, LOGITS=bool(logits), IS64=is64,
-                            GROUPS=block // 16, num_warps=warps)
+    kern[(-(-n // block),)](
+        x, out, key, table, n, s64, s64, LOGITS=bool(logits), IS64=is64, GROUPS=block // 16, num_warps=warps
+    )
     return out
 
 
-def hidden_step(x: torch.Tensor, beta_from: float, beta_to: float, v: torch.Tensor | None,
-                dv: torch.Tensor | None, key: torch.Tensor, table: torch.Tensor,
-                _block: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def hidden_step(
+    x: torch.Tensor,
+    beta_from: float,
+    beta_to: float,
+    v: torch.Tensor | None,
+    dv: torch.Tensor | None,
+    key: torch.Tensor,
+    table: torch.Tensor,
+    _block: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The hidden half of an RBM path's AIS step in one launch: increments and hidden draws.
 
     Parameters
@@ -413,8 +453,14 @@ def hidden_step(x: torch.Tensor, beta_from: float, beta_to: float, v: torch.Tens
     linear = v is not None and dv is not None
     nv = 0
     if linear:
-        if (v.dim() != 2 or v.shape[0] != rows or dv.shape != (v.shape[1],) or v.dtype != torch.float32
-                or dv.dtype != torch.float32 or not (v.is_contiguous() and dv.is_contiguous())):
+        if (
+            v.dim() != 2
+            or v.shape[0] != rows
+            or dv.shape != (v.shape[1],)
+            or v.dtype != torch.float32
+            or dv.dtype != torch.float32
+            or not (v.is_contiguous() and dv.is_contiguous())
+        ):
             raise ValueError(f"v {tuple(v.shape)} and dv {tuple(dv.shape)} do not match x {tuple(x.shape)}")
         nv = v.shape[1]
     if rows * max(cols, nv) > MAX_NUMEL:
@@ -430,7 +476,23 @@ def hidden_step(x: torch.Tensor, beta_from: float, beta_to: float, v: torch.Tens
     bt32 = _round32(bt)
     block = _block or min(ROW_BLOCK, max(16, _next_pow2(cols)))
     vblock = min(1024, max(16, _next_pow2(nv)))
-    kern[(rows,)](x, h, inc, v if linear else x, dv if linear else x, key, table, cols, nv,
-                  bt32, bt, bf, bt - bf, LINEAR=linear, GROUPS=block // 16, VBLOCK=vblock,
-                  num_warps=min(ROW_WARPS, _warps(block)))
+    kern[(rows,)](
+        x,
+        h,
+        inc,
+        v if linear else x,
+        dv if linear else x,
+        key,
+        table,
+        cols,
+        nv,
+        bt32,
+        bt,
+        bf,
+        bt - bf,
+        LINEAR=linear,
+        GROUPS=block // 16,
+        VBLOCK=vblock,
+        num_warps=min(ROW_WARPS, _warps(block)),
+    )
     return inc, h

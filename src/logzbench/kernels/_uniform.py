@@ -54,7 +54,7 @@ def uniform(shape, generator: torch.Generator, device: torch.device, dtype=torch
     flat = out.view(-1).numpy()
     step = -(-n // N_STREAMS)
     np_dtype = _NUMPY_DTYPES[dtype]
-    blocks = [flat[i * step:(i + 1) * step] for i in range(N_STREAMS)]
+    blocks = [flat[i * step : (i + 1) * step] for i in range(N_STREAMS)]
     if torch.get_num_threads() < 2:
         for blk, rng in zip(blocks, subs):
             rng.random(out=blk, dtype=np_dtype)

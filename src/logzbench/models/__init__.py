@@ -8,5 +8,19 @@ from .grid_trw import TreeMixtureReference, trw_mixture
 from .io import load_model, save_model
 from .rbm import BinaryRBM, RBMAnnealingPath, RBMState
 
-__all__ = ["AnnealingPath", "BinaryRBM", "DBM", "DBMAnnealingPath", "DBN", "DBNAnnealingPath", "GridAnnealingPath", "GridMRF", "RBMAnnealingPath",
-           "RBMState", "TreeMixtureReference", "load_model", "save_model", "trw_mixture"]
+__all__ = [
+    "AnnealingPath",
+    "BinaryRBM",
+    "DBM",
+    "DBMAnnealingPath",
+    "DBN",
+    "DBNAnnealingPath",
+    "GridAnnealingPath",
+    "GridMRF",
+    "RBMAnnealingPath",
+    "RBMState",
+    "TreeMixtureReference",
+    "load_model",
+    "save_model",
+    "trw_mixture",
+]

@@ -16,8 +16,9 @@ import numpy as np
 from ..errors import ModelFileError
 
 
-def checked_arrays(arrays: Mapping, family: str, required: Sequence[str], optional: Sequence[str],
-                   source: str) -> dict[str, np.ndarray]:
+def checked_arrays(
+    arrays: Mapping, family: str, required: Sequence[str], optional: Sequence[str], source: str
+) -> dict[str, np.ndarray]:
     """The arrays of a ``family`` model file as float64, without ``model_type``.
 
     Parameters
@@ -48,8 +49,7 @@ def checked_arrays(arrays: Mapping, family: str, required: Sequence[str], option
     missing = [k for k in required if k not in arrays]
     if missing:
         raise ModelFileError(
-            f"{source}: missing array(s) {missing}; a {family} file needs {list(required)} "
-            f"(found {sorted(arrays)})"
+            f"{source}: missing array(s) {missing}; a {family} file needs {list(required)} (found {sorted(arrays)})"
         )
     unknown = sorted(set(arrays) - set(required) - set(optional))
     if unknown:

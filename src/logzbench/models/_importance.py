@@ -50,9 +50,14 @@ def sample_factorial(logits: torch.Tensor, generator: torch.Generator) -> tuple[
     return h, (h.double() * z - F.softplus(z)).sum(1)
 
 
-def importance_log_f(v: torch.Tensor, logits: torch.Tensor, n_samples: int, generator: torch.Generator,
-                     log_target: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
-                     chunk: int = 1 << 14) -> LogFEstimate:
+def importance_log_f(
+    v: torch.Tensor,
+    logits: torch.Tensor,
+    n_samples: int,
+    generator: torch.Generator,
+    log_target: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    chunk: int = 1 << 14,
+) -> LogFEstimate:
     """``log f̂(v) = log mean_s f(v, h_s) / q(h_s | v)`` with ``h_s ~ q(. | v)`` factorial.
 
     Parameters
@@ -73,10 +78,14 @@ def importance_log_f(v: torch.Tensor, logits: torch.Tensor, n_samples: int, gene
     per = max(1, chunk // S)
     parts = []
     for i in range(0, v.shape[0], per):
-        vi = v[i:i + per].repeat_interleave(S, 0)
-        h, log_q = sample_factorial(logits[i:i + per].repeat_interleave(S, 0), generator)
+        vi = v[i : i + per].repeat_interleave(S, 0)
+        h, log_q = sample_factorial(logits[i : i + per].repeat_interleave(S, 0), generator)
         log_w = (log_target(vi, h) - log_q).reshape(-1, S)
-        parts.append((*log_mean_stderr(log_w, dim=1), ess_from_log_weights(log_w, dim=1),
-                      torch.as_tensor(pareto_khat(log_w, dim=1), dtype=torch.float64, device=log_w.device)
-                      .reshape(-1)))
+        parts.append(
+            (
+                *log_mean_stderr(log_w, dim=1),
+                ess_from_log_weights(log_w, dim=1),
+                torch.as_tensor(pareto_khat(log_w, dim=1), dtype=torch.float64, device=log_w.device).reshape(-1),
+            )
+        )
     return LogFEstimate(*(torch.cat(p) for p in zip(*parts)))

@@ -47,8 +47,17 @@ import numpy as np
 import torch
 
 from ..errors import ModelFileError
-from .linear_generative import (LOG_2PI, check_array, check_sigma_n, check_unknown, exponential_sample,
-                                isotropic_log_likelihood, laplace_sample, make_generator, model_type_of)
+from .linear_generative import (
+    LOG_2PI,
+    check_array,
+    check_sigma_n,
+    check_unknown,
+    exponential_sample,
+    isotropic_log_likelihood,
+    laplace_sample,
+    make_generator,
+    model_type_of,
+)
 
 FAMILY = "bilinear"
 
@@ -91,8 +100,10 @@ class BilinearGenerative:
 
     def __init__(self, Phi, Theta, Psi, sigma_n: float = 0.1, device=None):
         source = "BilinearGenerative"
-        arrays = {k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v)
-                  for k, v in (("Phi", Phi), ("Theta", Theta), ("Psi", Psi))}
+        arrays = {
+            k: (v.detach().cpu().numpy() if torch.is_tensor(v) else v)
+            for k, v in (("Phi", Phi), ("Theta", Theta), ("Psi", Psi))
+        }
         Phi_np, Theta_np, Psi_np = _check_params(arrays, source)
         if device is None:
             device = Phi.device if torch.is_tensor(Phi) else torch.device("cpu")
@@ -135,13 +146,16 @@ class BilinearGenerative:
         return self.Phi.device
 
     def __repr__(self) -> str:
-        return (f"BilinearGenerative(M={self.n_dims}, L={self.n_coefficients}, Kc={self.n_c}, Kd={self.n_d}, "
-                f"sigma_n={self.sigma_n})")
+        return (
+            f"BilinearGenerative(M={self.n_dims}, L={self.n_coefficients}, Kc={self.n_c}, Kd={self.n_d}, "
+            f"sigma_n={self.sigma_n})"
+        )
 
     def to(self, device) -> "BilinearGenerative":
         """A copy on ``device``."""
-        return BilinearGenerative(self.Phi.to(device), self.Theta.to(device), self.Psi.to(device), self.sigma_n,
-                                  device=device)
+        return BilinearGenerative(
+            self.Phi.to(device), self.Theta.to(device), self.Psi.to(device), self.sigma_n, device=device
+        )
 
     def copy(self) -> "BilinearGenerative":
         return self.to(self.device)
@@ -153,13 +167,23 @@ class BilinearGenerative:
         t = self.Psi.norm(dim=1)
         s = torch.where(s > 0, s, torch.ones_like(s))
         t = torch.where(t > 0, t, torch.ones_like(t))
-        return BilinearGenerative(self.Phi / s, self.Theta * (s * t)[:, None], self.Psi / t[:, None], self.sigma_n,
-                                  device=self.device)
+        return BilinearGenerative(
+            self.Phi / s, self.Theta * (s * t)[:, None], self.Psi / t[:, None], self.sigma_n, device=self.device
+        )
 
     @classmethod
-    def random(cls, n_dims: int, n_coefficients: int, n_c: int, n_d: int, sigma_n: float = 0.1,
-               theta_scale: float | None = None, generator: torch.Generator | None = None, seed: int | None = None,
-               device=None) -> "BilinearGenerative":
+    def random(
+        cls,
+        n_dims: int,
+        n_coefficients: int,
+        n_c: int,
+        n_d: int,
+        sigma_n: float = 0.1,
+        theta_scale: float | None = None,
+        generator: torch.Generator | None = None,
+        seed: int | None = None,
+        device=None,
+    ) -> "BilinearGenerative":
         """Random parameters in the normalised gauge (tests, initialisation).
 
         ``Phi`` has Gaussian columns of unit norm; ``Psi`` has non-negative (``|N(0, 1)|``) rows of
@@ -190,9 +214,13 @@ class BilinearGenerative:
     # ------------------------------------------------------------------ files
     def to_arrays(self) -> dict[str, np.ndarray]:
         """``{"Phi", "Theta", "Psi", "sigma_n" (0-d), "model_type" ("bilinear")}``, float64."""
-        return {"Phi": self.Phi.detach().cpu().numpy().copy(), "Theta": self.Theta.detach().cpu().numpy().copy(),
-                "Psi": self.Psi.detach().cpu().numpy().copy(), "sigma_n": np.array(self.sigma_n, dtype=np.float64),
-                "model_type": np.array(FAMILY)}
+        return {
+            "Phi": self.Phi.detach().cpu().numpy().copy(),
+            "Theta": self.Theta.detach().cpu().numpy().copy(),
+            "Psi": self.Psi.detach().cpu().numpy().copy(),
+            "sigma_n": np.array(self.sigma_n, dtype=np.float64),
+            "model_type": np.array(FAMILY),
+        }
 
     @classmethod
     def from_arrays(cls, arrays: dict, source: str = "model", device=None) -> "BilinearGenerative":
@@ -210,7 +238,7 @@ class BilinearGenerative:
     # ------------------------------------------------------------------ latent layout
     def split(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``z = (c, d)`` -> ``c`` ``(n, Kc)``, ``d`` ``(n, Kd)``."""
-        return z[:, : self.n_c], z[:, self.n_c:]
+        return z[:, : self.n_c], z[:, self.n_c :]
 
     def coefficients(self, z: torch.Tensor) -> torch.Tensor:
         """``a = (Theta c) ⊙ (Psi d)`` per row, shape ``(n, L)``."""
@@ -255,8 +283,12 @@ class BilinearGenerative:
 
     def latent_lower(self) -> torch.Tensor:
         """Lower bounds of ``z``: ``-inf`` for ``c``, ``0`` for ``d``; shape ``(Kc + Kd,)``."""
-        return torch.cat([torch.full((self.n_c,), -math.inf, dtype=torch.float64, device=self.device),
-                          torch.zeros(self.n_d, dtype=torch.float64, device=self.device)])
+        return torch.cat(
+            [
+                torch.full((self.n_c,), -math.inf, dtype=torch.float64, device=self.device),
+                torch.zeros(self.n_d, dtype=torch.float64, device=self.device),
+            ]
+        )
 
     # ------------------------------------------------------------------ likelihood
     def likelihood_energy(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:

@@ -45,13 +45,19 @@ def validate_dbm_arrays(weights, biases, data_mean=None, source: str = "DBM") ->
     if len(weights) < 1:
         raise ModelFileError(f"{source}: a DBM needs at least one weight matrix W_1")
     if len(biases) != len(weights) + 1:
-        raise ModelFileError(f"{source}: {len(weights)} weight matrices need {len(weights) + 1} bias vectors "
-                             f"bias_0..bias_{len(weights)}, got {len(biases)}")
+        raise ModelFileError(
+            f"{source}: {len(weights)} weight matrices need {len(weights) + 1} bias vectors "
+            f"bias_0..bias_{len(weights)}, got {len(biases)}"
+        )
     for l, W in enumerate(weights, start=1):
         # each consecutive pair of layers is an RBM: reuse its shape / NaN / inf / overflow checks
-        validate_rbm_arrays(np.asarray(W), np.asarray(biases[l - 1]), np.asarray(biases[l]),
-                            data_mean if l == 1 else None,
-                            source=f"{source} (layers {l - 1}-{l}: W_{l}, bias_{l - 1}, bias_{l})")
+        validate_rbm_arrays(
+            np.asarray(W),
+            np.asarray(biases[l - 1]),
+            np.asarray(biases[l]),
+            data_mean if l == 1 else None,
+            source=f"{source} (layers {l - 1}-{l}: W_{l}, bias_{l - 1}, bias_{l})",
+        )
 
 
 class DBM(VisibleRows):
@@ -111,17 +117,28 @@ class DBM(VisibleRows):
         return list(range(1, self.n_layers + 1, 2))
 
     def to(self, device) -> "DBM":
-        return DBM([W.to(device) for W in self.weights], [b.to(device) for b in self.biases], device=device,
-                   data_mean=None if self.data_mean is None else self.data_mean.to(device))
+        return DBM(
+            [W.to(device) for W in self.weights],
+            [b.to(device) for b in self.biases],
+            device=device,
+            data_mean=None if self.data_mean is None else self.data_mean.to(device),
+        )
 
     @classmethod
-    def random(cls, layer_sizes, scale: float = 0.01, bias_scale: float = 0.0,
-               generator: torch.Generator | None = None, device=None) -> "DBM":
+    def random(
+        cls,
+        layer_sizes,
+        scale: float = 0.01,
+        bias_scale: float = 0.0,
+        generator: torch.Generator | None = None,
+        device=None,
+    ) -> "DBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
         g = generator if generator is not None else torch.Generator().manual_seed(0)
         sizes = [int(n) for n in layer_sizes]
-        Ws = [torch.randn(sizes[l], sizes[l + 1], generator=g, dtype=torch.float64) * scale
-              for l in range(len(sizes) - 1)]
+        Ws = [
+            torch.randn(sizes[l], sizes[l + 1], generator=g, dtype=torch.float64) * scale for l in range(len(sizes) - 1)
+        ]
         bs = [torch.randn(n, generator=g, dtype=torch.float64) * bias_scale for n in sizes]
         return cls(Ws, bs, device=device)
 
@@ -155,13 +172,19 @@ class DBM(VisibleRows):
         while f"W_{n_layers + 1}" in arrays:
             n_layers += 1
         if n_layers == 0:
-            raise ModelFileError(f"{source}: a dbm file needs weight arrays W_1, ..., W_L and biases bias_0, ..., "
-                                 f"bias_L (found {sorted(k for k in arrays if k != 'model_type')})")
+            raise ModelFileError(
+                f"{source}: a dbm file needs weight arrays W_1, ..., W_L and biases bias_0, ..., "
+                f"bias_L (found {sorted(k for k in arrays if k != 'model_type')})"
+            )
         required = (*(f"W_{l}" for l in range(1, n_layers + 1)), *(f"bias_{l}" for l in range(n_layers + 1)))
         a = checked_arrays(arrays, cls.family, required, ("data_mean",), source)
         with errors_named(source):
-            return cls([a[f"W_{l}"] for l in range(1, n_layers + 1)], [a[f"bias_{l}"] for l in range(n_layers + 1)],
-                       device=device, data_mean=a.get("data_mean"))
+            return cls(
+                [a[f"W_{l}"] for l in range(1, n_layers + 1)],
+                [a[f"bias_{l}"] for l in range(n_layers + 1)],
+                device=device,
+                data_mean=a.get("data_mean"),
+            )
 
     # ------------------------------------------------------------------ even/odd view
     def as_rbm(self) -> BinaryRBM:
@@ -175,11 +198,15 @@ class DBM(VisibleRows):
             for l in range(1, self.n_layers + 1):  # W_l joins layers l-1 and l
                 Wl = self.weights[l - 1]
                 if l % 2:  # l-1 even, l odd
-                    W[row[l - 1]:row[l - 1] + sizes[l - 1], col[l]:col[l] + sizes[l]] = Wl
+                    W[row[l - 1] : row[l - 1] + sizes[l - 1], col[l] : col[l] + sizes[l]] = Wl
                 else:  # l-1 odd, l even
-                    W[row[l]:row[l] + sizes[l], col[l - 1]:col[l - 1] + sizes[l - 1]] = Wl.T
-            self._view = BinaryRBM(W, torch.cat([self.biases[l] for l in even]),
-                                   torch.cat([self.biases[l] for l in odd]), device=self.device)
+                    W[row[l] : row[l] + sizes[l], col[l - 1] : col[l - 1] + sizes[l - 1]] = Wl.T
+            self._view = BinaryRBM(
+                W,
+                torch.cat([self.biases[l] for l in even]),
+                torch.cat([self.biases[l] for l in odd]),
+                device=self.device,
+            )
         return self._view
 
     def _split_even(self, x: torch.Tensor) -> list[torch.Tensor]:
@@ -251,8 +278,9 @@ class DBM(VisibleRows):
             bound = bound - (m * torch.log(m) + m1 * torch.log(m1)).sum(1)
         return bound
 
-    def importance_log_f(self, v, n_samples: int, generator: torch.Generator,
-                         clip: float = PROPOSAL_CLIP, mu=None) -> LogFEstimate:
+    def importance_log_f(
+        self, v, n_samples: int, generator: torch.Generator, clip: float = PROPOSAL_CLIP, mu=None
+    ) -> LogFEstimate:
         """Importance-sampling estimate of ``log f(v)`` (RAISE Sec. 5.2).
 
         The odd layers (``h_1``, ...) are summed out analytically; the even hidden layers
@@ -278,8 +306,9 @@ class DBM(VisibleRows):
         mu = self.mean_field(v) if mu is None else mu  # pass it in to share it with mean_field_bound
         mu = torch.cat([m for l, m in enumerate(mu, start=1) if l % 2 == 0], 1)
         logits = clip_logits(torch.log(mu) - torch.log1p(-mu), clip)
-        return importance_log_f(v, logits, n_samples, generator,
-                                lambda vi, h: view.log_unnormalized_marginal(torch.cat([vi, h], 1)))
+        return importance_log_f(
+            v, logits, n_samples, generator, lambda vi, h: view.log_unnormalized_marginal(torch.cat([vi, h], 1))
+        )
 
     def exact_log_f(self, v, chunk: int = 1 << 14) -> torch.Tensor:
         """``log f(v)`` by enumerating the even hidden layers (odd ones summed out), float64."""
@@ -289,8 +318,9 @@ class DBM(VisibleRows):
         if n_rest == 0:
             return view.log_unnormalized_marginal(v)
         if n_rest > MAX_EXACT_BITS:
-            raise ValueError(f"exact log f(v) needs 2^{n_rest} states of the even hidden layers; "
-                             f"refusing above 2^{MAX_EXACT_BITS}")
+            raise ValueError(
+                f"exact log f(v) needs 2^{n_rest} states of the even hidden layers; refusing above 2^{MAX_EXACT_BITS}"
+            )
         total = 1 << n_rest
         W, b_odd, b_even = view.W.double(), view.hidden_bias.double(), view.visible_bias.double()
         vd = v.double()
@@ -299,7 +329,7 @@ class DBM(VisibleRows):
         rows = max(1, (1 << 22) // (c * n_odd))  # keep (rows, c, n_odd) float64 blocks near 32 MB
         out = []
         for r in range(0, vd.shape[0], rows):
-            vr = vd[r:r + rows]
+            vr = vd[r : r + rows]
             base_pre = vr @ W[:nv] + b_odd  # (rows, n_odd)
             parts = []
             for start in range(0, total, c):
@@ -323,7 +353,7 @@ class DBM(VisibleRows):
         view = self.as_rbm()
         a0 = torch.zeros(view.n_visible, device=self.device)
         if init in ("base-rate", "base_rate", "dbr"):
-            a0[:self.n_visible] = self.base_rate_bias(data)
+            a0[: self.n_visible] = self.base_rate_bias(data)
         elif init != "uniform":
             raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'base-rate'")
         return DBMAnnealingPath(view, a0, self.n_visible)
@@ -345,7 +375,7 @@ class DBMAnnealingPath(RBMAnnealingPath):
 
     def log_p0_visible(self, v: torch.Tensor) -> torch.Tensor:
         """``log p_0(v)``, float64, shape ``(n,)``."""
-        a0 = self.a0[:self.n_clamped].double()
+        a0 = self.a0[: self.n_clamped].double()
         return v.double() @ a0 - F.softplus(a0).sum()
 
     def sample_initial_given_visible(self, v: torch.Tensor, generator: torch.Generator) -> RBMState:
@@ -353,7 +383,7 @@ class DBMAnnealingPath(RBMAnnealingPath):
         v = v.to(torch.float32)
         rest = self.rbm.n_visible - self.n_clamped
         h = bernoulli(torch.full((v.shape[0], rest), 0.5, device=v.device), generator)
-        return self._state(torch.cat([v[:, :self.n_clamped], h], 1))
+        return self._state(torch.cat([v[:, : self.n_clamped], h], 1))
 
     def transition_given_visible(self, state: RBMState, beta: float, generator: torch.Generator) -> RBMState:
         """One Gibbs sweep at ``beta`` over every layer except ``v``."""
@@ -364,4 +394,3 @@ class DBMAnnealingPath(RBMAnnealingPath):
         bias = (1.0 - beta) * self.a0[nv:] + beta * rbm.visible_bias[nv:]
         rest = bernoulli_from_logits_(torch.addmm(bias, h, rbm.W[nv:].T, beta=1.0, alpha=beta), generator)
         return self._state(torch.cat([state.v[:, :nv], rest], 1))
-

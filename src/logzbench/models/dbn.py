@@ -32,18 +32,31 @@ from .rbm import BinaryRBM, RBMAnnealingPath, VisibleRows, as_float64, as_param,
 MAX_EXACT_BITS = 26
 
 
-def validate_dbn_arrays(W_1, bias_0, W_2, bias_1, bias_2, recognition_W, recognition_bias,
-                        data_mean=None, source: str = "DBN") -> None:
+def validate_dbn_arrays(
+    W_1, bias_0, W_2, bias_1, bias_2, recognition_W, recognition_bias, data_mean=None, source: str = "DBN"
+) -> None:
     """Refuse inconsistent shapes, NaN/inf and overflowing parameters, naming the array."""
-    validate_rbm_arrays(np.asarray(W_1), np.asarray(bias_0), np.asarray(recognition_bias), data_mean,
-                        source=f"{source} (directed layer: W_1, bias_0, recognition_bias)")
-    validate_rbm_arrays(np.asarray(recognition_W), np.asarray(bias_0), np.asarray(recognition_bias),
-                        source=f"{source} (recognition: recognition_W, bias_0, recognition_bias)")
-    validate_rbm_arrays(np.asarray(W_2), np.asarray(bias_1), np.asarray(bias_2),
-                        source=f"{source} (top RBM: W_2, bias_1, bias_2)")
+    validate_rbm_arrays(
+        np.asarray(W_1),
+        np.asarray(bias_0),
+        np.asarray(recognition_bias),
+        data_mean,
+        source=f"{source} (directed layer: W_1, bias_0, recognition_bias)",
+    )
+    validate_rbm_arrays(
+        np.asarray(recognition_W),
+        np.asarray(bias_0),
+        np.asarray(recognition_bias),
+        source=f"{source} (recognition: recognition_W, bias_0, recognition_bias)",
+    )
+    validate_rbm_arrays(
+        np.asarray(W_2), np.asarray(bias_1), np.asarray(bias_2), source=f"{source} (top RBM: W_2, bias_1, bias_2)"
+    )
     if np.asarray(W_1).shape[1] != np.asarray(W_2).shape[0]:
-        raise ModelFileError(f"{source}: W_1 has {np.asarray(W_1).shape[1]} columns (h_1 units) but W_2 has "
-                             f"{np.asarray(W_2).shape[0]} rows; they must match")
+        raise ModelFileError(
+            f"{source}: W_1 has {np.asarray(W_1).shape[1]} columns (h_1 units) but W_2 has "
+            f"{np.asarray(W_2).shape[0]} rows; they must match"
+        )
 
 
 class DBN(VisibleRows):
@@ -70,12 +83,25 @@ class DBN(VisibleRows):
 
     family = "dbn"
 
-    def __init__(self, W_1, bias_0, W_2, bias_1, bias_2, recognition_bias, recognition_W=None, device=None,
-                 data_mean=None):
+    def __init__(
+        self, W_1, bias_0, W_2, bias_1, bias_2, recognition_bias, recognition_W=None, device=None, data_mean=None
+    ):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        validate_dbn_arrays(*(as_float64(x) for x in (W_1, bias_0, W_2, bias_1, bias_2,
-                                                     W_1 if recognition_W is None else recognition_W,
-                                                     recognition_bias, data_mean)))
+        validate_dbn_arrays(
+            *(
+                as_float64(x)
+                for x in (
+                    W_1,
+                    bias_0,
+                    W_2,
+                    bias_1,
+                    bias_2,
+                    W_1 if recognition_W is None else recognition_W,
+                    recognition_bias,
+                    data_mean,
+                )
+            )
+        )
         self.W_1 = as_param(W_1, device)
         self.bias_0 = as_param(bias_0, device)
         self.recognition_W = self.W_1 if recognition_W is None else as_param(recognition_W, device)
@@ -97,14 +123,28 @@ class DBN(VisibleRows):
         return self.W_1.device
 
     def to(self, device) -> "DBN":
-        return DBN(self.W_1.to(device), self.bias_0.to(device), self.top.W.to(device),
-                   self.top.visible_bias.to(device), self.top.hidden_bias.to(device),
-                   self.recognition_bias.to(device), self.recognition_W.to(device), device=device,
-                   data_mean=None if self.data_mean is None else self.data_mean.to(device))
+        return DBN(
+            self.W_1.to(device),
+            self.bias_0.to(device),
+            self.top.W.to(device),
+            self.top.visible_bias.to(device),
+            self.top.hidden_bias.to(device),
+            self.recognition_bias.to(device),
+            self.recognition_W.to(device),
+            device=device,
+            data_mean=None if self.data_mean is None else self.data_mean.to(device),
+        )
 
     @classmethod
-    def random(cls, layer_sizes, scale: float = 0.01, bias_scale: float = 0.0,
-               generator: torch.Generator | None = None, device=None, tied: bool = True) -> "DBN":
+    def random(
+        cls,
+        layer_sizes,
+        scale: float = 0.01,
+        bias_scale: float = 0.0,
+        generator: torch.Generator | None = None,
+        device=None,
+        tied: bool = True,
+    ) -> "DBN":
         """Random parameters, for tests; ``tied=False`` draws recognition weights separately from ``W_1``."""
         g = generator if generator is not None else torch.Generator().manual_seed(0)
         nv, n1, n2 = (int(n) for n in layer_sizes)
@@ -112,13 +152,27 @@ class DBN(VisibleRows):
         def r(*shape, s):
             return torch.randn(*shape, generator=g, dtype=torch.float64) * s
 
-        return cls(r(nv, n1, s=scale), r(nv, s=bias_scale), r(n1, n2, s=scale), r(n1, s=bias_scale),
-                   r(n2, s=bias_scale), r(n1, s=bias_scale), None if tied else r(nv, n1, s=scale), device=device)
+        return cls(
+            r(nv, n1, s=scale),
+            r(nv, s=bias_scale),
+            r(n1, n2, s=scale),
+            r(n1, s=bias_scale),
+            r(n2, s=bias_scale),
+            r(n1, s=bias_scale),
+            None if tied else r(nv, n1, s=scale),
+            device=device,
+        )
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        out = {"W_1": self.W_1, "bias_0": self.bias_0, "W_2": self.top.W, "bias_1": self.top.visible_bias,
-               "bias_2": self.top.hidden_bias, "recognition_W": self.recognition_W,
-               "recognition_bias": self.recognition_bias}
+        out = {
+            "W_1": self.W_1,
+            "bias_0": self.bias_0,
+            "W_2": self.top.W,
+            "bias_1": self.top.visible_bias,
+            "bias_2": self.top.hidden_bias,
+            "recognition_W": self.recognition_W,
+            "recognition_bias": self.recognition_bias,
+        }
         if self.data_mean is not None:
             out["data_mean"] = self.data_mean
         return {k: v.detach().cpu().numpy() for k, v in out.items()}
@@ -142,11 +196,25 @@ class DBN(VisibleRows):
             Naming ``source`` and the problem: missing, unexpected or non-real arrays,
             inconsistent shapes, NaN / inf, overflowing parameters.
         """
-        a = checked_arrays(arrays, cls.family, ("W_1", "bias_0", "W_2", "bias_1", "bias_2", "recognition_bias"),
-                           ("recognition_W", "data_mean"), source)
+        a = checked_arrays(
+            arrays,
+            cls.family,
+            ("W_1", "bias_0", "W_2", "bias_1", "bias_2", "recognition_bias"),
+            ("recognition_W", "data_mean"),
+            source,
+        )
         with errors_named(source):
-            return cls(a["W_1"], a["bias_0"], a["W_2"], a["bias_1"], a["bias_2"], a["recognition_bias"],
-                       a.get("recognition_W"), device=device, data_mean=a.get("data_mean"))
+            return cls(
+                a["W_1"],
+                a["bias_0"],
+                a["W_2"],
+                a["bias_1"],
+                a["bias_2"],
+                a["recognition_bias"],
+                a.get("recognition_W"),
+                device=device,
+                data_mean=a.get("data_mean"),
+            )
 
     # ------------------------------------------------------------------ densities
     def log_p_v_given_h1(self, v, h1) -> torch.Tensor:
@@ -159,13 +227,15 @@ class DBN(VisibleRows):
         """Logits of ``q(h_1 | v)``, float32, shape ``(n, n_1)``."""
         return torch.addmm(self.recognition_bias, self._as_input(v), self.recognition_W)
 
-    def sample_recognition(self, v, generator: torch.Generator,
-                           clip: float = PROPOSAL_CLIP) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample_recognition(
+        self, v, generator: torch.Generator, clip: float = PROPOSAL_CLIP
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``h_1 ~ q(h_1 | v)`` (probabilities kept in ``[clip, 1 - clip]``) and ``log q(h_1 | v)`` (float64)."""
         return sample_factorial(clip_logits(self.recognition_logits(v), clip), generator)
 
-    def importance_log_f(self, v, n_samples: int, generator: torch.Generator,
-                         clip: float = PROPOSAL_CLIP) -> LogFEstimate:
+    def importance_log_f(
+        self, v, n_samples: int, generator: torch.Generator, clip: float = PROPOSAL_CLIP
+    ) -> LogFEstimate:
         """Importance-sampling estimate of ``log f(v)`` with the recognition proposal (RAISE Sec. 5.3).
 
         ``f̂(v) = mean_s p_1(v | h_1^s) f_2(h_1^s) / q(h_1^s | v)``: unbiased for ``f(v)``, so
@@ -181,8 +251,13 @@ class DBN(VisibleRows):
         """
         v = self._as_input(v)
         logits = clip_logits(self.recognition_logits(v), clip)
-        return importance_log_f(v, logits, n_samples, generator,
-                                lambda vi, h: self.log_p_v_given_h1(vi, h) + self.top.log_unnormalized_marginal(h))
+        return importance_log_f(
+            v,
+            logits,
+            n_samples,
+            generator,
+            lambda vi, h: self.log_p_v_given_h1(vi, h) + self.top.log_unnormalized_marginal(h),
+        )
 
     def exact_log_f(self, v, chunk: int = 1 << 14) -> torch.Tensor:
         """``log f(v) = log sum_{h_1} p_1(v | h_1) f_2(h_1)`` by enumerating ``h_1``, float64."""
@@ -199,8 +274,8 @@ class DBN(VisibleRows):
             pre = h @ self.W_1.double().T + self.bias_0.double()  # (c, n_v)
             offset = self.top.log_unnormalized_marginal(h) - F.softplus(pre).sum(1)  # (c,)
             for r in range(0, v.shape[0], rows):
-                lse = torch.logsumexp(v[r:r + rows] @ pre.T + offset, dim=1)  # log sum_h p(v|h) f_2(h)
-                acc[r:r + rows] = torch.logaddexp(acc[r:r + rows], lse)
+                lse = torch.logsumexp(v[r : r + rows] @ pre.T + offset, dim=1)  # log sum_h p(v|h) f_2(h)
+                acc[r : r + rows] = torch.logaddexp(acc[r : r + rows], lse)
         return acc
 
     def exact_log_z(self, **kw) -> float:
@@ -214,8 +289,10 @@ class DBN(VisibleRows):
         The data-base-rate initial distribution is not defined for DBNs (RAISE Sec. 5.3).
         """
         if init != "uniform":
-            raise ValueError(f"initial distribution {init!r} is not defined for DBNs; use 'uniform' "
-                             "(the data base rate describes v, which the top RBM does not model)")
+            raise ValueError(
+                f"initial distribution {init!r} is not defined for DBNs; use 'uniform' "
+                "(the data base rate describes v, which the top RBM does not model)"
+            )
         return DBNAnnealingPath(self, self.top.annealing_path("uniform"))
 
 

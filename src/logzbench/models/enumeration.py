@@ -97,8 +97,15 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-__all__ = ["MAX_ENUMERATION_BITS", "PRECISIONS", "KERNELS", "ExactLogZ", "exact_log_z", "exact_log_z_bound",
-           "state_bits"]
+__all__ = [
+    "MAX_ENUMERATION_BITS",
+    "PRECISIONS",
+    "KERNELS",
+    "ExactLogZ",
+    "exact_log_z",
+    "exact_log_z_bound",
+    "state_bits",
+]
 
 #: Refuse to enumerate more than 2^MAX_ENUMERATION_BITS states (it would take hours).
 MAX_ENUMERATION_BITS = 32
@@ -109,8 +116,8 @@ PRECISIONS = ("float64", "mixed")
 #: ``kernel`` values of :func:`exact_log_z`.
 KERNELS = ("auto", "product", "softplus")
 
-_U32 = 2.0 ** -24
-_U64 = 2.0 ** -53
+_U32 = 2.0**-24
+_U64 = 2.0**-53
 #: Assumed relative accuracy of the library exp / log1p: 2 ulp = 4 u.
 _ULPS = 2
 #: Largest |exponent| and largest log of a group's product admitted by the float64 product kernel.
@@ -239,13 +246,13 @@ def _error_bound(M, own_bias, other_bias, precision: str, kernel: str, n_states_
     if precision == "mixed":
         rho = 2 * _ULPS * _U32
         k_A, k_sp = 2 * _U32 * (1 + _U32) + _gamma(n + 1), rho
-        k_0 = rho + math.exp(-_THRESHOLD[torch.float32]) + 2.0 ** -100
+        k_0 = rho + math.exp(-_THRESHOLD[torch.float32]) + 2.0**-100
     elif kernel == "softplus":
         k_A, k_sp = _gamma(n + 2), rho64
-        k_0 = rho64 + math.exp(-_THRESHOLD[torch.float64]) + 2.0 ** -1000
+        k_0 = rho64 + math.exp(-_THRESHOLD[torch.float64]) + 2.0**-1000
     else:
         k_A, k_sp = 1.01 * _gamma(n + 1), rho64
-        k_0 = 1.01 * (2 * rho64 + 3 * _U64) + 2.0 ** -1000
+        k_0 = 1.01 * (2 * rho64 + 3 * _U64) + 2.0**-1000
     E = (1 + k_sp) * (k_A * A + k_0) + k_sp * sp_hi
     B = float(own_bias.abs().sum())
     T = B + float((sp_hi + E).sum())
@@ -279,8 +286,7 @@ class _Plan(NamedTuple):
 
     def bound(self, precision: str) -> float:
         kernel = "softplus" if self.G is None else "product"
-        return _error_bound(self.M, self.own_bias, self.other_bias, precision, kernel,
-                            self.H << self.k, self.n_steps)
+        return _error_bound(self.M, self.own_bias, self.other_bias, precision, kernel, self.H << self.k, self.n_steps)
 
 
 def _plan(rbm, chunk_size, precision: str, kernel: str, device) -> _Plan:
@@ -307,13 +313,16 @@ def _plan(rbm, chunk_size, precision: str, kernel: str, device) -> _Plan:
     if precision == "float64" and kernel != "softplus":
         G = _product_group(M, other_bias, k, _hi_and_abs(M, other_bias)[0])
         if kernel == "product" and G is None:
-            raise ValueError("the product kernel could overflow for this model (|pre-activations| above "
-                             f"{_EXP_ARG_MAX:g}); use kernel='auto' or 'softplus'")
+            raise ValueError(
+                "the product kernel could overflow for this model (|pre-activations| above "
+                f"{_EXP_ARG_MAX:g}); use kernel='auto' or 'softplus'"
+            )
     return _Plan(n, M, own_bias, other_bias, k, H, G, work, dev)
 
 
-def exact_log_z_bound(rbm, precision: str = "mixed", *, chunk_size: int | None = None, device=None,
-                      kernel: str = "auto") -> float:
+def exact_log_z_bound(
+    rbm, precision: str = "mixed", *, chunk_size: int | None = None, device=None, kernel: str = "auto"
+) -> float:
     """The a-priori error bound of :func:`exact_log_z` with these arguments, without enumerating.
 
     Costs ``O(n m)``: use it to decide whether ``precision="mixed"`` is accurate enough before a
@@ -323,8 +332,16 @@ def exact_log_z_bound(rbm, precision: str = "mixed", *, chunk_size: int | None =
     return _plan(rbm, chunk_size, precision, kernel, device).bound(precision)
 
 
-def exact_log_z(rbm, chunk_size: int | None = None, precision: str = "float64", progress: bool = False, *,
-                return_bound: bool = False, device=None, kernel: str = "auto") -> float | ExactLogZ:
+def exact_log_z(
+    rbm,
+    chunk_size: int | None = None,
+    precision: str = "float64",
+    progress: bool = False,
+    *,
+    return_bound: bool = False,
+    device=None,
+    kernel: str = "auto",
+) -> float | ExactLogZ:
     """``log Z`` of ``rbm`` by enumeration of the smaller layer (see the module docstring).
 
     Parameters
@@ -410,14 +427,14 @@ def exact_log_z(rbm, chunk_size: int | None = None, precision: str = "float64", 
             r = min(H, nb - h0)
             s = sums[:r]
             if use_product:
-                x = torch.addcmul(one, table, O[h0:h0 + r].unsqueeze(1), out=buf[:r])  # 1 + exp(L + O)
+                x = torch.addcmul(one, table, O[h0 : h0 + r].unsqueeze(1), out=buf[:r])  # 1 + exp(L + O)
                 g = torch.prod(x.view(r, rows, q, G), dim=-1, out=gbuf[:r])
                 torch.sum(g.log_(), dim=-1, out=s)
             else:
-                x = torch.add(table, O[h0:h0 + r].unsqueeze(1), out=buf[:r])  # (r, 2^k, m): L + O
+                x = torch.add(table, O[h0 : h0 + r].unsqueeze(1), out=buf[:r])  # (r, 2^k, m): L + O
                 torch.sum(_softplus_(x, threshold), dim=-1, dtype=f64, out=s)
             s += b_low
-            s += b_high[h0:h0 + r]
+            s += b_high[h0 : h0 + r]
             parts[i] = torch.logsumexp(s.reshape(-1), dim=0)
             i += 1
         if bar is not None:

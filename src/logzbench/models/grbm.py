@@ -67,7 +67,7 @@ _PARAM_LIMIT = 1e30
 #: States per enumeration step (float64 terms of one matrix product), and most table rows.
 _STEP_STATES = 1 << 20
 _TABLE_BITS = 12
-_U64 = 2.0 ** -53
+_U64 = 2.0**-53
 
 
 class GaussianBernoulliRBM(VisibleRows):
@@ -134,8 +134,16 @@ class GaussianBernoulliRBM(VisibleRows):
         return GaussianBernoulliRBM(self.W.to(device), self.b.to(device), self.c.to(device), self.sigma, device=device)
 
     @classmethod
-    def random(cls, n_visible: int, n_hidden: int, scale: float = 0.1, sigma: float = 1.0,
-               generator: torch.Generator | None = None, bias_scale: float = 0.0, device=None) -> "GaussianBernoulliRBM":
+    def random(
+        cls,
+        n_visible: int,
+        n_hidden: int,
+        scale: float = 0.1,
+        sigma: float = 1.0,
+        generator: torch.Generator | None = None,
+        bias_scale: float = 0.0,
+        device=None,
+    ) -> "GaussianBernoulliRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
         g = generator if generator is not None else torch.Generator().manual_seed(0)
         W = torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64) * scale
@@ -144,12 +152,19 @@ class GaussianBernoulliRBM(VisibleRows):
         return cls(W, b, c, sigma, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        """The model-file arrays (see "Model files" in the documentation): ``W``, ``b``, ``c`` and the scalar ``sigma``."""
-        return {"W": self.W.detach().cpu().numpy(), "b": self.b.detach().cpu().numpy(),
-                "c": self.c.detach().cpu().numpy(), "sigma": np.array(self.sigma, dtype=np.float64)}
+        """The model-file arrays (see "Model files" in the documentation): ``W``, ``b``, ``c`` and the
+        scalar ``sigma``."""
+        return {
+            "W": self.W.detach().cpu().numpy(),
+            "b": self.b.detach().cpu().numpy(),
+            "c": self.c.detach().cpu().numpy(),
+            "sigma": np.array(self.sigma, dtype=np.float64),
+        }
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "GaussianBernoulliRBM":
+    def from_arrays(
+        cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None
+    ) -> "GaussianBernoulliRBM":
         """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents): ``W`` (D, H), ``b`` (D,),
         ``c`` (H,), the scalar ``sigma`` and optionally ``model_type`` (``"grbm"``).  Anything else -- missing,
         unexpected or non-real arrays, wrong shapes, NaN / inf, ``sigma <= 0``, overflowing parameters -- is
@@ -177,7 +192,7 @@ class GaussianBernoulliRBM(VisibleRows):
         shape ``(n,)`` (exact; computed entirely in float64)."""
         v = self._rows64(v)
         W, b, c = self._params64()
-        quad = ((v - b) ** 2).sum(dim=1) / (2.0 * self.sigma ** 2)
+        quad = ((v - b) ** 2).sum(dim=1) / (2.0 * self.sigma**2)
         return F.softplus(c + v @ W / self.sigma).sum(dim=1) - quad
 
     def exact_log_f(self, v) -> torch.Tensor:
@@ -189,13 +204,26 @@ class GaussianBernoulliRBM(VisibleRows):
         v = self._rows64(v)
         h = torch.as_tensor(h, device=self.device).double()
         W, b, c = self._params64()
-        return -((v - b) ** 2).sum(dim=1) / (2.0 * self.sigma ** 2) + h @ c + ((v @ W) * h).sum(dim=1) / self.sigma
+        return -((v - b) ** 2).sum(dim=1) / (2.0 * self.sigma**2) + h @ c + ((v @ W) * h).sum(dim=1) / self.sigma
 
-    def exact_log_z(self, chunk_size: int | None = None, precision: str = "float64", progress: bool = False, *,
-                    return_bound: bool = False, device=None) -> float | ExactLogZ:
+    def exact_log_z(
+        self,
+        chunk_size: int | None = None,
+        precision: str = "float64",
+        progress: bool = False,
+        *,
+        return_bound: bool = False,
+        device=None,
+    ) -> float | ExactLogZ:
         """``log Z`` by enumerating the ``2^H`` hidden states (:func:`exact_log_z`)."""
-        return exact_log_z(self, chunk_size=chunk_size, precision=precision, progress=progress,
-                           return_bound=return_bound, device=device)
+        return exact_log_z(
+            self,
+            chunk_size=chunk_size,
+            precision=precision,
+            progress=progress,
+            return_bound=return_bound,
+            device=device,
+        )
 
     # ------------------------------------------------------------------ conditionals / sampling
     def prob_h_given_v(self, v) -> torch.Tensor:
@@ -229,8 +257,9 @@ class GaussianBernoulliRBM(VisibleRows):
         ``data`` is accepted for the estimators' common call and not used.
         """
         if init != "uniform":
-            raise ValueError(f"a GRBM's annealing path starts at N(b, sigma^2 I) x uniform(h): init 'uniform' only, "
-                             f"not {init!r}")
+            raise ValueError(
+                f"a GRBM's annealing path starts at N(b, sigma^2 I) x uniform(h): init 'uniform' only, not {init!r}"
+            )
         return GRBMAnnealingPath(self)
 
 
@@ -256,7 +285,7 @@ class GRBMAnnealingPath:
     # AnnealingPath protocol
     def log_z0(self) -> float:
         g = self.grbm
-        return 0.5 * g.n_visible * math.log(2.0 * math.pi * self.sigma ** 2) + g.n_hidden * math.log(2.0)
+        return 0.5 * g.n_visible * math.log(2.0 * math.pi * self.sigma**2) + g.n_hidden * math.log(2.0)
 
     def sample_initial(self, n_chains: int, generator: torch.Generator) -> RBMState:
         """Exact draws ``v ~ N(b, sigma^2 I)`` (``h`` is uniform and summed out)."""
@@ -265,7 +294,7 @@ class GRBMAnnealingPath:
         return self._state(torch.add(g.b, noise, alpha=self.sigma))
 
     def log_f(self, state: RBMState, beta: float) -> torch.Tensor:
-        quad = ((state.v.double() - self.grbm.b.double()) ** 2).sum(dim=1) / (2.0 * self.sigma ** 2)
+        quad = ((state.v.double() - self.grbm.b.double()) ** 2).sum(dim=1) / (2.0 * self.sigma**2)
         return F.softplus(beta * state.pre_h.double()).sum(dim=1) - quad
 
     def log_f_ratio(self, state: RBMState, beta_from: float, beta_to: float) -> torch.Tensor:
@@ -285,8 +314,9 @@ class GRBMAnnealingPath:
         ``v ~ N(b + sigma beta W h, sigma^2 I)``."""
         return self._visible_move(bernoulli_from_logits(state.pre_h, generator, scale=beta), beta, generator)
 
-    def reweight_and_move(self, state: RBMState, beta_from: float, beta_to: float,
-                          generator: torch.Generator) -> tuple[torch.Tensor, RBMState]:
+    def reweight_and_move(
+        self, state: RBMState, beta_from: float, beta_to: float, generator: torch.Generator
+    ) -> tuple[torch.Tensor, RBMState]:
         """``(log_f_ratio(...), transition(state, beta_to, ...))`` with the increment and the hidden
         draw in one pass over the pre-activations (an AIS step; same numbers and draws)."""
         inc, h = reweight_and_draw(state.pre_h, beta_from, beta_to, generator)
@@ -307,8 +337,9 @@ def _gamma(k: int) -> float:
     return k * _U64 / (1.0 - k * _U64)
 
 
-def _error_bound(W: torch.Tensor, b: torch.Tensor, c: torch.Tensor, sigma: float, const: float,
-                 states_per_step: int, n_steps: int) -> float:
+def _error_bound(
+    W: torch.Tensor, b: torch.Tensor, c: torch.Tensor, sigma: float, const: float, states_per_step: int, n_steps: int
+) -> float:
     """A-priori bound (nats) on the float64 rounding error of :func:`exact_log_z`.
 
     ``T = sum_j (|c_j| + sum_i |W_ij| |b_i| / sigma) + sum_i (sum_j |W_ij|)^2 / 2`` bounds ``|g(h)|`` and
@@ -333,8 +364,15 @@ def _error_bound(W: torch.Tensor, b: torch.Tensor, c: torch.Tensor, sigma: float
     return total * (1 + 1e-6)
 
 
-def exact_log_z(grbm: GaussianBernoulliRBM, chunk_size: int | None = None, precision: str = "float64",
-                progress: bool = False, *, return_bound: bool = False, device=None) -> float | ExactLogZ:
+def exact_log_z(
+    grbm: GaussianBernoulliRBM,
+    chunk_size: int | None = None,
+    precision: str = "float64",
+    progress: bool = False,
+    *,
+    return_bound: bool = False,
+    device=None,
+) -> float | ExactLogZ:
     """``log Z`` of a GRBM: ``(D/2) log(2 pi sigma^2) + logsumexp_h g(h)`` over the ``2^H`` hidden states.
 
     With ``g(h) = e.h + ||W h||^2 / 2`` and ``e = c + W^T b / sigma`` (module docstring).  The state splits
@@ -372,8 +410,10 @@ def exact_log_z(grbm: GaussianBernoulliRBM, chunk_size: int | None = None, preci
         raise ValueError(f"chunk_size must be a positive integer (or None for automatic), got {chunk_size!r}")
     H, D = grbm.n_hidden, grbm.n_visible
     if H > MAX_ENUMERATION_BITS:
-        raise ValueError(f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
-                         f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead.")
+        raise ValueError(
+            f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
+            f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead."
+        )
     dev = torch.device(device) if device is not None else grbm.device
     f64 = torch.float64
     W, b, c = grbm._params64(dev)
@@ -407,7 +447,7 @@ def exact_log_z(grbm: GaussianBernoulliRBM, chunk_size: int | None = None, preci
             bar.update(1)
     if bar is not None:
         bar.close()
-    const = 0.5 * D * math.log(2.0 * math.pi * sigma ** 2)
+    const = 0.5 * D * math.log(2.0 * math.pi * sigma**2)
     log_z = const + float(torch.logsumexp(parts, dim=0))
     if not return_bound:
         return log_z
@@ -429,13 +469,16 @@ def validate_grbm_arrays(W: np.ndarray, b: np.ndarray, c: np.ndarray, sigma, sou
     c = check_array({"c": c}, "c", 1, source, (H,))
     s = as_float64(sigma)
     if s.size != 1:
-        raise ModelFileError(f"{source}: 'sigma' must be a scalar (the visible units' standard deviation), "
-                             f"got shape {s.shape}")
+        raise ModelFileError(
+            f"{source}: 'sigma' must be a scalar (the visible units' standard deviation), got shape {s.shape}"
+        )
     s = float(check_array({"sigma": s.reshape(())}, "sigma", 0, source))
     if s <= 0:
         raise ModelFileError(f"{source}: 'sigma' = {s:g} must be > 0 (the visible units' standard deviation)")
     largest = max(float(np.abs(W).max()) * max(s, 1.0 / s), float(np.abs(b).max()), float(np.abs(c).max()), s, 1.0 / s)
     if largest > _PARAM_LIMIT:
-        raise ModelFileError(f"{source}: parameters overflow (|W| max(sigma, 1/sigma), |b|, |c|, sigma or 1/sigma "
-                             f"reaches {largest:.3g} > {_PARAM_LIMIT:.0e}); the arrays are not a usable model")
+        raise ModelFileError(
+            f"{source}: parameters overflow (|W| max(sigma, 1/sigma), |b|, |c|, sigma or 1/sigma "
+            f"reaches {largest:.3g} > {_PARAM_LIMIT:.0e}); the arrays are not a usable model"
+        )
     return s

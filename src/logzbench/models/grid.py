@@ -70,8 +70,9 @@ def enumerate_states(height: int, width: int, device=None) -> torch.Tensor:
     """All ``2^(H W)`` binary states, float64, shape ``(2^(H W), H, W)`` (tiny grids: tests)."""
     n = height * width
     if n > MAX_BRUTE_FORCE_SITES:
-        raise ValueError(f"refusing to enumerate 2^{n} states of a {height}x{width} grid "
-                         f"(at most {MAX_BRUTE_FORCE_SITES} sites)")
+        raise ValueError(
+            f"refusing to enumerate 2^{n} states of a {height}x{width} grid (at most {MAX_BRUTE_FORCE_SITES} sites)"
+        )
     k = torch.arange(2**n, device=device, dtype=torch.int64)
     shifts = torch.arange(n - 1, -1, -1, device=device, dtype=torch.int64)
     bits = (k[:, None] >> shifts[None, :]) & 1
@@ -159,12 +160,24 @@ class GridMRF:
 
     def transpose(self) -> "GridMRF":
         """The same model on the transposed ``W x H`` grid (``x -> x^T`` keeps ``log f``)."""
-        return GridMRF(self.theta_unary.transpose(0, 1), self.theta_v.transpose(0, 1),
-                       self.theta_h.transpose(0, 1), device=self.device)
+        return GridMRF(
+            self.theta_unary.transpose(0, 1),
+            self.theta_v.transpose(0, 1),
+            self.theta_h.transpose(0, 1),
+            device=self.device,
+        )
 
     @classmethod
-    def random(cls, height: int, width: int, sigma_pair: float, sigma_unary: float = 0.1,
-               generator: torch.Generator | None = None, seed: int | None = None, device=None) -> "GridMRF":
+    def random(
+        cls,
+        height: int,
+        width: int,
+        sigma_pair: float,
+        sigma_unary: float = 0.1,
+        generator: torch.Generator | None = None,
+        seed: int | None = None,
+        device=None,
+    ) -> "GridMRF":
         """``theta_i(k) ~ N(0, sigma_unary^2)``, ``theta_ij(k, l) ~ N(0, sigma_pair^2)``, independent.
 
         Draws come from ``generator`` (CPU), else from a new generator seeded with ``seed``
@@ -194,8 +207,9 @@ class GridMRF:
         elif x.ndim == 2 and x.shape[1] == H * W:
             x = x.reshape(-1, H, W)
         if x.ndim != 3 or tuple(x.shape[1:]) != (H, W):
-            raise ValueError(f"states have shape {tuple(x.shape)}; this {H}x{W} grid expects (n, {H}, {W}) "
-                             f"or (n, {H * W})")
+            raise ValueError(
+                f"states have shape {tuple(x.shape)}; this {H}x{W} grid expects (n, {H}, {W}) or (n, {H * W})"
+            )
         x = x.to(torch.float64)
         if not ((x == 0) | (x == 1)).all():
             raise ValueError("grid states must hold only 0 and 1 (found other values or NaN)")
@@ -244,8 +258,10 @@ class GridMRF:
         m = self.transpose() if self.width < self.height else self
         H, W = m.shape
         if H > MAX_TRANSFER_WIDTH:
-            raise ValueError(f"exact log Z of a {self.height}x{self.width} grid needs 2^{H} states per column; "
-                             f"the transfer-matrix computation is limited to min(H, W) <= {MAX_TRANSFER_WIDTH}")
+            raise ValueError(
+                f"exact log Z of a {self.height}x{self.width} grid needs 2^{H} states per column; "
+                f"the transfer-matrix computation is limited to min(H, W) <= {MAX_TRANSFER_WIDTH}"
+            )
         Jh = m.J_h
         alpha = m._column_potential(0)
         for c in range(1, W):
@@ -266,8 +282,11 @@ class GridMRF:
         phi = self.field[0, c] * t  # shape (2,), last axis = site 0
         for i in range(1, H):
             prev = phi.view(-1, 2)
-            phi = (prev[:, :, None] + self.field[i, c] * t[None, None, :]
-                   + self.J_v[i - 1, c] * t[None, :, None] * t[None, None, :]).reshape(-1)
+            phi = (
+                prev[:, :, None]
+                + self.field[i, c] * t[None, None, :]
+                + self.J_v[i - 1, c] * t[None, :, None] * t[None, None, :]
+            ).reshape(-1)
         return phi
 
     def brute_force_log_z(self) -> float:
@@ -283,16 +302,20 @@ class GridMRF:
         """Boolean checkerboard masks, shape ``(2, H, W)``: ``[0]`` where ``(r + c)`` is even."""
         r = torch.arange(self.height, device=self.device)[:, None]
         c = torch.arange(self.width, device=self.device)[None, :]
-        even = ((r + c) % 2 == 0)
+        even = (r + c) % 2 == 0
         return torch.stack([even, ~even])
 
-    def gibbs(self, x, generator: torch.Generator, n_sweeps: int = 1, beta: float = 1.0,
-              p0_logits=None) -> torch.Tensor:
+    def gibbs(
+        self, x, generator: torch.Generator, n_sweeps: int = 1, beta: float = 1.0, p0_logits=None
+    ) -> torch.Tensor:
         """``n_sweeps`` checkerboard Gibbs sweeps of ``p_beta ∝ f_0^(1-beta) f^beta`` (``f_0`` the
         factorial distribution with ``p0_logits``; default uniform), batched over chains."""
         x = self.as_states(x)
-        logits0 = (torch.zeros(self.shape, dtype=torch.float64, device=self.device) if p0_logits is None
-                   else _as_table(p0_logits, "p0_logits", self.shape, self.device))
+        logits0 = (
+            torch.zeros(self.shape, dtype=torch.float64, device=self.device)
+            if p0_logits is None
+            else _as_table(p0_logits, "p0_logits", self.shape, self.device)
+        )
         masks = self.colour_masks()
         for _ in range(n_sweeps):
             x = _checkerboard_sweep(self, x, float(beta), logits0, masks, generator)
@@ -316,8 +339,9 @@ class GridMRF:
         return GridAnnealingPath(self, ref.logits)
 
 
-def _checkerboard_sweep(mrf: GridMRF, x: torch.Tensor, beta: float, logits0: torch.Tensor, masks: torch.Tensor,
-                        generator: torch.Generator) -> torch.Tensor:
+def _checkerboard_sweep(
+    mrf: GridMRF, x: torch.Tensor, beta: float, logits0: torch.Tensor, masks: torch.Tensor, generator: torch.Generator
+) -> torch.Tensor:
     """One sweep: each chain updates one colour, then the other, in an order drawn per chain
     (a fair coin), so the kernel is the mixture ``(K_A K_B + K_B K_A) / 2`` — invariant *and*
     reversible with respect to ``p_beta`` (each half-sweep is an exact block conditional, since
@@ -349,7 +373,11 @@ class FactorialReference:
     """
 
     def __init__(self, logits, name: str = "factorial", log_z_bound: float | None = None, n_iter: int | None = None):
-        t = logits.detach() if isinstance(logits, torch.Tensor) else torch.as_tensor(np.asarray(logits, dtype=np.float64))
+        t = (
+            logits.detach()
+            if isinstance(logits, torch.Tensor)
+            else torch.as_tensor(np.asarray(logits, dtype=np.float64))
+        )
         if t.ndim != 2:
             raise ValueError(f"reference logits must have shape (H, W), got {tuple(t.shape)}")
         self.logits = _as_table(t, "reference logits", tuple(t.shape), t.device)
@@ -412,8 +440,9 @@ def mean_field_log_z_bound(mrf: GridMRF, q: torch.Tensor) -> float:
     return float(e + ent)
 
 
-def mean_field(mrf: GridMRF, damping: float = 0.5, tol: float = 1e-10, max_iter: int = 100_000,
-               init=None) -> FactorialReference:
+def mean_field(
+    mrf: GridMRF, damping: float = 0.5, tol: float = 1e-10, max_iter: int = 100_000, init=None
+) -> FactorialReference:
     """Naive mean field: iterate ``q_i <- (1 - damping) q_i + damping sigmoid(b_i + sum_j J_ij q_j)``.
 
     Updates go one checkerboard colour at a time (block-coordinate ascent: the mean-field
@@ -504,6 +533,7 @@ class GridAnnealingPath:
         if data.ndim == 2 and data.shape[1] == H * W:
             data = data.reshape(-1, H, W)
         if data.ndim != 3 or tuple(data.shape[1:]) != (H, W):
-            raise ValueError(f"data has shape {tuple(data.shape)}; this {H}x{W} grid expects (n, {H}, {W}) "
-                             f"or (n, {H * W})")
+            raise ValueError(
+                f"data has shape {tuple(data.shape)}; this {H}x{W} grid expects (n, {H}, {W}) or (n, {H * W})"
+            )
         return self.mrf.as_states(data)

@@ -54,8 +54,15 @@ from scipy.sparse.csgraph import breadth_first_order, connected_components, mini
 from ..kernels import uniform
 from .grid import GridMRF, _states_like
 
-__all__ = ["TRWResult", "TreeMixtureReference", "edge_appearance_probabilities", "grid_edges",
-           "random_spanning_trees", "trw_bp", "trw_mixture"]
+__all__ = [
+    "TRWResult",
+    "TreeMixtureReference",
+    "edge_appearance_probabilities",
+    "grid_edges",
+    "random_spanning_trees",
+    "trw_bp",
+    "trw_mixture",
+]
 
 
 def _check_grid_size(height, width) -> tuple[int, int]:
@@ -225,8 +232,17 @@ def _check_options(damping, tol, max_iter) -> None:
         raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}")
 
 
-def trw_bp(theta_node, theta_edge, src, dst, rho, damping: float = 0.5, tol: float = 1e-10,
-           max_iter: int = 10_000, warn: bool = True) -> TRWResult:
+def trw_bp(
+    theta_node,
+    theta_edge,
+    src,
+    dst,
+    rho,
+    damping: float = 0.5,
+    tol: float = 1e-10,
+    max_iter: int = 10_000,
+    warn: bool = True,
+) -> TRWResult:
     """Tree-reweighted belief propagation (Wainwright, Jaakkola & Willsky 2005) in log space.
 
     For the model ``log f(x) = sum_s theta_s(x_s) + sum_st theta_st(x_s, x_t)`` and edge
@@ -282,8 +298,10 @@ def trw_bp(theta_node, theta_edge, src, dst, rho, damping: float = 0.5, tol: flo
     N, K = th_n.shape
     E = len(src)
     if th_e.shape != (E, K, K) or dst.shape != (E,) or rho.shape != (E,) or src.ndim != 1:
-        raise ValueError(f"theta_edge must have shape (E, K, K) = ({E}, {K}, {K}) and src, dst, rho shape "
-                         f"({E},); got {th_e.shape}, {src.shape}, {dst.shape}, {rho.shape}")
+        raise ValueError(
+            f"theta_edge must have shape (E, K, K) = ({E}, {K}, {K}) and src, dst, rho shape "
+            f"({E},); got {th_e.shape}, {src.shape}, {dst.shape}, {rho.shape}"
+        )
     if not (np.isfinite(th_n).all() and np.isfinite(th_e).all()):
         raise ValueError("TRW parameters must be finite")
     if E and (src.min() < 0 or dst.min() < 0 or src.max() >= N or dst.max() >= N or np.any(src == dst)):
@@ -316,9 +334,12 @@ def trw_bp(theta_node, theta_edge, src, dst, rho, damping: float = 0.5, tol: flo
         logm = nxt
         converged = delta < tol
     if not converged and warn:
-        warnings.warn(f"TRW-BP did not converge in {n_iter} iterations (last max change of a log-message "
-                      f"{delta:.3g} > tol {tol:g}); the TRW value is not guaranteed to bound log Z",
-                      RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"TRW-BP did not converge in {n_iter} iterations (last max change of a log-message "
+            f"{delta:.3g} > tol {tol:g}); the TRW value is not guaranteed to bound log Z",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     B = th_n + incoming @ logm
     log_tau_node = B - _lse(B, axis=1)[:, None]
@@ -386,20 +407,34 @@ class TreeMixtureReference:
         ``(src, dst)`` of every edge.
     """
 
-    def __init__(self, shape, trees, log_tau_node, log_tau_edge, name: str = "trw",
-                 log_z_bound: float | None = None, n_iter: int | None = None, converged: bool | None = None,
-                 rho=None, device=None):
+    def __init__(
+        self,
+        shape,
+        trees,
+        log_tau_node,
+        log_tau_edge,
+        name: str = "trw",
+        log_z_bound: float | None = None,
+        n_iter: int | None = None,
+        converged: bool | None = None,
+        rho=None,
+        device=None,
+    ):
         H, W = _check_grid_size(*shape)
         N = H * W
         src, dst = grid_edges(H, W)
         E = len(src)
-        ln = np.asarray(log_tau_node.detach().cpu() if isinstance(log_tau_node, torch.Tensor) else log_tau_node,
-                        dtype=np.float64)
-        le = np.asarray(log_tau_edge.detach().cpu() if isinstance(log_tau_edge, torch.Tensor) else log_tau_edge,
-                        dtype=np.float64)
+        ln = np.asarray(
+            log_tau_node.detach().cpu() if isinstance(log_tau_node, torch.Tensor) else log_tau_node, dtype=np.float64
+        )
+        le = np.asarray(
+            log_tau_edge.detach().cpu() if isinstance(log_tau_edge, torch.Tensor) else log_tau_edge, dtype=np.float64
+        )
         if ln.shape != (N, 2) or le.shape != (E, 2, 2):
-            raise ValueError(f"pseudo-marginals of a {H}x{W} grid must have shapes ({N}, 2) and ({E}, 2, 2), "
-                             f"got {ln.shape} and {le.shape}")
+            raise ValueError(
+                f"pseudo-marginals of a {H}x{W} grid must have shapes ({N}, 2) and ({E}, 2, 2), "
+                f"got {ln.shape} and {le.shape}"
+            )
         if np.isnan(ln).any() or np.isnan(le).any() or np.isposinf(ln).any() or np.isposinf(le).any():
             raise ValueError("log pseudo-marginals must not be NaN or +inf")
         trees = [np.sort(np.asarray(t, dtype=np.int64).reshape(-1)) for t in trees]
@@ -413,8 +448,7 @@ class TreeMixtureReference:
         self.trees = trees
         self.n_trees = len(trees)
         self.edges = np.stack([src, dst], axis=1)
-        self.rho = (edge_appearance_probabilities(trees, E) if rho is None
-                    else np.asarray(rho, dtype=np.float64).copy())
+        self.rho = edge_appearance_probabilities(trees, E) if rho is None else np.asarray(rho, dtype=np.float64).copy()
         self.device = torch.device(device) if device is not None else torch.device("cpu")
 
         log_node = ln - _lse(ln, axis=1)[:, None]
@@ -447,8 +481,11 @@ class TreeMixtureReference:
         self._parent = torch.as_tensor(parent, device=dev)
         self._log_cond = torch.as_tensor(log_cond, dtype=torch.float64, device=dev)
         self.tau_node = torch.as_tensor(np.exp(log_node), dtype=torch.float64, device=dev)
-        self.tau_edge = torch.as_tensor(np.exp(le - _lse(le.reshape(E, -1), axis=1)[:, None, None])
-                                        if E else np.zeros((0, 2, 2)), dtype=torch.float64, device=dev)
+        self.tau_edge = torch.as_tensor(
+            np.exp(le - _lse(le.reshape(E, -1), axis=1)[:, None, None]) if E else np.zeros((0, 2, 2)),
+            dtype=torch.float64,
+            device=dev,
+        )
 
     @property
     def n_sites(self) -> int:
@@ -507,8 +544,9 @@ class TreeMixtureReference:
         return torch.logsumexp(self.log_prob_trees(x), dim=1) - math.log(self.n_trees)
 
 
-def trw_mixture(mrf: GridMRF, n_trees: int = 10, seed=0, damping: float = 0.5, tol: float = 1e-10,
-                max_iter: int = 10_000) -> TreeMixtureReference:
+def trw_mixture(
+    mrf: GridMRF, n_trees: int = 10, seed=0, damping: float = 0.5, tol: float = 1e-10, max_iter: int = 10_000
+) -> TreeMixtureReference:
     """TRW-BP on ``mrf`` with ``rho`` from random spanning trees, and the mixture of those trees.
 
     Parameters
@@ -537,13 +575,26 @@ def trw_mixture(mrf: GridMRF, n_trees: int = 10, seed=0, damping: float = 0.5, t
     src, dst = grid_edges(H, W)
     rho = edge_appearance_probabilities(trees, len(src))
     th_n = mrf.theta_unary.detach().cpu().numpy().reshape(H * W, 2)
-    th_e = np.concatenate([mrf.theta_h.detach().cpu().numpy().reshape(-1, 2, 2),
-                           mrf.theta_v.detach().cpu().numpy().reshape(-1, 2, 2)])
+    th_e = np.concatenate(
+        [mrf.theta_h.detach().cpu().numpy().reshape(-1, 2, 2), mrf.theta_v.detach().cpu().numpy().reshape(-1, 2, 2)]
+    )
     res = trw_bp(th_n, th_e, src, dst, rho, damping=damping, tol=tol, max_iter=max_iter, warn=False)
     if not res.converged:
-        warnings.warn(f"TRW-BP did not converge in {res.n_iter} iterations (last max change of a log-message "
-                      f"{res.max_delta:.3g} > tol {tol:g}); log_z_bound is not guaranteed to bound log Z",
-                      RuntimeWarning, stacklevel=2)
-    return TreeMixtureReference((H, W), trees, res.log_tau_node, res.log_tau_edge, name="trw",
-                                log_z_bound=res.log_z_bound, n_iter=res.n_iter, converged=res.converged,
-                                rho=rho, device=mrf.device)
+        warnings.warn(
+            f"TRW-BP did not converge in {res.n_iter} iterations (last max change of a log-message "
+            f"{res.max_delta:.3g} > tol {tol:g}); log_z_bound is not guaranteed to bound log Z",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return TreeMixtureReference(
+        (H, W),
+        trees,
+        res.log_tau_node,
+        res.log_tau_edge,
+        name="trw",
+        log_z_bound=res.log_z_bound,
+        n_iter=res.n_iter,
+        converged=res.converged,
+        rho=rho,
+        device=mrf.device,
+    )

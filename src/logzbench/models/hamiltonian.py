@@ -105,10 +105,22 @@ class HamiltonianPath:
         Leapfrog steps per transition (1 in the paper).
     """
 
-    def __init__(self, energy0: EnergyFn, sample0: Callable, log_z0: float, energy1: EnergyFn, *,
-                 kernel: str = "hais", step_size: float = 0.2, gamma: float | None = None, mh_sigma: float = 0.1,
-                 lower: torch.Tensor | None = None, grad0: EnergyFn | None = None, grad1: EnergyFn | None = None,
-                 n_leapfrog: int = 1):
+    def __init__(
+        self,
+        energy0: EnergyFn,
+        sample0: Callable,
+        log_z0: float,
+        energy1: EnergyFn,
+        *,
+        kernel: str = "hais",
+        step_size: float = 0.2,
+        gamma: float | None = None,
+        mh_sigma: float = 0.1,
+        lower: torch.Tensor | None = None,
+        grad0: EnergyFn | None = None,
+        grad1: EnergyFn | None = None,
+        n_leapfrog: int = 1,
+    ):
         if kernel not in KERNELS:
             raise ValueError(f"unknown kernel {kernel!r}; choose one of {KERNELS}")
         if not (math.isfinite(step_size) and step_size > 0):
@@ -228,11 +240,16 @@ class HamiltonianPath:
         else:
             inside = torch.ones(x.shape[0], dtype=torch.bool, device=x.device)
         new = self._state(x, state.v)
-        log_ratio = torch.where(inside, self._energy(state, beta) - self._energy(new, beta),
-                                torch.full_like(new.e0, -math.inf))
+        log_ratio = torch.where(
+            inside, self._energy(state, beta) - self._energy(new, beta), torch.full_like(new.e0, -math.inf)
+        )
         ok = self._accept(log_ratio, generator)
-        return HMCState(torch.where(ok[:, None], new.x, state.x), state.v,
-                        torch.where(ok, new.e0, state.e0), torch.where(ok, new.e1, state.e1))
+        return HMCState(
+            torch.where(ok[:, None], new.x, state.x),
+            state.v,
+            torch.where(ok, new.e0, state.e0),
+            torch.where(ok, new.e1, state.e1),
+        )
 
 
 # ---------------------------------------------------------------------- standard proposals

@@ -85,8 +85,10 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     except OSError as exc:
         raise ModelFileError(f"{path}: not a readable .npz model file ({exc})") from exc
     if kind == "npy":
-        raise ModelFileError(f"{path}: not a readable .npz model file (it is a single .npy array; a model file is "
-                             "an .npz of named arrays, see the documentation, Models and file formats)")
+        raise ModelFileError(
+            f"{path}: not a readable .npz model file (it is a single .npy array; a model file is "
+            "an .npz of named arrays, see the documentation, Models and file formats)"
+        )
     if kind is None:
         raise ModelFileError(f"{path}: not a readable .npz model file (not an .npz file: it {head})")
     try:
@@ -116,8 +118,7 @@ def load_model(path: str | os.PathLike, device=None) -> Model:
     arrays = _read_npz(path)
     family = str(arrays.get("model_type", np.array("rbm"))).lower()
     if family not in registry.FAMILIES:
-        raise ModelFileError(f"{path}: unknown model_type {family!r}; supported: "
-                             f"{sorted(registry.FAMILIES)}")
+        raise ModelFileError(f"{path}: unknown model_type {family!r}; supported: {sorted(registry.FAMILIES)}")
     return registry.family(family).model_class.from_arrays(arrays, source=str(path), device=device)
 
 

@@ -76,8 +76,10 @@ def check_array(arrays: dict, name: str, ndim: int, source: str, shape: tuple | 
     if shape is not None:
         for axis, want in enumerate(shape):
             if want is not None and arr.shape[axis] != want:
-                raise ModelFileError(f"{source}: array '{name}' has shape {arr.shape}, expected "
-                                     f"{tuple('*' if w is None else w for w in shape)}")
+                raise ModelFileError(
+                    f"{source}: array '{name}' has shape {arr.shape}, expected "
+                    f"{tuple('*' if w is None else w for w in shape)}"
+                )
     if ndim and min(arr.shape) == 0:
         raise ModelFileError(f"{source}: array '{name}' has an empty dimension, shape {arr.shape}")
     bad = ~np.isfinite(arr)
@@ -188,7 +190,11 @@ class LinearGenerative:
             raise ValueError(f"unknown prior {prior!r}; choose one of {sorted(PRIORS)}")
         source = f"LinearGenerative ({prior} prior)"
         Phi_np = check_array({"Phi": Phi.detach().cpu().numpy() if torch.is_tensor(Phi) else Phi}, "Phi", 2, source)
-        device = torch.device(device) if device is not None else (Phi.device if torch.is_tensor(Phi) else torch.device("cpu"))
+        device = (
+            torch.device(device)
+            if device is not None
+            else (Phi.device if torch.is_tensor(Phi) else torch.device("cpu"))
+        )
         self.prior = prior
         self.family = PRIORS[prior]
         self.sigma_n = check_sigma_n(sigma_n, source)
@@ -225,9 +231,17 @@ class LinearGenerative:
         return self.to(self.device)
 
     @classmethod
-    def random(cls, n_dims: int, n_latent: int, prior: str = "gaussian", sigma_n: float = 0.1,
-               scale: float | None = None, generator: torch.Generator | None = None, seed: int | None = None,
-               device=None) -> "LinearGenerative":
+    def random(
+        cls,
+        n_dims: int,
+        n_latent: int,
+        prior: str = "gaussian",
+        sigma_n: float = 0.1,
+        scale: float | None = None,
+        generator: torch.Generator | None = None,
+        seed: int | None = None,
+        device=None,
+    ) -> "LinearGenerative":
         """``Phi`` with i.i.d. ``N(0, scale^2)`` entries (default ``scale = 1 / sqrt(L)``).
 
         Parameters
@@ -250,11 +264,16 @@ class LinearGenerative:
     # ------------------------------------------------------------------ files
     def to_arrays(self) -> dict[str, np.ndarray]:
         """``{"Phi": (M, L), "sigma_n": (), "model_type": () str}``, float64."""
-        return {"Phi": self.Phi.detach().cpu().numpy().copy(), "sigma_n": np.array(self.sigma_n, dtype=np.float64),
-                "model_type": np.array(self.family)}
+        return {
+            "Phi": self.Phi.detach().cpu().numpy().copy(),
+            "sigma_n": np.array(self.sigma_n, dtype=np.float64),
+            "model_type": np.array(self.family),
+        }
 
     @classmethod
-    def from_arrays(cls, arrays: dict, source: str = "model", prior: str | None = None, device=None) -> "LinearGenerative":
+    def from_arrays(
+        cls, arrays: dict, source: str = "model", prior: str | None = None, device=None
+    ) -> "LinearGenerative":
         """Build from model-file arrays, refusing bad ones with :class:`ModelFileError`.
 
         Parameters
@@ -270,8 +289,10 @@ class LinearGenerative:
         family = model_type_of(arrays, source)
         if family is not None:
             if family not in FAMILY_PRIOR:
-                raise ModelFileError(f"{source}: model_type {family!r} is not a linear generative model "
-                                     f"(expected one of {sorted(FAMILY_PRIOR)})")
+                raise ModelFileError(
+                    f"{source}: model_type {family!r} is not a linear generative model "
+                    f"(expected one of {sorted(FAMILY_PRIOR)})"
+                )
             if prior is not None and PRIORS.get(str(prior).lower()) != family:
                 raise ModelFileError(f"{source}: model_type {family!r} disagrees with prior={prior!r}")
             prior = FAMILY_PRIOR[family]
@@ -373,7 +394,9 @@ class LinearGenerative:
         if not bool((self.Phi != 0).any()):
             return isotropic_log_likelihood(x, self.sigma_n)
         if self.prior == "gaussian":
-            cov = self.Phi @ self.Phi.T + self.sigma_n**2 * torch.eye(self.n_dims, dtype=torch.float64, device=self.device)
+            cov = self.Phi @ self.Phi.T + self.sigma_n**2 * torch.eye(
+                self.n_dims, dtype=torch.float64, device=self.device
+            )
             return gaussian_log_likelihood(x, cov)
         return None
 

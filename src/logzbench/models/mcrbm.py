@@ -52,8 +52,8 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
-from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type, _resolve_generator
 from ._continuous import as_rows
+from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type, _resolve_generator
 
 #: Parameter arrays of a model file, in order.
 ARRAYS = ("P", "C", "W", "b_m", "b_c", "b_v", "sigma")
@@ -147,13 +147,26 @@ class MCRBM:
         return MCRBM(*(getattr(self, k).to(device) for k in ARRAYS), device=device)
 
     def __repr__(self) -> str:
-        return (f"MCRBM(n_dims={self.n_dims}, n_mean={self.n_mean}, n_cov={self.n_cov}, "
-                f"n_factors={self.n_factors}, sigma={float(self.sigma):.4g}, device={self.device})")
+        return (
+            f"MCRBM(n_dims={self.n_dims}, n_mean={self.n_mean}, n_cov={self.n_cov}, "
+            f"n_factors={self.n_factors}, sigma={float(self.sigma):.4g}, device={self.device})"
+        )
 
     @classmethod
-    def random(cls, n_dims: int, size: int, *, n_mean: int | None = None, n_factors: int | None = None,
-               generator: torch.Generator | None = None, seed: int | None = None, scale: float = 0.5,
-               bias_scale: float = 0.5, sigma: float = 1.0, device=None) -> "MCRBM":
+    def random(
+        cls,
+        n_dims: int,
+        size: int,
+        *,
+        n_mean: int | None = None,
+        n_factors: int | None = None,
+        generator: torch.Generator | None = None,
+        seed: int | None = None,
+        scale: float = 0.5,
+        bias_scale: float = 0.5,
+        sigma: float = 1.0,
+        device=None,
+    ) -> "MCRBM":
         """A random model (tests, initialisation).
 
         Parameters
@@ -189,8 +202,16 @@ class MCRBM:
         C = C / C.norm(dim=1, keepdim=True).clamp_min(1e-12)
         P = randn(L, K).abs()
         W = scale * randn(J, n_dims) / math.sqrt(n_dims)
-        return cls(P, C, W, bias_scale * randn(J), bias_scale * randn(K), bias_scale * randn(n_dims) / math.sqrt(n_dims),
-                   float(sigma), device=device)
+        return cls(
+            P,
+            C,
+            W,
+            bias_scale * randn(J),
+            bias_scale * randn(K),
+            bias_scale * randn(n_dims) / math.sqrt(n_dims),
+            float(sigma),
+            device=device,
+        )
 
     # ------------------------------------------------------------------ energy
     @staticmethod
@@ -233,8 +254,13 @@ class MCRBM:
         hc = torch.sigmoid(-0.5 * r + self.b_c)
         gf = (hc @ self.P.T) * f  # (n, L)
         hm = torch.sigmoid(x @ self.W.T + self.b_m)
-        return (gf @ self.C) / s[:, None] - x * ((gf * f).sum(dim=1) / s**2)[:, None] - hm @ self.W \
-            + x / self.sigma**2 - self.b_v
+        return (
+            (gf @ self.C) / s[:, None]
+            - x * ((gf * f).sum(dim=1) / s**2)[:, None]
+            - hm @ self.W
+            + x / self.sigma**2
+            - self.b_v
+        )
 
     def exact_log_z(self) -> None:
         """``None``: the mcRBM has no closed-form partition function (estimate it, e.g. by HAIS)."""
@@ -262,8 +288,16 @@ class MCRBM:
 
     def energy_from_parameters(self, theta: Mapping[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
         """:meth:`energy` with the parameters ``theta`` of :meth:`train_parameters` (differentiable in both)."""
-        return self._energy(x, theta["P"], theta["C"], theta["W"], theta["b_m"], theta["b_c"], theta["b_v"],
-                            torch.exp(theta["log_sigma"]))
+        return self._energy(
+            x,
+            theta["P"],
+            theta["C"],
+            theta["W"],
+            theta["b_m"],
+            theta["b_c"],
+            theta["b_v"],
+            torch.exp(theta["log_sigma"]),
+        )
 
     def with_parameters(self, theta: Mapping[str, torch.Tensor]) -> "MCRBM":
         """A new model from the parameters ``theta`` of :meth:`train_parameters` (validated)."""
@@ -307,7 +341,9 @@ def _validate(arrays: Mapping, source: str) -> dict[str, np.ndarray]:
         raise ModelFileError(f"{source}: array 'C' has shape {C.shape}: zero visible dimensions")
     P = _array(arrays, "P", source, 2)
     if P.shape[0] != L:
-        raise ModelFileError(f"{source}: array 'P' has shape {P.shape}, expected ({L}, K) (one row per factor of C {C.shape})")
+        raise ModelFileError(
+            f"{source}: array 'P' has shape {P.shape}, expected ({L}, K) (one row per factor of C {C.shape})"
+        )
     K = P.shape[1]
     W = _array(arrays, "W", source, 2)
     if W.shape[1] != M:

@@ -65,8 +65,9 @@ def _array(arrays: Mapping, name: str, source: str, ndim: int | tuple[int, ...])
         raise ModelFileError(f"{source}: array '{name}' has non-real dtype {a.dtype}")
     ndims = (ndim,) if isinstance(ndim, int) else ndim
     if a.ndim not in ndims:
-        raise ModelFileError(f"{source}: array '{name}' must have {' or '.join(map(str, ndims))} dimension(s), "
-                             f"got shape {a.shape}")
+        raise ModelFileError(
+            f"{source}: array '{name}' must have {' or '.join(map(str, ndims))} dimension(s), got shape {a.shape}"
+        )
     a = a.astype(np.float64)
     bad = ~np.isfinite(a)
     if bad.any():
@@ -83,8 +84,7 @@ def _check_shape(a: np.ndarray, name: str, expected: tuple[int, ...], source: st
 def _check_keys(arrays: Mapping, allowed: tuple[str, ...], source: str, family: str) -> None:
     unknown = sorted(set(arrays) - set(allowed) - {"model_type"})
     if unknown:
-        raise ModelFileError(f"{source}: unexpected array(s) {unknown} for a {family} model "
-                             f"(expected {list(allowed)})")
+        raise ModelFileError(f"{source}: unexpected array(s) {unknown} for a {family} model (expected {list(allowed)})")
 
 
 def _model_type(arrays: Mapping) -> str | None:
@@ -170,15 +170,21 @@ class ProductOfExperts:
         lam_np = np.ones(L) if lam is None else _array({"lam": lam}, "lam", source, 1)
         _check_shape(lam_np, "lam", (L,), source, f"one weight per row of Phi {phi.shape}")
         if (lam_np <= 0).any():
-            raise ModelFileError(f"{source}: array 'lam' must be > 0 (min {lam_np.min():.6g}, "
-                                 f"{int((lam_np <= 0).sum())} non-positive entries)")
+            raise ModelFileError(
+                f"{source}: array 'lam' must be > 0 (min {lam_np.min():.6g}, "
+                f"{int((lam_np <= 0).sum())} non-positive entries)"
+            )
         if L < M:
-            raise ModelFileError(f"{source}: array 'Phi' has shape {phi.shape}: fewer experts (L={L}) than dimensions "
-                                 f"(M={M}) leave the density flat along the null space of Phi, so Z is infinite")
+            raise ModelFileError(
+                f"{source}: array 'Phi' has shape {phi.shape}: fewer experts (L={L}) than dimensions "
+                f"(M={M}) leave the density flat along the null space of Phi, so Z is infinite"
+            )
         rank = int(np.linalg.matrix_rank(phi))
         if rank < M:
-            raise ModelFileError(f"{source}: array 'Phi' has rank {rank} < M={M}: the density is flat along its "
-                                 "null space, so Z is infinite")
+            raise ModelFileError(
+                f"{source}: array 'Phi' has rank {rank} < M={M}: the density is flat along its "
+                "null space, so Z is infinite"
+            )
         self.expert = expert
         self.family = EXPERTS[expert]
         self.Phi = _as_tensor(Phi, device)
@@ -205,9 +211,18 @@ class ProductOfExperts:
         return f"ProductOfExperts(expert={self.expert!r}, n_dims={self.n_dims}, size={self.size}, device={self.device})"
 
     @classmethod
-    def random(cls, n_dims: int, size: int | None = None, *, expert: str = "laplace",
-               generator: torch.Generator | None = None, seed: int | None = None, scale: float = 1.0,
-               lam: float | tuple[float, float] = 1.0, device=None) -> "ProductOfExperts":
+    def random(
+        cls,
+        n_dims: int,
+        size: int | None = None,
+        *,
+        expert: str = "laplace",
+        generator: torch.Generator | None = None,
+        seed: int | None = None,
+        scale: float = 1.0,
+        lam: float | tuple[float, float] = 1.0,
+        device=None,
+    ) -> "ProductOfExperts":
         """A random model (tests, initialisation).
 
         Parameters
@@ -296,7 +311,8 @@ class ProductOfExperts:
             raise ValueError(
                 f"complete Student's t product of experts with lambda <= 1/2 at expert(s) {bad.tolist()} "
                 f"(lambda = {self.lam.cpu().numpy()[bad].tolist()}): int (1 + u^2)^-lambda du diverges, so Z is "
-                "infinite and the model is not a probability density")
+                "infinite and the model is not a probability density"
+            )
         _, logabsdet = torch.linalg.slogdet(self.Phi.cpu())
         return float(log_z.sum() - float(logabsdet))
 
@@ -310,7 +326,9 @@ class ProductOfExperts:
         """
         log_z = self.exact_log_z()
         if log_z is None:
-            raise ValueError(f"no closed-form log Z for an overcomplete product of experts (L={self.size} > M={self.n_dims})")
+            raise ValueError(
+                f"no closed-form log Z for an overcomplete product of experts (L={self.size} > M={self.n_dims})"
+            )
         return -self.energy(x) - log_z
 
     def sample(self, n: int, generator: torch.Generator | None = None, *, seed: int | None = None) -> torch.Tensor:
@@ -362,18 +380,23 @@ class ProductOfExperts:
     def with_parameters(self, theta: Mapping[str, torch.Tensor]) -> "ProductOfExperts":
         """A new model from the parameters ``theta`` of :meth:`train_parameters` (validated)."""
         lam = torch.exp(theta["log_lam"]) if "log_lam" in theta else self.lam
-        return ProductOfExperts(theta["Phi"].detach(), lam.detach(), self.expert, device=self.device,
-                                source="trained model")
+        return ProductOfExperts(
+            theta["Phi"].detach(), lam.detach(), self.expert, device=self.device, source="trained model"
+        )
 
     # ------------------------------------------------------------------ files
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Model-file arrays: ``Phi`` (L, M), ``lam`` (L,) float64 and ``model_type`` (0-d str)."""
-        return {"Phi": self.Phi.detach().cpu().numpy().copy(), "lam": self.lam.detach().cpu().numpy().copy(),
-                "model_type": np.array(self.family)}
+        return {
+            "Phi": self.Phi.detach().cpu().numpy().copy(),
+            "lam": self.lam.detach().cpu().numpy().copy(),
+            "model_type": np.array(self.family),
+        }
 
     @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", *, expert: str | None = None,
-                    device=None) -> "ProductOfExperts":
+    def from_arrays(
+        cls, arrays: Mapping[str, np.ndarray], source: str = "model", *, expert: str | None = None, device=None
+    ) -> "ProductOfExperts":
         """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents).
 
         Parameters
@@ -395,14 +418,18 @@ class ProductOfExperts:
         """
         mt = _model_type(arrays)
         if mt is not None and mt not in FAMILY_EXPERT:
-            raise ModelFileError(f"{source}: array 'model_type' is {mt!r}, not a product of experts "
-                                 f"(expected one of {sorted(FAMILY_EXPERT)})")
+            raise ModelFileError(
+                f"{source}: array 'model_type' is {mt!r}, not a product of experts "
+                f"(expected one of {sorted(FAMILY_EXPERT)})"
+            )
         if expert is not None and expert not in EXPERTS:
             raise ValueError(f"unknown expert {expert!r}; choose one of {sorted(EXPERTS)}")
         if mt is not None and expert is not None and FAMILY_EXPERT[mt] != expert:
             raise ModelFileError(f"{source}: array 'model_type' is {mt!r} but expert={expert!r} was requested")
         if mt is None and expert is None:
-            raise ModelFileError(f"{source}: missing array 'model_type' (needed to tell Laplace from Student's t experts)")
+            raise ModelFileError(
+                f"{source}: missing array 'model_type' (needed to tell Laplace from Student's t experts)"
+            )
         expert = FAMILY_EXPERT[mt] if mt is not None else expert
         _check_keys(arrays, ("Phi", "lam"), source, EXPERTS[expert])
         phi = _array(arrays, "Phi", source, 2)

@@ -53,8 +53,10 @@ class VisibleRows:
         if v.ndim == 1:
             v = v.unsqueeze(0)
         if v.ndim != 2 or v.shape[1] != self.n_visible:
-            raise ValueError(f"data has shape {tuple(v.shape)}; this {self.family.upper()} expects rows of "
-                             f"{self.n_visible} visible units")
+            raise ValueError(
+                f"data has shape {tuple(v.shape)}; this {self.family.upper()} expects rows of "
+                f"{self.n_visible} visible units"
+            )
         return v.to(torch.float32)
 
     def base_rate_bias(self, data=None, smoothing: float = 0.05) -> torch.Tensor:
@@ -129,12 +131,24 @@ class BinaryRBM(VisibleRows):
 
     def to(self, device) -> "BinaryRBM":
         """A copy on ``device``."""
-        return BinaryRBM(self.W.to(device), self.visible_bias.to(device), self.hidden_bias.to(device),
-                         device=device, data_mean=None if self.data_mean is None else self.data_mean.to(device))
+        return BinaryRBM(
+            self.W.to(device),
+            self.visible_bias.to(device),
+            self.hidden_bias.to(device),
+            device=device,
+            data_mean=None if self.data_mean is None else self.data_mean.to(device),
+        )
 
     @classmethod
-    def random(cls, n_visible: int, n_hidden: int, scale: float = 0.01, generator: torch.Generator | None = None,
-               bias_scale: float = 0.0, device=None) -> "BinaryRBM":
+    def random(
+        cls,
+        n_visible: int,
+        n_hidden: int,
+        scale: float = 0.01,
+        generator: torch.Generator | None = None,
+        bias_scale: float = 0.0,
+        device=None,
+    ) -> "BinaryRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
         g = generator if generator is not None else torch.Generator().manual_seed(0)
         W = torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64) * scale
@@ -351,8 +365,9 @@ class RBMAnnealingPath:
         """
         return self._visible_move(bernoulli_from_logits(state.pre_h, generator, scale=beta), beta, generator)
 
-    def reweight_and_move(self, state: RBMState, beta_from: float, beta_to: float,
-                          generator: torch.Generator) -> tuple[torch.Tensor, RBMState]:
+    def reweight_and_move(
+        self, state: RBMState, beta_from: float, beta_to: float, generator: torch.Generator
+    ) -> tuple[torch.Tensor, RBMState]:
         """``(log_f_ratio(state, beta_from, beta_to), transition(state, beta_to, generator))``, the
         same numbers and draws, with the log-weight increment and the hidden draw in one pass over
         the hidden pre-activations (:func:`logzbench.kernels.reweight_and_draw`): an AIS step."""
@@ -370,8 +385,13 @@ class RBMAnnealingPath:
         return self._state(bernoulli_from_logits_(pre_v, generator))
 
 
-def validate_rbm_arrays(W: np.ndarray, visible_bias: np.ndarray, hidden_bias: np.ndarray,
-                        data_mean: np.ndarray | None = None, source: str = "RBM") -> None:
+def validate_rbm_arrays(
+    W: np.ndarray,
+    visible_bias: np.ndarray,
+    hidden_bias: np.ndarray,
+    data_mean: np.ndarray | None = None,
+    source: str = "RBM",
+) -> None:
     """Refuse wrong shapes, NaN/inf and overflowing parameters with a message naming the problem."""
     if W.ndim != 2:
         raise ModelFileError(f"{source}: 'W' must be 2-D (n_visible x n_hidden), got shape {W.shape}")
@@ -402,14 +422,20 @@ def validate_rbm_arrays(W: np.ndarray, visible_bias: np.ndarray, hidden_bias: np
     limit, w_limit = 1e30, 1e15
     w_max = float(np.abs(W).max())
     if w_max > w_limit:
-        raise ModelFileError(f"{source}: parameters overflow ('W' has an entry of magnitude {w_max:.3g} > "
-                             f"{w_limit:.0e}); the weights are not a usable model")
-    for layer, axis, name, bias in (("hidden", 0, "hidden_bias", hidden_bias),
-                                    ("visible", 1, "visible_bias", visible_bias)):
+        raise ModelFileError(
+            f"{source}: parameters overflow ('W' has an entry of magnitude {w_max:.3g} > "
+            f"{w_limit:.0e}); the weights are not a usable model"
+        )
+    for layer, axis, name, bias in (
+        ("hidden", 0, "hidden_bias", hidden_bias),
+        ("visible", 1, "visible_bias", visible_bias),
+    ):
         w_part, b_part = float(np.abs(W).sum(axis=axis).max()), float(np.abs(bias).max(initial=0.0))
         if w_part + b_part > limit:
             culprit = f"'{name}' reaches {b_part:.3g}" if b_part >= w_part else f"a sum of |'W'| reaches {w_part:.3g}"
-            raise ModelFileError(f"{source}: parameters overflow ({culprit}: a {layer} pre-activation can reach "
-                                 f"{w_part + b_part:.3g} > {limit:.0e}); the weights are not a usable model")
+            raise ModelFileError(
+                f"{source}: parameters overflow ({culprit}: a {layer} pre-activation can reach "
+                f"{w_part + b_part:.3g} > {limit:.0e}); the weights are not a usable model"
+            )
     if data_mean is not None and (not np.isfinite(data_mean).all() or (data_mean < 0).any() or (data_mean > 1).any()):
         raise ModelFileError(f"{source}: 'data_mean' must hold finite values in [0, 1]")

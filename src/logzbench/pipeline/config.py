@@ -16,17 +16,46 @@ from pathlib import Path
 from typing import Any, Mapping, MutableMapping
 
 from .. import options, registry
-from ..data.sizes import (DIGITS_AVIL_ROWS, FREY_FACES, LABELLED_SOURCES, N_FEATURES, N_LABELS, SOURCE_ROWS,
-                          VANHATEREN_DEFAULTS, VANHATEREN_IMAGE_SIDE, VANHATEREN_N_IMAGES)
+from ..data.sizes import (
+    DIGITS_AVIL_ROWS,
+    FREY_FACES,
+    LABELLED_SOURCES,
+    N_FEATURES,
+    N_LABELS,
+    SOURCE_ROWS,
+    VANHATEREN_DEFAULTS,
+    VANHATEREN_IMAGE_SIDE,
+    VANHATEREN_N_IMAGES,
+)
 from ..errors import ConfigError
 from ..options import MAX_CHAINS
 from ..schedules import SCHEDULES, from_file
 from ..training.hyperparams import JOB_ARGUMENTS, declared_parameters
-from .sweep import (OPTION_DEFAULTS, dataset_kind, estimator_spec, estimators_of, estimators_run, family_spec,
-                    fixed_schedule_K, listed_values, model_dataset, model_hyperparams, model_jobs, option_default)
+from .sweep import (
+    OPTION_DEFAULTS,
+    dataset_kind,
+    estimator_spec,
+    estimators_of,
+    estimators_run,
+    family_spec,
+    fixed_schedule_K,
+    listed_values,
+    model_dataset,
+    model_hyperparams,
+    model_jobs,
+    option_default,
+)
 
-__all__ = ["LEARNER_PAPERS", "MAX_CHAINS", "PUBLISHED_CSV", "check_config", "check_estimator_options",
-           "check_paper_rows", "estimator_entry_schema", "hyperparam_names"]
+__all__ = [
+    "LEARNER_PAPERS",
+    "MAX_CHAINS",
+    "PUBLISHED_CSV",
+    "check_config",
+    "check_estimator_options",
+    "check_paper_rows",
+    "estimator_entry_schema",
+    "hyperparam_names",
+]
 
 
 def estimator_entry_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,12 +125,15 @@ def _check_hyperparam_names(config: Mapping, model: str, hp: Mapping[str, Any]) 
     key = unknown[0]
     close = difflib.get_close_matches(key, sorted(allowed), n=1)
     own = config["models"][model].get("hyperparams") or {}
-    where = (f"models.{model}.hyperparams.{key}" if key in own
-             else f"from preset {config['models'][model].get('preset')!r}")
+    where = (
+        f"models.{model}.hyperparams.{key}" if key in own else f"from preset {config['models'][model].get('preset')!r}"
+    )
     trainer = f"the {hp['learner']} learner" if hp.get("learner") else f"the {hp['family']} trainer"
-    raise ConfigError(f"model {model}: unknown hyperparameter {key!r} ({where})"
-                      + (f"; did you mean {close[0]!r}?" if close else "")
-                      + f" ({trainer} takes {', '.join(sorted(allowed))})")
+    raise ConfigError(
+        f"model {model}: unknown hyperparameter {key!r} ({where})"
+        + (f"; did you mean {close[0]!r}?" if close else "")
+        + f" ({trainer} takes {', '.join(sorted(allowed))})"
+    )
 
 
 def _check_learner_values(config: Mapping, model: str, hp: Mapping[str, Any]) -> None:
@@ -127,8 +159,10 @@ def _not_available(spec: registry.EstimatorSpec) -> str:
 
 
 def _too_many(dataset: str, key: str, value: int, most: int, what: str) -> ConfigError:
-    return ConfigError(f"dataset {dataset}: {key}={value} is more than {what}; set datasets.{dataset}.{key} to at "
-                       f"most {most} (or leave it out)")
+    return ConfigError(
+        f"dataset {dataset}: {key}={value} is more than {what}; set datasets.{dataset}.{key} to at "
+        f"most {most} (or leave it out)"
+    )
 
 
 def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
@@ -142,52 +176,82 @@ def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
     if source == "vanhateren":
         v = {**VANHATEREN_DEFAULTS, **{k: d[k] for k in VANHATEREN_DEFAULTS if d.get(k) is not None}}
         if v["n_images"] > VANHATEREN_N_IMAGES:
-            raise _too_many(name, "n_images", v["n_images"], VANHATEREN_N_IMAGES,
-                            f"the {VANHATEREN_N_IMAGES} registered van Hateren images")
+            raise _too_many(
+                name,
+                "n_images",
+                v["n_images"],
+                VANHATEREN_N_IMAGES,
+                f"the {VANHATEREN_N_IMAGES} registered van Hateren images",
+            )
         if v["n_test_images"] >= v["n_images"]:
-            raise ConfigError(f"dataset {name}: n_test_images={v['n_test_images']} leaves no training image of "
-                              f"n_images={v['n_images']}; set datasets.{name}.n_test_images to at most "
-                              f"{v['n_images'] - 1}")
+            raise ConfigError(
+                f"dataset {name}: n_test_images={v['n_test_images']} leaves no training image of "
+                f"n_images={v['n_images']}; set datasets.{name}.n_test_images to at most "
+                f"{v['n_images'] - 1}"
+            )
         if v["patch_size"] > VANHATEREN_IMAGE_SIDE:
-            raise _too_many(name, "patch_size", v["patch_size"], VANHATEREN_IMAGE_SIDE,
-                            f"the images' side ({VANHATEREN_IMAGE_SIDE} pixels)")
+            raise _too_many(
+                name,
+                "patch_size",
+                v["patch_size"],
+                VANHATEREN_IMAGE_SIDE,
+                f"the images' side ({VANHATEREN_IMAGE_SIDE} pixels)",
+            )
         pixels = v["patch_size"] ** 2 - int(bool(v["remove_dc"]))
         if v["n_components"] > pixels:
-            raise _too_many(name, "n_components", v["n_components"], pixels,
-                            f"the {pixels} pixels of a {v['patch_size']}x{v['patch_size']} patch"
-                            + (" less its mean (remove_dc)" if v["remove_dc"] else ""))
+            raise _too_many(
+                name,
+                "n_components",
+                v["n_components"],
+                pixels,
+                f"the {pixels} pixels of a {v['patch_size']}x{v['patch_size']} patch"
+                + (" less its mean (remove_dc)" if v["remove_dc"] else ""),
+            )
         if v["n_train"] <= v["n_components"]:
-            raise ConfigError(f"dataset {name}: n_train={v['n_train']} training patches cannot fit "
-                              f"n_components={v['n_components']} PCA components; set datasets.{name}.n_train above "
-                              f"{v['n_components']}")
+            raise ConfigError(
+                f"dataset {name}: n_train={v['n_train']} training patches cannot fit "
+                f"n_components={v['n_components']} PCA components; set datasets.{name}.n_train above "
+                f"{v['n_components']}"
+            )
         return
     if source == "frey":
         n_test = 0 if n_test is None else int(n_test)
         if n_test > FREY_FACES - 2:
             raise _too_many(name, "n_test", n_test, FREY_FACES - 2, f"the {FREY_FACES} Frey faces less two to train on")
         if n_train is not None and int(n_train) > FREY_FACES - n_test:
-            raise _too_many(name, "n_train", n_train, FREY_FACES - n_test,
-                            f"the {FREY_FACES - n_test} Frey faces left after n_test={n_test}")
+            raise _too_many(
+                name,
+                "n_train",
+                n_train,
+                FREY_FACES - n_test,
+                f"the {FREY_FACES - n_test} Frey faces left after n_test={n_test}",
+            )
         return
     if source == "digits-avil":
         if n_test is not None:
-            raise ConfigError(f"dataset {name}: digits-avil has no n_test (its test split is its validation split); "
-                              f"remove datasets.{name}.n_test")
+            raise ConfigError(
+                f"dataset {name}: digits-avil has no n_test (its test split is its validation split); "
+                f"remove datasets.{name}.n_test"
+            )
         rows = DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"]
     elif source in SOURCE_ROWS:
         rows = SOURCE_ROWS[source]
     else:
         return
     if "valid" in rows and n_valid:
-        raise ConfigError(f"dataset {name}: {source} has a fixed validation split ({rows['valid']} rows); "
-                          f"n_valid must be 0, got {n_valid}")
+        raise ConfigError(
+            f"dataset {name}: {source} has a fixed validation split ({rows['valid']} rows); "
+            f"n_valid must be 0, got {n_valid}"
+        )
     if n_valid >= rows["train"]:
-        raise _too_many(name, "n_valid", n_valid, rows["train"] - 1, f"the {rows['train']} training rows of {source} "
-                        f"less one")
+        raise _too_many(
+            name, "n_valid", n_valid, rows["train"] - 1, f"the {rows['train']} training rows of {source} less one"
+        )
     if n_train is not None and int(n_train) > rows["train"] - n_valid:
         less = f" less n_valid={n_valid}" if n_valid else ""
-        raise _too_many(name, "n_train", n_train, rows["train"] - n_valid,
-                        f"the {rows['train']} training rows of {source}{less}")
+        raise _too_many(
+            name, "n_train", n_train, rows["train"] - n_valid, f"the {rows['train']} training rows of {source}{less}"
+        )
     if n_test is not None and "test" in rows and int(n_test) > rows["test"]:
         raise _too_many(name, "n_test", n_test, rows["test"], f"the {rows['test']} test rows of {source}")
 
@@ -215,9 +279,11 @@ def _check_per_class(config: Mapping, name: str, model: str, per_class: int) -> 
     most = rows // labels
     if per_class > most:
         held = f"{rows} test rows of {labels} labels" if labels > 1 else f"{rows} test rows"
-        raise ConfigError(f"estimator {name}: test_subset per_class={per_class} is more than model {model}'s dataset "
-                          f"{dataset} ({d['source']}) can give: its {held} leave at most {most} rows to its smallest "
-                          f"label; set estimators.{name}.test_subset.per_class to at most {most}")
+        raise ConfigError(
+            f"estimator {name}: test_subset per_class={per_class} is more than model {model}'s dataset "
+            f"{dataset} ({d['source']}) can give: its {held} leave at most {most} rows to its smallest "
+            f"label; set estimators.{name}.test_subset.per_class to at most {most}"
+        )
 
 
 def _check_schedule(name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec | None = None) -> None:
@@ -228,9 +294,11 @@ def _check_schedule(name: str, e: Mapping[str, Any], spec: registry.EstimatorSpe
         return
     path = Path(str(schedule))
     if not path.is_file():
-        raise ConfigError(f"estimator {name}: schedule {schedule!r} is neither a schedule name "
-                          f"({', '.join(SCHEDULES)}) nor a file of betas (no file {path.absolute()}); fix "
-                          f"estimators.{name}.schedule")
+        raise ConfigError(
+            f"estimator {name}: schedule {schedule!r} is neither a schedule name "
+            f"({', '.join(SCHEDULES)}) nor a file of betas (no file {path.absolute()}); fix "
+            f"estimators.{name}.schedule"
+        )
     try:
         from_file(path)
     except (ValueError, OSError) as exc:
@@ -253,8 +321,9 @@ def _published_rows(path: str) -> dict[str, frozenset[str]]:
     return {p: frozenset(r) for p, r in rows.items()}
 
 
-def check_paper_rows(paper_rows: Mapping[str, Mapping[str, str]],
-                     known: Mapping[str, Any] | None = None) -> dict[str, dict[str, str]]:
+def check_paper_rows(
+    paper_rows: Mapping[str, Mapping[str, str]], known: Mapping[str, Any] | None = None
+) -> dict[str, dict[str, str]]:
     """``paper_rows`` (``{model: {paper key: row name}}``) as a dict when every ``(paper, row)`` has
     published values; else :class:`ConfigError` naming the model, the paper and the rows it has.
 
@@ -264,13 +333,20 @@ def check_paper_rows(paper_rows: Mapping[str, Mapping[str, str]],
     for model, rows in paper_rows.items():
         for paper, row in rows.items():
             if paper in LEARNER_PAPERS:
-                raise ConfigError(f"model {model!r}: {paper!r}'s values are compared in table_learners.csv by "
-                                  "learner and dataset; a model trained by a learner needs no paper entry")
+                raise ConfigError(
+                    f"model {model!r}: {paper!r}'s values are compared in table_learners.csv by "
+                    "learner and dataset; a model trained by a learner needs no paper entry"
+                )
             if row not in known.get(paper, ()):
                 have = sorted(known.get(paper, ()))
-                raise ConfigError(f"model {model!r}: paper {paper!r} has no published row {row!r}"
-                                  + (f" (its rows: {', '.join(have)})" if have else
-                                     f" (unknown paper key; known: {', '.join(sorted(known))})"))
+                raise ConfigError(
+                    f"model {model!r}: paper {paper!r} has no published row {row!r}"
+                    + (
+                        f" (its rows: {', '.join(have)})"
+                        if have
+                        else f" (unknown paper key; known: {', '.join(sorted(known))})"
+                    )
+                )
     return {m: dict(r) for m, r in paper_rows.items()}
 
 
@@ -315,12 +391,10 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
         estimator_spec(config, name)  # a known method
     for model, m in (config.get("models") or {}).items():
         if m["dataset"] not in config["datasets"]:
-            raise ConfigError(f"model {model}: unknown dataset {m['dataset']!r}; "
-                              f"defined: {sorted(config['datasets'])}")
+            raise ConfigError(f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}")
         for name in estimators_of(config, model):
             if name not in config["estimators"]:
-                raise ConfigError(f"model {model}: unknown estimator {name!r}; "
-                                  f"defined: {sorted(config['estimators'])}")
+                raise ConfigError(f"model {model}: unknown estimator {name!r}; defined: {sorted(config['estimators'])}")
         hp = model_hyperparams(config, model, presets)
         fam = hp["family"]
         _check_hyperparam_names(config, model, hp)
@@ -335,10 +409,13 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
                     f"model {model}: estimator {name!r} ({spec.name}) is not available for a {fam.upper()} "
                     f"({_not_available(spec)}; for a {fam.upper()} use one of {list(registry.estimators_for(fam))}); "
                     f"remove it from models.{model}.estimators (without an explicit list, estimators a family "
-                    f"lacks are skipped automatically)")
+                    f"lacks are skipped automatically)"
+                )
         if not model_jobs(config, model, presets):
-            warnings.append(f"model {model} ({fam}) has no estimate to run (a DBN supports the uniform initial "
-                            f"distribution only; check the estimators' inits and the exact limits)")
+            warnings.append(
+                f"model {model} ({fam}) has no estimate to run (a DBN supports the uniform initial "
+                f"distribution only; check the estimators' inits and the exact limits)"
+            )
     for name, e in (config.get("estimators") or {}).items():
         spec = estimator_spec(config, name)
         unknown = sorted(set(e.get("models") or []) - set(config.get("models") or {}))
@@ -348,9 +425,11 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             for model in config.get("models") or {}:
                 source = config["datasets"][model_dataset(config, model)]["source"]
                 if source not in LABELLED_SOURCES and name in estimators_run(config, model, presets):
-                    raise ConfigError(f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
-                                      f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
-                                      f"test_subset or run {name} on other models (its `models`)")
+                    raise ConfigError(
+                        f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
+                        f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
+                        f"test_subset or run {name} on other models (its `models`)"
+                    )
                 if name in estimators_run(config, model, presets):
                     _check_per_class(config, name, model, int(e["test_subset"]["per_class"]))
         if "schedule" in spec.options:
@@ -358,18 +437,24 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
         for axis, key in registry.AXIS_CONFIG_KEYS.items():
             if axis in ("K", "init") and axis not in spec.axes and axis in spec.options:  # unswept_options
                 if len(e.get(key) or []) > 1:
-                    what = "its K is the starting K (doubled by the estimator itself)" if axis == "K" else \
-                        "it runs from one initial distribution"
-                    raise ConfigError(f"estimator {name}: {spec.name} is not swept over {key}; {what}: give one "
-                                      f"value, e.g. {key}: [{e[key][0]}]")
+                    what = (
+                        "its K is the starting K (doubled by the estimator itself)"
+                        if axis == "K"
+                        else "it runs from one initial distribution"
+                    )
+                    raise ConfigError(
+                        f"estimator {name}: {spec.name} is not swept over {key}; {what}: give one "
+                        f"value, e.g. {key}: [{e[key][0]}]"
+                    )
                 if axis == "init" and e.get(key):
                     for model in config.get("models") or {}:
                         fam = family_spec(config, model, presets)
-                        if name in estimators_run(config, model, presets) and fam.inits and \
-                                e[key][0] not in fam.inits:
-                            raise ConfigError(f"estimator {name}: model {model} ({fam.name}) has no initial "
-                                              f"distribution {e[key][0]!r} (its: {', '.join(fam.inits)}); run "
-                                              f"{name} on other models (its `models`) or change its inits")
+                        if name in estimators_run(config, model, presets) and fam.inits and e[key][0] not in fam.inits:
+                            raise ConfigError(
+                                f"estimator {name}: model {model} ({fam.name}) has no initial "
+                                f"distribution {e[key][0]!r} (its: {', '.join(fam.inits)}); run "
+                                f"{name} on other models (its `models`) or change its inits"
+                            )
                 continue
             if e.get(key) and axis not in spec.axes:
                 warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")
@@ -377,12 +462,12 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             fixed = fixed_schedule_K(e)
             ks = [fixed] if fixed is not None and not e.get("K") else listed_values(config, name, "K")
             if fixed is not None and ks != [fixed]:
-                what = ("the sm14500 schedule" if e.get("schedule") == "sm14500"
-                        else f"the schedule file {e['schedule']}")
+                what = (
+                    "the sm14500 schedule" if e.get("schedule") == "sm14500" else f"the schedule file {e['schedule']}"
+                )
                 raise ConfigError(f"estimator {name}: {what} has K = {fixed}; set K: [{fixed}] or omit K")
             if "samples_per_chain" in spec.options:  # CSL: K sweeps per chain, one sample kept every `thin`
                 bad = [k for k in ks if k // e.get("thin", 1) < 1]
                 if bad:
                     raise ConfigError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
     return warnings
-

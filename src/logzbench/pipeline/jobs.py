@@ -30,11 +30,26 @@ from ..api import estimate
 from ..data import class_subset, load_labels, load_rows, load_split_if_present
 from ..errors import DatasetError
 from ..tracking import estimate_key
-from ..utils import (code_version, publish_outputs, save_npz_atomic, transactional, utc_now, write_csv_atomic,
-                    write_json_atomic)
+from ..utils import (
+    code_version,
+    publish_outputs,
+    save_npz_atomic,
+    transactional,
+    utc_now,
+    write_csv_atomic,
+    write_json_atomic,
+)
 
-__all__ = ["estimate_options", "init_tracking_job", "prepare_job", "run_estimate", "run_estimate_sweep",
-           "setting_stem", "train_job", "trials_job"]
+__all__ = [
+    "estimate_options",
+    "init_tracking_job",
+    "prepare_job",
+    "run_estimate",
+    "run_estimate_sweep",
+    "setting_stem",
+    "train_job",
+    "trials_job",
+]
 
 
 def estimate_options(settings: Mapping[str, Any], *, progress: bool = False) -> dict[str, Any]:
@@ -67,17 +82,28 @@ def _test_subset(settings: Mapping[str, Any], data: str | os.PathLike, test):
     labels = load_labels(data, "test")
     idx = class_subset(labels, subset["per_class"], subset.get("seed", 0), source=data)
     if len(labels) != len(test):
-        raise DatasetError(f"{data}: {len(labels)} test_labels for {len(test)} test rows; test_subset needs one "
-                           f"label per test row")
+        raise DatasetError(
+            f"{data}: {len(labels)} test_labels for {len(test)} test rows; test_subset needs one label per test row"
+        )
     return test[idx]
 
 
 @transactional  # the arrays and the record, or neither
-def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
-                 arrays: str | os.PathLike, record_path: str | os.PathLike,
-                 tracking: Mapping[str, Any] | None = None, ess_fraction: float = 0.1, progress: bool = False,
-                 log: Callable[[str], Any] = print, rows: tuple | None = None, session=None,
-                 sweep_stems: Sequence[str] | None = None) -> dict[str, Any]:
+def run_estimate(
+    settings: Mapping[str, Any],
+    *,
+    model,
+    data: str | os.PathLike,
+    arrays: str | os.PathLike,
+    record_path: str | os.PathLike,
+    tracking: Mapping[str, Any] | None = None,
+    ess_fraction: float = 0.1,
+    progress: bool = False,
+    log: Callable[[str], Any] = print,
+    rows: tuple | None = None,
+    session=None,
+    sweep_stems: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Run one estimate job and write its outputs; return the JSON record.
 
     Parameters
@@ -129,12 +155,20 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
 
     used = res.settings.get("n_examples")  # RAISE: the rows evaluated (at most the test rows there are)
     if s.get("n_examples") is not None and isinstance(used, (int, np.integer)) and used != s["n_examples"]:
-        log(f"n_examples = {s['n_examples']} but only {used} test rows: every row evaluated, n_examples = {used} "
-            "recorded")
+        log(
+            f"n_examples = {s['n_examples']} but only {used} test rows: every row evaluated, n_examples = {used} "
+            "recorded"
+        )
         s = {**s, "n_examples": int(used), "n_examples_requested": s["n_examples"]}
     key = estimate_key(s["model"], s["estimator"], s.get("K"), s.get("init"), s.get("seed"))
-    record = {"key": key, **s, "code_version": code_version(), "arrays": str(arrays),
-              **({"sweep_stems": list(sweep_stems)} if sweep_stems is not None else {}), "result": res.to_dict()}
+    record = {
+        "key": key,
+        **s,
+        "code_version": code_version(),
+        "arrays": str(arrays),
+        **({"sweep_stems": list(sweep_stems)} if sweep_stems is not None else {}),
+        "result": res.to_dict(),
+    }
     save_npz_atomic(arrays, **(res.arrays() or {"log_weights": np.zeros(0)}))
     # when this setting ran (the MLflow run's start and end): the estimate and its arrays
     record["started_at"], record["finished_at"] = started, utc_now()
@@ -144,21 +178,32 @@ def run_estimate(settings: Mapping[str, Any], *, model, data: str | os.PathLike,
         publish_outputs()  # MLflow reads the arrays file (still undone if the record cannot be written)
 
         record["mlflow_run_id"] = log_estimate(
-            record, uri=tracking.get("uri"), experiment_name=tracking["experiment"], artifacts=[arrays],
+            record,
+            uri=tracking.get("uri"),
+            experiment_name=tracking["experiment"],
+            artifacts=[arrays],
             ess_fraction=ess_fraction,
-            extra_tags={"logzbench.family": s.get("family", "rbm"), "logzbench.hidden_sizes": s.get("hidden_sizes"),
-                        "logzbench.test_subset": s.get("test_subset")},  # None: no tag
-            session=session)
+            extra_tags={
+                "logzbench.family": s.get("family", "rbm"),
+                "logzbench.hidden_sizes": s.get("hidden_sizes"),
+                "logzbench.test_subset": s.get("test_subset"),
+            },  # None: no tag
+            session=session,
+        )
     write_json_atomic(record_path, record)
 
     r = record["result"]
-    log(f"log Z = {r['log_z']}, mean test LL = {r['mean_log_likelihood']} +- {r['mean_log_likelihood_stderr']}, "
-        f"ESS = {r['ess']}, {r['seconds']} s")
+    log(
+        f"log Z = {r['log_z']}, mean test LL = {r['mean_log_likelihood']} +- {r['mean_log_likelihood_stderr']}, "
+        f"ESS = {r['ess']}, {r['seconds']} s"
+    )
     x = r.get("extra") or {}
     if x.get("mean_log_f_is") is not None:
-        log(f"log f(v) by importance sampling ({x.get('is_samples')} samples): mean {x['mean_log_f_is']} +- "
+        log(
+            f"log f(v) by importance sampling ({x.get('is_samples')} samples): mean {x['mean_log_f_is']} +- "
             f"{x.get('mean_log_f_is_stderr')} (Jensen gap ~ {x.get('mean_log_f_is_jensen_gap')}); "
-            f"mean-field bound {x.get('mean_log_f_mean_field')}")
+            f"mean-field bound {x.get('mean_log_f_mean_field')}"
+        )
     return record
 
 
@@ -167,10 +212,17 @@ def setting_stem(settings: Mapping[str, Any]) -> str:
     return registry.setting_stem(registry.estimator(settings["method"]).axes, settings)
 
 
-def run_estimate_sweep(settings: Sequence[Mapping[str, Any]], *, model: str | os.PathLike, data: str | os.PathLike,
-                       out_dir: str | os.PathLike, tracking: Mapping[str, Any] | None = None,
-                       ess_fraction: float = 0.1, progress: bool = False,
-                       log: Callable[[str], Any] = print) -> list[dict[str, Any]]:
+def run_estimate_sweep(
+    settings: Sequence[Mapping[str, Any]],
+    *,
+    model: str | os.PathLike,
+    data: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    tracking: Mapping[str, Any] | None = None,
+    ess_fraction: float = 0.1,
+    progress: bool = False,
+    log: Callable[[str], Any] = print,
+) -> list[dict[str, Any]]:
     """Run every setting of one model x estimator sweep: ``out_dir/<stem>.json`` and ``.npz`` each.
 
     Parameters
@@ -214,10 +266,22 @@ def run_estimate_sweep(settings: Sequence[Mapping[str, Any]], *, model: str | os
 
             session = stack.enter_context(TrackingSession(tracking.get("uri"), tracking["experiment"]))
         for s, stem in zip(settings, stems):
-            records.append(run_estimate(s, model=m, data=data, arrays=out / f"{stem}.npz",
-                                        record_path=out / f"{stem}.json", tracking=tracking,
-                                        ess_fraction=ess_fraction, progress=progress, log=log, rows=rows,
-                                        session=session, sweep_stems=stems))
+            records.append(
+                run_estimate(
+                    s,
+                    model=m,
+                    data=data,
+                    arrays=out / f"{stem}.npz",
+                    record_path=out / f"{stem}.json",
+                    tracking=tracking,
+                    ess_fraction=ess_fraction,
+                    progress=progress,
+                    log=log,
+                    rows=rows,
+                    session=session,
+                    sweep_stems=stems,
+                )
+            )
     computed = sum(float(r["result"].get("seconds") or 0.0) for r in records)
     log(f"sweep done: {len(records)} estimates in {time.perf_counter() - t0:.1f} s ({computed:.1f} s estimating)")
     return records
@@ -233,9 +297,12 @@ def prepare_job(spec: Mapping[str, Any], out: str | os.PathLike, mirror: str | o
     spec = dict(spec)
     source = spec.pop("source")
     if source in CONTINUOUS_DATASETS:  # a setting the config leaves out (null) takes the preparer's default
-        path = prepare_patches(source, out, mirror=mirror, **{k: v for k, v in spec.items()
-                                                              if k not in ("binarize", "threshold", "n_valid")
-                                                              and v is not None})
+        path = prepare_patches(
+            source,
+            out,
+            mirror=mirror,
+            **{k: v for k, v in spec.items() if k not in ("binarize", "threshold", "n_valid") and v is not None},
+        )
     else:
         path = prepare_dataset(source, out, mirror=mirror, **spec)
     print(f"prepared {source} -> {path} (mirror {mirror}, {spec})")
@@ -248,8 +315,14 @@ def init_tracking_job(tracking: Mapping[str, Any], out: str | os.PathLike) -> di
     if tracking["enabled"]:
         from ..tracking import dashboard_hint, init_store
 
-        info.update(init_store(tracking["uri"], tracking["experiment"], tracking.get("artifact_dir"),
-                               description=tracking.get("description")))
+        info.update(
+            init_store(
+                tracking["uri"],
+                tracking["experiment"],
+                tracking.get("artifact_dir"),
+                description=tracking.get("description"),
+            )
+        )
         print(f"MLflow store ready: {info['uri']} (experiment {info['experiment_name']!r}, id {info['experiment_id']})")
         info["mlflow_ui"] = dashboard_hint(info["uri"], info["experiment_id"])  # how to review the runs
         print(info["mlflow_ui"])
@@ -272,10 +345,20 @@ def _tracked_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @transactional  # the model, its samples, history and plot and the summary, or none
-def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, data: str | os.PathLike,
-              out_model: str | os.PathLike, out_summary: str | os.PathLike, out_history: str | os.PathLike,
-              out_plot: str | os.PathLike, device: str = "cpu", tracking: Mapping[str, Any] | None = None,
-              progress: bool = False) -> dict[str, Any]:
+def train_job(
+    model_name: str,
+    *,
+    hyperparams: Mapping[str, Any],
+    dataset: str,
+    data: str | os.PathLike,
+    out_model: str | os.PathLike,
+    out_summary: str | os.PathLike,
+    out_history: str | os.PathLike,
+    out_plot: str | os.PathLike,
+    device: str = "cpu",
+    tracking: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> dict[str, Any]:
     """Train one model (rule ``train_model``): :func:`logzbench.training.train_model` of the family in
     ``hyperparams`` (default ``rbm``) on the prepared dataset ``data``; write the model, its history
     (CSV and plot) and the summary record (JSON, last); log one MLflow run (``train/<model>``)."""
@@ -310,8 +393,10 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     if state is not None:  # <model>.samples.npz beside the model: the report's sample figures (Figs. 4, 6)
         from ..training.variational import figure_samples
 
-        save_npz_atomic(Path(out_model).with_suffix(".samples.npz"),
-                        **figure_samples(model, state, seed=int(hp.get("seed", 0)), **figure_opts))
+        save_npz_atomic(
+            Path(out_model).with_suffix(".samples.npz"),
+            **figure_samples(model, state, seed=int(hp.get("seed", 0)), **figure_opts),
+        )
     history_to_csv(history, out_history)
     step = "iteration" if state is not None else "epoch"  # a learner's history: one row per logged iteration
     plot_history(history, out_plot, title=model_name, step=step)
@@ -326,22 +411,40 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
     else:
         sizes = [int(n) for n in (model.layer_sizes[1:] if hasattr(model, "layer_sizes") else [model.n_hidden])]
         n_vis = int(model.n_visible)
-    record = {"model": model_name, "dataset": dataset, "family": family, "n_visible": n_vis,
-              "hidden_sizes": sizes, "n_hidden": sizes[0] if family == "rbm" else None,
-              "hyperparams": {"family": family, **hp}, "seconds": seconds, "final": final,
-              "code_version": code_version(), "n_train": int(train.shape[0]), "n_test": int(test.shape[0]),
-              "started_at": started, "finished_at": utc_now()}
+    record = {
+        "model": model_name,
+        "dataset": dataset,
+        "family": family,
+        "n_visible": n_vis,
+        "hidden_sizes": sizes,
+        "n_hidden": sizes[0] if family == "rbm" else None,
+        "hyperparams": {"family": family, **hp},
+        "seconds": seconds,
+        "final": final,
+        "code_version": code_version(),
+        "n_train": int(train.shape[0]),
+        "n_test": int(test.shape[0]),
+        "started_at": started,
+        "finished_at": utc_now(),
+    }
     if tracking and tracking.get("enabled"):
         from ..tracking import log_training
 
         publish_outputs()  # MLflow reads the history, plot and model files
 
         record["mlflow_run_id"] = log_training(
-            model_name, hyperparams=hp, history=[_tracked_row(r) for r in history], summary=final,
-            uri=tracking["uri"], experiment_name=tracking["experiment"], dataset=dataset,
+            model_name,
+            hyperparams=hp,
+            history=[_tracked_row(r) for r in history],
+            summary=final,
+            uri=tracking["uri"],
+            experiment_name=tracking["experiment"],
+            dataset=dataset,
             artifacts=[out_history, out_plot, out_model],
             extra_params={"family": family, "n_visible": n_vis, "hidden_sizes": sizes, "n_train": train.shape[0]},
-            start_time=record["started_at"], end_time=record["finished_at"], step_key=step,
+            start_time=record["started_at"],
+            end_time=record["finished_at"],
+            step_key=step,
         )
     write_json_atomic(out_summary, record)
     print(f"done in {seconds:.1f} s: {final}")
@@ -349,8 +452,13 @@ def train_job(model_name: str, *, hyperparams: Mapping[str, Any], dataset: str, 
 
 
 @transactional  # every setting's table, or none
-def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: Sequence[str | os.PathLike], *,
-               tracking: Mapping[str, Any] | None = None) -> list[Path]:
+def trials_job(
+    experiment: str,
+    settings: Sequence[Mapping[str, Any]],
+    outputs: Sequence[str | os.PathLike],
+    *,
+    tracking: Mapping[str, Any] | None = None,
+) -> list[Path]:
     """Every setting of one repeated-trials experiment (rules ``trials_gaussian`` / ``trials_grid``):
     for each, run every trial (:func:`logzbench.trials.gaussian_trials` / :func:`~logzbench.trials.grid_trials`),
     write its long per-trial table to the matching ``outputs`` file (CSV, atomically) and log one MLflow
@@ -368,9 +476,18 @@ def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: 
             df = trials.gaussian_trials(s["sigma0"], n=s["n"], n_trials=s["n_trials"], seed=s["seed"])
             setting = {"sigma0": s["sigma0"]}
         elif experiment == "grid":
-            df = trials.grid_trials(s["height"], s["width"], s["sigma_pair"], s["reference"], n=s["n"],
-                                    n_trials=s["n_trials"], seed=s["seed"], sigma_unary=s["sigma_unary"],
-                                    burn_in=s["burn_in"], trw_trees=s["trw_trees"])
+            df = trials.grid_trials(
+                s["height"],
+                s["width"],
+                s["sigma_pair"],
+                s["reference"],
+                n=s["n"],
+                n_trials=s["n_trials"],
+                seed=s["seed"],
+                sigma_unary=s["sigma_unary"],
+                burn_in=s["burn_in"],
+                trw_trees=s["trw_trees"],
+            )
             setting = {"reference": s["reference"], "sigma_pair": s["sigma_pair"]}
         else:
             raise ValueError(f"unknown repeated-trials experiment {experiment!r}: gaussian or grid")
@@ -383,9 +500,18 @@ def trials_job(experiment: str, settings: Sequence[Mapping[str, Any]], outputs: 
 
             publish_outputs()  # MLflow reads the table
 
-            run_id = log_trials(experiment, setting, df, summary, uri=tracking["uri"],
-                                experiment_name=tracking["experiment"], params=s, artifacts=[out],
-                                start_time=started, end_time=finished)
+            run_id = log_trials(
+                experiment,
+                setting,
+                df,
+                summary,
+                uri=tracking["uri"],
+                experiment_name=tracking["experiment"],
+                params=s,
+                artifacts=[out],
+                start_time=started,
+                end_time=finished,
+            )
             print(f"MLflow run {run_id}")
         written.append(Path(out))
     return written

@@ -20,8 +20,11 @@ from .sweep import all_jobs, model_dataset
 __all__ = ["check_estimate_record", "check_npz", "damaged_outputs", "rebuild_hint"]
 
 #: the arrays each kind of workflow file must hold to be used (per-chain arrays: one of the two)
-_EXPECTED_ARRAYS = {"model": ("model_type",), "data": ("train", "test"),
-                    "estimate": ("log_weights", "per_example_log_likelihood")}
+_EXPECTED_ARRAYS = {
+    "model": ("model_type",),
+    "data": ("train", "test"),
+    "estimate": ("log_weights", "per_example_log_likelihood"),
+}
 
 
 def rebuild_hint(target: str | Path) -> str:
@@ -57,8 +60,8 @@ def check_npz(path: str | Path, kind: str, *, quick: bool = False, rebuild: str 
             if missing:
                 raise ValueError(f"holds no {', '.join(missing)} (arrays: {names})")
             for k in names:
-                z[k]  # noqa: B018 - reads the array, verifying its CRC
-    except Exception as exc:  # noqa: BLE001 - zipfile.BadZipFile, zlib.error, EOFError, ValueError, OSError ...
+                z[k]
+    except Exception as exc:
         why = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
         raise ConfigError(f"{path} is damaged ({why}); {hint}") from None
 
@@ -80,8 +83,7 @@ def check_estimate_record(path: str | Path, *, quick: bool = False) -> None:
     check_npz(path.with_suffix(".npz"), "estimate", quick=quick, rebuild=path.parent)
 
 
-def damaged_outputs(config: Mapping, results: str = "results",
-                    presets: Mapping | None = None) -> list[tuple[str, str]]:
+def damaged_outputs(config: Mapping, results: str = "results", presets: Mapping | None = None) -> list[tuple[str, str]]:
     """What a run of the workflow would trust but cannot use: ``(the output to rebuild, one-line message)``
     pairs (:func:`check_npz`, :func:`check_estimate_record`, ``quick``) for the prepared datasets and models
     that exist but are not complete ``.npz`` files, and each estimate record of the config's sweeps that
@@ -116,8 +118,12 @@ def damaged_outputs(config: Mapping, results: str = "results",
             listed = finished[record.parent]
             if listed is None or record.stem in listed:
                 why = "its sweep's directory holds no record" if listed is None else "a setting of the finished sweep"
-                problems.append((str(record.parent), f"{record} is missing ({why} in {record.parent}); "
-                                                     f"{rebuild_hint(record.parent)}"))
+                problems.append(
+                    (
+                        str(record.parent),
+                        f"{record} is missing ({why} in {record.parent}); {rebuild_hint(record.parent)}",
+                    )
+                )
     return problems
 
 

@@ -35,12 +35,37 @@ from ..options import SKIP, EstimateOptions, SettingQuery, declared, recorded_op
 from ..schedules import SCHEDULES, from_file
 
 __all__ = [
-    "ConfigError", "Job", "OPTION_DEFAULTS", "all_jobs", "dataset_kind",
-    "estimator_method", "estimator_spec", "estimators_of", "estimators_run", "exact_applies", "exact_limits",
-    "family_spec", "fixed_schedule_K", "hidden_sizes", "job", "job_settings", "listed_values", "model_dataset",
-    "model_family", "model_hyperparams", "model_jobs", "n_visible", "option_default", "setting_keys", "setting_pattern",
-    "sweep_pairs", "sweep_settings", "sweep_values", "unswept_options",
+    "ConfigError",
+    "Job",
+    "OPTION_DEFAULTS",
+    "all_jobs",
+    "dataset_kind",
+    "estimator_method",
+    "estimator_spec",
+    "estimators_of",
+    "estimators_run",
+    "exact_applies",
+    "exact_limits",
+    "family_spec",
+    "fixed_schedule_K",
+    "hidden_sizes",
+    "job",
+    "job_settings",
+    "listed_values",
+    "model_dataset",
+    "model_family",
+    "model_hyperparams",
+    "model_jobs",
+    "n_visible",
+    "option_default",
+    "setting_keys",
+    "setting_pattern",
+    "sweep_pairs",
+    "sweep_settings",
+    "sweep_values",
+    "unswept_options",
 ]
+
 
 #: Estimator options recorded in a job's settings, in this order, each where its declaration says
 #: (:meth:`logzbench.options.Option.setting`: the options the estimator reads, some only where they
@@ -159,8 +184,9 @@ def estimator_spec(config: Mapping, name: str) -> registry.EstimatorSpec:
     """The registry entry of the estimator entry's method."""
     method = estimator_method(config, name)
     if method not in registry.ESTIMATORS:
-        raise ConfigError(f"estimator {name}: unknown method {method!r}; set `method` to one of "
-                          f"{list(registry.estimator_names())}")
+        raise ConfigError(
+            f"estimator {name}: unknown method {method!r}; set `method` to one of {list(registry.estimator_names())}"
+        )
     return registry.estimator(method)
 
 
@@ -183,8 +209,10 @@ def exact_limits(config: Mapping, name: str) -> tuple[int, int]:
     """``(max units enumerated for log Z, max units enumerated per test row for log f(v))`` of an exact
     estimator entry: its ``max_units`` / ``max_log_f_units``, else ``evaluation``'s."""
     e, ev = config["estimators"][name], config.get("evaluation") or {}
-    return (int(e.get("max_units", ev.get("exact_max_units", 20))),
-            int(e.get("max_log_f_units", ev.get("exact_max_log_f_units", 16))))
+    return (
+        int(e.get("max_units", ev.get("exact_max_units", 20))),
+        int(e.get("max_log_f_units", ev.get("exact_max_log_f_units", 16))),
+    )
 
 
 def exact_applies(config: Mapping, model: str, name: str, presets: Mapping | None = None) -> bool:
@@ -316,8 +344,16 @@ def model_jobs(config: Mapping, model: str, presets: Mapping | None = None) -> l
         values = sweep_values(config, model, name, presets)
         for combo in itertools.product(*(values[a] for a in spec.axes)):
             v = {"K": None, "init": None, "seed": None, **dict(zip(spec.axes, combo))}
-            out.append(Job(model, name, spec.name, None if v["K"] is None else int(v["K"]), v["init"],
-                           None if v["seed"] is None else int(v["seed"])))
+            out.append(
+                Job(
+                    model,
+                    name,
+                    spec.name,
+                    None if v["K"] is None else int(v["K"]),
+                    v["init"],
+                    None if v["seed"] is None else int(v["seed"]),
+                )
+            )
     return out
 
 
@@ -335,8 +371,11 @@ def sweep_pairs(config: Mapping, presets: Mapping | None = None) -> list[tuple[s
 def sweep_settings(config: Mapping, model: str, estimator: str, presets: Mapping | None = None) -> list[dict[str, Any]]:
     """The settings (:func:`job_settings`) of every estimate of one model x estimator sweep, in
     :func:`model_jobs` order."""
-    return [job_settings(config, model, estimator, j.stem, presets)
-            for j in model_jobs(config, model, presets) if j.entry == estimator]
+    return [
+        job_settings(config, model, estimator, j.stem, presets)
+        for j in model_jobs(config, model, presets)
+        if j.entry == estimator
+    ]
 
 
 def setting_pattern(axes_list: Sequence[Sequence[str]] | None = None) -> str:
@@ -348,8 +387,9 @@ def setting_pattern(axes_list: Sequence[Sequence[str]] | None = None) -> str:
     return "|".join(f"(?:{p})" for p in patterns)
 
 
-def job_settings(config: Mapping, model: str, estimator: str, stem: str,
-                 presets: Mapping | None = None) -> dict[str, Any]:
+def job_settings(
+    config: Mapping, model: str, estimator: str, stem: str, presets: Mapping | None = None
+) -> dict[str, Any]:
     """The settings of one job: recorded in its JSON file and MLflow run, and the source of the
     options :func:`logzbench.pipeline.jobs.run_estimate` passes to :func:`logzbench.api.estimate`.
 
@@ -381,8 +421,15 @@ def job_settings(config: Mapping, model: str, estimator: str, stem: str,
     }
     s.update(unswept_options(spec, e, fam))
     for opt in recorded_options():
-        q = SettingQuery(reads=opt.name in spec.options, entry=e, settings=s, family_kind=fam.kind, deep=fam.deep,
-                         swept=bool(spec.axes), default=functools.partial(option_default, spec))
+        q = SettingQuery(
+            reads=opt.name in spec.options,
+            entry=e,
+            settings=s,
+            family_kind=fam.kind,
+            deep=fam.deep,
+            swept=bool(spec.axes),
+            default=functools.partial(option_default, spec),
+        )
         value = opt.setting(q)
         if value is not SKIP:
             s[opt.name] = value
@@ -390,4 +437,3 @@ def job_settings(config: Mapping, model: str, estimator: str, stem: str,
     if subset:  # per_class test rows of each label (logzbench.data.class_subset), before the estimator
         s["test_subset"] = {"per_class": int(subset["per_class"]), "seed": int(subset.get("seed", 0))}
     return s
-

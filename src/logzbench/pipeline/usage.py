@@ -19,8 +19,18 @@ import resource
 from pathlib import PurePath
 from typing import Any, Mapping
 
-__all__ = ["BENCHMARKS", "LOGS", "USAGE_COLUMNS", "benchmark_file", "job_usage_file", "log_file", "measure",
-           "read_usage", "this_process", "write_usage"]
+__all__ = [
+    "BENCHMARKS",
+    "LOGS",
+    "USAGE_COLUMNS",
+    "benchmark_file",
+    "job_usage_file",
+    "log_file",
+    "measure",
+    "read_usage",
+    "this_process",
+    "write_usage",
+]
 
 #: the folders of the logs and of the benchmarks under the results directory
 LOGS = "logs"
@@ -57,9 +67,16 @@ def measure(ru: resource.struct_rusage, wall: float, pid: int, warm: bool) -> di
     """One usage row from a process's ``rusage`` (Linux: ``ru_maxrss`` in KiB) and its wall-clock seconds."""
     seconds = max(0.0, float(wall))
     whole = int(seconds)
-    return {"s": round(seconds, 4), "h:m:s": f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}",
-            "max_rss": round(ru.ru_maxrss / 1024, 2), "cpu_time": round(ru.ru_utime + ru.ru_stime, 4),
-            "user_s": round(ru.ru_utime, 4), "system_s": round(ru.ru_stime, 4), "pid": int(pid), "warm": bool(warm)}
+    return {
+        "s": round(seconds, 4),
+        "h:m:s": f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}",
+        "max_rss": round(ru.ru_maxrss / 1024, 2),
+        "cpu_time": round(ru.ru_utime + ru.ru_stime, 4),
+        "user_s": round(ru.ru_utime, 4),
+        "system_s": round(ru.ru_stime, 4),
+        "pid": int(pid),
+        "warm": bool(warm),
+    }
 
 
 def this_process(wall: float) -> dict[str, Any]:
@@ -68,8 +85,11 @@ def this_process(wall: float) -> dict[str, Any]:
     row = measure(me, wall, os.getpid(), warm=False)
     row["max_rss"] = round(max(me.ru_maxrss, kids.ru_maxrss) / 1024, 2)
     cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-    row.update(cpu_time=round(cpu, 4), user_s=round(me.ru_utime + kids.ru_utime, 4),
-               system_s=round(me.ru_stime + kids.ru_stime, 4))
+    row.update(
+        cpu_time=round(cpu, 4),
+        user_s=round(me.ru_utime + kids.ru_utime, 4),
+        system_s=round(me.ru_stime + kids.ru_stime, 4),
+    )
     return row
 
 

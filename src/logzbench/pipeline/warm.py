@@ -68,8 +68,19 @@ from typing import Any, Iterator, Mapping
 from .trusted import private_dir
 from .usage import measure, this_process, write_usage
 
-__all__ = ["DEFAULT_IDLE", "ENV_DIR", "ENV_ENABLE", "ENV_EXTRA_JOBS", "JOBS", "PRELOAD", "enabled", "fingerprint",
-           "run_job", "server_address", "stop_server"]
+__all__ = [
+    "DEFAULT_IDLE",
+    "ENV_DIR",
+    "ENV_ENABLE",
+    "ENV_EXTRA_JOBS",
+    "JOBS",
+    "PRELOAD",
+    "enabled",
+    "fingerprint",
+    "run_job",
+    "server_address",
+    "stop_server",
+]
 
 #: Environment variable: ``0``/``false``/``off``/``no`` runs every job in its own process.
 ENV_ENABLE = "LOGZBENCH_WARM"
@@ -82,27 +93,58 @@ DEFAULT_IDLE = 60.0
 START_TIMEOUT = 180.0
 #: Modules the server imports before it accepts jobs (missing ones are skipped).
 PRELOAD = (
-    "numpy", "torch", "pandas", "scipy.special", "yaml",
-    "mlflow", "mlflow.tracking", "mlflow.entities", "mlflow.store.tracking.sqlalchemy_store",
-    "logzbench.pipeline.jobs", "logzbench.api", "logzbench.training", "logzbench.trials", "logzbench.report",
-    "logzbench.tracking", "logzbench.data", "logzbench.plotting", "matplotlib.pyplot",
+    "numpy",
+    "torch",
+    "pandas",
+    "scipy.special",
+    "yaml",
+    "mlflow",
+    "mlflow.tracking",
+    "mlflow.entities",
+    "mlflow.store.tracking.sqlalchemy_store",
+    "logzbench.pipeline.jobs",
+    "logzbench.api",
+    "logzbench.training",
+    "logzbench.trials",
+    "logzbench.report",
+    "logzbench.tracking",
+    "logzbench.data",
+    "logzbench.plotting",
+    "matplotlib.pyplot",
 )
 _FALSE = {"0", "false", "off", "no"}
 #: The functions a warm server runs (``module:function``): the workflow's jobs.  Any other target
 #: runs in the caller's own process.
-JOBS = frozenset({
-    *(f"logzbench.pipeline.jobs:{name}" for name in ("prepare_job", "train_job", "run_estimate_sweep", "trials_job",
-                                                     "init_tracking_job")),
-    "logzbench.report:report_job", "logzbench.trials:report_trials",
-})
+JOBS = frozenset(
+    {
+        *(
+            f"logzbench.pipeline.jobs:{name}"
+            for name in ("prepare_job", "train_job", "run_estimate_sweep", "trials_job", "init_tracking_job")
+        ),
+        "logzbench.report:report_job",
+        "logzbench.trials:report_trials",
+    }
+)
 #: Environment variable: more targets (comma-separated) a server started with it also runs, for
 #: tests and extensions.  Read by the server at start, from its starter's (the same user's)
 #: environment, and part of its key; never taken from a request.
 ENV_EXTRA_JOBS = "LOGZBENCH_WARM_EXTRA_JOBS"
 #: Environment variables read when the interpreter and its libraries start (a forked job cannot
 #: change them afterwards): part of the server's key.
-_STARTUP_ENV = ("LD_", "PYTHON", "MALLOC_", "GLIBC_TUNABLES", "KMP_", "GOMP_", "MKL_", "OPENBLAS_",
-                "TORCH_", "PYTORCH_", "CUDA_", ENV_EXTRA_JOBS)
+_STARTUP_ENV = (
+    "LD_",
+    "PYTHON",
+    "MALLOC_",
+    "GLIBC_TUNABLES",
+    "KMP_",
+    "GOMP_",
+    "MKL_",
+    "OPENBLAS_",
+    "TORCH_",
+    "PYTORCH_",
+    "CUDA_",
+    ENV_EXTRA_JOBS,
+)
 
 
 # --------------------------------------------------------------------------- where
@@ -133,13 +175,18 @@ def process_attributes() -> dict:
     nice value, resource limits and the start-up environment (:data:`_STARTUP_ENV`)."""
     mask = os.umask(0)
     os.umask(mask)
-    limits = {name: resource.getrlimit(getattr(resource, name)) for name in sorted(dir(resource))
-              if name.startswith("RLIMIT_")}
-    return {"umask": mask,
-            "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-            "nice": os.getpriority(os.PRIO_PROCESS, 0),
-            "rlimits": limits,
-            "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(_STARTUP_ENV))}
+    limits = {
+        name: resource.getrlimit(getattr(resource, name))
+        for name in sorted(dir(resource))
+        if name.startswith("RLIMIT_")
+    }
+    return {
+        "umask": mask,
+        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        "rlimits": limits,
+        "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(_STARTUP_ENV)),
+    }
 
 
 def fingerprint() -> str:
@@ -174,8 +221,7 @@ def _peer_uid(conn: socket.socket) -> int | None:
     platform lacks it)."""
     if not hasattr(socket, "SO_PEERCRED"):
         return None
-    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                          struct.calcsize("3i")))
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     return uid
 
 
@@ -214,8 +260,15 @@ def _execute(target: str, kwargs: Mapping[str, Any], threads: int | None) -> Non
     getattr(importlib.import_module(module), name)(**dict(kwargs))
 
 
-def run_job(target: str, *, log: str | os.PathLike | None = None, threads: int | None = None,
-            warm: bool | None = None, usage: str | os.PathLike | None = None, **kwargs: Any) -> None:
+def run_job(
+    target: str,
+    *,
+    log: str | os.PathLike | None = None,
+    threads: int | None = None,
+    warm: bool | None = None,
+    usage: str | os.PathLike | None = None,
+    **kwargs: Any,
+) -> None:
     """Run ``target`` (``"module:function"``) with ``kwargs``, its output in ``log``.
 
     On a warm server when :func:`enabled` and ``target`` is a registered job (:data:`JOBS`), else
@@ -275,8 +328,10 @@ def _connect(address: Path) -> socket.socket | None:
     uid = _peer_uid(s)
     if uid != os.getuid():
         s.close()
-        raise _Unavailable(f"the listener at {address} is " +
-                           ("of unknown owner (no SO_PEERCRED here)" if uid is None else f"uid {uid}'s, not yours"))
+        raise _Unavailable(
+            f"the listener at {address} is "
+            + ("of unknown owner (no SO_PEERCRED here)" if uid is None else f"uid {uid}'s, not yours")
+        )
     return s
 
 
@@ -284,9 +339,22 @@ def _start_server(address: Path, idle: float) -> subprocess.Popen:
     fd = _open_nofollow(address.with_suffix(".log"), os.O_WRONLY | os.O_APPEND)
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "logzbench.pipeline.warm", "serve", "--socket", os.fspath(address),
-             "--idle", str(idle)],
-            stdin=subprocess.DEVNULL, stdout=fd, stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            [
+                sys.executable,
+                "-m",
+                "logzbench.pipeline.warm",
+                "serve",
+                "--socket",
+                os.fspath(address),
+                "--idle",
+                str(idle),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+        )
     finally:
         os.close(fd)
 
@@ -318,8 +386,9 @@ def _server_or_oserror(address: Path, *, start: bool, idle: float) -> socket.soc
             if conn is not None:
                 return conn
             if proc.poll() is not None:
-                raise _Unavailable(f"the warm server exited with status {proc.returncode} "
-                                   f"(see {address.with_suffix('.log')})")
+                raise _Unavailable(
+                    f"the warm server exited with status {proc.returncode} (see {address.with_suffix('.log')})"
+                )
             time.sleep(0.05)
         proc.terminate()
         raise _Unavailable(f"the warm server did not start within {START_TIMEOUT:g} s")
@@ -341,12 +410,20 @@ def _messages(conn: socket.socket) -> Iterator[dict]:
             yield json.loads(line)
 
 
-def _submit(target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | None,
-            threads: int | None) -> tuple[int, dict | None]:
+def _submit(
+    target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | None, threads: int | None
+) -> tuple[int, dict | None]:
     """Run the job on the warm server; return its exit status (0: success) and the usage of its
     process (:func:`logzbench.pipeline.usage.measure`; ``None`` where the server could not tell)."""
-    request = {"op": "run", "target": target, "kwargs": dict(kwargs), "threads": threads,
-               "log": None if log is None else os.path.abspath(log), "cwd": os.getcwd(), "env": dict(os.environ)}
+    request = {
+        "op": "run",
+        "target": target,
+        "kwargs": dict(kwargs),
+        "threads": threads,
+        "log": None if log is None else os.path.abspath(log),
+        "cwd": os.getcwd(),
+        "env": dict(os.environ),
+    }
     try:
         payload = json.dumps(request)
     except (TypeError, ValueError) as exc:
@@ -370,8 +447,11 @@ def _submit(target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | Non
                 child = int(msg["pid"])
             elif "status" in msg:
                 return int(msg["status"]), msg.get("usage")
-        raise _Unavailable("the warm server closed the connection before the job ended") if child is None \
+        raise (
+            _Unavailable("the warm server closed the connection before the job ended")
+            if child is None
             else RuntimeError(f"the job's process {child} ended without a status (killed?); see {log}")
+        )
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -424,7 +504,7 @@ def _child(conn: socket.socket, request: Mapping[str, Any]) -> int:
         status = 0
     except SystemExit as exc:
         status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - the job's failure, reported in its log
+    except BaseException:
         traceback.print_exc()
         status = 1
     with contextlib.suppress(Exception):
@@ -445,7 +525,7 @@ def _warm_matplotlib() -> None:
         ax.legend()
         fig.savefig(io.BytesIO(), format="png", dpi=50)
         plt.close(fig)
-    except Exception as exc:  # noqa: BLE001 - an optimisation only
+    except Exception as exc:
         print(f"matplotlib warm-up: {type(exc).__name__}: {exc}", flush=True)
 
 
@@ -458,7 +538,7 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
     for name in preload:
         try:
             importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - a missing optional module
+        except Exception as exc:
             print(f"preload {name}: {type(exc).__name__}: {exc}", flush=True)
     _warm_matplotlib()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -58,7 +58,8 @@ they are also set as tags (``logzbench.flag``, ``logzbench.flagged``) on the run
 affected estimates.  Method and family lists and plot styles come from :mod:`logzbench.registry`
 (see :mod:`.methods`).
 
-Modules: :mod:`.build` (:func:`build_report`, :func:`report_job`), :mod:`.records` (loading, per-run table, summary over seeds), :mod:`.flags`,
+Modules: :mod:`.build` (:func:`build_report`, :func:`report_job`), :mod:`.records` (loading, per-run table,
+summary over seeds), :mod:`.flags`,
 :mod:`.tables`, :mod:`.plots`, :mod:`.methods`, :mod:`.bracket` (sandwich and BDMC brackets),
 :mod:`.learners` (learner-trained models),
 :mod:`.published` (the papers' values), :mod:`.papers` (ours beside them).
@@ -69,13 +70,32 @@ from .bracket import BRACKET_COLUMNS, make_table_bracket, plot_bracket
 from .build import build_report, report_job
 from .flags import RULES, ReportThresholds, apply_flags
 from .learners import make_table_learners, make_table_learners_paper
-from .methods import (ANALYSIS_FAMILIES, ANNEALED_METHODS, CONTINUOUS_FAMILIES, CONTINUOUS_METHODS, DEEP_FAMILIES,
-                      GENERATIVE_FAMILIES, INIT_ORDER, K_METHODS, LOG_Z_METHODS, LOWER_BOUND_METHODS)
+from .methods import (
+    ANALYSIS_FAMILIES,
+    ANNEALED_METHODS,
+    CONTINUOUS_FAMILIES,
+    CONTINUOUS_METHODS,
+    DEEP_FAMILIES,
+    GENERATIVE_FAMILIES,
+    INIT_ORDER,
+    K_METHODS,
+    LOG_Z_METHODS,
+    LOWER_BOUND_METHODS,
+)
 from .papers import make_table_papers
 from .plots import plot_annealed_trials, plot_model, plot_model_size
 from .records import GROUP_COLUMNS, LOG_F_COLUMNS, PER_RUN_COLUMNS, load_results, normalize_record, summarize
-from .tables import (ANNEALED_TRIAL_COLUMNS, AVERAGE_METHOD, annealed_trials, flag_rows, ground_truth, make_table1,
-                     make_table2, make_table_continuous, make_table_csl)
+from .tables import (
+    ANNEALED_TRIAL_COLUMNS,
+    AVERAGE_METHOD,
+    annealed_trials,
+    flag_rows,
+    ground_truth,
+    make_table1,
+    make_table2,
+    make_table_continuous,
+    make_table_csl,
+)
 
 __all__ = [
     "ReportThresholds",

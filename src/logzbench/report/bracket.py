@@ -25,11 +25,37 @@ from .methods import BRACKET_METHODS, label, line_style
 from .records import as_float, int_or_none, normalize_record
 
 #: columns of ``table_bracket.csv``: one row per bracket estimate and bracketed quantity
-BRACKET_COLUMNS = ["model", "dataset", "family", "estimator", "method", "seed", "quantity", "data", "lower", "upper",
-                   "width", "lower_estimator", "upper_estimator", "lower_guarantee", "upper_guarantee",
-                   "lower_guaranteed", "upper_guaranteed", "lower_slack", "upper_slack", "confidence", "target_width",
-                   "width_reached", "K", "total_sweeps", "exact", "contains_exact", "lower_estimate",
-                   "upper_estimate", "noise_z"]
+BRACKET_COLUMNS = [
+    "model",
+    "dataset",
+    "family",
+    "estimator",
+    "method",
+    "seed",
+    "quantity",
+    "data",
+    "lower",
+    "upper",
+    "width",
+    "lower_estimator",
+    "upper_estimator",
+    "lower_guarantee",
+    "upper_guarantee",
+    "lower_guaranteed",
+    "upper_guaranteed",
+    "lower_slack",
+    "upper_slack",
+    "confidence",
+    "target_width",
+    "width_reached",
+    "K",
+    "total_sweeps",
+    "exact",
+    "contains_exact",
+    "lower_estimate",
+    "upper_estimate",
+    "noise_z",
+]
 #: the bracket columns of ``table_continuous.csv`` (the mean test log-likelihood's; see :func:`continuous_brackets`)
 CONTINUOUS_BRACKET_COLUMNS = ["bracket_lower", "bracket_upper", "bracket_width", "bracket_estimator"]
 #: axis labels of the bracketed quantities
@@ -64,13 +90,17 @@ def _exact_values(per_run: pd.DataFrame | None) -> tuple[dict[str, float], dict[
         return {}, {}
     ex = per_run[per_run["method"] == "exact"]
     log_z = {m: float(v) for m, v in ex.groupby("model")["log_z"].mean().items() if math.isfinite(float(v))}
-    ll = {k: float(v) for k, v in ex.groupby(["model", "test_set"])["mean_test_ll"].mean().items()
-          if math.isfinite(float(v))}
+    ll = {
+        k: float(v)
+        for k, v in ex.groupby(["model", "test_set"])["mean_test_ll"].mean().items()
+        if math.isfinite(float(v))
+    }
     return log_z, ll
 
 
-def _rows_of(rec: Mapping[str, Any], src: str | None, exact_z: Mapping[str, float],
-             exact_ll: Mapping[tuple[str, str], float]) -> list[dict[str, Any]]:
+def _rows_of(
+    rec: Mapping[str, Any], src: str | None, exact_z: Mapping[str, float], exact_ll: Mapping[tuple[str, str], float]
+) -> list[dict[str, Any]]:
     """The table rows of one bracket record: one per bracketed quantity."""
     b = estimate_bracket(rec)
     if not b:
@@ -95,31 +125,47 @@ def _rows_of(rec: Mapping[str, Any], src: str | None, exact_z: Mapping[str, floa
             exact = as_float(extra.get("exact_mean_log_likelihood"))
         else:
             exact = exact_ll.get((row["model"], row["test_set"]), float("nan"))
-        contains = (bool(lower <= exact <= upper) if all(math.isfinite(x) for x in (lower, upper, exact))
-                    else None)
-        out.append({
-            "model": row["model"], "dataset": row["dataset"], "family": row["family"], "estimator": row["estimator"],
-            "method": row["method"], "seed": row["seed"], "quantity": q, "data": "test" if q == "log_z" else data,
-            "lower": lower, "upper": upper, "width": width,
-            "lower_estimator": _str_or_empty(b.get(f"{q}_lower_estimator")),
-            "upper_estimator": _str_or_empty(b.get(f"{q}_upper_estimator")),
-            "lower_guarantee": _str_or_empty(b.get(f"{q}_lower_guarantee")),
-            "upper_guarantee": _str_or_empty(b.get(f"{q}_upper_guarantee")),
-            "lower_guaranteed": _bool_or_none(b.get(f"{q}_lower_guaranteed")),
-            "upper_guaranteed": _bool_or_none(b.get(f"{q}_upper_guaranteed")),
-            "lower_slack": as_float(b.get(f"{q}_lower_slack")), "upper_slack": as_float(b.get(f"{q}_upper_slack")),
-            "confidence": as_float(b.get("confidence")), "target_width": as_float(b.get("target_width")),
-            "width_reached": _bool_or_none(b.get("width_reached")), "K": K, "total_sweeps": total,
-            "exact": exact, "contains_exact": contains,
-            # the raw estimates, where the ends are widened by their noise (noise_z standard errors)
-            "lower_estimate": as_float(b.get(f"{q}_lower_estimate")),
-            "upper_estimate": as_float(b.get(f"{q}_upper_estimate")), "noise_z": as_float(b.get("noise_z")),
-        })
+        contains = bool(lower <= exact <= upper) if all(math.isfinite(x) for x in (lower, upper, exact)) else None
+        out.append(
+            {
+                "model": row["model"],
+                "dataset": row["dataset"],
+                "family": row["family"],
+                "estimator": row["estimator"],
+                "method": row["method"],
+                "seed": row["seed"],
+                "quantity": q,
+                "data": "test" if q == "log_z" else data,
+                "lower": lower,
+                "upper": upper,
+                "width": width,
+                "lower_estimator": _str_or_empty(b.get(f"{q}_lower_estimator")),
+                "upper_estimator": _str_or_empty(b.get(f"{q}_upper_estimator")),
+                "lower_guarantee": _str_or_empty(b.get(f"{q}_lower_guarantee")),
+                "upper_guarantee": _str_or_empty(b.get(f"{q}_upper_guarantee")),
+                "lower_guaranteed": _bool_or_none(b.get(f"{q}_lower_guaranteed")),
+                "upper_guaranteed": _bool_or_none(b.get(f"{q}_upper_guaranteed")),
+                "lower_slack": as_float(b.get(f"{q}_lower_slack")),
+                "upper_slack": as_float(b.get(f"{q}_upper_slack")),
+                "confidence": as_float(b.get("confidence")),
+                "target_width": as_float(b.get("target_width")),
+                "width_reached": _bool_or_none(b.get("width_reached")),
+                "K": K,
+                "total_sweeps": total,
+                "exact": exact,
+                "contains_exact": contains,
+                # the raw estimates, where the ends are widened by their noise (noise_z standard errors)
+                "lower_estimate": as_float(b.get(f"{q}_lower_estimate")),
+                "upper_estimate": as_float(b.get(f"{q}_upper_estimate")),
+                "noise_z": as_float(b.get("noise_z")),
+            }
+        )
     return out
 
 
-def make_table_bracket(records: Sequence[tuple[Mapping[str, Any], str | None]],
-                       per_run: pd.DataFrame | None = None) -> pd.DataFrame:
+def make_table_bracket(
+    records: Sequence[tuple[Mapping[str, Any], str | None]], per_run: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """``table_bracket.csv``: one row per bracket estimate (sandwich, BDMC) and bracketed quantity
     (:data:`BRACKET_COLUMNS`).
 
@@ -136,13 +182,15 @@ def make_table_bracket(records: Sequence[tuple[Mapping[str, Any], str | None]],
         t[c] = pd.array(t[c], dtype="Int64")
     for c in ("lower_guaranteed", "upper_guaranteed", "width_reached", "contains_exact"):
         t[c] = pd.array(t[c], dtype="boolean")
-    return t.sort_values(["model", "estimator", "quantity", "seed", "K"], kind="stable",
-                         na_position="first").reset_index(drop=True)
+    return t.sort_values(
+        ["model", "estimator", "quantity", "seed", "K"], kind="stable", na_position="first"
+    ).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- the bracket against its cost
-def _history_points(recs: Sequence[tuple[Mapping[str, Any], str | None]], quantity: str
-                    ) -> list[tuple[str, str, int | None, pd.DataFrame]]:
+def _history_points(
+    recs: Sequence[tuple[Mapping[str, Any], str | None]], quantity: str
+) -> list[tuple[str, str, int | None, pd.DataFrame]]:
     """``(method, estimator, seed, points)`` for each bracket estimator and seed of one model: ``points`` has
     ``total_sweeps``, ``lower``, ``upper`` sorted by ``total_sweeps``: the rounds of the record's ``history``
     (the sandwich), else one point per record (BDMC: one per K of its sweep)."""
@@ -155,26 +203,46 @@ def _history_points(recs: Sequence[tuple[Mapping[str, Any], str | None]], quanti
         key = (row["method"], row["estimator"], row["seed"])
         hist = b.get("history")
         if isinstance(hist, list) and hist:
-            pts = [{"total_sweeps": as_float(h.get("total_sweeps")), "lower": as_float(h.get(f"{quantity}_lower")),
-                    "upper": as_float(h.get(f"{quantity}_upper"))} for h in hist if isinstance(h, Mapping)]
+            pts = [
+                {
+                    "total_sweeps": as_float(h.get("total_sweeps")),
+                    "lower": as_float(h.get(f"{quantity}_lower")),
+                    "upper": as_float(h.get(f"{quantity}_upper")),
+                }
+                for h in hist
+                if isinstance(h, Mapping)
+            ]
         else:
             total = b.get("total_sweeps", (rec.get("result", rec)).get("total_sweeps"))
-            pts = [{"total_sweeps": as_float(total), "lower": as_float(b.get(f"{quantity}_lower")),
-                    "upper": as_float(b.get(f"{quantity}_upper"))}]
+            pts = [
+                {
+                    "total_sweeps": as_float(total),
+                    "lower": as_float(b.get(f"{quantity}_lower")),
+                    "upper": as_float(b.get(f"{quantity}_upper")),
+                }
+            ]
         groups.setdefault(key, []).extend(pts)
     out = []
-    for (method, est, seed), pts in sorted(groups.items(), key=lambda kv: tuple("" if x is None else str(x)
-                                                                                  for x in kv[0])):
+    for (method, est, seed), pts in sorted(
+        groups.items(), key=lambda kv: tuple("" if x is None else str(x) for x in kv[0])
+    ):
         df = pd.DataFrame(pts, columns=["total_sweeps", "lower", "upper"])
-        df = df[np.isfinite(df["total_sweeps"]) & (df["total_sweeps"] > 0)
-                & (np.isfinite(df["lower"]) | np.isfinite(df["upper"]))]
+        df = df[
+            np.isfinite(df["total_sweeps"])
+            & (df["total_sweeps"] > 0)
+            & (np.isfinite(df["lower"]) | np.isfinite(df["upper"]))
+        ]
         if not df.empty:
             out.append((method, est, seed, df.sort_values("total_sweeps", kind="stable").reset_index(drop=True)))
     return out
 
 
-def plot_bracket(records: Sequence[tuple[Mapping[str, Any], str | None]], model: str, path: str | os.PathLike,
-                 table: pd.DataFrame | None = None) -> Path:
+def plot_bracket(
+    records: Sequence[tuple[Mapping[str, Any], str | None]],
+    model: str,
+    path: str | os.PathLike,
+    table: pd.DataFrame | None = None,
+) -> Path:
     """``plots/<model>_bracket.png``: the lower and upper ends of each bracket estimate of ``model`` against
     the Gibbs sweeps spent (``total_sweeps``, log scale), shaded between, one line pair per estimator and seed,
     from the record's ``history`` (the sandwich's rounds of K doubling; BDMC: one point per K); one panel per
@@ -184,12 +252,21 @@ def plot_bracket(records: Sequence[tuple[Mapping[str, Any], str | None]], model:
 
     plt = pyplot()
     from matplotlib.ticker import NullFormatter
-    mine = [(rec, src) for rec, src in records if is_bracket_record(rec) and normalize_record(rec, src)["model"] == model]
+
+    mine = [
+        (rec, src) for rec, src in records if is_bracket_record(rec) and normalize_record(rec, src)["model"] == model
+    ]
     panels = [(q, pts) for q in QUANTITIES if (pts := _history_points(mine, q))]
     if not panels:
         fig, ax = plt.subplots(figsize=(6.4, 3.0))
-        ax.text(0.5, 0.5, f"{model}: no bracket estimates (sandwich, BDMC)", transform=ax.transAxes, ha="center",
-                va="center")
+        ax.text(
+            0.5,
+            0.5,
+            f"{model}: no bracket estimates (sandwich, BDMC)",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+        )
         ax.set_axis_off()
         return save_figure(fig, path, dpi=110)
     fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False)
@@ -216,10 +293,15 @@ def plot_bracket(records: Sequence[tuple[Mapping[str, Any], str | None]], model:
             ex = table[(table["model"] == model) & (table["quantity"] == q) & table["exact"].notna()]
             for data, g in ex.groupby("data", sort=True):
                 for i, v in enumerate(sorted(set(np.round(g["exact"].to_numpy(dtype=float), 12)))):
-                    ax.axhline(v, color=line_style("exact").get("color", "black"), linewidth=1.2,
-                               linestyle="-" if data == "test" else ":",
-                               label=None if i else (label("exact") if data == "test" else
-                                                     f"{label('exact')} (simulated points)"))
+                    ax.axhline(
+                        v,
+                        color=line_style("exact").get("color", "black"),
+                        linewidth=1.2,
+                        linestyle="-" if data == "test" else ":",
+                        label=None
+                        if i
+                        else (label("exact") if data == "test" else f"{label('exact')} (simulated points)"),
+                    )
         ax.set_xlabel("Gibbs sweeps x chains spent (total_sweeps)")
         ax.set_ylabel(QUANTITY_LABELS.get(q, q))
         ax.set_title(f"{model}: bracket on {'log Z' if q == 'log_z' else 'the mean log-likelihood'}")
@@ -247,8 +329,12 @@ def continuous_brackets(table: pd.DataFrame) -> pd.DataFrame:
             pick = pick[pick["K"] == pick["K"].max()]
         lower, upper = float(pick["lower"].mean()), float(pick["upper"].mean())
         est = pick["estimator"].iloc[0]
-        out[model] = {"bracket_lower": lower, "bracket_upper": upper, "bracket_width": upper - lower,
-                      "bracket_estimator": est + (" (simulated data)" if (pick["data"] == "simulated").any() else "")}
+        out[model] = {
+            "bracket_lower": lower,
+            "bracket_upper": upper,
+            "bracket_width": upper - lower,
+            "bracket_estimator": est + (" (simulated data)" if (pick["data"] == "simulated").any() else ""),
+        }
     return pd.DataFrame.from_dict(out, orient="index", columns=CONTINUOUS_BRACKET_COLUMNS)
 
 
@@ -258,6 +344,7 @@ def add_continuous_brackets(table_c: pd.DataFrame, table_b: pd.DataFrame) -> pd.
     b = continuous_brackets(table_b)
     out = table_c.copy()
     for c in CONTINUOUS_BRACKET_COLUMNS:
-        out[c] = [b.at[m, c] if m in b.index else (float("nan") if c != "bracket_estimator" else "")
-                  for m in out["model"]]
+        out[c] = [
+            b.at[m, c] if m in b.index else (float("nan") if c != "bracket_estimator" else "") for m in out["model"]
+        ]
     return out[list(table_c.columns) + CONTINUOUS_BRACKET_COLUMNS]

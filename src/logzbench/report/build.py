@@ -22,8 +22,15 @@ from .learners import learner_models, make_table_learners, make_table_learners_p
 from .papers import check_paper_rows_match, make_table_papers
 from .plots import plot_annealed_trials, plot_model, plot_model_size
 from .records import find_records, load_results, summarize
-from .tables import (annealed_trials, flag_rows, ground_truth, make_table1, make_table2, make_table_continuous,
-                     make_table_csl)
+from .tables import (
+    annealed_trials,
+    flag_rows,
+    ground_truth,
+    make_table1,
+    make_table2,
+    make_table_continuous,
+    make_table_csl,
+)
 
 __all__ = ["build_report", "report_job"]
 
@@ -56,8 +63,14 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def _plots(per_run: pd.DataFrame, summary: pd.DataFrame, trials: pd.DataFrame, table_c: pd.DataFrame,
-           models: Sequence[str] | None, out: Path) -> tuple[dict[str, Path], dict[str, Path], Path]:
+def _plots(
+    per_run: pd.DataFrame,
+    summary: pd.DataFrame,
+    trials: pd.DataFrame,
+    table_c: pd.DataFrame,
+    models: Sequence[str] | None,
+    out: Path,
+) -> tuple[dict[str, Path], dict[str, Path], Path]:
     """Draw ``plots/<model>.png`` and ``plots/<model>_bias_mse.png`` for every model (those of the
     records and ``models``) and ``plots/model_size.png``; their paths."""
     model_plots: dict[str, Path] = {}
@@ -73,19 +86,30 @@ def _tag_runs(per_run: pd.DataFrame, tracking_uri: str | None, experiment_name: 
     from .. import tracking
 
     flags_by_key = {r["key"]: [f for f in r["flags"].split("; ") if f] for _, r in per_run.iterrows() if r["key"]}
-    return tracking.set_flags(flags_by_key, uri=tracking_uri,
-                              experiment_name=experiment_name or tracking.DEFAULT_EXPERIMENT)
+    return tracking.set_flags(
+        flags_by_key, uri=tracking_uri, experiment_name=experiment_name or tracking.DEFAULT_EXPERIMENT
+    )
 
 
-def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mapping[str, Any]],
-                 out_dir: str | os.PathLike, *, gap_threshold: float = 1.0, ess_fraction: float = 0.1,
-                 z: float = 2.0, truth_tolerance: float = 0.1, khat: float = 0.7,
-                 models: Sequence[str] | None = None, plots: bool = True,
-                 tracking_uri: str | None = None, experiment_name: str | None = None,
-                 model_records: Iterable[str | os.PathLike | Mapping[str, Any]] = (),
-                 data_dir: str | os.PathLike | None = None,
-                 paper_rows: Mapping[str, Mapping[str, str]] | None = None,
-                 check_papers: bool = False, bracket_models: Sequence[str] = ()) -> dict[str, Any]:
+def build_report(
+    results: str | os.PathLike | Iterable[str | os.PathLike | Mapping[str, Any]],
+    out_dir: str | os.PathLike,
+    *,
+    gap_threshold: float = 1.0,
+    ess_fraction: float = 0.1,
+    z: float = 2.0,
+    truth_tolerance: float = 0.1,
+    khat: float = 0.7,
+    models: Sequence[str] | None = None,
+    plots: bool = True,
+    tracking_uri: str | None = None,
+    experiment_name: str | None = None,
+    model_records: Iterable[str | os.PathLike | Mapping[str, Any]] = (),
+    data_dir: str | os.PathLike | None = None,
+    paper_rows: Mapping[str, Mapping[str, str]] | None = None,
+    check_papers: bool = False,
+    bracket_models: Sequence[str] = (),
+) -> dict[str, Any]:
     """Build the report from estimate records.
 
     Parameters
@@ -153,8 +177,9 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         resolve_tracking_uri(tracking_uri)
     records = find_records(results)
     per_run = load_results(results, records=records)
-    per_run, summary = apply_flags(per_run, summarize(per_run), gap_threshold=gap_threshold,
-                                   ess_fraction=ess_fraction, z=z, khat=khat)
+    per_run, summary = apply_flags(
+        per_run, summarize(per_run), gap_threshold=gap_threshold, ess_fraction=ess_fraction, z=z, khat=khat
+    )
     if check_papers:
         check_paper_rows_match(summary, paper_rows or {})
     out.mkdir(parents=True, exist_ok=True)
@@ -181,20 +206,28 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "table_bracket": _write_csv(table_b, out / "table_bracket.csv"),
     }
     if learners:  # the paper's Tables 2-3 as printed, ours beside theirs
-        paths["table_learners_paper"] = _write_csv(make_table_learners_paper(table_l),
-                                                   out / "table_learners_paper.csv")
+        paths["table_learners_paper"] = _write_csv(make_table_learners_paper(table_l), out / "table_learners_paper.csv")
     model_plots: dict[str, Path] = {}
     trial_plots: dict[str, Path] = {}
     if plots:
         model_plots, trial_plots, paths["model_size_plot"] = _plots(per_run, summary, trials, table_c, models, out)
     learner_plots = plot_learners(summary, learners, out / "plots") if plots else {}
-    bracket_plots = ({m: plot_bracket(records, m, out / "plots" / f"{m}_bracket.png", table_b)
-                      for m in sorted(set(table_b["model"]) | set(bracket_models or ()))} if plots else {})
+    bracket_plots = (
+        {
+            m: plot_bracket(records, m, out / "plots" / f"{m}_bracket.png", table_b)
+            for m in sorted(set(table_b["model"]) | set(bracket_models or ()))
+        }
+        if plots
+        else {}
+    )
     paths["plots"] = model_plots
     paths["trial_plots"] = trial_plots
     paths["bracket_plots"] = bracket_plots
-    tagged = (_tag_runs(per_run, tracking_uri, experiment_name)
-              if tracking_uri is not None or experiment_name is not None else None)
+    tagged = (
+        _tag_runs(per_run, tracking_uri, experiment_name)
+        if tracking_uri is not None or experiment_name is not None
+        else None
+    )
     n_flagged = int((summary["flags"] != "").sum())
     report = {
         "n_runs": int(len(per_run)),
@@ -204,11 +237,25 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
         "mlflow_runs_tagged": tagged,
         "thresholds": dict(ReportThresholds(gap_threshold, ess_fraction, z, khat)),
         "models": sorted(set(per_run["model"])),
-        "flags": [{"model": s["model"], "estimator": s["estimator"], "K": None if pd.isna(s["K"]) else int(s["K"]),
-                   "init": s["init"], "flags": s["flags"]} for _, s in summary.iterrows() if s["flags"]],
-        "files": {k: str(v) for k, v in paths.items()
-                  if k not in ("plots", "trial_plots", "bracket_plots") and (learners or k != "table_learners")
-                  and (paper_rows or k != "table_papers") and (len(table_b) or k != "table_bracket")},
+        "flags": [
+            {
+                "model": s["model"],
+                "estimator": s["estimator"],
+                "K": None if pd.isna(s["K"]) else int(s["K"]),
+                "init": s["init"],
+                "flags": s["flags"],
+            }
+            for _, s in summary.iterrows()
+            if s["flags"]
+        ],
+        "files": {
+            k: str(v)
+            for k, v in paths.items()
+            if k not in ("plots", "trial_plots", "bracket_plots")
+            and (learners or k != "table_learners")
+            and (paper_rows or k != "table_papers")
+            and (len(table_b) or k != "table_bracket")
+        },
         "table_continuous": _records(table_c),
         "ground_truth": _records(truth),
         "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
@@ -231,12 +278,20 @@ def build_report(results: str | os.PathLike | Iterable[str | os.PathLike | Mappi
     return paths
 
 
-def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, thresholds: Mapping[str, Any],
-               models: Sequence[str], tracking: Mapping[str, Any], tables: Sequence[str | os.PathLike] = (),
-               plots: Sequence[str | os.PathLike] = (), model_dir: str | os.PathLike | None = None,
-               data_dir: str | os.PathLike | None = None,
-               paper_rows: Mapping[str, Mapping[str, str]] | None = None,
-               bracket_models: Sequence[str] = ()) -> dict[str, Any]:
+def report_job(
+    estimates: Sequence[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    thresholds: Mapping[str, Any],
+    models: Sequence[str],
+    tracking: Mapping[str, Any],
+    tables: Sequence[str | os.PathLike] = (),
+    plots: Sequence[str | os.PathLike] = (),
+    model_dir: str | os.PathLike | None = None,
+    data_dir: str | os.PathLike | None = None,
+    paper_rows: Mapping[str, Mapping[str, str]] | None = None,
+    bracket_models: Sequence[str] = (),
+) -> dict[str, Any]:
     """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
     ``truth_tolerance``, ``khat``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
@@ -255,24 +310,48 @@ def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLik
     model_dir = Path(model_dir) if model_dir is not None else root / "models"
     records = [p for p in (model_dir / f"{m}.json" for m in models) if p.is_file()]
     paths = build_report(
-        list(estimates), out_dir, gap_threshold=thresholds["gap_threshold"], ess_fraction=thresholds["ess_fraction"],
-        z=thresholds["z"], truth_tolerance=thresholds["truth_tolerance"], khat=thresholds.get("khat", 0.7),
+        list(estimates),
+        out_dir,
+        gap_threshold=thresholds["gap_threshold"],
+        ess_fraction=thresholds["ess_fraction"],
+        z=thresholds["z"],
+        truth_tolerance=thresholds["truth_tolerance"],
+        khat=thresholds.get("khat", 0.7),
         models=list(models),
-        tracking_uri=tracking["uri"] if enabled else None, experiment_name=tracking["experiment"] if enabled else None,
-        model_records=records, data_dir=data_dir if data_dir is not None else root / "data", paper_rows=paper_rows,
-        bracket_models=list(bracket_models))
-    tables = [*tables, paths["table_learners"], paths["table_papers"], paths["table_csl"], *([paths["table_learners_paper"]] if "table_learners_paper" in paths else [])]
+        tracking_uri=tracking["uri"] if enabled else None,
+        experiment_name=tracking["experiment"] if enabled else None,
+        model_records=records,
+        data_dir=data_dir if data_dir is not None else root / "data",
+        paper_rows=paper_rows,
+        bracket_models=list(bracket_models),
+    )
+    tables = [
+        *tables,
+        paths["table_learners"],
+        paths["table_papers"],
+        paths["table_csl"],
+        *([paths["table_learners_paper"]] if "table_learners_paper" in paths else []),
+    ]
     tables = list(dict.fromkeys([*map(str, tables), str(paths["table_bracket"])]))
-    plots = list(dict.fromkeys([*map(str, plots), *map(str, paths["learner_plots"].values()),
-                                *map(str, paths["bracket_plots"].values())]))
+    plots = list(
+        dict.fromkeys(
+            [*map(str, plots), *map(str, paths["learner_plots"].values()), *map(str, paths["bracket_plots"].values())]
+        )
+    )
     if enabled:
         from ..tracking import dashboard_hint, log_run
 
-        log_run("report", uri=tracking["uri"], experiment_name=tracking["experiment"], kind="report",
-                params={"n_estimates": len(estimates), **thresholds},
-                metrics={"n_flagged_settings": paths["n_flagged"]},
-                artifacts={**{str(f): "tables" for f in tables}, **{str(p): "plots" for p in plots}},
-                start_time=started, end_time=utc_now())
+        log_run(
+            "report",
+            uri=tracking["uri"],
+            experiment_name=tracking["experiment"],
+            kind="report",
+            params={"n_estimates": len(estimates), **thresholds},
+            metrics={"n_flagged_settings": paths["n_flagged"]},
+            artifacts={**{str(f): "tables" for f in tables}, **{str(p): "plots" for p in plots}},
+            start_time=started,
+            end_time=utc_now(),
+        )
     print(f"report: {paths}")
     if enabled:
         from ..tracking import get_client, setup_dashboard
@@ -282,6 +361,6 @@ def report_job(estimates: Sequence[str | os.PathLike], out_dir: str | os.PathLik
             exp = client.get_experiment_by_name(tracking["experiment"])
             setup_dashboard(client, exp.experiment_id, tracking.get("description"))
             print(dashboard_hint(tracking["uri"], exp.experiment_id))
-        except Exception as exc:  # noqa: BLE001 - the report is built; the UI's set-up is a convenience
+        except Exception as exc:
             print(f"MLflow UI set-up skipped: {exc}")
     return paths

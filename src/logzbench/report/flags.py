@@ -48,8 +48,9 @@ class ReportThresholds(dict):
     (Pareto k-hat)."""
 
     def __init__(self, gap_threshold: float = 1.0, ess_fraction: float = 0.1, z: float = 2.0, khat: float = 0.7):
-        super().__init__(gap_threshold=float(gap_threshold), ess_fraction=float(ess_fraction), z=float(z),
-                         khat=float(khat))
+        super().__init__(
+            gap_threshold=float(gap_threshold), ess_fraction=float(ess_fraction), z=float(z), khat=float(khat)
+        )
 
 
 @dataclass(frozen=True)
@@ -82,13 +83,15 @@ def run_ess_flag(run: pd.Series, ess_fraction: float) -> str | None:
         return None
     n = int(n_weights)
     if ess < ess_fraction * n:
-        return (f"low ESS: {ess:.3g} of {n} {weight_unit(run['method'])} "
-                f"({100 * ess / n:.2g}% < {100 * ess_fraction:g}%)")
+        return (
+            f"low ESS: {ess:.3g} of {n} {weight_unit(run['method'])} ({100 * ess / n:.2g}% < {100 * ess_fraction:g}%)"
+        )
     return None
 
 
-def _flagged_seeds(inp: FlagInput, run_flag: Callable[[pd.Series], str | None]
-                   ) -> Iterator[tuple[int, pd.Series, list[str]]]:
+def _flagged_seeds(
+    inp: FlagInput, run_flag: Callable[[pd.Series], str | None]
+) -> Iterator[tuple[int, pd.Series, list[str]]]:
     """``(index, summary row, its seeds)`` of each summary row with runs that ``run_flag`` flags."""
     bad: dict[tuple, list[str]] = {}
     for _, r in inp.per_run.iterrows():
@@ -103,8 +106,13 @@ def low_ess(inp: FlagInput) -> Iterator[Flag]:
     """A summary row is flagged when any of its seeds' runs has too low an ESS."""
     frac = inp.thresholds["ess_fraction"]
     for i, s, seeds in _flagged_seeds(inp, lambda r: run_ess_flag(r, frac)):
-        yield (i,), (f"low ESS (seed {','.join(seeds)}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} "
-                     f"{weight_unit(s['method'])} (< {100 * frac:g}%)")
+        yield (
+            (i,),
+            (
+                f"low ESS (seed {','.join(seeds)}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} "
+                f"{weight_unit(s['method'])} (< {100 * frac:g}%)"
+            ),
+        )
 
 
 # --------------------------------------------------------------------------- tails and spread
@@ -112,8 +120,9 @@ def run_khat_flag(run: pd.Series, khat: float) -> str | None:
     """The k-hat reason of one run: a Pareto k-hat of its log-weights above ``khat``."""
     k = float(run.get("khat", float("nan")))
     if math.isfinite(k) and k > khat:
-        return (f"heavy-tailed log-weights: Pareto k-hat {k:.2f} > {khat:g}, "
-                "the standard error understates the uncertainty")
+        return (
+            f"heavy-tailed log-weights: Pareto k-hat {k:.2f} > {khat:g}, the standard error understates the uncertainty"
+        )
     return None
 
 
@@ -121,8 +130,13 @@ def heavy_tails(inp: FlagInput) -> Iterator[Flag]:
     """A summary row is flagged when any of its seeds' runs has heavy-tailed log-weights (k-hat > ``khat``)."""
     th = inp.thresholds["khat"]
     for i, s, seeds in _flagged_seeds(inp, lambda r: run_khat_flag(r, th)):
-        yield (i,), (f"heavy-tailed log-weights (seed {','.join(seeds)}): Pareto k-hat {s['khat_max']:.2f} > "
-                     f"{th:g}, the standard error understates the uncertainty")
+        yield (
+            (i,),
+            (
+                f"heavy-tailed log-weights (seed {','.join(seeds)}): Pareto k-hat {s['khat_max']:.2f} > "
+                f"{th:g}, the standard error understates the uncertainty"
+            ),
+        )
 
 
 #: quantile of chi-square(n - 1) above which the spread between seeds is too wide for the standard errors
@@ -150,8 +164,10 @@ def understated_spread(inp: FlagInput) -> Iterator[Flag]:
         runs.setdefault(group_key(r), []).append(j)
     for i, s in inp.summary.iterrows():
         g = inp.per_run.loc[runs.get(group_key(s), [])]
-        for what, col, se_col in (("mean test LL", "mean_test_ll", "mean_test_ll_stderr"),
-                                  ("log Z", "log_z", "log_z_stderr")):
+        for what, col, se_col in (
+            ("mean test LL", "mean_test_ll", "mean_test_ll_stderr"),
+            ("log Z", "log_z", "log_z_stderr"),
+        ):
             n, sd, rms = seed_spread(g[col], g[se_col])
             if n < SPREAD_MIN_SEEDS:
                 continue
@@ -163,9 +179,14 @@ def understated_spread(inp: FlagInput) -> Iterator[Flag]:
             w = 1.0 / se**2
             q, crit = float(np.sum(w * (x - np.sum(w * x) / np.sum(w)) ** 2)), float(chi2.ppf(SPREAD_QUANTILE, n - 1))
             if q > crit:
-                yield (i,), (f"standard errors understate the spread between seeds ({what}): sd {sd:.2g} vs "
-                             f"mean s.e. {rms:.2g} (root mean square) over {n} seeds (Cochran's Q {q:.3g} > "
-                             f"{crit:.3g}, the {SPREAD_QUANTILE:g} quantile of chi-square({n - 1}))")
+                yield (
+                    (i,),
+                    (
+                        f"standard errors understate the spread between seeds ({what}): sd {sd:.2g} vs "
+                        f"mean s.e. {rms:.2g} (root mean square) over {n} seeds (Cochran's Q {q:.3g} > "
+                        f"{crit:.3g}, the {SPREAD_QUANTILE:g} quantile of chi-square({n - 1}))"
+                    ),
+                )
             break
 
 
@@ -190,16 +211,20 @@ class RowRule:
 def _poor_log_f_sampling(s: pd.Series, th: ReportThresholds) -> str | None:
     ess_is, n_is, frac = float(s["log_f_is_ess_mean"]), float(s["is_samples"]), th["ess_fraction"]
     if math.isfinite(ess_is) and math.isfinite(n_is) and ess_is < frac * n_is:
-        return (f"log f(v) importance sampling: mean ESS {ess_is:.3g} of {n_is:.0f} proposals "
-                f"(< {100 * frac:g}%); log f-hat may err low by more than its s.e. shows")
+        return (
+            f"log f(v) importance sampling: mean ESS {ess_is:.3g} of {n_is:.0f} proposals "
+            f"(< {100 * frac:g}%); log f-hat may err low by more than its s.e. shows"
+        )
     return None
 
 
 def _heavy_log_f_tails(s: pd.Series, th: ReportThresholds) -> str | None:
     k = float(s.get("log_f_is_khat", float("nan")))
     if math.isfinite(k) and k > th["khat"]:
-        return (f"log f(v) importance sampling: Pareto k-hat {k:.2f} > {th['khat']:g} (median over the test rows), "
-                "heavy-tailed weights (log f-hat and its s.e. mislead)")
+        return (
+            f"log f(v) importance sampling: Pareto k-hat {k:.2f} > {th['khat']:g} (median over the test rows), "
+            "heavy-tailed weights (log f-hat and its s.e. mislead)"
+        )
     return None
 
 
@@ -216,6 +241,7 @@ def beyond_exact(side: str, subject: Callable[[pd.Series], str], note: Callable[
     note : callable
         Row -> text appended to the reason (why the side is wrong, or why it may be).
     """
+
     def message(s: pd.Series, th: ReportThresholds) -> str | None:
         ex, v = float(s["exact_test_ll"]), float(s["mean_test_ll"])
         if not (math.isfinite(ex) and math.isfinite(v)):
@@ -227,14 +253,19 @@ def beyond_exact(side: str, subject: Callable[[pd.Series], str], note: Callable[
             verb = "falls below" if side == "below" else "exceeds"
             return f"{subject(s)} {verb} {what} by {d:.2f} nats (> {z:g} x s.e. {se:.2g}){note(s)}"
         return None
+
     return message
 
 
 def _bound_is(s: pd.Series, yields: str, bound: str, kinds: tuple[str, ...] | None = None) -> bool:
     """Whether the row's estimator yields ``yields`` with registry bound ``bound`` (on a model of ``kinds``)."""
     e = spec(s["method"])
-    return (e is not None and e.yields == yields and e.bound == bound
-            and (kinds is None or family_kind(s["family"], s["method"]) in kinds))
+    return (
+        e is not None
+        and e.yields == yields
+        and e.bound == bound
+        and (kinds is None or family_kind(s["family"], s["method"]) in kinds)
+    )
 
 
 def _method(s: pd.Series) -> str:
@@ -254,27 +285,34 @@ def _errs_high_note(s: pd.Series) -> str:
 Z_UNBIASED_BELOW_EXACT = RowRule(
     "Z-unbiased estimate below exact",
     lambda s: _bound_is(s, "log_z", "unbiased-in-z", (*GIBBS_KINDS, "analysis")),
-    beyond_exact("below", _method, _errs_high_note))
+    beyond_exact("below", _method, _errs_high_note),
+)
 Z_UNBIASED_ABOVE_CLOSED_FORM = RowRule(
     "Z-unbiased estimate of a generative model above its closed form",
     lambda s: _bound_is(s, "log_z", "unbiased-in-z", ("generative",)),
-    beyond_exact("above", _method, lambda s: "; a generative model's estimate should err low"))
+    beyond_exact("above", _method, lambda s: "; a generative model's estimate should err low"),
+)
 LOWER_BOUND_ABOVE_EXACT = RowRule(
     "lower bound of the log-likelihood above exact",
     lambda s: _bound_is(s, "log_likelihood", "lower"),
-    beyond_exact("above", lambda s: f"{_method(s)} lower bound", lambda s: ""))
-POOR_LOG_F_SAMPLING = RowRule("importance-sampled log f(v) with few effective proposals", lambda s: True,
-                              _poor_log_f_sampling)
-HEAVY_LOG_F_TAILS = RowRule("importance-sampled log f(v) with heavy-tailed weights", lambda s: True,
-                            _heavy_log_f_tails)
+    beyond_exact("above", lambda s: f"{_method(s)} lower bound", lambda s: ""),
+)
+POOR_LOG_F_SAMPLING = RowRule(
+    "importance-sampled log f(v) with few effective proposals", lambda s: True, _poor_log_f_sampling
+)
+HEAVY_LOG_F_TAILS = RowRule("importance-sampled log f(v) with heavy-tailed weights", lambda s: True, _heavy_log_f_tails)
 
 
 # --------------------------------------------------------------------------- rules on pairs of rows
 def same_setting(summary: pd.DataFrame, row: pd.Series, method: str) -> pd.DataFrame:
     """Summary rows of ``method`` with ``row``'s model, test rows, schedule, K and init."""
-    m = (summary["model"] == row["model"]) & (summary["method"] == method) & \
-        (summary["schedule"] == row["schedule"]) & (summary["init"] == row["init"]) & \
-        (summary["test_set"] == row["test_set"])
+    m = (
+        (summary["model"] == row["model"])
+        & (summary["method"] == method)
+        & (summary["schedule"] == row["schedule"])
+        & (summary["init"] == row["init"])
+        & (summary["test_set"] == row["test_set"])
+    )
     k = summary["K"]
     m &= (k == row["K"]).fillna(False) if not pd.isna(row["K"]) else k.isna()
     return summary[m]
@@ -330,17 +368,25 @@ def _not_sandwiched(low: pd.Series, high: pd.Series, th: ReportThresholds) -> st
     a, b, z = float(low["log_z"]), float(high["log_z"]), th["z"]
     se = _combined_se(float(low["log_z_se"]), float(high["log_z_se"]))
     if math.isfinite(a) and math.isfinite(b) and a - b > z * se:
-        return (f"{label(low['method'])} log Z exceeds {label(high['method'])} by {a - b:.2f} nats "
-                f"(> {z:g} x combined s.e. {se:.2g}, {_where(low)}): the bounds do not sandwich log Z")
+        return (
+            f"{label(low['method'])} log Z exceeds {label(high['method'])} by {a - b:.2f} nats "
+            f"(> {z:g} x combined s.e. {se:.2g}, {_where(low)}): the bounds do not sandwich log Z"
+        )
     return None
 
 
 def _sandwich_pairs() -> tuple[tuple[str, str], ...]:
     """(Z-unbiased, upper-bound) log Z estimators with the same sweep axes: AIS and reverse AIS, IS and
     reverse IS (the upper bound holds for exact model samples)."""
-    return tuple((lo.name, hi.name) for lo in ESTIMATORS.values() for hi in ESTIMATORS.values()
-                 if lo.yields == hi.yields == "log_z" and lo.bound == "unbiased-in-z" and hi.bound == "upper"
-                 and lo.axes == hi.axes)
+    return tuple(
+        (lo.name, hi.name)
+        for lo in ESTIMATORS.values()
+        for hi in ESTIMATORS.values()
+        if lo.yields == hi.yields == "log_z"
+        and lo.bound == "unbiased-in-z"
+        and hi.bound == "upper"
+        and lo.axes == hi.axes
+    )
 
 
 #: AIS (errs high on the log-likelihood) against RAISE (errs low), same model / schedule / K / init
@@ -349,8 +395,16 @@ SANDWICH_RULES = tuple(PairRule(f"{lo} vs {hi}", lo, hi, (_not_sandwiched,)) for
 
 #: Every flag rule, in the order their reasons appear.
 RULES: tuple[Callable[[FlagInput], Iterator[Flag]], ...] = (
-    low_ess, heavy_tails, understated_spread, AIS_VS_RAISE, *SANDWICH_RULES, POOR_LOG_F_SAMPLING, HEAVY_LOG_F_TAILS,
-    Z_UNBIASED_BELOW_EXACT, Z_UNBIASED_ABOVE_CLOSED_FORM, LOWER_BOUND_ABOVE_EXACT,
+    low_ess,
+    heavy_tails,
+    understated_spread,
+    AIS_VS_RAISE,
+    *SANDWICH_RULES,
+    POOR_LOG_F_SAMPLING,
+    HEAVY_LOG_F_TAILS,
+    Z_UNBIASED_BELOW_EXACT,
+    Z_UNBIASED_ABOVE_CLOSED_FORM,
+    LOWER_BOUND_ABOVE_EXACT,
 )
 
 
@@ -368,9 +422,15 @@ def ais_raise_gaps(summary: pd.DataFrame) -> pd.Series:
     return gaps
 
 
-def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: float = 1.0,
-                ess_fraction: float = 0.1, z: float = 2.0,
-                khat: float = 0.7) -> tuple[pd.DataFrame, pd.DataFrame]:
+def apply_flags(
+    per_run: pd.DataFrame,
+    summary: pd.DataFrame,
+    *,
+    gap_threshold: float = 1.0,
+    ess_fraction: float = 0.1,
+    z: float = 2.0,
+    khat: float = 0.7,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fill the ``flags`` columns (and ``gap_ais_minus_raise``) of both tables; returns copies.
 
     A summary row carries the reasons of every rule of :data:`RULES`; a run carries its own ESS
@@ -389,8 +449,9 @@ def apply_flags(per_run: pd.DataFrame, summary: pd.DataFrame, *, gap_threshold: 
     row_of: dict[tuple, int] = {}
     for i, s in summary.iterrows():
         row_of.setdefault(group_key(s), i)
-    per_run["flags"] = [_run_flags(r, reasons.get(row_of.get(group_key(r)), []), ess_fraction, khat)
-                        for _, r in per_run.iterrows()]
+    per_run["flags"] = [
+        _run_flags(r, reasons.get(row_of.get(group_key(r)), []), ess_fraction, khat) for _, r in per_run.iterrows()
+    ]
     return per_run, summary
 
 

@@ -46,10 +46,27 @@ from .plots import _placeholder
 from .published import load_published, lookup, within_uncertainty
 from .records import as_float, int_or_none
 
-__all__ = ["LEARNER_TABLE_COLUMNS", "LearnerModel", "PAPER", "PAPER_QUANTITY", "PAPER_TABLES", "PANELS", "Panel",
-           "bound_check", "bounds_vs_ais_datasets", "final_ais", "learner_models", "make_table_learners",
-           "make_table_learners_paper", "plot_bounds",
-           "plot_bounds_vs_ais", "plot_filters", "plot_learners", "plot_samples", "within_uncertainty"]
+__all__ = [
+    "LEARNER_TABLE_COLUMNS",
+    "LearnerModel",
+    "PAPER",
+    "PAPER_QUANTITY",
+    "PAPER_TABLES",
+    "PANELS",
+    "Panel",
+    "bound_check",
+    "bounds_vs_ais_datasets",
+    "final_ais",
+    "learner_models",
+    "make_table_learners",
+    "make_table_learners_paper",
+    "plot_bounds",
+    "plot_bounds_vs_ais",
+    "plot_filters",
+    "plot_learners",
+    "plot_samples",
+    "within_uncertainty",
+]
 
 #: the paper the table compares with (a key of ``published.csv``), its quantity, and its table per family
 PAPER = "li_avil"
@@ -59,10 +76,35 @@ PAPER_TABLES = {"rbm": "2", "dbm": "3"}
 _FAMILY_ORDER = ("rbm", "dbm", "grbm")
 
 LEARNER_TABLE_COLUMNS = [
-    "model", "dataset", "source", "family", "learner", "ablation", "hidden_sizes", "aux_size", "selected_iteration", "K",
-    "init", "n_seeds", "ais", "ais_se", "exact", "paper_table", "paper_row", "paper", "diff", "tolerance",
-    "within_uncertainty", "paper_note", "bound", "bound_log_z", "reference_log_z", "reference", "bound_holds",
-    "bound_violated_rows", "bound_rows",
+    "model",
+    "dataset",
+    "source",
+    "family",
+    "learner",
+    "ablation",
+    "hidden_sizes",
+    "aux_size",
+    "selected_iteration",
+    "K",
+    "init",
+    "n_seeds",
+    "ais",
+    "ais_se",
+    "exact",
+    "paper_table",
+    "paper_row",
+    "paper",
+    "diff",
+    "tolerance",
+    "within_uncertainty",
+    "paper_note",
+    "bound",
+    "bound_log_z",
+    "reference_log_z",
+    "reference",
+    "bound_holds",
+    "bound_violated_rows",
+    "bound_rows",
 ]
 
 #: the learner's running bound of log Z in its history: learner -> (column, its s.e. column); its direction
@@ -120,8 +162,9 @@ def _dataset_meta(data: Path | None) -> Mapping[str, Any]:
         return json.loads(str(z["meta"])) if "meta" in z.files else {}
 
 
-def learner_models(records: Iterable[str | os.PathLike | Mapping[str, Any]],
-                   data_dir: str | os.PathLike | None = None) -> list[LearnerModel]:
+def learner_models(
+    records: Iterable[str | os.PathLike | Mapping[str, Any]], data_dir: str | os.PathLike | None = None
+) -> list[LearnerModel]:
     """The learner-trained models among training summary records (``results/models/<model>.json``
     files or their dicts), their prepared datasets looked up as ``<data_dir>/<dataset>.npz``."""
     out = []
@@ -136,14 +179,22 @@ def learner_models(records: Iterable[str | os.PathLike | Mapping[str, Any]],
         meta = _dataset_meta(data)
         shape = meta.get("image_shape")
         hidden = rec.get("hidden_sizes") or hp.get("hidden_sizes") or [rec.get("n_hidden") or hp.get("n_hidden")]
-        out.append(LearnerModel(
-            model=str(rec.get("model", "?")), dataset=dataset,
-            source=str(meta.get("dataset") or rec.get("source") or dataset),
-            family=str(rec.get("family") or hp.get("family") or "rbm").lower(), learner=str(hp["learner"]).lower(),
-            hidden_sizes=tuple(int(h) for h in hidden if h is not None), aux_size=int_or_none(hp.get("aux_size")),
-            files=files, data=data, image_shape=tuple(int(s) for s in shape) if shape else None,
-            selected_iteration=int_or_none((rec.get("final") or {}).get("selected_iteration")),
-            ablation=str(hp.get("ablation") or "")))
+        out.append(
+            LearnerModel(
+                model=str(rec.get("model", "?")),
+                dataset=dataset,
+                source=str(meta.get("dataset") or rec.get("source") or dataset),
+                family=str(rec.get("family") or hp.get("family") or "rbm").lower(),
+                learner=str(hp["learner"]).lower(),
+                hidden_sizes=tuple(int(h) for h in hidden if h is not None),
+                aux_size=int_or_none(hp.get("aux_size")),
+                files=files,
+                data=data,
+                image_shape=tuple(int(s) for s in shape) if shape else None,
+                selected_iteration=int_or_none((rec.get("final") or {}).get("selected_iteration")),
+                ablation=str(hp.get("ablation") or ""),
+            )
+        )
     return out
 
 
@@ -151,14 +202,25 @@ def bounds_vs_ais_datasets(models: Sequence[LearnerModel]) -> dict[str, list[Lea
     """Datasets with an NVIL-trained and an AVIL-trained RBM (:func:`logzbench.registry.compared_learner_datasets`):
     {dataset: those RBMs, NVIL first}."""
     datasets = compared_learner_datasets((m.dataset, m.family, m.learner) for m in models)
-    return {d: sorted((m for m in models if m.dataset == d and m.family == COMPARED_FAMILY
-                       and m.learner in COMPARED_LEARNERS), key=lambda m: (m.learner != "nvil", m.model))
-            for d in datasets}
+    return {
+        d: sorted(
+            (m for m in models if m.dataset == d and m.family == COMPARED_FAMILY and m.learner in COMPARED_LEARNERS),
+            key=lambda m: (m.learner != "nvil", m.model),
+        )
+        for d in datasets
+    }
 
 
 # --------------------------------------------------------------------------- the table
-_NO_AIS = {"K": pd.NA, "init": "", "n_seeds": 0, "ais": float("nan"), "ais_se": float("nan"),
-           "log_z": float("nan"), "log_z_se": float("nan")}
+_NO_AIS = {
+    "K": pd.NA,
+    "init": "",
+    "n_seeds": 0,
+    "ais": float("nan"),
+    "ais_se": float("nan"),
+    "log_z": float("nan"),
+    "log_z_se": float("nan"),
+}
 
 
 def final_ais(summary: pd.DataFrame, model: str) -> dict[str, Any]:
@@ -167,15 +229,25 @@ def final_ais(summary: pd.DataFrame, model: str) -> dict[str, Any]:
     with its standard error ``ais_se``, and ``log_z`` / ``log_z_se``.  With several summary rows at
     that K (initial distributions, AIS estimator entries), the one with the largest mean log Z (AIS's
     log Z errs low, so the tightest)."""
-    rows = summary[(summary["model"] == model) & (summary["method"] == "ais") & summary["K"].notna()
-                   & summary["mean_test_ll"].notna()]
+    rows = summary[
+        (summary["model"] == model)
+        & (summary["method"] == "ais")
+        & summary["K"].notna()
+        & summary["mean_test_ll"].notna()
+    ]
     if rows.empty:
         return dict(_NO_AIS)
     rows = rows[rows["K"] == rows["K"].max()]
     best = rows.loc[rows["log_z"].idxmax()] if rows["log_z"].notna().any() else rows.sort_values("init").iloc[0]
-    return {"K": int(best["K"]), "init": best["init"], "n_seeds": int(best["n_seeds"]),
-            "ais": float(best["mean_test_ll"]), "ais_se": float(best["mean_test_ll_se"]),
-            "log_z": float(best["log_z"]), "log_z_se": float(best["log_z_se"])}
+    return {
+        "K": int(best["K"]),
+        "init": best["init"],
+        "n_seeds": int(best["n_seeds"]),
+        "ais": float(best["mean_test_ll"]),
+        "ais_se": float(best["mean_test_ll_se"]),
+        "log_z": float(best["log_z"]),
+        "log_z_se": float(best["log_z_se"]),
+    }
 
 
 def _exact(summary: pd.DataFrame, model: str, column: str) -> float:
@@ -204,8 +276,15 @@ def bound_check(m: LearnerModel, hist: pd.DataFrame | None, z: float) -> dict[st
     ``bound_violated_rows`` (NVIL's Fig. 5a: its estimate falls below log Z when ``q`` misses modes)."""
     columns = LOG_Z_BOUNDS.get(m.learner)
     side = LEARNERS[m.learner].bound if m.learner in LEARNERS else "none"
-    out = {"bound": side if columns else "none", "bound_log_z": math.nan, "reference_log_z": math.nan,
-           "reference": "", "bound_holds": "no bound", "bound_violated_rows": 0, "bound_rows": 0}
+    out = {
+        "bound": side if columns else "none",
+        "bound_log_z": math.nan,
+        "reference_log_z": math.nan,
+        "reference": "",
+        "bound_holds": "no bound",
+        "bound_violated_rows": 0,
+        "bound_rows": 0,
+    }
     if columns is None or hist is None or hist.empty or columns[0] not in hist:
         return out
     col, se_col = columns
@@ -238,20 +317,32 @@ def _table_row(m: LearnerModel, summary: pd.DataFrame, published: pd.DataFrame, 
     paper_row = f"{m.family}/{m.learner}"
     hit = lookup(published, PAPER, table, paper_row, m.source, PAPER_QUANTITY) if table is not None else None
     paper = float(hit["value"]) if hit is not None else float("nan")
-    return {"model": m.model, "dataset": m.dataset, "source": m.source, "family": m.family, "learner": m.learner,
-            "ablation": m.ablation,
-            "hidden_sizes": "-".join(str(h) for h in m.hidden_sizes), "aux_size": m.aux_size,
-            **{k: ais[k] for k in ("K", "init", "n_seeds", "ais", "ais_se")},
-            "exact": _exact(summary, m.model, "exact_test_ll"),
-            "paper_table": table if table is not None else "", "paper_row": paper_row if table is not None else "",
-            "paper": paper, "diff": ais["ais"] - paper, "tolerance": z * ais["ais_se"],
-            "within_uncertainty": within_uncertainty(ais["ais"], ais["ais_se"], paper, z),
-            "paper_note": hit["note"] if hit is not None else "", "selected_iteration": m.selected_iteration,
-            **bound_check(m, _history(m), z)}
+    return {
+        "model": m.model,
+        "dataset": m.dataset,
+        "source": m.source,
+        "family": m.family,
+        "learner": m.learner,
+        "ablation": m.ablation,
+        "hidden_sizes": "-".join(str(h) for h in m.hidden_sizes),
+        "aux_size": m.aux_size,
+        **{k: ais[k] for k in ("K", "init", "n_seeds", "ais", "ais_se")},
+        "exact": _exact(summary, m.model, "exact_test_ll"),
+        "paper_table": table if table is not None else "",
+        "paper_row": paper_row if table is not None else "",
+        "paper": paper,
+        "diff": ais["ais"] - paper,
+        "tolerance": z * ais["ais_se"],
+        "within_uncertainty": within_uncertainty(ais["ais"], ais["ais_se"], paper, z),
+        "paper_note": hit["note"] if hit is not None else "",
+        "selected_iteration": m.selected_iteration,
+        **bound_check(m, _history(m), z),
+    }
 
 
-def make_table_learners(summary: pd.DataFrame, models: Sequence[LearnerModel], *, z: float = 2.0,
-                        published: pd.DataFrame | None = None) -> pd.DataFrame:
+def make_table_learners(
+    summary: pd.DataFrame, models: Sequence[LearnerModel], *, z: float = 2.0, published: pd.DataFrame | None = None
+) -> pd.DataFrame:
     """``table_learners.csv``: one row per learner-trained model (columns :data:`LEARNER_TABLE_COLUMNS`).
 
     From the report's ``summary`` over seeds (:func:`.records.summarize`).
@@ -283,22 +374,36 @@ def make_table_learners_paper(table: pd.DataFrame, published: pd.DataFrame | Non
     from the rows of :func:`make_table_learners` (the first model of a source, learner and table) and
     every published value of the two tables (so a dataset we did not run shows the paper's value only)."""
     published = load_published() if published is None else published
-    pub = published[(published["paper"] == PAPER) & published["table"].astype(str).isin(PAPER_TABLES.values())
-                     & (published["quantity"] == PAPER_QUANTITY)]
+    pub = published[
+        (published["paper"] == PAPER)
+        & published["table"].astype(str).isin(PAPER_TABLES.values())
+        & (published["quantity"] == PAPER_QUANTITY)
+    ]
     cells: dict[tuple[str, str, str], dict[str, float]] = {}
     for _, r in pub.iterrows():
-        cells.setdefault((str(r["table"]), str(r["row"]).split("/")[-1], "paper"), {})[str(r["column"])] = float(r["value"])
+        cells.setdefault((str(r["table"]), str(r["row"]).split("/")[-1], "paper"), {})[str(r["column"])] = float(
+            r["value"]
+        )
     ours = table[table["paper_table"].astype(str) != ""] if len(table) else table
     for _, r in ours.drop_duplicates(["paper_table", "learner", "source"]).iterrows():
         key = (str(r["paper_table"]), str(r["learner"]))
         for what, value in (("ours", r["ais"]), ("ours_se", r["ais_se"]), ("diff", r["diff"])):
             cells.setdefault((*key, what), {})[str(r["source"])] = float(value)
-    sources = sorted({c for row in cells.values() for c in row}, key=lambda c: (
-        PAPER_COLUMNS.index(c) if c in PAPER_COLUMNS else len(PAPER_COLUMNS), c))
+    sources = sorted(
+        {c for row in cells.values() for c in row},
+        key=lambda c: (PAPER_COLUMNS.index(c) if c in PAPER_COLUMNS else len(PAPER_COLUMNS), c),
+    )
     what_order = {"ours": 0, "ours_se": 1, "paper": 2, "diff": 3}
     keys = sorted(cells, key=lambda k: (k[0], k[1], what_order[k[2]]))
-    rows = [{"table": k[0], "learner": LEARNERS[k[1]].label if k[1] in LEARNERS else k[1], "value": k[2],
-             **{c: cells[k].get(c, float("nan")) for c in sources}} for k in keys]
+    rows = [
+        {
+            "table": k[0],
+            "learner": LEARNERS[k[1]].label if k[1] in LEARNERS else k[1],
+            "value": k[2],
+            **{c: cells[k].get(c, float("nan")) for c in sources},
+        }
+        for k in keys
+    ]
     return pd.DataFrame(rows, columns=["table", "learner", "value", *sources])
 
 
@@ -324,21 +429,39 @@ def _loss(letter: str) -> Panel:
 #: the panels of each learner's bounds figure (AVIL: the paper's Fig. 3; NVIL: Fig. 5a)
 PANELS: dict[str, tuple[Panel, ...]] = {
     "avil": (
-        Panel("(a) free energy", (("free_energy_bound", "encoder bound G(v)"),
-                                  ("valid_free_energy_bound", "G(v), validation")), "exact_free_energy", "exact F(v)"),
+        Panel(
+            "(a) free energy",
+            (("free_energy_bound", "encoder bound G(v)"), ("valid_free_energy_bound", "G(v), validation")),
+            "exact_free_energy",
+            "exact F(v)",
+        ),
         Panel("(b) decoder entropy", (("entropy_bound", "entropy bound"),), "exact_entropy", "exact H(q)"),
         Panel("(c) log Z", (("log_z_bound", "decoder lower bound"),), "exact_log_z", "exact log Z", ais=True),
-        _loss("d")),
+        _loss("d"),
+    ),
     "nvil": (
-        Panel("(a) log Z", (("log_z_upper_bound", "chi-square upper bound"),
-                            ("log_z_importance", "importance estimate")), "exact_log_z", "exact log Z", ais=True),
-        _loss("b")),
+        Panel(
+            "(a) log Z",
+            (("log_z_upper_bound", "chi-square upper bound"), ("log_z_importance", "importance estimate")),
+            "exact_log_z",
+            "exact log Z",
+            ais=True,
+        ),
+        _loss("b"),
+    ),
     "vcd": (
-        Panel("(a) free energy", (("free_energy_bound", "encoder bound G(v), data"),
-                                  ("valid_free_energy_bound", "G(v), validation"),
-                                  ("negative_free_energy_bound", "G(v), negative samples")),
-              "exact_free_energy", "exact F(v)"),
-        _loss("b")),
+        Panel(
+            "(a) free energy",
+            (
+                ("free_energy_bound", "encoder bound G(v), data"),
+                ("valid_free_energy_bound", "G(v), validation"),
+                ("negative_free_energy_bound", "G(v), negative samples"),
+            ),
+            "exact_free_energy",
+            "exact F(v)",
+        ),
+        _loss("b"),
+    ),
 }
 
 
@@ -358,19 +481,23 @@ def _ais_line(ax, ais: Mapping[str, Any], color: str, text: str) -> bool:
     return True
 
 
-def _draw_panel(ax, hist: pd.DataFrame, panel: Panel, ais: Mapping[str, Any], *, color: str | None = None,
-                prefix: str = "") -> bool:
+def _draw_panel(
+    ax, hist: pd.DataFrame, panel: Panel, ais: Mapping[str, Any], *, color: str | None = None, prefix: str = ""
+) -> bool:
     """Draw ``panel`` of one model's history on ``ax`` (all curves in ``color`` when given, its truth
     dashed); whether anything was drawn."""
-    x = pd.to_numeric(hist["iteration"], errors="coerce").to_numpy(dtype=float) if "iteration" in hist else \
-        np.arange(len(hist), dtype=float)
+    x = (
+        pd.to_numeric(hist["iteration"], errors="coerce").to_numpy(dtype=float)
+        if "iteration" in hist
+        else np.arange(len(hist), dtype=float)
+    )
     drawn = False
     for i, (col, text) in enumerate(panel.curves):
         y = _series(hist, col)
         if y is None:
             continue
         style = {"color": color, "linestyle": ("-", "--", "-.")[i % 3]} if color else {}
-        line, = ax.plot(x, y, marker="o", markersize=2.5, linewidth=1.3, label=prefix + text, **style)
+        (line,) = ax.plot(x, y, marker="o", markersize=2.5, linewidth=1.3, label=prefix + text, **style)
         se = _series(hist, f"{col}_stderr")
         if se is not None:
             ax.fill_between(x, y - se, y + se, color=line.get_color(), alpha=0.2, linewidth=0)
@@ -378,8 +505,15 @@ def _draw_panel(ax, hist: pd.DataFrame, panel: Panel, ais: Mapping[str, Any], *,
     truth = _series(hist, panel.truth) if panel.truth else None
     exact_color = color or line_style("exact").get("color", "black")
     if truth is not None:
-        ax.plot(x, truth, color=exact_color, linestyle="--" if color else "-", linewidth=1.6, alpha=0.9,
-                label=prefix + panel.truth_label)
+        ax.plot(
+            x,
+            truth,
+            color=exact_color,
+            linestyle="--" if color else "-",
+            linewidth=1.6,
+            alpha=0.9,
+            label=prefix + panel.truth_label,
+        )
         drawn = True
     if panel.ais:
         ais_color = color or line_style("ais").get("color", "C1")
@@ -387,8 +521,18 @@ def _draw_panel(ax, hist: pd.DataFrame, panel: Panel, ais: Mapping[str, Any], *,
         if y is not None:  # the AIS monitor during training (Fig. 5), where it ran
             ok = np.isfinite(y)
             se = _series(hist, "ais_log_z_stderr")
-            ax.errorbar(x[ok], y[ok], yerr=None if se is None else se[ok], color=ais_color, linestyle=":",
-                        marker="s", markersize=3, linewidth=1.3, capsize=2, label=f"{prefix}{label('ais')} during training")
+            ax.errorbar(
+                x[ok],
+                y[ok],
+                yerr=None if se is None else se[ok],
+                color=ais_color,
+                linestyle=":",
+                marker="s",
+                markersize=3,
+                linewidth=1.3,
+                capsize=2,
+                label=f"{prefix}{label('ais')} during training",
+            )
             drawn = True
         elif truth is None:  # no reference during training: the final model's AIS
             drawn = _ais_line(ax, ais, ais_color, prefix) or drawn
@@ -412,7 +556,9 @@ def _title(m: LearnerModel) -> str:
     spec = LEARNERS.get(m.learner)
     arch = "-".join(str(h) for h in m.hidden_sizes)
     ablation = f", {m.ablation.replace('_', ' ')}" if m.ablation else ""
-    return f"{m.model}: {m.family.upper()} ({arch} hidden) by {spec.label if spec else m.learner}{ablation} on {m.source}"
+    return (
+        f"{m.model}: {m.family.upper()} ({arch} hidden) by {spec.label if spec else m.learner}{ablation} on {m.source}"
+    )
 
 
 def _history(m: LearnerModel) -> pd.DataFrame | None:
@@ -420,8 +566,7 @@ def _history(m: LearnerModel) -> pd.DataFrame | None:
     return pd.read_csv(path) if path is not None else None
 
 
-def plot_bounds(m: LearnerModel, hist: pd.DataFrame | None, ais: Mapping[str, Any],
-                path: str | os.PathLike) -> Path:
+def plot_bounds(m: LearnerModel, hist: pd.DataFrame | None, ais: Mapping[str, Any], path: str | os.PathLike) -> Path:
     """``<model>_bounds.png``: the panels :data:`PANELS` of ``m``'s learner from its history ``hist``
     (one row per logged iteration), ``ais`` the final model's estimate (:func:`final_ais`); a
     placeholder without a history or for a learner without panels."""
@@ -438,8 +583,11 @@ def plot_bounds(m: LearnerModel, hist: pd.DataFrame | None, ais: Mapping[str, An
     return save_figure(fig, path, dpi=110)
 
 
-def plot_bounds_vs_ais(dataset: str, entries: Sequence[tuple[LearnerModel, pd.DataFrame | None, Mapping[str, Any]]],
-                       path: str | os.PathLike) -> Path:
+def plot_bounds_vs_ais(
+    dataset: str,
+    entries: Sequence[tuple[LearnerModel, pd.DataFrame | None, Mapping[str, Any]]],
+    path: str | os.PathLike,
+) -> Path:
     """``<dataset>_bounds_vs_ais.png`` (Fig. 5): (a) the NVIL RBMs' upper bound and (b) the AVIL RBMs'
     lower bound of log Z against iterations, each model in its own colour with its exact log Z
     (dashed) or its final AIS estimate (dotted).  ``entries``: (model, history, :func:`final_ais`)."""
@@ -453,8 +601,10 @@ def plot_bounds_vs_ais(dataset: str, entries: Sequence[tuple[LearnerModel, pd.Da
                 continue
             panel = PANELS[lrn][0] if lrn == "nvil" else PANELS[lrn][2]
             panel = Panel(panel.title, panel.curves[:1], panel.truth, panel.truth_label, ais=True)
-            drawn = _draw_panel(ax, hist, panel, ais, color=f"C{i}",
-                                prefix=f"{m.model}: " if n_each[lrn] > 1 else "") or drawn
+            drawn = (
+                _draw_panel(ax, hist, panel, ais, color=f"C{i}", prefix=f"{m.model}: " if n_each[lrn] > 1 else "")
+                or drawn
+            )
         bound = "upper" if lrn == "nvil" else "lower"
         _finish_panel(ax, f"({letter}) {LEARNERS[lrn].label}: {bound} bound of log Z", drawn)
     fig.suptitle(f"{dataset}: log Z bounds of the black-box learners vs exact / AIS", fontsize=10)
@@ -470,7 +620,7 @@ def _mosaic(images: np.ndarray, ncol: int) -> np.ndarray:
     out = np.full((nrow * (h + 1) - 1, ncol * (w + 1) - 1), np.nan)
     for k in range(n):
         r, c = divmod(k, ncol)
-        out[r * (h + 1):r * (h + 1) + h, c * (w + 1):c * (w + 1) + w] = images[k]
+        out[r * (h + 1) : r * (h + 1) + h, c * (w + 1) : c * (w + 1) + w] = images[k]
     return out
 
 
@@ -494,23 +644,28 @@ def _as_images(rows: np.ndarray, m: LearnerModel) -> tuple[np.ndarray, float, fl
     return images, *((0.0, 1.0) if lo >= 0.0 and hi <= 1.0 else (lo, hi))
 
 
-def plot_samples(m: LearnerModel, samples: Mapping[str, np.ndarray], path: str | os.PathLike,
-                 n: int = 16) -> Path:
+def plot_samples(m: LearnerModel, samples: Mapping[str, np.ndarray], path: str | os.PathLike, n: int = 16) -> Path:
     """``<model>_samples.png`` (Figs. 4, 6c-d): up to ``n`` visible means of the model's Gibbs chains
     (row 1, ``model_mean_v``) and of the decoder's ancestral draws (row 2, ``decoder_mean_v``; absent
     for VCD), as images of the dataset's ``image_shape``."""
     # a DBM's chains end on visible states (figure_samples), the others' on E[v | h]
     model_text = "visible units" if m.family == "dbm" else "mean of v"
-    rows = [(key, text) for key, text in (("model_mean_v", f"{m.family.upper()} (Gibbs sampling): {model_text}"),
-                                          ("decoder_mean_v", "variational decoder (ancestral sampling): mean of v"))
-            if key in samples]
+    rows = [
+        (key, text)
+        for key, text in (
+            ("model_mean_v", f"{m.family.upper()} (Gibbs sampling): {model_text}"),
+            ("decoder_mean_v", "variational decoder (ancestral sampling): mean of v"),
+        )
+        if key in samples
+    ]
     if not rows:
         return _placeholder(f"{m.model}: no model_mean_v / decoder_mean_v in its samples", path, (6.4, 3.0))
     n = max(1, min([n, *(len(samples[key]) for key, _ in rows)]))
     plt = pyplot()
     h, w = m.image_shape
-    fig, axes = plt.subplots(len(rows), 1, figsize=(max(4.0, min(12.0, 0.75 * n * w / h)), 1.1 * len(rows) + 0.5),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(rows), 1, figsize=(max(4.0, min(12.0, 0.75 * n * w / h)), 1.1 * len(rows) + 0.5), squeeze=False
+    )
     for ax, (key, text) in zip(axes[:, 0], rows):
         images, lo, hi = _as_images(np.asarray(samples[key])[:n], m)
         _show(ax, _mosaic(images, n), lo, hi, text)
@@ -536,8 +691,9 @@ def plot_filters(m: LearnerModel, W: np.ndarray, path: str | os.PathLike, n: int
     return save_figure(fig, path, dpi=110)
 
 
-def plot_learners(summary: pd.DataFrame, models: Sequence[LearnerModel], plot_dir: str | os.PathLike
-                  ) -> dict[str, Path]:
+def plot_learners(
+    summary: pd.DataFrame, models: Sequence[LearnerModel], plot_dir: str | os.PathLike
+) -> dict[str, Path]:
     """Every learner figure of ``models`` into ``plot_dir`` (``summary``: the report's summary over
     seeds, for the final AIS estimates): {file stem: path}.  ``<model>_bounds``
     for each model; ``<dataset>_bounds_vs_ais`` for each dataset of :func:`bounds_vs_ais_datasets`;
@@ -551,7 +707,8 @@ def plot_learners(summary: pd.DataFrame, models: Sequence[LearnerModel], plot_di
         out[f"{m.model}_bounds"] = plot_bounds(m, hists[m.model], ais[m.model], plot_dir / f"{m.model}_bounds.png")
     for dataset, ms in bounds_vs_ais_datasets(models).items():
         out[f"{dataset}_bounds_vs_ais"] = plot_bounds_vs_ais(
-            dataset, [(m, hists[m.model], ais[m.model]) for m in ms], plot_dir / f"{dataset}_bounds_vs_ais.png")
+            dataset, [(m, hists[m.model], ais[m.model]) for m in ms], plot_dir / f"{dataset}_bounds_vs_ais.png"
+        )
     for m in models:
         if m.image_shape is None:
             continue

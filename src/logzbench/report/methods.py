@@ -20,8 +20,9 @@ ANNEALED_METHODS = tuple(n for n, s in ESTIMATORS.items() if {"K", "init"} <= se
 BRACKET_METHODS = methods_where(bound="bracket")
 #: estimators of continuous models (Sohl-Dickstein & Culpepper 2012), swept over K (no init); not the
 #: bracket estimators (BDMC's bracket is on simulated data, not the test rows)
-CONTINUOUS_METHODS = tuple(n for n in methods_where(kinds=("analysis", "generative"))
-                           if ESTIMATORS[n].bound not in ("exact", "bracket"))
+CONTINUOUS_METHODS = tuple(
+    n for n in methods_where(kinds=("analysis", "generative")) if ESTIMATORS[n].bound not in ("exact", "bracket")
+)
 #: methods that estimate log Z from one annealing run (Liu et al. Figs 3-4 compare them over K)
 LOG_Z_METHODS = tuple(n for n in ANNEALED_METHODS if ESTIMATORS[n].yields == "log_z")
 #: methods swept over K (the x axis of the per-model plots); a bracket's midpoint is drawn in its own

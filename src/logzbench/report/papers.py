@@ -26,20 +26,44 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from .published import load_published, within_uncertainty
 from ..pipeline.config import check_paper_rows
+from .published import load_published, within_uncertainty
 from .records import as_float, int_or_none
 
-__all__ = ["ROUNDING", "TABLE_PAPERS_COLUMNS", "check_paper_rows", "check_paper_rows_match", "make_table_papers",
-           "parse_paper_rows"]
+__all__ = [
+    "ROUNDING",
+    "TABLE_PAPERS_COLUMNS",
+    "check_paper_rows",
+    "check_paper_rows_match",
+    "make_table_papers",
+    "parse_paper_rows",
+]
 
 #: half a unit of the last printed digit of the papers' values (two decimals at least)
 ROUNDING = 0.005
 
 TABLE_PAPERS_COLUMNS = [
-    "paper", "table", "row", "column", "quantity", "model", "estimator", "init", "K_paper", "K_ours", "n_seeds",
-    "published", "published_uncertainty", "uncertainty_kind", "ours", "ours_se", "ours_uncertainty", "difference",
-    "z_score", "within_uncertainty", "note",
+    "paper",
+    "table",
+    "row",
+    "column",
+    "quantity",
+    "model",
+    "estimator",
+    "init",
+    "K_paper",
+    "K_ours",
+    "n_seeds",
+    "published",
+    "published_uncertainty",
+    "uncertainty_kind",
+    "ours",
+    "ours_se",
+    "ours_uncertainty",
+    "difference",
+    "z_score",
+    "within_uncertainty",
+    "note",
 ]
 
 
@@ -65,14 +89,17 @@ def parse_paper_rows(items: Any) -> dict[str, dict[str, str]]:
             raise ValueError(f"--paper {item!r}: expected MODEL=PAPER:ROW, e.g. mnist-rbm20=burda_raise:mnistCD1-20")
         rows = out.setdefault(model, {})
         if paper in rows:  # a model stands for one row of each paper
-            raise ValueError(f"--paper {item!r}: model {model!r} already stands for {paper} row {rows[paper]!r} "
-                             "(an earlier --paper); give one --paper per model and paper")
+            raise ValueError(
+                f"--paper {item!r}: model {model!r} already stands for {paper} row {rows[paper]!r} "
+                "(an earlier --paper); give one --paper per model and paper"
+            )
         rows[paper] = row
     return out
 
 
-def check_paper_rows_match(summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[str, str]], *,
-                           published: pd.DataFrame | None = None) -> None:
+def check_paper_rows_match(
+    summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[str, str]], *, published: pd.DataFrame | None = None
+) -> None:
     """Refuse (``ValueError``, one line) a paper row whose model has no estimate in ``summary`` (e.g. a
     misspelt model name), or none of the values the row publishes (e.g. a ``log_z`` row for a model
     with no log Z estimate): its lines would all have empty ``ours`` columns.  A row of which some
@@ -84,19 +111,37 @@ def check_paper_rows_match(summary: pd.DataFrame, paper_rows: Mapping[str, Mappi
         for paper, row in rows.items():
             what = f"--paper {model}={paper}:{row}"
             if model not in models:
-                raise ValueError(f"{what}: the results have no estimate of model {model!r} (their models: "
-                                 f"{', '.join(models) or 'none'})")
+                raise ValueError(
+                    f"{what}: the results have no estimate of model {model!r} (their models: "
+                    f"{', '.join(models) or 'none'})"
+                )
             lines = published[(published["paper"] == paper) & (published["row"] == row)]
-            found = [_ours(summary, model, {k: (None if (not isinstance(v, str) and pd.isna(v)) else v)
-                                            for k, v in line.items()}) for _, line in lines.iterrows()]
+            found = [
+                _ours(
+                    summary,
+                    model,
+                    {k: (None if (not isinstance(v, str) and pd.isna(v)) else v) for k, v in line.items()},
+                )
+                for _, line in lines.iterrows()
+            ]
             if all(f is None for f in found):
-                theirs = sorted({f"{q} ({e})" if isinstance(e, str) and e else str(q)
-                                 for q, e in zip(lines["quantity"], lines["estimator"])})
+                theirs = sorted(
+                    {
+                        f"{q} ({e})" if isinstance(e, str) and e else str(q)
+                        for q, e in zip(lines["quantity"], lines["estimator"])
+                    }
+                )
                 ours = summary[summary["model"] == model]
-                have = sorted({f"{e} ({'log Z' if pd.notna(z) else 'test log-likelihood'})"
-                               for e, z in zip(ours["estimator"], ours["log_z"])})
-                raise ValueError(f"{what}: model {model!r} has no estimate of what the row publishes "
-                                 f"({', '.join(theirs)}); its estimates: {', '.join(have)}")
+                have = sorted(
+                    {
+                        f"{e} ({'log Z' if pd.notna(z) else 'test log-likelihood'})"
+                        for e, z in zip(ours["estimator"], ours["log_z"])
+                    }
+                )
+                raise ValueError(
+                    f"{what}: model {model!r} has no estimate of what the row publishes "
+                    f"({', '.join(theirs)}); its estimates: {', '.join(have)}"
+                )
 
 
 def _known_rows(published: pd.DataFrame) -> dict[str, set[str]]:
@@ -141,8 +186,13 @@ def _ours(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> dict[st
             return None
         r = rai.iloc[0]
         se = math.sqrt(np.nansum([as_float(a["mean_test_ll_se"]) ** 2, as_float(r["mean_test_ll_se"]) ** 2]))
-        return {"ours": as_float(a["mean_test_ll"]) - as_float(r["mean_test_ll"]), "ours_se": se, "sd": float("nan"),
-                "K_ours": int_or_none(a["K"]), "n_seeds": int(min(a["n_seeds"], r["n_seeds"]))}
+        return {
+            "ours": as_float(a["mean_test_ll"]) - as_float(r["mean_test_ll"]),
+            "ours_se": se,
+            "sd": float("nan"),
+            "K_ours": int_or_none(a["K"]),
+            "n_seeds": int(min(a["n_seeds"], r["n_seeds"])),
+        }
     column = {"mean_test_ll": "mean_test_ll", "mean_test_ll_ais": "mean_test_ll", "log_z": "log_z"}.get(quantity)
     if column is None:
         return None
@@ -152,8 +202,13 @@ def _ours(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> dict[st
         return None
     s = rows.iloc[0]
     exact = s["method"] == "exact"
-    return {"ours": as_float(s[column]), "ours_se": 0.0 if exact else as_float(s[f"{column}_se"]),
-            "sd": as_float(s[f"{column}_sd"]), "K_ours": int_or_none(s["K"]), "n_seeds": int(s["n_seeds"])}
+    return {
+        "ours": as_float(s[column]),
+        "ours_se": 0.0 if exact else as_float(s[f"{column}_se"]),
+        "sd": as_float(s[f"{column}_sd"]),
+        "K_ours": int_or_none(s["K"]),
+        "n_seeds": int(s["n_seeds"]),
+    }
 
 
 def _ours_uncertainty(kind: str, ours: Mapping[str, Any]) -> float:
@@ -180,8 +235,13 @@ def _note(line: Mapping[str, Any], ours: Mapping[str, Any] | None) -> str:
     return "; ".join(notes)
 
 
-def make_table_papers(summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[str, str]], *, z: float = 2.0,
-                      published: pd.DataFrame | None = None) -> pd.DataFrame:
+def make_table_papers(
+    summary: pd.DataFrame,
+    paper_rows: Mapping[str, Mapping[str, str]],
+    *,
+    z: float = 2.0,
+    published: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """One line per published value of the rows the models stand for, ours beside it.
 
     Parameters
@@ -212,19 +272,36 @@ def make_table_papers(summary: pd.DataFrame, paper_rows: Mapping[str, Mapping[st
                 ours = _ours(summary, model, line) if len(summary) else None
                 kind = line.get("uncertainty_kind") or ""
                 value = float(line["value"])
-                rec = {"paper": paper, "table": line["table"], "row": row, "column": line["column"],
-                       "quantity": line["quantity"], "model": model, "estimator": line.get("estimator") or "",
-                       "init": line.get("init") or "", "K_paper": int_or_none(line.get("K")),
-                       "published": value, "published_uncertainty": as_float(line.get("uncertainty")),
-                       "uncertainty_kind": kind, "note": _note(line, ours)}
+                rec = {
+                    "paper": paper,
+                    "table": line["table"],
+                    "row": row,
+                    "column": line["column"],
+                    "quantity": line["quantity"],
+                    "model": model,
+                    "estimator": line.get("estimator") or "",
+                    "init": line.get("init") or "",
+                    "K_paper": int_or_none(line.get("K")),
+                    "published": value,
+                    "published_uncertainty": as_float(line.get("uncertainty")),
+                    "uncertainty_kind": kind,
+                    "note": _note(line, ours),
+                }
                 if ours is not None:
                     diff = ours["ours"] - value
                     se = ours["ours_se"]
-                    rec.update({"K_ours": ours["K_ours"], "n_seeds": ours["n_seeds"], "ours": ours["ours"],
-                                "ours_se": se, "ours_uncertainty": _ours_uncertainty(kind, ours),
-                                "difference": diff,
-                                "z_score": diff / se if se and math.isfinite(se) and se > 0 else float("nan"),
-                                "within_uncertainty": within_uncertainty(ours["ours"], se, value, z, ROUNDING)})
+                    rec.update(
+                        {
+                            "K_ours": ours["K_ours"],
+                            "n_seeds": ours["n_seeds"],
+                            "ours": ours["ours"],
+                            "ours_se": se,
+                            "ours_uncertainty": _ours_uncertainty(kind, ours),
+                            "difference": diff,
+                            "z_score": diff / se if se and math.isfinite(se) and se > 0 else float("nan"),
+                            "within_uncertainty": within_uncertainty(ours["ours"], se, value, z, ROUNDING),
+                        }
+                    )
                 out.append(rec)
     table = pd.DataFrame(out, columns=TABLE_PAPERS_COLUMNS)
     for col in ("K_paper", "K_ours", "n_seeds"):

@@ -51,10 +51,16 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
         if g.empty:
             continue
         err = g["mean_test_ll_se"].to_numpy(dtype=float)
-        ax.errorbar(g["K"].to_numpy(dtype=float), g["mean_test_ll"].to_numpy(dtype=float),
-                    yerr=np.where(np.isfinite(err), err, 0.0), capsize=3, alpha=0.9,
-                    label=_legend_name(method, est, per_method[method] == 1, init, sched),
-                    linestyle=INIT_LINESTYLES.get(init, ":"), **line_style(method))
+        ax.errorbar(
+            g["K"].to_numpy(dtype=float),
+            g["mean_test_ll"].to_numpy(dtype=float),
+            yerr=np.where(np.isfinite(err), err, 0.0),
+            capsize=3,
+            alpha=0.9,
+            label=_legend_name(method, est, per_method[method] == 1, init, sched),
+            linestyle=INIT_LINESTYLES.get(init, ":"),
+            **line_style(method),
+        )
         plotted = True
     ex = ms["exact_test_ll"].dropna()
     if len(ex):
@@ -115,9 +121,14 @@ def plot_annealed_trials(trials: pd.DataFrame, model: str, path: str | os.PathLi
         return _placeholder(f"{model}: no repeated log Z estimates with a ground truth", path, (6.4, 3.0))
     # one line per estimator, styled by its method when it is the method's only estimator
     per_method = ms.groupby("method")["estimator"].nunique()
-    ms = ms.assign(method=[(m if per_method[m] == 1 else e) + ("" if s in ("", "linear") else f" ({s})")
-                           for m, e, s in zip(ms["method"], ms["estimator"], ms["schedule"])])
+    ms = ms.assign(
+        method=[
+            (m if per_method[m] == 1 else e) + ("" if s in ("", "linear") else f" ({s})")
+            for m, e, s in zip(ms["method"], ms["estimator"], ms["schedule"])
+        ]
+    )
     ms = ms.assign(K=ms["K"].astype(float))
     src = str(ms["truth_source"].iloc[0]).split(" (")[0]
-    return plot_trials(ms, path, x="K", panel="init", log_x=True,
-                       title=f"{model}: log Z error over seeds vs K (truth: {src})")
+    return plot_trials(
+        ms, path, x="K", panel="init", log_x=True, title=f"{model}: log Z error over seeds vs K (truth: {src})"
+    )

@@ -50,13 +50,37 @@ import pandas as pd
 
 from ..errors import LogzbenchError
 
-__all__ = ["COLUMNS", "INITS", "KEY", "PAPERS", "PUBLISHED_CSV", "PublishedError", "UNCERTAINTY_KINDS",
-           "load_published", "lookup", "paper_values", "published_value",
-           "within_uncertainty"]
+__all__ = [
+    "COLUMNS",
+    "INITS",
+    "KEY",
+    "PAPERS",
+    "PUBLISHED_CSV",
+    "PublishedError",
+    "UNCERTAINTY_KINDS",
+    "load_published",
+    "lookup",
+    "paper_values",
+    "published_value",
+    "within_uncertainty",
+]
 
 #: the file's header, in order
-COLUMNS = ("paper", "table", "row", "column", "quantity", "units", "value", "uncertainty", "uncertainty_kind",
-           "estimator", "init", "K", "note")
+COLUMNS = (
+    "paper",
+    "table",
+    "row",
+    "column",
+    "quantity",
+    "units",
+    "value",
+    "uncertainty",
+    "uncertainty_kind",
+    "estimator",
+    "init",
+    "K",
+    "note",
+)
 #: the columns that identify a value
 KEY = ("paper", "table", "row", "column", "quantity")
 #: what an ``uncertainty`` is: a standard deviation or a variance over the paper's repeated runs, or
@@ -69,17 +93,25 @@ PUBLISHED_CSV = Path(__file__).with_name("published.csv")
 
 #: each paper key of the file, with its full citation (authors, title, venue, year)
 PAPERS = {
-    "burda_raise": ("Y. Burda, R. B. Grosse and R. Salakhutdinov, \"Accurate and Conservative Estimates of MRF "
-                    "Log-likelihood using Reverse Annealing\", Proceedings of the 18th International Conference "
-                    "on Artificial Intelligence and Statistics (AISTATS), 2015"),
-    "sohl_dickstein_hais": ("J. Sohl-Dickstein and B. J. Culpepper, \"Hamiltonian Annealed Importance Sampling for "
-                            "partition function estimation\", Redwood Center for Theoretical Neuroscience technical "
-                            "report, 2012"),
-    "upadhya_sastry": ("V. Upadhya and P. S. Sastry, \"Empirical Analysis of Sampling Based Estimators for "
-                       "Evaluating RBMs\", Neural Information Processing (ICONIP), Lecture Notes in Computer "
-                       "Science, Springer, 2017"),
-    "li_avil": ("C. Li, C. Du, K. Xu, M. Welling, J. Zhu and B. Zhang, \"Adversarial Variational Inference and "
-                "Learning in Markov Random Fields\", arXiv preprint, 2019"),
+    "burda_raise": (
+        'Y. Burda, R. B. Grosse and R. Salakhutdinov, "Accurate and Conservative Estimates of MRF '
+        'Log-likelihood using Reverse Annealing", Proceedings of the 18th International Conference '
+        "on Artificial Intelligence and Statistics (AISTATS), 2015"
+    ),
+    "sohl_dickstein_hais": (
+        'J. Sohl-Dickstein and B. J. Culpepper, "Hamiltonian Annealed Importance Sampling for '
+        'partition function estimation", Redwood Center for Theoretical Neuroscience technical '
+        "report, 2012"
+    ),
+    "upadhya_sastry": (
+        'V. Upadhya and P. S. Sastry, "Empirical Analysis of Sampling Based Estimators for '
+        'Evaluating RBMs", Neural Information Processing (ICONIP), Lecture Notes in Computer '
+        "Science, Springer, 2017"
+    ),
+    "li_avil": (
+        'C. Li, C. Du, K. Xu, M. Welling, J. Zhu and B. Zhang, "Adversarial Variational Inference and '
+        'Learning in Markov Random Fields", arXiv preprint, 2019'
+    ),
 }
 
 
@@ -110,8 +142,10 @@ def _check_line(path: Path, line: int, row: Mapping[str, str]) -> tuple[float, f
         if not (math.isfinite(uncertainty) and uncertainty >= 0):
             raise PublishedError(f"{where}: uncertainty {row['uncertainty']!r} is not a finite number >= 0")
         if not kind:
-            raise PublishedError(f"{where}: uncertainty {row['uncertainty']!r} without an uncertainty_kind "
-                                 f"(one of {', '.join(UNCERTAINTY_KINDS)})")
+            raise PublishedError(
+                f"{where}: uncertainty {row['uncertainty']!r} without an uncertainty_kind "
+                f"(one of {', '.join(UNCERTAINTY_KINDS)})"
+            )
         if kind not in UNCERTAINTY_KINDS:
             raise PublishedError(f"{where}: uncertainty_kind {kind!r} is not one of {', '.join(UNCERTAINTY_KINDS)}")
     elif kind:
@@ -154,9 +188,11 @@ def load_published(path: str | os.PathLike | None = None) -> pd.DataFrame:
     if header != list(COLUMNS):
         missing = [c for c in COLUMNS if c not in header]
         extra = [c for c in header if c not in COLUMNS]
-        raise PublishedError(f"{path}: header must be {','.join(COLUMNS)}; got {','.join(header)}"
-                             + (f" (missing: {', '.join(missing)})" if missing else "")
-                             + (f" (unknown: {', '.join(extra)})" if extra else ""))
+        raise PublishedError(
+            f"{path}: header must be {','.join(COLUMNS)}; got {','.join(header)}"
+            + (f" (missing: {', '.join(missing)})" if missing else "")
+            + (f" (unknown: {', '.join(extra)})" if extra else "")
+        )
     df.columns = header
     df = df.apply(lambda col: col.str.strip())
     checked = [_check_line(path, i + 2, row) for i, row in df.iterrows()]  # the header is line 1
@@ -170,8 +206,9 @@ def load_published(path: str | os.PathLike | None = None) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def lookup(published: pd.DataFrame, paper: str, table: Any, row: str, column: str,
-           quantity: str) -> Mapping[str, Any] | None:
+def lookup(
+    published: pd.DataFrame, paper: str, table: Any, row: str, column: str, quantity: str
+) -> Mapping[str, Any] | None:
     """The line of ``published`` (from :func:`load_published`) with this key, as a dict; ``None``
     when the paper has no such value.  ``table`` is compared as text (``2`` matches ``"2"``)."""
     want = dict(zip(KEY, (paper, table, row, column, quantity)))
@@ -181,8 +218,7 @@ def lookup(published: pd.DataFrame, paper: str, table: Any, row: str, column: st
     return hit.iloc[0].to_dict() if len(hit) else None
 
 
-def published_value(published: pd.DataFrame, paper: str, table: Any, row: str, column: str,
-                    quantity: str) -> float:
+def published_value(published: pd.DataFrame, paper: str, table: Any, row: str, column: str, quantity: str) -> float:
     """The published value with this key (see :func:`lookup`); NaN when there is none."""
     hit = lookup(published, paper, table, row, column, quantity)
     return float(hit["value"]) if hit is not None else float("nan")

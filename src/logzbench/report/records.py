@@ -14,16 +14,56 @@ import pandas as pd
 from .methods import uses_axis, uses_schedule
 
 #: per-run summaries of the importance-sampling log f(v) of deep models (EstimateResult.extra)
-LOG_F_COLUMNS = {"log_f_is": "mean_log_f_is", "log_f_is_stderr": "mean_log_f_is_stderr",
-                 "log_f_is_jensen_gap": "mean_log_f_is_jensen_gap", "log_f_mean_field": "mean_log_f_mean_field",
-                 "log_f_is_ess_mean": "is_ess_mean", "log_f_is_ess_min": "is_ess_min", "is_samples": "is_samples",
-                 "log_f_is_khat": "is_khat_median"}
+LOG_F_COLUMNS = {
+    "log_f_is": "mean_log_f_is",
+    "log_f_is_stderr": "mean_log_f_is_stderr",
+    "log_f_is_jensen_gap": "mean_log_f_is_jensen_gap",
+    "log_f_mean_field": "mean_log_f_mean_field",
+    "log_f_is_ess_mean": "is_ess_mean",
+    "log_f_is_ess_min": "is_ess_min",
+    "is_samples": "is_samples",
+    "log_f_is_khat": "is_khat_median",
+}
 
 PER_RUN_COLUMNS = [
-    "model", "family", "architecture", "dataset", "test_set", "estimator", "method", "schedule", "K", "init", "seed",
-    "chains", "n_weights", "n_examples", "csl_mode", "burn_in", "thin", "mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess", "ess_fraction",
-    "khat", "seconds", "n_sweeps", "total_sweeps", "sweeps_per_second", "per_example_ll_sd", "exact_test_ll",
-    "exact_log_z", "ll_minus_exact", "log_z_minus_exact", *LOG_F_COLUMNS, "device", "flags", "key", "mlflow_run_id",
+    "model",
+    "family",
+    "architecture",
+    "dataset",
+    "test_set",
+    "estimator",
+    "method",
+    "schedule",
+    "K",
+    "init",
+    "seed",
+    "chains",
+    "n_weights",
+    "n_examples",
+    "csl_mode",
+    "burn_in",
+    "thin",
+    "mean_test_ll",
+    "mean_test_ll_stderr",
+    "log_z",
+    "log_z_stderr",
+    "ess",
+    "ess_fraction",
+    "khat",
+    "seconds",
+    "n_sweeps",
+    "total_sweeps",
+    "sweeps_per_second",
+    "per_example_ll_sd",
+    "exact_test_ll",
+    "exact_log_z",
+    "ll_minus_exact",
+    "log_z_minus_exact",
+    *LOG_F_COLUMNS,
+    "device",
+    "flags",
+    "key",
+    "mlflow_run_id",
     "source",
 ]
 #: one summary row per distinct value of these (aggregated over seeds)
@@ -31,13 +71,44 @@ GROUP_COLUMNS = ["model", "dataset", "test_set", "estimator", "method", "schedul
 #: per-run columns that need the whole table (exact values of the model, flags)
 _DERIVED_COLUMNS = ("exact_test_ll", "exact_log_z", "ll_minus_exact", "log_z_minus_exact", "flags")
 _SUMMARY_COLUMNS = GROUP_COLUMNS + [
-    "family", "architecture", "n_seeds", "seeds", "chains", "n_weights", "n_examples", "csl_mode", "burn_in", "thin",
+    "family",
+    "architecture",
+    "n_seeds",
+    "seeds",
+    "chains",
+    "n_weights",
+    "n_examples",
+    "csl_mode",
+    "burn_in",
+    "thin",
     "mean_test_ll",
-    "mean_test_ll_sd", "mean_test_ll_se", "se_spread_ratio", "mean_test_ll_min", "mean_test_ll_max", "log_z",
-    "log_z_sd", "log_z_se", "log_z_se_spread_ratio", "ess", "ess_min", "ess_fraction_min", "khat_max", "seconds",
-    "total_sweeps", "sweeps_per_second", "per_example_ll_sd",
-    "exact_test_ll", "exact_log_z", "log_f_is", "log_f_is_se", "log_f_is_jensen_gap", "log_f_mean_field",
-    "log_f_is_ess_mean", "log_f_is_khat", "is_samples"]
+    "mean_test_ll_sd",
+    "mean_test_ll_se",
+    "se_spread_ratio",
+    "mean_test_ll_min",
+    "mean_test_ll_max",
+    "log_z",
+    "log_z_sd",
+    "log_z_se",
+    "log_z_se_spread_ratio",
+    "ess",
+    "ess_min",
+    "ess_fraction_min",
+    "khat_max",
+    "seconds",
+    "total_sweeps",
+    "sweeps_per_second",
+    "per_example_ll_sd",
+    "exact_test_ll",
+    "exact_log_z",
+    "log_f_is",
+    "log_f_is_se",
+    "log_f_is_jensen_gap",
+    "log_f_mean_field",
+    "log_f_is_ess_mean",
+    "log_f_is_khat",
+    "is_samples",
+]
 
 
 # --------------------------------------------------------------------------- loading
@@ -61,8 +132,9 @@ def int_or_none(x: Any) -> int | None:
 
 def _architecture(n_visible, hidden_sizes, n_hidden) -> str:
     """Layer sizes as ``"784-500-1000"`` (empty when unknown)."""
-    sizes = list(hidden_sizes) if isinstance(hidden_sizes, (list, tuple)) else (
-        [n_hidden] if n_hidden is not None else [])
+    sizes = (
+        list(hidden_sizes) if isinstance(hidden_sizes, (list, tuple)) else ([n_hidden] if n_hidden is not None else [])
+    )
     if n_visible is None or not sizes:
         return ""
     try:
@@ -134,8 +206,15 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         "chains": int_or_none(chains),
         "n_weights": int_or_none(n_weights),
         "n_examples": int_or_none(res.get("n_examples", pick("n_examples"))),
-        **({"csl_mode": str(pick("csl_mode", default="")), "burn_in": int_or_none(pick("burn_in")),
-            "thin": int_or_none(pick("thin"))} if method == "csl" else {"csl_mode": "", "burn_in": None, "thin": None}),
+        **(
+            {
+                "csl_mode": str(pick("csl_mode", default="")),
+                "burn_in": int_or_none(pick("burn_in")),
+                "thin": int_or_none(pick("thin")),
+            }
+            if method == "csl"
+            else {"csl_mode": "", "burn_in": None, "thin": None}
+        ),
         "mean_test_ll": as_float(res.get("mean_log_likelihood")),
         "mean_test_ll_stderr": as_float(res.get("mean_log_likelihood_stderr")),
         "log_z": as_float(res.get("log_z")),
@@ -205,15 +284,19 @@ def _read_json(path: Path, strict: bool = True) -> Iterable[tuple[Mapping[str, A
         if bad is not None and not strict and not any(_is_record(o) for o in obj):
             return  # a foreign list in a directory: skipped as other JSON files are
         if bad is not None:
-            raise ValueError(f"{path}: item {bad} of the list is not an estimate record ({_describe(obj[bad])}); "
-                             "expected an estimate record (with 'result' or 'estimator') or a list of them")
+            raise ValueError(
+                f"{path}: item {bad} of the list is not an estimate record ({_describe(obj[bad])}); "
+                "expected an estimate record (with 'result' or 'estimator') or a list of them"
+            )
         for o in obj:
             yield o, str(path)
     elif _is_record(obj):
         yield obj, str(path)
     elif strict:
-        raise ValueError(f"{path}: not an estimate record ({_describe(obj)}); expected an estimate record "
-                         "(with 'result' or 'estimator') or a list of them")
+        raise ValueError(
+            f"{path}: not an estimate record ({_describe(obj)}); expected an estimate record "
+            "(with 'result' or 'estimator') or a list of them"
+        )
     # other JSON files in a directory (e.g. a report.json in the same tree) are ignored
 
 
@@ -257,8 +340,10 @@ def check_utf8_path(path: str | os.PathLike, what: str = "path") -> None:
     try:
         os.fsencode(path).decode("utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"{what} {printable_path(path)}: the name is not valid UTF-8 (the report records every "
-                         "source file by name, as UTF-8 text); rename it") from None
+        raise ValueError(
+            f"{what} {printable_path(path)}: the name is not valid UTF-8 (the report records every "
+            "source file by name, as UTF-8 text); rename it"
+        ) from None
 
 
 def _arrays_file(source: str | os.PathLike | None) -> Path | None:
@@ -290,19 +375,23 @@ def check_log_weights(rec: Mapping[str, Any], source: str | os.PathLike | None) 
             if "log_weights" not in z.files:
                 return
             lw = np.asarray(z["log_weights"], dtype=np.float64)
-    except Exception as exc:  # noqa: BLE001 - a truncated or foreign file: zipfile, zlib, EOF, value errors
-        raise ValueError(f"{printable_path(npz)}: the per-chain arrays of {printable_path(source or npz)} cannot "
-                         f"be read ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:
+        raise ValueError(
+            f"{printable_path(npz)}: the per-chain arrays of {printable_path(source or npz)} cannot "
+            f"be read ({type(exc).__name__}: {exc})"
+        ) from None
     if lw.ndim != 1 or lw.size == 0 or not np.isfinite(lw).all():
         return
     from scipy.special import logsumexp  # lazy, as in flags.py: only a report needs it
 
     recomputed = sign * (float(logsumexp(lw)) - math.log(lw.size))  # +-logmeanexp
     if abs(float(log_z) - recomputed) > LOG_Z_RTOL * max(1.0, abs(recomputed)):
-        raise ValueError(f"{printable_path(source or npz)}: log_z {float(log_z)!r} disagrees with the {lw.size} "
-                         f"log-weights in {printable_path(npz)} ({'-' if sign < 0 else ''}logmeanexp = "
-                         f"{recomputed!r}); the record was edited or its arrays are another run's: rerun the "
-                         "estimate")
+        raise ValueError(
+            f"{printable_path(source or npz)}: log_z {float(log_z)!r} disagrees with the {lw.size} "
+            f"log-weights in {printable_path(npz)} ({'-' if sign < 0 else ''}logmeanexp = "
+            f"{recomputed!r}); the record was edited or its arrays are another run's: rerun the "
+            "estimate"
+        )
 
 
 def _model_identity(rec: Mapping[str, Any]) -> tuple[str | None, str | None]:
@@ -313,8 +402,7 @@ def _model_identity(rec: Mapping[str, Any]) -> tuple[str | None, str | None]:
     return sha, path
 
 
-def check_models_distinct(records: Sequence[tuple[Mapping[str, Any], str | None]],
-                          names: Sequence[str]) -> None:
+def check_models_distinct(records: Sequence[tuple[Mapping[str, Any], str | None]], names: Sequence[str]) -> None:
     """Refuse (``ValueError``, one line naming two of the records) records of two different models that
     would be reported under one name, e.g. ``model.npz`` of two runs: their exact values would be averaged
     and every estimate compared with the mean.  Models are told apart by their content hash, else (records
@@ -328,13 +416,20 @@ def check_models_distinct(records: Sequence[tuple[Mapping[str, Any], str | None]
             continue
         first = seen.setdefault(name, (ident, i))
         if first[0] != ident:
+
             def what(j):
                 (h, p), src = ids[j], records[j][1]
-                return (f"{printable_path(src) if src else 'a record'} (model {printable_path(p) if p else '?'}"
-                        + (f", sha256 {h[:12]}" if h else "") + ")")
-            raise ValueError(f"records of two different models would both be reported as model {name!r}: "
-                             f"{what(first[1])} and {what(i)}; give the model files different names or report "
-                             "them separately")
+                return (
+                    f"{printable_path(src) if src else 'a record'} (model {printable_path(p) if p else '?'}"
+                    + (f", sha256 {h[:12]}" if h else "")
+                    + ")"
+                )
+
+            raise ValueError(
+                f"records of two different models would both be reported as model {name!r}: "
+                f"{what(first[1])} and {what(i)}; give the model files different names or report "
+                "them separately"
+            )
 
 
 def load_results(results, records: Sequence[tuple[Mapping[str, Any], str | None]] | None = None) -> pd.DataFrame:
@@ -355,22 +450,39 @@ def load_results(results, records: Sequence[tuple[Mapping[str, Any], str | None]
     df = pd.DataFrame(rows, columns=[c for c in PER_RUN_COLUMNS if c not in _DERIVED_COLUMNS])
     for c in ("K", "seed", "chains", "n_weights", "n_examples", "burn_in", "thin"):
         df[c] = pd.array(df[c], dtype="Int64")
-    for c in ("family", "architecture", "dataset", "test_set", "csl_mode", "schedule", "init", "device", "key",
-              "mlflow_run_id", "source"):
+    for c in (
+        "family",
+        "architecture",
+        "dataset",
+        "test_set",
+        "csl_mode",
+        "schedule",
+        "init",
+        "device",
+        "key",
+        "mlflow_run_id",
+        "source",
+    ):
         df[c] = df[c].fillna("").astype(str)
     df["family"] = _model_constant(df, "family", "rbm")
     df["architecture"] = _model_constant(df, "architecture", "")
     # the exact log-likelihood of the same test rows (a per-class subset has its own), log Z of the model
     exacts = df[df["method"] == "exact"]
-    df = df.merge(exacts.groupby(["model", "test_set"]).agg(exact_test_ll=("mean_test_ll", "mean")),
-                  how="left", left_on=["model", "test_set"], right_index=True)
-    df = df.merge(exacts.groupby("model").agg(exact_log_z=("log_z", "mean")), how="left", left_on="model",
-                  right_index=True)
+    df = df.merge(
+        exacts.groupby(["model", "test_set"]).agg(exact_test_ll=("mean_test_ll", "mean")),
+        how="left",
+        left_on=["model", "test_set"],
+        right_index=True,
+    )
+    df = df.merge(
+        exacts.groupby("model").agg(exact_log_z=("log_z", "mean")), how="left", left_on="model", right_index=True
+    )
     df["ll_minus_exact"] = df["mean_test_ll"] - df["exact_test_ll"]
     df["log_z_minus_exact"] = df["log_z"] - df["exact_log_z"]
     df["flags"] = ""
-    df = df.sort_values(["model", "method", "estimator", "schedule", "K", "init", "seed"], na_position="first",
-                        kind="stable").reset_index(drop=True)
+    df = df.sort_values(
+        ["model", "method", "estimator", "schedule", "K", "init", "seed"], na_position="first", kind="stable"
+    ).reset_index(drop=True)
     return df[PER_RUN_COLUMNS]
 
 
@@ -469,8 +581,10 @@ def summarize(per_run: pd.DataFrame) -> pd.DataFrame:
     (``khat_max``), timings, the exact values, the deep models' log f(v) summaries; empty
     ``gap_ais_minus_raise`` and ``flags`` columns (see :func:`.flags.apply_flags`).
     """
-    rows = [{**dict(zip(GROUP_COLUMNS, keys)), **_summary_row(g)}
-            for keys, g in per_run.groupby(GROUP_COLUMNS, dropna=False, sort=False)]
+    rows = [
+        {**dict(zip(GROUP_COLUMNS, keys)), **_summary_row(g)}
+        for keys, g in per_run.groupby(GROUP_COLUMNS, dropna=False, sort=False)
+    ]
     s = pd.DataFrame(rows, columns=_SUMMARY_COLUMNS)
     for c in ("K", "burn_in", "thin"):
         s[c] = pd.array(s[c], dtype="Int64")

@@ -12,9 +12,27 @@ from .methods import CONTINUOUS_FAMILIES, CONTINUOUS_METHODS, DEEP_FAMILIES, INI
 
 #: the per-seed average of AIS and reverse AIS (the paper's "average of AIS and RAISE")
 AVERAGE_METHOD = "avg-ais-reverse-ais"
-ANNEALED_TRIAL_COLUMNS = ["model", "family", "init", "schedule", "K", "estimator", "method", "n_trials", "seeds",
-                          "chains", "bias", "mse", "sd", "bias_se", "mean_stderr", "coverage", "mean_seconds",
-                          "truth", "truth_source"]
+ANNEALED_TRIAL_COLUMNS = [
+    "model",
+    "family",
+    "init",
+    "schedule",
+    "K",
+    "estimator",
+    "method",
+    "n_trials",
+    "seeds",
+    "chains",
+    "bias",
+    "mse",
+    "sd",
+    "bias_se",
+    "mean_stderr",
+    "coverage",
+    "mean_seconds",
+    "truth",
+    "truth_source",
+]
 FLAG_ROW_COLUMNS = ["model", "estimator", "method", "schedule", "K", "init", "flag"]
 
 
@@ -47,8 +65,7 @@ def _table_keys(summary: pd.DataFrame) -> pd.DataFrame:
     annealed = summary[summary["method"].isin(["ais", "raise"])]
     keys = annealed[["model", "schedule", "K"]].drop_duplicates()
     models_without = sorted(set(summary["model"]) - set(keys["model"]))
-    return pd.concat([keys, pd.DataFrame({"model": models_without, "schedule": "", "K": pd.NA})],
-                     ignore_index=True)
+    return pd.concat([keys, pd.DataFrame({"model": models_without, "schedule": "", "K": pd.NA})], ignore_index=True)
 
 
 def _at_k(frame: pd.DataFrame, K) -> pd.DataFrame:
@@ -149,8 +166,14 @@ def _deep_cells(ms: pd.DataFrame, sched: str, K, init: str) -> tuple[dict[str, f
     r_, a_ = _annealed_cell(ms, sched, K, init)
     rv, rse = _first(r_, "mean_test_ll"), _first(r_, "mean_test_ll_se")
     av, ase = _first(a_, "mean_test_ll"), _first(a_, "mean_test_ll_se")
-    values = {f"raise_{init}": rv, f"raise_{init}_se": rse, f"ais_{init}": av, f"ais_{init}_se": ase,
-              f"gap_{init}": av - rv, f"gap_{init}_se": math.sqrt(rse**2 + ase**2)}
+    values = {
+        f"raise_{init}": rv,
+        f"raise_{init}_se": rse,
+        f"ais_{init}": av,
+        f"ais_{init}_se": ase,
+        f"gap_{init}": av - rv,
+        f"gap_{init}_se": math.sqrt(rse**2 + ase**2),
+    }
     return values, _cell_flags(init, r_, a_)
 
 
@@ -173,9 +196,15 @@ def make_table2(summary: pd.DataFrame) -> pd.DataFrame:
         model, sched, K = k["model"], k["schedule"], k["K"]
         ms = summary[summary["model"] == model]
         cells = _at_k(ms[ms["method"].isin(["ais", "raise"]) & (ms["schedule"] == sched)], K)
-        row: dict[str, Any] = {"model": model, "family": ms["family"].iloc[0],
-                               "architecture": ms["architecture"].iloc[0], "schedule": sched, "K": K,
-                               "n_seeds": int(cells["n_seeds"].max()) if len(cells) else 0, "exact": _exact(ms)}
+        row: dict[str, Any] = {
+            "model": model,
+            "family": ms["family"].iloc[0],
+            "architecture": ms["architecture"].iloc[0],
+            "schedule": sched,
+            "K": K,
+            "n_seeds": int(cells["n_seeds"].max()) if len(cells) else 0,
+            "exact": _exact(ms),
+        }
         flags: list[str] = []
         for init in inits:
             values, cell_flags = _deep_cells(ms, sched, K, init)
@@ -188,8 +217,7 @@ def make_table2(summary: pd.DataFrame) -> pd.DataFrame:
         rows.append(row)
     cols = ["model", "family", "architecture", "schedule", "K", "n_seeds", "exact"]
     for init in inits:
-        cols += [f"raise_{init}", f"raise_{init}_se", f"ais_{init}", f"ais_{init}_se", f"gap_{init}",
-                 f"gap_{init}_se"]
+        cols += [f"raise_{init}", f"raise_{init}_se", f"ais_{init}", f"ais_{init}_se", f"gap_{init}", f"gap_{init}_se"]
     t = _finish(rows, cols + ["log_f_is", "log_f_is_se", "log_f_is_jensen_gap", "log_f_mean_field", "flags"])
     t["n_seeds"] = pd.array(t["n_seeds"], dtype="Int64")
     return t
@@ -218,8 +246,13 @@ def make_table_continuous(summary: pd.DataFrame) -> pd.DataFrame:
 def _continuous_row(model: str, ms: pd.DataFrame, methods: list[str]) -> dict[str, Any]:
     """One model's row of :func:`make_table_continuous`."""
     arch = ms["architecture"].iloc[0]
-    row: dict[str, Any] = {"model": model, "family": ms["family"].iloc[0], "architecture": arch,
-                           "size": int(arch.split("-")[-1]) if arch else pd.NA, "exact": _exact(ms)}
+    row: dict[str, Any] = {
+        "model": model,
+        "family": ms["family"].iloc[0],
+        "architecture": arch,
+        "size": int(arch.split("-")[-1]) if arch else pd.NA,
+        "exact": _exact(ms),
+    }
     spread_src = ms[ms["method"] == "exact"]
     flags: list[str] = []
     for m in methods:
@@ -250,17 +283,28 @@ def _truth_row(model: str, g: pd.DataFrame, tolerance: float) -> dict[str, Any]:
     r = g[(g["method"] == "reverse-ais") & g["log_z"].notna()]
     common = sorted(set(a["K"].dropna().astype(int)) & set(r["K"].dropna().astype(int)))
     if not common:
-        return {"model": model, "truth": float("nan"), "truth_K": pd.NA,
-                "truth_source": "none: no exact value, no AIS and reverse-AIS runs at a common K"}
+        return {
+            "model": model,
+            "truth": float("nan"),
+            "truth_K": pd.NA,
+            "truth_source": "none: no exact value, no AIS and reverse-AIS runs at a common K",
+        }
     k = common[-1]
     la, lr = float(a.loc[a["K"] == k, "log_z"].mean()), float(r.loc[r["K"] == k, "log_z"].mean())
     if abs(la - lr) <= tolerance:
-        return {"model": model, "truth": 0.5 * (la + lr), "truth_K": k,
-                "truth_source": f"mean of AIS {la:.3f} and reverse AIS {lr:.3f} at K={k} "
-                                f"(agree within {tolerance:g} nat)"}
-    return {"model": model, "truth": float("nan"), "truth_K": k,
-            "truth_source": f"none: AIS {la:.3f} and reverse AIS {lr:.3f} at K={k} differ by "
-                            f"{abs(la - lr):.3f} > {tolerance:g} nat; run both at larger K"}
+        return {
+            "model": model,
+            "truth": 0.5 * (la + lr),
+            "truth_K": k,
+            "truth_source": f"mean of AIS {la:.3f} and reverse AIS {lr:.3f} at K={k} (agree within {tolerance:g} nat)",
+        }
+    return {
+        "model": model,
+        "truth": float("nan"),
+        "truth_K": k,
+        "truth_source": f"none: AIS {la:.3f} and reverse AIS {lr:.3f} at K={k} differ by "
+        f"{abs(la - lr):.3f} > {tolerance:g} nat; run both at larger K",
+    }
 
 
 def ground_truth(per_run: pd.DataFrame, tolerance: float = 0.1) -> pd.DataFrame:
@@ -289,7 +333,8 @@ def _runs_against_truth(per_run: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFr
     runs["truth_source"] = [str(t["truth_source"].get(m, "")) for m in runs["model"]]
     truth_k = [t["truth_K"].get(m, pd.NA) for m in runs["model"]]
     keep = runs["truth"].notna().to_numpy() & np.array(
-        [bool(pd.isna(tk) or int(k) != int(tk)) for k, tk in zip(runs["K"], truth_k)], dtype=bool)
+        [bool(pd.isna(tk) or int(k) != int(tk)) for k, tk in zip(runs["K"], truth_k)], dtype=bool
+    )
     return runs[keep]
 
 
@@ -316,14 +361,20 @@ def _trial_row(g: pd.DataFrame, z: float) -> dict[str, Any]:
     se = g["log_z_stderr"].to_numpy(dtype=float)
     n = len(err)
     sd = float(np.std(err, ddof=1)) if n > 1 else float("nan")
-    return {"n_trials": n, "seeds": " ".join(str(int(x)) for x in g["seed"].dropna()),
-            "chains": g["chains"].dropna().iloc[0] if g["chains"].notna().any() else pd.NA,
-            "bias": float(err.mean()), "mse": float(np.mean(err**2)), "sd": sd,
-            "bias_se": sd / math.sqrt(n) if n > 1 else float("nan"),
-            "mean_stderr": float(np.nanmean(se)) if np.isfinite(se).any() else float("nan"),
-            "coverage": float(np.mean(np.abs(err) <= z * se)) if np.isfinite(se).all() else float("nan"),
-            "mean_seconds": float(g["seconds"].mean()), "truth": float(g["truth"].iloc[0]),
-            "truth_source": g["truth_source"].iloc[0]}
+    return {
+        "n_trials": n,
+        "seeds": " ".join(str(int(x)) for x in g["seed"].dropna()),
+        "chains": g["chains"].dropna().iloc[0] if g["chains"].notna().any() else pd.NA,
+        "bias": float(err.mean()),
+        "mse": float(np.mean(err**2)),
+        "sd": sd,
+        "bias_se": sd / math.sqrt(n) if n > 1 else float("nan"),
+        "mean_stderr": float(np.nanmean(se)) if np.isfinite(se).any() else float("nan"),
+        "coverage": float(np.mean(np.abs(err) <= z * se)) if np.isfinite(se).all() else float("nan"),
+        "mean_seconds": float(g["seconds"].mean()),
+        "truth": float(g["truth"].iloc[0]),
+        "truth_source": g["truth_source"].iloc[0],
+    }
 
 
 def annealed_trials(per_run: pd.DataFrame, truth: pd.DataFrame, z: float = 2.0) -> pd.DataFrame:
@@ -349,8 +400,12 @@ def annealed_trials(per_run: pd.DataFrame, truth: pd.DataFrame, z: float = 2.0) 
 # --------------------------------------------------------------------------- flags
 def flag_rows(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per reason of each flagged summary row (``model, estimator, method, schedule, K, init, flag``)."""
-    rows = [{**{c: s[c] for c in FLAG_ROW_COLUMNS[:-1]}, "flag": f}
-            for _, s in summary.iterrows() for f in s["flags"].split("; ") if f]
+    rows = [
+        {**{c: s[c] for c in FLAG_ROW_COLUMNS[:-1]}, "flag": f}
+        for _, s in summary.iterrows()
+        for f in s["flags"].split("; ")
+        if f
+    ]
     t = pd.DataFrame(rows, columns=FLAG_ROW_COLUMNS)
     t["K"] = pd.array(t["K"], dtype="Int64")
     return t
@@ -369,7 +424,8 @@ def _csl_block(mode: str, burn_in: float, burn_ins: list[float]) -> str:
     b = int(burn_in)
     if len(burn_ins) < 2:
         return f"biased, burn-in {b}"
-    return f"biased, {'large' if burn_in == max(burn_ins) else 'small' if burn_in == min(burn_ins) else 'mid'} burn-in ({b})"
+    size = "large" if burn_in == max(burn_ins) else "small" if burn_in == min(burn_ins) else "mid"
+    return f"biased, {size} burn-in ({b})"
 
 
 def make_table_csl(summary: pd.DataFrame) -> pd.DataFrame:
@@ -386,8 +442,10 @@ def make_table_csl(summary: pd.DataFrame) -> pd.DataFrame:
     if csl.empty:
         return pd.DataFrame(columns=cols)
     csl = csl.copy()
-    csl["N"] = [int(round(m * k / t)) if all(pd.notna(x) for x in (m, k, t)) and t else pd.NA
-                for m, k, t in zip(csl["chains"], csl["K"], csl["thin"])]
+    csl["N"] = [
+        int(round(m * k / t)) if all(pd.notna(x) for x in (m, k, t)) and t else pd.NA
+        for m, k, t in zip(csl["chains"], csl["K"], csl["thin"])
+    ]
     burn_ins = {mode: sorted(set(g["burn_in"].dropna())) for mode, g in csl.groupby("csl_mode")}
     csl["block"] = [_csl_block(mode, b, burn_ins.get(mode, [])) for mode, b in zip(csl["csl_mode"], csl["burn_in"])]
     rows = []
@@ -397,7 +455,7 @@ def make_table_csl(summary: pd.DataFrame) -> pd.DataFrame:
             gm = g[g["model"] == m]
             row[m] = float(gm["mean_test_ll"].iloc[0]) if len(gm) else float("nan")
             sd = float(gm["mean_test_ll_sd"].iloc[0]) if len(gm) else float("nan")
-            row[f"{m}_var"] = sd ** 2
+            row[f"{m}_var"] = sd**2
             row[f"{m}_n"] = int(gm["n_seeds"].iloc[0]) if len(gm) else 0
         rows.append(row)
     table = pd.DataFrame(rows, columns=cols)

@@ -17,13 +17,44 @@ The names callers use are re-exported here (``from logzbench import tracking; tr
 Importing the package imports no MLflow: that happens in the first call that talks to a store.
 """
 
-from .dashboard import (DASHBOARD_DESCRIPTION, DASHBOARD_VIEW, DASHBOARD_VIEWS, EXPERIMENT_KIND, EXPERIMENT_KIND_TAG,
-                        NOTE_TAG, dashboard_hint, dashboard_url, setup_dashboard)
-from .keys import (DEFAULT_EXPERIMENT, FLAG_TAG, FLAGGED_TAG, GROUP_TAG, KEY_TAG, KIND_TAG, LOGGED_TAG, SETTING_TAG,
-                   estimate_key, train_key, trials_key)
-from .records import (BRACKET_HISTORY_ARTIFACT, SCHEDULE_ARTIFACT, bracket_metrics, bracket_tags, estimate_bracket,
-                      estimate_flags, estimate_metrics, estimate_params, log_estimate, log_training, log_trials,
-                      training_metrics)
+from .dashboard import (
+    DASHBOARD_DESCRIPTION,
+    DASHBOARD_VIEW,
+    DASHBOARD_VIEWS,
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
+    NOTE_TAG,
+    dashboard_hint,
+    dashboard_url,
+    setup_dashboard,
+)
+from .keys import (
+    DEFAULT_EXPERIMENT,
+    FLAG_TAG,
+    FLAGGED_TAG,
+    GROUP_TAG,
+    KEY_TAG,
+    KIND_TAG,
+    LOGGED_TAG,
+    SETTING_TAG,
+    estimate_key,
+    train_key,
+    trials_key,
+)
+from .records import (
+    BRACKET_HISTORY_ARTIFACT,
+    SCHEDULE_ARTIFACT,
+    bracket_metrics,
+    bracket_tags,
+    estimate_bracket,
+    estimate_flags,
+    estimate_metrics,
+    estimate_params,
+    log_estimate,
+    log_training,
+    log_trials,
+    training_metrics,
+)
 from .retries import HTTP_DEFAULTS
 from .runs import TrackingSession, find_runs, log_run, set_flags
 from .store import get_client, init_store

@@ -43,10 +43,12 @@ repeated-trials setting (`<experiment>/...`) and the report (`report`).
 DASHBOARD_DESCRIPTION = _DESCRIPTION_V1.replace(
     "- `seconds`:",
     "- `khat`: the Pareto k-hat of the run's log-weights (PSIS); above 0.7 their tail is so heavy that the "
-    "standard error understates the uncertainty (flagged).\n- `seconds`:").replace(
+    "standard error understates the uncertainty (flagged).\n- `seconds`:",
+).replace(
     "low ESS, a bound on the wrong side of the exact value).",
     "low ESS, heavy-tailed weights, standard errors below the spread between seeds, a bound on the wrong side "
-    "of the exact value).")
+    "of the exact value).",
+)
 # descriptions an earlier version wrote (replaced by the current one; a person's own text is kept)
 _PREVIOUS_DESCRIPTIONS: tuple[str, ...] = (_DESCRIPTION_V1,)
 
@@ -61,26 +63,37 @@ _VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # the runs table's saved views ("V
 #: the saved view :func:`dashboard_url` opens
 DASHBOARD_VIEW = "logzbench-by-model"
 #: saved views of the runs table: id -> (name, tag grouped by)
-DASHBOARD_VIEWS = {"logzbench-by-model": ("By model", GROUP_TAG),
-                   "logzbench-seeds-pooled": ("Seeds pooled", SETTING_TAG)}
-_VIEW_COLUMNS = (*(f"metrics.`{m}`" for m in ("mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr",
-                                              "ess_fraction", "khat", "seconds")),
-                 *(f"params.`{p}`" for p in ("estimator", "K", "init", "seed", "chains")),
-                 f"tags.`{FLAGGED_TAG}`")
+DASHBOARD_VIEWS = {
+    "logzbench-by-model": ("By model", GROUP_TAG),
+    "logzbench-seeds-pooled": ("Seeds pooled", SETTING_TAG),
+}
+_VIEW_COLUMNS = (
+    *(
+        f"metrics.`{m}`"
+        for m in ("mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess_fraction", "khat", "seconds")
+    ),
+    *(f"params.`{p}`" for p in ("estimator", "K", "init", "seed", "chains")),
+    f"tags.`{FLAGGED_TAG}`",
+)
 
 
 def _view_state(group_tag: str) -> str:
     """A saved view's state (the runs table's search facets and UI state, as MLflow's UI stores them):
     sorted by run name, grouped by the tag ``group_tag`` (average over each group), the main metric
     and parameter columns."""
-    return json.dumps({
-        "orderByKey": "tags.`mlflow.runName`", "orderByAsc": True,
-        "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": group_tag}]},
-        "groupsExpanded": {}, "selectedColumns": list(_VIEW_COLUMNS),
-        # the grid's column ids: run name, Created, Duration, then ours (its widths apply to these only)
-        "columnOrder": ["attributes.`Run Name`", "runDateAndNestInfo", "duration", *_VIEW_COLUMNS],
-        "columnWidths": {"attributes.`Run Name`": 330},  # run names are long: <model>/<estimator>/K/init/seed
-    }, sort_keys=True)
+    return json.dumps(
+        {
+            "orderByKey": "tags.`mlflow.runName`",
+            "orderByAsc": True,
+            "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": group_tag}]},
+            "groupsExpanded": {},
+            "selectedColumns": list(_VIEW_COLUMNS),
+            # the grid's column ids: run name, Created, Duration, then ours (its widths apply to these only)
+            "columnOrder": ["attributes.`Run Name`", "runDateAndNestInfo", "duration", *_VIEW_COLUMNS],
+            "columnWidths": {"attributes.`Run Name`": 330},  # run names are long: <model>/<estimator>/K/init/seed
+        },
+        sort_keys=True,
+    )
 
 
 def _own_view(value: str | None, name: str, state: str) -> bool | None:
@@ -123,14 +136,17 @@ def setup_dashboard(client, experiment_id: str, description: str | None = None) 
             created = now
             with contextlib.suppress(ValueError, TypeError, KeyError):
                 created = int(json.loads(current)["createdAt"])
-            want[_VIEW_TAG_PREFIX + view_id] = json.dumps({"name": name, "createdAt": created, "updatedAt": now,
-                                                           "state": state})
+            want[_VIEW_TAG_PREFIX + view_id] = json.dumps(
+                {"name": name, "createdAt": created, "updatedAt": now, "state": state}
+            )
     for key, value in want.items():
         _retry(client.set_experiment_tag, experiment_id, key, value)
     return want
 
 
-def dashboard_url(experiment_id: str, base_url: str = "http://127.0.0.1:5000", view: str | None = DASHBOARD_VIEW) -> str:
+def dashboard_url(
+    experiment_id: str, base_url: str = "http://127.0.0.1:5000", view: str | None = DASHBOARD_VIEW
+) -> str:
     """The experiment's runs table in the MLflow UI at ``base_url``, as the saved ``view`` (default
     grouped by model; ``None``: the plain runs table).  ``workflowType=machine_learning`` switches
     MLflow 3's sidebar to "Model training" (its default, GenAI, opens experiments on the traces overview)."""
@@ -144,5 +160,7 @@ def dashboard_hint(uri: str | None, experiment_id: str, port: int = 5000) -> str
     uri = resolve_tracking_uri(uri)
     if uri.lower().startswith(("http://", "https://")):
         return f"MLflow UI: open {dashboard_url(experiment_id, uri)}"
-    return (f"MLflow UI: mlflow ui --backend-store-uri {uri} --port {port}, then open "
-            f"{dashboard_url(experiment_id, f'http://127.0.0.1:{port}')}")
+    return (
+        f"MLflow UI: mlflow ui --backend-store-uri {uri} --port {port}, then open "
+        f"{dashboard_url(experiment_id, f'http://127.0.0.1:{port}')}"
+    )

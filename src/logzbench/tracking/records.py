@@ -17,9 +17,9 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .keys import (DEFAULT_EXPERIMENT, FLAG_TAG, FLAGGED_TAG, GROUP_TAG, SETTING_TAG, estimate_key, train_key,
-                   trials_key)
+from .keys import DEFAULT_EXPERIMENT, FLAG_TAG, FLAGGED_TAG, GROUP_TAG, SETTING_TAG, estimate_key, train_key, trials_key
 from .runs import TrackingSession, _finite, log_run
+
 
 # --------------------------------------------------------------------------- estimates
 def _res(record: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -30,12 +30,40 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
     """MLflow params of an estimate record (see ``workflow/scripts/estimate.py``)."""
     res = _res(record)
     settings = res.get("settings") or {}
-    keys = ("model", "dataset", "estimator", "method", "K", "chains", "init", "seed", "schedule", "device",
-            "n_examples", "csl_mode", "burn_in", "thin", "n_visible", "n_hidden", "family", "hidden_sizes",
-            "is_samples", "step_size", "gamma", "mh_sigma", "proposal_scale", "code_version",
-            # the schedule's and the sandwich's settings (recorded where they are used:
-            # logzbench.pipeline.sweep.SETTING_KEYS)
-            "sweeps_per_beta", "pilot_chains", "target_ess", "target_width", "max_sweeps", "confidence")
+    keys = (
+        "model",
+        "dataset",
+        "estimator",
+        "method",
+        "K",
+        "chains",
+        "init",
+        "seed",
+        "schedule",
+        "device",
+        "n_examples",
+        "csl_mode",
+        "burn_in",
+        "thin",
+        "n_visible",
+        "n_hidden",
+        "family",
+        "hidden_sizes",
+        "is_samples",
+        "step_size",
+        "gamma",
+        "mh_sigma",
+        "proposal_scale",
+        "code_version",
+        # the schedule's and the sandwich's settings (recorded where they are used:
+        # logzbench.pipeline.sweep.SETTING_KEYS)
+        "sweeps_per_beta",
+        "pilot_chains",
+        "target_ess",
+        "target_width",
+        "max_sweeps",
+        "confidence",
+    )
     out = {k: record.get(k, settings.get(k)) for k in keys}
     out["method"] = out["method"] or res.get("estimator")
     out["chains"] = out["chains"] if out["chains"] is not None else res.get("n_chains")
@@ -59,8 +87,16 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
         "n_examples": res.get("n_examples"),
     }
     extra = res.get("extra") or {}
-    for k in ("mean_log_f_is", "mean_log_f_is_stderr", "mean_log_f_is_jensen_gap", "mean_log_f_mean_field",
-              "is_ess_mean", "is_ess_min", "is_khat_median", "log_f_seconds"):  # deep models: the importance-sampled log f(v)
+    for k in (
+        "mean_log_f_is",
+        "mean_log_f_is_stderr",
+        "mean_log_f_is_jensen_gap",
+        "mean_log_f_mean_field",
+        "is_ess_mean",
+        "is_ess_min",
+        "is_khat_median",
+        "log_f_seconds",
+    ):  # deep models: the importance-sampled log f(v)
         m[k] = extra.get(k)
     for k in ("pilot_sweeps", "pilot_K", "pilot_seconds", "pilot_resampled"):  # the adaptive schedule's pilot run
         m[k] = extra.get(k)
@@ -93,8 +129,22 @@ def estimate_bracket(record: Mapping[str, Any]) -> dict[str, Any]:
         return dict(bracket)
     if any(f"{q}_lower" in res for q in ("log_z", "mean_log_likelihood")):
         keys = [k for k in res if re.match(r"(log_z|mean_log_likelihood)_(lower|upper|width|crossed)", k)]
-        keys += [k for k in ("confidence", "noise_z", "target_width", "width_reached", "quantity", "K",
-                             "total_sweeps", "K_needed", "reason", "history") if k in res]
+        keys += [
+            k
+            for k in (
+                "confidence",
+                "noise_z",
+                "target_width",
+                "width_reached",
+                "quantity",
+                "K",
+                "total_sweeps",
+                "K_needed",
+                "reason",
+                "history",
+            )
+            if k in res
+        ]
         return {k: res[k] for k in keys}
     return {}
 
@@ -104,8 +154,9 @@ def bracket_metrics(bracket: Mapping[str, Any]) -> dict[str, float]:
     their ``_estimate``, ``_stderr`` and ``_slack``, ``log_z_width``, the same of ``mean_log_likelihood``,
     ``confidence``, ``noise_z``, ``target_width``, ``K``, ``total_sweeps``, ``K_needed``); booleans and unknown
     values are left out."""
-    return {str(k): float(v) for k, v in bracket.items()
-            if k != "history" and not isinstance(v, (bool, str)) and _finite(v)}
+    return {
+        str(k): float(v) for k, v in bracket.items() if k != "history" and not isinstance(v, (bool, str)) and _finite(v)
+    }
 
 
 def bracket_tags(bracket: Mapping[str, Any]) -> dict[str, str]:
@@ -142,7 +193,7 @@ def _schedule_of(items: Mapping[str, str | None]) -> Any:
                 with np.load(path, allow_pickle=False) as z:
                     if "schedule" in z.files:
                         return np.asarray(z["schedule"], dtype=np.float64)
-            except Exception:  # noqa: BLE001 - a damaged file is logged as it is; the schedule is a convenience
+            except Exception:
                 return None
     return None
 
@@ -155,19 +206,32 @@ def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1, khat
     ess, chains = res.get("ess"), res.get("n_chains")
     if _finite(ess) and _finite(chains) and float(chains) > 0 and float(ess) < ess_fraction * float(chains):
         unit = "samples" if (record.get("method") or res.get("estimator")) == "csl" else "chains"
-        flags.append(f"low ESS: {float(ess):.3g} of {int(chains)} {unit} ({100 * float(ess) / float(chains):.2g}% "
-                     f"< {100 * ess_fraction:g}%)")
+        flags.append(
+            f"low ESS: {float(ess):.3g} of {int(chains)} {unit} ({100 * float(ess) / float(chains):.2g}% "
+            f"< {100 * ess_fraction:g}%)"
+        )
     k = res.get("khat")
     if _finite(k) and float(k) > khat:
-        flags.append(f"heavy-tailed log-weights: Pareto k-hat {float(k):.2f} > {khat:g}, "
-                     "the standard error understates the uncertainty")
+        flags.append(
+            f"heavy-tailed log-weights: Pareto k-hat {float(k):.2f} > {khat:g}, "
+            "the standard error understates the uncertainty"
+        )
     return flags
 
 
-def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
-                 artifacts: Iterable | Mapping | None = None, ess_fraction: float = 0.1,
-                 extra_tags: Mapping[str, Any] | None = None, session: TrackingSession | None = None,
-                 start_time: Any = None, end_time: Any = None, schedule: Any = None) -> str:
+def log_estimate(
+    record: Mapping[str, Any],
+    *,
+    uri: str | None = None,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    artifacts: Iterable | Mapping | None = None,
+    ess_fraction: float = 0.1,
+    extra_tags: Mapping[str, Any] | None = None,
+    session: TrackingSession | None = None,
+    start_time: Any = None,
+    end_time: Any = None,
+    schedule: Any = None,
+) -> str:
     """Log one estimate record (``{"model", "estimator", "K", ..., "result": EstimateResult.to_dict()}``
     or a flat ``to_dict()`` with those keys) as an MLflow run; returns the run id.
 
@@ -184,8 +248,13 @@ def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experimen
 
     res = _res(record)
     params = estimate_params(record)
-    key = record.get("key") or estimate_key(params.get("model", "?"), params.get("estimator", params.get("method", "?")),
-                                            params.get("K"), params.get("init"), params.get("seed"))
+    key = record.get("key") or estimate_key(
+        params.get("model", "?"),
+        params.get("estimator", params.get("method", "?")),
+        params.get("K"),
+        params.get("init"),
+        params.get("seed"),
+    )
     flags = estimate_flags(record, ess_fraction=ess_fraction)
     tags = {
         "logzbench.model": params.get("model"),
@@ -214,11 +283,20 @@ def log_estimate(record: Mapping[str, Any], *, uri: str | None = None, experimen
             path = Path(tmp) / BRACKET_HISTORY_ARTIFACT
             path.write_text(json.dumps(bracket["history"], indent=1, default=_json_default))
             items[str(path)] = None
-        return log_run(key, uri=uri, experiment_name=experiment_name, kind="estimate", params=params,
-                       metrics=estimate_metrics(record), tags=tags, artifacts=items or None,
-                       run_name=key.removeprefix("estimate/"), session=session,
-                       start_time=start_time if start_time is not None else record.get("started_at"),
-                       end_time=end_time if end_time is not None else record.get("finished_at"))
+        return log_run(
+            key,
+            uri=uri,
+            experiment_name=experiment_name,
+            kind="estimate",
+            params=params,
+            metrics=estimate_metrics(record),
+            tags=tags,
+            artifacts=items or None,
+            run_name=key.removeprefix("estimate/"),
+            session=session,
+            start_time=start_time if start_time is not None else record.get("started_at"),
+            end_time=end_time if end_time is not None else record.get("finished_at"),
+        )
 
 
 def _json_default(v: Any) -> Any:
@@ -240,31 +318,66 @@ def training_metrics(history: Sequence[Mapping[str, Any]], step_key: str = "epoc
     return out
 
 
-def log_training(model: str, *, hyperparams: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
-                 summary: Mapping[str, Any] | None = None, uri: str | None = None,
-                 experiment_name: str = DEFAULT_EXPERIMENT, dataset: str | None = None,
-                 artifacts: Iterable | Mapping | None = None, extra_params: Mapping[str, Any] | None = None,
-                 start_time: Any = None, end_time: Any = None, step_key: str = "epoch") -> str:
+def log_training(
+    model: str,
+    *,
+    hyperparams: Mapping[str, Any],
+    history: Sequence[Mapping[str, Any]],
+    summary: Mapping[str, Any] | None = None,
+    uri: str | None = None,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    dataset: str | None = None,
+    artifacts: Iterable | Mapping | None = None,
+    extra_params: Mapping[str, Any] | None = None,
+    start_time: Any = None,
+    end_time: Any = None,
+    step_key: str = "epoch",
+) -> str:
     """Log one training run: hyperparameters as params, the history as per-epoch metrics
     (``step = epoch``; a black-box learner's ``step_key="iteration"``), the final values of ``summary``
     as metrics.  The run starts and ends when the training did (``start_time``, ``end_time``; default
     now) and is grouped with its model's estimates (:data:`GROUP_TAG`)."""
     from ..utils import code_version
 
-    params = {"model": model, "dataset": dataset, "code_version": code_version(), **dict(hyperparams),
-              **dict(extra_params or {})}
+    params = {
+        "model": model,
+        "dataset": dataset,
+        "code_version": code_version(),
+        **dict(hyperparams),
+        **dict(extra_params or {}),
+    }
     params = {k: v for k, v in params.items() if v is not None}
-    return log_run(train_key(model), uri=uri, experiment_name=experiment_name, kind="train",
-                   params=params, metrics=dict(summary or {}), step_metrics=training_metrics(history, step_key),
-                   step_key=step_key,
-                   tags={"logzbench.model": model, "logzbench.dataset": dataset, GROUP_TAG: model},
-                   artifacts=artifacts, run_name=train_key(model), start_time=start_time, end_time=end_time)
+    return log_run(
+        train_key(model),
+        uri=uri,
+        experiment_name=experiment_name,
+        kind="train",
+        params=params,
+        metrics=dict(summary or {}),
+        step_metrics=training_metrics(history, step_key),
+        step_key=step_key,
+        tags={"logzbench.model": model, "logzbench.dataset": dataset, GROUP_TAG: model},
+        artifacts=artifacts,
+        run_name=train_key(model),
+        start_time=start_time,
+        end_time=end_time,
+    )
 
 
 # --------------------------------------------------------------------------- repeated trials
-def log_trials(experiment: str, setting: Mapping[str, Any], trials, summary, *, uri: str | None = None,
-               experiment_name: str = DEFAULT_EXPERIMENT, params: Mapping[str, Any] | None = None,
-               artifacts: Iterable | Mapping | None = None, start_time: Any = None, end_time: Any = None) -> str:
+def log_trials(
+    experiment: str,
+    setting: Mapping[str, Any],
+    trials,
+    summary,
+    *,
+    uri: str | None = None,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    params: Mapping[str, Any] | None = None,
+    artifacts: Iterable | Mapping | None = None,
+    start_time: Any = None,
+    end_time: Any = None,
+) -> str:
     """Log one setting of a repeated-trials experiment (Liu et al. Figs 1-2) as one MLflow run.
 
     Every trial is recorded: per method ``log_z/<method>``, ``error/<method>`` and
@@ -299,11 +412,26 @@ def log_trials(experiment: str, setting: Mapping[str, Any], trials, summary, *, 
         for k in ("bias", "mse", "sd", "coverage"):
             if k in r:
                 metrics[f"{k}/{r['method']}"] = r[k]
-    all_params = {"experiment": experiment, **dict(setting), "n_trials": len(steps),
-                  "code_version": code_version(), **dict(params or {})}
+    all_params = {
+        "experiment": experiment,
+        **dict(setting),
+        "n_trials": len(steps),
+        "code_version": code_version(),
+        **dict(params or {}),
+    }
     key = trials_key(experiment, setting)
-    return log_run(key, uri=uri, experiment_name=experiment_name, kind="trials",
-                   params={k: v for k, v in all_params.items() if v is not None}, metrics=metrics,
-                   step_metrics=list(steps.values()), step_key="trial",
-                   tags={"logzbench.experiment": experiment, GROUP_TAG: f"trials/{experiment}"}, artifacts=artifacts,
-                   run_name=key.removeprefix("trials/"), start_time=start_time, end_time=end_time)
+    return log_run(
+        key,
+        uri=uri,
+        experiment_name=experiment_name,
+        kind="trials",
+        params={k: v for k, v in all_params.items() if v is not None},
+        metrics=metrics,
+        step_metrics=list(steps.values()),
+        step_key="trial",
+        tags={"logzbench.experiment": experiment, GROUP_TAG: f"trials/{experiment}"},
+        artifacts=artifacts,
+        run_name=key.removeprefix("trials/"),
+        start_time=start_time,
+        end_time=end_time,
+    )

@@ -39,17 +39,39 @@ HTTP_DEFAULTS = {
 # Transient errors of a database store: SQLite's lock, PostgreSQL's deadlock / serialisation
 # failure / connection limit (and a concurrent insert of the same row: _is_locked_error).  Retried
 # by _retry.
-_LOCKED = ("database is locked", "database table is locked", "database is busy", "sqlite_busy",
-           "unable to open database file", "deadlock detected", "could not serialize access",
-           "too many clients already", "remaining connection slots are reserved",
-           "the database system is starting up")
+_LOCKED = (
+    "database is locked",
+    "database table is locked",
+    "database is busy",
+    "sqlite_busy",
+    "unable to open database file",
+    "deadlock detected",
+    "could not serialize access",
+    "too many clients already",
+    "remaining connection slots are reserved",
+    "the database system is starting up",
+)
 # A store that cannot be reached: the HTTP client's connection errors (after MLflow's own retries:
 # "API request to ... failed with exception ... Max retries exceeded") or a database's.
-_UNREACHABLE = ("max retries exceeded", "failed to establish a new connection", "connection refused",
-                "connection aborted", "connection reset", "remotedisconnected", "remote end closed connection",
-                "read timed out", "connect timeout", "failed with timeout exception", "timed out",
-                "name or service not known", "temporary failure in name resolution", "no route to host",
-                "network is unreachable", "could not connect to server", "server closed the connection unexpectedly")
+_UNREACHABLE = (
+    "max retries exceeded",
+    "failed to establish a new connection",
+    "connection refused",
+    "connection aborted",
+    "connection reset",
+    "remotedisconnected",
+    "remote end closed connection",
+    "read timed out",
+    "connect timeout",
+    "failed with timeout exception",
+    "timed out",
+    "name or service not known",
+    "temporary failure in name resolution",
+    "no route to host",
+    "network is unreachable",
+    "could not connect to server",
+    "server closed the connection unexpectedly",
+)
 
 
 def _is_locked_error(exc: BaseException) -> bool:
@@ -60,8 +82,11 @@ def _is_locked_error(exc: BaseException) -> bool:
     # where MLflow's upsert is a SELECT then an INSERT): the retry updates the row the other wrote.
     # A name that really exists (create_experiment: RESOURCE_ALREADY_EXISTS, "Experiment(name=...) already
     # exists") is no transient error.
-    return (("duplicate key value violates unique constraint" in text or "unique constraint failed" in text)
-            and "resource_already_exists" not in text and not re.search(r"\(name=[^)]*\) already exists", text))
+    return (
+        ("duplicate key value violates unique constraint" in text or "unique constraint failed" in text)
+        and "resource_already_exists" not in text
+        and not re.search(r"\(name=[^)]*\) already exists", text)
+    )
 
 
 def _is_unreachable_error(exc: BaseException) -> bool:
@@ -124,11 +149,18 @@ def _unreachable_error(exc: BaseException, uri: str, seconds: float, attempts: i
         f"{what} {uri} is unreachable ({reason}); {tried}. Start the server (documentation: Tracking, "
         f"'A tracking server on PostgreSQL', "
         f"python -m logzbench.tracking.server) or point tracking.uri / MLFLOW_TRACKING_URI at a running one; "
-        f"a rerun then picks up where this job stopped.")
+        f"a rerun then picks up where this job stopped."
+    )
 
 
-def _retry(fn: Callable[..., T], *args: Any, attempts: int = 12, base_delay: float = 0.05,
-           max_delay: float = 5.0, **kwargs: Any) -> T:
+def _retry(
+    fn: Callable[..., T],
+    *args: Any,
+    attempts: int = 12,
+    base_delay: float = 0.05,
+    max_delay: float = 5.0,
+    **kwargs: Any,
+) -> T:
     """Call ``fn`` and retry with jittered exponential backoff on transient store errors (SQLite
     "database is locked", PostgreSQL deadlocks and connection limits).
 
@@ -140,12 +172,12 @@ def _retry(fn: Callable[..., T], *args: Any, attempts: int = 12, base_delay: flo
     for i in range(attempts):
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - filtered just below
+        except Exception as exc:
             unreachable = _is_unreachable_error(exc)
             if unreachable and (i == attempts - 1 or "API request to" in str(exc)):
                 raise _unreachable_error(exc, _failing_uri(fn, kwargs, exc), time.monotonic() - t0, i + 1) from exc
             if i == attempts - 1 or not (unreachable or _is_locked_error(exc)):
                 raise
-            delay = min(max_delay, base_delay * (2 ** i))
+            delay = min(max_delay, base_delay * (2**i))
             time.sleep(delay * (0.5 + random.random()))
     raise AssertionError("unreachable")  # pragma: no cover

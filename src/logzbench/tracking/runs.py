@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
-from .keys import (DEFAULT_EXPERIMENT, FLAG_TAG, FLAGGED_TAG, GROUP_TAG, KEY_TAG, KIND_TAG, LOGGED_TAG, SETTING_TAG,
-                   _fmt)
+from .keys import DEFAULT_EXPERIMENT, FLAG_TAG, FLAGGED_TAG, GROUP_TAG, KEY_TAG, KIND_TAG, LOGGED_TAG, SETTING_TAG, _fmt
 from .retries import _retry
 from .store import _ensure_store, _experiment_id, get_client
 from .uris import resolve_tracking_uri
@@ -49,8 +48,15 @@ def _param_value(v: Any) -> str:
 
 
 # --------------------------------------------------------------------------- finding runs
-def find_runs(key: str | None = None, *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
-              kind: str | None = None, client=None, key_prefix: str | None = None) -> list:
+def find_runs(
+    key: str | None = None,
+    *,
+    uri: str | None = None,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    kind: str | None = None,
+    client=None,
+    key_prefix: str | None = None,
+) -> list:
     """Live (not deleted) runs of the experiment, optionally only those with ``key`` / ``kind`` / a key
     starting with ``key_prefix`` (``LIKE``: ``_`` and ``%`` in the prefix match more; filter the keys).
 
@@ -70,8 +76,14 @@ def find_runs(key: str | None = None, *, uri: str | None = None, experiment_name
         filters.append(f"tags.`{KEY_TAG}` LIKE '{_quote(key_prefix)}%'")
     out, token = [], None
     while True:
-        page = _retry(client.search_runs, [exp.experiment_id], filter_string=" and ".join(filters),
-                      max_results=1000, order_by=["attributes.start_time DESC"], page_token=token)
+        page = _retry(
+            client.search_runs,
+            [exp.experiment_id],
+            filter_string=" and ".join(filters),
+            max_results=1000,
+            order_by=["attributes.start_time DESC"],
+            page_token=token,
+        )
         out.extend(page)
         token = getattr(page, "token", None)
         if not token:
@@ -122,13 +134,23 @@ def _epoch_ms(t: Any) -> int | None:
     return int(round(float(t) * 1000))
 
 
-def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
-            run_name: str | None = None, kind: str = "estimate",
-            params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
-            step_metrics: Iterable[Mapping[str, Any]] | None = None, step_key: str = "epoch",
-            tags: Mapping[str, Any] | None = None,
-            artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
-            session: "TrackingSession | None" = None, start_time: Any = None, end_time: Any = None) -> str:
+def log_run(
+    key: str,
+    *,
+    uri: str | None = None,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    run_name: str | None = None,
+    kind: str = "estimate",
+    params: Mapping[str, Any] | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    step_metrics: Iterable[Mapping[str, Any]] | None = None,
+    step_key: str = "epoch",
+    tags: Mapping[str, Any] | None = None,
+    artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
+    session: "TrackingSession | None" = None,
+    start_time: Any = None,
+    end_time: Any = None,
+) -> str:
     """Record one run under the deterministic ``key`` and return its run id.
 
     ``params`` and ``metrics`` are flat mappings (non-finite or ``None`` metrics are
@@ -146,13 +168,33 @@ def log_run(key: str, *, uri: str | None = None, experiment_name: str = DEFAULT_
     default ``key``), which the UI's runs table groups by.
     """
     if session is not None:
-        return session.log_run(key, run_name=run_name, kind=kind, params=params, metrics=metrics,
-                               step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts,
-                               start_time=start_time, end_time=end_time)
+        return session.log_run(
+            key,
+            run_name=run_name,
+            kind=kind,
+            params=params,
+            metrics=metrics,
+            step_metrics=step_metrics,
+            step_key=step_key,
+            tags=tags,
+            artifacts=artifacts,
+            start_time=start_time,
+            end_time=end_time,
+        )
     with TrackingSession(uri, experiment_name) as own:
-        return own.log_run(key, run_name=run_name, kind=kind, params=params, metrics=metrics,
-                           step_metrics=step_metrics, step_key=step_key, tags=tags, artifacts=artifacts,
-                           start_time=start_time, end_time=end_time)
+        return own.log_run(
+            key,
+            run_name=run_name,
+            kind=kind,
+            params=params,
+            metrics=metrics,
+            step_metrics=step_metrics,
+            step_key=step_key,
+            tags=tags,
+            artifacts=artifacts,
+            start_time=start_time,
+            end_time=end_time,
+        )
 
 
 def _superseded(client, run_id: str) -> bool:
@@ -160,7 +202,7 @@ def _superseded(client, run_id: str) -> bool:
     a newer run of the same key)."""
     try:
         return client.get_run(run_id).info.lifecycle_stage == "deleted"
-    except Exception:  # noqa: BLE001 - the store cannot say: not superseded, the original error stands
+    except Exception:
         return False
 
 
@@ -191,12 +233,21 @@ class TrackingSession:
             return  # the store is unreachable: closing would wait out the retries again; a rerun tidies up
         self.close()
 
-    def log_run(self, key: str, *, run_name: str | None = None, kind: str = "estimate",
-                params: Mapping[str, Any] | None = None, metrics: Mapping[str, Any] | None = None,
-                step_metrics: Iterable[Mapping[str, Any]] | None = None, step_key: str = "epoch",
-                tags: Mapping[str, Any] | None = None,
-                artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
-                start_time: Any = None, end_time: Any = None) -> str:
+    def log_run(
+        self,
+        key: str,
+        *,
+        run_name: str | None = None,
+        kind: str = "estimate",
+        params: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        step_metrics: Iterable[Mapping[str, Any]] | None = None,
+        step_key: str = "epoch",
+        tags: Mapping[str, Any] | None = None,
+        artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
+        start_time: Any = None,
+        end_time: Any = None,
+    ) -> str:
         """Log one run (see :func:`log_run`); return its id."""
         from mlflow.entities import Metric, Param
 
@@ -224,9 +275,9 @@ class TrackingSession:
             if plist or first:
                 _retry(client.log_batch, run_id, params=plist[:_MAX_PARAMS_PER_BATCH], metrics=mlist[:first])
             for i in range(_MAX_PARAMS_PER_BATCH, len(plist), _MAX_PARAMS_PER_BATCH):
-                _retry(client.log_batch, run_id, params=plist[i:i + _MAX_PARAMS_PER_BATCH])
+                _retry(client.log_batch, run_id, params=plist[i : i + _MAX_PARAMS_PER_BATCH])
             for i in range(first, len(mlist), _MAX_METRICS_PER_BATCH):
-                _retry(client.log_batch, run_id, metrics=mlist[i:i + _MAX_METRICS_PER_BATCH])
+                _retry(client.log_batch, run_id, metrics=mlist[i : i + _MAX_METRICS_PER_BATCH])
             if artifacts:
                 items = artifacts.items() if isinstance(artifacts, Mapping) else ((a, None) for a in artifacts)
                 for path, sub in items:
@@ -253,8 +304,9 @@ class TrackingSession:
         if len(keys) == 1:
             runs = find_runs(next(iter(keys)), uri=self.uri, experiment_name=self.experiment_name, client=self.client)
         else:
-            runs = find_runs(None, uri=self.uri, experiment_name=self.experiment_name, client=self.client,
-                             key_prefix=prefix)
+            runs = find_runs(
+                None, uri=self.uri, experiment_name=self.experiment_name, client=self.client, key_prefix=prefix
+            )
         by_key: dict[str, list] = {}
         for run in runs:
             k = run.data.tags.get(KEY_TAG)
@@ -267,8 +319,9 @@ class TrackingSession:
 
 
 # --------------------------------------------------------------------------- flags
-def set_flags(flags: Mapping[str, Sequence[str]], *, uri: str | None = None,
-              experiment_name: str = DEFAULT_EXPERIMENT) -> int:
+def set_flags(
+    flags: Mapping[str, Sequence[str]], *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT
+) -> int:
     """Tag the live runs whose key is in ``flags``: ``logzbench.flag`` = the reasons joined
     by ``"; "`` and ``logzbench.flagged`` = ``true``; a key mapped to no reasons gets
     ``logzbench.flagged = false`` and loses a stale ``logzbench.flag``.  Runs with other

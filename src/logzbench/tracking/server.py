@@ -44,8 +44,16 @@ from urllib.parse import urlparse
 
 from ..errors import TrackingError
 
-__all__ = ["DEFAULT_PORT", "DEFAULT_WORKERS", "TrackingServer", "check_backend_store_uri", "free_port", "main",
-           "server_command", "wait_until_up"]
+__all__ = [
+    "DEFAULT_PORT",
+    "DEFAULT_WORKERS",
+    "TrackingServer",
+    "check_backend_store_uri",
+    "free_port",
+    "main",
+    "server_command",
+    "wait_until_up",
+]
 
 DEFAULT_PORT = 5000
 DEFAULT_WORKERS = 4  # MLflow's default
@@ -68,13 +76,13 @@ def check_backend_store_uri(uri: str) -> str:
     (no scheme, or the database driver is not installed)."""
     scheme = urlparse(uri).scheme.lower()
     if not scheme or "://" not in uri:
-        raise TrackingError(f"backend store URI {uri!r} is not a database URI "
-                            f"(e.g. postgresql://user:password@host:5432/mlflow)")
+        raise TrackingError(
+            f"backend store URI {uri!r} is not a database URI (e.g. postgresql://user:password@host:5432/mlflow)"
+        )
     if scheme in _DRIVERS:
         module, package = _DRIVERS[scheme]
         if importlib.util.find_spec(module) is None:
-            raise TrackingError(f"backend store {scheme}:// needs the Python driver {module!r}: "
-                                f"pip install {package}")
+            raise TrackingError(f"backend store {scheme}:// needs the Python driver {module!r}: pip install {package}")
     return uri
 
 
@@ -95,9 +103,16 @@ def _artifact_root(dest: str | os.PathLike) -> str:
     return str(path)
 
 
-def server_command(backend_store_uri: str, artifacts_destination: str | os.PathLike, *, host: str = "127.0.0.1",
-                   port: int = DEFAULT_PORT, workers: int = DEFAULT_WORKERS, allowed_hosts: str | None = None,
-                   extra_args: Sequence[str] = ()) -> list[str]:
+def server_command(
+    backend_store_uri: str,
+    artifacts_destination: str | os.PathLike,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    workers: int = DEFAULT_WORKERS,
+    allowed_hosts: str | None = None,
+    extra_args: Sequence[str] = (),
+) -> list[str]:
     """The ``mlflow server`` command line: the backend store, artifacts served through the server
     from ``artifacts_destination`` (``--serve-artifacts``), the address and the worker count.
 
@@ -105,9 +120,23 @@ def server_command(backend_store_uri: str, artifacts_destination: str | os.PathL
     addressed to this machine's host name (MLflow's default accepts only localhost and private IP
     addresses in the ``Host`` header).
     """
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri,
-           "--serve-artifacts", "--artifacts-destination", _artifact_root(artifacts_destination),
-           "--host", host, "--port", str(int(port)), "--workers", str(int(workers))]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        backend_store_uri,
+        "--serve-artifacts",
+        "--artifacts-destination",
+        _artifact_root(artifacts_destination),
+        "--host",
+        host,
+        "--port",
+        str(int(port)),
+        "--workers",
+        str(int(workers)),
+    ]
     if allowed_hosts is None and host not in ("127.0.0.1", "localhost", "::1"):
         names = {socket.gethostname(), socket.getfqdn()} - {""}
         from mlflow.server.security_utils import get_default_allowed_hosts
@@ -126,8 +155,9 @@ def _answers(uri: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def wait_until_up(uri: str, timeout: float = START_TIMEOUT, proc: subprocess.Popen | None = None,
-                  log: str | os.PathLike | None = None) -> None:
+def wait_until_up(
+    uri: str, timeout: float = START_TIMEOUT, proc: subprocess.Popen | None = None, log: str | os.PathLike | None = None
+) -> None:
     """Wait until the server at ``uri`` answers ``GET /health``; :class:`TrackingError` when ``proc``
     (the server's process) exits first or after ``timeout`` seconds (with the end of ``log``)."""
     t0 = time.monotonic()
@@ -140,7 +170,12 @@ def wait_until_up(uri: str, timeout: float = START_TIMEOUT, proc: subprocess.Pop
         if why:
             tail = ""
             if log is not None and Path(log).is_file():
-                tail = "\n--- end of the server's log " + str(log) + " ---\n" + Path(log).read_text(errors="replace")[-3000:]
+                tail = (
+                    "\n--- end of the server's log "
+                    + str(log)
+                    + " ---\n"
+                    + Path(log).read_text(errors="replace")[-3000:]
+                )
             raise TrackingError(f"MLflow tracking server {uri} did not start: {why}{tail}")
         time.sleep(0.25)
 
@@ -165,9 +200,18 @@ class TrackingServer:
         for a local root, else discarded).
     """
 
-    def __init__(self, backend_store_uri: str, artifacts_destination: str | os.PathLike, *, host: str = "127.0.0.1",
-                 port: int | None = None, workers: int = DEFAULT_WORKERS, log: str | os.PathLike | None = None,
-                 allowed_hosts: str | None = None, extra_args: Sequence[str] = ()):
+    def __init__(
+        self,
+        backend_store_uri: str,
+        artifacts_destination: str | os.PathLike,
+        *,
+        host: str = "127.0.0.1",
+        port: int | None = None,
+        workers: int = DEFAULT_WORKERS,
+        log: str | os.PathLike | None = None,
+        allowed_hosts: str | None = None,
+        extra_args: Sequence[str] = (),
+    ):
         self.backend_store_uri = check_backend_store_uri(backend_store_uri)
         self.artifacts_destination = _artifact_root(artifacts_destination)
         self.host = host
@@ -187,8 +231,15 @@ class TrackingServer:
         return f"http://{host}:{self.port}"
 
     def command(self) -> list[str]:
-        return server_command(self.backend_store_uri, self.artifacts_destination, host=self.host, port=self.port,
-                              workers=self.workers, allowed_hosts=self.allowed_hosts, extra_args=self.extra_args)
+        return server_command(
+            self.backend_store_uri,
+            self.artifacts_destination,
+            host=self.host,
+            port=self.port,
+            workers=self.workers,
+            allowed_hosts=self.allowed_hosts,
+            extra_args=self.extra_args,
+        )
 
     def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> "TrackingServer":
         """Start the server and (``wait``) wait until it answers (:meth:`wait`)."""
@@ -198,8 +249,9 @@ class TrackingServer:
             raise TrackingError(f"something already answers on {self.uri}: choose another port")
         out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL
         try:
-            self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
@@ -241,35 +293,55 @@ class TrackingServer:
 def main(argv: list[str] | None = None) -> int:
     """``python -m logzbench.tracking.server``: start the server, print its URI once it answers, and
     keep it running until interrupted (Ctrl-C, SIGTERM)."""
-    p = argparse.ArgumentParser(prog="python -m logzbench.tracking.server",
-                                description="Start an MLflow tracking server (PostgreSQL backend store, "
-                                            "artifact root) for the logzbench workflow, and wait until it answers.")
-    p.add_argument("--backend-store-uri", required=True,
-                   help="SQLAlchemy URI of the store, e.g. postgresql://mlflow:PASSWORD@dbhost:5432/mlflow")
-    p.add_argument("--artifacts-destination", required=True,
-                   help="artifact root the server writes to: a directory (created) or an object store URI")
+    p = argparse.ArgumentParser(
+        prog="python -m logzbench.tracking.server",
+        description="Start an MLflow tracking server (PostgreSQL backend store, "
+        "artifact root) for the logzbench workflow, and wait until it answers.",
+    )
+    p.add_argument(
+        "--backend-store-uri",
+        required=True,
+        help="SQLAlchemy URI of the store, e.g. postgresql://mlflow:PASSWORD@dbhost:5432/mlflow",
+    )
+    p.add_argument(
+        "--artifacts-destination",
+        required=True,
+        help="artifact root the server writes to: a directory (created) or an object store URI",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: reachable from other machines)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
     p.add_argument("--workers", type=int, default=DEFAULT_WORKERS, help="server worker processes")
-    p.add_argument("--allowed-hosts", help="Host headers the server accepts (MLflow's --allowed-hosts); default "
-                                           "with a non-loopback --host: localhost, private IPs and this host's names")
+    p.add_argument(
+        "--allowed-hosts",
+        help="Host headers the server accepts (MLflow's --allowed-hosts); default "
+        "with a non-loopback --host: localhost, private IPs and this host's names",
+    )
     p.add_argument("--log", help="server output file (default: mlflow-server-PORT.log beside the artifact root)")
     p.add_argument("--timeout", type=float, default=START_TIMEOUT, help="seconds to wait for the server to answer")
-    p.add_argument("mlflow_args", nargs="*", metavar="-- MLFLOW_ARG",
-                   help="more `mlflow server` options, after --")
+    p.add_argument("mlflow_args", nargs="*", metavar="-- MLFLOW_ARG", help="more `mlflow server` options, after --")
     args = p.parse_args(argv)
     try:
-        server = TrackingServer(args.backend_store_uri, args.artifacts_destination, host=args.host, port=args.port,
-                                workers=args.workers, log=args.log, allowed_hosts=args.allowed_hosts,
-                                extra_args=args.mlflow_args)
+        server = TrackingServer(
+            args.backend_store_uri,
+            args.artifacts_destination,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log=args.log,
+            allowed_hosts=args.allowed_hosts,
+            extra_args=args.mlflow_args,
+        )
         server.start(timeout=args.timeout)
     except TrackingError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     shown = f"http://{socket.getfqdn()}:{server.port}" if args.host in ("0.0.0.0", "::") else server.uri
-    print(f"MLflow tracking server ready: {shown} (pid {server.proc.pid}; log {server.log})\n"
-          f"  point the workflow at it:  snakemake ... --config \"tracking={{'uri': '{shown}'}}\"\n"
-          f"  or:                        export MLFLOW_TRACKING_URI={shown}", flush=True)
+    print(
+        f"MLflow tracking server ready: {shown} (pid {server.proc.pid}; log {server.log})\n"
+        f"  point the workflow at it:  snakemake ... --config \"tracking={{'uri': '{shown}'}}\"\n"
+        f"  or:                        export MLFLOW_TRACKING_URI={shown}",
+        flush=True,
+    )
 
     def stop(signum, frame):
         raise KeyboardInterrupt

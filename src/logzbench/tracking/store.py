@@ -21,6 +21,7 @@ from .keys import DEFAULT_EXPERIMENT
 from .retries import _apply_http_defaults, _retry
 from .uris import default_artifact_location, is_http_uri, resolve_tracking_uri, sqlite_path
 
+
 @contextlib.contextmanager
 def _store_lock(uri: str) -> Iterator[None]:
     """Exclusive inter-process lock for creating a SQLite store (no-op for other stores)."""
@@ -54,9 +55,13 @@ def get_client(uri: str | None = None):
     return _retry(MlflowClient, tracking_uri=uri)
 
 
-def init_store(uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT,
-               artifact_location: str | os.PathLike | None = None, *,
-               description: str | None = None) -> dict[str, str]:
+def init_store(
+    uri: str | None = None,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    artifact_location: str | os.PathLike | None = None,
+    *,
+    description: str | None = None,
+) -> dict[str, str]:
     """Create the tracking store and the experiment, once.
 
     Safe to call from several processes at once (an exclusive file lock serialises the
@@ -89,12 +94,16 @@ def init_store(uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT
             art = exp.artifact_location
         try:
             setup_dashboard(client, str(exp_id), description)
-        except Exception as exc:  # noqa: BLE001 - a convenience (e.g. no permission to edit the experiment)
+        except Exception as exc:
             import warnings
 
             warnings.warn(f"MLflow UI set-up of experiment {experiment_name!r} skipped: {exc}", stacklevel=2)
-    return {"uri": uri, "experiment_name": experiment_name, "experiment_id": str(exp_id),
-            "artifact_location": str(art) if art is not None else ""}
+    return {
+        "uri": uri,
+        "experiment_name": experiment_name,
+        "experiment_id": str(exp_id),
+        "artifact_location": str(art) if art is not None else "",
+    }
 
 
 def _experiment_id(client, uri: str, experiment_name: str) -> str:

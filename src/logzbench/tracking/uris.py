@@ -15,8 +15,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 #: the forms of a tracking URI logzbench accepts (:func:`resolve_tracking_uri`), for messages
-TRACKING_URI_FORMS = ("sqlite:///PATH.db (or a path ending in .db, .sqlite or .sqlite3), http(s)://HOST:PORT "
-                      "(a tracking server), or a database URI such as postgresql://USER@HOST:5432/DB")
+TRACKING_URI_FORMS = (
+    "sqlite:///PATH.db (or a path ending in .db, .sqlite or .sqlite3), http(s)://HOST:PORT "
+    "(a tracking server), or a database URI such as postgresql://USER@HOST:5432/DB"
+)
 #: database engines of MLflow's SQL store (``<engine>://`` or ``<engine>+<driver>://``)
 _DB_ENGINES = ("sqlite", "postgresql", "mysql", "mssql")
 _DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
@@ -30,12 +32,12 @@ def _file_store_allowed() -> bool:
 def _bad_uri(source: str, uri: str, why: str = ""):
     from ..errors import TrackingError
 
-    return TrackingError(f"{source} {uri!r} is not a tracking URI logzbench can use{why}; give "
-                         f"{TRACKING_URI_FORMS}")
+    return TrackingError(f"{source} {uri!r} is not a tracking URI logzbench can use{why}; give {TRACKING_URI_FORMS}")
 
 
-def resolve_tracking_uri(uri: str | None = None, workdir: str | os.PathLike | None = None, *,
-                         key: str | None = None) -> str:
+def resolve_tracking_uri(
+    uri: str | None = None, workdir: str | os.PathLike | None = None, *, key: str | None = None
+) -> str:
     """The tracking URI: ``uri``, else ``$MLFLOW_TRACKING_URI``, else a SQLite file in ``workdir``.
 
     A relative SQLite path (``sqlite:///mlflow.db``) is made absolute against ``workdir``
@@ -62,11 +64,12 @@ def resolve_tracking_uri(uri: str | None = None, workdir: str | os.PathLike | No
     if re.fullmatch(r"[A-Za-z0-9.-]+:\d+/?", uri):
         from ..errors import TrackingError
 
-        raise TrackingError(f"{source} {uri!r} has no scheme: a tracking server's URI is "
-                            f"http://{uri.rstrip('/')} (or https://...)")
+        raise TrackingError(
+            f"{source} {uri!r} has no scheme: a tracking server's URI is http://{uri.rstrip('/')} (or https://...)"
+        )
     base = Path(workdir) if workdir is not None else Path.cwd()
     if uri.startswith("sqlite:///"):
-        rest = uri[len("sqlite:///"):]
+        rest = uri[len("sqlite:///") :]
         if not rest.startswith("/"):  # relative: sqlite:///mlflow.db
             return "sqlite:///" + str((base / rest).resolve())
         return uri
@@ -75,13 +78,18 @@ def resolve_tracking_uri(uri: str | None = None, workdir: str | os.PathLike | No
         if p.suffix in _DB_SUFFIXES:
             return "sqlite:///" + str(p)
         if not _file_store_allowed():
-            raise _bad_uri(source, uri, " (a path without .db is MLflow's file store, which MLflow refuses unless "
-                                        "MLFLOW_ALLOW_FILE_STORE=true)")
+            raise _bad_uri(
+                source,
+                uri,
+                " (a path without .db is MLflow's file store, which MLflow refuses unless "
+                "MLFLOW_ALLOW_FILE_STORE=true)",
+            )
         return p.as_uri()
     scheme = urlparse(uri).scheme.lower()
     if scheme == "file" and not _file_store_allowed():
-        raise _bad_uri(source, uri, " (file:// is MLflow's file store, which MLflow refuses unless "
-                                    "MLFLOW_ALLOW_FILE_STORE=true)")
+        raise _bad_uri(
+            source, uri, " (file:// is MLflow's file store, which MLflow refuses unless MLFLOW_ALLOW_FILE_STORE=true)"
+        )
     if scheme != "file" and scheme.split("+", 1)[0] not in _DB_ENGINES and not scheme.startswith("databricks"):
         raise _bad_uri(source, uri, f" (unknown scheme {scheme + '://' if scheme else 'none'})")
     return uri
@@ -95,7 +103,7 @@ def is_http_uri(uri: str | None) -> bool:
 def sqlite_path(uri: str) -> Path | None:
     """The database file of a ``sqlite:///`` URI, else ``None``."""
     if uri.startswith("sqlite:///"):
-        return Path(uri[len("sqlite:///"):].split("?", 1)[0])
+        return Path(uri[len("sqlite:///") :].split("?", 1)[0])
     return None
 
 

@@ -22,22 +22,52 @@ import importlib
 from .presets import DEEP_TRAIN_PRESETS, MODEL_PRESETS, TRAIN_PRESETS, get_preset
 
 __all__ = [
-    "CONTINUOUS_FAMILIES", "DBMTrainer", "DBNTrainer", "DEEP_TRAIN_PRESETS", "MODEL_PRESETS", "RBMTrainer", "TRAIN_PRESETS",
-    "TrainingDivergedError", "exact_log_likelihood", "get_preset", "history_to_csv", "pseudo_log_likelihood",
-    "reconstruction_error", "train_avil", "train_continuous", "train_dbm", "train_dbn", "train_model",
-    "train_nvil", "train_rbm", "train_vcd", "train_with_learner",
+    "CONTINUOUS_FAMILIES",
+    "DBMTrainer",
+    "DBNTrainer",
+    "DEEP_TRAIN_PRESETS",
+    "MODEL_PRESETS",
+    "RBMTrainer",
+    "TRAIN_PRESETS",
+    "TrainingDivergedError",
+    "exact_log_likelihood",
+    "get_preset",
+    "history_to_csv",
+    "pseudo_log_likelihood",
+    "reconstruction_error",
+    "train_avil",
+    "train_continuous",
+    "train_dbm",
+    "train_dbn",
+    "train_model",
+    "train_nvil",
+    "train_rbm",
+    "train_vcd",
+    "train_with_learner",
 ]
 
 #: The trainers are imported on first use (PEP 562), so that the presets (plain data) can be read
 #: without torch -- the workflow's DAG building reads them.
 _LAZY = {
-    "CONTINUOUS_FAMILIES": ".continuous", "train_continuous": ".continuous",
-    "DBMTrainer": ".dbm", "train_dbm": ".dbm", "DBNTrainer": ".dbn", "train_dbn": ".dbn",
-    "exact_log_likelihood": ".metrics", "pseudo_log_likelihood": ".metrics", "reconstruction_error": ".metrics",
-    "RBMTrainer": ".trainer", "TrainingDivergedError": ".trainer", "history_to_csv": ".trainer",
-    "train_model": ".dispatch", "train_rbm": ".dispatch", "train_with_learner": ".dispatch",
+    "CONTINUOUS_FAMILIES": ".continuous",
+    "train_continuous": ".continuous",
+    "DBMTrainer": ".dbm",
+    "train_dbm": ".dbm",
+    "DBNTrainer": ".dbn",
+    "train_dbn": ".dbn",
+    "exact_log_likelihood": ".metrics",
+    "pseudo_log_likelihood": ".metrics",
+    "reconstruction_error": ".metrics",
+    "RBMTrainer": ".trainer",
+    "TrainingDivergedError": ".trainer",
+    "history_to_csv": ".trainer",
+    "train_model": ".dispatch",
+    "train_rbm": ".dispatch",
+    "train_with_learner": ".dispatch",
     # black-box variational learners (Li et al. 2019): AVIL, NVIL, VCD; their pieces in .variational
-    "train_avil": ".avil", "train_nvil": ".nvil", "train_vcd": ".vcd",
+    "train_avil": ".avil",
+    "train_nvil": ".nvil",
+    "train_vcd": ".vcd",
 }
 
 

@@ -30,6 +30,7 @@ import math
 
 import torch
 
+from .hyperparams import AVIL as _DEFAULTS
 from .variational import (
     AISMonitor,
     Decoder,
@@ -46,14 +47,26 @@ from .variational import (
     setup,
     step,
 )
-from .hyperparams import AVIL as _DEFAULTS
 
 __all__ = ["train_avil"]
 
 #: The history's keys (besides ``seconds``), one list each.
-HISTORY_KEYS = ("iteration", "free_energy_bound", "free_energy_bound_stderr", "log_z_bound", "log_z_bound_stderr",
-                "entropy_bound", "positive_phase", "negative_phase", "model_loss", "nll_estimate",
-                "valid_free_energy_bound", "exact_entropy", *ExactMonitor.KEYS, *AISMonitor.KEYS)
+HISTORY_KEYS = (
+    "iteration",
+    "free_energy_bound",
+    "free_energy_bound_stderr",
+    "log_z_bound",
+    "log_z_bound_stderr",
+    "entropy_bound",
+    "positive_phase",
+    "negative_phase",
+    "model_loss",
+    "nll_estimate",
+    "valid_free_energy_bound",
+    "exact_entropy",
+    *ExactMonitor.KEYS,
+    *AISMonitor.KEYS,
+)
 
 
 def train_avil(
@@ -176,19 +189,47 @@ def train_avil(
         When a parameter becomes NaN / inf.
     """
     ablation = check_ablation(ablation)
-    s = setup(train, valid, family=family, hidden_sizes=hidden_sizes, iterations=iterations, batch_size=batch_size,
-              lr=lr, betas=betas, seed=seed, device=device, log_every=log_every, temperature=temperature,
-              straight_through=straight_through, mlp_hidden=mlp_hidden, init_scale=init_scale,
-              exact_max_units=exact_max_units, family_options={"sigma": sigma},
-              own={"K1": K1, "K2": K2, "aux_size": aux_size, "monitor_samples": monitor_samples, "z": z,
-                   "ablation": ablation, "sigma": sigma, "visible_std": visible_std},
-              ais_every=ais_every, ais_K=ais_K, ais_chains=ais_chains, ais_init=ais_init,
-              ais_is_samples=ais_is_samples, select=select)
+    s = setup(
+        train,
+        valid,
+        family=family,
+        hidden_sizes=hidden_sizes,
+        iterations=iterations,
+        batch_size=batch_size,
+        lr=lr,
+        betas=betas,
+        seed=seed,
+        device=device,
+        log_every=log_every,
+        temperature=temperature,
+        straight_through=straight_through,
+        mlp_hidden=mlp_hidden,
+        init_scale=init_scale,
+        exact_max_units=exact_max_units,
+        family_options={"sigma": sigma},
+        own={
+            "K1": K1,
+            "K2": K2,
+            "aux_size": aux_size,
+            "monitor_samples": monitor_samples,
+            "z": z,
+            "ablation": ablation,
+            "sigma": sigma,
+            "visible_std": visible_std,
+        },
+        ais_every=ais_every,
+        ais_K=ais_K,
+        ais_chains=ais_chains,
+        ais_init=ais_init,
+        ais_is_samples=ais_is_samples,
+        select=select,
+    )
     energy, relax, gen = s.energy, s.relax, s.gen
     n_visible = s.train.shape[1]
     encoder = Encoder(n_visible, s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device)
-    decoder = Decoder(n_visible, s.hidden_sizes, aux_size, z, s.family.visible, s.mlp_hidden, s.init_gen,
-                      visible_std).to(s.device)
+    decoder = Decoder(
+        n_visible, s.hidden_sizes, aux_size, z, s.family.visible, s.mlp_hidden, s.init_gen, visible_std
+    ).to(s.device)
     opt_theta = adam(energy.parameters(), lr, betas)
     opt_enc = adam(encoder.parameters(), lr, betas)
     opt_dec = adam(decoder.parameters(), lr, betas)
@@ -196,8 +237,9 @@ def train_avil(
     n_draws = int(batch_size)
 
     monitor_batch = s.monitor
-    entropy_exact = (z == "discrete" and aux_size <= 12 and 0 < exact_max_units
-                     and sum(s.hidden_sizes) <= exact_max_units)
+    entropy_exact = (
+        z == "discrete" and aux_size <= 12 and 0 < exact_max_units and sum(s.hidden_sizes) <= exact_max_units
+    )
     history = History()
 
     def record(it: int) -> None:
@@ -206,15 +248,22 @@ def train_avil(
         db = decoder_bounds(energy, decoder, monitor_samples or n_draws, s.eval_gen)
         f = mean_stderr(fe.value)  # over the monitoring batch's rows
         f_mean = float(f.value)
-        row = {"iteration": it, "free_energy_bound": f_mean, "free_energy_bound_stderr": float(f.stderr),
-               "log_z_bound": float(db.log_z.value), "log_z_bound_stderr": float(db.log_z.stderr),
-               "entropy_bound": float(db.entropy.value), "positive_phase": float(pos.value.mean()),
-               "negative_phase": float(db.energy.value),
-               "model_loss": float(pos.value.mean()) - float(db.energy.value),
-               "nll_estimate": f_mean + float(db.log_z.value),
-               "valid_free_energy_bound": math.nan if s.valid is None else
-               float(free_energy_bound(energy, encoder, s.valid, s.eval_gen).value.mean()),
-               "exact_entropy": exact_decoder_entropy(decoder) if entropy_exact else math.nan}
+        row = {
+            "iteration": it,
+            "free_energy_bound": f_mean,
+            "free_energy_bound_stderr": float(f.stderr),
+            "log_z_bound": float(db.log_z.value),
+            "log_z_bound_stderr": float(db.log_z.stderr),
+            "entropy_bound": float(db.entropy.value),
+            "positive_phase": float(pos.value.mean()),
+            "negative_phase": float(db.energy.value),
+            "model_loss": float(pos.value.mean()) - float(db.energy.value),
+            "nll_estimate": f_mean + float(db.log_z.value),
+            "valid_free_energy_bound": math.nan
+            if s.valid is None
+            else float(free_energy_bound(energy, encoder, s.valid, s.eval_gen).value.mean()),
+            "exact_entropy": exact_decoder_entropy(decoder) if entropy_exact else math.nan,
+        }
         s.observe(history, it, row)
 
     record(0)

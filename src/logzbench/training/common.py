@@ -51,8 +51,9 @@ def _check_hidden_sizes(hidden_sizes, n_layers: int | None = None) -> list[int]:
         raise ValueError("hidden_sizes must be a non-empty list of positive integers, got an empty list")
     for i, n in enumerate(sizes):
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise ValueError(f"hidden_sizes must be a non-empty list of positive integers; "
-                             f"entry {i} is {n!r} (in {hidden_sizes!r})")
+            raise ValueError(
+                f"hidden_sizes must be a non-empty list of positive integers; entry {i} is {n!r} (in {hidden_sizes!r})"
+            )
     if n_layers is not None and len(sizes) != n_layers:
         raise ValueError(f"hidden_sizes must have exactly {n_layers} entries, got {len(sizes)} ({hidden_sizes!r})")
     return [int(n) for n in sizes]
@@ -63,12 +64,21 @@ def _base_rate_logit(mean: torch.Tensor) -> torch.Tensor:
     return torch.log(p) - torch.log1p(-p)
 
 
-def _check_params_finite(params: dict[str, torch.Tensor], where: str, *, limit: float = _DIVERGED_ABS,
-                         remedy: str = "lower the learning rate or raise the weight decay") -> None:
+def _check_params_finite(
+    params: dict[str, torch.Tensor],
+    where: str,
+    *,
+    limit: float = _DIVERGED_ABS,
+    remedy: str = "lower the learning rate or raise the weight decay",
+) -> None:
     """:class:`TrainingDivergedError` naming ``where`` and a parameter that is NaN, infinite or above
     ``limit`` in magnitude, and the ``remedy``."""
     for name, p in params.items():
         top = float(p.abs().max())  # NaN where p holds one
         if not math.isfinite(top) or top > limit:
-            what = f"exploded to |{name}| = {top:.3g} (above {limit:g})" if math.isfinite(top) else "became NaN or infinite"
+            what = (
+                f"exploded to |{name}| = {top:.3g} (above {limit:g})"
+                if math.isfinite(top)
+                else "became NaN or infinite"
+            )
             raise TrainingDivergedError(f"training diverged in {where}: '{name}' {what}; {remedy}")

@@ -35,8 +35,10 @@ def initial_model(family: str, n_dims: int, size: int, *, seed: int = 0, device=
         # random square Phi has a near-zero singular value about once in M draws, and MPF does not
         # recover from the resulting almost flat direction in a reasonable number of iterations.
         if size < n_dims:
-            raise ValueError(f"a product of experts needs at least as many experts as dimensions ({n_dims}), "
-                             f"got size {size} (Z would be infinite)")
+            raise ValueError(
+                f"a product of experts needs at least as many experts as dimensions ({n_dims}), "
+                f"got size {size} (Z would be infinite)"
+            )
         G = torch.randn(size, n_dims, generator=g, dtype=torch.float64)
         Q, _ = torch.linalg.qr(G)
         lam = None if family == "poe-laplace" else torch.full((size,), 2.0, dtype=torch.float64)

@@ -59,20 +59,22 @@ from typing import Callable
 
 import torch
 
+from ..kernels import bernoulli, bernoulli_from_logits_
 from ..models.dbm import DBM
 from ..models.dbm import MAX_EXACT_BITS as DBM_MAX_EXACT_BITS
 from ..models.enumeration import MAX_ENUMERATION_BITS
-from ..kernels import bernoulli, bernoulli_from_logits_
 from ..utils import make_generator, resolve_device
 from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite, _Hyperparameters
-from .trainer import _as_binary_data, _check_int, _check_real, _elapsed, _spawn_seed
 from .hyperparams import DBM_TRAINER as _DEFAULTS
+from .trainer import _as_binary_data, _check_int, _check_real, _elapsed, _spawn_seed
 
 __all__ = ["DBMTrainer", "train_dbm"]
 
 _LR_SCHEDULES = ("constant", "linear", "exponential")
 _ACTIVITIES = ("mean", "sample")
 _VISIBLE_BIAS_INITS = ("base_rate", "zero")
+
+
 def _schedule(lr: float, schedule: str, decay: float, epoch: int, n_epochs: int) -> float:
     if schedule == "linear":
         return lr * (1.0 - (epoch - 1) / n_epochs)
@@ -272,13 +274,16 @@ class DBMTrainer(_Hyperparameters):
         if self.pretrain_epochs > 0:
             weights, biases = self._pretrain(x_train, sizes, gen, eval_gen, history)
         else:
-            weights = [torch.randn(sizes[l - 1], sizes[l], generator=gen, device=device) * self.init_scale
-                       for l in range(1, L + 1)]
+            weights = [
+                torch.randn(sizes[l - 1], sizes[l], generator=gen, device=device) * self.init_scale
+                for l in range(1, L + 1)
+            ]
             biases = [torch.zeros(n, device=device) for n in sizes]
             if self.visible_bias_init == "base_rate":
                 biases[0] = _base_rate_logit(data_mean)
-        self.pretrained_model_ = DBM([W.clone() for W in weights], [b.clone() for b in biases], device=device,
-                                     data_mean=data_mean)
+        self.pretrained_model_ = DBM(
+            [W.clone() for W in weights], [b.clone() for b in biases], device=device, data_mean=data_mean
+        )
         self._joint(x_train, x_test, weights, biases, data_mean, gen, eval_gen, history, callback)
 
         self.model_ = DBM(weights, biases, device=device, data_mean=data_mean)
@@ -288,8 +293,14 @@ class DBMTrainer(_Hyperparameters):
         return self
 
     # ------------------------------------------------------------------ pretraining
-    def _pretrain(self, x_train: torch.Tensor, sizes: list[int], gen: torch.Generator, eval_gen: torch.Generator,
-                  history: list[dict]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def _pretrain(
+        self,
+        x_train: torch.Tensor,
+        sizes: list[int],
+        gen: torch.Generator,
+        eval_gen: torch.Generator,
+        history: list[dict],
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Greedy doubled-weights pretraining; returns the composed DBM weights and biases."""
         device = x_train.device
         L = len(sizes) - 1
@@ -300,11 +311,14 @@ class DBMTrainer(_Hyperparameters):
             down = 2.0 if l > 1 else 1.0
             n_in, n_out = sizes[l - 1], sizes[l]
             W = torch.randn(n_in, n_out, generator=gen, device=device) * self.init_scale
-            a = _base_rate_logit(probs.mean(0)) if self.visible_bias_init == "base_rate" else torch.zeros(n_in,
-                                                                                                          device=device)
+            a = (
+                _base_rate_logit(probs.mean(0))
+                if self.visible_bias_init == "base_rate"
+                else torch.zeros(n_in, device=device)
+            )
             c = torch.zeros(n_out, device=device)
             velocity = [torch.zeros_like(p) for p in (W, a, c)]
-            rows = torch.randperm(probs.shape[0], generator=eval_gen, device=device)[:self.eval_subsample]
+            rows = torch.randperm(probs.shape[0], generator=eval_gen, device=device)[: self.eval_subsample]
             epochs = range(1, self.pretrain_epochs + 1)
             if self.progress:
                 from tqdm.auto import tqdm
@@ -319,23 +333,42 @@ class DBMTrainer(_Hyperparameters):
                     inputs = probs
                 order = torch.randperm(inputs.shape[0], generator=gen, device=device)
                 for start in range(0, inputs.shape[0], self.batch_size):
-                    self._cd_update(W, a, c, velocity, inputs[order[start:start + self.batch_size]], up, down,
-                                    self.pretrain_learning_rate, momentum, gen)
-                _check_params_finite({f"W_{l}": W, f"visible bias of RBM {l}": a, f"hidden bias of RBM {l}": c},
-                                     f"pretraining of layer {l}, epoch {epoch}")
+                    self._cd_update(
+                        W,
+                        a,
+                        c,
+                        velocity,
+                        inputs[order[start : start + self.batch_size]],
+                        up,
+                        down,
+                        self.pretrain_learning_rate,
+                        momentum,
+                        gen,
+                    )
+                _check_params_finite(
+                    {f"W_{l}": W, f"visible bias of RBM {l}": a, f"hidden bias of RBM {l}": c},
+                    f"pretraining of layer {l}, epoch {epoch}",
+                )
                 seconds = _elapsed(t0, device)
                 t1 = time.perf_counter()
                 x = probs[rows]
                 recon = torch.sigmoid(torch.addmm(a, torch.sigmoid(torch.addmm(c, x, W, alpha=up)), W.T, alpha=down))
                 err = float(((recon - x) ** 2).mean())
-                history.append(self._row("pretrain", l, epoch, self.pretrain_learning_rate, momentum, seconds,
-                                         _elapsed(t1, device), err))
+                history.append(
+                    self._row(
+                        "pretrain", l, epoch, self.pretrain_learning_rate, momentum, seconds, _elapsed(t1, device), err
+                    )
+                )
                 if self.progress:
                     epochs.set_postfix(recon=f"{err:.4f}")
             rbms.append((W, a, c))
             if l < L:  # bottom-up probabilities of layer l, the next RBM's data
-                probs = torch.cat([torch.sigmoid(torch.addmm(c, probs[i:i + 4096], W, alpha=up))
-                                   for i in range(0, probs.shape[0], 4096)])
+                probs = torch.cat(
+                    [
+                        torch.sigmoid(torch.addmm(c, probs[i : i + 4096], W, alpha=up))
+                        for i in range(0, probs.shape[0], 4096)
+                    ]
+                )
         weights = [W for W, _, _ in rbms]
         biases = [rbms[0][1]]
         for l in range(1, L):
@@ -350,8 +383,9 @@ class DBMTrainer(_Hyperparameters):
             x = bernoulli_from_logits_(torch.addmm(c, x, W, alpha=2.0), gen)
         return x
 
-    def _cd_update(self, W, a, c, velocity, x0, up: float, down: float, lr: float, momentum: float,
-                   gen: torch.Generator) -> None:
+    def _cd_update(
+        self, W, a, c, velocity, x0, up: float, down: float, lr: float, momentum: float, gen: torch.Generator
+    ) -> None:
         """One CD-``pretrain_k`` step of a (possibly doubled) RBM on inputs ``x0 (B, n_in)``."""
         p0 = torch.sigmoid(torch.addmm(c, x0, W, alpha=up))
         pk = p0
@@ -391,16 +425,28 @@ class DBMTrainer(_Hyperparameters):
         if self.progress:
             from tqdm.auto import tqdm
 
-            epochs = tqdm(epochs, desc=f"train DBM {'-'.join(str(int(w.shape[0])) for w in weights)}-"
-                                       f"{int(weights[-1].shape[1])} (PCD-{self.k})", unit="epoch")
+            epochs = tqdm(
+                epochs,
+                desc=f"train DBM {'-'.join(str(int(w.shape[0])) for w in weights)}-"
+                f"{int(weights[-1].shape[1])} (PCD-{self.k})",
+                unit="epoch",
+            )
         for epoch in epochs:
             lr = _schedule(self.learning_rate, self.lr_schedule, self.lr_decay, epoch, self.n_epochs)
             momentum = self._momentum(epoch)
             t0 = time.perf_counter()
             order = torch.randperm(n_train, generator=gen, device=device)
             for start in range(0, n_train, self.batch_size):
-                chains = self._joint_update(weights, biases, velocity, x_train[order[start:start + self.batch_size]],
-                                            chains, lr, momentum, gen)
+                chains = self._joint_update(
+                    weights,
+                    biases,
+                    velocity,
+                    x_train[order[start : start + self.batch_size]],
+                    chains,
+                    lr,
+                    momentum,
+                    gen,
+                )
             named = {f"W_{l}": W for l, W in enumerate(weights, start=1)}
             named.update({f"bias_{l}": b for l, b in enumerate(biases)})
             _check_params_finite(named, f"joint training, epoch {epoch}")
@@ -419,8 +465,11 @@ class DBMTrainer(_Hyperparameters):
         L = len(weights)
         states = [v]
         for l in range(1, L + 1):
-            states.append(bernoulli_from_logits_(torch.addmm(biases[l], states[-1], weights[l - 1],
-                                                             alpha=2.0 if l < L else 1.0), gen))
+            states.append(
+                bernoulli_from_logits_(
+                    torch.addmm(biases[l], states[-1], weights[l - 1], alpha=2.0 if l < L else 1.0), gen
+                )
+            )
         return states
 
     @staticmethod
@@ -477,24 +526,46 @@ class DBMTrainer(_Hyperparameters):
 
     @staticmethod
     def _row(phase, layer, epoch, lr, momentum, seconds, eval_seconds, layer_err) -> dict:
-        return {"phase": phase, "layer": layer, "epoch": epoch, "learning_rate": float(lr), "momentum": float(momentum),
-                "seconds": float(seconds), "eval_seconds": float(eval_seconds),
-                "layer_reconstruction_error": float(layer_err)}
+        return {
+            "phase": phase,
+            "layer": layer,
+            "epoch": epoch,
+            "learning_rate": float(lr),
+            "momentum": float(momentum),
+            "seconds": float(seconds),
+            "eval_seconds": float(eval_seconds),
+            "layer_reconstruction_error": float(layer_err),
+        }
 
     def _check_params(self) -> list[int]:
         """Raise ``ValueError`` naming the first invalid hyperparameter; returns the hidden sizes."""
         sizes = _check_hidden_sizes(self.hidden_sizes)
-        for name, minimum in (("pretrain_epochs", 0), ("pretrain_k", 1), ("n_epochs", 0), ("batch_size", 1),
-                              ("k", 1), ("n_persistent_chains", 1), ("n_mean_field_iter", 0),
-                              ("momentum_switch_epoch", 0), ("eval_subsample", 1), ("exact_ll_max_units", 0),
-                              ("eval_every", 1), ("seed", None)):
+        for name, minimum in (
+            ("pretrain_epochs", 0),
+            ("pretrain_k", 1),
+            ("n_epochs", 0),
+            ("batch_size", 1),
+            ("k", 1),
+            ("n_persistent_chains", 1),
+            ("n_mean_field_iter", 0),
+            ("momentum_switch_epoch", 0),
+            ("eval_subsample", 1),
+            ("exact_ll_max_units", 0),
+            ("eval_every", 1),
+            ("seed", None),
+        ):
             _check_int(name, getattr(self, name), minimum)
         limit = min(MAX_ENUMERATION_BITS, DBM_MAX_EXACT_BITS)
         if self.exact_ll_max_units > limit:
-            raise ValueError(f"exact_ll_max_units={self.exact_ll_max_units}: exact evaluation enumerates at most "
-                             f"2^{limit} states; use a value <= {limit}")
-        for name, choices in (("lr_schedule", _LR_SCHEDULES), ("pretrain_activities", _ACTIVITIES),
-                              ("visible_bias_init", _VISIBLE_BIAS_INITS)):
+            raise ValueError(
+                f"exact_ll_max_units={self.exact_ll_max_units}: exact evaluation enumerates at most "
+                f"2^{limit} states; use a value <= {limit}"
+            )
+        for name, choices in (
+            ("lr_schedule", _LR_SCHEDULES),
+            ("pretrain_activities", _ACTIVITIES),
+            ("visible_bias_init", _VISIBLE_BIAS_INITS),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of {list(choices)}")
         _check_real("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
@@ -511,8 +582,14 @@ class DBMTrainer(_Hyperparameters):
 class _DBMEvaluator:
     """DBM metrics on fixed subsamples of the training and test data."""
 
-    def __init__(self, x_train: torch.Tensor, x_test: torch.Tensor | None, max_rows: int, exact_ll_max_units: int,
-                 gen: torch.Generator):
+    def __init__(
+        self,
+        x_train: torch.Tensor,
+        x_test: torch.Tensor | None,
+        max_rows: int,
+        exact_ll_max_units: int,
+        gen: torch.Generator,
+    ):
         self.max_units = exact_ll_max_units
         self.sets = {}
         for name, x in (("train", x_train), ("test", x_test)):
@@ -524,8 +601,11 @@ class _DBMEvaluator:
     def exact_ok(self, model: DBM) -> bool:
         view = model.as_rbm()
         n_even_hidden = view.n_visible - model.n_visible
-        return 0 < self.max_units and min(view.n_visible, view.n_hidden) <= self.max_units \
+        return (
+            0 < self.max_units
+            and min(view.n_visible, view.n_hidden) <= self.max_units
             and n_even_hidden <= self.max_units
+        )
 
     def keys(self, model: DBM) -> list[str]:
         if self._keys is None:

@@ -28,11 +28,12 @@ import time
 
 import torch
 
+from ..kernels import bernoulli
 from ..models.dbn import DBN
 from ..models.dbn import MAX_EXACT_BITS as DBN_MAX_EXACT_BITS
-from ..kernels import bernoulli
 from ..utils import make_generator, resolve_device
 from .common import _check_hidden_sizes, _Hyperparameters
+from .hyperparams import DBN_TRAINER as _DEFAULTS
 from .trainer import (
     RBMTrainer,
     TrainingDivergedError,
@@ -41,7 +42,6 @@ from .trainer import (
     _elapsed,
     _spawn_seed,
 )
-from .hyperparams import DBN_TRAINER as _DEFAULTS
 
 __all__ = ["DBNTrainer", "train_dbn"]
 
@@ -158,19 +158,43 @@ class DBNTrainer(_Hyperparameters):
     def layer_trainers(self, seeds=(0, 0)) -> tuple[RBMTrainer, RBMTrainer]:
         """The two :class:`RBMTrainer` objects (unfitted) this trainer runs, with the given seeds."""
         n1, n2 = _check_hidden_sizes(self.hidden_sizes, n_layers=2)
-        common = dict(lr_decay=self.lr_decay, batch_size=self.batch_size, initial_momentum=self.initial_momentum,
-                      final_momentum=self.final_momentum, momentum_switch_epoch=self.momentum_switch_epoch,
-                      weight_decay=self.weight_decay, init=self.init, init_scale=self.init_scale,
-                      visible_bias_init=self.visible_bias_init, n_persistent_chains=self.n_persistent_chains,
-                      eval_subsample=self.eval_subsample, exact_ll_max_units=self.exact_ll_max_units,
-                      eval_every=self.eval_every, device=self.device, progress=self.progress)
-        first = RBMTrainer(n_hidden=n1, method=self.method, k=self.k, learning_rate=self.learning_rate,
-                           lr_schedule=self.lr_schedule, n_epochs=self.n_epochs, seed=seeds[0], **common)
-        top = RBMTrainer(n_hidden=n2, method=self.top_method, k=self.k if self.top_k is None else self.top_k,
-                         learning_rate=self.learning_rate if self.top_learning_rate is None else self.top_learning_rate,
-                         lr_schedule=self.lr_schedule if self.top_lr_schedule is None else self.top_lr_schedule,
-                         n_epochs=self.n_epochs if self.top_n_epochs is None else self.top_n_epochs, seed=seeds[1],
-                         **common)
+        common = dict(
+            lr_decay=self.lr_decay,
+            batch_size=self.batch_size,
+            initial_momentum=self.initial_momentum,
+            final_momentum=self.final_momentum,
+            momentum_switch_epoch=self.momentum_switch_epoch,
+            weight_decay=self.weight_decay,
+            init=self.init,
+            init_scale=self.init_scale,
+            visible_bias_init=self.visible_bias_init,
+            n_persistent_chains=self.n_persistent_chains,
+            eval_subsample=self.eval_subsample,
+            exact_ll_max_units=self.exact_ll_max_units,
+            eval_every=self.eval_every,
+            device=self.device,
+            progress=self.progress,
+        )
+        first = RBMTrainer(
+            n_hidden=n1,
+            method=self.method,
+            k=self.k,
+            learning_rate=self.learning_rate,
+            lr_schedule=self.lr_schedule,
+            n_epochs=self.n_epochs,
+            seed=seeds[0],
+            **common,
+        )
+        top = RBMTrainer(
+            n_hidden=n2,
+            method=self.top_method,
+            k=self.k if self.top_k is None else self.top_k,
+            learning_rate=self.learning_rate if self.top_learning_rate is None else self.top_learning_rate,
+            lr_schedule=self.lr_schedule if self.top_lr_schedule is None else self.top_lr_schedule,
+            n_epochs=self.n_epochs if self.top_n_epochs is None else self.top_n_epochs,
+            seed=seeds[1],
+            **common,
+        )
         return first, top
 
     def fit(self, train, test=None) -> "DBNTrainer":
@@ -228,8 +252,9 @@ class DBNTrainer(_Hyperparameters):
         h_test = None if x_test is None else bernoulli(torch.sigmoid(torch.addmm(rec_bias, x_test, W_1)), test_gen)
 
         data_mean = x_train.mean(0)
-        evaluate = _DBNEvaluator(x_train, x_test, self.eval_subsample, self.exact_ll_max_units,
-                                 make_generator(eval_seed, device), eval_seed)
+        evaluate = _DBNEvaluator(
+            x_train, x_test, self.eval_subsample, self.exact_ll_max_units, make_generator(eval_seed, device), eval_seed
+        )
         dbn_metrics: dict[int, dict] = {}
         n_top_epochs = top.n_epochs
 
@@ -237,17 +262,23 @@ class DBNTrainer(_Hyperparameters):
             epoch = record["epoch"]
             due = epoch == 0 or epoch % self.eval_every == 0 or epoch == n_top_epochs
             if due and evaluate.enabled(rbm1.n_hidden, rbm.n_hidden):
-                dbn = DBN(W_1, bias_0, rbm.W, rbm.visible_bias, rbm.hidden_bias, rec_bias, device=device,
-                          data_mean=data_mean)
+                dbn = DBN(
+                    W_1, bias_0, rbm.W, rbm.visible_bias, rbm.hidden_bias, rec_bias, device=device, data_mean=data_mean
+                )
                 dbn_metrics[epoch] = evaluate(dbn)
 
         top = self._fit_layer(2, top, h_train, h_test, callback)
         rbm2 = top.model_
-        self.model_ = DBN(W_1, bias_0, rbm2.W, rbm2.visible_bias, rbm2.hidden_bias, rec_bias, device=device,
-                          data_mean=data_mean)
+        self.model_ = DBN(
+            W_1, bias_0, rbm2.W, rbm2.visible_bias, rbm2.hidden_bias, rec_bias, device=device, data_mean=data_mean
+        )
         self.rbms_ = [rbm1, rbm2]
-        self.history_ = _merge_history(first.history_, top.history_, dbn_metrics,
-                                       evaluate.keys() if evaluate.enabled(rbm1.n_hidden, rbm2.n_hidden) else [])
+        self.history_ = _merge_history(
+            first.history_,
+            top.history_,
+            dbn_metrics,
+            evaluate.keys() if evaluate.enabled(rbm1.n_hidden, rbm2.n_hidden) else [],
+        )
         self.n_features_in_ = n_visible
         return self
 
@@ -264,8 +295,10 @@ class DBNTrainer(_Hyperparameters):
         _check_int("top_samples_per_row", self.top_samples_per_row, 1)
         _check_int("exact_ll_max_units", self.exact_ll_max_units, 0)
         if self.exact_ll_max_units > DBN_MAX_EXACT_BITS:
-            raise ValueError(f"exact_ll_max_units={self.exact_ll_max_units}: exact DBN evaluation enumerates at most "
-                             f"2^{DBN_MAX_EXACT_BITS} states of h_1; use a value <= {DBN_MAX_EXACT_BITS}")
+            raise ValueError(
+                f"exact_ll_max_units={self.exact_ll_max_units}: exact DBN evaluation enumerates at most "
+                f"2^{DBN_MAX_EXACT_BITS} states of h_1; use a value <= {DBN_MAX_EXACT_BITS}"
+            )
         first, top = self.layer_trainers()
         first._check_params()
         try:
@@ -308,7 +341,7 @@ class _DBNEvaluator:
         per = max(1, chunk // S)
         parts = []
         for i in range(0, x.shape[0], per):
-            v = x[i:i + per].repeat_interleave(S, 0)
+            v = x[i : i + per].repeat_interleave(S, 0)
             h1, lq = dbn.sample_recognition(v, gen, clip=0.0)  # the recognition q itself
             lw = dbn.log_p_v_given_h1(v, h1) + dbn.top.log_unnormalized_marginal(h1) - lq
             parts.append(lw.reshape(-1, S).mean(1))

@@ -87,12 +87,15 @@ def train_model(train, test=None, *, family: str = "rbm", learner: str | None = 
 
     name = str(family).lower()
     if name not in registry.FAMILIES:
-        raise ValueError(f"unknown model family {family!r}; choose one of "
-                         f"{sorted(registry.family_names('binary')) + sorted(CONTINUOUS_FAMILIES)}")
+        raise ValueError(
+            f"unknown model family {family!r}; choose one of "
+            f"{sorted(registry.family_names('binary')) + sorted(CONTINUOUS_FAMILIES)}"
+        )
     spec = registry.family(name)
     if learner is not None:
-        model, history, _ = train_with_learner(train, valid if valid is not None else test, family=name,
-                                               learner=learner, **hyperparams)
+        model, history, _ = train_with_learner(
+            train, valid if valid is not None else test, family=name, learner=learner, **hyperparams
+        )
         return model, history
     trainer = registry.load(spec.trainer)
     if spec.kind != "binary":  # Sohl-Dickstein & Culpepper 2012: MPF or EM with HMC
@@ -158,6 +161,5 @@ def _binary_hyperparams(name: str, hyperparams: dict) -> dict:
     unknown = sorted(set(hp) - valid)
     if unknown:
         trainer = ", ".join(t.rpartition(":")[2] for t in spec.hyperparams)
-        raise ValueError(f"unknown hyperparameter(s) {unknown} for family {name!r} ({trainer}); "
-                         f"valid: {sorted(valid)}")
+        raise ValueError(f"unknown hyperparameter(s) {unknown} for family {name!r} ({trainer}); valid: {sorted(valid)}")
     return hp

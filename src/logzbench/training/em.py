@@ -92,13 +92,22 @@ def _check_data(X, model) -> torch.Tensor:
     if bool(bad.any()):
         kinds = [k for k, m in (("NaN", torch.isnan(X)), ("inf", torch.isinf(X))) if bool(m.any())]
         rows = torch.nonzero(bad.any(dim=1)).flatten()
-        raise ValueError(f"X_train contains {' and '.join(kinds)} ({int(bad.sum())} entries in {rows.numel()} rows, "
-                         f"first row {int(rows[0])}); remove or impute them before training")
+        raise ValueError(
+            f"X_train contains {' and '.join(kinds)} ({int(bad.sum())} entries in {rows.numel()} rows, "
+            f"first row {int(rows[0])}); remove or impute them before training"
+        )
     return X.to(model.device)
 
 
-def posterior_path(model: GenerativeModel, X: torch.Tensor, *, kernel: str = "hais", step_size: float = 0.2,
-                   n_leapfrog: int = 1, gamma: float | None = None) -> HamiltonianPath:
+def posterior_path(
+    model: GenerativeModel,
+    X: torch.Tensor,
+    *,
+    kernel: str = "hais",
+    step_size: float = 0.2,
+    n_leapfrog: int = 1,
+    gamma: float | None = None,
+) -> HamiltonianPath:
     """The path from the prior to the posteriors ``p(z | x_i)`` of the rows of ``X`` (batched:
     chain ``i`` belongs to row ``i``), with the model's analytic gradients.
 
@@ -123,14 +132,25 @@ def posterior_path(model: GenerativeModel, X: torch.Tensor, *, kernel: str = "ha
     def grad1(z):
         return model.prior_energy_grad(z) + model.likelihood_energy_grad(X, z)
 
-    return HamiltonianPath(model.prior_energy, model.sample_prior, log_z_prior, energy1, kernel=kernel,
-                           step_size=step_size, gamma=gamma, n_leapfrog=n_leapfrog, lower=model.latent_lower(),
-                           grad0=model.prior_energy_grad, grad1=grad1)
+    return HamiltonianPath(
+        model.prior_energy,
+        model.sample_prior,
+        log_z_prior,
+        energy1,
+        kernel=kernel,
+        step_size=step_size,
+        gamma=gamma,
+        n_leapfrog=n_leapfrog,
+        lower=model.latent_lower(),
+        grad0=model.prior_energy_grad,
+        grad1=grad1,
+    )
 
 
 # ---------------------------------------------------------------------- M-steps
-def _linear_mstep(model: LinearGenerative, stats: dict, Z: torch.Tensor, ridge: float,
-                  expand: bool) -> tuple[LinearGenerative, torch.Tensor]:
+def _linear_mstep(
+    model: LinearGenerative, stats: dict, Z: torch.Tensor, ridge: float, expand: bool
+) -> tuple[LinearGenerative, torch.Tensor]:
     """Least-squares ``Phi`` (and the PX-EM prior rescaling); returns the model and the
     transformed persistent samples."""
     S_xa, S_aa = stats["xa"], stats["aa"]
@@ -154,8 +174,11 @@ class _BilinearMStep:
 
     def __init__(self, model: BilinearGenerative, lr: float):
         m = model.normalized()
-        self.params = [m.Phi.clone().requires_grad_(True), m.Theta.clone().requires_grad_(True),
-                       m.Psi.clone().requires_grad_(True)]
+        self.params = [
+            m.Phi.clone().requires_grad_(True),
+            m.Theta.clone().requires_grad_(True),
+            m.Psi.clone().requires_grad_(True),
+        ]
         self.sigma_n = model.sigma_n
         self.opt = torch.optim.Adam(self.params, lr=lr)
 
@@ -187,8 +210,9 @@ class _BilinearMStep:
         Phi, Theta, Psi = self.params
         Kc = Theta.shape[1]
         s = scale.clamp_min(1e-12)
-        m = BilinearGenerative(Phi.detach(), Theta.detach() * s[:Kc], Psi.detach() * s[Kc:], sigma_n=self.sigma_n,
-                               device=Phi.device)
+        m = BilinearGenerative(
+            Phi.detach(), Theta.detach() * s[:Kc], Psi.detach() * s[Kc:], sigma_n=self.sigma_n, device=Phi.device
+        )
         self._set(m.normalized())
         return Z / s
 
@@ -294,9 +318,14 @@ def train_em(
         raise ValueError(f"train_em needs a LinearGenerative or BilinearGenerative model, got {type(model).__name__}")
     if kernel not in EM_KERNELS:
         raise ValueError(f"kernel must be one of {EM_KERNELS}, got {kernel!r}")
-    for name, value, least in (("n_iter", n_iter, 0), ("n_transitions", n_transitions, 1),
-                               ("n_leapfrog", n_leapfrog, 1), ("n_burnin", n_burnin, 0), ("n_map", n_map, 0),
-                               ("n_mstep", n_mstep, 1)):
+    for name, value, least in (
+        ("n_iter", n_iter, 0),
+        ("n_transitions", n_transitions, 1),
+        ("n_leapfrog", n_leapfrog, 1),
+        ("n_burnin", n_burnin, 0),
+        ("n_map", n_map, 0),
+        ("n_mstep", n_mstep, 1),
+    ):
         if isinstance(value, bool) or int(value) != value or value < least:
             raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
     if not (0.0 < target_accept < 1.0):
@@ -320,9 +349,11 @@ def train_em(
         path = posterior_path(model, X, kernel=kernel, step_size=eps, n_leapfrog=n_leapfrog)
         state = path.state_from_data(Z)._replace(v=V)
         D = model.n_latent
-        stats = {"xa": torch.zeros(model.n_dims, D, dtype=torch.float64, device=X.device),
-                 "aa": torch.zeros(D, D, dtype=torch.float64, device=X.device),
-                 "abs": torch.zeros(D, dtype=torch.float64, device=X.device)}
+        stats = {
+            "xa": torch.zeros(model.n_dims, D, dtype=torch.float64, device=X.device),
+            "aa": torch.zeros(D, D, dtype=torch.float64, device=X.device),
+            "abs": torch.zeros(D, dtype=torch.float64, device=X.device),
+        }
         for _ in range(int(n_transitions)):
             n_prop, n_acc = path.n_proposed, path.n_accepted
             state = path.transition(state, 1.0, gen)
@@ -359,8 +390,13 @@ def train_em(
             recon = ((X - model.mean(Z)) ** 2).sum(dim=1)
         if not bool(torch.isfinite(joint).all()):
             raise FloatingPointError(f"EM iteration {it}: non-finite joint energy (the model diverged)")
-        rec = {"iteration": it, "objective": float(joint.mean()), "recon": float(recon.mean()),
-               "acceptance": float(acc), "step_size": eps_used}
+        rec = {
+            "iteration": it,
+            "objective": float(joint.mean()),
+            "recon": float(recon.mean()),
+            "acceptance": float(acc),
+            "step_size": eps_used,
+        }
         if monitor_exact:
             ll = model.exact_log_likelihood(X)
             if ll is not None:

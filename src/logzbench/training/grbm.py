@@ -30,8 +30,8 @@ import torch
 
 from ..models.grbm import GaussianBernoulliRBM
 from ..utils import make_generator, resolve_device
-from .trainer import TrainingDivergedError, _check_int, _check_real, _elapsed
 from .hyperparams import GRBM as _DEFAULTS
+from .trainer import TrainingDivergedError, _check_int, _check_real, _elapsed
 
 __all__ = ["GRBMHyperparams", "train_grbm"]
 
@@ -104,8 +104,15 @@ class GRBMHyperparams:
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyperparameter."""
-        for name, minimum in (("n_hidden", 1), ("k", 1), ("batch_size", 1), ("n_epochs", 0),
-                              ("exact_ll_max_units", 0), ("eval_subsample", 1), ("seed", 0)):
+        for name, minimum in (
+            ("n_hidden", 1),
+            ("k", 1),
+            ("batch_size", 1),
+            ("n_epochs", 0),
+            ("exact_ll_max_units", 0),
+            ("eval_subsample", 1),
+            ("seed", 0),
+        ):
             _check_int(name, getattr(self, name), minimum)
         if self.n_persistent_chains is not None:
             _check_int("n_persistent_chains", self.n_persistent_chains, 1)
@@ -173,8 +180,9 @@ def train_grbm(train, test=None, *, family: str = "grbm", **hyperparams) -> tupl
 
     gen = make_generator(hp.seed, device)
     W0 = torch.randn(D, hp.n_hidden, generator=gen, device=device) * hp.init_scale
-    model = GaussianBernoulliRBM(W0, x_train.mean(dim=0), torch.zeros(hp.n_hidden, device=device), hp.sigma,
-                                 device=device)
+    model = GaussianBernoulliRBM(
+        W0, x_train.mean(dim=0), torch.zeros(hp.n_hidden, device=device), hp.sigma, device=device
+    )
     params = (model.W, model.b, model.c)
     opt = _Ascent(params, hp)
     chains = None
@@ -184,8 +192,11 @@ def train_grbm(train, test=None, *, family: str = "grbm", **hyperparams) -> tupl
     # evaluation subsamples come from a generator spawned from the training one: the monitoring
     # settings never change the trained model
     eval_gen = make_generator(int(torch.randint(2**62, (1,), generator=gen, device=device).item()), device)
-    sets = {name: x[torch.randperm(x.shape[0], generator=eval_gen, device=device)[:hp.eval_subsample]]
-            for name, x in (("train", x_train), ("test", x_test)) if x is not None}
+    sets = {
+        name: x[torch.randperm(x.shape[0], generator=eval_gen, device=device)[: hp.eval_subsample]]
+        for name, x in (("train", x_train), ("test", x_test))
+        if x is not None
+    }
     exact = hp.n_hidden <= hp.exact_ll_max_units
 
     history = [{"epoch": 0, "learning_rate": 0.0, "seconds": 0.0, **_evaluate(model, sets, exact)}]
@@ -198,14 +209,22 @@ def train_grbm(train, test=None, *, family: str = "grbm", **hyperparams) -> tupl
         t0 = time.perf_counter()
         order = torch.randperm(n_train, generator=gen, device=device)
         for start in range(0, n_train, hp.batch_size):
-            chains = _update(model, opt, x_train[order[start:start + hp.batch_size]], chains, hp, gen)
+            chains = _update(model, opt, x_train[order[start : start + hp.batch_size]], chains, hp, gen)
         for name, p in zip(("W", "b", "c"), params):
             if not torch.isfinite(p).all():
-                raise TrainingDivergedError(f"GRBM training diverged in epoch {epoch}: '{name}' became NaN/inf; "
-                                            "lower learning_rate or raise weight_decay")
+                raise TrainingDivergedError(
+                    f"GRBM training diverged in epoch {epoch}: '{name}' became NaN/inf; "
+                    "lower learning_rate or raise weight_decay"
+                )
         seconds = _elapsed(t0, device)
-        history.append({"epoch": epoch, "learning_rate": float(hp.learning_rate), "seconds": seconds,
-                        **_evaluate(model, sets, exact)})
+        history.append(
+            {
+                "epoch": epoch,
+                "learning_rate": float(hp.learning_rate),
+                "seconds": seconds,
+                **_evaluate(model, sets, exact),
+            }
+        )
     # a fresh model object validates the trained parameters (finite, within range)
     trained = GaussianBernoulliRBM(model.W, model.b, model.c, model.sigma, device=device)
     return trained, history
@@ -229,15 +248,21 @@ class _Ascent:
                 p.add_(m)
             return
         b1, b2 = (float(x) for x in hp.adam_betas)
-        c1, c2 = 1.0 - b1 ** self.t, 1.0 - b2 ** self.t
+        c1, c2 = 1.0 - b1**self.t, 1.0 - b2**self.t
         for p, m, v, g in zip(self.params, self.m, self.v, grads):
             m.mul_(b1).add_(g, alpha=1.0 - b1)
             v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
             p.addcdiv_(m, (v / c2).sqrt_().add_(1e-8), value=lr / c1)
 
 
-def _update(model: GaussianBernoulliRBM, opt: _Ascent, v0: torch.Tensor, chains: torch.Tensor | None,
-            hp: GRBMHyperparams, gen: torch.Generator) -> torch.Tensor | None:
+def _update(
+    model: GaussianBernoulliRBM,
+    opt: _Ascent,
+    v0: torch.Tensor,
+    chains: torch.Tensor | None,
+    hp: GRBMHyperparams,
+    gen: torch.Generator,
+) -> torch.Tensor | None:
     """One CD-k / PCD-k step on the minibatch ``v0``; returns the new persistent chains (PCD)."""
     s = model.sigma
     p0 = model.prob_h_given_v(v0)
@@ -246,7 +271,7 @@ def _update(model: GaussianBernoulliRBM, opt: _Ascent, v0: torch.Tensor, chains:
         vk = model.sample_v_given_h(model.sample_h_given_v(vk, gen), gen)
     pk = model.prob_h_given_v(vk)
     grad_W = (v0.T @ p0 / v0.shape[0] - vk.T @ pk / vk.shape[0]) / s - hp.weight_decay * model.W
-    grad_b = (v0.mean(0) - vk.mean(0)) / s ** 2
+    grad_b = (v0.mean(0) - vk.mean(0)) / s**2
     grad_c = p0.mean(0) - pk.mean(0)
     opt.step((grad_W, grad_b, grad_c))
     return None if chains is None else vk

@@ -16,67 +16,216 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["AVIL", "CONTINUOUS", "JOB_ARGUMENTS", "DBM_TRAINER", "DBN_TRAINER", "DECLARED", "EM", "GRBM", "MPF",
-           "NVIL", "RBM_TRAINER", "REQUIRED", "VCD", "declared_parameters"]
+__all__ = [
+    "AVIL",
+    "CONTINUOUS",
+    "JOB_ARGUMENTS",
+    "DBM_TRAINER",
+    "DBN_TRAINER",
+    "DECLARED",
+    "EM",
+    "GRBM",
+    "MPF",
+    "NVIL",
+    "RBM_TRAINER",
+    "REQUIRED",
+    "VCD",
+    "declared_parameters",
+]
 
 #: the default of a parameter that has none
 REQUIRED = ...
 
 #: :class:`~logzbench.training.trainer.RBMTrainer`
 RBM_TRAINER = dict(
-    n_hidden=500, method="cd", k=1, learning_rate=0.1, lr_schedule="constant", lr_decay=0.98, batch_size=100,
-    n_epochs=10, initial_momentum=0.5, final_momentum=0.9, momentum_switch_epoch=5, weight_decay=2e-4,
-    init="uniform_sqrt", init_scale=0.01, visible_bias_init="base_rate", n_persistent_chains=None,
-    eval_subsample=10000, exact_ll_max_units=25, eval_every=1, seed=0, device="cpu", progress=False,
+    n_hidden=500,
+    method="cd",
+    k=1,
+    learning_rate=0.1,
+    lr_schedule="constant",
+    lr_decay=0.98,
+    batch_size=100,
+    n_epochs=10,
+    initial_momentum=0.5,
+    final_momentum=0.9,
+    momentum_switch_epoch=5,
+    weight_decay=2e-4,
+    init="uniform_sqrt",
+    init_scale=0.01,
+    visible_bias_init="base_rate",
+    n_persistent_chains=None,
+    eval_subsample=10000,
+    exact_ll_max_units=25,
+    eval_every=1,
+    seed=0,
+    device="cpu",
+    progress=False,
 )
 #: :class:`~logzbench.training.dbm.DBMTrainer`
 DBM_TRAINER = dict(
-    hidden_sizes=(500, 1000), pretrain_epochs=100, pretrain_k=1, pretrain_learning_rate=0.05,
-    pretrain_weight_decay=1e-3, pretrain_activities="mean", n_epochs=300, learning_rate=0.005, lr_schedule="linear",
-    lr_decay=0.98, batch_size=100, k=5, n_persistent_chains=100, n_mean_field_iter=10, initial_momentum=0.5,
-    final_momentum=0.9, momentum_switch_epoch=5, weight_decay=2e-4, init_scale=0.01, visible_bias_init="base_rate",
-    eval_subsample=1000, exact_ll_max_units=20, eval_every=1, seed=0, device="cpu", progress=False,
+    hidden_sizes=(500, 1000),
+    pretrain_epochs=100,
+    pretrain_k=1,
+    pretrain_learning_rate=0.05,
+    pretrain_weight_decay=1e-3,
+    pretrain_activities="mean",
+    n_epochs=300,
+    learning_rate=0.005,
+    lr_schedule="linear",
+    lr_decay=0.98,
+    batch_size=100,
+    k=5,
+    n_persistent_chains=100,
+    n_mean_field_iter=10,
+    initial_momentum=0.5,
+    final_momentum=0.9,
+    momentum_switch_epoch=5,
+    weight_decay=2e-4,
+    init_scale=0.01,
+    visible_bias_init="base_rate",
+    eval_subsample=1000,
+    exact_ll_max_units=20,
+    eval_every=1,
+    seed=0,
+    device="cpu",
+    progress=False,
 )
 #: :class:`~logzbench.training.dbn.DBNTrainer` (``top_*`` ``None``: the lower layers' value)
 DBN_TRAINER = dict(
-    hidden_sizes=(500, 2000), method="cd", k=1, learning_rate=0.05, lr_schedule="constant", lr_decay=0.98,
-    batch_size=100, n_epochs=100, initial_momentum=0.5, final_momentum=0.9, momentum_switch_epoch=5,
-    weight_decay=2e-4, init="normal", init_scale=0.01, visible_bias_init="base_rate", n_persistent_chains=None,
-    top_method="pcd", top_k=None, top_learning_rate=None, top_lr_schedule=None, top_n_epochs=None,
-    top_samples_per_row=1, eval_subsample=10000, exact_ll_max_units=20, eval_every=1, seed=0, device="cpu",
+    hidden_sizes=(500, 2000),
+    method="cd",
+    k=1,
+    learning_rate=0.05,
+    lr_schedule="constant",
+    lr_decay=0.98,
+    batch_size=100,
+    n_epochs=100,
+    initial_momentum=0.5,
+    final_momentum=0.9,
+    momentum_switch_epoch=5,
+    weight_decay=2e-4,
+    init="normal",
+    init_scale=0.01,
+    visible_bias_init="base_rate",
+    n_persistent_chains=None,
+    top_method="pcd",
+    top_k=None,
+    top_learning_rate=None,
+    top_lr_schedule=None,
+    top_n_epochs=None,
+    top_samples_per_row=1,
+    eval_subsample=10000,
+    exact_ll_max_units=20,
+    eval_every=1,
+    seed=0,
+    device="cpu",
     progress=False,
 )
 #: :class:`~logzbench.training.grbm.GRBMHyperparams` (the Gaussian-Bernoulli RBM's trainer)
 GRBM = dict(
-    n_hidden=100, sigma=1.0, method="pcd", k=1, optimizer="adam", learning_rate=1e-3, adam_betas=(0.9, 0.999),
-    momentum=0.5, batch_size=100, n_epochs=10, weight_decay=0.0, init_scale=0.01, n_persistent_chains=None,
-    exact_ll_max_units=20, eval_subsample=10000, seed=0, device="cpu", progress=False,
+    n_hidden=100,
+    sigma=1.0,
+    method="pcd",
+    k=1,
+    optimizer="adam",
+    learning_rate=1e-3,
+    adam_betas=(0.9, 0.999),
+    momentum=0.5,
+    batch_size=100,
+    n_epochs=10,
+    weight_decay=0.0,
+    init_scale=0.01,
+    n_persistent_chains=None,
+    exact_ll_max_units=20,
+    eval_subsample=10000,
+    seed=0,
+    device="cpu",
+    progress=False,
 )
 #: :func:`~logzbench.training.continuous.train_continuous`: a continuous model of ``size`` and its fit's
 #: keywords (:data:`MPF` for the analysis families, :data:`EM` for the generative ones)
 CONTINUOUS = dict(family=REQUIRED, size=REQUIRED, seed=0, n_iter=100, device=None, progress=False)
 #: :func:`~logzbench.training.mpf.train_mpf` (minimum probability flow, Sohl-Dickstein et al.)
 MPF = dict(
-    n_iter=200, seed=0, n_rounds=5, step_size="auto", n_leapfrog=1, antithetic=True, min_acceptance=0.5, gtol=1e-10,
-    callback=None, verbose=False,
+    n_iter=200,
+    seed=0,
+    n_rounds=5,
+    step_size="auto",
+    n_leapfrog=1,
+    antithetic=True,
+    min_acceptance=0.5,
+    gtol=1e-10,
+    callback=None,
+    verbose=False,
 )
 #: :func:`~logzbench.training.em.train_em` (EM with HMC or Gibbs posterior samples)
 EM = dict(
-    n_iter=REQUIRED, seed=0, kernel="hmc", n_transitions=5, n_leapfrog=10, n_burnin=5, n_map=200, map_lr=0.05,
-    step_size=None, target_accept=0.8, adapt_rate=1.0, parameter_expansion=True, ridge=1e-8, lr=0.01, n_mstep=10,
-    monitor_exact=True, callback=None,
+    n_iter=REQUIRED,
+    seed=0,
+    kernel="hmc",
+    n_transitions=5,
+    n_leapfrog=10,
+    n_burnin=5,
+    n_map=200,
+    map_lr=0.05,
+    step_size=None,
+    target_accept=0.8,
+    adapt_rate=1.0,
+    parameter_expansion=True,
+    ridge=1e-8,
+    lr=0.01,
+    n_mstep=10,
+    monitor_exact=True,
+    callback=None,
 )
 #: what the black-box learners (Li et al. 2019: AVIL, NVIL, VCD) share: the optimiser and its log, the
 #: networks, the exact and AIS monitors (``ais_every`` 0: no AIS) and which logged model is kept (``select``)
-_LEARNER = dict(iterations=10_000, lr=3e-4, betas=(0.5, 0.999), batch_size=500, seed=0, device="cpu", log_every=100,
-                mlp_hidden=None, init_scale=0.01, exact_max_units=20, ais_every=0, ais_K=1000, ais_chains=100,
-                ais_init=None, ais_is_samples=100, select="last")
+_LEARNER = dict(
+    iterations=10_000,
+    lr=3e-4,
+    betas=(0.5, 0.999),
+    batch_size=500,
+    seed=0,
+    device="cpu",
+    log_every=100,
+    mlp_hidden=None,
+    init_scale=0.01,
+    exact_max_units=20,
+    ais_every=0,
+    ais_K=1000,
+    ais_chains=100,
+    ais_init=None,
+    ais_is_samples=100,
+    select="last",
+)
 #: :func:`~logzbench.training.avil.train_avil`
-AVIL = dict(family="rbm", hidden_sizes=(50,), aux_size=15, z="continuous", K1=100, K2=1, ablation=None,
-            temperature=0.1, straight_through=False, sigma=1.0, visible_std=None, monitor_samples=None, **_LEARNER)
+AVIL = dict(
+    family="rbm",
+    hidden_sizes=(50,),
+    aux_size=15,
+    z="continuous",
+    K1=100,
+    K2=1,
+    ablation=None,
+    temperature=0.1,
+    straight_through=False,
+    sigma=1.0,
+    visible_std=None,
+    monitor_samples=None,
+    **_LEARNER,
+)
 #: :func:`~logzbench.training.nvil.train_nvil`
-NVIL = dict(family="rbm", hidden_sizes=(50,), aux_size=15, z="continuous", K1=100, sigma=1.0, visible_std=None,
-            monitor_samples=None, **_LEARNER)
+NVIL = dict(
+    family="rbm",
+    hidden_sizes=(50,),
+    aux_size=15,
+    z="continuous",
+    K1=100,
+    sigma=1.0,
+    visible_std=None,
+    monitor_samples=None,
+    **_LEARNER,
+)
 #: :func:`~logzbench.training.vcd.train_vcd`
 VCD = dict(family="dbm", hidden_sizes=(50, 50), K2=1, cd_k=1, temperature=0.1, straight_through=False, **_LEARNER)
 
@@ -93,6 +242,8 @@ DECLARED: dict[str, dict[str, Any]] = {
     "logzbench.training.nvil:train_nvil": NVIL,
     "logzbench.training.vcd:train_vcd": VCD,
 }
+
+
 def declared_parameters(target: str) -> tuple[tuple[str, Any], ...]:
     """``(name, default)`` of each keyword parameter of ``"module:object"``: declared here
     (:data:`DECLARED`, without importing the trainer), else read from the object's signature (a family
@@ -108,8 +259,11 @@ def declared_parameters(target: str) -> tuple[tuple[str, Any], ...]:
         params = inspect.signature(load(target)).parameters.values()
     except (ImportError, AttributeError, ValueError, TypeError) as exc:
         raise LookupError(f"{target}: cannot read its hyperparameters ({exc})") from None
-    return tuple((p.name, REQUIRED if p.default is inspect.Parameter.empty else p.default) for p in params
-                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in JOB_ARGUMENTS)
+    return tuple(
+        (p.name, REQUIRED if p.default is inspect.Parameter.empty else p.default)
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in JOB_ARGUMENTS
+    )
 
 
 #: parameters a training job fills in itself (the data, the initial model), never hyperparameters

@@ -29,9 +29,23 @@ from typing import Any, Mapping
 from .. import registry
 from .hyperparams import declared_parameters
 
-__all__ = ["ABLATIONS", "ABLATION_ALIASES", "FIGURE_KEYS", "MAX_BATCH_SIZE", "MAX_EXACT_UNITS", "MAX_MONITOR_SAMPLES",
-           "RULES", "Rule", "SELECTIONS", "Z_KINDS", "check_hyperparams", "check_value", "check_values",
-           "learner_defaults", "learner_keywords"]
+__all__ = [
+    "ABLATIONS",
+    "ABLATION_ALIASES",
+    "FIGURE_KEYS",
+    "MAX_BATCH_SIZE",
+    "MAX_EXACT_UNITS",
+    "MAX_MONITOR_SAMPLES",
+    "RULES",
+    "Rule",
+    "SELECTIONS",
+    "Z_KINDS",
+    "check_hyperparams",
+    "check_value",
+    "check_values",
+    "learner_defaults",
+    "learner_keywords",
+]
 
 #: ``z`` priors of the decoder
 Z_KINDS = ("continuous", "discrete")
@@ -39,8 +53,11 @@ Z_KINDS = ("continuous", "discrete")
 SELECTIONS = ("last", "best-valid")
 #: AVIL's ablations (Fig. 4) and the other names accepted for them
 ABLATIONS = ("no_encoder_entropy", "no_decoder_entropy")
-ABLATION_ALIASES = {"no_hq_encoder": "no_encoder_entropy", "no_H(Q)": "no_encoder_entropy",
-                    "no_H(q)": "no_decoder_entropy"}
+ABLATION_ALIASES = {
+    "no_hq_encoder": "no_encoder_entropy",
+    "no_H(Q)": "no_encoder_entropy",
+    "no_H(q)": "no_decoder_entropy",
+}
 #: most units the exact monitor may enumerate: ``2^24`` states at every logged iteration (its cost on
 #: one CPU core is on the documentation's Benchmarks page; 2^30 would take minutes per iteration)
 MAX_EXACT_UNITS = 24
@@ -89,8 +106,9 @@ RULES: dict[str, Rule] = {
     "monitor_samples": Rule("int", 1, MAX_MONITOR_SAMPLES, none=True, why="decoder draws at every logged iteration"),
     "seed": Rule("int", 0),
     "log_every": Rule("int", 1),
-    "exact_max_units": Rule("int", 0, MAX_EXACT_UNITS,
-                            why="the exact monitor enumerates 2^units states at every logged iteration"),
+    "exact_max_units": Rule(
+        "int", 0, MAX_EXACT_UNITS, why="the exact monitor enumerates 2^units states at every logged iteration"
+    ),
     "ais_every": Rule("int", 0),
     "ais_K": Rule("int", 1),
     "ais_chains": Rule("int", 1),
@@ -149,8 +167,9 @@ def check_value(name: str, value: Any) -> None:
             raise ValueError(f"{name} must be true or false, got {value!r}")
     elif r.kind == "choice":
         if not isinstance(value, str) or value not in r.choices:
-            raise ValueError(f"unknown {name} {value!r}; choose one of {list(r.choices)}"
-                             + (" (or none)" if r.none else ""))
+            raise ValueError(
+                f"unknown {name} {value!r}; choose one of {list(r.choices)}" + (" (or none)" if r.none else "")
+            )
     else:  # pragma: no cover - a rule of an unknown kind
         raise AssertionError(f"rule of unknown kind {r.kind!r}")
 
@@ -163,8 +182,9 @@ def check_values(values: Mapping[str, Any]) -> None:
             check_value(name, value)
     every, log_every = values.get("ais_every"), values.get("log_every")
     if every and log_every and every % log_every:
-        raise ValueError(f"ais_every={every} must be a multiple of log_every={log_every} (AIS runs on logged "
-                         "iterations)")
+        raise ValueError(
+            f"ais_every={every} must be a multiple of log_every={log_every} (AIS runs on logged iterations)"
+        )
 
 
 def learner_keywords(learner: str) -> frozenset[str]:
@@ -177,8 +197,9 @@ def learner_defaults(learner: str) -> dict[str, Any]:
     return {n: d for n, d in declared_parameters(registry.learner(learner).entry) if n in RULES and d is not ...}
 
 
-def check_hyperparams(learner: str, family: str, hyperparams: Mapping[str, Any], *,
-                      also: frozenset[str] | set[str] = frozenset()) -> None:
+def check_hyperparams(
+    learner: str, family: str, hyperparams: Mapping[str, Any], *, also: frozenset[str] | set[str] = frozenset()
+) -> None:
     """Refuse, before any data is read, hyperparameters learner ``learner`` could not train a ``family``
     model with: an unknown key (naming the closest), a value :data:`RULES` does not allow, values that
     disagree (:func:`check_values`, the unset ones at the learner's defaults).  ``n_hidden``, ``family``
@@ -190,8 +211,10 @@ def check_hyperparams(learner: str, family: str, hyperparams: Mapping[str, Any],
     for key in hyperparams:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-            raise ValueError(f"unknown hyperparameter {key!r} of the {spec.name} learner"
-                             + (f"; did you mean {close[0]!r}?" if close else "")
-                             + f" (it takes {', '.join(sorted(allowed - {'family', 'learner'}))})")
+            raise ValueError(
+                f"unknown hyperparameter {key!r} of the {spec.name} learner"
+                + (f"; did you mean {close[0]!r}?" if close else "")
+                + f" (it takes {', '.join(sorted(allowed - {'family', 'learner'}))})"
+            )
     values = {**learner_defaults(spec.name), **{k: v for k, v in hyperparams.items() if k in RULES}}
     check_values(values)

@@ -62,9 +62,8 @@ import numpy as np
 import scipy.optimize
 import torch
 
-from .trainer import TrainingDivergedError
 from .hyperparams import MPF as _DEFAULTS
-
+from .trainer import TrainingDivergedError
 
 _SEED_TAG = 0x4D5046  # "MPF"
 
@@ -82,8 +81,15 @@ def _grad_fn(model):
     return grad
 
 
-def hmc_connectivity(model, x: torch.Tensor, generator: torch.Generator, *, step_size: float,
-                     n_leapfrog: int = 1, antithetic: bool = False) -> tuple[torch.Tensor, torch.Tensor, float]:
+def hmc_connectivity(
+    model,
+    x: torch.Tensor,
+    generator: torch.Generator,
+    *,
+    step_size: float,
+    n_leapfrog: int = 1,
+    antithetic: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, float]:
     """One HMC step of ``model`` from every row of ``x``: ``(x', E(x) - E(x'), acceptance rate)``.
 
     Parameters
@@ -109,8 +115,9 @@ def hmc_connectivity(model, x: torch.Tensor, generator: torch.Generator, *, step
         if antithetic:
             if x.shape[0] % 2:
                 raise ValueError("antithetic momenta need an even number of rows (each point twice)")
-            v = torch.randn((x.shape[0] // 2, x.shape[1]), generator=generator, dtype=torch.float64,
-                            device=generator.device).to(x.device)
+            v = torch.randn(
+                (x.shape[0] // 2, x.shape[1]), generator=generator, dtype=torch.float64, device=generator.device
+            ).to(x.device)
             v = torch.cat([v, -v])
         else:
             v = torch.randn(x.shape, generator=generator, dtype=torch.float64, device=generator.device).to(x.device)
@@ -144,14 +151,15 @@ class _Flat:
     def unpack(self, vec: np.ndarray, requires_grad: bool = False) -> dict[str, torch.Tensor]:
         out, i = {}, 0
         for k, shape, size in zip(self.keys, self.shapes, self.sizes):
-            t = torch.as_tensor(vec[i:i + size], dtype=torch.float64).reshape(shape).to(self.device)
+            t = torch.as_tensor(vec[i : i + size], dtype=torch.float64).reshape(shape).to(self.device)
             out[k] = t.requires_grad_(requires_grad)
             i += size
         return out
 
 
-def mpf_log_objective(model, theta: dict[str, torch.Tensor], x: torch.Tensor, x_new: torch.Tensor,
-                      delta_ref: torch.Tensor) -> torch.Tensor:
+def mpf_log_objective(
+    model, theta: dict[str, torch.Tensor], x: torch.Tensor, x_new: torch.Tensor, delta_ref: torch.Tensor
+) -> torch.Tensor:
     """``log K(theta)`` for fixed pairs ``(x, x_new)`` and ``delta_ref = E_theta'(x) - E_theta'(x_new)``."""
     e = model.energy_from_parameters(theta, torch.cat([x, x_new]))
     n = x.shape[0]
@@ -247,8 +255,10 @@ def train_mpf(
     bad = ~torch.isfinite(x)
     if bool(bad.any()):
         rows = int(bad.any(dim=1).sum())
-        raise ValueError(f"X_train contains {int(torch.isnan(x).sum())} NaN and {int(torch.isinf(x).sum())} inf "
-                         f"entries (in {rows} of {x.shape[0]} rows); clean the data before training")
+        raise ValueError(
+            f"X_train contains {int(torch.isnan(x).sum())} NaN and {int(torch.isinf(x).sum())} inf "
+            f"entries (in {rows} of {x.shape[0]} rows); clean the data before training"
+        )
 
     # Mix the seed with a tag so that the connectivity's random stream is not the very stream
     # another component seeded with the same integer used (e.g. to sample the training data).
@@ -268,8 +278,9 @@ def train_mpf(
         if iters == 0:
             continue
         for _ in range(12):
-            x_new, delta_ref, acc = hmc_connectivity(model, x_pair, generator, step_size=eps, n_leapfrog=n_leapfrog,
-                                                     antithetic=antithetic)
+            x_new, delta_ref, acc = hmc_connectivity(
+                model, x_pair, generator, step_size=eps, n_leapfrog=n_leapfrog, antithetic=antithetic
+            )
             if not auto or acc >= min_acceptance:
                 break
             eps *= 0.5
@@ -290,8 +301,16 @@ def train_mpf(
             return fv, g
 
         info = {"step_size": eps, "acceptance": acc}
-        record({"round": r, "iteration": iteration, "objective": 1.0, "log_objective": 0.0, **info,
-                "seconds": time.perf_counter() - t0})
+        record(
+            {
+                "round": r,
+                "iteration": iteration,
+                "objective": 1.0,
+                "log_objective": 0.0,
+                **info,
+                "seconds": time.perf_counter() - t0,
+            }
+        )
 
         def on_iter(xk):
             nonlocal iteration
@@ -299,17 +318,33 @@ def train_mpf(
             fv = cache.get(np.asarray(xk).tobytes())
             if fv is None:
                 fv = fun(np.asarray(xk, dtype=np.float64))[0]
-            record({"round": r, "iteration": iteration, "objective": math.exp(fv), "log_objective": fv, **info,
-                    "seconds": time.perf_counter() - t0})
+            record(
+                {
+                    "round": r,
+                    "iteration": iteration,
+                    "objective": math.exp(fv),
+                    "log_objective": fv,
+                    **info,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
 
-        res = scipy.optimize.minimize(fun, flat.pack(theta0), jac=True, method="L-BFGS-B", callback=on_iter,
-                                      options={"maxiter": int(iters), "gtol": gtol, "ftol": 0.0})
+        res = scipy.optimize.minimize(
+            fun,
+            flat.pack(theta0),
+            jac=True,
+            method="L-BFGS-B",
+            callback=on_iter,
+            options={"maxiter": int(iters), "gtol": gtol, "ftol": 0.0},
+        )
         if not (np.isfinite(res.x).all() and math.isfinite(res.fun)):
             raise TrainingDivergedError(f"MPF round {r}: the parameters or the objective became non-finite")
         model = model.with_parameters(flat.unpack(np.asarray(res.x, dtype=np.float64)))
         if verbose:
-            print(f"MPF round {r + 1}/{n_rounds}: step {eps:.3g}, acceptance {acc:.3f}, K {math.exp(res.fun):.6f} "
-                  f"after {res.nit} iterations ({time.perf_counter() - t0:.1f} s)")
+            print(
+                f"MPF round {r + 1}/{n_rounds}: step {eps:.3g}, acceptance {acc:.3f}, K {math.exp(res.fun):.6f} "
+                f"after {res.nit} iterations ({time.perf_counter() - t0:.1f} s)"
+            )
         if auto and acc > 0.95:
             eps *= 1.5
     return model, history

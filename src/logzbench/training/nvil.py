@@ -66,6 +66,7 @@ import math
 import torch
 
 from ..models.enumeration import state_bits
+from .hyperparams import NVIL as _DEFAULTS
 from .variational import (
     AISMonitor,
     Decoder,
@@ -81,12 +82,20 @@ from .variational import (
     setup,
     step,
 )
-from .hyperparams import NVIL as _DEFAULTS
 
 __all__ = ["NVILProposal", "exact_log_chi2_bound", "log_chi2_bound", "q_loss", "train_nvil"]
 
-HISTORY_KEYS = ("iteration", "log_z_upper_bound", "log_chi2_bound", "log_z_importance", "ess", "free_energy",
-                "model_loss", *ExactMonitor.KEYS, *AISMonitor.KEYS)
+HISTORY_KEYS = (
+    "iteration",
+    "log_z_upper_bound",
+    "log_chi2_bound",
+    "log_z_importance",
+    "ess",
+    "free_energy",
+    "model_loss",
+    *ExactMonitor.KEYS,
+    *AISMonitor.KEYS,
+)
 
 
 class NVILProposal(torch.nn.Module):
@@ -241,20 +250,46 @@ ais_init, ais_is_samples, select, return_state
         Bad data or hyperparameters; a family without a tractable free energy (DBM).
     TrainingDivergedError
     """
-    s = setup(train, valid, family=family, hidden_sizes=hidden_sizes, iterations=iterations, batch_size=batch_size,
-              lr=lr, betas=betas, seed=seed, device=device, log_every=log_every, temperature=0.1,
-              straight_through=False, mlp_hidden=mlp_hidden, init_scale=init_scale,
-              exact_max_units=exact_max_units, family_options={"sigma": sigma},
-              own={"K1": K1, "aux_size": aux_size, "monitor_samples": monitor_samples, "z": z, "sigma": sigma,
-                   "visible_std": visible_std},
-              ais_every=ais_every, ais_K=ais_K, ais_chains=ais_chains, ais_init=ais_init,
-              ais_is_samples=ais_is_samples, select=select)
+    s = setup(
+        train,
+        valid,
+        family=family,
+        hidden_sizes=hidden_sizes,
+        iterations=iterations,
+        batch_size=batch_size,
+        lr=lr,
+        betas=betas,
+        seed=seed,
+        device=device,
+        log_every=log_every,
+        temperature=0.1,
+        straight_through=False,
+        mlp_hidden=mlp_hidden,
+        init_scale=init_scale,
+        exact_max_units=exact_max_units,
+        family_options={"sigma": sigma},
+        own={
+            "K1": K1,
+            "aux_size": aux_size,
+            "monitor_samples": monitor_samples,
+            "z": z,
+            "sigma": sigma,
+            "visible_std": visible_std,
+        },
+        ais_every=ais_every,
+        ais_K=ais_K,
+        ais_chains=ais_chains,
+        ais_init=ais_init,
+        ais_is_samples=ais_is_samples,
+        select=select,
+    )
     if s.family.free_energy is None:
         raise ValueError(f"NVIL needs a tractable free energy; family {s.family.name!r} has none (use AVIL or VCD)")
     energy, gen = s.energy, s.gen
     n_visible = s.train.shape[1]
-    decoder = Decoder(n_visible, s.hidden_sizes, aux_size, z, s.family.visible, s.mlp_hidden, s.init_gen,
-                      visible_std).to(s.device)
+    decoder = Decoder(
+        n_visible, s.hidden_sizes, aux_size, z, s.family.visible, s.mlp_hidden, s.init_gen, visible_std
+    ).to(s.device)
     proposal = NVILProposal(decoder, Encoder(n_visible, s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device))
     opt_theta = adam(energy.parameters(), lr, betas)
     opt_q = adam(proposal.parameters(), lr, betas)
@@ -270,9 +305,15 @@ ais_init, ais_is_samples, select, return_state
             free = float(energy.free_energy(monitor_batch.double()).mean())
         lw = log_w - log_w.max()
         ess = float(torch.exp(lw).sum() ** 2 / torch.exp(2 * lw).sum())
-        row = {"iteration": it, "log_z_upper_bound": 0.5 * log_u, "log_chi2_bound": log_u,
-               "log_z_importance": float(torch.logsumexp(log_w, 0) - math.log(log_w.shape[0])), "ess": ess,
-               "free_energy": free, "model_loss": free + 0.5 * log_u}
+        row = {
+            "iteration": it,
+            "log_z_upper_bound": 0.5 * log_u,
+            "log_chi2_bound": log_u,
+            "log_z_importance": float(torch.logsumexp(log_w, 0) - math.log(log_w.shape[0])),
+            "ess": ess,
+            "free_energy": free,
+            "model_loss": free + 0.5 * log_u,
+        }
         s.observe(history, it, row)
 
     record(0)

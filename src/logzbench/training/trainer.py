@@ -36,12 +36,12 @@ import numpy as np
 import torch
 
 from ..errors import LogzbenchError
+from ..kernels import bernoulli, bernoulli_from_logits_
 from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from ..models.rbm import BinaryRBM
-from ..kernels import bernoulli, bernoulli_from_logits_
 from ..utils import atomic_path, make_generator, resolve_device
-from .metrics import _pseudo_log_likelihood_at, reconstruction_error
 from .hyperparams import RBM_TRAINER as _DEFAULTS
+from .metrics import _pseudo_log_likelihood_at, reconstruction_error
 
 __all__ = ["RBMTrainer", "TrainingDivergedError", "history_to_csv"]
 
@@ -243,39 +243,53 @@ class RBMTrainer:
 
         gen = make_generator(self.seed, device)
         data_mean = x_train.mean(dim=0)
-        rbm = BinaryRBM(self._initial_weights(n_visible, gen), self._initial_visible_bias(data_mean),
-                        torch.zeros(self.n_hidden, device=device), device=device, data_mean=data_mean)
+        rbm = BinaryRBM(
+            self._initial_weights(n_visible, gen),
+            self._initial_visible_bias(data_mean),
+            torch.zeros(self.n_hidden, device=device),
+            device=device,
+            data_mean=data_mean,
+        )
         chains = None
         if self.method == "pcd":
             n_chains = self.batch_size if self.n_persistent_chains is None else self.n_persistent_chains
             chains = bernoulli(torch.sigmoid(rbm.visible_bias).expand(n_chains, -1).contiguous(), gen)
         # Evaluation draws come from a generator spawned from the training one, so the
         # monitoring settings (test set, eval_every, eval_subsample) never alter training.
-        evaluate = _Evaluator(rbm, x_train, x_test, self.eval_subsample, self.exact_ll_max_units,
-                              make_generator(_spawn_seed(gen), device))
+        evaluate = _Evaluator(
+            rbm, x_train, x_test, self.eval_subsample, self.exact_ll_max_units, make_generator(_spawn_seed(gen), device)
+        )
         velocity = [torch.zeros_like(p) for p in (rbm.W, rbm.visible_bias, rbm.hidden_bias)]
 
         history: list[dict] = []
-        self._record(history, {"epoch": 0, "learning_rate": 0.0, "momentum": 0.0, "seconds": 0.0},
-                     evaluate(rbm), rbm, callback)
+        self._record(
+            history, {"epoch": 0, "learning_rate": 0.0, "momentum": 0.0, "seconds": 0.0}, evaluate(rbm), rbm, callback
+        )
         epochs = range(1, self.n_epochs + 1)
         if self.progress:
             from tqdm.auto import tqdm
 
-            epochs = tqdm(epochs, desc=f"train RBM {n_visible}x{self.n_hidden} {self.method.upper()}-{self.k}",
-                          unit="epoch")
+            epochs = tqdm(
+                epochs, desc=f"train RBM {n_visible}x{self.n_hidden} {self.method.upper()}-{self.k}", unit="epoch"
+            )
         for epoch in epochs:
             lr, momentum = self._learning_rate(epoch), self._momentum(epoch)
             t0 = time.perf_counter()
             order = torch.randperm(n_train, generator=gen, device=device)
             for start in range(0, n_train, self.batch_size):
-                chains = self._update(rbm, velocity, x_train[order[start:start + self.batch_size]], chains,
-                                      lr, momentum, gen)
+                chains = self._update(
+                    rbm, velocity, x_train[order[start : start + self.batch_size]], chains, lr, momentum, gen
+                )
             _check_finite(rbm, epoch)
             seconds = _elapsed(t0, device)
             due = epoch % self.eval_every == 0 or epoch == self.n_epochs
-            self._record(history, {"epoch": epoch, "learning_rate": lr, "momentum": momentum, "seconds": seconds},
-                         evaluate(rbm) if due else evaluate.skipped(), rbm, callback)
+            self._record(
+                history,
+                {"epoch": epoch, "learning_rate": lr, "momentum": momentum, "seconds": seconds},
+                evaluate(rbm) if due else evaluate.skipped(),
+                rbm,
+                callback,
+            )
             if self.progress and due:
                 epochs.set_postfix(recon=f"{history[-1]['train_reconstruction_error']:.4f}")
 
@@ -310,8 +324,16 @@ class RBMTrainer:
         return torch.log(p) - torch.log1p(-p)
 
     # ------------------------------------------------------------------ one update
-    def _update(self, rbm: BinaryRBM, velocity: list[torch.Tensor], v0: torch.Tensor, chains: torch.Tensor | None,
-                lr: float, momentum: float, gen: torch.Generator) -> torch.Tensor | None:
+    def _update(
+        self,
+        rbm: BinaryRBM,
+        velocity: list[torch.Tensor],
+        v0: torch.Tensor,
+        chains: torch.Tensor | None,
+        lr: float,
+        momentum: float,
+        gen: torch.Generator,
+    ) -> torch.Tensor | None:
         """One CD/PCD step on minibatch ``v0 (B, n_visible)``; returns the new persistent chains (PCD)."""
         W, a, b = rbm.W, rbm.visible_bias, rbm.hidden_bias
         p0 = torch.sigmoid(torch.addmm(b, v0, W))
@@ -328,18 +350,31 @@ class RBMTrainer:
     # ------------------------------------------------------------------ validation and bookkeeping
     def _check_params(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyperparameter."""
-        for name, minimum in (("n_hidden", 1), ("k", 1), ("batch_size", 1), ("n_epochs", 0),
-                              ("momentum_switch_epoch", 0), ("eval_subsample", 1), ("eval_every", 1),
-                              ("seed", None)):
+        for name, minimum in (
+            ("n_hidden", 1),
+            ("k", 1),
+            ("batch_size", 1),
+            ("n_epochs", 0),
+            ("momentum_switch_epoch", 0),
+            ("eval_subsample", 1),
+            ("eval_every", 1),
+            ("seed", None),
+        ):
             _check_int(name, getattr(self, name), minimum)
         if self.n_persistent_chains is not None:
             _check_int("n_persistent_chains", self.n_persistent_chains, 1)
         _check_int("exact_ll_max_units", self.exact_ll_max_units, 0)
         if self.exact_ll_max_units > MAX_ENUMERATION_BITS:
-            raise ValueError(f"exact_ll_max_units={self.exact_ll_max_units}: exact log Z enumerates at most "
-                             f"2^{MAX_ENUMERATION_BITS} states; use a value <= {MAX_ENUMERATION_BITS}")
-        for name, choices in (("method", _METHODS), ("lr_schedule", _LR_SCHEDULES), ("init", _INITS),
-                              ("visible_bias_init", _VISIBLE_BIAS_INITS)):
+            raise ValueError(
+                f"exact_ll_max_units={self.exact_ll_max_units}: exact log Z enumerates at most "
+                f"2^{MAX_ENUMERATION_BITS} states; use a value <= {MAX_ENUMERATION_BITS}"
+            )
+        for name, choices in (
+            ("method", _METHODS),
+            ("lr_schedule", _LR_SCHEDULES),
+            ("init", _INITS),
+            ("visible_bias_init", _VISIBLE_BIAS_INITS),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of {list(choices)}")
         _check_real("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
@@ -364,8 +399,15 @@ def _hyperparameter_names() -> list[str]:
 class _Evaluator:
     """Per-epoch metrics on fixed subsamples, with fixed PLL flip bits (smooth curves)."""
 
-    def __init__(self, rbm: BinaryRBM, x_train: torch.Tensor, x_test: torch.Tensor | None, max_rows: int,
-                 exact_ll_max_units: int, gen: torch.Generator):
+    def __init__(
+        self,
+        rbm: BinaryRBM,
+        x_train: torch.Tensor,
+        x_test: torch.Tensor | None,
+        max_rows: int,
+        exact_ll_max_units: int,
+        gen: torch.Generator,
+    ):
         self.exact = min(rbm.n_visible, rbm.n_hidden) <= exact_ll_max_units
         self.sets = {}
         for name, x in (("train", x_train), ("test", x_test)):
@@ -399,8 +441,9 @@ class _Evaluator:
         return {key: out[key] for key in (*self.keys(), "eval_seconds")}
 
 
-def _gibbs(W: torch.Tensor, a: torch.Tensor, b: torch.Tensor, h: torch.Tensor, k: int,
-           gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _gibbs(
+    W: torch.Tensor, a: torch.Tensor, b: torch.Tensor, h: torch.Tensor, k: int, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``k`` sweeps ``h -> v -> h`` from hidden states ``h (N, n_hidden)``.
 
     Returns the sampled visible states ``(N, n_visible)`` and their hidden probabilities
@@ -431,7 +474,11 @@ def _check_int(name: str, value, minimum: int | None) -> None:
 
 
 def _check_real(name: str, value, low: float, high: float, low_open: bool = False, high_open: bool = False) -> None:
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
     if ok:
         ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
     if not ok:
@@ -453,8 +500,10 @@ def _elapsed(t0: float, device: torch.device) -> float:
 def _check_finite(rbm: BinaryRBM, epoch: int) -> None:
     for name, p in (("W", rbm.W), ("visible_bias", rbm.visible_bias), ("hidden_bias", rbm.hidden_bias)):
         if not torch.isfinite(p).all():
-            raise TrainingDivergedError(f"training diverged in epoch {epoch}: '{name}' became NaN/inf; "
-                                        "lower learning_rate or raise weight_decay")
+            raise TrainingDivergedError(
+                f"training diverged in epoch {epoch}: '{name}' became NaN/inf; "
+                "lower learning_rate or raise weight_decay"
+            )
 
 
 def history_to_csv(history: list[dict], path: str | os.PathLike) -> None:

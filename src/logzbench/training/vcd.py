@@ -25,13 +25,31 @@ import math
 
 import torch
 
-from .variational import AISMonitor, Encoder, ExactMonitor, History, adam, free_energy_bound, logged, sample_bernoulli, setup, step
 from .hyperparams import VCD as _DEFAULTS
+from .variational import (
+    AISMonitor,
+    Encoder,
+    ExactMonitor,
+    History,
+    adam,
+    free_energy_bound,
+    logged,
+    sample_bernoulli,
+    setup,
+    step,
+)
 
 __all__ = ["train_vcd", "visible_logits"]
 
-HISTORY_KEYS = ("iteration", "free_energy_bound", "negative_free_energy_bound", "model_loss",
-                "valid_free_energy_bound", *ExactMonitor.KEYS, *AISMonitor.KEYS)
+HISTORY_KEYS = (
+    "iteration",
+    "free_energy_bound",
+    "negative_free_energy_bound",
+    "model_loss",
+    "valid_free_energy_bound",
+    *ExactMonitor.KEYS,
+    *AISMonitor.KEYS,
+)
 
 
 def visible_logits(energy, hs) -> torch.Tensor:
@@ -114,12 +132,31 @@ ais_init, ais_is_samples, select, return_state
         Bad data or hyperparameters, or a family with real-valued ``v``.
     TrainingDivergedError
     """
-    s = setup(train, valid, family=family, hidden_sizes=hidden_sizes, iterations=iterations, batch_size=batch_size,
-              lr=lr, betas=betas, seed=seed, device=device, log_every=log_every, temperature=temperature,
-              straight_through=straight_through, mlp_hidden=mlp_hidden, init_scale=init_scale,
-              exact_max_units=exact_max_units, own={"K2": K2, "cd_k": cd_k},
-              ais_every=ais_every, ais_K=ais_K, ais_chains=ais_chains, ais_init=ais_init,
-              ais_is_samples=ais_is_samples, select=select)
+    s = setup(
+        train,
+        valid,
+        family=family,
+        hidden_sizes=hidden_sizes,
+        iterations=iterations,
+        batch_size=batch_size,
+        lr=lr,
+        betas=betas,
+        seed=seed,
+        device=device,
+        log_every=log_every,
+        temperature=temperature,
+        straight_through=straight_through,
+        mlp_hidden=mlp_hidden,
+        init_scale=init_scale,
+        exact_max_units=exact_max_units,
+        own={"K2": K2, "cd_k": cd_k},
+        ais_every=ais_every,
+        ais_K=ais_K,
+        ais_chains=ais_chains,
+        ais_init=ais_init,
+        ais_is_samples=ais_is_samples,
+        select=select,
+    )
     if s.family.visible != "binary":
         raise ValueError(f"VCD needs binary visible units; family {s.family.name!r} has real ones")
     energy, relax, gen = s.energy, s.relax, s.gen
@@ -141,10 +178,15 @@ ais_init, ais_is_samples, select, return_state
         neg_g = free_energy_bound(energy, encoder, neg, s.eval_gen).value.mean()
         pos_e = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen, entropy=False).value.mean()
         neg_e = free_energy_bound(energy, encoder, neg, s.eval_gen, entropy=False).value.mean()
-        row = {"iteration": it, "free_energy_bound": float(pos_g), "negative_free_energy_bound": float(neg_g),
-               "model_loss": float(pos_e - neg_e),
-               "valid_free_energy_bound": math.nan if s.valid is None else
-               float(free_energy_bound(energy, encoder, s.valid, s.eval_gen).value.mean())}
+        row = {
+            "iteration": it,
+            "free_energy_bound": float(pos_g),
+            "negative_free_energy_bound": float(neg_g),
+            "model_loss": float(pos_e - neg_e),
+            "valid_free_energy_bound": math.nan
+            if s.valid is None
+            else float(free_energy_bound(energy, encoder, s.valid, s.eval_gen).value.mean()),
+        }
         s.observe(history, it, row)
 
     record(0)

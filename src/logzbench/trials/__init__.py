@@ -26,12 +26,38 @@ Modules: :mod:`.table` (the per-trial table, :func:`estimate_all`, :func:`summar
 from .gaussian import gaussian_trials, run_trial, sweep, trial_errors
 from .grid import grid_reference, grid_trials, trial_seeds
 from .plots import EMPHASIS_STYLE, FIGURES, METHOD_STYLES, TRIAL_LABELS, estimator_style, plot_trials, report_trials
-from .table import (BOUND_METHODS, GRID_REFERENCES, METHODS, SETTING_COLUMNS, SUMMARY_COLUMNS, TRIAL_COLUMNS,
-                    estimate_all, summarize_trials)
+from .table import (
+    BOUND_METHODS,
+    GRID_REFERENCES,
+    METHODS,
+    SETTING_COLUMNS,
+    SUMMARY_COLUMNS,
+    TRIAL_COLUMNS,
+    estimate_all,
+    summarize_trials,
+)
 
 __all__ = [
-    "BOUND_METHODS", "EMPHASIS_STYLE", "FIGURES", "GRID_REFERENCES", "METHODS", "METHOD_STYLES", "SETTING_COLUMNS",
-    "SUMMARY_COLUMNS", "TRIAL_COLUMNS", "TRIAL_LABELS", "estimate_all", "estimator_style", "gaussian_trials",
-    "grid_reference", "grid_trials", "plot_trials", "report_trials", "run_trial", "summarize_trials", "sweep",
-    "trial_errors", "trial_seeds",
+    "BOUND_METHODS",
+    "EMPHASIS_STYLE",
+    "FIGURES",
+    "GRID_REFERENCES",
+    "METHODS",
+    "METHOD_STYLES",
+    "SETTING_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "TRIAL_COLUMNS",
+    "TRIAL_LABELS",
+    "estimate_all",
+    "estimator_style",
+    "gaussian_trials",
+    "grid_reference",
+    "grid_trials",
+    "plot_trials",
+    "report_trials",
+    "run_trial",
+    "summarize_trials",
+    "sweep",
+    "trial_errors",
+    "trial_seeds",
 ]

@@ -27,8 +27,9 @@ def run_trial(sigma0: float, n: int, seed: int, sigma: float = 1.0) -> dict[str,
     return {m: r.log_z - truth for m, r in estimate_all(l0, l1).items()}
 
 
-def trial_errors(sigma0: float, n: int, n_trials: int, seed: int, sigma: float = 1.0,
-                 with_stderr: bool = False) -> pd.DataFrame:
+def trial_errors(
+    sigma0: float, n: int, n_trials: int, seed: int, sigma: float = 1.0, with_stderr: bool = False
+) -> pd.DataFrame:
     """One row per trial (``trial``, one error column per method; ``<method>_se`` columns with ``with_stderr``).
 
     Trial ``t`` uses ``numpy.random.default_rng((seed, t))``.
@@ -62,8 +63,18 @@ def sweep(sigma0s, n: int, n_trials: int, seed: int, sigma: float = 1.0) -> pd.D
         for m in METHODS:
             e = err[m].to_numpy()
             sd = float(np.std(e, ddof=1)) if e.size > 1 else float("nan")
-            out.append({"sigma0": float(s0), "method": m, "bias": float(np.mean(e)), "mse": float(np.mean(e**2)),
-                        "sd": sd, "bias_se": sd / math.sqrt(e.size), "n": n, "n_trials": n_trials})
+            out.append(
+                {
+                    "sigma0": float(s0),
+                    "method": m,
+                    "bias": float(np.mean(e)),
+                    "mse": float(np.mean(e**2)),
+                    "sd": sd,
+                    "bias_se": sd / math.sqrt(e.size),
+                    "n": n,
+                    "n_trials": n_trials,
+                }
+            )
     return pd.DataFrame(out)
 
 

@@ -15,8 +15,17 @@ import pandas as pd
 import torch
 
 from ..models.grid import GridMRF
-from .table import (BOUND_METHODS, TRIAL_COLUMNS, _check_common, _check_int, _check_positive, _check_reference,
-                    _frame, _rows, estimate_all)
+from .table import (
+    BOUND_METHODS,
+    TRIAL_COLUMNS,
+    _check_common,
+    _check_int,
+    _check_positive,
+    _check_reference,
+    _frame,
+    _rows,
+    estimate_all,
+)
 
 
 # --------------------------------------------------------------------------- Fig. 2
@@ -79,8 +88,20 @@ def _bound_method(ref) -> str:
     return BOUND_METHODS.get(name, f"{name}-bound")
 
 
-def grid_trials(height: int, width: int, sigma_pair: float, reference: str, *, n: int, n_trials: int, seed: int,
-                sigma_unary: float = 0.1, burn_in: int = 500, trw_trees: int = 10, device=None) -> pd.DataFrame:
+def grid_trials(
+    height: int,
+    width: int,
+    sigma_pair: float,
+    reference: str,
+    *,
+    n: int,
+    n_trials: int,
+    seed: int,
+    sigma_unary: float = 0.1,
+    burn_in: int = 500,
+    trw_trees: int = 10,
+    device=None,
+) -> pd.DataFrame:
     """Repeated trials of the grid-MRF experiment (Fig. 2) at one ``sigma_pair`` and reference.
 
     Trial ``t``, with ``(mrf_seed, sample_seed, trw_seed) = trial_seeds(seed, t)``:
@@ -141,8 +162,15 @@ def grid_trials(height: int, width: int, sigma_pair: float, reference: str, *, n
     sigma_pair = _check_positive(sigma_pair, "sigma_pair", allow_zero=True)
     sigma_unary = _check_positive(sigma_unary, "sigma_unary", allow_zero=True)
     dev = torch.device(device) if device is not None else torch.device("cpu")
-    settings = {"experiment": "grid", "height": height, "width": width, "sigma_pair": sigma_pair,
-                "sigma_unary": sigma_unary, "reference": reference, "burn_in": burn_in}
+    settings = {
+        "experiment": "grid",
+        "height": height,
+        "width": width,
+        "sigma_pair": sigma_pair,
+        "sigma_unary": sigma_unary,
+        "reference": reference,
+        "burn_in": burn_in,
+    }
     rows: list[dict] = []
     for t in range(n_trials):
         mrf_seed, sample_seed, trw_seed = trial_seeds(seed, t)
@@ -162,7 +190,16 @@ def grid_trials(height: int, width: int, sigma_pair: float, reference: str, *, n
             b = float(bound)
             row = {c: None for c in TRIAL_COLUMNS}
             row.update(settings)
-            row.update(trial=t, seed=seed, method=_bound_method(ref), log_z=b, log_z_stderr=0.0, truth=truth,
-                       error=b - truth, n=n, seconds=ref_seconds)
+            row.update(
+                trial=t,
+                seed=seed,
+                method=_bound_method(ref),
+                log_z=b,
+                log_z_stderr=0.0,
+                truth=truth,
+                error=b - truth,
+                n=n,
+                seconds=ref_seconds,
+            )
             rows.append(row)
     return _frame(rows)

@@ -51,8 +51,11 @@ _FALLBACK_COLORS = ("tab:pink", "tab:olive", "tab:cyan", "navy", "gold")
 
 # --------------------------------------------------------------------------- plots
 def _style(method: str, i: int) -> dict:
-    st = dict(METHOD_STYLES.get(method, {"color": _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)], "marker": "x",
-                                         "label": method}))
+    st = dict(
+        METHOD_STYLES.get(
+            method, {"color": _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)], "marker": "x", "label": method}
+        )
+    )
     st.setdefault("linestyle", "-")
     st.setdefault("linewidth", 1.4)
     st.setdefault("markersize", 5)
@@ -74,8 +77,16 @@ def _panel_order(values) -> list:
         return vals
 
 
-def plot_trials(summary: pd.DataFrame, path: str | os.PathLike, *, x: str, panel: str | None = None,
-                title: str | None = None, methods=None, log_x: bool | None = None) -> Path:
+def plot_trials(
+    summary: pd.DataFrame,
+    path: str | os.PathLike,
+    *,
+    x: str,
+    panel: str | None = None,
+    title: str | None = None,
+    methods=None,
+    log_x: bool | None = None,
+) -> Path:
     """Bias and MSE of ``log Ẑ`` against ``x``, in the layout of the paper's Figs. 1-2 (PNG).
 
     Top row: bias with ``+-2 bias_se`` error bars and a zero line; bottom row: MSE on a log
@@ -129,10 +140,15 @@ def plot_trials(summary: pd.DataFrame, path: str | os.PathLike, *, x: str, panel
     keys = [panel, "method", x] if panel is not None else ["method", x]
     dup = s.duplicated(keys, keep=False)
     if dup.any():
-        varying = [c for c in s.columns if c not in keys and c not in SUMMARY_COLUMNS
-                   and s.loc[dup, c].nunique(dropna=False) > 1]
-        raise ValueError(f"summary has several rows per ({', '.join(keys)}); filter it to one setting first "
-                         f"(varying: {varying or 'unknown'})")
+        varying = [
+            c
+            for c in s.columns
+            if c not in keys and c not in SUMMARY_COLUMNS and s.loc[dup, c].nunique(dropna=False) > 1
+        ]
+        raise ValueError(
+            f"summary has several rows per ({', '.join(keys)}); filter it to one setting first "
+            f"(varying: {varying or 'unknown'})"
+        )
     panels = _panel_order(s[panel]) if panel is not None else [None]
     order = _method_order(methods if methods is not None else pd.unique(s["method"]))
     bounds = set(BOUND_METHODS.values())
@@ -154,8 +170,14 @@ def plot_trials(summary: pd.DataFrame, path: str | os.PathLike, *, x: str, panel
             bias = g["bias"].to_numpy(dtype=float)
             err = 2.0 * g["bias_se"].to_numpy(dtype=float)
             err = np.where(np.isfinite(err), err, 0.0)
-            kw = {"color": st["color"], "marker": st["marker"], "linestyle": st["linestyle"],
-                  "linewidth": st["linewidth"], "markersize": st["markersize"], "zorder": st.get("zorder", 2)}
+            kw = {
+                "color": st["color"],
+                "marker": st["marker"],
+                "linestyle": st["linestyle"],
+                "linewidth": st["linewidth"],
+                "markersize": st["markersize"],
+                "zorder": st.get("zorder", 2),
+            }
             ax_b.errorbar(xs, bias, yerr=err, capsize=2.5, label=st["label"], **kw)
             if method in bounds or str(method).endswith("-bound"):
                 continue
@@ -233,6 +255,11 @@ def report_trials(files: dict, out_dir: str | os.PathLike) -> dict[str, Path]:
         summary = summarize_trials(df)
         out[f"{experiment}_csv"] = write_csv_atomic(Path(out_dir) / f"{experiment}.csv", summary)
         x, panel, title = FIGURES[experiment]
-        out[f"{experiment}_png"] = plot_trials(summary, Path(out_dir) / f"{experiment}.png", x=x, panel=panel,
-                                               title=f"{title}: {int(summary['n_trials'].max())} trials")
+        out[f"{experiment}_png"] = plot_trials(
+            summary,
+            Path(out_dir) / f"{experiment}.png",
+            x=x,
+            panel=panel,
+            title=f"{title}: {int(summary['n_trials'].max())} trials",
+        )
     return out

@@ -59,8 +59,20 @@ SETTING_COLUMNS = {
 }
 
 #: Columns of the long per-trial table, in order (see the module docstring).
-TRIAL_COLUMNS = ("experiment", *SETTING_COLUMNS["gaussian"], *SETTING_COLUMNS["grid"], "trial", "seed", "method",
-                 "log_z", "log_z_stderr", "truth", "error", "n", "seconds")
+TRIAL_COLUMNS = (
+    "experiment",
+    *SETTING_COLUMNS["gaussian"],
+    *SETTING_COLUMNS["grid"],
+    "trial",
+    "seed",
+    "method",
+    "log_z",
+    "log_z_stderr",
+    "truth",
+    "error",
+    "n",
+    "seconds",
+)
 
 #: Columns of :func:`summarize_trials`'s statistics (after the grouping columns).
 SUMMARY_COLUMNS = ("bias", "mse", "sd", "bias_se", "mse_se", "mean_stderr", "coverage", "n_trials")
@@ -72,8 +84,7 @@ GRID_REFERENCES = ("uniform", "mean-field", "trw")
 BOUND_METHODS = {"mean-field": "mf-bound", "trw": "trw-bound"}
 
 _INT_COLUMNS = ("height", "width", "burn_in")
-_FLOAT_COLUMNS = ("sigma0", "sigma", "sigma_pair", "sigma_unary", "log_z", "log_z_stderr", "truth", "error",
-                  "seconds")
+_FLOAT_COLUMNS = ("sigma0", "sigma", "sigma_pair", "sigma_unary", "log_z", "log_z_stderr", "truth", "error", "seconds")
 
 
 # --------------------------------------------------------------------------- validation
@@ -88,8 +99,11 @@ def _check_int(value, name: str, minimum: int) -> int:
 
 
 def _check_common(n, n_trials, seed) -> tuple[int, int, int]:
-    return (_check_int(n, "n (samples per distribution)", 2), _check_int(n_trials, "n_trials", 1),
-            _check_int(seed, "seed", 0))
+    return (
+        _check_int(n, "n (samples per distribution)", 2),
+        _check_int(n_trials, "n_trials", 1),
+        _check_int(seed, "seed", 0),
+    )
 
 
 def _check_positive(value, name: str, allow_zero: bool = False) -> float:
@@ -129,8 +143,17 @@ def _rows(settings: dict, trial: int, seed: int, n: int, truth: float, results: 
     out = []
     for method, r in results.items():
         row = dict(base)
-        row.update(trial=trial, seed=seed, method=method, log_z=float(r.log_z), log_z_stderr=float(r.log_z_stderr),
-                   truth=float(truth), error=float(r.log_z) - float(truth), n=n, seconds=float(r.seconds))
+        row.update(
+            trial=trial,
+            seed=seed,
+            method=method,
+            log_z=float(r.log_z),
+            log_z_stderr=float(r.log_z_stderr),
+            truth=float(truth),
+            error=float(r.log_z) - float(truth),
+            n=n,
+            seconds=float(r.seconds),
+        )
         out.append(row)
     return out
 
@@ -145,8 +168,9 @@ def estimate_all(l0, l1, *, n_bootstrap: int = 0, seed: int = 0) -> dict[str, Es
     """
     l0, l1 = np.asarray(l0, dtype=np.float64), np.asarray(l1, dtype=np.float64)
     halves = (l0[: l0.size // 2], l1[: l1.size // 2])
-    return {m: from_log_ratios(m, *(halves if m == "ds" else (l0, l1)), n_bootstrap=n_bootstrap, seed=seed)
-            for m in METHODS}
+    return {
+        m: from_log_ratios(m, *(halves if m == "ds" else (l0, l1)), n_bootstrap=n_bootstrap, seed=seed) for m in METHODS
+    }
 
 
 # --------------------------------------------------------------------------- summary
@@ -207,8 +231,16 @@ def summarize_trials(df: pd.DataFrame) -> pd.DataFrame:
         else:
             coverage = float(np.mean(np.abs(e[has_se]) <= 2.0 * se[has_se]))
         rec = dict(zip(keys, key))
-        rec.update(bias=float(np.mean(e)), mse=float(np.mean(e**2)), sd=sd, bias_se=sd / math.sqrt(m),
-                   mse_se=sq_sd / math.sqrt(m), mean_stderr=float(np.mean(se)), coverage=coverage, n_trials=int(m))
+        rec.update(
+            bias=float(np.mean(e)),
+            mse=float(np.mean(e**2)),
+            sd=sd,
+            bias_se=sd / math.sqrt(m),
+            mse_se=sq_sd / math.sqrt(m),
+            mean_stderr=float(np.mean(se)),
+            coverage=coverage,
+            n_trials=int(m),
+        )
         out.append(rec)
     res = pd.DataFrame(out, columns=[*keys, *SUMMARY_COLUMNS])
     for c in _INT_COLUMNS:

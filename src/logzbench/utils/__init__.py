@@ -9,15 +9,44 @@ Tests that replace a helper (``_read_proc_stat``, ``_replace``, ...) patch the m
 """
 
 from .devices import available_memory, logmeanexp, make_generator, resolve_device
-from .io import (OutputTransaction, atomic_path, current_umask, default_file_mode, output_target,
-                 output_transaction, publish_outputs, save_npz_atomic, transactional, write_csv_atomic,
-                 write_json_atomic)
+from .io import (
+    OutputTransaction,
+    atomic_path,
+    current_umask,
+    default_file_mode,
+    output_target,
+    output_transaction,
+    publish_outputs,
+    save_npz_atomic,
+    transactional,
+    write_csv_atomic,
+    write_json_atomic,
+)
 from .provenance import code_version, utc_now
 from .threads import BUSY_INTERVAL, THREADS_ENV, choose_threads, set_threads, usable_cpus, using_threads
 
 __all__ = [
-    "BUSY_INTERVAL", "THREADS_ENV", "OutputTransaction", "atomic_path", "available_memory", "choose_threads",
-    "code_version", "current_umask", "default_file_mode", "logmeanexp", "make_generator", "output_target",
-    "output_transaction", "publish_outputs", "resolve_device", "save_npz_atomic", "set_threads",
-    "transactional", "usable_cpus", "using_threads", "utc_now", "write_csv_atomic", "write_json_atomic",
+    "BUSY_INTERVAL",
+    "THREADS_ENV",
+    "OutputTransaction",
+    "atomic_path",
+    "available_memory",
+    "choose_threads",
+    "code_version",
+    "current_umask",
+    "default_file_mode",
+    "logmeanexp",
+    "make_generator",
+    "output_target",
+    "output_transaction",
+    "publish_outputs",
+    "resolve_device",
+    "save_npz_atomic",
+    "set_threads",
+    "transactional",
+    "usable_cpus",
+    "using_threads",
+    "utc_now",
+    "write_csv_atomic",
+    "write_json_atomic",
 ]

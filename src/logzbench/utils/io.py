@@ -25,7 +25,6 @@ import numpy as np
 
 from ..errors import OutputError
 
-
 _UMASK_LOCK = threading.Lock()
 
 
@@ -61,9 +60,13 @@ _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS,
 
 def _file_kind(mode: int) -> str:
     """What a file that is not a regular file is, in words (for error messages)."""
-    for test, words in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                        (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO or pipe"),
-                        (stat.S_ISSOCK, "a socket")):
+    for test, words in (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO or pipe"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
         if test(mode):
             return words
     return "not a regular file"
@@ -229,7 +232,8 @@ class OutputTransaction:
 
 
 _TRANSACTION: contextvars.ContextVar[OutputTransaction | None] = contextvars.ContextVar(
-    "logzbench_output_transaction", default=None)
+    "logzbench_output_transaction", default=None
+)
 
 
 @contextlib.contextmanager
@@ -270,10 +274,12 @@ def publish_outputs() -> None:
 
 def transactional(func):
     """Decorator: run ``func`` inside an :func:`output_transaction` (all its outputs, or none)."""
+
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
         with output_transaction():
             return func(*args, **kwargs)
+
     return wrapper
 
 

@@ -23,8 +23,7 @@ THREADS_ENV = "LOGZBENCH_THREADS"
 BUSY_INTERVAL = 0.05
 
 
-def choose_threads(requested: int | None = None, *, limit: int | None = None,
-                   interval: float = BUSY_INTERVAL) -> int:
+def choose_threads(requested: int | None = None, *, limit: int | None = None, interval: float = BUSY_INTERVAL) -> int:
     """The torch intra-op thread count to use: one that does not oversubscribe the CPUs.
 
     Oversubscribed threads (more busy threads than free CPUs) do not share the CPUs gracefully:

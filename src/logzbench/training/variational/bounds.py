@@ -28,8 +28,14 @@ def mean_stderr(x: torch.Tensor) -> MCEstimate:
 
 
 @torch.no_grad()
-def free_energy_bound(energy: Callable, encoder: Encoder, v: torch.Tensor, generator: torch.Generator,
-                      n_samples: int = 1, entropy: bool = True) -> MCEstimate:
+def free_energy_bound(
+    energy: Callable,
+    encoder: Encoder,
+    v: torch.Tensor,
+    generator: torch.Generator,
+    n_samples: int = 1,
+    entropy: bool = True,
+) -> MCEstimate:
     """Monte Carlo estimate of the encoder bound (Eq. 8), ``G(v) = E_Q[E(v, h) + log Q(h | v)] >= F(v)``.
 
     Parameters
@@ -77,8 +83,9 @@ class DecoderBounds(NamedTuple):
 
 
 @torch.no_grad()
-def decoder_bounds(energy: Callable, decoder: Decoder, n_samples: int, generator: torch.Generator,
-                   chunk: int = 1 << 14) -> DecoderBounds:
+def decoder_bounds(
+    energy: Callable, decoder: Decoder, n_samples: int, generator: torch.Generator, chunk: int = 1 << 14
+) -> DecoderBounds:
     """Monte Carlo estimates of the decoder's ``log Z`` lower bound (Eq. 9 with Eq. 13).
 
     Parameters

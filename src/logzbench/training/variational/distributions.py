@@ -33,8 +33,9 @@ def logistic_noise(shape, generator: torch.Generator, device, dtype=torch.float3
     return torch.log(u) - torch.log1p(-u)
 
 
-def binary_concrete(logits: torch.Tensor, noise: torch.Tensor, temperature: float,
-                    straight_through: bool = False) -> torch.Tensor:
+def binary_concrete(
+    logits: torch.Tensor, noise: torch.Tensor, temperature: float, straight_through: bool = False
+) -> torch.Tensor:
     """Binary-concrete (Gumbel-softmax for two classes) sample from given logistic ``noise``.
 
     Parameters
@@ -61,8 +62,7 @@ def binary_concrete(logits: torch.Tensor, noise: torch.Tensor, temperature: floa
     return hard + soft - soft.detach()
 
 
-def sample_bernoulli(logits: torch.Tensor, generator: torch.Generator,
-                     relax: Relaxation | None = None) -> torch.Tensor:
+def sample_bernoulli(logits: torch.Tensor, generator: torch.Generator, relax: Relaxation | None = None) -> torch.Tensor:
     """A Bernoulli(sigmoid(logits)) draw: exact (no gradient) when ``relax`` is None, else relaxed."""
     noise = logistic_noise(logits.shape, generator, logits.device, logits.dtype)
     if relax is None:

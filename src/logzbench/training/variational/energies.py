@@ -67,8 +67,10 @@ def grbm_free_energy(p: Mapping[str, torch.Tensor], v: torch.Tensor) -> torch.Te
 
 def _init_layered(n_visible, hidden_sizes, data, generator, init_scale, options):
     sizes = [n_visible, *hidden_sizes]
-    params = {f"W_{l}": torch.randn(sizes[l - 1], sizes[l], generator=generator, dtype=torch.float64) * init_scale
-              for l in range(1, len(sizes))}
+    params = {
+        f"W_{l}": torch.randn(sizes[l - 1], sizes[l], generator=generator, dtype=torch.float64) * init_scale
+        for l in range(1, len(sizes))
+    }
     params["bias_0"] = _base_rate_logit(data.double().mean(0).cpu())
     params.update({f"bias_{l}": torch.zeros(sizes[l], dtype=torch.float64) for l in range(1, len(sizes))})
     return params, {}
@@ -77,8 +79,11 @@ def _init_layered(n_visible, hidden_sizes, data, generator, init_scale, options)
 def _init_grbm(n_visible, hidden_sizes, data, generator, init_scale, options):
     sigma = options.get("sigma", 1.0)
     _check_real("sigma", sigma, 0.0, math.inf, low_open=True, high_open=True)
-    params = {"W": torch.randn(n_visible, hidden_sizes[0], generator=generator, dtype=torch.float64) * init_scale,
-              "b": data.double().mean(0).cpu(), "c": torch.zeros(hidden_sizes[0], dtype=torch.float64)}
+    params = {
+        "W": torch.randn(n_visible, hidden_sizes[0], generator=generator, dtype=torch.float64) * init_scale,
+        "b": data.double().mean(0).cpu(),
+        "c": torch.zeros(hidden_sizes[0], dtype=torch.float64),
+    }
     return params, {"sigma": torch.tensor(float(sigma), dtype=torch.float64)}
 
 
@@ -106,8 +111,9 @@ def _layered_exact(p, max_units):
     ``max_units`` units, ``log f(v)`` per row over at most ``min(max_units, MAX_LOG_F_UNITS)``."""
     dbm = _layered_model(p)
     view = dbm.as_rbm()
-    if min(view.n_visible, view.n_hidden) > max_units or \
-            view.n_visible - dbm.n_visible > min(max_units, MAX_LOG_F_UNITS):
+    if min(view.n_visible, view.n_hidden) > max_units or view.n_visible - dbm.n_visible > min(
+        max_units, MAX_LOG_F_UNITS
+    ):
         return None
     return dbm.exact_log_z(), dbm.exact_log_f
 
@@ -163,12 +169,27 @@ def _build_grbm(p, data_mean=None):
 
 #: The energies the variational learners train, by family name (:func:`get_family`).
 ENERGIES: dict[str, EnergyFamily] = {
-    "rbm": EnergyFamily("rbm", "binary", (1, 1), layered_energy, _init_layered,
-                        lambda p, m=None: _layered_model(p, m, "rbm"), layered_free_energy, _layered_exact),
-    "dbm": EnergyFamily("dbm", "binary", (1, None), layered_energy, _init_layered,
-                        lambda p, m=None: _layered_model(p, m, "dbm"), None, _layered_exact),
-    "grbm": EnergyFamily("grbm", "real", (1, 1), grbm_energy, _init_grbm, _build_grbm, grbm_free_energy,
-                         _grbm_exact),
+    "rbm": EnergyFamily(
+        "rbm",
+        "binary",
+        (1, 1),
+        layered_energy,
+        _init_layered,
+        lambda p, m=None: _layered_model(p, m, "rbm"),
+        layered_free_energy,
+        _layered_exact,
+    ),
+    "dbm": EnergyFamily(
+        "dbm",
+        "binary",
+        (1, None),
+        layered_energy,
+        _init_layered,
+        lambda p, m=None: _layered_model(p, m, "dbm"),
+        None,
+        _layered_exact,
+    ),
+    "grbm": EnergyFamily("grbm", "real", (1, 1), grbm_energy, _init_grbm, _build_grbm, grbm_free_energy, _grbm_exact),
 }
 
 
@@ -231,5 +252,9 @@ class EnergyModel(nn.Module):
     def check_finite(self, where: str) -> None:
         """:class:`~logzbench.training.trainer.TrainingDivergedError` naming a parameter that is NaN, infinite
         or larger than :data:`DIVERGED_ABS` in magnitude."""
-        _check_params_finite({k: p.detach() for k, p in self.params.items()}, where, limit=DIVERGED_ABS,
-                             remedy="lower the learning rate (lr)")
+        _check_params_finite(
+            {k: p.detach() for k, p in self.params.items()},
+            where,
+            limit=DIVERGED_ABS,
+            remedy="lower the learning rate (lr)",
+        )

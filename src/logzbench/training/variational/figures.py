@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 
-def figure_samples(model, state: Mapping[str, nn.Module], n: int = 64, sweeps: int = 1000,
-                   seed: int = 0) -> dict[str, np.ndarray]:
+def figure_samples(
+    model, state: Mapping[str, nn.Module], n: int = 64, sweeps: int = 1000, seed: int = 0
+) -> dict[str, np.ndarray]:
     """Visible means of the trained model and of its variational decoder, for figures (the paper's
     Figs. 4 and 6 show "the mean of v").
 
@@ -43,12 +44,14 @@ def figure_samples(model, state: Mapping[str, nn.Module], n: int = 64, sweeps: i
         if decoder is not None:
             draw = decoder.sample(int(n), gen, device=model.device)
             mean = decoder.vis(draw.hs[0])
-            out["decoder_mean_v"] = (torch.sigmoid(mean) if decoder.visible == "binary" else mean).double().cpu().numpy()
+            out["decoder_mean_v"] = (
+                (torch.sigmoid(mean) if decoder.visible == "binary" else mean).double().cpu().numpy()
+            )
         path = model.annealing_path("uniform")
         chains = path.sample_initial(int(n), gen)
         for _ in range(int(sweeps)):
             chains = path.transition(chains, 1.0, gen)
-        v = chains.v[:, :model.n_visible]
+        v = chains.v[:, : model.n_visible]
         if hasattr(model, "mean_v_given_h"):  # GRBM
             mean = model.mean_v_given_h(model.sample_h_given_v(v, gen))
         elif hasattr(model, "layer_sizes"):  # DBM: the chains' visible units

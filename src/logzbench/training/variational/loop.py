@@ -21,7 +21,6 @@ from .distributions import Relaxation
 from .energies import EnergyFamily, EnergyModel, get_family
 from .monitors import AISMonitor, BestSnapshot, ExactMonitor, History
 
-
 # ABLATIONS and their aliases: logzbench.training.learner_options (with every learner hyperparameter's rule)
 
 
@@ -31,8 +30,9 @@ def check_ablation(ablation) -> str | None:
         return None
     name = ABLATION_ALIASES.get(str(ablation), str(ablation))
     if name not in ABLATIONS:
-        raise ValueError(f"unknown ablation {ablation!r}; choose None, {ABLATIONS[0]!r} (no H(Q)) or "
-                         f"{ABLATIONS[1]!r} (no H(q))")
+        raise ValueError(
+            f"unknown ablation {ablation!r}; choose None, {ABLATIONS[0]!r} (no H(Q)) or {ABLATIONS[1]!r} (no H(q))"
+        )
     return name
 
 
@@ -64,19 +64,32 @@ class Setup(NamedTuple):
         nor a ``valid_`` or ``exact_`` value, which are NaN where there is none) means the training
         diverged: :class:`~logzbench.training.trainer.TrainingDivergedError` naming the iteration (the
         parameters can stay finite, e.g. ``|W| = 3e10`` after three steps at ``lr=1e10``)."""
-        bad = next((k for k, v in row.items() if isinstance(v, float) and not math.isfinite(v)
-                    and not k.startswith(("valid_", "exact_")) and not k.endswith("_stderr")), None)
+        bad = next(
+            (
+                k
+                for k, v in row.items()
+                if isinstance(v, float)
+                and not math.isfinite(v)
+                and not k.startswith(("valid_", "exact_"))
+                and not k.endswith("_stderr")
+            ),
+            None,
+        )
         if bad is not None:
             where = f"by iteration {it}" if it else "before the first iteration"
-            raise TrainingDivergedError(f"training diverged {where}: the logged {bad} is {row[bad]}; lower the "
-                                        "learning rate (lr) or the initial weights (init_scale)")
+            raise TrainingDivergedError(
+                f"training diverged {where}: the logged {bad} is {row[bad]}; lower the "
+                "learning rate (lr) or the initial weights (init_scale)"
+            )
         row.update(self.exact(self.energy))
         row.update(self.ais(it, self.energy))
         if it == 0 and self.best.select == "best-valid" and not math.isfinite(self.best.criterion(row)):
             # (before any training: the first logged row has the monitors' values or none)
-            raise ValueError("select='best-valid' needs a validation log-likelihood during training: the model is "
-                             f"not enumerable with exact_max_units={self.exact.max_units}; set ais_every (AIS on "
-                             "the validation rows every that many iterations)")
+            raise ValueError(
+                "select='best-valid' needs a validation log-likelihood during training: the model is "
+                f"not enumerable with exact_max_units={self.exact.max_units}; set ais_every (AIS on "
+                "the validation rows every that many iterations)"
+            )
         self.best.offer(it, row, self.energy)
         history.add(row)
 
@@ -94,10 +107,33 @@ class Setup(NamedTuple):
         return model, history.result(), {**dict(state), "selected_iteration": selected}
 
 
-def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, betas, seed, device, log_every,
-          temperature, straight_through, mlp_hidden, init_scale, exact_max_units, family_options=None,
-          own: Mapping[str, Any] | None = None, ais_every: int = 0, ais_K: int = 1000, ais_chains: int = 100,
-          ais_init: str | None = None, ais_is_samples: int = 100, select: str = "last") -> Setup:
+def setup(
+    train,
+    valid,
+    *,
+    family,
+    hidden_sizes,
+    iterations,
+    batch_size,
+    lr,
+    betas,
+    seed,
+    device,
+    log_every,
+    temperature,
+    straight_through,
+    mlp_hidden,
+    init_scale,
+    exact_max_units,
+    family_options=None,
+    own: Mapping[str, Any] | None = None,
+    ais_every: int = 0,
+    ais_K: int = 1000,
+    ais_chains: int = 100,
+    ais_init: str | None = None,
+    ais_is_samples: int = 100,
+    select: str = "last",
+) -> Setup:
     """Validate a learner's common arguments and build its data, generators and :class:`EnergyModel`.
 
     The trained parameters' initial values, the data order, the monitoring batch (``monitor``:
@@ -116,16 +152,35 @@ def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, bet
     """
     fam = get_family(family)
     # every value by its rule (logzbench.training.learner_options, also the workflow's config check)
-    check_values({"iterations": iterations, "batch_size": batch_size, "seed": seed, "log_every": log_every,
-                  "exact_max_units": exact_max_units, "ais_every": ais_every, "ais_K": ais_K, "ais_chains": ais_chains,
-                  "ais_init": ais_init, "ais_is_samples": ais_is_samples, "select": select, "lr": lr, "betas": betas,
-                  "temperature": temperature, "straight_through": straight_through, "init_scale": init_scale,
-                  "mlp_hidden": mlp_hidden, **(own or {})})
+    check_values(
+        {
+            "iterations": iterations,
+            "batch_size": batch_size,
+            "seed": seed,
+            "log_every": log_every,
+            "exact_max_units": exact_max_units,
+            "ais_every": ais_every,
+            "ais_K": ais_K,
+            "ais_chains": ais_chains,
+            "ais_init": ais_init,
+            "ais_is_samples": ais_is_samples,
+            "select": select,
+            "lr": lr,
+            "betas": betas,
+            "temperature": temperature,
+            "straight_through": straight_through,
+            "init_scale": init_scale,
+            "mlp_hidden": mlp_hidden,
+            **(own or {}),
+        }
+    )
     sizes = _check_hidden_sizes(hidden_sizes)
     lo, hi = fam.n_layers
     if len(sizes) < lo or (hi is not None and len(sizes) > hi):
-        raise ValueError(f"family {fam.name!r} takes {lo if hi == lo else f'{lo} or more'} hidden layer(s); "
-                         f"hidden_sizes={list(hidden_sizes)!r}")
+        raise ValueError(
+            f"family {fam.name!r} takes {lo if hi == lo else f'{lo} or more'} hidden layer(s); "
+            f"hidden_sizes={list(hidden_sizes)!r}"
+        )
     if mlp_hidden is None:
         mlp_hidden = max(1, sizes[0] // 2)
     dev = resolve_device(device)
@@ -133,22 +188,41 @@ def setup(train, valid, *, family, hidden_sizes, iterations, batch_size, lr, bet
     x_valid = None if valid is None else _as_data(valid, "validation", fam, dev, x_train.shape[1])
     init_gen = torch.Generator().manual_seed(int(seed))
     params, buffers = fam.init(x_train.shape[1], sizes, x_train, init_gen, init_scale, dict(family_options or {}))
-    energy = EnergyModel(fam, {k: t.float() for k, t in params.items()},
-                         {k: t.float() for k, t in buffers.items()}).to(dev)
+    energy = EnergyModel(fam, {k: t.float() for k, t in params.items()}, {k: t.float() for k, t in buffers.items()}).to(
+        dev
+    )
     gen = make_generator(_spawn_seed(init_gen), dev)
     eval_gen = make_generator(_spawn_seed(init_gen), dev)
     batches = Batches(x_train, min(int(batch_size), x_train.shape[0]), init_gen)
-    monitor = x_train[torch.randperm(x_train.shape[0], generator=init_gen)[:batches.batch_size].to(dev)]
+    monitor = x_train[torch.randperm(x_train.shape[0], generator=init_gen)[: batches.batch_size].to(dev)]
     relax = Relaxation(float(temperature), bool(straight_through))
     data_mean = x_train.mean(0).cpu().numpy() if fam.visible == "binary" else None
-    ais = AISMonitor(ais_every, ais_K, ais_chains, ais_init, ais_is_samples, int(seed), iterations, x_train, x_valid,
-                     data_mean, fam)
+    ais = AISMonitor(
+        ais_every, ais_K, ais_chains, ais_init, ais_is_samples, int(seed), iterations, x_train, x_valid, data_mean, fam
+    )
     exact = ExactMonitor(x_train, monitor, x_valid, exact_max_units)
     best = BestSnapshot(select)
     if best.select == "best-valid" and x_valid is None:
         raise ValueError("select='best-valid' needs validation rows (the dataset has no validation split)")
-    return Setup(fam, dev, x_train, x_valid, sizes, int(mlp_hidden), relax, init_gen, gen, eval_gen, energy, batches, monitor,
-                 exact, ais, best, data_mean)
+    return Setup(
+        fam,
+        dev,
+        x_train,
+        x_valid,
+        sizes,
+        int(mlp_hidden),
+        relax,
+        init_gen,
+        gen,
+        eval_gen,
+        energy,
+        batches,
+        monitor,
+        exact,
+        ais,
+        best,
+        data_mean,
+    )
 
 
 def _as_data(x, what: str, family: EnergyFamily, device, n_visible: int | None = None) -> torch.Tensor:
@@ -180,7 +254,7 @@ class Batches:
         if self._order is None or self._pos + self.batch_size > n:
             self._order = torch.randperm(n, generator=self.generator).to(self.data.device)
             self._pos = 0
-        idx = self._order[self._pos:self._pos + self.batch_size]
+        idx = self._order[self._pos : self._pos + self.batch_size]
         self._pos += self.batch_size
         return self.data[idx]
 

@@ -54,8 +54,20 @@ class AISMonitor:
 
     KEYS = ("ais_log_z", "ais_log_z_stderr", "valid_ais_log_likelihood")
 
-    def __init__(self, every: int, K: int, chains: int, init: str | None, is_samples: int, seed: int,
-                 iterations: int, train: torch.Tensor, valid: torch.Tensor | None, data_mean, family: EnergyFamily):
+    def __init__(
+        self,
+        every: int,
+        K: int,
+        chains: int,
+        init: str | None,
+        is_samples: int,
+        seed: int,
+        iterations: int,
+        train: torch.Tensor,
+        valid: torch.Tensor | None,
+        data_mean,
+        family: EnergyFamily,
+    ):
         self.every, self.K, self.chains, self.is_samples = int(every), int(K), int(chains), int(is_samples)
         self.seed, self.iterations = int(seed), int(iterations)
         self.train, self.valid, self.data_mean = train, valid, data_mean
@@ -71,9 +83,18 @@ class AISMonitor:
         from ...api import estimate  # (same layer: the estimators' one entry point)
 
         model = energy.to_model(self.data_mean)
-        res = estimate(model, "ais", data=None if self.valid is None else self.valid.cpu().double().numpy(),
-                       K=self.K, chains=self.chains, init=self.init, seed=self.seed + int(it),
-                       is_samples=self.is_samples, device=str(self.train.device), threads=torch.get_num_threads())
+        res = estimate(
+            model,
+            "ais",
+            data=None if self.valid is None else self.valid.cpu().double().numpy(),
+            K=self.K,
+            chains=self.chains,
+            init=self.init,
+            seed=self.seed + int(it),
+            is_samples=self.is_samples,
+            device=str(self.train.device),
+            threads=torch.get_num_threads(),
+        )
         out["ais_log_z"], out["ais_log_z_stderr"] = float(res.log_z), float(res.log_z_stderr)
         if self.valid is not None and res.mean_log_likelihood is not None:
             out["valid_ais_log_likelihood"] = float(res.mean_log_likelihood)

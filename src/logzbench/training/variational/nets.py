@@ -17,8 +17,16 @@ from torch import nn
 from ...models.enumeration import state_bits
 from ..learner_options import Z_KINDS
 from ..trainer import _check_real
-from .distributions import (_LOG_2PI, Relaxation, bernoulli_entropy, bernoulli_log_prob, bernoulli_log_prob_table,
-                            gaussian_entropy, gaussian_log_prob, sample_bernoulli)
+from .distributions import (
+    _LOG_2PI,
+    Relaxation,
+    bernoulli_entropy,
+    bernoulli_log_prob,
+    bernoulli_log_prob_table,
+    gaussian_entropy,
+    gaussian_log_prob,
+    sample_bernoulli,
+)
 
 #: Largest number of states (log2) that exact monitoring enumerates.
 MAX_EXACT_BITS = 26
@@ -164,9 +172,17 @@ class Decoder(nn.Module):
         Real ``v`` only: a fixed ``s``; ``None`` learns ``log s`` per unit (initially ``s = 1``).
     """
 
-    def __init__(self, n_visible: int, hidden_sizes: Sequence[int], aux_size: int, z: str = "continuous",
-                 visible: str = "binary", mlp_hidden: int = 25, generator: torch.Generator | None = None,
-                 visible_std: float | None = None):
+    def __init__(
+        self,
+        n_visible: int,
+        hidden_sizes: Sequence[int],
+        aux_size: int,
+        z: str = "continuous",
+        visible: str = "binary",
+        mlp_hidden: int = 25,
+        generator: torch.Generator | None = None,
+        visible_std: float | None = None,
+    ):
         super().__init__()
         if z not in Z_KINDS:
             raise ValueError(f"unknown z {z!r}; choose one of {Z_KINDS}")
@@ -178,8 +194,10 @@ class Decoder(nn.Module):
         self.hidden_sizes = tuple(int(n) for n in hidden_sizes)
         top = self.hidden_sizes[-1]
         self.top = MLP(self.aux_size, top, mlp_hidden, g)  # z -> h_L
-        self.down = nn.ModuleList(MLP(self.hidden_sizes[l + 1], self.hidden_sizes[l], mlp_hidden, g)
-                                  for l in range(len(self.hidden_sizes) - 1))  # h_{l+1} -> h_l
+        self.down = nn.ModuleList(
+            MLP(self.hidden_sizes[l + 1], self.hidden_sizes[l], mlp_hidden, g)
+            for l in range(len(self.hidden_sizes) - 1)
+        )  # h_{l+1} -> h_l
         self.vis = MLP(self.hidden_sizes[0], self.n_visible, mlp_hidden, g)  # h_1 -> v
         self.r = MLP(top, self.aux_size * (2 if z == "continuous" else 1), mlp_hidden, g)  # h_L -> z
         self.log_std = None
@@ -244,8 +262,7 @@ class Decoder(nn.Module):
         return self.log_prior(z) + self.log_prob_hidden_given_z(hs, z) + self.log_prob_visible(v, hs[0])
 
     # -- sampling
-    def sample(self, n: int, generator: torch.Generator, relax: Relaxation | None = None,
-               device=None) -> DecoderSample:
+    def sample(self, n: int, generator: torch.Generator, relax: Relaxation | None = None, device=None) -> DecoderSample:
         """Ancestral draw ``z -> h_L -> ... -> h_1 -> v`` of ``n`` rows (exact when ``relax`` is None)."""
         p = next(self.parameters())
         device, dtype = (p.device if device is None else device), p.dtype
@@ -328,8 +345,10 @@ def exact_decoder_entropy(decoder: Decoder, max_bits: int = MAX_EXACT_BITS, chun
         raise ValueError("the exact decoder entropy needs discrete z (a continuous z cannot be enumerated)")
     n_h = sum(decoder.hidden_sizes)
     if n_h > max_bits or decoder.aux_size + decoder.hidden_sizes[-1] > max_bits:
-        raise ValueError(f"exact decoder entropy needs 2^{n_h} hidden states and 2^{decoder.aux_size} values of z; "
-                         f"refusing above 2^{max_bits}")
+        raise ValueError(
+            f"exact decoder entropy needs 2^{n_h} hidden states and 2^{decoder.aux_size} values of z; "
+            f"refusing above 2^{max_bits}"
+        )
     p = next(decoder.parameters())
     dec = float64_copy(decoder)
     total, ent, vis_ent = 1 << n_h, [], []
