@@ -373,184 +373,63 @@ _CONTINUOUS = "continuous models (hais, ais-hmc, ais-mh, raise-hmc, reverse-hais
 _SANDWICH = "sandwich (a bracket on log Z / the test log-likelihood)"
 
 #: The shipped options.  Their order is the order of the workflow's recorded settings.
+# fmt: off
 OPTIONS: tuple[Option, ...] = (
-    Option(
-        "K",
-        None,
-        "intermediate distributions K (AIS, RAISE; default 1000 for the linear, sigmoid and adaptive "
-        "schedules; sm14500 and a schedule file have their own, and a different --steps is refused; the "
-        "sandwich's first K, default 100)",
-        "int",
-        minimum=1,
-        nullable=True,
-        flags=("--steps", "-K"),
-        config=False,
-        record=None,
-    ),
-    Option(
-        "schedule",
-        "linear",
-        "linear | sigmoid | sm14500 | adaptive (chosen by an independent pilot run) | "
-        "a file of inverse temperatures (1-D, non-decreasing from 0 to 1) (default: linear; the "
-        "sandwich's: adaptive)",
-        "str",
-        schema_default=False,
-    ),
-    Option(
-        "sweeps_per_beta",
-        1,
-        "annealed estimators: MCMC transitions at each intermediate distribution (1: the "
-        "papers' one sweep per temperature)",
-        "int",
-        minimum=1,
-        record=_when_not_default,
-    ),
-    Option(
-        "pilot_chains",
-        100,
-        "adaptive schedule: chains of the independent pilot run that chooses it (at "
-        "least 2: the conditional ESS compares weights)",
-        "int",
-        minimum=1,
-        record=_when_adaptive,
-    ),
-    Option(
-        "target_ess",
-        0.95,
-        "adaptive schedule: the conditional effective sample size, a fraction in (0, 1), "
-        "kept between successive inverse temperatures (Zhou, Johansen & Aston 2016)",
-        "fraction",
-        record=_when_adaptive,
-    ),
-    Option(
-        "chains",
-        100,
-        "independent chains: AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test "
-        "example, CSL chains, IS-family chains (each an exact p_0 sample and, after burn_in sweeps, a model "
-        "sample)",
-        "int",
-        minimum=1,
-        config_maximum=MAX_CHAINS,
-    ),
+    Option("K", None, "intermediate distributions K (AIS, RAISE; default 1000 for the linear, sigmoid and adaptive "
+           "schedules; sm14500 and a schedule file have their own, and a different --steps is refused; the "
+           "sandwich's first K, default 100)", "int", minimum=1, nullable=True, flags=("--steps", "-K"),
+           config=False, record=None),
+    Option("schedule", "linear", "linear | sigmoid | sm14500 | adaptive (chosen by an independent pilot run) | "
+           "a file of inverse temperatures (1-D, non-decreasing from 0 to 1) (default: linear; the "
+           "sandwich's: adaptive)", "str", schema_default=False),
+    Option("sweeps_per_beta", 1, "annealed estimators: MCMC transitions at each intermediate distribution (1: the "
+           "papers' one sweep per temperature)", "int", minimum=1, record=_when_not_default),
+    Option("pilot_chains", 100, "adaptive schedule: chains of the independent pilot run that chooses it (at "
+           "least 2: the conditional ESS compares weights)", "int", minimum=1, record=_when_adaptive),
+    Option("target_ess", 0.95, "adaptive schedule: the conditional effective sample size, a fraction in (0, 1), "
+           "kept between successive inverse temperatures (Zhou, Johansen & Aston 2016)", "fraction",
+           record=_when_adaptive),
+    Option("chains", 100, "independent chains: AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test "
+           "example, CSL chains, IS-family chains (each an exact p_0 sample and, after burn_in sweeps, a model "
+           "sample)", "int", minimum=1, config_maximum=MAX_CHAINS),
     Option("step_size", 0.2, "leapfrog step size", "float", group=_CONTINUOUS),
-    Option(
-        "gamma",
-        None,
-        "momentum refresh fraction in (0, 1] (default: half the momentum power per unit time)",
-        "float",
-        maximum=1.0,
-        nullable=True,
-        group=_CONTINUOUS,
-    ),
+    Option("gamma", None, "momentum refresh fraction in (0, 1] (default: half the momentum power per unit time)",
+           "float", maximum=1.0, nullable=True, group=_CONTINUOUS),
     Option("mh_sigma", 0.1, "random-walk proposal scale of ais-mh", "float", group=_CONTINUOUS),
-    Option(
-        "proposal_scale",
-        1.0,
-        "analysis models: standard deviation of the Gaussian initial distribution",
-        "float",
-        group=_CONTINUOUS,
-    ),
-    Option(
-        "csl_mode",
-        "unbiased",
-        "CSL: chains started from the model (unbiased) or from training rows (biased)",
-        "choice",
-        choices=CSL_MODES,
-    ),
-    Option(
-        "exact_precision",
-        "float64",
-        "exact: float64 enumeration, or float32 pre-activations with float64 "
-        "sums (its a-priori error bound is reported as extra.log_z_error_bound)",
-        "choice",
-        choices=EXACT_PRECISIONS,
-    ),
-    Option(
-        "burn_in",
-        100,
-        "Gibbs sweeps a chain runs before its first kept sample (CSL; the IS family's model samples)",
-        "int",
-        minimum=0,
-    ),
+    Option("proposal_scale", 1.0, "analysis models: standard deviation of the Gaussian initial distribution",
+           "float", group=_CONTINUOUS),
+    Option("csl_mode", "unbiased", "CSL: chains started from the model (unbiased) or from training rows "
+           "(biased)", "choice", choices=CSL_MODES),
+    Option("exact_precision", "float64", "exact: float64 enumeration, or float32 pre-activations with float64 "
+           "sums (its a-priori error bound is reported as extra.log_z_error_bound)", "choice",
+           choices=EXACT_PRECISIONS),
+    Option("burn_in", 100, "Gibbs sweeps a chain runs before its first kept sample (CSL; the IS family's "
+           "model samples)", "int", minimum=0),
     Option("thin", 1, "CSL sweeps between kept samples", "int", minimum=1),
-    Option(
-        "samples_per_chain",
-        10,
-        "CSL samples kept per chain (the workflow derives it: K // thin)",
-        "int",
-        minimum=1,
-        config=False,
-        record=_csl_samples,
-    ),
-    Option(
-        "n_examples",
-        None,
-        "RAISE, CSL: a random subsample of this many test examples (RAISE's control "
-        "variates correct the mean; default every row)",
-        "int",
-        minimum=1,
-        nullable=True,
-        record=_examples,
-    ),
-    Option(
-        "is_samples",
-        500,
-        "DBM / DBN: importance samples per test example for log f(v)",
-        "int",
-        minimum=1,
-        record=_when_deep,
-    ),
-    Option(
-        "target_width", 1.0, "stop doubling K once upper - lower is at most this many nats", "float", group=_SANDWICH
-    ),
-    Option(
-        "max_sweeps",
-        100_000_000,
-        "budget of Gibbs sweeps x chains, the pilot's included",
-        "int",
-        minimum=1,
-        group=_SANDWICH,
-    ),
-    Option(
-        "confidence",
-        0.95,
-        "confidence in (0, 1) of the Markov slack stated for each guaranteed end (sandwich, bdmc)",
-        "fraction",
-        group=_SANDWICH,
-    ),
-    Option(
-        "init",
-        "uniform",
-        "initial distribution of a binary model's annealing path (and the IS family's p_0)",
-        "choice",
-        choices=INITS,
-        config=False,
-        record=None,
-    ),
+    Option("samples_per_chain", 10, "CSL samples kept per chain (the workflow derives it: K // thin)", "int",
+           minimum=1, config=False, record=_csl_samples),
+    Option("n_examples", None, "RAISE, CSL: a random subsample of this many test examples (RAISE's control "
+           "variates correct the mean; default every row)", "int", minimum=1, nullable=True, record=_examples),
+    Option("is_samples", 500, "DBM / DBN: importance samples per test example for log f(v)", "int", minimum=1,
+           record=_when_deep),
+    Option("target_width", 1.0, "stop doubling K once upper - lower is at most this many nats", "float",
+           group=_SANDWICH),
+    Option("max_sweeps", 100_000_000, "budget of Gibbs sweeps x chains, the pilot's included", "int", minimum=1,
+           group=_SANDWICH),
+    Option("confidence", 0.95, "confidence in (0, 1) of the Markov slack stated for each guaranteed end "
+           "(sandwich, bdmc)", "fraction", group=_SANDWICH),
+    Option("init", "uniform", "initial distribution of a binary model's annealing path (and the IS family's p_0)",
+           "choice", choices=INITS, config=False, record=None),
     Option("seed", 0, "seeds the run's single torch.Generator", "int", minimum=0, config=False, record=None),
     Option("device", "cpu", "cpu | cuda[:n] | auto", "str", nullable=True, config=False, record=None),
-    Option(
-        "exact_max_seconds",
-        None,
-        "exact: refuse an enumeration estimated to take longer than this many seconds (default 600; inf: no limit)",
-        "seconds",
-        metavar="SECONDS",
-        old_flags=("--exact-budget",),
-        config=False,
-        record=None,
-    ),
-    Option(
-        "n_bootstrap",
-        1000,
-        "bootstrap resamples of the confidence intervals (0: none)",
-        "int",
-        minimum=0,
-        cli=False,
-        config=False,
-        record=None,
-    ),
+    Option("exact_max_seconds", None, "exact: refuse an enumeration estimated to take longer than this many "
+           "seconds (default 600; inf: no limit)", "seconds", metavar="SECONDS", old_flags=("--exact-budget",),
+           config=False, record=None),
+    Option("n_bootstrap", 1000, "bootstrap resamples of the confidence intervals (0: none)", "int", minimum=0,
+           cli=False, config=False, record=None),
     Option("progress", False, "show a progress bar", "flag", config=False, record=None),
 )
+# fmt: on
 
 _TABLE: dict[str, Option] = {o.name: o for o in OPTIONS}
 _ALIASES: dict[str, str] = {a: o.name for o in OPTIONS for a in o.aliases}
