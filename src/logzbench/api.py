@@ -50,11 +50,8 @@ def estimate(
     model : model object or path to a model ``.npz``
         An RBM, DBM, DBN or continuous model (see "Model files" in the documentation, docs/models.md).
     estimator : str
-        A name of :data:`logzbench.registry.ESTIMATORS`: ``exact``, ``ais``, ``raise``, ``csl``,
-        ``ads``, ``ads-multinomial``, ``reverse-ais``, the IS family (``is``, ``ris``, ``is-avg``,
-        ``is-weighted``, ``is-select``, ``ds``: the path's endpoints only, ``chains`` exact samples of
-        ``p_0`` and ``chains`` model samples after ``burn_in`` Gibbs sweeps), and for continuous
-        models ``hais``, ``ais-hmc``, ``ais-mh``.
+        A name of :data:`logzbench.registry.ESTIMATORS` (``logzbench.registry.estimator_names()``; the
+        estimator table of the documentation says what each estimates and in which direction it errs).
     data : array-like (N, n_visible) or path, optional
         Test rows (binary 0/1 for binary models, real for continuous ones).  Required by RAISE and
         CSL (and by ``exact`` on a generative model); gives ``mean_log_likelihood`` otherwise.
@@ -62,10 +59,9 @@ def estimate(
         Binary training rows: the data base rate (``init="base-rate"`` when the model file has no
         ``data_mean``) and the chain starts of biased CSL.
     **options
-        Fields of :class:`logzbench.options.EstimateOptions`, validated before any work: ``K``
-        (alias ``steps``), ``schedule``, ``chains``, ``init``, ``seed``, ``device``, ``n_examples``,
-        ``csl_mode``, ``burn_in``, ``thin``, ``samples_per_chain``, ``is_samples``, ``n_bootstrap``,
-        ``step_size``, ``gamma``, ``mh_sigma``, ``proposal_scale``, ``exact_max_seconds``, ``progress``.
+        Estimator options (:func:`logzbench.options.declared`: each one's default, values and meaning),
+        validated by :class:`logzbench.options.EstimateOptions` before any work; ``steps`` is accepted
+        for ``K``.
         Then, still before any work (:meth:`~logzbench.estimators.context.EstimateContext.check`): a
         fixed schedule (``sm14500``, a file) with another explicit ``K`` is refused, so is a run whose
         chains need more than 80 % of the memory available on the device, and an ``exact``
