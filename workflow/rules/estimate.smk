@@ -2,7 +2,8 @@
 # one process (logzbench.pipeline.jobs.run_estimate_sweep): exact once per model (only where enumeration is
 # affordable, or a closed form exists for a continuous model); every other estimator over its
 # registry sweep axes (logzbench.registry.EstimatorSpec.axes: K, init and seed, or a subset).  The
-# job's output is the directory results/estimates/{model}/{estimator}/ with one JSON record and one .npz of per-chain log-weights per setting, named by the setting's file stem
+# job's output is the directory results/estimates/{model}/{estimator}/ with one JSON record and one
+# .npz of per-chain log-weights per setting, named by the setting's file stem
 # (logzbench.registry.setting_stem: exact, K10_seed0, K10_uniform_seed0, uniform_seed0); each
 # setting is its own MLflow run keyed by its settings.  Changing any setting of the sweep re-runs it
 # (the settings are the rule's params); a failed job leaves no directory behind.
