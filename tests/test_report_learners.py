@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from logzbench import report
-from logzbench.report import learners, published
+from logzbench.report import learner_plots, learners, published
 from logzbench.report.published import PublishedError, load_published, lookup, published_value
 
 
@@ -235,7 +235,7 @@ def test_learner_figures_written(tmp_path):
     assert len(rep["table_learners"]) == 4 and "table_learners" in rep["files"]
     # the figures (build_report draws them with plots=True)
     models = learners.learner_models(records, data)
-    paths = learners.plot_learners(report.summarize(report.load_results(estimates)), models, out / "plots")
+    paths = learner_plots.plot_learners(report.summarize(report.load_results(estimates)), models, out / "plots")
     expected = {
         "t-avil_bounds",
         "t-nvil_bounds",
@@ -262,7 +262,7 @@ def test_frey_samples_back_to_pixels(tmp_path):
     )
     (m,) = learners.learner_models([trained("f", "avil", family="grbm", dataset="frey")], tmp_path)
     assert m.image_shape == shape and m.source == "frey"
-    images, lo, hi = learners._as_images(np.array([np.ones(n), np.full(n, 30.0)]), m)
+    images, lo, hi = learner_plots._as_images(np.array([np.ones(n), np.full(n, 30.0)]), m)
     assert images.shape == (2, *shape) and (lo, hi) == (0.0, 255.0)
     assert (images[0] == 110).all() and (images[1] == 255).all()  # clipped
 

@@ -11,13 +11,13 @@ import pytest
 import torch
 from conftest import CLUSTERED_N_VISIBLE
 
+from logzbench import registry
 from logzbench.cli import main
 from logzbench.models import load_model
 from logzbench.models.dbm import DBM
 from logzbench.models.dbn import DBN
 from logzbench.models.rbm import BinaryRBM
 from logzbench.training import (
-    FAMILIES,
     MODEL_PRESETS,
     TRAIN_PRESETS,
     DBMTrainer,
@@ -381,7 +381,8 @@ def test_rbm_presets_unchanged_and_listed():
 @pytest.mark.parametrize("name", sorted(MODEL_PRESETS))
 def test_every_preset_is_accepted_by_its_trainer(name):
     params = dict(MODEL_PRESETS[name])
-    cls = FAMILIES[params.pop("family")]
+    # the trainer class whose keywords the family's registry entry names as its hyperparameters
+    cls = registry.load(registry.family(params.pop("family")).hyperparams[0])
     assert set(params) <= set(inspect.signature(cls).parameters)
     trainer = cls(**params)
     trainer._check_params()  # validates every hyperparameter without training

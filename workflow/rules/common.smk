@@ -350,7 +350,7 @@ def learner_models():
 
 
 def learner_report_plots():
-    """The learner figures logzbench.report.learners always draws: plots/<model>_bounds.png of each
+    """The learner figures logzbench.report.learner_plots always draws: plots/<model>_bounds.png of each
     learner-trained model, plots/<dataset>_bounds_vs_ais.png of each dataset with an NVIL- and an
     AVIL-trained RBM (the sample and filter figures depend on files and image shapes: undeclared)."""
     learned = learner_models()

@@ -45,8 +45,8 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
 ``table_learners.csv``, ``table_learners_paper.csv``, ``plots/<model>_bounds.png``, ...
     Models trained by a black-box learner (AVIL, NVIL, VCD) against the AVIL paper's Tables 2-3
     (one row per model, and the paper's own layout), whether each learner's running bound of log Z
-    held, and their training bounds, samples and filters (see :mod:`.learners`; the first table has
-    only its header, and the second is not written, without such models).
+    held, and their training bounds, samples and filters (see :mod:`.learners` and :mod:`.learner_plots`;
+    the first table has only its header, and the second is not written, without such models).
 ``table_papers.csv``
     The reproduced papers' published values (:mod:`.published`) of the rows the models stand for
     (a config's ``models.<name>.paper``, the CLI's ``--paper``), ours beside each with the
@@ -61,7 +61,7 @@ affected estimates.  Method and family lists and plot styles come from :mod:`log
 Modules: :mod:`.build` (:func:`build_report`, :func:`report_job`), :mod:`.records` (loading, per-run table,
 summary over seeds), :mod:`.flags`,
 :mod:`.tables`, :mod:`.plots`, :mod:`.methods`, :mod:`.bracket` (sandwich and BDMC brackets),
-:mod:`.learners` (learner-trained models),
+:mod:`.learners` (learner-trained models: their tables), :mod:`.learner_plots` (their figures),
 :mod:`.published` (the papers' values), :mod:`.papers` (ours beside them).
 """
 

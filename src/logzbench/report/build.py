@@ -18,7 +18,8 @@ import pandas as pd
 from ..utils import utc_now, write_csv_atomic, write_json_atomic
 from .bracket import add_continuous_brackets, make_table_bracket, plot_bracket
 from .flags import ReportThresholds, apply_flags
-from .learners import learner_models, make_table_learners, make_table_learners_paper, plot_learners
+from .learner_plots import plot_learners
+from .learners import learner_models, make_table_learners, make_table_learners_paper
 from .papers import check_paper_rows_match, make_table_papers
 from .plots import plot_annealed_trials, plot_model, plot_model_size
 from .records import find_records, load_results, summarize
@@ -145,8 +146,8 @@ def build_report(
         When given, tag the affected MLflow runs (``logzbench.flag``/``logzbench.flagged``).
     model_records : iterable of JSON files or dicts
         Training summary records (``results/models/<model>.json``); those of learner-trained models
-        make the rows of ``table_learners.csv`` and their figures (:mod:`.learners`; their histories,
-        samples and parameters are read beside the files).
+        make the rows of ``table_learners.csv`` and their figures (:mod:`.learners`, :mod:`.learner_plots`;
+        their histories, samples and parameters are read beside the files).
     data_dir : directory, optional
         The prepared datasets (``<dataset>.npz``): the source names and image shapes of the learner
         tables and figures.
