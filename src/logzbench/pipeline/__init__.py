@@ -5,7 +5,9 @@
 * :mod:`~logzbench.pipeline.config`: the config's checks beyond its schema (:func:`check_config`);
 * :mod:`~logzbench.pipeline.outputs`: the files of an earlier run checked before they are trusted;
 * :mod:`~logzbench.pipeline.jobs`: one job (prepare, train, an estimate sweep, trials) end to end;
-* :mod:`~logzbench.pipeline.warm`: the fork server that runs those jobs with their imports paid once;
+* :mod:`~logzbench.pipeline.warm`: the fork server that runs those jobs with their imports paid once
+  (its client; the server in :mod:`~logzbench.pipeline.warm_server`, what both share in
+  :mod:`~logzbench.pipeline.warm_common`);
 * :mod:`~logzbench.pipeline.usage`: a job's logs, benchmarks and its own process's resource usage.
 
 Building the workflow's DAG imports ``sweep``, ``config`` and ``outputs``, none of which imports

@@ -40,33 +40,47 @@ imports are paid once.
 
 The parent never computes: it only imports, so no OpenMP, BLAS or CUDA state is forked.  Only
 the standard library is imported here (the client costs a few milliseconds).
+
+This module is the client (and ``python -m logzbench.pipeline.warm``); the server is
+:mod:`logzbench.pipeline.warm_server`, and what both sides share (the key, the registered jobs,
+running a job, the messages) is :mod:`logzbench.pipeline.warm_common`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
-import importlib
-import io
 import json
 import os
-import resource
-import select
 import signal
 import socket
-import struct
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from .trusted import private_dir
-from .usage import measure, this_process, write_usage
+from .usage import this_process, write_usage
+from .warm_common import (
+    DEFAULT_IDLE,
+    ENV_DIR,
+    ENV_ENABLE,
+    ENV_EXTRA_JOBS,
+    JOBS,
+    _allowed_jobs,
+    _base_dir,
+    _code_key,
+    _execute,
+    _messages,
+    _peer_uid,
+    _redirect,
+    _send,
+    _Unavailable,
+    enabled,
+    fingerprint,
+    server_address,
+)
+from .warm_server import PRELOAD, serve
 
 __all__ = [
     "DEFAULT_IDLE",
@@ -82,147 +96,12 @@ __all__ = [
     "stop_server",
 ]
 
-#: Environment variable: ``0``/``false``/``off``/``no`` runs every job in its own process.
-ENV_ENABLE = "LOGZBENCH_WARM"
-#: Environment variable: directory of the sockets, locks and server logs (default: the temporary
-#: directory's ``logzbench-<uid>``).
-ENV_DIR = "LOGZBENCH_WARM_DIR"
-#: Seconds a server waits for the next job before it exits.
-DEFAULT_IDLE = 60.0
 #: Seconds a job waits for a starting server before it runs in its own process.
 START_TIMEOUT = 180.0
-#: Modules the server imports before it accepts jobs (missing ones are skipped).
-PRELOAD = (
-    "numpy",
-    "torch",
-    "pandas",
-    "scipy.special",
-    "yaml",
-    "mlflow",
-    "mlflow.tracking",
-    "mlflow.entities",
-    "mlflow.store.tracking.sqlalchemy_store",
-    "logzbench.pipeline.jobs",
-    "logzbench.api",
-    "logzbench.training",
-    "logzbench.trials",
-    "logzbench.report",
-    "logzbench.tracking",
-    "logzbench.data",
-    "logzbench.plotting",
-    "matplotlib.pyplot",
-)
-_FALSE = {"0", "false", "off", "no"}
-#: The functions a warm server runs (``module:function``): the workflow's jobs.  Any other target
-#: runs in the caller's own process.
-JOBS = frozenset(
-    {
-        *(
-            f"logzbench.pipeline.jobs:{name}"
-            for name in ("prepare_job", "train_job", "run_estimate_sweep", "trials_job", "init_tracking_job")
-        ),
-        "logzbench.report:report_job",
-        "logzbench.trials:report_trials",
-    }
-)
-#: Environment variable: more targets (comma-separated) a server started with it also runs, for
-#: tests and extensions.  Read by the server at start, from its starter's (the same user's)
-#: environment, and part of its key; never taken from a request.
-ENV_EXTRA_JOBS = "LOGZBENCH_WARM_EXTRA_JOBS"
-#: Environment variables read when the interpreter and its libraries start (a forked job cannot
-#: change them afterwards): part of the server's key.
-_STARTUP_ENV = (
-    "LD_",
-    "PYTHON",
-    "MALLOC_",
-    "GLIBC_TUNABLES",
-    "KMP_",
-    "GOMP_",
-    "MKL_",
-    "OPENBLAS_",
-    "TORCH_",
-    "PYTORCH_",
-    "CUDA_",
-    ENV_EXTRA_JOBS,
-)
-
-
-# --------------------------------------------------------------------------- where
-def enabled(warm: bool | None = None) -> bool:
-    """Whether jobs go to a warm server: ``warm`` when given, else ``$LOGZBENCH_WARM`` (default on);
-    never where the platform cannot tell who is at the other end of a socket (no ``SO_PEERCRED``)."""
-    if os.environ.get(ENV_ENABLE, "").strip().lower() in _FALSE or not hasattr(socket, "SO_PEERCRED"):
-        return False
-    return True if warm is None else bool(warm)
-
-
-def _code_key() -> str:
-    """Hash of what a server's imports depend on: the interpreter, ``$PYTHONPATH``, the package's
-    directory and every module file of the package (path, size, modification time).  (Not
-    ``sys.path``, which differs between Snakemake's own process, which stops the server, and
-    its jobs' scripts.)"""
-    root = Path(__file__).resolve().parents[1]  # the package, not only this subpackage
-    h = hashlib.sha256()
-    h.update(f"{sys.executable}\0{sys.version}\0{os.environ.get('PYTHONPATH', '')}\0{root}".encode())
-    for p in sorted(root.rglob("*.py")):
-        st = p.stat()
-        h.update(f"\0{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
-    return h.hexdigest()[:16]
-
-
-def process_attributes() -> dict:
-    """What a forked job inherits from the server and must match its caller: umask, CPU affinity,
-    nice value, resource limits and the start-up environment (:data:`_STARTUP_ENV`)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    limits = {
-        name: resource.getrlimit(getattr(resource, name))
-        for name in sorted(dir(resource))
-        if name.startswith("RLIMIT_")
-    }
-    return {
-        "umask": mask,
-        "affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "nice": os.getpriority(os.PRIO_PROCESS, 0),
-        "rlimits": limits,
-        "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(_STARTUP_ENV)),
-    }
-
-
-def fingerprint() -> str:
-    """The server's key: the code (:func:`_code_key`) and the caller's process attributes
-    (:func:`process_attributes`), so that a job never runs stale code nor under another caller's
-    umask, affinity, nice value or limits."""
-    attrs = hashlib.sha256(json.dumps(process_attributes(), sort_keys=True).encode()).hexdigest()[:8]
-    return f"{_code_key()}-{attrs}"
-
-
-def _base_dir() -> Path:
-    """The private directory of the sockets, locks and server logs (raises :class:`_Unavailable`
-    naming why it cannot be used: not the user's, not mode 0700, a link, not creatable)."""
-    d = Path(os.environ.get(ENV_DIR) or Path(tempfile.gettempdir()) / f"logzbench-{os.getuid()}")
-    try:
-        return private_dir(d, private=True)
-    except OSError as exc:
-        raise _Unavailable(f"warm directory not usable: {exc}") from None
-
-
-def server_address(key: str | None = None) -> Path:
-    """The socket of the server for this code and these process attributes (:func:`fingerprint`)."""
-    return _base_dir() / f"{key or fingerprint()}.sock"
 
 
 def _open_nofollow(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
-
-
-def _peer_uid(conn: socket.socket) -> int | None:
-    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``; None where the
-    platform lacks it)."""
-    if not hasattr(socket, "SO_PEERCRED"):
-        return None
-    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    return uid
 
 
 @contextlib.contextmanager
@@ -236,30 +115,6 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 # --------------------------------------------------------------------------- running a job
-def _redirect(log: str | os.PathLike | None) -> None:
-    """Send this process's output (file descriptors 1 and 2, and Python's streams) to ``log``."""
-    if log is None:
-        return
-    fd = os.open(os.fspath(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    stream = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=True)
-    sys.stdout = sys.stderr = stream
-
-
-def _execute(target: str, kwargs: Mapping[str, Any], threads: int | None) -> None:
-    """Import ``module:function`` and call it with ``kwargs`` after setting the torch thread count."""
-    module, _, name = target.partition(":")
-    if not module or not name:
-        raise ValueError(f"job target {target!r} is not 'module:function'")
-    if threads:
-        import torch
-
-        torch.set_num_threads(int(threads))
-    getattr(importlib.import_module(module), name)(**dict(kwargs))
-
-
 def run_job(
     target: str,
     *,
@@ -306,16 +161,7 @@ def _write_usage(path: str | os.PathLike, row: Mapping[str, Any]) -> None:
         print(f"logzbench: could not write the job's usage to {path}: {exc}", file=sys.stderr)
 
 
-def _allowed_jobs() -> frozenset:
-    extra = os.environ.get(ENV_EXTRA_JOBS, "")
-    return JOBS | {t.strip() for t in extra.split(",") if t.strip()}
-
-
 # --------------------------------------------------------------------------- client
-class _Unavailable(RuntimeError):
-    """No warm server could be safely reached or started."""
-
-
 def _connect(address: Path) -> socket.socket | None:
     """A connection to the server at ``address``, or None where none listens; raises
     :class:`_Unavailable` when the listener is not this user's (nothing is sent to it)."""
@@ -394,22 +240,6 @@ def _server_or_oserror(address: Path, *, start: bool, idle: float) -> socket.soc
         raise _Unavailable(f"the warm server did not start within {START_TIMEOUT:g} s")
 
 
-def _send(conn: socket.socket, message: Mapping[str, Any]) -> None:
-    conn.sendall(json.dumps(message).encode() + b"\n")
-
-
-def _messages(conn: socket.socket) -> Iterator[dict]:
-    buf = b""
-    while True:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        buf += chunk
-        while b"\n" in buf:
-            line, buf = buf.split(b"\n", 1)
-            yield json.loads(line)
-
-
 def _submit(
     target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | None, threads: int | None
 ) -> tuple[int, dict | None]:
@@ -479,183 +309,6 @@ def stop_server(key: str | None = None) -> bool:
                 conn.recv(16)
         stopped = True
     return stopped
-
-
-# --------------------------------------------------------------------------- server
-def _child(conn: socket.socket, request: Mapping[str, Any]) -> int:
-    """In the forked child: become the job's process and run it; return its exit status."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
-
-    def watch():  # the job's client went away (killed): so does the job
-        with contextlib.suppress(OSError):
-            while conn.recv(1):
-                pass
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=watch, daemon=True).start()
-    os.chdir(request["cwd"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    try:
-        _redirect(request.get("log"))
-        _execute(request["target"], request.get("kwargs") or {}, request.get("threads"))
-        status = 0
-    except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:
-        traceback.print_exc()
-        status = 1
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-    return status
-
-
-def _warm_matplotlib() -> None:
-    """Draw one small figure, so that the children inherit matplotlib's loaded fonts and caches
-    (Agg only: no threads, nothing that must not cross a fork)."""
-    if "matplotlib.pyplot" not in sys.modules:
-        return
-    try:
-        plt = sys.modules["matplotlib.pyplot"]
-        fig, ax = plt.subplots(figsize=(2, 2))
-        ax.plot([0, 1], [0, 1], marker="o", label="x")
-        ax.set_title("warm-up", fontsize=9)
-        ax.legend()
-        fig.savefig(io.BytesIO(), format="png", dpi=50)
-        plt.close(fig)
-    except Exception as exc:
-        print(f"matplotlib warm-up: {type(exc).__name__}: {exc}", flush=True)
-
-
-def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOAD) -> None:
-    """Import ``preload``, then run jobs sent to ``address`` until idle for ``idle`` seconds or stopped."""
-    address = Path(os.path.abspath(address))
-    os.chdir("/")  # hold no job's directory (each job takes its own)
-    t0 = time.perf_counter()
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    for name in preload:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:
-            print(f"preload {name}: {type(exc).__name__}: {exc}", flush=True)
-    _warm_matplotlib()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    tmp = address.with_name(f".{address.name}.{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    sock.bind(os.fspath(tmp))
-    sock.listen(64)
-    os.replace(tmp, address)  # clients see the socket only once it accepts jobs
-    inode = address.stat().st_ino
-    print(f"pid {os.getpid()} serving {address} after {time.perf_counter() - t0:.1f} s of imports", flush=True)
-
-    def ours() -> bool:
-        try:
-            return address.stat().st_ino == inode
-        except FileNotFoundError:
-            return False
-
-    def terminate(signum, frame):
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, terminate)
-    # a job that ends wakes the loop (its status goes back at once): SIGCHLD writes to this pipe
-    wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w):
-        os.set_blocking(fd, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-    allowed = _allowed_jobs()
-    children: dict[int, tuple[socket.socket, float]] = {}  # pid -> the client's connection, the fork's time
-    last, stopping = time.monotonic(), False
-    try:
-        while True:
-            for pid in list(children):
-                try:  # the job's own rusage: what the client's benchmark cannot see
-                    done, wstatus, ru = os.wait4(pid, os.WNOHANG)
-                except ChildProcessError:
-                    done, wstatus, ru = pid, 1 << 8, None
-                if done:
-                    conn, started = children.pop(pid)
-                    row = None if ru is None else measure(ru, time.monotonic() - started, pid, warm=True)
-                    with contextlib.suppress(OSError):  # os._exit and signals included
-                        code = os.waitstatus_to_exitcode(wstatus)
-                        _send(conn, {"status": code if code >= 0 else 128 - code, "usage": row})
-                    conn.close()
-                    last = time.monotonic()
-            if not children and (stopping or time.monotonic() - last > idle or not ours()):
-                break
-            if stopping:
-                time.sleep(0.1)
-                continue
-            try:
-                ready, _, _ = select.select([sock, wake_r], [], [], 0.5)
-            except InterruptedError:
-                continue
-            if wake_r in ready:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(wake_r, 4096)
-            if sock not in ready:
-                continue
-            conn, _ = sock.accept()
-            last = time.monotonic()
-            peer = _peer_uid(conn)
-            if peer != os.getuid():  # only this user's own processes may run jobs here
-                print(f"refused a connection from uid {peer}", flush=True)
-                conn.close()
-                continue
-            try:
-                line = b""
-                while not line.endswith(b"\n"):
-                    chunk = conn.recv(1 << 20)
-                    if not chunk:
-                        break
-                    line += chunk
-                request = json.loads(line) if line.strip() else {}
-            except (OSError, ValueError) as exc:
-                print(f"bad request: {exc}", flush=True)
-                conn.close()
-                continue
-            if request.get("op") == "stop":
-                if ours():
-                    address.unlink()
-                stopping = True
-                with contextlib.suppress(OSError):
-                    conn.sendall(b"ok\n")
-                conn.close()
-                continue
-            target = request.get("target")
-            if request.get("op") != "run" or target not in allowed:
-                print(f"refused target {target!r}: not a registered job", flush=True)
-                with contextlib.suppress(OSError):
-                    _send(conn, {"refused": f"{target!r} is not a registered job"})
-                conn.close()
-                continue
-            started = time.monotonic()
-            pid = os.fork()
-            if pid == 0:  # the job's process
-                sock.close()
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                os.close(wake_r)
-                os.close(wake_w)
-                status = 1
-                try:
-                    status = _child(conn, request)
-                finally:
-                    os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
-            children[pid] = (conn, started)  # the job's status goes back on it when the server reaps the child
-            with contextlib.suppress(OSError):
-                _send(conn, {"pid": pid})
-            print(f"job {pid}: {target} (log {request.get('log')})", flush=True)
-    finally:
-        sock.close()
-        if ours():
-            with contextlib.suppress(OSError):
-                address.unlink()
-        print(f"pid {os.getpid()} stopped", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,227 @@
+"""The warm server: import torch, MLflow and logzbench once, then fork one process per job.
+
+:func:`serve` listens on a Unix socket (only its own uid's connections, only registered jobs),
+forks a child per job that becomes the job's process (:func:`_child`: its directory, environment,
+log and thread count), reaps it and sends its exit status and resource usage back to the client.
+Started as ``python -m logzbench.pipeline.warm serve`` by the client (:mod:`logzbench.pipeline.warm`),
+whose module docstring describes the whole scheme.  Only the standard library is imported at
+module level; :func:`serve` imports what :data:`PRELOAD` names before it accepts jobs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Mapping
+
+from .usage import measure
+from .warm_common import DEFAULT_IDLE, _allowed_jobs, _execute, _peer_uid, _redirect, _send
+
+#: Modules the server imports before it accepts jobs (missing ones are skipped).
+PRELOAD = (
+    "numpy",
+    "torch",
+    "pandas",
+    "scipy.special",
+    "yaml",
+    "mlflow",
+    "mlflow.tracking",
+    "mlflow.entities",
+    "mlflow.store.tracking.sqlalchemy_store",
+    "logzbench.pipeline.jobs",
+    "logzbench.api",
+    "logzbench.training",
+    "logzbench.trials",
+    "logzbench.report",
+    "logzbench.tracking",
+    "logzbench.data",
+    "logzbench.plotting",
+    "matplotlib.pyplot",
+)
+
+
+def _child(conn: socket.socket, request: Mapping[str, Any]) -> int:
+    """In the forked child: become the job's process and run it; return its exit status."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
+    def watch():  # the job's client went away (killed): so does the job
+        with contextlib.suppress(OSError):
+            while conn.recv(1):
+                pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True).start()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    try:
+        _redirect(request.get("log"))
+        _execute(request["target"], request.get("kwargs") or {}, request.get("threads"))
+        status = 0
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    return status
+
+
+def _warm_matplotlib() -> None:
+    """Draw one small figure, so that the children inherit matplotlib's loaded fonts and caches
+    (Agg only: no threads, nothing that must not cross a fork)."""
+    if "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        plt = sys.modules["matplotlib.pyplot"]
+        fig, ax = plt.subplots(figsize=(2, 2))
+        ax.plot([0, 1], [0, 1], marker="o", label="x")
+        ax.set_title("warm-up", fontsize=9)
+        ax.legend()
+        fig.savefig(io.BytesIO(), format="png", dpi=50)
+        plt.close(fig)
+    except Exception as exc:
+        print(f"matplotlib warm-up: {type(exc).__name__}: {exc}", flush=True)
+
+
+def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOAD) -> None:
+    """Import ``preload``, then run jobs sent to ``address`` until idle for ``idle`` seconds or stopped."""
+    address = Path(os.path.abspath(address))
+    os.chdir("/")  # hold no job's directory (each job takes its own)
+    t0 = time.perf_counter()
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            print(f"preload {name}: {type(exc).__name__}: {exc}", flush=True)
+    _warm_matplotlib()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    tmp = address.with_name(f".{address.name}.{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    sock.bind(os.fspath(tmp))
+    sock.listen(64)
+    os.replace(tmp, address)  # clients see the socket only once it accepts jobs
+    inode = address.stat().st_ino
+    print(f"pid {os.getpid()} serving {address} after {time.perf_counter() - t0:.1f} s of imports", flush=True)
+
+    def ours() -> bool:
+        try:
+            return address.stat().st_ino == inode
+        except FileNotFoundError:
+            return False
+
+    def terminate(signum, frame):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
+    # a job that ends wakes the loop (its status goes back at once): SIGCHLD writes to this pipe
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    allowed = _allowed_jobs()
+    children: dict[int, tuple[socket.socket, float]] = {}  # pid -> the client's connection, the fork's time
+    last, stopping = time.monotonic(), False
+    try:
+        while True:
+            for pid in list(children):
+                try:  # the job's own rusage: what the client's benchmark cannot see
+                    done, wstatus, ru = os.wait4(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done, wstatus, ru = pid, 1 << 8, None
+                if done:
+                    conn, started = children.pop(pid)
+                    row = None if ru is None else measure(ru, time.monotonic() - started, pid, warm=True)
+                    with contextlib.suppress(OSError):  # os._exit and signals included
+                        code = os.waitstatus_to_exitcode(wstatus)
+                        _send(conn, {"status": code if code >= 0 else 128 - code, "usage": row})
+                    conn.close()
+                    last = time.monotonic()
+            if not children and (stopping or time.monotonic() - last > idle or not ours()):
+                break
+            if stopping:
+                time.sleep(0.1)
+                continue
+            try:
+                ready, _, _ = select.select([sock, wake_r], [], [], 0.5)
+            except InterruptedError:
+                continue
+            if wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+            if sock not in ready:
+                continue
+            conn, _ = sock.accept()
+            last = time.monotonic()
+            peer = _peer_uid(conn)
+            if peer != os.getuid():  # only this user's own processes may run jobs here
+                print(f"refused a connection from uid {peer}", flush=True)
+                conn.close()
+                continue
+            try:
+                line = b""
+                while not line.endswith(b"\n"):
+                    chunk = conn.recv(1 << 20)
+                    if not chunk:
+                        break
+                    line += chunk
+                request = json.loads(line) if line.strip() else {}
+            except (OSError, ValueError) as exc:
+                print(f"bad request: {exc}", flush=True)
+                conn.close()
+                continue
+            if request.get("op") == "stop":
+                if ours():
+                    address.unlink()
+                stopping = True
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"ok\n")
+                conn.close()
+                continue
+            target = request.get("target")
+            if request.get("op") != "run" or target not in allowed:
+                print(f"refused target {target!r}: not a registered job", flush=True)
+                with contextlib.suppress(OSError):
+                    _send(conn, {"refused": f"{target!r} is not a registered job"})
+                conn.close()
+                continue
+            started = time.monotonic()
+            pid = os.fork()
+            if pid == 0:  # the job's process
+                sock.close()
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                os.close(wake_r)
+                os.close(wake_w)
+                status = 1
+                try:
+                    status = _child(conn, request)
+                finally:
+                    os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
+            children[pid] = (conn, started)  # the job's status goes back on it when the server reaps the child
+            with contextlib.suppress(OSError):
+                _send(conn, {"pid": pid})
+            print(f"job {pid}: {target} (log {request.get('log')})", flush=True)
+    finally:
+        sock.close()
+        if ours():
+            with contextlib.suppress(OSError):
+                address.unlink()
+        print(f"pid {os.getpid()} stopped", flush=True)
