@@ -201,6 +201,37 @@ def test_cancelled_job_stops_its_process(warm_env, tmp_path):
     assert not out.exists()
 
 
+def test_a_socket_path_at_the_limit_still_serves(tmp_path):
+    """A socket address of 107 bytes (the most a Unix socket path may have) still gets a server: it
+    binds under a temporary name no longer than the address, whatever its pid's digits."""
+    env = {**os.environ, "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
+    env.pop("LOGZBENCH_WARM", None)
+    code = "from logzbench.pipeline.warm import server_address; print(server_address().name)"
+    name = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "LOGZBENCH_WARM_DIR": str(tmp_path / "probe")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    pad = 107 - len(str(tmp_path)) - 2 - len(name)
+    if pad < 1:
+        pytest.skip(f"the temporary directory's path is too long for this test ({tmp_path})")
+    d = tmp_path / ("w" * pad)
+    env["LOGZBENCH_WARM_DIR"] = str(d)
+    try:
+        proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name="x")
+        assert proc.returncode == 0 and "in this process" not in proc.stderr, proc.stderr
+        assert [len(str(p)) for p in d.glob("*.sock")] == [107]
+    finally:
+        subprocess.run(
+            [sys.executable, "-c", "from logzbench.pipeline.warm import stop_server; stop_server()"],
+            env=env,
+            timeout=60,
+        )
+
+
 def test_stop_removes_the_socket(tmp_path):
     env = {**os.environ, "LOGZBENCH_WARM_DIR": str(tmp_path), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
     env.pop("LOGZBENCH_WARM", None)

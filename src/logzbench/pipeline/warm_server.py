@@ -111,7 +111,9 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
             print(f"preload {name}: {type(exc).__name__}: {exc}", flush=True)
     _warm_matplotlib()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    tmp = address.with_name(f".{address.name}.{os.getpid()}")
+    # a temporary name no longer than the address (a Unix socket path has at most 107 bytes, and the
+    # client checks nothing but its own connect), unique to this process
+    tmp = address.with_name(f".{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
     sock.bind(os.fspath(tmp))
