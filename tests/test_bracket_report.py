@@ -1,7 +1,7 @@
 """Brackets in the workflow and the report (issue 23): the config schema's new keys, the settings the sweep
 records, table_bracket.csv, plots/<model>_bracket.png, the bracket columns of table_continuous.csv and
 the MLflow run of a bracket, all from synthetic records written as the workflow writes them
-(``results/estimates/<model>/<estimator>/<stem>.{json,npz}``: :func:`logzbench.jobs.run_estimate`)."""
+(``results/estimates/<model>/<estimator>/<stem>.{json,npz}``: :func:`logzbench.pipeline.jobs.run_estimate`)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _settings(model, estimator, method, *, family="rbm", K=None, init=None, seed
 
 
 def _write(root: Path, settings: dict, res: EstimateResult, stem: str) -> Path:
-    """One estimate's files, as :func:`logzbench.jobs.run_estimate` writes them."""
+    """One estimate's files, as :func:`logzbench.pipeline.jobs.run_estimate` writes them."""
     from logzbench.tracking import estimate_key
 
     d = root / "results" / "estimates" / settings["model"] / settings["estimator"]

@@ -365,7 +365,7 @@ def test_symlinked_output_is_written_through(workdir, monkeypatch, capsys, setup
 
 
 def test_a_workflow_job_writes_all_its_outputs_or_none(workdir):
-    """``logzbench.jobs.run_estimate`` (``@transactional``): the record cannot be written on the full disk,
+    """``logzbench.pipeline.jobs.run_estimate`` (``@transactional``): the record cannot be written on the full disk,
     so the arrays file of the same setting is not left either; the error names the record."""
     from logzbench.pipeline.jobs import run_estimate
 

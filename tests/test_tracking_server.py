@@ -1,7 +1,7 @@
 """An MLflow tracking server on PostgreSQL (logzbench.tracking.server) under the workflow's jobs.
 
 A throwaway PostgreSQL cluster (tests/pg_fixture.py) and one ``mlflow server`` on it serve the
-module.  Default run: 16 parallel estimate jobs (the workflow's, through logzbench.warm as
+module.  Default run: 16 parallel estimate jobs (the workflow's, through logzbench.pipeline.warm as
 Snakemake runs them) leave exactly one live run per setting, rows of the server's PostgreSQL
 database (one test uses the server, so that pytest-xdist starts only one); an unreachable server
 fails a job after bounded retries with an error naming the URI.  Slow (``-m slow``): the 16 jobs

@@ -56,7 +56,7 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
         "proposal_scale",
         "code_version",
         # the schedule's and the sandwich's settings (recorded where they are used:
-        # logzbench.pipeline.sweep.SETTING_KEYS)
+        # logzbench.pipeline.sweep.setting_keys())
         "sweeps_per_beta",
         "pilot_chains",
         "target_ess",
