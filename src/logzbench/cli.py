@@ -146,8 +146,7 @@ def _estimate_options(args) -> dict:
     opts = {k: v for k, v in vars(args).items() if k in names}  # the flags given; the rest take their defaults
     spec = registry.estimator(args.estimator)
     schedule = opts.get("schedule") or dict(spec.defaults).get("schedule", "linear")
-    own_start = "K" in spec.options and "K" not in spec.axes
-    if opts.get("K") is None and schedule in ("linear", "sigmoid", "adaptive") and not own_start:
+    if opts.get("K") is None and schedule in ("linear", "sigmoid", "adaptive") and not spec.reads_unswept("K"):
         from .schedules import DEFAULT_K
 
         opts["K"] = DEFAULT_K

@@ -178,6 +178,11 @@ class EstimatorSpec:
         """Its ``estimate(ctx)`` function (imports the module)."""
         return load(self.entry)
 
+    def reads_unswept(self, axis: str) -> bool:
+        """Whether it reads option ``axis`` (``K``, ``init``) without sweeping it: one value, its own start
+        (the sandwich's K, which it doubles itself; its one initial distribution)."""
+        return axis in self.options and axis not in self.axes
+
     @property
     def module(self) -> Any:
         """Its module (imported), where the context looks for its optional hooks ``check(ctx)`` and

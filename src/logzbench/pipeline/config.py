@@ -28,11 +28,10 @@ from ..data.sizes import (
     VANHATEREN_N_IMAGES,
 )
 from ..errors import ConfigError
-from ..options import MAX_CHAINS
+from ..options import MAX_CHAINS, declared
 from ..schedules import SCHEDULES, from_file
-from ..training.hyperparams import JOB_ARGUMENTS, declared_parameters
+from ..training.hyperparams import declared_names
 from .sweep import (
-    OPTION_DEFAULTS,
     dataset_kind,
     estimator_spec,
     estimators_of,
@@ -95,12 +94,6 @@ def check_estimator_options(config: MutableMapping, schema: Mapping[str, Any]) -
 _COMMON_HYPERPARAMS = frozenset({"family", "learner", "device", "figure_samples", "figure_sweeps"})
 
 
-def _declared_keywords(target: str) -> frozenset[str]:
-    """Keyword names of ``"module:object"`` as :mod:`logzbench.training.hyperparams` declares them (plain data,
-    no torch), which the trainers' signatures take their defaults from."""
-    return frozenset(name for name, _ in declared_parameters(target))
-
-
 def hyperparam_names(family: str, learner: str | None = None) -> frozenset[str]:
     """The keys ``models.<name>.hyperparams`` (with its preset) may hold for a model of ``family``: the
     keyword arguments of its trainer (:attr:`logzbench.registry.FamilySpec.hyperparams`; an RBM also
@@ -108,12 +101,12 @@ def hyperparam_names(family: str, learner: str | None = None) -> frozenset[str]:
     ``family``, ``learner``, ``device``, ``figure_samples``, ``figure_sweeps``."""
     fam = registry.family(family)
     if learner:
-        names = _declared_keywords(registry.learner(learner, fam.name).entry) | {"n_hidden"}
+        names = declared_names(registry.learner(learner, fam.name).entry) | {"n_hidden"}
     else:
-        names = frozenset().union(*map(_declared_keywords, fam.hyperparams))
+        names = declared_names(*fam.hyperparams)
         if fam.name == "rbm":
             names |= {"hidden_sizes"}
-    return (names - JOB_ARGUMENTS) | _COMMON_HYPERPARAMS
+    return names | _COMMON_HYPERPARAMS
 
 
 def _check_hyperparam_names(config: Mapping, model: str, hp: Mapping[str, Any]) -> None:
@@ -289,7 +282,9 @@ def _check_per_class(config: Mapping, name: str, model: str, per_class: int) -> 
 def _check_schedule(name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec | None = None) -> None:
     """A schedule name (:data:`logzbench.schedules.SCHEDULES`) or a readable file of betas (a relative path is
     taken from the working directory, as the estimate jobs take it)."""
-    schedule = e.get("schedule", option_default(spec, "schedule") if spec is not None else OPTION_DEFAULTS["schedule"])
+    schedule = e.get(
+        "schedule", option_default(spec, "schedule") if spec is not None else declared()["schedule"].default
+    )
     if schedule in SCHEDULES:
         return
     path = Path(str(schedule))
@@ -435,7 +430,7 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
         if "schedule" in spec.options:
             _check_schedule(name, e, spec)
         for axis, key in registry.AXIS_CONFIG_KEYS.items():
-            if axis in ("K", "init") and axis not in spec.axes and axis in spec.options:  # unswept_options
+            if axis in ("K", "init") and spec.reads_unswept(axis):  # unswept_options
                 if len(e.get(key) or []) > 1:
                     what = (
                         "its K is the starting K (doubled by the estimator itself)"

@@ -31,13 +31,12 @@ from typing import Any, Mapping, Sequence
 from .. import registry
 from ..data.sizes import DEFAULT_N_COMPONENTS, N_FEATURES, SOURCE_DATA_KINDS
 from ..errors import ConfigError
-from ..options import SKIP, EstimateOptions, SettingQuery, declared, recorded_options
+from ..options import SKIP, SettingQuery, declared, recorded_options
 from ..schedules import SCHEDULES, from_file
 
 __all__ = [
     "ConfigError",
     "Job",
-    "OPTION_DEFAULTS",
     "all_jobs",
     "dataset_kind",
     "estimator_method",
@@ -78,10 +77,6 @@ __all__ = [
 def setting_keys() -> tuple[str, ...]:
     """The names of the options a job may record (see above)."""
     return tuple(o.name for o in recorded_options())
-
-
-#: the shipped options' defaults (the schema's), for a config that was not validated
-OPTION_DEFAULTS = EstimateOptions().as_dict()
 
 
 def option_default(spec: registry.EstimatorSpec, key: str) -> Any:
@@ -259,10 +254,10 @@ def unswept_options(spec: registry.EstimatorSpec, e: Mapping[str, Any], fam: reg
     value, else the family's first initial distribution (binary models; continuous ones have none).
     :func:`check_config` refuses more than one value."""
     out: dict[str, Any] = {}
-    if "K" in spec.options and "K" not in spec.axes:
+    if spec.reads_unswept("K"):
         ks = list(e.get("K") or [])
         out["K"] = int(ks[0]) if ks else None
-    if "init" in spec.options and "init" not in spec.axes and fam.inits:
+    if spec.reads_unswept("init") and fam.inits:
         inits = list(e.get("inits") or [])
         out["init"] = str(inits[0]) if inits else fam.inits[0]
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .. import registry
-from .hyperparams import declared_parameters
+from .hyperparams import declared_names
 
 if TYPE_CHECKING:
     from ..models.rbm import BinaryRBM
@@ -157,7 +157,7 @@ def _binary_hyperparams(name: str, hyperparams: dict) -> dict:
         if "n_hidden" in hp and hp["n_hidden"] != sizes[0]:
             raise ValueError(f"conflicting n_hidden={hp['n_hidden']!r} and hidden_sizes={sizes!r}")
         hp["n_hidden"] = sizes[0]
-    valid = {n for target in spec.hyperparams for n, _ in declared_parameters(target)}
+    valid = declared_names(*spec.hyperparams)
     unknown = sorted(set(hp) - valid)
     if unknown:
         trainer = ", ".join(t.rpartition(":")[2] for t in spec.hyperparams)

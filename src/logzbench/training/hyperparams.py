@@ -266,5 +266,10 @@ def declared_parameters(target: str) -> tuple[tuple[str, Any], ...]:
     )
 
 
+def declared_names(*targets: str) -> frozenset[str]:
+    """The keyword names of these ``"module:object"`` targets together (:func:`declared_parameters`)."""
+    return frozenset(name for target in targets for name, _ in declared_parameters(target))
+
+
 #: parameters a training job fills in itself (the data, the initial model), never hyperparameters
 JOB_ARGUMENTS = frozenset({"train", "test", "valid", "model", "X_train", "return_state", "self"})

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .. import registry
-from .hyperparams import declared_parameters
+from .hyperparams import declared_names, declared_parameters
 
 __all__ = [
     "ABLATIONS",
@@ -189,7 +189,7 @@ def check_values(values: Mapping[str, Any]) -> None:
 
 def learner_keywords(learner: str) -> frozenset[str]:
     """The keyword names of learner ``learner``'s function (:data:`logzbench.registry.LEARNERS`)."""
-    return frozenset(n for n, _ in declared_parameters(registry.learner(learner).entry))
+    return declared_names(registry.learner(learner).entry)
 
 
 def learner_defaults(learner: str) -> dict[str, Any]:
