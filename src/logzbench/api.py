@@ -47,8 +47,10 @@ def estimate(
 
     Parameters
     ----------
-    model : model object or path to a model ``.npz``
-        An RBM, DBM, DBN or continuous model (see "Model files" in the documentation, docs/models.md).
+    model : model object, or what :func:`logzbench.models.load_model` reads
+        An RBM, DBM, DBN, Potts, continuous or energy model (:class:`logzbench.models.EnergyModel`), or
+        a model file: an ``.npz``, a Potts text file, ``"FILE.py:NAME"`` or a TorchScript ``.pt`` (see
+        "Model files" in the documentation, docs/models.md).
     estimator : str
         A name of :data:`logzbench.registry.ESTIMATORS` (``logzbench.registry.estimator_names()``; the
         estimator table of the documentation says what each estimates and in which direction it errs).
@@ -115,10 +117,10 @@ def _check_applies(spec: registry.EstimatorSpec, fam: registry.FamilySpec) -> No
             f"{spec.name.upper()} is implemented for {fam.kind} "
             f"{', '.join(f.upper() + 's' for f in spec.families or ())} only, not for a {fam.name.upper()}"
         )
-    if fam.kind == "binary":
+    if fam.kind in ("binary", "categorical"):
         raise ValueError(
-            f"{spec.name} is for continuous models (PoE, mcRBM, linear / bilinear generative); this is "
-            f"a binary {fam.name.upper()}: use one of {registry.estimators_for(fam.name)}"
+            f"{spec.name} is for continuous models (PoE, mcRBM, linear / bilinear generative, a continuous "
+            f"energy); this is a {fam.kind} {fam.name.upper()}: use one of {registry.estimators_for(fam.name)}"
         )
     raise ValueError(
         f"{spec.name!r} is not available for a continuous ({fam.name}) model; choose one of "
@@ -128,17 +130,21 @@ def _check_applies(spec: registry.EstimatorSpec, fam: registry.FamilySpec) -> No
 
 def as_rows(x, model, fam: registry.FamilySpec, what: str) -> torch.Tensor | None:
     """Data rows checked against ``model``, as a tensor on its device: binary 0/1 rows (float32) for
-    a binary model, finite real rows (float64) for a continuous one.  A path is read with
+    a binary model, states ``0 .. q-1`` (int64) for a categorical one, finite real rows (float64) for a
+    continuous one.  A path is read with
     :func:`logzbench.data.load_rows` (a prepared dataset's ``test`` split, or an ``.npy``)."""
     if x is None:
         return None
-    from .data import check_binary_rows, load_rows
+    from .data import check_binary_rows, check_categorical_rows, load_rows
 
     if isinstance(x, (str, os.PathLike)):
         x = load_rows(x, fam.data_kind, "test")
     if fam.data_kind == "binary":
         arr = check_binary_rows(x, what, model.n_visible)
         return torch.as_tensor(arr, dtype=torch.float32, device=model.device)
+    if fam.data_kind == "categorical":
+        arr = check_categorical_rows(x, what, model.n_visible, model.n_states)
+        return torch.as_tensor(arr, dtype=torch.int64, device=model.device)
     arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
     if arr.ndim != 2 or arr.shape[1] != model.n_dims or arr.shape[0] == 0:
         raise ValueError(f"{what} has shape {arr.shape}; expected rows of {model.n_dims} real values")

@@ -62,14 +62,15 @@ __all__ = [
     "methods_where",
 ]
 
-#: model kinds: binary (RBM, DBM, DBN); gaussian-binary (real visible rows, binary hidden units,
-#: a Gibbs annealing path with the hidden layer summed out: the Gaussian-Bernoulli RBM); and the
+#: model kinds: binary (RBM, DBM, DBN, a binary energy); gaussian-binary (real visible rows, binary
+#: hidden units, a Gibbs annealing path with the hidden layer summed out: the Gaussian-Bernoulli RBM);
+#: categorical (rows of states 0..q-1: Potts models, the Potts RBM, a categorical energy); and the
 #: continuous analysis (energy E(x)) and generative (p(x) = integral p(x | s) p(s) ds) models of
 #: Sohl-Dickstein & Culpepper (2012)
-KINDS = ("binary", "gaussian-binary", "analysis", "generative")
-#: kinds whose models have a Gibbs annealing path (``annealing_path``): AIS, RAISE, ADS, reverse AIS
-#: and the IS family run on them
-GIBBS_KINDS = ("binary", "gaussian-binary")
+KINDS = ("binary", "gaussian-binary", "categorical", "analysis", "generative")
+#: kinds whose models have a Gibbs (or Metropolis-within-Gibbs) annealing path (``annealing_path``):
+#: AIS, RAISE, ADS, reverse AIS and the IS family run on them
+GIBBS_KINDS = ("binary", "gaussian-binary", "categorical")
 #: how an estimate relates to the quantity it yields, in expectation over its randomness:
 #: ``exact``; ``unbiased-in-z`` (Z-hat unbiased, so log Z-hat is a stochastic lower bound of log Z
 #: and the log-likelihood it implies errs high); ``lower`` / ``upper`` (a stochastic lower / upper
@@ -388,6 +389,11 @@ def _grbm_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
     return hidden[0], 0
 
 
+def _visible_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
+    # a binary energy: 2^n_visible states for Z, log f(v) is the user's function
+    return n_visible, 0
+
+
 def _closed_form_always(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
     return 0, 0
 
@@ -444,8 +450,8 @@ class FamilySpec:
 
     @property
     def data_kind(self) -> str:
-        """``binary`` rows (0/1) or ``real`` rows."""
-        return "binary" if self.kind == "binary" else "real"
+        """``binary`` rows (0/1), ``categorical`` rows (integer states 0..q-1) or ``real`` rows."""
+        return self.kind if self.kind in ("binary", "categorical") else "real"
 
     @property
     def deep(self) -> bool:
@@ -501,6 +507,7 @@ _TRAINING = "logzbench.training."
 _MPF = (_CONT, _TRAINING + "mpf:train_mpf")
 _EM = (_CONT, _TRAINING + "em:train_em")
 _EXACT = "logzbench.estimators.exact:"
+_ENERGY = "logzbench.models.energy:"
 #: Every model family, by ``model_type``.
 # fmt: off
 FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
@@ -528,6 +535,19 @@ FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
                "size", lambda nv, h: None, hyperparams=_EM),
     FamilySpec("bilinear", "logzbench.models.bilinear:BilinearGenerative", _CONT, "generative", (), "size",
                lambda nv, h: None, hyperparams=_EM),
+    FamilySpec("potts-rbm", "logzbench.models.potts_rbm:PottsRBM", _TRAINING + "potts:train_potts_rbm", "categorical",
+               INITS, "n_hidden", _grbm_cost, hyperparams=(_TRAINING + "potts:train_potts_rbm",),
+               exact_time="logzbench.models.potts_rbm:exact_seconds"),
+    FamilySpec("potts", "logzbench.models.potts:PottsModel", _TRAINING + "potts:train_potts", "categorical", INITS,
+               "n_states", lambda nv, h: None, hyperparams=(_TRAINING + "potts:train_potts",),
+               exact_time="logzbench.models.potts:exact_seconds"),
+    # a user's energy (``EnergyModel``, from ``source: FILE.py:NAME`` or a TorchScript file): not trained here
+    FamilySpec("energy-binary", _ENERGY + "EnergyModel", _ENERGY + "not_trained", "binary", INITS, "dim",
+               _visible_cost, exact_time=_ENERGY + "exact_seconds"),
+    FamilySpec("energy-categorical", _ENERGY + "EnergyModel", _ENERGY + "not_trained", "categorical", INITS, "dim",
+               lambda nv, h: None, exact_time=_ENERGY + "exact_seconds"),
+    FamilySpec("energy-continuous", _ENERGY + "EnergyModel", _ENERGY + "not_trained", "analysis", (), "dim",
+               lambda nv, h: None),
 )}
 # fmt: on
 

@@ -133,9 +133,27 @@ def load_rows(
             f"{who} needs real-valued rows: prepared van Hateren patches or Frey faces (logzbench "
             "prepare vanhateren | frey), or a .npy of real rows"
         )
+    if data_kind == "categorical":
+        return load_categorical_rows(path, split)
     if data_kind != "binary":
-        raise ValueError(f"unknown data kind {data_kind!r}; expected 'binary' or 'real'")
+        raise ValueError(f"unknown data kind {data_kind!r}; expected 'binary', 'categorical' or 'real'")
     return (load_prepared if prepared else load_binary_rows)(path, split)
+
+
+def load_categorical_rows(path: str | os.PathLike, split: str = "test") -> np.ndarray:
+    """Rows of categorical states (``int64`` (N, L), values >= 0) from a ``.npy``, a ``.npz`` holding
+    one array, or a ``.npz`` with a ``split`` array; a :class:`DatasetError` naming the file otherwise
+    (the model checks the states against its ``q``: :func:`logzbench.api.as_rows`)."""
+    from .rows import check_categorical_rows
+
+    path = Path(path)
+    with _open_npz(path) as obj:
+        if not isinstance(obj, np.lib.npyio.NpzFile):
+            return check_categorical_rows(obj, str(path), error=DatasetError)
+        key = split if split in obj.files else obj.files[0] if len(obj.files) == 1 else None
+        if key is None:
+            raise DatasetError(f"{path} has no array {split!r} (arrays: {', '.join(obj.files)})")
+        return check_categorical_rows(_member(obj, key, path), f"{path} [{key}]", error=DatasetError)
 
 
 def load_split_if_present(path: str | os.PathLike, data_kind: str, split: str) -> np.ndarray | None:

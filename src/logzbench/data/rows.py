@@ -119,3 +119,50 @@ def check_binary_rows(x, what: str, n_features: int | None = None, error: type[E
             f"{arr[bad].flat[0].item()!r}; binarise it first"
         )
     return arr.astype(np.uint8)
+
+
+def check_categorical_rows(
+    x, what: str, n_features: int | None = None, n_states: int | None = None, error: type[Exception] = ValueError
+) -> np.ndarray:
+    """Validate rows of categorical states (integers ``0 .. n_states - 1``) and return them as ``int64``
+    ``(n, n_features)``: the one categorical-data check (Potts models, a categorical energy).
+
+    Parameters
+    ----------
+    x : array-like or torch.Tensor
+        Candidate rows (integers, or floats holding integers).
+    what : str
+        Names the data in messages.
+    n_features, n_states : int, optional
+        Required number of columns (sites) and of states per site.
+    error : exception class
+        Raised with a message naming ``what`` and the problem: a non-numeric dtype, not a non-empty
+        2-D array, the wrong width, NaN / inf, a non-integer value, or a state outside ``0 .. n_states - 1``.
+    """
+    if hasattr(x, "detach"):  # torch.Tensor
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise error(f"{what} is not a numeric array ({exc})") from exc
+    if arr.dtype.kind not in "biuf":
+        raise error(f"{what} has dtype {arr.dtype}; expected integer states")
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise error(f"{what} has shape {arr.shape}; expected a non-empty 2-D array (rows, sites)")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise error(f"{what} has {arr.shape[1]} columns; expected rows of {n_features} categorical states")
+    if arr.dtype.kind == "f":
+        if not np.isfinite(arr).all():
+            raise error(f"{what} contains NaN or infinite values ({int((~np.isfinite(arr)).sum())}); expected states")
+        frac = arr != np.round(arr)
+        if frac.any():
+            raise error(f"{what} has {int(frac.sum())} non-integer value(s), e.g. {arr[frac].flat[0].item()!r}")
+    top = None if n_states is None else int(n_states) - 1
+    bad = (arr < 0) if top is None else (arr < 0) | (arr > top)
+    if bad.any():
+        where = "negative" if top is None else f"outside 0..{top}"
+        raise error(
+            f"{what}: {int(bad.sum())} state(s) {where}, e.g. {arr[bad].flat[0].item()!r}"
+            + ("" if top is None else f" (the model has {top + 1} states per site)")
+        )
+    return arr.astype(np.int64)

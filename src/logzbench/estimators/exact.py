@@ -18,6 +18,7 @@ import time
 
 import torch
 
+from .. import registry
 from ..models import enumeration
 from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from .result import EstimateResult
@@ -58,8 +59,6 @@ def estimated_seconds(
     over the hard caps (``2^MAX_ENUMERATION_BITS`` states for ``Z``, ``2^26`` per row for a deep model's
     ``log f(v)``) is refused here, before any enumeration.
     """
-    from .. import registry
-
     dev = torch.device(device) if device is not None else model.device
     threads = torch.get_num_threads() if threads is None else int(threads)
     scale = _CUDA_SPEEDUP if dev.type == "cuda" else max(1, threads)
@@ -226,13 +225,13 @@ def exact(
 def check(ctx) -> None:
     """The context's check hook: refuse an enumeration over the time budget (:func:`check_budget`)
     before it starts; the estimated time is kept for the progress display."""
-    if ctx.family.kind in ("binary", "gaussian-binary"):
+    if ctx.family.kind in registry.GIBBS_KINDS:
         ctx.estimated_seconds = check_budget(ctx)
 
 
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``exact``: enumeration for a binary model or a GRBM, the closed form of a continuous one."""
-    if ctx.family.kind in ("binary", "gaussian-binary"):
+    if ctx.family.kind in registry.GIBBS_KINDS:
         long = (ctx.estimated_seconds or 0.0) >= LONG_SECONDS  # a bar on a terminal even without `progress`
         progress = ctx.options.progress or (long and sys.stderr.isatty())
         res = exact(ctx.model, ctx.data, precision=ctx.options.exact_precision, progress=progress)

@@ -64,8 +64,13 @@ def analysis_path(
     mh_sigma: float = 0.1,
     proposal_scale: float = 1.0,
 ) -> HamiltonianPath:
-    """The path from ``q = N(0, proposal_scale^2 I_M)`` to ``exp(-model.energy(x))``."""
-    e0, s0, lz0, g0 = gaussian_proposal(model.n_dims, proposal_scale, device=model.device)
+    """The path from ``q = N(0, proposal_scale^2 I_M)`` (or the model's own start, where it has a
+    ``proposal(scale)``: a user's energy) to ``exp(-model.energy(x))``."""
+    own = getattr(model, "proposal", None)
+    if own is not None:
+        e0, s0, lz0, g0 = own(proposal_scale)
+    else:
+        e0, s0, lz0, g0 = gaussian_proposal(model.n_dims, proposal_scale, device=model.device)
     return HamiltonianPath(
         e0,
         s0,

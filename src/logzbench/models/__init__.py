@@ -3,10 +3,12 @@
 from .base import AnnealingPath
 from .dbm import DBM, DBMAnnealingPath
 from .dbn import DBN, DBNAnnealingPath
+from .energy import EnergyModel
 from .grid import GridAnnealingPath, GridMRF
 from .grid_trw import TreeMixtureReference, trw_mixture
 from .io import load_model, save_model
 from .rbm import BinaryRBM, RBMAnnealingPath, RBMState
+from .source import load_source, save_torchscript
 
 __all__ = [
     "AnnealingPath",
@@ -15,12 +17,15 @@ __all__ = [
     "DBMAnnealingPath",
     "DBN",
     "DBNAnnealingPath",
+    "EnergyModel",
     "GridAnnealingPath",
     "GridMRF",
     "RBMAnnealingPath",
     "RBMState",
     "TreeMixtureReference",
     "load_model",
+    "load_source",
     "save_model",
+    "save_torchscript",
     "trw_mixture",
 ]

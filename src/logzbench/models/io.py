@@ -99,22 +99,34 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_model(path: str | os.PathLike, device=None) -> Model:
-    """Load a model file of any registered family; see the module docstring for the formats.
+    """Load a model of any registered family; see the module docstring for the formats.
 
     Parameters
     ----------
     path : path-like
-        An ``.npz`` file; its ``model_type`` (default ``"rbm"``) names the family.
+        An ``.npz`` file, whose ``model_type`` (default ``"rbm"``) names the family; a pairwise Potts
+        model as plain text (:mod:`logzbench.models.potts`); or a model in code, ``"FILE.py:NAME"`` or a
+        TorchScript ``.pt`` (:mod:`logzbench.models.source`: importing FILE.py runs its code).
     device : str or torch.device, optional
         Where the model's parameters live (default CPU).
 
     Raises
     ------
     ModelFileError
-        A missing or unreadable file, an unknown ``model_type``, or arrays the family refuses
-        (naming ``path`` and the problem).
+        A missing or unreadable file, an unknown ``model_type``, arrays the family refuses, or a model in
+        code that cannot be imported or called or whose ``log_f`` misbehaves (naming ``path`` and the
+        problem).
     """
+    from .source import is_source, load_source
+
+    if is_source(path):  # FILE.py:NAME, a TorchScript .pt
+        return load_source(path, device=device)
     path = Path(path)
+    if path.is_file() and path.suffix != ".npz":
+        from .potts import looks_like_potts_text, read_potts_text
+
+        if looks_like_potts_text(path):
+            return read_potts_text(path, device=device)
     arrays = _read_npz(path)
     family = str(arrays.get("model_type", np.array("rbm"))).lower()
     if family not in registry.FAMILIES:

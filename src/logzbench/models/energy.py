@@ -1,0 +1,615 @@
+"""Bring your own model: :class:`EnergyModel`, any log-density written in PyTorch.
+
+A user's unnormalised model is a callable ``log_f`` mapping a batch of states ``(n, dim)`` to their
+log unnormalised densities ``(n,)``, on one of three domains:
+
+``"binary"``
+    ``{0, 1}^dim``: states are float tensors of 0./1.
+``("categorical", q)``
+    ``{0, .., q-1}^dim``: states are float tensors holding the integer states (a one-hot encoding,
+    where the energy wants one, is the user's business inside ``log_f``); data rows are integers.
+``"continuous"``
+    ``R^dim``.
+
+The model joins every estimator whose registry entry accepts its kind (families ``energy-binary``,
+``energy-categorical``: AIS, RAISE, reverse AIS, the sandwich bracket, ADS, the IS family, exact
+enumeration of small domains; ``energy-continuous``, an *analysis* model ``E(x) = -log_f(x)``: HAIS
+and its baselines, RAISE with Hamiltonian transitions, the sandwich).
+
+The annealing path is the geometric one, ``f_beta(x) = r(x)^(1 - beta) f(x)^beta``, from a tractable
+reference ``r`` (exact samples, normalised ``log_prob``):
+
+* discrete domains: a factorised distribution: the data base rate (``init="base-rate"``, from the
+  training rows or the ``data`` given here) or uniform (``init="uniform"``); or the user's own
+  ``reference``.  The transition (:class:`DiscreteEnergyPath`) is one Metropolis-within-Gibbs sweep:
+  every site once, in a random order drawn per sweep and shared by all chains, each proposing another
+  state (a flip; a uniform draw among the other ``q - 1`` states) and accepting with probability
+  ``min(1, f_beta(x') / f_beta(x))``.  Each site update is reversible with respect to ``p_beta``, and
+  the random order makes the sweep reversible too (the average over orders of the composed updates is
+  self-adjoint because the reversed order is as likely), so RAISE's reverse chains are valid.  A sweep
+  costs ``dim`` calls of ``log_f`` on all chains: far slower than a family's own Gibbs sampler (the
+  benchmark page says by how much), but exact for any energy.
+* the continuous domain: a diagonal Gaussian fitted to ``data`` (else standard normal), scaled by the
+  estimators' ``proposal_scale``; or the user's ``reference``.  The transitions are the Hamiltonian
+  kernels of :mod:`logzbench.models.hamiltonian`, gradients by autograd.
+
+A user ``reference`` is any object with ``log_prob(x) -> (n,)`` (normalised) and
+``sample(n, generator) -> (n, dim)``; it replaces the ``init`` choice.
+
+Log-densities are accumulated in float64 whatever ``log_f`` returns; ``log_f`` is called on tensors of
+``dtype`` (default: the dtype of its parameters when it is a :class:`torch.nn.Module`, else float32).
+:meth:`EnergyModel.check` calls ``log_f`` on a few states and refuses, with one line, a result that is
+not a tensor, has the wrong shape, or holds NaN or ``+inf``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import torch
+
+from ..errors import ModelFileError
+from .enumeration import MAX_ENUMERATION_BITS
+
+__all__ = [
+    "DOMAINS",
+    "DiscreteEnergyPath",
+    "EnergyModel",
+    "EnergyState",
+    "FactorizedReference",
+    "GaussianReference",
+    "exact_seconds",
+    "not_trained",
+    "refuse_enumeration",
+]
+
+#: the domains of :class:`EnergyModel` (``"categorical"`` as ``("categorical", q)``)
+DOMAINS = ("binary", "categorical", "continuous")
+#: states per log_f call when enumerating a discrete domain
+ENUMERATION_CHUNK = 1 << 14
+#: smoothing of the data base rate toward uniform (as the RBM's base-rate initial distribution)
+BASE_RATE_SMOOTHING = 0.05
+
+
+# --------------------------------------------------------------------------- references
+class FactorizedReference:
+    """A factorised distribution over ``{0, .., q-1}^dim`` (``q = 2`` for binary states): independent
+    sites with log-probabilities ``log_p`` ``(dim, q)`` (rows normalised).  Exact samples, exact
+    ``log_prob`` and the per-site terms the Metropolis sweep needs."""
+
+    def __init__(self, log_p: torch.Tensor):
+        log_p = torch.as_tensor(log_p, dtype=torch.float64)
+        self.log_p = log_p - torch.logsumexp(log_p, dim=1, keepdim=True)
+        self.dim, self.q = int(log_p.shape[0]), int(log_p.shape[1])
+
+    @classmethod
+    def uniform(cls, dim: int, q: int, device=None) -> "FactorizedReference":
+        return cls(torch.zeros(dim, q, dtype=torch.float64, device=device))
+
+    @classmethod
+    def base_rate(cls, rows: torch.Tensor, q: int, smoothing: float = BASE_RATE_SMOOTHING) -> "FactorizedReference":
+        """Site frequencies of ``rows`` ``(n, dim)`` mixed with the uniform distribution by ``smoothing``."""
+        x = rows.long()
+        counts = torch.nn.functional.one_hot(x, q).sum(dim=0).double()  # (dim, q)
+        freq = counts / max(int(x.shape[0]), 1)
+        return cls(torch.log((1.0 - smoothing) * freq + smoothing / q))
+
+    def to(self, device) -> "FactorizedReference":
+        return FactorizedReference(self.log_p.to(device))
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        idx = x.long()
+        return self.log_p.gather(1, idx.T).T.sum(dim=1) if idx.shape[0] else torch.zeros(0, dtype=torch.float64)
+
+    def site_log_p(self, site: int, values: torch.Tensor) -> torch.Tensor:
+        return self.log_p[site, values.long()]
+
+    def sample(self, n: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
+        # inverse CDF per site on float64 uniforms: exact to float64 precision, as log_prob
+        u = torch.rand(int(n), self.dim, 1, generator=generator, dtype=torch.float64, device=generator.device)
+        cdf = torch.cumsum(self.log_p.exp().to(u.device), dim=1)
+        idx = (u > cdf[None, :, :-1]).sum(dim=2)
+        return idx.to(dtype)
+
+
+class GaussianReference:
+    """``N(mean, diag(std^2))`` over ``R^dim``: the continuous domain's default reference."""
+
+    def __init__(self, mean: torch.Tensor, std: torch.Tensor):
+        self.mean = torch.as_tensor(mean, dtype=torch.float64)
+        self.std = torch.as_tensor(std, dtype=torch.float64)
+
+    @classmethod
+    def fit(cls, rows: torch.Tensor) -> "GaussianReference":
+        x = rows.double()
+        std = x.std(dim=0) if x.shape[0] > 1 else torch.ones(x.shape[1], dtype=torch.float64, device=x.device)
+        return cls(x.mean(dim=0), torch.where(std > 0, std, torch.ones_like(std)))
+
+    def to(self, device) -> "GaussianReference":
+        return GaussianReference(self.mean.to(device), self.std.to(device))
+
+    def scaled(self, scale: float) -> "GaussianReference":
+        return GaussianReference(self.mean, self.std * float(scale))
+
+    def energy(self, x: torch.Tensor) -> torch.Tensor:
+        return 0.5 * (((x - self.mean) / self.std) ** 2).sum(dim=1)
+
+    def grad(self, x: torch.Tensor) -> torch.Tensor:
+        return (x - self.mean) / self.std**2
+
+    def log_z(self) -> float:
+        return float(0.5 * len(self.mean) * math.log(2 * math.pi) + torch.log(self.std).sum())
+
+    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
+        return -self.energy(x.double()) - self.log_z()
+
+    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        z = torch.randn(int(n), len(self.mean), generator=generator, dtype=torch.float64, device=generator.device)
+        return self.mean + self.std * z
+
+
+# --------------------------------------------------------------------------- the model
+def _parse_domain(domain) -> tuple[str, int | None]:
+    if isinstance(domain, str) and domain in ("binary", "continuous"):
+        return domain, (2 if domain == "binary" else None)
+    if (
+        isinstance(domain, (tuple, list))
+        and len(domain) == 2
+        and domain[0] == "categorical"
+        and isinstance(domain[1], (int, np.integer))
+        and not isinstance(domain[1], bool)
+    ):
+        if int(domain[1]) < 2:
+            raise ValueError(f"a categorical domain needs q >= 2 states, got {domain[1]}")
+        return "categorical", int(domain[1])
+    raise ValueError(f"domain must be 'binary', ('categorical', q) or 'continuous', got {domain!r}")
+
+
+class EnergyModel:
+    """A model given by its log unnormalised density.
+
+    Parameters
+    ----------
+    log_f : callable
+        ``(n, dim)`` tensor of ``dtype`` -> ``(n,)`` tensor of log unnormalised densities (float32 or
+        float64; ``-inf`` allowed for states of zero probability on discrete domains, never NaN or
+        ``+inf``).  A :class:`torch.nn.Module` is moved with the model (:meth:`to`).
+    dim : int
+        Sites (binary, categorical) or coordinates (continuous).
+    domain : {"binary", ("categorical", q), "continuous"}
+    reference : object, optional
+        The annealing path's start: ``log_prob(x) -> (n,)`` (normalised) and
+        ``sample(n, generator) -> (n, dim)``.  Default: the data base rate / uniform (discrete; the
+        estimators' ``init``), a diagonal Gaussian fitted to ``data`` / standard normal (continuous).
+    data : array-like, shape (n, dim), optional
+        Training rows for the default reference (discrete: they stand in for the estimators'
+        ``train_data``, which takes precedence).
+    dtype : torch.dtype, optional
+        What ``log_f`` is called on (default: its parameters' dtype, else float32).
+    name : str, optional
+        For messages and records (default: ``log_f``'s name).
+    device : str or torch.device, optional
+
+    Attributes
+    ----------
+    family : str
+        ``energy-binary``, ``energy-categorical`` or ``energy-continuous`` (the registry's entry).
+    kind : str
+        ``binary``, ``categorical`` or ``analysis`` (the registry's kind of the family).
+    n_states : int or None
+        ``q`` (2 for binary; ``None`` for continuous).
+    """
+
+    def __init__(
+        self,
+        log_f: Callable[[torch.Tensor], torch.Tensor],
+        dim: int,
+        domain,
+        reference: Any = None,
+        *,
+        data=None,
+        dtype: torch.dtype | None = None,
+        name: str | None = None,
+        device=None,
+    ):
+        if not callable(log_f):
+            raise ValueError(f"log_f must be callable, got {type(log_f).__name__}")
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or int(dim) < 1:
+            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        has = [callable(getattr(reference, m, None)) for m in ("log_prob", "sample")]
+        if reference is not None and not all(has):
+            raise ValueError("reference must have log_prob(x) and sample(n, generator) methods")
+        self.log_f_fn = log_f
+        self.dim = int(dim)
+        self.domain_name, self.n_states = _parse_domain(domain)
+        self.domain = domain if self.domain_name != "categorical" else ("categorical", self.n_states)
+        self.reference = reference
+        self._device = torch.device(device) if device is not None else _module_device(log_f)
+        if dtype is None:
+            dtype = _module_dtype(log_f) or torch.float32
+        self.dtype = dtype
+        self.name = name or getattr(log_f, "__name__", None) or type(log_f).__name__
+        self.data = None if data is None else self._rows(data, "data")
+        self.source: str | None = None  # where it was loaded from (load_model)
+
+    # ------------------------------------------------------------------ identity
+    @property
+    def family(self) -> str:
+        return {"binary": "energy-binary", "categorical": "energy-categorical"}.get(
+            self.domain_name, "energy-continuous"
+        )
+
+    @property
+    def kind(self) -> str:
+        return "analysis" if self.domain_name == "continuous" else self.domain_name
+
+    @property
+    def discrete(self) -> bool:
+        return self.domain_name != "continuous"
+
+    @property
+    def n_visible(self) -> int:
+        return self.dim
+
+    @property
+    def n_dims(self) -> int:
+        return self.dim
+
+    @property
+    def device(self) -> torch.device:
+        return self._device
+
+    @property
+    def data_mean(self):
+        return None
+
+    def __repr__(self) -> str:
+        return f"EnergyModel({self.name}, dim={self.dim}, domain={self.domain!r})"
+
+    def to(self, device) -> "EnergyModel":
+        """The model on ``device`` (a module ``log_f`` and the reference are moved; a plain function is
+        called with tensors on ``device``)."""
+        device = torch.device(device)
+        if device == self._device:
+            return self
+        f = self.log_f_fn.to(device) if isinstance(self.log_f_fn, torch.nn.Module) else self.log_f_fn
+        ref = self.reference.to(device) if hasattr(self.reference, "to") else self.reference
+        m = EnergyModel(f, self.dim, self.domain, ref, dtype=self.dtype, name=self.name, device=device)
+        m.data, m.source = (None if self.data is None else self.data.to(device)), self.source
+        return m
+
+    def _rows(self, x, what: str) -> torch.Tensor:
+        if self.domain_name == "continuous":
+            arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
+            if arr.ndim != 2 or arr.shape[1] != self.dim:
+                raise ValueError(f"{what} has shape {arr.shape}; expected rows of {self.dim} real values")
+            return torch.as_tensor(arr, dtype=torch.float64, device=self._device)
+        from ..data.rows import check_binary_rows, check_categorical_rows
+
+        if self.domain_name == "binary":
+            arr = check_binary_rows(x, what, self.dim)
+        else:
+            arr = check_categorical_rows(x, what, self.dim, self.n_states)
+        return torch.as_tensor(arr, dtype=torch.int64, device=self._device)
+
+    # ------------------------------------------------------------------ densities
+    def log_f(self, x: torch.Tensor) -> torch.Tensor:
+        """``log f(x)``, float64 ``(n,)``, with the shape and values checked (a ValueError otherwise);
+        differentiable in ``x`` where ``x`` requires a gradient."""
+        if x.requires_grad:
+            return _checked(self.log_f_fn(x.to(dtype=self.dtype, device=self._device)), int(x.shape[0]), self.name)
+        with torch.no_grad():  # values only: no graph through a module's parameters
+            return _checked(self.log_f_fn(x.to(dtype=self.dtype, device=self._device)), int(x.shape[0]), self.name)
+
+    def log_unnormalized_marginal(self, v) -> torch.Tensor:
+        """``log f(v)`` of data rows (exact: the user's function)."""
+        return self.log_f(torch.as_tensor(v, device=self._device))
+
+    exact_log_f = log_unnormalized_marginal
+
+    def energy(self, x: torch.Tensor) -> torch.Tensor:
+        """``E(x) = -log f(x)`` (continuous: the analysis-model interface of the Hamiltonian kernels);
+        differentiable in ``x``."""
+        return -self.log_f(x)
+
+    def check(self, n: int = 4, seed: int = 0) -> "EnergyModel":
+        """Call ``log_f`` on ``n`` states of the default reference and refuse (ValueError, one line) a
+        non-tensor, a wrong shape, NaN or ``+inf``; returns the model."""
+        g = torch.Generator(device=self._device).manual_seed(int(seed))
+        if self.discrete:
+            x = FactorizedReference.uniform(self.dim, self.n_states, self._device).sample(n, g)
+        else:
+            x = torch.randn(n, self.dim, generator=g, dtype=torch.float64, device=self._device)
+        with torch.no_grad():
+            self.log_f(x)
+        if self.reference is not None:
+            s = self.reference.sample(n, g)
+            if not isinstance(s, torch.Tensor) or tuple(s.shape) != (n, self.dim):
+                raise ValueError(f"reference.sample({n}, generator) must return a ({n}, {self.dim}) tensor")
+            _checked(self.reference.log_prob(s), n, "reference.log_prob")
+        return self
+
+    # ------------------------------------------------------------------ references
+    def default_reference(self, init: str = "uniform", data=None):
+        """The reference ``init`` names: the user's when given; else ``uniform`` or ``base-rate`` (from
+        ``data``, else the model's own ``data``; uniform without either) on a discrete domain, the fitted
+        or standard Gaussian on the continuous one."""
+        if self.reference is not None:
+            return self.reference
+        rows = data if data is not None else self.data
+        if self.domain_name == "continuous":
+            if rows is None:
+                return GaussianReference(
+                    torch.zeros(self.dim, dtype=torch.float64, device=self._device),
+                    torch.ones(self.dim, dtype=torch.float64, device=self._device),
+                )
+            return GaussianReference.fit(torch.as_tensor(rows, device=self._device))
+        if init == "uniform" or rows is None and init in ("base-rate", "base_rate", "dbr"):
+            return FactorizedReference.uniform(self.dim, self.n_states, self._device)
+        if init in ("base-rate", "base_rate", "dbr"):
+            return FactorizedReference.base_rate(torch.as_tensor(rows, device=self._device), self.n_states)
+        raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'base-rate'")
+
+    def annealing_path(self, init: str = "uniform", data=None) -> "DiscreteEnergyPath":
+        """The geometric path from the reference ``init`` names (:meth:`default_reference`) to the model,
+        with Metropolis-within-Gibbs transitions (discrete domains)."""
+        if not self.discrete:
+            raise ValueError("a continuous energy anneals with Hamiltonian transitions (hais), not a Gibbs path")
+        return DiscreteEnergyPath(self, self.default_reference(init, data))
+
+    def proposal(self, scale: float = 1.0):
+        """``(energy, sampler, log Z, grad)`` of the continuous path's start (the estimators'
+        ``proposal_scale`` widens the default Gaussian; a user reference is taken as it is)."""
+        if self.reference is not None:
+            ref = self.reference
+
+            def energy(x):
+                return -ref.log_prob(x).double()
+
+            return energy, ref.sample, 0.0, None
+        ref = self.default_reference().scaled(scale)
+        return ref.energy, ref.sample, ref.log_z(), ref.grad
+
+    # ------------------------------------------------------------------ exact
+    def n_enumerated(self) -> int:
+        """States of the discrete domain, ``q^dim``."""
+        return int(self.n_states) ** self.dim
+
+    def enumerate_states(self, start: int, stop: int) -> torch.Tensor:
+        """States ``start .. stop-1`` of the domain in lexicographic order (site 0 most significant), as
+        ``(stop - start, dim)`` tensors of ``dtype``."""
+        q = int(self.n_states)
+        k = torch.arange(start, stop, dtype=torch.int64, device=self._device)
+        powers = q ** torch.arange(self.dim - 1, -1, -1, dtype=torch.int64, device=self._device)
+        return ((k[:, None] // powers[None, :]) % q).to(self.dtype)
+
+    def exact_log_z(
+        self,
+        chunk_size: int | None = None,
+        precision: str = "float64",
+        progress: bool = False,
+        return_bound: bool = False,
+    ):
+        """``log Z`` by enumerating the ``q^dim`` states of a discrete domain (float64 log-sum-exp of
+        ``log_f`` in chunks); with ``return_bound``, also a bound on its floating-point error: the
+        rounding of ``log_f``'s own output dtype at the largest ``|log f|`` seen, plus the summation's."""
+        if not self.discrete:
+            return (None, None) if return_bound else None
+        refuse_enumeration(self)
+        n = self.n_enumerated()
+        chunk = int(chunk_size or ENUMERATION_CHUNK)
+        total = torch.tensor(-math.inf, dtype=torch.float64)
+        worst, eps = 0.0, 2.0**-52
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                raw = self.log_f_fn(self.enumerate_states(start, min(n, start + chunk)))
+                lf = _checked(raw, min(n, start + chunk) - start, self.name)
+                eps = max(eps, float(torch.finfo(raw.dtype).eps))
+                finite = lf[torch.isfinite(lf)]
+                if finite.numel():
+                    worst = max(worst, float(finite.abs().max()))
+                total = torch.logaddexp(total, torch.logsumexp(lf, dim=0).cpu())
+        log_z = float(total)
+        if return_bound:
+            return log_z, worst * eps + math.log2(max(n, 2)) * 2.0**-52
+        return log_z
+
+    def to_arrays(self):
+        raise ModelFileError(
+            "an energy model is code, not arrays: keep it in FILE.py (load it as FILE.py:NAME) or save a "
+            "torch.nn.Module log_f with logzbench.models.energy.save_torchscript"
+        )
+
+    @classmethod
+    def from_arrays(cls, arrays, source: str = "model", device=None):
+        raise ModelFileError(
+            f"{source}: an energy model is not an .npz file; give FILE.py:NAME or a TorchScript .pt file"
+        )
+
+
+def _module_device(f) -> torch.device:
+    if isinstance(f, torch.nn.Module):
+        for p in list(f.parameters()) + list(f.buffers()):
+            return p.device
+    return torch.device("cpu")
+
+
+def _module_dtype(f) -> torch.dtype | None:
+    if isinstance(f, torch.nn.Module):
+        for p in list(f.parameters()) + list(f.buffers()):
+            if p.is_floating_point():
+                return p.dtype
+    return None
+
+
+def _checked(out, n: int, name: str) -> torch.Tensor:
+    """``out`` as float64 ``(n,)``; a ValueError naming ``name`` and the problem otherwise."""
+    if not isinstance(out, torch.Tensor):
+        raise ValueError(f"log_f ({name}) returned a {type(out).__module__}.{type(out).__name__}, not a torch.Tensor")
+    if tuple(out.shape) != (n,):
+        raise ValueError(f"log_f ({name}) returned shape {tuple(out.shape)} for {n} states; expected ({n},)")
+    if not out.is_floating_point():
+        raise ValueError(f"log_f ({name}) returned dtype {out.dtype}; expected float32 or float64")
+    out = out.double()
+    if torch.isnan(out).any():
+        raise ValueError(f"log_f ({name}) returned NaN for {int(torch.isnan(out).sum())} of {n} states")
+    if (out == math.inf).any():
+        raise ValueError(f"log_f ({name}) returned +inf for {int((out == math.inf).sum())} of {n} states")
+    return out
+
+
+def not_trained(*args, **kwargs):
+    """The energy families' trainer entry: logzbench does not train a user's energy."""
+    raise ValueError(
+        "an energy model is not trained by logzbench: give the workflow entry a `source:` (FILE.py:NAME or a "
+        "TorchScript .pt) instead of hyperparams"
+    )
+
+
+def refuse_enumeration(model: EnergyModel) -> None:
+    """Refuse a domain of more than ``2^MAX_ENUMERATION_BITS`` states (a ValueError saying what to use)."""
+    bits = model.dim * math.log2(model.n_states)
+    if bits > MAX_ENUMERATION_BITS + 1e-9:
+        raise ValueError(
+            f"exact enumeration of this {model.family} model needs {model.n_states}^{model.dim} = 2^{bits:.1f} "
+            f"states; refusing above 2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise, sandwich) instead."
+        )
+
+
+def exact_seconds(model: EnergyModel, n_rows: int, precision: str, device) -> tuple[float, str]:
+    """The exact estimator's time hook: one-thread seconds of enumerating the ``q^dim`` states, from the
+    time of one call of ``log_f`` on a chunk of states (measured here, on ``device``)."""
+    if not model.discrete:
+        raise ValueError(f"a {model.family} model has no exact log Z; use hais or the sandwich")
+    refuse_enumeration(model)
+    n = model.n_enumerated()
+    m = min(n, 1024)
+    x = model.enumerate_states(0, m)
+    with torch.no_grad():
+        model.log_f_fn(x)  # warm-up
+        t0 = time.perf_counter()
+        model.log_f_fn(x)
+        per_state = (time.perf_counter() - t0) / m
+    what = f"{model.n_states}^{model.dim} states"
+    return per_state * n * max(1, torch.get_num_threads()), what
+
+
+# --------------------------------------------------------------------------- the discrete path
+class EnergyState(NamedTuple):
+    """Chain state on a discrete energy's path: states ``x`` ``(n, dim)`` (the model's dtype), and
+    ``log f(x)`` and ``log r(x)`` (float64 ``(n,)``), so reweighting costs no call of ``log_f``."""
+
+    x: torch.Tensor
+    lf: torch.Tensor
+    lr: torch.Tensor
+
+
+class DiscreteEnergyPath:
+    """``f_beta = r^(1 - beta) f^beta`` on ``{0..q-1}^dim`` with Metropolis-within-Gibbs transitions
+    (module docstring): the :class:`~logzbench.models.base.AnnealingPath` of a discrete
+    :class:`EnergyModel`.
+
+    Parameters
+    ----------
+    model : EnergyModel
+    reference : FactorizedReference or a user object with ``log_prob`` / ``sample``
+    """
+
+    def __init__(self, model: EnergyModel, reference):
+        self.model = model
+        self.reference = reference
+        self.factorized = isinstance(reference, FactorizedReference)
+        self.q = int(model.n_states)
+        self.n_proposed = 0
+        self.n_accepted = 0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.n_accepted / self.n_proposed if self.n_proposed else float("nan")
+
+    def _log_r(self, x: torch.Tensor) -> torch.Tensor:
+        if self.factorized:
+            return self.reference.log_prob(x)
+        return _checked(self.reference.log_prob(x), int(x.shape[0]), "reference.log_prob")
+
+    def _state(self, x: torch.Tensor) -> EnergyState:
+        x = x.to(dtype=self.model.dtype, device=self.model.device)
+        with torch.no_grad():
+            return EnergyState(x, self.model.log_f(x), self._log_r(x))
+
+    def state_from_data(self, data: torch.Tensor) -> EnergyState:
+        return self._state(torch.as_tensor(data))
+
+    def log_z0(self) -> float:
+        return 0.0  # the reference is normalised
+
+    def sample_initial(self, n_chains: int, generator: torch.Generator) -> EnergyState:
+        if self.factorized:
+            x = self.reference.sample(n_chains, generator, dtype=self.model.dtype)
+        else:
+            x = self.reference.sample(n_chains, generator)
+            if not isinstance(x, torch.Tensor) or tuple(x.shape) != (int(n_chains), self.model.dim):
+                raise ValueError(f"reference.sample must return a ({n_chains}, {self.model.dim}) tensor")
+        return self._state(x)
+
+    def log_f(self, state: EnergyState, beta: float) -> torch.Tensor:
+        return _mix(state.lr, state.lf, beta)
+
+    def log_f_ratio(self, state: EnergyState, beta_from: float, beta_to: float) -> torch.Tensor:
+        """``(beta_to - beta_from) (log f(x) - log r(x))``, from the cached values (``0`` where both are
+        ``-inf``: a state outside the model's support has weight zero all along)."""
+        d = state.lf - state.lr
+        return torch.where(torch.isnan(d), torch.zeros_like(d), (float(beta_to) - float(beta_from)) * d)
+
+    @torch.no_grad()
+    def transition(self, state: EnergyState, beta: float, generator: torch.Generator) -> EnergyState:
+        """One Metropolis-within-Gibbs sweep at ``beta``: every site once, in a random order shared by the
+        chains; at each, propose another state and accept with ``min(1, f_beta(x') / f_beta(x))``."""
+        beta = float(beta)
+        x, lf, lr = state.x.clone(), state.lf, state.lr
+        n, dim = x.shape
+        dev = x.device
+        use_f = beta > 0.0  # f_0 = r: log f is recomputed once after the sweep
+        use_r = beta < 1.0 or self.factorized  # a user reference at beta = 1: once after the sweep
+        order = torch.randperm(dim, generator=generator, device=generator.device).tolist()
+        accepted = 0
+        for site in order:
+            old = x[:, site].clone()
+            if self.q == 2:
+                new = 1.0 - old
+            else:
+                shift = torch.randint(1, self.q, (n,), generator=generator, device=generator.device).to(dev)
+                new = ((old.long() + shift) % self.q).to(x.dtype)
+            x[:, site] = new
+            lf_new = self.model.log_f(x) if use_f else lf
+            if not use_r:
+                lr_new = lr
+            elif self.factorized:
+                lr_new = lr + self.reference.site_log_p(site, new) - self.reference.site_log_p(site, old)
+            else:
+                lr_new = self._log_r(x)
+            log_u = torch.log(torch.rand(n, generator=generator, dtype=torch.float64, device=generator.device)).to(dev)
+            accept = log_u < _mix(lr_new, lf_new, beta) - _mix(lr, lf, beta)  # NaN (both -inf): rejected
+            x[:, site] = torch.where(accept, new, old)
+            lf = torch.where(accept, lf_new, lf)
+            lr = torch.where(accept, lr_new, lr)
+            accepted += int(accept.sum())
+        if not use_f:
+            lf = self.model.log_f(x)
+        if not use_r:
+            lr = self._log_r(x)
+        self.n_proposed += n * dim
+        self.n_accepted += accepted
+        return EnergyState(x, lf, lr)
+
+
+def _mix(lr: torch.Tensor, lf: torch.Tensor, beta: float) -> torch.Tensor:
+    """``(1 - beta) lr + beta lf`` with ``0 * (-inf) = 0`` at the ends (beta 0 ignores f, 1 ignores r)."""
+    if beta <= 0.0:
+        return lr
+    if beta >= 1.0:
+        return lf
+    return (1.0 - beta) * lr + beta * lf

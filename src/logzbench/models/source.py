@@ -1,0 +1,180 @@
+"""A user's model from code: ``FILE.py:NAME`` and TorchScript ``.pt`` files (:func:`load_source`).
+
+``FILE.py:NAME`` imports ``FILE.py`` as a module -- which runs its code, as any Python import does --
+and calls ``NAME()`` with no arguments; it must return an :class:`~logzbench.models.energy.EnergyModel`
+(or a model object of a registered family).  A ``.pt`` file holds a TorchScript module whose ``forward``
+is ``log_f``, with the model's ``dim``, ``domain`` and default-reference data in its extra file
+``logzbench.json`` (:func:`save_torchscript` writes both; a module with ``dim`` and ``domain`` attributes
+also loads).  Either way the model's ``log_f`` is called once on a few states (:meth:`EnergyModel.check`)
+before it is handed on, so a wrong shape, NaN or a non-tensor is refused at load time with one line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .. import registry
+from ..errors import ModelFileError
+from .energy import EnergyModel
+
+__all__ = ["META_FILE", "is_source", "load_source", "save_torchscript", "source_file", "split_source"]
+
+#: the TorchScript extra file holding ``dim``, ``domain`` and the reference's data
+META_FILE = "logzbench.json"
+
+
+def split_source(spec: str | os.PathLike) -> tuple[Path, str | None]:
+    """``(file, NAME)`` of ``"FILE.py:NAME"``; ``(file, None)`` of anything else."""
+    text = os.fspath(spec)
+    head, sep, tail = text.rpartition(":")
+    if sep and head.endswith(".py") and tail and "/" not in tail and "\\" not in tail:
+        return Path(head), tail
+    return Path(text), None
+
+
+def is_source(spec: str | os.PathLike) -> bool:
+    """Whether ``spec`` names a model in code: ``FILE.py:NAME``, a ``.py`` file, or a ``.pt`` file."""
+    path, name = split_source(spec)
+    return name is not None or path.suffix in (".py", ".pt")
+
+
+def source_file(spec: str | os.PathLike) -> Path:
+    """The file behind ``spec`` (``FILE.py`` of ``FILE.py:NAME``)."""
+    return split_source(spec)[0]
+
+
+def load_source(spec: str | os.PathLike, device=None):
+    """The model ``spec`` names (module docstring); a :class:`ModelFileError`, one line, otherwise."""
+    path, name = split_source(spec)
+    if path.suffix == ".py" and name is None:
+        raise ModelFileError(f"{path}: name the function that returns the model, as {path}:NAME")
+    if not path.exists():
+        raise ModelFileError(f"model file not found: {path}")
+    if path.is_dir():
+        raise ModelFileError(f"{path}: a directory, not a model file")
+    if path.suffix == ".pt":
+        model = _load_torchscript(path)
+    else:
+        model = _call(path, name)
+    if not isinstance(model, EnergyModel):
+        fam = registry.FAMILIES.get(str(getattr(model, "family", "")))
+        if fam is None or not isinstance(model, fam.model_class):
+            raise ModelFileError(
+                f"{spec}: returned a {type(model).__module__}.{type(model).__name__}, not a "
+                "logzbench.models.EnergyModel (or a model of a registered family)"
+            )
+        return model if device is None else model.to(device)
+    if device is not None:
+        model = model.to(device)
+    try:
+        model.check()
+    except ValueError as exc:
+        raise ModelFileError(f"{spec}: {exc}") from None
+    model.source = os.fspath(spec)
+    return model
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _call(path: Path, name: str):
+    digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
+    module_name = f"logzbench_user_{path.stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ModelFileError(f"{path}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as exc:  # the user's code: any failure is reported, not raised through
+        sys.modules.pop(module_name, None)
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise ModelFileError(f"{path}: raised on import ({_first_line(exc)})") from None
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise ModelFileError(f"{path}: has no {name!r} (define `def {name}():` returning an EnergyModel)")
+    if not callable(fn):
+        raise ModelFileError(f"{path}:{name} is a {type(fn).__name__}, not a function returning an EnergyModel")
+    try:
+        return fn()
+    except Exception as exc:
+        raise ModelFileError(f"{path}:{name}() raised {_first_line(exc)}") from None
+
+
+# --------------------------------------------------------------------------- TorchScript
+def save_torchscript(model: EnergyModel, path: str | os.PathLike) -> None:
+    """Write ``model`` as a TorchScript file: its ``log_f`` (a :class:`torch.nn.Module`, scripted, else
+    traced on a few states) and, in the extra file ``logzbench.json``, its dim, domain, dtype and the
+    rows of its default reference.  A user ``reference`` object is not saved (pass it again)."""
+    from ..utils import atomic_path
+
+    if not isinstance(model.log_f_fn, torch.nn.Module):
+        raise ValueError("save_torchscript needs a torch.nn.Module log_f (a plain function cannot be scripted)")
+    module = model.log_f_fn
+    try:
+        scripted = torch.jit.script(module)
+    except Exception:  # not scriptable: trace on states of the domain
+        g = torch.Generator().manual_seed(0)
+        if model.discrete:
+            x = torch.randint(0, model.n_states, (4, model.dim), generator=g).to(model.dtype)
+        else:
+            x = torch.randn(4, model.dim, generator=g).to(model.dtype)
+        scripted = torch.jit.trace(module, x.to(model.device))
+    meta = {
+        "dim": model.dim,
+        "domain": list(model.domain) if isinstance(model.domain, tuple) else model.domain,
+        "dtype": str(model.dtype).replace("torch.", ""),
+        "name": model.name,
+        "data": None if model.data is None else model.data.cpu().tolist(),
+    }
+    with atomic_path(path) as tmp:
+        torch.jit.save(scripted, str(tmp), _extra_files={META_FILE: json.dumps(meta)})
+
+
+def _load_torchscript(path: Path) -> EnergyModel:
+    extra = {META_FILE: ""}
+    try:
+        module = torch.jit.load(str(path), map_location="cpu", _extra_files=extra)
+    except Exception as exc:
+        raise ModelFileError(f"{path}: not a readable TorchScript file ({_first_line(exc)})") from None
+    if extra[META_FILE]:
+        try:
+            meta = json.loads(extra[META_FILE])
+            dim, domain = meta["dim"], meta["domain"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ModelFileError(f"{path}: its {META_FILE} is not valid ({_first_line(exc)})") from None
+    else:
+        dim, domain = getattr(module, "dim", None), getattr(module, "domain", None)
+        if dim is None or domain is None:
+            raise ModelFileError(
+                f"{path}: a TorchScript file must say its dim and domain: save it with "
+                "logzbench.models.save_torchscript, or give the module attributes dim and domain"
+            )
+        meta = {}
+    if isinstance(domain, list):
+        domain = tuple(domain)
+    dtype = getattr(torch, str(meta.get("dtype", "")), None) if meta.get("dtype") else None
+    data = meta.get("data")
+    try:
+        return EnergyModel(
+            module,
+            dim,
+            domain,
+            data=None if data is None else np.asarray(data),
+            dtype=dtype if isinstance(dtype, torch.dtype) else None,
+            name=meta.get("name") or path.stem,
+        )
+    except ValueError as exc:
+        raise ModelFileError(f"{path}: {exc}") from None
