@@ -22,11 +22,12 @@ reference ``r`` (exact samples, normalised ``log_prob``):
 * discrete domains: a factorised distribution: the data base rate (``init="base-rate"``, from the
   training rows or the ``data`` given here) or uniform (``init="uniform"``); or the user's own
   ``reference``.  The transition (:class:`DiscreteEnergyPath`) is one Metropolis-within-Gibbs sweep:
-  every site once, in a random order drawn per sweep and shared by all chains, each proposing another
-  state (a flip; a uniform draw among the other ``q - 1`` states) and accepting with probability
+  every site once, in a random order drawn per sweep for each chain, each proposing another state (a
+  flip; a uniform draw among the other ``q - 1`` states) and accepting with probability
   ``min(1, f_beta(x') / f_beta(x))``.  Each site update is reversible with respect to ``p_beta``, and
   the random order makes the sweep reversible too (the average over orders of the composed updates is
-  self-adjoint because the reversed order is as likely), so RAISE's reverse chains are valid.  A sweep
+  self-adjoint because the reversed order is as likely), so RAISE's reverse chains are valid; orders
+  drawn per chain keep the chains independent.  A sweep
   costs ``dim`` calls of ``log_f`` on all chains: far slower than a family's own Gibbs sampler (the
   benchmark page says by how much), but exact for any energy.
 * the continuous domain: a diagonal Gaussian fitted to ``data`` (else standard normal), scaled by the
@@ -104,8 +105,9 @@ class FactorizedReference:
         idx = x.long()
         return self.log_p.gather(1, idx.T).T.sum(dim=1) if idx.shape[0] else torch.zeros(0, dtype=torch.float64)
 
-    def site_log_p(self, site: int, values: torch.Tensor) -> torch.Tensor:
-        return self.log_p[site, values.long()]
+    def site_log_p(self, sites: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """``log p_site(value)`` per chain (``sites``, ``values``: ``(n,)``)."""
+        return self.log_p[sites, values.long()]
 
     def sample(self, n: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
         # inverse CDF per site on float64 uniforms: exact to float64 precision, as log_prob
@@ -566,34 +568,39 @@ class DiscreteEnergyPath:
 
     @torch.no_grad()
     def transition(self, state: EnergyState, beta: float, generator: torch.Generator) -> EnergyState:
-        """One Metropolis-within-Gibbs sweep at ``beta``: every site once, in a random order shared by the
-        chains; at each, propose another state and accept with ``min(1, f_beta(x') / f_beta(x))``."""
+        """One Metropolis-within-Gibbs sweep at ``beta``: every site once, in each chain's own random order;
+        at each, propose another state and accept with ``min(1, f_beta(x') / f_beta(x))``; all chains are
+        updated together (one call of ``log_f`` per step)."""
         beta = float(beta)
         x, lf, lr = state.x.clone(), state.lf, state.lr
         n, dim = x.shape
         dev = x.device
         use_f = beta > 0.0  # f_0 = r: log f is recomputed once after the sweep
         use_r = beta < 1.0 or self.factorized  # a user reference at beta = 1: once after the sweep
-        order = torch.randperm(dim, generator=generator, device=generator.device).tolist()
+        # each chain's own random order of the sites (independent chains, and a reversible sweep)
+        keys = torch.rand(n, dim, generator=generator, dtype=torch.float64, device=generator.device)
+        orders = torch.argsort(keys, dim=1).to(dev)
+        rows = torch.arange(n, device=dev)
         accepted = 0
-        for site in order:
-            old = x[:, site].clone()
+        for t in range(dim):
+            sites = orders[:, t]
+            old = x[rows, sites]
             if self.q == 2:
                 new = 1.0 - old
             else:
                 shift = torch.randint(1, self.q, (n,), generator=generator, device=generator.device).to(dev)
                 new = ((old.long() + shift) % self.q).to(x.dtype)
-            x[:, site] = new
+            x[rows, sites] = new
             lf_new = self.model.log_f(x) if use_f else lf
             if not use_r:
                 lr_new = lr
             elif self.factorized:
-                lr_new = lr + self.reference.site_log_p(site, new) - self.reference.site_log_p(site, old)
+                lr_new = lr + self.reference.site_log_p(sites, new) - self.reference.site_log_p(sites, old)
             else:
                 lr_new = self._log_r(x)
             log_u = torch.log(torch.rand(n, generator=generator, dtype=torch.float64, device=generator.device)).to(dev)
             accept = log_u < _mix(lr_new, lf_new, beta) - _mix(lr, lf, beta)  # NaN (both -inf): rejected
-            x[:, site] = torch.where(accept, new, old)
+            x[rows, sites] = torch.where(accept, new, old)
             lf = torch.where(accept, lf_new, lf)
             lr = torch.where(accept, lr_new, lr)
             accepted += int(accept.sum())
