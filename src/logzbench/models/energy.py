@@ -399,7 +399,9 @@ class EnergyModel:
         ``log_f`` in chunks); with ``return_bound``, also a bound on its floating-point error: the
         rounding of ``log_f``'s own output dtype at the largest ``|log f|`` seen, plus the summation's."""
         if not self.discrete:
-            return (None, None) if return_bound else None
+            raise ValueError(
+                f"an {self.family} model has no exact log Z (no closed form, no enumeration); use hais or the sandwich"
+            )
         refuse_enumeration(self)
         n = self.n_enumerated()
         chunk = int(chunk_size or ENUMERATION_CHUNK)
