@@ -41,17 +41,21 @@ MEMORY_SHARE = 0.8
 #: model's state (:func:`state_units`), by family kind: measured as the growth of the peak resident
 #: memory of one-thread CPU runs (784-200 RBM, 784-200-200 DBM / DBN, 64-dimensional continuous
 #: models; 5-15, 10-34 and 27-54 bytes) and rounded up.
-_BYTES_PER_UNIT = {"binary": 16, "gaussian-binary": 32, "analysis": 64, "generative": 64}
+_BYTES_PER_UNIT = {"binary": 16, "gaussian-binary": 32, "categorical": 16, "analysis": 64, "generative": 64}
 #: RAISE on a deep model (the DBN's recognition draws and the DBM's heating chain hold more).
 _RAISE_DEEP_BYTES_PER_UNIT = 40
 
 
 def state_units(model) -> int:
-    """Units of a model's state that every chain carries: all layers of an RBM / DBM / DBN, the data
-    dimension plus the experts, hidden units or latent variables of a continuous model."""
+    """Units of a model's state that every chain carries: all layers of an RBM / DBM / DBN, ``q`` per
+    site of a categorical model (its one-hot rows) plus its hidden units, the data dimension plus the
+    experts, hidden units or latent variables of a continuous model."""
     sizes = getattr(model, "layer_sizes", None)
     if sizes:
         return int(sum(sizes))
+    q = getattr(model, "n_states", None)
+    if q and hasattr(model, "n_visible"):  # categorical (and binary energy) sites: one-hot width q each
+        return int(model.n_visible) * int(q) + int(getattr(model, "n_hidden", 0))
     if hasattr(model, "n_hidden"):
         return int(model.n_visible) + int(model.n_hidden)
     return int(

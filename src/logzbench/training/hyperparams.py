@@ -27,6 +27,8 @@ __all__ = [
     "GRBM",
     "MPF",
     "NVIL",
+    "POTTS",
+    "POTTS_RBM",
     "RBM_TRAINER",
     "REQUIRED",
     "VCD",
@@ -142,6 +144,37 @@ GRBM = dict(
     device="cpu",
     progress=False,
 )
+#: :func:`~logzbench.training.potts.train_potts_rbm` (the Potts RBM: CD / PCD with Adam)
+POTTS_RBM = dict(
+    family="potts-rbm",
+    n_hidden=20,
+    n_states=None,
+    method="pcd",
+    k=1,
+    learning_rate=0.01,
+    batch_size=100,
+    n_epochs=10,
+    weight_decay=0.0,
+    init_scale=0.01,
+    n_persistent_chains=None,
+    exact_ll_max_units=20,
+    eval_subsample=1000,
+    seed=0,
+    device="cpu",
+    progress=False,
+)
+#: :func:`~logzbench.training.potts.train_potts` (pairwise Potts: pseudo-likelihood, L-BFGS, L2 penalty)
+POTTS = dict(
+    family="potts",
+    n_states=None,
+    l2=0.01,
+    l2_fields=0.01,
+    n_iter=50,
+    exact_ll_max_bits=20,
+    seed=0,
+    device="cpu",
+    progress=False,
+)
 #: :func:`~logzbench.training.continuous.train_continuous`: a continuous model of ``size`` and its fit's
 #: keywords (:data:`MPF` for the analysis families, :data:`EM` for the generative ones)
 CONTINUOUS = dict(family=REQUIRED, size=REQUIRED, seed=0, n_iter=100, device=None, progress=False)
@@ -235,6 +268,8 @@ DECLARED: dict[str, dict[str, Any]] = {
     "logzbench.training.dbm:DBMTrainer": DBM_TRAINER,
     "logzbench.training.dbn:DBNTrainer": DBN_TRAINER,
     "logzbench.training.grbm:GRBMHyperparams": GRBM,
+    "logzbench.training.potts:train_potts_rbm": POTTS_RBM,
+    "logzbench.training.potts:train_potts": POTTS,
     "logzbench.training.continuous:train_continuous": CONTINUOUS,
     "logzbench.training.mpf:train_mpf": MPF,
     "logzbench.training.em:train_em": EM,

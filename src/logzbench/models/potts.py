@@ -1,0 +1,664 @@
+"""Pairwise Potts model (categorical sites, pairwise couplings): the DCA model of protein families.
+
+A state is a row ``x`` of ``L`` sites, each in ``0..q-1``; the unnormalised density is
+
+    log f(x) = sum_i h_i(x_i) + sum_{i<j} J_ij(x_i, x_j),
+
+with fields ``h`` of shape ``(L, q)`` and couplings ``J`` of shape ``(L, L, q, q)`` stored in both
+orders, ``J[i, j, a, b] = J[j, i, b, a]``, with zero diagonal blocks ``J[i, i] = 0`` (so
+``sum_{i<j} J_ij(x_i, x_j) = (1/2) sum_{i,j} J[i, j, x_i, x_j]``).  Parameters are float64 tensors on
+the model's device; every log-density is float64.
+
+Annealing path
+--------------
+From a factorised categorical ``p_0(x) = prod_i softmax(a0_i)[x_i]`` (``init="uniform"``: ``a0 = 0``;
+``"base-rate"``: ``a0_i = log`` of the smoothed site frequencies of the training rows), the geometric path
+
+    log f_beta(x) = sum_i a0_i(x_i) + beta u(x),    u(x) = sum_i (h_i - a0_i)(x_i) + sum_{i<j} J_ij(x_i, x_j),
+
+is at every ``beta`` again a pairwise Potts model (fields ``(1 - beta) a0 + beta h``, couplings
+``beta J``), so its transition is exact heat-bath Gibbs: each site in turn is redrawn from its
+conditional, a softmax over ``q`` states, for all chains at once.  The sweep visits the sites in the
+palindromic order ``0, 1, ..., L-1, ..., 1, 0`` (``2L - 1`` updates; updating a site twice in a row is
+the same as once), which makes the kernel reversible with respect to ``p_beta`` as RAISE and the
+reverse estimators need (a one-way systematic sweep is not).  ``log Z_0 = sum_i logsumexp_a a0_{i,a}``
+and the AIS increment ``log f_{b'}(x) - log f_b(x) = (b' - b) u(x)`` is computed directly.
+
+Plain-text parameter files (adabmDCA / bmDCA)
+---------------------------------------------
+One parameter per line, fields separated by white space::
+
+    J i j a b value
+    h i a value
+
+* Indices are **0-based**: sites ``i, j`` in ``0..L-1``, states ``a, b`` in ``0..q-1``; ``L`` and ``q``
+  are inferred as one more than the largest site and state index in the file.
+* States may be written as numbers (bmDCA and adabmDCA's "old" format) or as letters of an alphabet
+  (adabmDCA's current format, ``adabmDCA/io.py`` ``save_params``: ``J 0 1 A C 0.01``); a letter is
+  mapped to its position in ``alphabet`` (default adabmDCA's protein alphabet
+  ``-ACDEFGHIKLMNPQRSTVWY``, gap first, so ``-`` is state 0).  The alphabet's order matters: the test
+  rows must be encoded with the same alphabet.
+* Couplings are written for ``i < j`` only (adabmDCA's writer), and the reader fills the other order
+  symmetrically, ``J[j, i, b, a] = J[i, j, a, b]``.  A line with ``i > j`` is read as its mirror
+  ``J j i b a``; both orders of the same entry may appear only with the same value.  ``i = j`` is
+  refused (a pairwise model has no diagonal couplings).
+* Missing entries are 0.  No gauge is imposed or assumed: gauge changes (moving terms between ``h`` and
+  ``J``) change neither ``log f(x)`` nor ``log Z``, so files in the zero-sum or any other gauge are read
+  as they are.
+* Blank lines and lines starting with ``#`` are skipped.  A malformed line (unknown leading letter,
+  wrong number of fields, a non-integer index, an index out of range, an unknown state letter, a
+  non-finite value, a repeated entry) is refused with a :class:`~logzbench.errors.ModelFileError`
+  naming the file and the line number.
+
+:func:`write_potts_text` writes numeric states, ``J`` lines for ``i < j`` (every ``a, b``) then ``h``
+lines, each value with 17 significant digits (a float64 round trip).
+
+Model files (``.npz``, ``model_type="potts"``): arrays ``h`` ``(L, q)``, ``J`` ``(L, L, q, q)``
+(symmetric as above, zero diagonal blocks) and optional ``data_mean`` ``(L, q)`` (site frequencies of
+the training rows, for the base-rate initial distribution).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Mapping
+
+import numpy as np
+import torch
+
+from ..errors import ModelFileError
+from ._arrays import checked_arrays, errors_named
+from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
+
+__all__ = [
+    "DEFAULT_ALPHABET",
+    "PottsAnnealingPath",
+    "PottsModel",
+    "categorical_from_logits",
+    "exact_seconds",
+    "looks_like_potts_text",
+    "read_potts_text",
+    "write_potts_text",
+]
+
+#: adabmDCA's protein alphabet (``TOKENS_PROTEIN`` in ``adabmDCA/fasta.py``): the gap is state 0
+DEFAULT_ALPHABET = "-ACDEFGHIKLMNPQRSTVWY"
+#: states per enumeration step (float64 log-densities of ``(chunk, L)`` rows)
+_STEP_STATES = 1 << 16
+#: elements of the index tensor of one gather in :meth:`PottsModel.pair_energy`
+_GATHER_ELEMENTS = 1 << 22
+#: one-thread terms per second of the enumeration (a term: one site pair of one state), rounded down
+_CPU_TERMS_PER_SECOND = 5e7
+_CUDA_SPEEDUP = 200.0
+
+
+# --------------------------------------------------------------------------- shared helpers
+def categorical_from_logits(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One draw per row of ``logits`` from ``softmax(logits)`` over the last axis, by inverse CDF.
+
+    The probabilities are formed in float64 and compared with one float64 uniform per row from
+    ``generator`` (``torch.rand``), so the draw is exact to float64 precision and reproducible.
+
+    Parameters
+    ----------
+    logits : torch.Tensor, shape (..., q)
+    generator : torch.Generator
+        On ``logits``' device.
+
+    Returns
+    -------
+    torch.Tensor, shape (...,), int64
+        States in ``0..q-1``.
+    """
+    p = torch.softmax(logits.double(), dim=-1)
+    cdf = torch.cumsum(p, dim=-1)
+    u = torch.rand(p.shape[:-1] + (1,), generator=generator, dtype=torch.float64, device=p.device)
+    # the number of cumulative probabilities (but the last) not above u: 0..q-1
+    return (cdf[..., :-1] <= u).sum(dim=-1)
+
+
+def as_states(x, n_sites: int, n_states: int, device, what: str = "data") -> torch.Tensor:
+    """Rows of states as an int64 tensor ``(n, n_sites)`` on ``device`` (one row may be 1-D); refuses
+    non-integer values, a wrong row length and states outside ``0..n_states-1`` (ValueError)."""
+    t = torch.as_tensor(x, device=device)
+    if t.ndim == 1:
+        t = t.unsqueeze(0)
+    if t.ndim != 2 or t.shape[1] != n_sites:
+        raise ValueError(f"{what} has shape {tuple(t.shape)}; expected rows of {n_sites} sites")
+    if t.is_floating_point():
+        if t.numel() and not bool((t == torch.round(t)).all()):
+            raise ValueError(f"{what} holds non-integer values; categorical rows are states 0..{n_states - 1}")
+    elif t.dtype == torch.bool:
+        raise ValueError(f"{what} is boolean; categorical rows are integer states 0..{n_states - 1}")
+    t = t.to(torch.int64)
+    if t.numel() and (int(t.min()) < 0 or int(t.max()) >= n_states):
+        raise ValueError(
+            f"{what} holds states in {int(t.min())}..{int(t.max())}; this model has {n_states} states "
+            f"per site (0..{n_states - 1})"
+        )
+    return t
+
+
+def site_frequencies(x: torch.Tensor, n_states: int) -> torch.Tensor:
+    """Per-site state frequencies ``(L, q)`` float64 of int64 rows ``(n, L)``."""
+    if x.shape[0] == 0:
+        raise ValueError("no training rows to take the site frequencies of")
+    return torch.nn.functional.one_hot(x, n_states).double().mean(dim=0)
+
+
+def base_rate_logits(freq: torch.Tensor, smoothing: float = 0.05) -> torch.Tensor:
+    """Logits ``(L, q)`` of the data-base-rate distribution: ``log`` of the site frequencies mixed
+    with the uniform distribution by ``smoothing`` and clipped below at ``1e-3 / q`` (every logit finite)."""
+    q = freq.shape[-1]
+    p = (1.0 - smoothing) * freq.double() + smoothing / q
+    return torch.log(p.clamp_min(1e-3 / q))
+
+
+def states_range(start: int, stop: int, n_sites: int, n_states: int, device) -> torch.Tensor:
+    """States ``start .. stop-1`` of ``n_sites`` sites in base ``n_states`` (site 0 the fastest digit),
+    int64 ``(stop - start, n_sites)``."""
+    idx = torch.arange(start, stop, device=device, dtype=torch.int64).unsqueeze(1)
+    powers = n_states ** torch.arange(n_sites, device=device, dtype=torch.int64)
+    return (idx // powers) % n_states
+
+
+def _initial_logits(model, init: str, data, logits_0) -> torch.Tensor:
+    """``a0`` ``(L, q)`` float64 of the initial distribution (uniform or base rate)."""
+    L, q = model.n_visible, model.n_states
+    if logits_0 is not None:
+        a0 = torch.as_tensor(logits_0, device=model.device, dtype=torch.float64)
+    elif init == "uniform":
+        a0 = torch.zeros(L, q, device=model.device, dtype=torch.float64)
+    elif init in ("base-rate", "base_rate", "dbr"):
+        if data is not None:
+            freq = site_frequencies(as_states(data, L, q, model.device, "training data"), q)
+        elif model.data_mean is not None:
+            freq = model.data_mean.double()
+        else:
+            raise ValueError(
+                "the data-base-rate initial distribution needs the training data's site frequencies: "
+                "pass training data (CLI: --train-data X.npy) or use a model file with a 'data_mean' array"
+            )
+        a0 = base_rate_logits(freq)
+    else:
+        raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'base-rate'")
+    if a0.shape != (L, q):
+        raise ValueError(f"initial logits have shape {tuple(a0.shape)}, expected ({L}, {q})")
+    if not torch.isfinite(a0).all():
+        raise ValueError("initial logits contain NaN or inf")
+    return a0
+
+
+def _check_data_mean(dm: np.ndarray | None, L: int, q: int) -> None:
+    if dm is None:
+        return
+    if dm.shape != (L, q):
+        raise ModelFileError(f"'data_mean' has shape {dm.shape}, expected ({L}, {q}) (site frequencies)")
+    if not np.isfinite(dm).all() or (dm < 0).any() or (dm > 1).any():
+        raise ModelFileError("'data_mean' must hold finite frequencies in [0, 1]")
+
+
+def _to64(x) -> np.ndarray | None:
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- the model
+class PottsModel:
+    """A pairwise Potts model (module docstring).
+
+    Parameters
+    ----------
+    h : array-like, shape (L, q)
+        Fields.
+    J : array-like, shape (L, L, q, q)
+        Couplings, ``J[i, j, a, b] = J[j, i, b, a]``, zero diagonal blocks.
+    device : str or torch.device, optional
+        Default CPU.
+    data_mean : array-like, shape (L, q), optional
+        Site frequencies of the training rows (base-rate initial distribution); saved with the model.
+
+    Attributes
+    ----------
+    h, J : torch.Tensor (float64)
+    n_visible : int
+        ``L``, the number of sites.
+    n_states : int
+        ``q``, the states per site.
+    """
+
+    family = "potts"
+
+    def __init__(self, h, J, device=None, data_mean=None):
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        h64, J64, dm64 = _to64(h), _to64(J), _to64(data_mean)
+        validate_potts_arrays(h64, J64, dm64)
+        self.h = torch.as_tensor(h64, device=device, dtype=torch.float64).contiguous()
+        J = torch.as_tensor(J64, device=device, dtype=torch.float64)
+        self.J = (0.5 * (J + J.permute(1, 0, 3, 2))).contiguous()  # exactly symmetric
+        self.data_mean = None if dm64 is None else torch.as_tensor(dm64, device=device, dtype=torch.float64)
+        L = self.n_visible
+        #: ``JT[i, j, b, a] = J[i, j, a, b]``: site i's field over its q states given site j's state b
+        self._JT = self.J.permute(0, 1, 3, 2).contiguous()
+        self._flat = self.J.reshape(-1)
+        self._site = torch.arange(L, device=device)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def n_visible(self) -> int:
+        return int(self.h.shape[0])
+
+    @property
+    def n_states(self) -> int:
+        return int(self.h.shape[1])
+
+    @property
+    def device(self) -> torch.device:
+        return self.h.device
+
+    def to(self, device) -> "PottsModel":
+        """A copy on ``device``."""
+        return PottsModel(self.h, self.J, device=device, data_mean=self.data_mean)
+
+    @classmethod
+    def random(
+        cls,
+        n_sites: int,
+        n_states: int,
+        scale: float = 0.1,
+        generator: torch.Generator | None = None,
+        field_scale: float = 0.0,
+        device=None,
+        seed: int | None = None,
+    ) -> "PottsModel":
+        """Couplings ``N(0, scale^2)`` (symmetrised, zero diagonal blocks) and fields
+        ``N(0, field_scale^2)`` (tests, initialisation); ``seed`` stands for a generator seeded with it."""
+        g = generator if generator is not None else torch.Generator().manual_seed(0 if seed is None else int(seed))
+        L, q = int(n_sites), int(n_states)
+        J = torch.randn(L, L, q, q, generator=g, dtype=torch.float64) * scale
+        J = torch.triu(torch.ones(L, L, dtype=torch.float64), diagonal=1)[:, :, None, None] * J
+        J = J + J.permute(1, 0, 3, 2)
+        h = torch.randn(L, q, generator=g, dtype=torch.float64) * field_scale
+        return cls(h, J, device=device)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The model-file arrays ``h``, ``J`` and (when set) ``data_mean``."""
+        out = {"h": self.h.cpu().numpy(), "J": self.J.cpu().numpy()}
+        if self.data_mean is not None:
+            out["data_mean"] = self.data_mean.cpu().numpy()
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "PottsModel":
+        """A model from :meth:`to_arrays` output (an ``.npz`` file's contents, ``model_type="potts"``).
+
+        Raises
+        ------
+        ModelFileError
+            Naming ``source``: missing or unexpected arrays, wrong shapes, NaN / inf, asymmetric
+            couplings, non-zero diagonal blocks.
+        """
+        a = checked_arrays(arrays, cls.family, ("h", "J"), ("data_mean",), source)
+        with errors_named(source):
+            return cls(a["h"], a["J"], device=device, data_mean=a.get("data_mean"))
+
+    def as_rows(self, x, what: str = "data") -> torch.Tensor:
+        """Rows of states as int64 ``(n, L)`` on the model's device (checked; see :func:`as_states`)."""
+        return as_states(x, self.n_visible, self.n_states, self.device, what)
+
+    # ------------------------------------------------------------------ densities
+    def pair_energy(self, x: torch.Tensor) -> torch.Tensor:
+        """``sum_{i<j} J_ij(x_i, x_j)`` of int64 rows ``(n, L)``, float64 ``(n,)``."""
+        L, q = self.n_visible, self.n_states
+        out = torch.zeros(x.shape[0], dtype=torch.float64, device=x.device)
+        block = max(1, _GATHER_ELEMENTS // max(1, x.shape[0] * L))  # sites i per gather: bounded memory
+        for s in range(0, L, block):
+            rows = self._site[s : s + block]
+            pair = (rows[:, None] * L + self._site[None, :]) * (q * q)  # (b, L): offset of block J[i, j]
+            idx = pair.unsqueeze(0) + x[:, s : s + block].unsqueeze(2) * q + x.unsqueeze(1)  # J[i, j, x_i, x_j]
+            out += self._flat[idx].sum(dim=(1, 2))
+        return 0.5 * out
+
+    def field_energy(self, x: torch.Tensor, h: torch.Tensor | None = None) -> torch.Tensor:
+        """``sum_i h_i(x_i)`` (default the model's fields), float64 ``(n,)``."""
+        h = self.h if h is None else h
+        return h[self._site.unsqueeze(0), x].sum(dim=1)
+
+    def log_unnormalized_marginal(self, x) -> torch.Tensor:
+        """``log f(x) = sum_i h_i(x_i) + sum_{i<j} J_ij(x_i, x_j)``, float64, shape ``(n,)`` (exact)."""
+        x = self.as_rows(x)
+        return self.field_energy(x) + self.pair_energy(x)
+
+    def exact_log_f(self, x) -> torch.Tensor:
+        """``log f(x)``: the same as :meth:`log_unnormalized_marginal` (there is nothing to sum out)."""
+        return self.log_unnormalized_marginal(x)
+
+    def conditional_logits(self, x: torch.Tensor, site: int, h: torch.Tensor | None = None, beta: float = 1.0):
+        """Logits ``(n, q)`` of site ``site`` given the others: ``h_site + beta sum_j J[site, j, :, x_j]``
+        (``h``: the fields to use, default the model's; ``beta`` scales the couplings)."""
+        h = self.h if h is None else h
+        field = self._JT[site][self._site.unsqueeze(0), x].sum(dim=1)  # (n, q)
+        return h[site] + beta * field
+
+    def exact_log_z(
+        self,
+        chunk_size: int | None = None,
+        precision: str = "float64",
+        progress: bool = False,
+        *,
+        return_bound: bool = False,
+        device=None,
+    ) -> float | ExactLogZ:
+        """``log Z`` by enumerating the ``q^L`` states in chunks, float64 (a log-sum-exp per chunk).
+
+        Parameters
+        ----------
+        chunk_size : int, optional
+            States per step (default ``2^16``).
+        precision : {"float64"}
+            Only float64 (``"mixed"`` is refused).
+        progress : bool
+            Progress bar, one tick per step.
+        return_bound : bool
+            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)``: an a-priori
+            bound on the float64 rounding error (nats).
+        device : optional
+            Where to enumerate (default the model's device).
+
+        Raises
+        ------
+        ValueError
+            Above ``2^MAX_ENUMERATION_BITS`` states, or another precision.
+        """
+        if precision != "float64":
+            raise ValueError(f"exact enumeration of a Potts model is float64 only, not precision={precision!r}")
+        L, q = self.n_visible, self.n_states
+        check_enumerable(L, q, "Potts model")
+        model = self if device is None or torch.device(device) == self.device else self.to(device)
+        n_total = q**L
+        step = _STEP_STATES if chunk_size is None else int(chunk_size)
+        if step < 1:
+            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        parts = []
+        starts = range(0, n_total, step)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=f"exact log Z ({q}^{L} states)", unit="step")
+        for s in starts:
+            x = states_range(s, min(s + step, n_total), L, q, model.device)
+            parts.append(torch.logsumexp(model.field_energy(x) + model.pair_energy(x), dim=0))
+        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
+        if not return_bound:
+            return log_z
+        return ExactLogZ(log_z, self._rounding_bound(n_total))
+
+    def _rounding_bound(self, n_total: int) -> float:
+        """A-priori bound on the float64 error of :meth:`exact_log_z`: each ``log f`` sums ``L + L^2``
+        terms (error ``gamma_{L + L^2}`` times the sum of their magnitudes), the log-sum-exp adds a few
+        ulps of ``log Z`` per level (``exp``/``log`` within 2 ulp)."""
+        L = self.n_visible
+        u = 2.0**-53
+        k = L + L * L
+        mag = float(self.h.abs().amax(dim=1).sum() + 0.5 * self.J.abs().amax(dim=(2, 3)).sum())
+        gamma = k * u / (1 - k * u)
+        return gamma * mag + 8 * u * (mag + math.log(max(n_total, 2)) + 1.0) * 2
+
+    # ------------------------------------------------------------------ annealing
+    def annealing_path(self, init: str = "uniform", data=None, logits_0=None) -> "PottsAnnealingPath":
+        """The geometric path from ``init`` (``"uniform"`` or ``"base-rate"``: the site frequencies of
+        ``data``, default ``data_mean``) to this model; ``logits_0`` ``(L, q)`` overrides the initial
+        distribution's logits."""
+        return PottsAnnealingPath(self, _initial_logits(self, init, data, logits_0))
+
+    def gibbs(self, x, generator: torch.Generator, n_sweeps: int = 1) -> torch.Tensor:
+        """``n_sweeps`` heat-bath sweeps of the model (``beta = 1``); returns the new int64 rows."""
+        path = PottsAnnealingPath(self, torch.zeros_like(self.h))
+        x = self.as_rows(x)
+        for _ in range(int(n_sweeps)):
+            x = path.transition(x, 1.0, generator)
+        return x
+
+
+class PottsAnnealingPath:
+    """Geometric path from a factorised categorical ``softmax(a0)`` to a :class:`PottsModel` (module
+    docstring).  States are the int64 rows ``(n_chains, L)`` themselves."""
+
+    def __init__(self, model: PottsModel, logits_0: torch.Tensor):
+        self.model = model
+        self.a0 = torch.as_tensor(logits_0, device=model.device, dtype=torch.float64)
+        self._dh = model.h - self.a0  # the linear part of u(x)
+
+    def state_from_data(self, data) -> torch.Tensor:
+        return self.model.as_rows(data)
+
+    def log_z0(self) -> float:
+        return float(torch.logsumexp(self.a0, dim=1).sum())
+
+    def sample_initial(self, n_chains: int, generator: torch.Generator) -> torch.Tensor:
+        """Exact draws from ``p_0 = prod_i softmax(a0_i)``."""
+        return categorical_from_logits(self.a0.expand(int(n_chains), -1, -1), generator)
+
+    def _u(self, x: torch.Tensor) -> torch.Tensor:
+        """``u(x) = log f_1(x) - log f_0(x)``, float64 ``(n,)``."""
+        m = self.model
+        return m.field_energy(x, self._dh) + m.pair_energy(x)
+
+    def log_f(self, state: torch.Tensor, beta: float) -> torch.Tensor:
+        return self.model.field_energy(state, self.a0) + float(beta) * self._u(state)
+
+    def log_f_ratio(self, state: torch.Tensor, beta_from: float, beta_to: float) -> torch.Tensor:
+        """``(beta_to - beta_from) u(x)``: the increment as a small number, directly."""
+        return (float(beta_to) - float(beta_from)) * self._u(state)
+
+    def transition(self, state: torch.Tensor, beta: float, generator: torch.Generator) -> torch.Tensor:
+        """One palindromic heat-bath sweep (sites ``0..L-1..0``) at ``beta``; reversible for ``p_beta``."""
+        m, beta = self.model, float(beta)
+        L = m.n_visible
+        x = state.clone()
+        fields = self.a0 + beta * self._dh  # (L, q)
+        for i in list(range(L)) + list(range(L - 2, -1, -1)):
+            x[:, i] = categorical_from_logits(m.conditional_logits(x, i, fields, beta), generator)
+        return x
+
+
+# --------------------------------------------------------------------------- validation, cost
+def check_enumerable(L: int, q: int, what: str) -> None:
+    """Refuse an enumeration of ``q^L`` states above ``2^MAX_ENUMERATION_BITS`` (ValueError)."""
+    bits = L * math.log2(q) if q > 1 else 0.0
+    if bits > MAX_ENUMERATION_BITS + 1e-9:
+        raise ValueError(
+            f"exact enumeration of this {what} needs {q}^{L} = 2^{bits:.1f} states; refusing above "
+            f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead."
+        )
+
+
+def exact_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]:
+    """One-thread seconds of enumerating a Potts model's ``q^L`` states (each ``L^2`` pair terms):
+    the exact estimator's time estimate (:attr:`logzbench.registry.FamilySpec.exact_time`)."""
+    L, q = model.n_visible, model.n_states
+    check_enumerable(L, q, "Potts model")
+    return float(q**L) * (L * L + L) / _CPU_TERMS_PER_SECOND, f"{q}^{L} states"
+
+
+def validate_potts_arrays(h: np.ndarray, J: np.ndarray, data_mean: np.ndarray | None = None) -> None:
+    """Refuse wrong shapes, NaN / inf, asymmetric couplings and non-zero diagonal blocks (ModelFileError)."""
+    if h.ndim != 2 or h.shape[0] < 1 or h.shape[1] < 2:
+        raise ModelFileError(f"'h' must be 2-D (sites x states, at least 2 states), got shape {h.shape}")
+    L, q = h.shape
+    if J.shape != (L, L, q, q):
+        raise ModelFileError(f"'J' has shape {J.shape}, expected ({L}, {L}, {q}, {q}) to match h {h.shape}")
+    for name, arr in (("h", h), ("J", J)):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            raise ModelFileError(f"'{name}' contains NaN or inf ({int(bad.sum())} entries)")
+    scale = max(1.0, float(np.abs(J).max(initial=0.0)))
+    asym = float(np.abs(J - J.transpose(1, 0, 3, 2)).max(initial=0.0))
+    if asym > 1e-6 * scale:
+        raise ModelFileError(
+            f"'J' is not symmetric: J[i, j, a, b] and J[j, i, b, a] differ by up to {asym:.3g} "
+            f"(store both orders of every coupling)"
+        )
+    diag = float(np.abs(J[np.arange(L), np.arange(L)]).max(initial=0.0))
+    if diag > 0:
+        raise ModelFileError(f"'J' has non-zero diagonal blocks J[i, i] (up to {diag:.3g}); a Potts model has none")
+    _check_data_mean(data_mean, L, q)
+
+
+# --------------------------------------------------------------------------- plain-text files
+def _content_lines(fh):
+    """``(line number, fields)`` of the non-empty, non-comment lines."""
+    for n, line in enumerate(fh, start=1):
+        s = line.strip()
+        if s and not s.startswith("#"):
+            yield n, s.split()
+
+
+def looks_like_potts_text(path: str | os.PathLike) -> bool:
+    """Whether ``path`` looks like a plain-text Potts parameter file: its first non-empty, non-comment
+    line starts with ``J `` or ``h `` (false for an unreadable or binary file)."""
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            for _, fields in _content_lines(fh):
+                return len(fields) > 1 and fields[0] in ("J", "h")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return False
+
+
+def read_potts_text(path: str | os.PathLike, device=None, alphabet: str = DEFAULT_ALPHABET) -> PottsModel:
+    """Read a plain-text Potts parameter file (adabmDCA / bmDCA ``J i j a b value`` / ``h i a value``;
+    module docstring).
+
+    Parameters
+    ----------
+    path : path-like
+    device : optional
+        Where the model lives.
+    alphabet : str
+        Maps states written as letters to indices (position in the string); numeric states are used
+        as they are.
+
+    Returns
+    -------
+    PottsModel
+
+    Raises
+    ------
+    ModelFileError
+        ``"PATH, line N: ..."`` for a malformed line; ``"PATH: ..."`` for an unreadable or empty file.
+    """
+    src = str(path)
+    letter = {c: k for k, c in enumerate(alphabet)}
+    fields_h: dict[tuple[int, int], float] = {}
+    fields_J: dict[tuple[int, int, int, int], tuple[float, int, bool]] = {}
+
+    def state(tok: str, n: int) -> int:
+        try:
+            v = int(tok)
+        except ValueError:
+            if tok in letter:
+                return letter[tok]
+            raise ModelFileError(
+                f"{src}, line {n}: state {tok!r} is neither an integer nor a letter of the alphabet {alphabet!r}"
+            ) from None
+        if v < 0:
+            raise ModelFileError(f"{src}, line {n}: state index {v} is negative (indices are 0-based)")
+        return v
+
+    def site(tok: str, n: int) -> int:
+        try:
+            v = int(tok)
+        except ValueError:
+            raise ModelFileError(f"{src}, line {n}: site index {tok!r} is not an integer") from None
+        if v < 0:
+            raise ModelFileError(f"{src}, line {n}: site index {v} is negative (indices are 0-based)")
+        return v
+
+    def value(tok: str, n: int) -> float:
+        try:
+            v = float(tok)
+        except ValueError:
+            raise ModelFileError(f"{src}, line {n}: value {tok!r} is not a number") from None
+        if not math.isfinite(v):
+            raise ModelFileError(f"{src}, line {n}: value {tok!r} is not finite")
+        return v
+
+    try:
+        fh = open(path, "r", encoding="utf-8")
+    except OSError as exc:
+        raise ModelFileError(f"{src}: cannot read the Potts parameter file ({exc.strerror or exc})") from None
+    with fh:
+        try:
+            for n, f in _content_lines(fh):
+                kind = f[0]
+                if kind == "J":
+                    if len(f) != 6:
+                        raise ModelFileError(
+                            f"{src}, line {n}: a 'J' line has 6 fields (J i j a b value), got {len(f)}"
+                        )
+                    i, j, a, b, v = site(f[1], n), site(f[2], n), state(f[3], n), state(f[4], n), value(f[5], n)
+                    if i == j:
+                        raise ModelFileError(f"{src}, line {n}: coupling of site {i} with itself (i = j)")
+                    mirrored = i > j
+                    key = (j, i, b, a) if mirrored else (i, j, a, b)
+                    if key in fields_J:
+                        v0, n0, m0 = fields_J[key]
+                        if m0 == mirrored or v0 != v:
+                            raise ModelFileError(
+                                f"{src}, line {n}: duplicate coupling J {i} {j} {f[3]} {f[4]} (also given on line {n0})"
+                            )
+                    fields_J[key] = (v, n, mirrored)
+                elif kind == "h":
+                    if len(f) != 4:
+                        raise ModelFileError(f"{src}, line {n}: an 'h' line has 4 fields (h i a value), got {len(f)}")
+                    key = (site(f[1], n), state(f[2], n))
+                    v = value(f[3], n)
+                    if key in fields_h:
+                        raise ModelFileError(f"{src}, line {n}: duplicate field h {f[1]} {f[2]}")
+                    fields_h[key] = v
+                else:
+                    raise ModelFileError(
+                        f"{src}, line {n}: unknown parameter {kind!r}; lines start with 'J' (J i j a b value) "
+                        f"or 'h' (h i a value)"
+                    )
+        except UnicodeDecodeError:
+            raise ModelFileError(f"{src}: not a text file") from None
+    if not fields_h and not fields_J:
+        raise ModelFileError(f"{src}: no 'J' or 'h' lines; not a Potts parameter file")
+    sites = [k[0] for k in fields_h] + [k[1] for k in fields_J]
+    states = [k[1] for k in fields_h] + [s for k in fields_J for s in k[2:]]
+    L, q = max(sites) + 1, max(states) + 1
+    if q < 2:
+        raise ModelFileError(f"{src}: every state index is 0; a Potts model has at least 2 states")
+    h = np.zeros((L, q))
+    J = np.zeros((L, L, q, q))
+    for (i, a), v in fields_h.items():
+        h[i, a] = v
+    for (i, j, a, b), (v, _, _) in fields_J.items():
+        J[i, j, a, b] = v
+        J[j, i, b, a] = v
+    with errors_named(src):
+        return PottsModel(h, J, device=device)
+
+
+def write_potts_text(model: PottsModel, path: str | os.PathLike) -> None:
+    """Write ``model`` as a plain-text parameter file (numeric 0-based states, ``J`` for ``i < j`` then
+    ``h``; 17 significant digits), atomically (:func:`logzbench.utils.io.atomic_path`)."""
+    from ..utils.io import atomic_path
+
+    h = model.h.cpu().numpy()
+    J = model.J.cpu().numpy()
+    L, q = h.shape
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for i in range(L):
+                for j in range(i + 1, L):
+                    block = J[i, j]
+                    fh.writelines(f"J {i} {j} {a} {b} {block[a, b]:.17g}\n" for a in range(q) for b in range(q))
+            for i in range(L):
+                fh.writelines(f"h {i} {a} {h[i, a]:.17g}\n" for a in range(q))
