@@ -194,6 +194,8 @@ class EnergyModel:
     name : str, optional
         For messages and records (default: ``log_f``'s name).
     device : str or torch.device, optional
+        Where the chains live and ``log_f`` is called (a module ``log_f`` is moved there); default: where
+        a module's parameters are, else the CPU.
 
     Attributes
     ----------
@@ -224,6 +226,8 @@ class EnergyModel:
         has = [callable(getattr(reference, m, None)) for m in ("log_prob", "sample")]
         if reference is not None and not all(has):
             raise ValueError("reference must have log_prob(x) and sample(n, generator) methods")
+        if device is not None and isinstance(log_f, torch.nn.Module):
+            log_f = log_f.to(device)  # the module's parameters where its inputs will be
         self.log_f_fn = log_f
         self.dim = int(dim)
         self.domain_name, self.n_states = _parse_domain(domain)
