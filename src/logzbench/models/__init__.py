@@ -7,6 +7,8 @@ from .energy import EnergyModel
 from .grid import GridAnnealingPath, GridMRF
 from .grid_trw import TreeMixtureReference, trw_mixture
 from .io import load_model, save_model
+from .potts import PottsModel, read_potts_text, write_potts_text
+from .potts_rbm import PottsRBM
 from .rbm import BinaryRBM, RBMAnnealingPath, RBMState
 from .source import load_source, save_torchscript
 
@@ -20,12 +22,16 @@ __all__ = [
     "EnergyModel",
     "GridAnnealingPath",
     "GridMRF",
+    "PottsModel",
+    "PottsRBM",
     "RBMAnnealingPath",
     "RBMState",
     "TreeMixtureReference",
     "load_model",
     "load_source",
+    "read_potts_text",
     "save_model",
     "save_torchscript",
     "trw_mixture",
+    "write_potts_text",
 ]

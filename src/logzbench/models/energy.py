@@ -508,7 +508,11 @@ def exact_seconds(model: EnergyModel, n_rows: int, precision: str, device) -> tu
 # --------------------------------------------------------------------------- the discrete path
 class EnergyState(NamedTuple):
     """Chain state on a discrete energy's path: states ``x`` ``(n, dim)`` (the model's dtype), and
-    ``log f(x)`` and ``log r(x)`` (float64 ``(n,)``), so reweighting costs no call of ``log_f``."""
+    ``log f(x)`` and ``log r(x)`` (float64 ``(n,)``), so reweighting costs no call of ``log_f``.
+
+    The cached values are those of ``log_f`` when the state was made: a trainer that changes ``log_f``'s
+    parameters between sweeps (persistent chains) rebuilds the state with ``path.state_from_data(state.x)``
+    first, else the sweep targets the old model."""
 
     x: torch.Tensor
     lf: torch.Tensor
