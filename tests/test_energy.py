@@ -349,3 +349,14 @@ def test_an_enumeration_too_large_is_refused_before_work():
     model = EnergyModel(lambda x: x.double().sum(1), 40, "binary")
     with pytest.raises(ValueError, match="refusing above 2\\^32|over the budget"):
         estimate(model, "exact")
+
+
+def test_the_start_is_recorded_and_base_rate_needs_rows():
+    model = _potts_energy(L=4, q=3)
+    with pytest.raises(ValueError, match="needs training rows"):
+        estimate(model, "ais", K=5, chains=4, init="base-rate")
+    rows = np.zeros((10, 4), dtype=int)
+    assert estimate(model, "ais", K=5, chains=4, init="base-rate", train_data=rows).settings["reference"] == "base-rate"
+    assert estimate(model, "ais", K=5, chains=4, init="uniform").settings["reference"] == "uniform"
+    cont = EnergyModel(lambda x: -(x.double() ** 2).sum(1), 2, "continuous")
+    assert estimate(cont, "hais", K=5, chains=4).settings["reference"] == "standard-normal"

@@ -364,7 +364,8 @@ def test_refusals_name_the_entry_and_the_fix():
     c["models"]["vh-poe-laplace-4"]["estimators"] = ["ds"]
     _refused(
         c,
-        r"estimator 'ds' \(ds\) is not available for a POE-LAPLACE \(ds runs on binary and gaussian-binary models only",
+        r"estimator 'ds' \(ds\) is not available for a POE-LAPLACE \(ds runs on binary, gaussian-binary and "
+        r"categorical models only",
     )
     c = copy.deepcopy(base)
     c["models"]["digits-rbm8"]["dataset"] = "nosuchdata"
@@ -451,8 +452,17 @@ def test_hyperparameter_names_are_the_trainers():
     expected["grbm"] = {f.name for f in dataclasses.fields(GRBMHyperparams)}
     cont = params(training.train_continuous, ("train", "test"))
     for name in registry.family_names(("analysis", "generative")):
+        if not registry.family(name).hyperparams:  # a user's energy (a source model): not trained
+            continue
         fit = train_mpf if registry.family(name).kind == "analysis" else train_em
         expected[name] = cont | params(fit, ("model", "X_train", "n_iter", "seed"))
+    from logzbench.training.potts import train_potts, train_potts_rbm
+
+    expected["potts"] = params(train_potts, ("train", "test"))
+    expected["potts-rbm"] = params(train_potts_rbm, ("train", "test"))
+    for name, fam in registry.FAMILIES.items():  # the user's energies: no trainer, no hyperparameters
+        if fam.model.endswith(":EnergyModel"):
+            expected[name] = set()
     assert set(expected) == set(registry.FAMILIES)
     for name, names in expected.items():
         assert checks.hyperparam_names(name) - common == names - common, name

@@ -159,6 +159,9 @@ class EstimateContext:
         """Settings recorded with the result: seed, device and estimator, then the named extras
         (``init``, ``schedule``, ``model_family``, ``model_kind``, ``is_samples``)."""
         out: dict[str, Any] = {"seed": int(self.options.seed), "device": str(self.device), "estimator": self.name}
+        label = getattr(self.model, "reference_label", None)
+        if label is not None:  # a user's energy: which start its path took (``init`` does not say it all)
+            out["reference"] = label(self.options.init)
         for k in keys:
             if k == "model_family":
                 out[k] = self.model.family

@@ -341,7 +341,7 @@ class EnergyModel:
     # ------------------------------------------------------------------ references
     def default_reference(self, init: str = "uniform", data=None):
         """The reference ``init`` names: the user's when given; else ``uniform`` or ``base-rate`` (from
-        ``data``, else the model's own ``data``; uniform without either) on a discrete domain, the fitted
+        ``data``, else the model's own ``data``; refused without either) on a discrete domain, the fitted
         or standard Gaussian on the continuous one."""
         if self.reference is not None:
             return self.reference
@@ -353,11 +353,25 @@ class EnergyModel:
                     torch.ones(self.dim, dtype=torch.float64, device=self._device),
                 )
             return GaussianReference.fit(torch.as_tensor(rows, device=self._device))
-        if init == "uniform" or rows is None and init in ("base-rate", "base_rate", "dbr"):
+        if init == "uniform":
             return FactorizedReference.uniform(self.dim, self.n_states, self._device)
         if init in ("base-rate", "base_rate", "dbr"):
+            if rows is None:
+                raise ValueError(
+                    "the data-base-rate initial distribution needs training rows: pass training data (CLI: "
+                    "--train-data X.npy), give the EnergyModel data=, or use init uniform"
+                )
             return FactorizedReference.base_rate(torch.as_tensor(rows, device=self._device), self.n_states)
         raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'base-rate'")
+
+    def reference_label(self, init: str = "uniform") -> str:
+        """What :meth:`default_reference` takes for ``init`` (recorded with every estimate): ``user``,
+        ``uniform``, ``base-rate`` (discrete), ``fitted-gaussian`` or ``standard-normal`` (continuous)."""
+        if self.reference is not None:
+            return "user"
+        if self.domain_name == "continuous":
+            return "fitted-gaussian" if self.data is not None else "standard-normal"
+        return "base-rate" if init in ("base-rate", "base_rate", "dbr") else "uniform"
 
     def annealing_path(self, init: str = "uniform", data=None) -> "DiscreteEnergyPath":
         """The geometric path from the reference ``init`` names (:meth:`default_reference`) to the model,
