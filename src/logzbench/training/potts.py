@@ -267,7 +267,8 @@ def train_potts(
     n_iter : int
         L-BFGS iterations.
     exact_ll_max_bits : int
-        Log the exact log-likelihood when ``L log2 q`` is at most this.
+        Log the exact log-likelihood when ``L log2 q`` is at most this (it enumerates ``q^L`` states at
+        every iteration: the default, 16, keeps that to 65,536).
     seed, device, progress
 
     Returns
