@@ -360,3 +360,15 @@ def test_the_start_is_recorded_and_base_rate_needs_rows():
     assert estimate(model, "ais", K=5, chains=4, init="uniform").settings["reference"] == "uniform"
     cont = EnergyModel(lambda x: -(x.double() ** 2).sum(1), 2, "continuous")
     assert estimate(cont, "hais", K=5, chains=4).settings["reference"] == "standard-normal"
+
+
+def test_a_log_f_failing_later_is_one_line():
+    def picky(x):
+        if x.shape[0] > 8:
+            raise IndexError("too many rows\nsecond line")
+        return x.double().sum(1)
+
+    model = EnergyModel(picky, 3, "binary").check()  # passes on 4 states
+    with pytest.raises(ValueError) as info:
+        estimate(model, "ais", K=3, chains=20)
+    assert "raised IndexError: too many rows" in str(info.value) and "\n" not in str(info.value)

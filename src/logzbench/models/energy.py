@@ -306,9 +306,18 @@ class EnergyModel:
         """``log f(x)``, float64 ``(n,)``, with the shape and values checked (a ValueError otherwise);
         differentiable in ``x`` where ``x`` requires a gradient."""
         if x.requires_grad:
-            return _checked(self.log_f_fn(x.to(dtype=self.dtype, device=self._device)), int(x.shape[0]), self.name)
+            return _checked(self._call(x), int(x.shape[0]), self.name)
         with torch.no_grad():  # values only: no graph through a module's parameters
-            return _checked(self.log_f_fn(x.to(dtype=self.dtype, device=self._device)), int(x.shape[0]), self.name)
+            return _checked(self._call(x), int(x.shape[0]), self.name)
+
+    def _call(self, x: torch.Tensor):
+        """``log_f_fn(x)`` on the model's dtype and device; the user's exception becomes one ValueError line."""
+        try:
+            return self.log_f_fn(x.to(dtype=self.dtype, device=self._device))
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            why = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+            raise ValueError(f"log_f ({self.name}) raised {why} on a batch of shape {tuple(x.shape)}") from exc
 
     def log_unnormalized_marginal(self, v) -> torch.Tensor:
         """``log f(v)`` of data rows (exact: the user's function)."""
@@ -427,7 +436,7 @@ class EnergyModel:
         worst, eps = 0.0, 2.0**-52
         with torch.no_grad():
             for start in range(0, n, chunk):
-                raw = self.log_f_fn(self.enumerate_states(start, min(n, start + chunk)))
+                raw = self._call(self.enumerate_states(start, min(n, start + chunk)))
                 lf = _checked(raw, min(n, start + chunk) - start, self.name)
                 eps = max(eps, float(torch.finfo(raw.dtype).eps))
                 finite = lf[torch.isfinite(lf)]
@@ -511,9 +520,9 @@ def exact_seconds(model: EnergyModel, n_rows: int, precision: str, device) -> tu
     m = min(n, 1024)
     x = model.enumerate_states(0, m)
     with torch.no_grad():
-        model.log_f_fn(x)  # warm-up
+        model._call(x)  # warm-up
         t0 = time.perf_counter()
-        model.log_f_fn(x)
+        model._call(x)
         per_state = (time.perf_counter() - t0) / m
     what = f"{model.n_states}^{model.dim} states"
     return per_state * n * max(1, torch.get_num_threads()), what
