@@ -5,7 +5,7 @@ level and inside functions alike (a lazy import is still a dependency).  The lay
 first:
 
 0. ground: ``logzbench`` itself, ``errors``, ``utils``, ``schedules``, ``kernels`` (a package),
-   ``registry``, ``options``, ``plotting``, ``stats``;
+   ``registry``, ``options``, ``plotting``, ``stats``, ``sources``;
 1. ``data`` (imports only ground);
 2. ``models``;
 3. ``estimators``;
@@ -31,7 +31,9 @@ PACKAGE = "logzbench"
 
 #: top-level name under ``logzbench`` -> layer (``""`` is the package's own ``__init__``)
 LAYERS = {
-    **dict.fromkeys(("", "errors", "utils", "schedules", "kernels", "registry", "options", "plotting", "stats"), 0),
+    **dict.fromkeys(
+        ("", "errors", "utils", "schedules", "kernels", "registry", "options", "plotting", "stats", "sources"), 0
+    ),
     "data": 1,
     "models": 2,
     "estimators": 3,

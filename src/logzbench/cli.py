@@ -116,10 +116,17 @@ def _add_estimate(sub) -> None:
         "estimate",
         help="estimate log Z / test log-likelihood of a model file",
         description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
-        "(.npz; see the documentation, Models and file formats). Prints one JSON object.",
+        "(an .npz, a Potts text file, FILE.py:NAME or a TorchScript .pt; see the documentation, Models and "
+        "file formats). Prints one JSON object. FILE.py:NAME imports FILE.py -- running its code, as any "
+        "Python import does: give only files you trust -- and calls NAME().",
     )
     p.add_argument(
-        "model", help="model file (.npz: an RBM, DBM or DBN; see the documentation, Models and file formats)"
+        "model",
+        help="the model: an .npz file (an RBM, DBM, DBN, Potts or continuous model); a Potts text file "
+        "('J i j a b value' / 'h i a value' lines); FILE.py:NAME, NAME() in FILE.py returning a "
+        "logzbench.models.EnergyModel (FILE.py is imported, which runs its code as any Python import does); "
+        "or a TorchScript .pt (logzbench.models.source.save_torchscript). See the documentation, Models and "
+        "file formats",
     )
     p.add_argument(
         "--estimator",
@@ -128,9 +135,17 @@ def _add_estimate(sub) -> None:
         metavar="ESTIMATOR",
         help="; ".join(f"{n}: {s.summary}" for n, s in registry.ESTIMATORS.items()),
     )
-    p.add_argument("--data", help="binary test rows: .npy, or .npz (a prepared dataset's 'test' split)")
+    p.add_argument(
+        "--data",
+        help="test rows of the model's kind (binary 0/1, categorical states 0..q-1, or real): .npy, or .npz "
+        "(a prepared dataset's 'test' split)",
+    )
     p.add_argument("--split", default="test", help="split to read from a prepared dataset .npz (default: test)")
-    p.add_argument("--train-data", help="binary training rows (base-rate init without data_mean; biased CSL)")
+    p.add_argument(
+        "--train-data",
+        help="training rows of the model's kind (binary or categorical: the base-rate init without data_mean; "
+        "biased CSL)",
+    )
     options.add_cli_flags(p)  # every estimator option, declared once (logzbench.options)
     p.add_argument("--json", dest="json_out", help="also write the JSON object to this file")
     p.add_argument("--log-weights", help="write per-chain log-weights (.npz) to this file")
@@ -164,7 +179,25 @@ def _file_sha256(path) -> str:
     return h.hexdigest()
 
 
+def _model_file(spec: str) -> Path:
+    """The file of a model argument (:func:`logzbench.sources.parse_source`: FILE.py of ``FILE.py:NAME``);
+    ValueError (one line) for a ``.py`` without ``:NAME`` and for a file that does not exist, before anything
+    is imported or computed."""
+    from .sources import parse_source
+
+    try:
+        path = Path(parse_source(spec).path)
+    except ValueError as exc:
+        raise ValueError(f"model {exc}") from None
+    if not path.exists():
+        raise ValueError(f"model file not found: {path}")
+    if path.is_dir():
+        raise ValueError(f"model {path}: a directory, not a model file")
+    return path
+
+
 def _cmd_estimate(args) -> int:
+    model_file = _model_file(args.model)  # FILE.py of FILE.py:NAME: checked before anything is loaded
     from .api import estimate
     from .data import load_rows
     from .models.io import load_model
@@ -175,19 +208,20 @@ def _cmd_estimate(args) -> int:
     _check_outputs(
         [("--json", args.json_out), ("--log-weights", args.log_weights)],
         inputs=[
-            ("model", args.model),
+            ("model", model_file),
             ("--data", args.data),
             ("--train-data", args.train_data),
             ("--schedule", schedule_file),
         ],
     )
-    model = load_model(args.model)
-    kind = registry.family(model.family).data_kind  # binary 0/1 rows or real rows
+    model = load_model(args.model)  # FILE.py:NAME: imports FILE.py and checks NAME()'s model (one line if bad)
+    kind = registry.family(model.family).data_kind  # binary 0/1, categorical 0..q-1 or real rows
     data = load_rows(args.data, kind, args.split, family=model.family) if args.data else None
     train = load_rows(args.train_data, kind, "train", family=model.family) if args.train_data else None
     res = estimate(model, args.estimator, data=data, train_data=train, threads=args.threads, **_estimate_options(args))
-    # the model's identity: its file and content hash (the report never merges two different models)
-    out = {"model": str(args.model), "model_sha256": _file_sha256(args.model), "data": args.data, **res.to_dict()}
+    # the model's identity: its file and content hash (the report never merges two different models; the
+    # hash of FILE.py for FILE.py:NAME)
+    out = {"model": str(args.model), "model_sha256": _file_sha256(model_file), "data": args.data, **res.to_dict()}
     with output_transaction():  # both outputs, or neither
         if args.json_out:
             write_json_atomic(args.json_out, out)

@@ -203,6 +203,30 @@ def dataset_file(wildcards):
     return f"{RESULTS}/data/{model_dataset(wildcards.model)}.npz"
 
 
+def trained_models():
+    """The models the workflow trains (each one job of train_model), in config order; all but the source
+    models (config `source`, a model read from the user's file; logzbench.pipeline.sweep.model_source)."""
+    return [m for m in config["models"] if not sweep.is_source(config, m)]
+
+
+def estimate_inputs(wildcards):
+    """Rule estimate's model and rows: `model`, the trained model's file, or a source model's file (FILE.py of
+    FILE.py:NAME; editing it reruns the model's estimates; the job reads the source from its settings);
+    `data`, the prepared dataset, or a source model's data.test file, and then `train`, its data.train file
+    where given."""
+    model = wildcards.model
+    source = sweep.model_source(config, model)
+    out = {"model": source.path if source is not None else f"{RESULTS}/models/{model}.npz"}
+    files = sweep.model_data_files(config, model)
+    if files is None:
+        out["data"] = dataset_file(wildcards)
+    else:
+        out["data"] = files["test"]
+        if "train" in files:
+            out["train"] = files["train"]
+    return out
+
+
 _PRODUCERS = {f"{RESULTS}/data/": "prepare_dataset", f"{RESULTS}/models/": "train_model",
               f"{RESULTS}/estimates/": "estimate"}
 

@@ -9,12 +9,14 @@
 # (the settings are the rule's params); a failed job leaves no directory behind.
 # Threads and resources: threads.exact / resources.exact for the exact method, threads.estimate /
 # resources.estimate for the others.
+# A source model (config `source`: FILE.py:NAME, a TorchScript or Potts text file, an .npz) has no train job:
+# its file is the `model` input (editing it reruns its estimates) and its rows are a prepared dataset or its
+# `data` files (estimate_inputs, common.smk).
 
 
 rule estimate:
     input:
-        model=f"{RESULTS}/models/{{model}}.npz",
-        data=dataset_file,
+        unpack(estimate_inputs),
         store=ancient(TRACKING_SENTINEL),
     output:
         directory(f"{RESULTS}/estimates/{{model}}/{{estimator}}"),

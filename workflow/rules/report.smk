@@ -27,7 +27,8 @@ REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if config["models"] else []) + trials_rep
 rule report:
     input:
         estimates=checked_estimate_dirs,  # and the files of an earlier run checked (common.smk)
-        models=expand(f"{RESULTS}/models/{{model}}.json", model=list(config["models"])),
+        # the training records (a source model, not trained, has none)
+        models=expand(f"{RESULTS}/models/{{model}}.json", model=trained_models()),
         store=ancient(TRACKING_SENTINEL),
         # the learner-trained models' datasets: source names, image shapes (logzbench.report.learners)
         data=sorted({f"{RESULTS}/data/{model_dataset(m)}.npz" for m in learner_models()}),

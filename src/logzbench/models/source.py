@@ -23,44 +23,32 @@ import torch
 
 from .. import registry
 from ..errors import ModelFileError
+from ..sources import META_FILE, TORCHSCRIPT_SUFFIXES, parse_source
 from .energy import EnergyModel
 
-__all__ = ["META_FILE", "is_source", "load_source", "save_torchscript", "source_file", "split_source"]
-
-#: the TorchScript extra file holding ``dim``, ``domain`` and the reference's data
-META_FILE = "logzbench.json"
-
-
-def split_source(spec: str | os.PathLike) -> tuple[Path, str | None]:
-    """``(file, NAME)`` of ``"FILE.py:NAME"``; ``(file, None)`` of anything else."""
-    text = os.fspath(spec)
-    head, sep, tail = text.rpartition(":")
-    if sep and head.endswith(".py") and tail and "/" not in tail and "\\" not in tail:
-        return Path(head), tail
-    return Path(text), None
+__all__ = ["is_source", "load_source", "save_torchscript"]
 
 
 def is_source(spec: str | os.PathLike) -> bool:
-    """Whether ``spec`` names a model in code: ``FILE.py:NAME``, a ``.py`` file, or a ``.pt`` file."""
-    path, name = split_source(spec)
-    return name is not None or path.suffix in (".py", ".pt")
-
-
-def source_file(spec: str | os.PathLike) -> Path:
-    """The file behind ``spec`` (``FILE.py`` of ``FILE.py:NAME``)."""
-    return split_source(spec)[0]
+    """Whether ``spec`` names a model in code (:func:`logzbench.sources.parse_source`): ``FILE.py:NAME``,
+    a ``.py`` file (refused by :func:`load_source`: it names no function), or a TorchScript file."""
+    text = os.fspath(spec)
+    head, sep, tail = text.rpartition(":")
+    return text.endswith((".py", *TORCHSCRIPT_SUFFIXES)) or bool(sep and head.endswith(".py"))
 
 
 def load_source(spec: str | os.PathLike, device=None):
     """The model ``spec`` names (module docstring); a :class:`ModelFileError`, one line, otherwise."""
-    path, name = split_source(spec)
-    if path.suffix == ".py" and name is None:
-        raise ModelFileError(f"{path}: name the function that returns the model, as {path}:NAME")
+    try:
+        parsed = parse_source(os.fspath(spec))
+    except ValueError as exc:
+        raise ModelFileError(str(exc)) from None
+    path, name = Path(parsed.path), parsed.name
     if not path.exists():
         raise ModelFileError(f"model file not found: {path}")
     if path.is_dir():
         raise ModelFileError(f"{path}: a directory, not a model file")
-    if path.suffix == ".pt":
+    if parsed.kind == "torchscript":
         model = _load_torchscript(path)
     else:
         model = _call(path, name)

@@ -38,10 +38,14 @@ from .sweep import (
     estimators_run,
     family_spec,
     fixed_schedule_K,
+    lacks_training_rows,
     listed_values,
+    model_data_files,
     model_dataset,
     model_hyperparams,
     model_jobs,
+    model_n_visible,
+    model_source,
     option_default,
 )
 
@@ -52,6 +56,7 @@ __all__ = [
     "check_config",
     "check_estimator_options",
     "check_paper_rows",
+    "check_source_model",
     "estimator_entry_schema",
     "hyperparam_names",
 ]
@@ -145,7 +150,7 @@ def _check_learner_values(config: Mapping, model: str, hp: Mapping[str, Any]) ->
 def _not_available(spec: registry.EstimatorSpec) -> str:
     if spec.families:
         return f"{spec.name} runs on {', '.join(f.upper() + 's' for f in spec.families)} only"
-    kinds = " and ".join(spec.kinds)
+    kinds = " and ".join(spec.kinds) if len(spec.kinds) < 3 else f"{', '.join(spec.kinds[:-1])} and {spec.kinds[-1]}"
     if "binary" not in spec.kinds:
         kinds = f"continuous ({kinds})"
     return f"{spec.name} runs on {kinds} models only"
@@ -345,6 +350,54 @@ def check_paper_rows(
     return {m: dict(r) for m, r in paper_rows.items()}
 
 
+#: keys of a model entry that describe its training (a source model is not trained)
+_TRAINING_KEYS = ("preset", "hyperparams")
+#: keys of a model entry that only a source model takes
+_SOURCE_KEYS = ("family", "data")
+
+
+def _where(path: str) -> str:
+    """``path`` as the jobs will open it: a relative path is taken from the working directory."""
+    p = Path(path)
+    return str(p) if p.is_absolute() else f"{p} (relative to the working directory {Path.cwd()})"
+
+
+def check_source_model(config: Mapping, model: str) -> None:
+    """Refuse a source model entry (``models.<model>.source``: a model the workflow reads instead of
+    training it) that cannot run, before any job: training keys beside ``source`` (``preset``, a non-empty
+    ``hyperparams``), a malformed source (``FILE.py`` without ``:NAME``), a missing source file, a family
+    the source cannot hold or that is unknown (:func:`logzbench.pipeline.sweep.source_family`), rows given
+    both or neither ways (``dataset`` or ``data: {test, train}``), missing or unreadable ``data`` files.
+    The source is not imported here (that runs the user's code): its family is the entry's or read from
+    an ``.npz`` with NumPy; a model of another family is refused by the estimate job that loads it."""
+    m = config["models"][model]
+    for key in _TRAINING_KEYS:
+        if m.get(key):
+            raise ConfigError(
+                f"model {model}: give either `source` (a model read from a file, not trained) or `{key}` "
+                f"(a model the workflow trains), not both; remove models.{model}.{key} or models.{model}.source"
+            )
+    src = model_source(config, model)
+    if not Path(src.path).is_file():
+        what = "not a file" if Path(src.path).exists() else "not found"
+        raise ConfigError(f"model {model}: source file {_where(src.path)} {what} (models.{model}.source)")
+    files = model_data_files(config, model)
+    if (m.get("dataset") is None) == (files is None):
+        raise ConfigError(
+            f"model {model}: give its rows either as `dataset` (a configured dataset) or as "
+            f"`data: {{test: ROWS.npy, train: ROWS.npy}}` (train optional), "
+            + ("not both" if files is not None else "neither is given")
+        )
+    if files is not None:
+        for split, path in files.items():
+            if not Path(path).is_file():
+                raise ConfigError(f"model {model}: data.{split} file {_where(path)} not found (models.{model}.data)")
+    elif m["dataset"] not in config["datasets"]:
+        raise ConfigError(f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}")
+    model_hyperparams(config, model)  # the family: stated, or read from an .npz; checked against the rows
+    model_n_visible(config, model)  # data.test's columns (a file that holds no rows is refused)
+
+
 def _check_tracking_uri(config: Mapping) -> None:
     """Refuse a ``tracking.uri`` MLflow cannot use (:func:`logzbench.tracking.resolve_tracking_uri`: the key
     and the accepted forms), which a job would otherwise meet only as MLflow's error in its log."""
@@ -371,7 +424,9 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     (:mod:`logzbench.training.learner_options`), a dataset size the
     data set does not have (``n_train``, ``n_test``, ``n_valid``; van Hateren ``n_test_images`` of
     ``n_images``, ``n_components`` of the patch's pixels), an unknown schedule or a schedule file that
-    does not exist or holds no schedule, a published row (``paper``) the papers do not have.  Warns of a model left
+    does not exist or holds no schedule, a published row (``paper``) the papers do not have, a source model
+    entry that cannot run (:func:`check_source_model`), a trained model's entry without ``dataset`` or with a
+    source model's keys (``family``, ``data``).  Warns of a model left
     with no estimate (e.g. a DBN with only base-rate inits) and of sweep keys an estimator has no axis
     for."""
     warnings: list[str] = []
@@ -385,14 +440,30 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     for name in config.get("estimators") or {}:
         estimator_spec(config, name)  # a known method
     for model, m in (config.get("models") or {}).items():
-        if m["dataset"] not in config["datasets"]:
-            raise ConfigError(f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}")
+        if m.get("source") is not None:
+            check_source_model(config, model)
+        else:
+            given = [k for k in _SOURCE_KEYS if m.get(k) is not None]
+            if given:
+                raise ConfigError(
+                    f"model {model}: models.{model}.{given[0]} applies to a model read from a `source` file only; "
+                    "a trained model's family is hyperparams.family (or its preset's) and its rows its `dataset`"
+                )
+            if m.get("dataset") is None:
+                raise ConfigError(
+                    f"model {model}: give its `dataset` (or a `source` file for a model the workflow does not train)"
+                )
+            if m["dataset"] not in config["datasets"]:
+                raise ConfigError(
+                    f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}"
+                )
         for name in estimators_of(config, model):
             if name not in config["estimators"]:
                 raise ConfigError(f"model {model}: unknown estimator {name!r}; defined: {sorted(config['estimators'])}")
         hp = model_hyperparams(config, model, presets)
         fam = hp["family"]
-        _check_hyperparam_names(config, model, hp)
+        if m.get("source") is None:
+            _check_hyperparam_names(config, model, hp)
         if hp.get("learner") is not None:
             _check_learner_values(config, model, hp)
         if m.get("paper"):
@@ -406,6 +477,17 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
                     f"remove it from models.{model}.estimators (without an explicit list, estimators a family "
                     f"lacks are skipped automatically)"
                 )
+        if m.get("source") is not None and lacks_training_rows(config, model):
+            skipped = [
+                n
+                for n in estimators_run(config, model, presets)
+                if "init" in estimator_spec(config, n).axes and "base-rate" in listed_values(config, n, "inits")
+            ]
+            if skipped:
+                warnings.append(
+                    f"model {model} has no training rows (models.{model}.data.train), so its base-rate estimates "
+                    f"({', '.join(skipped)}) are skipped"
+                )
         if not model_jobs(config, model, presets):
             warnings.append(
                 f"model {model} ({fam}) has no estimate to run (a DBN supports the uniform initial "
@@ -418,7 +500,8 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             raise ConfigError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
         if e.get("test_subset"):
             for model in config.get("models") or {}:
-                source = config["datasets"][model_dataset(config, model)]["source"]
+                dataset = model_dataset(config, model)
+                source = config["datasets"][dataset]["source"] if dataset is not None else "rows from data files"
                 if source not in LABELLED_SOURCES and name in estimators_run(config, model, presets):
                     raise ConfigError(
                         f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "

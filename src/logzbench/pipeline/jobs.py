@@ -64,13 +64,56 @@ def estimate_options(settings: Mapping[str, Any], *, progress: bool = False) -> 
     return opts
 
 
-def _rows(settings: Mapping[str, Any], data: str | os.PathLike):
-    """(test rows, training rows or ``None``) of the model family's data kind: binary models also
-    need the training rows (the data base rate, init="base-rate", and biased CSL's chain starts)."""
+def _rows(settings: Mapping[str, Any], data: str | os.PathLike, train_data: str | os.PathLike | None = None):
+    """(test rows, training rows or ``None``) of the model family's data kind: binary and categorical
+    models also need the training rows (the data base rate, init="base-rate", and biased CSL's chain
+    starts): ``train_data``'s, else the prepared dataset ``data``'s ``train`` split; a source model whose
+    rows are files (``data_files``) without a ``train`` file has none."""
     fam = registry.family(settings["family"])
     test = load_rows(data, fam.data_kind, "test")
-    train = load_rows(data, fam.data_kind, "train") if fam.data_kind == "binary" else None
-    return test, train
+    if fam.data_kind not in ("binary", "categorical"):
+        return test, None
+    if train_data is not None:
+        return test, load_rows(train_data, fam.data_kind, "train")
+    if settings.get("data_files"):  # a test file only: no training rows
+        return test, None
+    return test, load_rows(data, fam.data_kind, "train")
+
+
+def _file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's content (hex): a source model's identity in its records (as ``logzbench estimate``'s)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _load_source_model(settings: Mapping[str, Any], source: str):
+    """Load a source model (:func:`logzbench.models.io.load_model`: ``FILE.py:NAME`` imports FILE.py and
+    calls NAME) and refuse, with one line naming the config entry, a model of another family than the
+    config's (``models.<model>.family``, or what the file says) or of another dimension than its rows."""
+    from ..errors import ConfigError
+    from ..models import load_model
+    from ..sources import parse_source
+
+    name, family = settings["model"], settings["family"]
+    m = load_model(source)
+    if m.family != family:
+        raise ConfigError(
+            f"model {name}: source {source} holds a {m.family} model, but the config says {family} "
+            f"(models.{name}.family); set it to {m.family}"
+        )
+    dim = getattr(m, "n_visible", None)
+    if dim is not None and settings.get("n_visible") is not None and int(dim) != int(settings["n_visible"]):
+        rows = settings.get("data_files", {}).get("test") or f"dataset {settings.get('dataset')}"
+        raise ConfigError(
+            f"model {name}: source {source} has {dim} variables, but its rows ({rows}) have {settings['n_visible']} "
+            "columns"
+        )
+    return m, _file_sha256(parse_source(source).path)
 
 
 def _test_subset(settings: Mapping[str, Any], data: str | os.PathLike, test):
@@ -187,6 +230,9 @@ def run_estimate(
                 "logzbench.family": s.get("family", "rbm"),
                 "logzbench.hidden_sizes": s.get("hidden_sizes"),
                 "logzbench.test_subset": s.get("test_subset"),
+                # a source model (not trained): the file it was read from and that file's content hash
+                "logzbench.source": s.get("source"),
+                "logzbench.model_sha256": s.get("model_sha256"),
             },  # None: no tag
             session=session,
         )
@@ -218,6 +264,7 @@ def run_estimate_sweep(
     model: str | os.PathLike,
     data: str | os.PathLike,
     out_dir: str | os.PathLike,
+    train_data: str | os.PathLike | None = None,
     tracking: Mapping[str, Any] | None = None,
     ess_fraction: float = 0.1,
     progress: bool = False,
@@ -231,7 +278,13 @@ def run_estimate_sweep(
         :func:`logzbench.pipeline.sweep.sweep_settings`: one :func:`logzbench.pipeline.sweep.job_settings` per
         setting, all of one model (``out_dir`` holds their files; their stems must differ).
     model, data : path
-        The model file and the prepared dataset, loaded once.
+        The model file and the prepared dataset, loaded once.  A source model's settings carry its
+        ``source`` (``FILE.py:NAME``, a TorchScript or Potts text file, an ``.npz``), which is loaded instead
+        (:func:`logzbench.models.io.load_model`; a model of another family or dimension than the config's is
+        refused) and recorded with its file's content hash (``model_sha256``); where its rows are files,
+        ``data`` is its test rows.
+    train_data : path, optional
+        Training rows of a source model whose rows are files (``data.train``).
     out_dir : path
         Receives ``<stem>.json`` and ``<stem>.npz`` per setting (:func:`setting_stem`).
     tracking, ess_fraction, progress, log
@@ -255,8 +308,14 @@ def run_estimate_sweep(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    m = load_model(model)
-    rows = _rows(settings[0], data)
+    source = settings[0].get("source")
+    if source is not None:
+        m, sha = _load_source_model(settings[0], source)
+        settings = [{**s, "model_sha256": sha} for s in settings]
+        log(f"model {settings[0]['model']}: {m!r} from {source} (sha256 {sha[:12]})")
+    else:
+        m = load_model(model)
+    rows = _rows(settings[0], data, train_data)
     log(f"sweep of {len(settings)} settings: {', '.join(stems)}")
     records = []
     with contextlib.ExitStack() as stack:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import ConfigError
-from .sweep import all_jobs, model_dataset
+from .sweep import all_jobs, is_source, model_dataset
 
 __all__ = ["check_estimate_record", "check_npz", "damaged_outputs", "rebuild_hint"]
 
@@ -95,9 +95,10 @@ def damaged_outputs(config: Mapping, results: str = "results", presets: Mapping 
     is new or changed, and reruns)."""
     problems = []
     models = list(config.get("models") or {})
-    datasets = {model_dataset(config, m) for m in models}
+    datasets = {model_dataset(config, m) for m in models} - {None}  # (a source model's rows may be files)
     candidates = [(Path(results) / "data" / f"{d}.npz", "data") for d in sorted(datasets)]
-    candidates += [(Path(results) / "models" / f"{m}.npz", "model") for m in models]
+    # the trained models (a source model is the user's file, read by its estimate jobs)
+    candidates += [(Path(results) / "models" / f"{m}.npz", "model") for m in models if not is_source(config, m)]
     for path, kind in candidates:
         if path.exists():
             try:

@@ -7,6 +7,10 @@ this module what it means (``workflow/rules/common.smk``):
 * a model's dataset, training hyperparameters (preset overridden by ``hyperparams``), family,
   hidden sizes and data dimension (:func:`model_hyperparams`, :func:`model_family`,
   :func:`hidden_sizes`, :func:`n_visible`; the data sets' sizes are :mod:`logzbench.data.sizes`');
+  a model the workflow does not train but reads from its ``source`` (``FILE.py:NAME``, a TorchScript
+  ``.pt``, a Potts text file or an ``.npz`` model file: :func:`model_source`), its family stated or read
+  from the file without importing it (:func:`source_family`) and its rows (:func:`model_data_files`,
+  :func:`model_n_visible`);
 * the estimators run on it (:func:`estimators_run`: its list, or every estimator that names it or
   no model, less those its family lacks), whether ``exact`` applies (:func:`exact_applies`: an
   affordable enumeration or a closed form), and the jobs of its sweep (:func:`model_jobs`: one per
@@ -33,6 +37,7 @@ from ..data.sizes import DEFAULT_N_COMPONENTS, N_FEATURES, SOURCE_DATA_KINDS
 from ..errors import ConfigError
 from ..options import SKIP, SettingQuery, declared, recorded_options
 from ..schedules import SCHEDULES, from_file
+from ..sources import META_FILE, ModelSource, parse_source
 
 __all__ = [
     "ConfigError",
@@ -51,11 +56,19 @@ __all__ = [
     "job",
     "job_settings",
     "listed_values",
+    "is_source",
+    "lacks_training_rows",
+    "model_data_files",
     "model_dataset",
     "model_family",
     "model_hyperparams",
+    "model_inits",
     "model_jobs",
+    "model_n_visible",
+    "model_source",
     "n_visible",
+    "source_families",
+    "source_family",
     "option_default",
     "setting_keys",
     "setting_pattern",
@@ -105,8 +118,242 @@ def n_visible(config: Mapping, dataset: str) -> int:
     return N_FEATURES[d["source"]]
 
 
-def model_dataset(config: Mapping, model: str) -> str:
-    return config["models"][model]["dataset"]
+def model_dataset(config: Mapping, model: str) -> str | None:
+    """The model's configured dataset (``None`` for a source model whose rows are ``data:`` files)."""
+    return config["models"][model].get("dataset")
+
+
+# --------------------------------------------------------------------------- source models (not trained)
+def is_source(config: Mapping, model: str) -> bool:
+    """Whether the model is read from its ``source`` (not trained by the workflow)."""
+    return config["models"][model].get("source") is not None
+
+
+def model_source(config: Mapping, model: str) -> ModelSource | None:
+    """The parsed ``source`` of a model entry (``None`` for a trained model); :class:`ConfigError` naming the
+    model for a malformed one (:func:`parse_source`)."""
+    m = config["models"][model]
+    if m.get("source") is None:
+        return None
+    try:
+        return parse_source(m["source"])
+    except ValueError as exc:
+        raise ConfigError(f"model {model}: {exc} (models.{model}.source)") from None
+
+
+def source_families(kind: str) -> tuple[str, ...]:
+    """The families a source of ``kind`` may hold: a TorchScript file, the user's energies (the families
+    whose model class is :class:`logzbench.models.energy.EnergyModel`); a Potts text file, ``potts``;
+    ``FILE.py:NAME`` (an EnergyModel or a model object of a registered family) and an ``.npz``, every family."""
+    if kind == "torchscript":
+        return tuple(n for n, f in registry.FAMILIES.items() if f.model.endswith(":EnergyModel"))
+    if kind == "potts-text":
+        return tuple(n for n in ("potts",) if n in registry.FAMILIES)
+    return tuple(registry.FAMILIES)
+
+
+#: the energy family of each domain (:class:`logzbench.models.energy.EnergyModel`'s ``family``)
+_ENERGY_FAMILIES = {"binary": "energy-binary", "categorical": "energy-categorical", "continuous": "energy-continuous"}
+
+
+def _torchscript_family(path: str) -> str | None:
+    """The energy family a TorchScript file's ``logzbench.json`` extra file says (its ``domain``), read from
+    the zip archive without torch; ``None`` where the file has none or it cannot be read."""
+    import json
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            meta = [n for n in z.namelist() if n.endswith(f"/extra/{META_FILE}")]
+            if len(meta) != 1:
+                return None
+            domain = json.loads(z.read(meta[0]).decode()).get("domain")
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, AttributeError):
+        return None
+    name = domain[0] if isinstance(domain, list) and domain else domain
+    return _ENERGY_FAMILIES.get(name) if isinstance(name, str) else None
+
+
+def _npz_model_type(path: str) -> str:
+    """The ``model_type`` of an ``.npz`` model file (``rbm`` when absent), read with NumPy only; ValueError
+    for a file that is not a readable ``.npz``."""
+    import zipfile
+
+    import numpy as np
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            if "model_type.npy" not in z.namelist():
+                return "rbm"
+        with np.load(path, allow_pickle=False) as f:
+            return str(f["model_type"]).lower()
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise ValueError(f"not a readable .npz model file ({type(exc).__name__}: {exc})") from None
+
+
+def source_family(config: Mapping, model: str) -> str:
+    """A source model's family, known without importing it: ``family`` as the entry states it (required for
+    ``FILE.py:NAME``: ``energy-binary``, ``energy-categorical``, ``energy-continuous``, or the registered
+    family of the model object NAME returns), else an ``.npz``'s ``model_type`` (read with NumPy), a
+    TorchScript file's domain (its ``logzbench.json``, read from the archive), ``potts`` for a Potts text file.
+    :class:`ConfigError` for a family the source cannot hold or one that differs from the file's.  The
+    estimate job refuses a model that turns out to be of another family when it is loaded."""
+    m = config["models"][model]
+    src = model_source(config, model)
+    stated = str(m["family"]).lower() if m.get("family") is not None else None
+    allowed = source_families(src.kind)
+    if stated is not None and stated not in registry.FAMILIES:
+        raise ConfigError(
+            f"model {model}: unknown family {stated!r} (models.{model}.family); a {_SOURCE_WHAT[src.kind]} "
+            f"source holds one of {list(allowed)}"
+        )
+    if src.kind == "npz":
+        try:
+            found = _npz_model_type(src.path)
+        except ValueError as exc:
+            raise ConfigError(f"model {model}: source {src.path}: {exc} (models.{model}.source)") from None
+        if stated is not None and stated != found:
+            raise ConfigError(
+                f"model {model}: models.{model}.family is {stated!r} but {src.path} holds a {found!r} model "
+                f"(its model_type); remove family or fix it"
+            )
+        stated = found
+    elif src.kind == "torchscript" and Path(src.path).is_file() and _torchscript_family(src.path) is not None:
+        found = _torchscript_family(src.path)
+        if stated is not None and stated != found:
+            raise ConfigError(
+                f"model {model}: models.{model}.family is {stated!r} but {src.path} holds a {found!r} model "
+                f"(its logzbench.json domain); remove family or fix it"
+            )
+        stated = found
+    elif stated is None:
+        if src.kind == "potts-text":
+            stated = "potts"
+        else:
+            raise ConfigError(
+                f"model {model}: a {_SOURCE_WHAT[src.kind]} source needs `family` (one of {list(allowed)}): it is "
+                f"only known once the model is loaded, which the workflow does not do before its jobs run"
+            )
+    if stated not in allowed:
+        raise ConfigError(
+            f"model {model}: a {_SOURCE_WHAT[src.kind]} source cannot hold a {stated!r} model; "
+            f"models.{model}.family must be one of {list(allowed)}"
+        )
+    if stated not in registry.FAMILIES:  # an .npz of an unknown model_type
+        raise ConfigError(
+            f"model {model}: {src.path} holds an unknown model_type {stated!r}; known: {list(registry.family_names())}"
+        )
+    return stated
+
+
+_SOURCE_WHAT = {"python": "FILE.py:NAME", "torchscript": "TorchScript", "npz": ".npz", "potts-text": "Potts text"}
+
+
+def model_data_files(config: Mapping, model: str) -> dict[str, str] | None:
+    """A source model's row files ``{"test": path, "train": path}`` (``train`` only where given) of its
+    ``data`` entry; ``None`` where its rows are a configured ``dataset``'s."""
+    data = config["models"][model].get("data")
+    if not data:
+        return None
+    return {k: str(data[k]) for k in ("test", "train") if data.get(k) is not None}
+
+
+def _npy_shape(fh) -> tuple[int, ...]:
+    """The shape in the header of the ``.npy`` data open in ``fh`` (its data not read)."""
+    from numpy.lib import format as npy
+
+    major, _ = npy.read_magic(fh)
+    read = npy.read_array_header_1_0 if major == 1 else npy.read_array_header_2_0
+    return tuple(int(n) for n in read(fh)[0])
+
+
+def _rows_shape(path: str, split: str) -> tuple[int, ...]:
+    """The shape of the rows in ``path`` without reading them: an ``.npy`` file's, or an ``.npz``'s array
+    ``split`` (else its only array); ValueError naming what is wrong."""
+    import zipfile
+
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as z:
+                names = [n for n in z.namelist() if n.endswith(".npy")]
+                member = f"{split}.npy" if f"{split}.npy" in names else (names[0] if len(names) == 1 else None)
+                if member is None:
+                    raise ValueError(f"holds no {split!r} array (arrays: {[n[:-4] for n in names]})")
+                with z.open(member) as fh:
+                    return _npy_shape(fh)
+        with open(path, "rb") as fh:
+            return _npy_shape(fh)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"not a readable .npy / .npz file of rows ({exc})") from None
+
+
+def lacks_training_rows(config: Mapping, model: str) -> bool:
+    """Whether a source model has, as far as the workflow can tell, no training rows for the data base rate:
+    its rows are files without ``train``, and its source is not an ``.npz`` holding ``data_mean``."""
+    files = model_data_files(config, model)
+    if files is None or "train" in files:
+        return False
+    src = model_source(config, model)
+    if src is not None and src.kind == "npz":
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(src.path) as z:
+                return "data_mean.npy" not in z.namelist()
+        except (OSError, zipfile.BadZipFile):
+            return True
+    return True
+
+
+def model_inits(config: Mapping, model: str, presets: Mapping | None = None) -> tuple[str, ...]:
+    """The initial distributions a model's sweep runs from: its family's (a DBN: uniform only), less
+    ``base-rate`` for a source model without training rows (:func:`lacks_training_rows`; the estimate would
+    refuse it)."""
+    inits = family_spec(config, model, presets).inits
+    if is_source(config, model) and lacks_training_rows(config, model):
+        return tuple(i for i in inits if i != "base-rate")
+    return inits
+
+
+def model_n_visible(config: Mapping, model: str) -> int:
+    """The model's data dimension: its dataset's (:func:`n_visible`), or the columns of a source model's
+    ``data.test`` rows (read from the file's header)."""
+    files = model_data_files(config, model)
+    if files is None:
+        return n_visible(config, model_dataset(config, model))
+    try:
+        shape = _rows_shape(files["test"], "test")
+    except ValueError as exc:
+        raise ConfigError(f"model {model}: data.test {files['test']}: {exc}") from None
+    if len(shape) != 2 or not shape[0] or not shape[1]:
+        raise ConfigError(f"model {model}: data.test {files['test']} holds an array of shape {shape}; expected rows")
+    return int(shape[1])
+
+
+def _source_hidden_sizes(config: Mapping, model: str, family: str) -> list[int]:
+    """Hidden layer sizes of a source model where they can be read without loading it: an ``.npz``'s weight
+    matrices (``W``: an RBM's; ``W_1``, ``W_2``, ...: a deep model's); ``[]`` otherwise (an energy, a Potts
+    model: no hidden units, or sizes unknown until the model is loaded)."""
+    src = model_source(config, model)
+    if src.kind != "npz":
+        return []
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(src.path) as z:
+            names = set(z.namelist())
+            keys = ["W"] if "W.npy" in names else []
+            i = 1
+            while f"W_{i}.npy" in names:
+                keys.append(f"W_{i}")
+                i += 1
+            sizes = []
+            for k in keys:
+                with z.open(f"{k}.npy") as fh:
+                    sizes.append(int(_npy_shape(fh)[-1]))
+            return sizes
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return []
 
 
 def _load_presets() -> Mapping[str, Mapping]:
@@ -125,6 +372,8 @@ def model_hyperparams(config: Mapping, model: str, presets: Mapping[str, Mapping
     (:meth:`logzbench.registry.FamilySpec.check_hyperparams`); the names of the hyperparameters are
     checked by :func:`logzbench.pipeline.config.check_config`."""
     m = config["models"][model]
+    if m.get("source") is not None:  # not trained: its family only (source_family)
+        return _source_hyperparams(config, model)
     hp: dict[str, Any] = {}
     if m.get("preset"):
         presets = _load_presets() if presets is None else presets
@@ -153,6 +402,24 @@ def model_hyperparams(config: Mapping, model: str, presets: Mapping[str, Mapping
     return hp
 
 
+def _source_hyperparams(config: Mapping, model: str) -> dict[str, Any]:
+    """``{"family": ...}`` of a source model (:func:`source_family`), its rows checked against the family:
+    a configured ``dataset`` of the family's data kind (categorical rows come as ``data`` files)."""
+    name = source_family(config, model)
+    fam = registry.family(name)
+    dataset = model_dataset(config, model)
+    if dataset is not None and dataset in config.get("datasets", {}):
+        kind = dataset_kind(config, dataset)
+        if kind != fam.data_kind:
+            if fam.data_kind == "categorical":
+                want = "categorical rows, which no configured dataset holds: give data: {test: ROWS.npy}"
+            else:
+                want = "a continuous (vanhateren, frey) dataset" if fam.data_kind == "real" else "a binary dataset"
+            have = "continuous" if kind == "real" else "binary"
+            raise ConfigError(f"model {model}: a {name} model needs {want}; {dataset} is {have}")
+    return {"family": name}
+
+
 def family_spec(config: Mapping, model: str, presets: Mapping | None = None) -> registry.FamilySpec:
     """The registry entry of the model's family."""
     return registry.family(model_hyperparams(config, model, presets)["family"])
@@ -164,8 +431,11 @@ def model_family(config: Mapping, model: str, presets: Mapping | None = None) ->
 
 
 def hidden_sizes(config: Mapping, model: str, presets: Mapping | None = None) -> list[int]:
-    """Hidden sizes: ``[n_hidden]`` (RBM), ``hidden_sizes`` (DBM, DBN) or ``[size]`` (continuous)."""
+    """Hidden sizes: ``[n_hidden]`` (RBM), ``hidden_sizes`` (DBM, DBN) or ``[size]`` (continuous); a source
+    model's where its file says them without loading it (:func:`_source_hidden_sizes`; else ``[]``)."""
     hp = model_hyperparams(config, model, presets)
+    if is_source(config, model):
+        return _source_hidden_sizes(config, model, hp["family"])
     return registry.family(hp["family"]).hidden_sizes(hp)
 
 
@@ -221,7 +491,10 @@ def exact_applies(config: Mapping, model: str, name: str, presets: Mapping | Non
     if setting is True:
         return True
     fam = family_spec(config, model, presets)
-    units = fam.exact_units(n_visible(config, model_dataset(config, model)), hidden_sizes(config, model, presets))
+    try:
+        units = fam.exact_units(model_n_visible(config, model), hidden_sizes(config, model, presets))
+    except IndexError:  # a source model whose hidden sizes are unknown until it is loaded
+        units = None
     if units is None:
         return False
     limit_z, limit_f = exact_limits(config, name)
@@ -273,7 +546,7 @@ def sweep_values(config: Mapping, model: str, name: str, presets: Mapping | None
     """Values of each sweep axis of estimator entry ``name`` on ``model`` (its own ``K`` / ``inits`` /
     ``seeds``, else ``evaluation``'s): ``K`` (without K, a fixed schedule's own: ``[14500]`` for ``sm14500``,
     the number of steps of a schedule file),
-    ``init`` (only those the model's family supports: a DBN has no base-rate init), ``seed``."""
+    ``init`` (only those the model supports, :func:`model_inits`: a DBN has no base-rate init), ``seed``."""
     spec = estimator_spec(config, name)
     out: dict[str, list] = {}
     for axis in spec.axes:
@@ -283,7 +556,7 @@ def sweep_values(config: Mapping, model: str, name: str, presets: Mapping | None
             fixed = fixed_schedule_K(e)
             out[axis] = [fixed] if fixed is not None and not e.get("K") else listed_values(config, name, key)
         elif axis == "init":
-            allowed = family_spec(config, model, presets).inits
+            allowed = model_inits(config, model, presets)
             out[axis] = [i for i in listed_values(config, name, key) if i in allowed]
         else:
             out[axis] = listed_values(config, name, key)
@@ -390,7 +663,8 @@ def job_settings(
 
     Keys: ``model``, ``dataset``, ``estimator`` (the config entry), ``method`` (the registry
     estimator), ``K``, ``init``, ``seed`` (``None`` off the estimator's axes), ``device``,
-    ``n_visible``, ``family``, ``hidden_sizes``, ``n_hidden`` (RBMs; ``None`` otherwise), then the
+    ``n_visible``, ``family``, ``hidden_sizes``, ``n_hidden`` (RBMs; ``None`` otherwise), a source model's
+    ``source`` (as configured) and, where its rows are files, ``data_files`` (``{"test", "train"}``), then the
     options it records (:func:`setting_keys`), then ``test_subset``
     (``{"per_class", "seed"}``) where the entry restricts the test rows (absent otherwise)."""
     j = job(config, model, estimator, stem)
@@ -398,7 +672,7 @@ def job_settings(
     e = config["estimators"][estimator]
     hp = model_hyperparams(config, model, presets)
     fam = registry.family(hp["family"])
-    sizes = fam.hidden_sizes(hp)
+    sizes = hidden_sizes(config, model, presets)
     dataset = model_dataset(config, model)
     s: dict[str, Any] = {
         "model": model,
@@ -409,11 +683,17 @@ def job_settings(
         "init": j.init,
         "seed": j.seed,
         "device": config.get("device", "cpu"),
-        "n_visible": n_visible(config, dataset),
+        "n_visible": model_n_visible(config, model),
         "family": fam.name,
         "hidden_sizes": sizes,
-        "n_hidden": sizes[0] if fam.size_key == "n_hidden" else None,  # deep models: see hidden_sizes
+        "n_hidden": sizes[0] if fam.size_key == "n_hidden" and sizes else None,  # deep models: see hidden_sizes
     }
+    src = model_source(config, model)
+    if src is not None:  # where the job reads the model (and, without a dataset, its rows) from
+        s["source"] = src.spec
+        files = model_data_files(config, model)
+        if files is not None:
+            s["data_files"] = files
     s.update(unswept_options(spec, e, fam))
     for opt in recorded_options():
         q = SettingQuery(

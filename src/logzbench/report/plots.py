@@ -93,7 +93,8 @@ def plot_model_size(table: pd.DataFrame, path: str | os.PathLike) -> Path:
         y = g["hais"] if "hais" in g else pd.Series(float("nan"), index=g.index)
         y = y.where(y.notna(), g["exact"]).to_numpy(dtype=float)
         err = (g["hais_se"] if "hais_se" in g else pd.Series(0.0, index=g.index)).fillna(0.0).to_numpy(dtype=float)
-        x = g["size"].to_numpy(dtype=float)
+        # (a model of unknown size, e.g. a user's continuous energy: NA, not plotted)
+        x = pd.to_numeric(g["size"], errors="coerce").to_numpy(dtype=float)
         ok = np.isfinite(y) & np.isfinite(x)
         if ok.any():
             order = np.argsort(x[ok])
