@@ -17,7 +17,14 @@ For each torch thread count (``--threads``, default ``1,2``), in one process on 
   (Python, allocation, the small products, the products running below their best rate);
 * the same AIS figures on a DBM (``--dbm 784,500,1000``, the RAISE paper's MNIST DBM), whose
   sweep samples the odd layers given the even ones and back: ``4 * chains * sum_l n_{l-1} n_l``
-  useful flops per sweep, compared with the matmul rate of its even/odd shapes.
+  useful flops per sweep, compared with the matmul rate of its even/odd shapes;
+* with ``--cuda-graph N`` (opt-in, CUDA): the same figures for
+  :func:`logzbench.estimators.ais_graph.run_graph`, whose chunks of ``N`` sweeps are replayed from
+  one CUDA graph; a sweep's time is then its chunk's (synchronised) time over ``N``, from the
+  replayed chunks only (the wall-clock rate includes the capture and a shorter last chunk).  Such a
+  record also gives the matmul rate of pairs issued back to back with one synchronisation per 200
+  pairs (``matmul_gflops_batched``), and the AIS rate as a fraction of it: a stricter yardstick than
+  the per-pair synchronised one once the sweeps no longer synchronise.
 
 The matmul pairs, AIS and the yardstick are timed in turn in ``--rounds`` rounds, each pair and
 each sweep on its own, and every rate comes from the median time per pair / sweep (the wall-clock
@@ -26,7 +33,7 @@ machine may be shared: compare figures of the same run only.  Usage::
 
     python benchmarks/bench_ais.py [--n-visible 784] [--n-hidden 500] [--dbm 784,500,1000]
         [--family rbm|dbm|both] [--chains 500] [--steps 300] [--numpy-steps 100]
-        [--rounds 3] [--device cpu|cuda] [--threads 1,2] [--json out.json]
+        [--rounds 3] [--device cpu|cuda] [--threads 1,2] [--cuda-graph N] [--json out.json]
 """
 
 from __future__ import annotations
@@ -95,6 +102,48 @@ def ais_times(model, chains: int, steps: int, dev: torch.device) -> tuple[list[f
     state = ais.step(path, state, float(betas[-2]), float(betas[-1]), g, move=False)
     _sync(dev)
     return times, time.perf_counter() - t_start
+
+
+def matmul_batched_time(chains: int, nv: int, nh: int, dev: torch.device, pairs: int = 200) -> float:
+    """Seconds per pair of the sweep-shaped products issued ``pairs`` at a time with one
+    synchronisation (median of 7 batches after a warm-up batch)."""
+    g = make_generator(0, dev)
+    v = torch.rand(chains, nv, generator=g, device=dev)
+    h = torch.rand(chains, nh, generator=g, device=dev)
+    W = torch.rand(nv, nh, generator=g, device=dev)
+    b, a = torch.rand(nh, generator=g, device=dev), torch.rand(nv, generator=g, device=dev)
+    out_h, out_v = torch.empty(chains, nh, device=dev), torch.empty(chains, nv, device=dev)
+    times = []
+    for rep in range(8):
+        _sync(dev)
+        t0 = time.perf_counter()
+        for _ in range(pairs):
+            torch.addmm(b, v, W, out=out_h)
+            torch.addmm(a, h, W.T, out=out_v)
+        _sync(dev)
+        if rep:
+            times.append((time.perf_counter() - t0) / pairs)
+    return float(np.median(times))
+
+
+def graph_ais_times(model, chains: int, steps: int, dev: torch.device, graph_sweeps: int) -> tuple[list[float], float]:
+    """:func:`ais_times` for :func:`logzbench.estimators.ais_graph.run_graph`: seconds per sweep of
+    each replayed chunk (its synchronised time over its sweeps, once per sweep), and the seconds of
+    the whole run (capture, warm-up and the uncaptured last chunk included)."""
+    from logzbench.estimators import ais_graph
+
+    path = model.annealing_path("uniform")
+    ais_graph.run_graph(path, schedules.linear(20), chains, make_generator(1, dev), graph_sweeps=graph_sweeps)
+    betas = schedules.linear(steps)
+    chunks: list = []
+    _sync(dev)
+    t_start = time.perf_counter()
+    ais_graph.run_graph(path, betas, chains, make_generator(2, dev), graph_sweeps=graph_sweeps, chunk_times=chunks)
+    _sync(dev)
+    wall = time.perf_counter() - t_start
+    replayed = [c for c in chunks if c[2]] or chunks
+    times = [sec / cnt for sec, cnt, _ in replayed for _ in range(cnt)]
+    return times, wall
 
 
 def numpy_ais(
@@ -199,16 +248,24 @@ def measure(
     dev: torch.device,
     numpy_steps: int = 0,
     rounds: int = 3,
+    graph_sweeps: int = 0,
 ) -> dict:
     """One benchmark record; ``nv x nh`` are the matmul shapes of a sweep, ``useful_flops`` its work.
 
     ``rounds`` rounds each time the matmul pairs, the AIS sweeps and the yardstick's sweeps in turn;
     rates come from the median time per pair / sweep over all rounds, which a shared machine's
-    bursts of other work barely move, so that their ratios compare like with like."""
-    mm, sweeps, np_sweeps, walls = [], [], [], []
+    bursts of other work barely move, so that their ratios compare like with like.
+
+    ``graph_sweeps``: time :func:`logzbench.estimators.ais_graph.run_graph` with chunks of that many
+    sweeps in a CUDA graph instead of :func:`logzbench.estimators.ais.step`."""
+    mm, sweeps, np_sweeps, walls, batched = [], [], [], [], []
     for _ in range(rounds):
         mm += matmul_times(chains, nv, nh, dev)
-        t, wall = ais_times(model, chains, steps, dev)
+        if graph_sweeps:
+            batched.append(matmul_batched_time(chains, nv, nh, dev))
+            t, wall = graph_ais_times(model, chains, steps, dev, graph_sweeps)
+        else:
+            t, wall = ais_times(model, chains, steps, dev)
         sweeps += t
         walls.append(wall)
         if numpy_steps:
@@ -233,7 +290,16 @@ def measure(
         "achieved_gflops": sps * useful_flops / 1e9,
         "matmul_gflops": peak / 1e9,
         "fraction_of_matmul_rate": sps * useful_flops / peak,
+        "cuda_graph": graph_sweeps,
     }
+    if graph_sweeps:
+        peak_batched = 4.0 * chains * nv * nh / float(np.median(batched))
+        rec.update(
+            {
+                "matmul_gflops_batched": peak_batched / 1e9,
+                "fraction_of_batched_matmul_rate": sps * useful_flops / peak_batched,
+            }
+        )
     if numpy_steps:
         np_sps = 1.0 / float(np.median(np_sweeps))
         rec.update(
@@ -272,9 +338,18 @@ def main(argv=None) -> list[dict]:
         default="1,2",
         help="comma-separated torch intra-op thread counts, each measured in turn (default 1,2)",
     )
+    p.add_argument(
+        "--cuda-graph",
+        type=int,
+        default=0,
+        metavar="N",
+        help="time AIS with chunks of N sweeps replayed from a CUDA graph (0: off, the default)",
+    )
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args(argv)
     dev = resolve_device(args.device)
+    if args.cuda_graph and dev.type != "cuda":
+        p.error("--cuda-graph needs --device cuda")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# {date}; machine: {machine()}")
     print(
@@ -305,6 +380,7 @@ def main(argv=None) -> list[dict]:
                         dev,
                         numpy_steps=args.numpy_steps if dev.type == "cpu" else 0,
                         rounds=args.rounds,
+                        graph_sweeps=args.cuda_graph,
                     )
                 )
             if args.family in ("dbm", "both"):
@@ -323,6 +399,7 @@ def main(argv=None) -> list[dict]:
                         args.steps,
                         dev,
                         rounds=args.rounds,
+                        graph_sweeps=args.cuda_graph,
                     )
                 )
         finally:
