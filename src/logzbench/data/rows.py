@@ -80,6 +80,24 @@ def _member(npz, key: str, path: Path) -> np.ndarray:
         raise DatasetError(f"{path}: not a readable .npz/.npy file (array {key!r}: {why_unreadable(exc)})") from exc
 
 
+def _numeric_rows(x, what: str, n_features: int | None, values: str, units: str, error: type[Exception]) -> np.ndarray:
+    """``x`` as a non-empty 2-D numeric array of ``n_features`` columns (when given); ``error`` naming
+    ``what`` otherwise (``values``: what the entries should be; ``units``: what a column holds)."""
+    if hasattr(x, "detach"):  # torch.Tensor
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise error(f"{what} is not a numeric array ({exc})") from exc
+    if arr.dtype.kind not in "biuf":
+        raise error(f"{what} has dtype {arr.dtype}; expected {values}")
+    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise error(f"{what} has shape {arr.shape}; expected a non-empty 2-D array (rows, features)")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise error(f"{what} has {arr.shape[1]} columns; expected rows of {n_features} {units}")
+    return arr
+
+
 def check_binary_rows(x, what: str, n_features: int | None = None, error: type[Exception] = ValueError) -> np.ndarray:
     """Validate rows of 0/1 values and return them as a ``uint8`` array ``(n, n_features)``.
 
@@ -98,18 +116,7 @@ def check_binary_rows(x, what: str, n_features: int | None = None, error: type[E
         Raised with a message naming ``what`` and the problem: a non-numeric dtype, not a
         non-empty 2-D array, the wrong width, NaN / inf, or a value other than 0 and 1.
     """
-    if hasattr(x, "detach"):  # torch.Tensor
-        x = x.detach().cpu().numpy()
-    try:
-        arr = np.asarray(x)
-    except (TypeError, ValueError) as exc:
-        raise error(f"{what} is not a numeric array ({exc})") from exc
-    if arr.dtype.kind not in "biuf":
-        raise error(f"{what} has dtype {arr.dtype}; expected 0/1 numbers")
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise error(f"{what} has shape {arr.shape}; expected a non-empty 2-D array (rows, features)")
-    if n_features is not None and arr.shape[1] != n_features:
-        raise error(f"{what} has {arr.shape[1]} columns; expected rows of {n_features} binary values")
+    arr = _numeric_rows(x, what, n_features, "0/1 numbers", "binary values", error)
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         raise error(f"{what} contains NaN or infinite values ({int((~np.isfinite(arr)).sum())}); expected binary 0/1")
     bad = (arr != 0) & (arr != 1)
@@ -139,18 +146,7 @@ def check_categorical_rows(
         Raised with a message naming ``what`` and the problem: a non-numeric dtype, not a non-empty
         2-D array, the wrong width, NaN / inf, a non-integer value, or a state outside ``0 .. n_states - 1``.
     """
-    if hasattr(x, "detach"):  # torch.Tensor
-        x = x.detach().cpu().numpy()
-    try:
-        arr = np.asarray(x)
-    except (TypeError, ValueError) as exc:
-        raise error(f"{what} is not a numeric array ({exc})") from exc
-    if arr.dtype.kind not in "biuf":
-        raise error(f"{what} has dtype {arr.dtype}; expected integer states")
-    if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise error(f"{what} has shape {arr.shape}; expected a non-empty 2-D array (rows, sites)")
-    if n_features is not None and arr.shape[1] != n_features:
-        raise error(f"{what} has {arr.shape[1]} columns; expected rows of {n_features} categorical states")
+    arr = _numeric_rows(x, what, n_features, "integer states", "categorical states", error)
     if arr.dtype.kind == "f":
         if not np.isfinite(arr).all():
             raise error(f"{what} contains NaN or infinite values ({int((~np.isfinite(arr)).sum())}); expected states")

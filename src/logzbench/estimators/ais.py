@@ -145,9 +145,35 @@ def ais(
     device = generator.device
     with timer(device) as t:
         state, n_sweeps = run(path, betas, n_chains, generator, progress=progress, sweeps_per_beta=sweeps_per_beta)
-    s = summarize_log_weights(
-        state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights"
+    return result(
+        state.log_w,
+        generator,
+        K=len(betas) - 1,
+        n_sweeps=n_sweeps,
+        seconds=t[0],
+        n_bootstrap=n_bootstrap,
+        settings=settings,
+        log_f_data=log_f_data,
+        log_f_stderr=log_f_stderr,
     )
+
+
+def result(
+    log_w: torch.Tensor,
+    generator: torch.Generator,
+    *,
+    K: int,
+    n_sweeps: int,
+    seconds: float,
+    n_bootstrap: int = 1000,
+    settings: dict | None = None,
+    log_f_data: torch.Tensor | None = None,
+    log_f_stderr: torch.Tensor | None = None,
+) -> EstimateResult:
+    """The result record of an AIS run's final log-weights ``(M,)``: ``log Z`` with its standard error,
+    bootstrap interval, ESS and k-hat, and the test log-likelihood where ``log_f_data`` is given."""
+    n_chains = int(log_w.shape[0])
+    s = summarize_log_weights(log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights")
     res = EstimateResult(
         estimator="ais",
         log_z=s.log_mean,
@@ -156,11 +182,11 @@ def ais(
         ess=s.ess,
         khat=s.khat,
         n_chains=n_chains,
-        seconds=t[0],
+        seconds=seconds,
         n_sweeps=n_sweeps,
         total_sweeps=n_sweeps * n_chains,
-        settings={"K": len(betas) - 1, "chains": n_chains, **(settings or {})},
-        log_weights=state.log_w.cpu().numpy(),
+        settings={"K": int(K), "chains": n_chains, **(settings or {})},
+        log_weights=log_w.cpu().numpy(),
     )
     if log_f_data is not None:
         attach_log_likelihood(res, log_f_data, log_f_stderr)

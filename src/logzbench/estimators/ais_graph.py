@@ -52,7 +52,7 @@ from ..models.rbm import RBMAnnealingPath, RBMState
 from ..schedules import from_array
 from . import ais as _ais
 from ._common import synchronize, timer
-from .result import EstimateResult, attach_log_likelihood, check_finite, summarize_log_weights
+from .result import EstimateResult, check_finite
 
 __all__ = ["ais_graph", "run_graph", "supported"]
 
@@ -424,28 +424,14 @@ def ais_graph(
             sweeps_per_beta=sweeps_per_beta,
             capture=capture,
         )
-    s = summarize_log_weights(
-        state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights"
-    )
-    res = EstimateResult(
-        estimator="ais",
-        log_z=s.log_mean,
-        log_z_stderr=s.stderr,
-        log_z_ci=(s.ci_low, s.ci_high),
-        ess=s.ess,
-        khat=s.khat,
-        n_chains=n_chains,
-        seconds=t[0],
+    return _ais.result(
+        state.log_w,
+        generator,
+        K=len(betas) - 1,
         n_sweeps=n_sweeps,
-        total_sweeps=n_sweeps * n_chains,
-        settings={
-            "K": len(betas) - 1,
-            "chains": n_chains,
-            "cuda_graph": int(graph_sweeps) if capture else 0,
-            **(settings or {}),
-        },
-        log_weights=state.log_w.cpu().numpy(),
+        seconds=t[0],
+        n_bootstrap=n_bootstrap,
+        settings={"cuda_graph": int(graph_sweeps) if capture else 0, **(settings or {})},
+        log_f_data=log_f_data,
+        log_f_stderr=log_f_stderr,
     )
-    if log_f_data is not None:
-        attach_log_likelihood(res, log_f_data, log_f_stderr)
-    return res
