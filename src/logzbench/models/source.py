@@ -23,7 +23,7 @@ import torch
 
 from .. import registry
 from ..errors import ModelFileError
-from ..sources import META_FILE, TORCHSCRIPT_SUFFIXES, parse_source
+from ..sources import META_FILE, parse_source
 from .energy import EnergyModel
 
 __all__ = ["is_source", "load_source", "save_torchscript"]
@@ -32,9 +32,10 @@ __all__ = ["is_source", "load_source", "save_torchscript"]
 def is_source(spec: str | os.PathLike) -> bool:
     """Whether ``spec`` names a model in code (:func:`logzbench.sources.parse_source`): ``FILE.py:NAME``,
     a ``.py`` file (refused by :func:`load_source`: it names no function), or a TorchScript file."""
-    text = os.fspath(spec)
-    head, sep, tail = text.rpartition(":")
-    return text.endswith((".py", *TORCHSCRIPT_SUFFIXES)) or bool(sep and head.endswith(".py"))
+    try:
+        return parse_source(os.fspath(spec)).kind in ("python", "torchscript")
+    except ValueError:  # FILE.py without :NAME (or nothing at all): load_source says what is wrong
+        return True
 
 
 def load_source(spec: str | os.PathLike, device=None):
