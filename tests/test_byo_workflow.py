@@ -468,3 +468,19 @@ def test_real_run_estimates_tracks_and_reports(workdir):
         fh.write("\n# edited\n")
     proc = snakemake(workdir, "-n", configfile=workdir / "config.yaml")
     assert job_counts(proc.stdout + proc.stderr)["estimate"] == 5
+
+
+def test_report_names_the_size_of_a_model_without_hidden_units():
+    """A pairwise Potts model or a user's discrete energy has no hidden layer: its architecture in the
+    report is its visible units (not blank); a continuous model's is left to its own table."""
+    from logzbench.report.records import normalize_record
+
+    def arch(family, **settings):
+        rec = {"model": "m", "estimator": "ais", "method": "ais", "family": family, **settings, "result": {}}
+        return normalize_record(rec)["architecture"]
+
+    assert arch("energy-binary", n_visible=64) == "64"
+    assert arch("potts", n_visible=8) == "8"
+    assert arch("potts-rbm", n_visible=8, n_hidden=20) == "8-20"
+    assert arch("rbm", n_visible=784, n_hidden=500) == "784-500"
+    assert arch("energy-continuous", n_visible=2) == ""

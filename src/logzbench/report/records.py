@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .. import registry
 from .methods import uses_axis, uses_schedule
 
 #: per-run summaries of the importance-sampling log f(v) of deep models (EstimateResult.extra)
@@ -130,11 +131,14 @@ def int_or_none(x: Any) -> int | None:
         return None
 
 
-def _architecture(n_visible, hidden_sizes, n_hidden) -> str:
-    """Layer sizes as ``"784-500-1000"`` (empty when unknown)."""
+def _architecture(n_visible, hidden_sizes, n_hidden, family: str = "rbm") -> str:
+    """Layer sizes as ``"784-500-1000"``; the visible units alone for a discrete model without hidden
+    units (a pairwise Potts model, a user's binary or categorical energy); empty when unknown."""
     sizes = (
         list(hidden_sizes) if isinstance(hidden_sizes, (list, tuple)) else ([n_hidden] if n_hidden is not None else [])
     )
+    if n_visible is not None and not sizes and family in registry.family_names(("binary", "categorical")):
+        return str(int_or_none(n_visible) or "")
     if n_visible is None or not sizes:
         return ""
     try:
@@ -196,8 +200,8 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
     extra = res.get("extra") or {}
     return {
         "model": _model_name(model, source),
-        "family": str(pick("family", "model_family", default="rbm")).lower(),
-        "architecture": _architecture(pick("n_visible"), pick("hidden_sizes", default=None), pick("n_hidden")),
+        "family": (family := str(pick("family", "model_family", default="rbm")).lower()),
+        "architecture": _architecture(pick("n_visible"), pick("hidden_sizes", default=None), pick("n_hidden"), family),
         "dataset": pick("dataset", default=""),
         "test_set": test_set_label(pick("test_subset")),
         "estimator": estimator,
