@@ -168,17 +168,6 @@ def _estimate_options(args) -> dict:
     return opts
 
 
-def _file_sha256(path) -> str:
-    """sha256 of a file's content (hex)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _model_file(spec: str) -> Path:
     """The file of a model argument (:func:`logzbench.sources.parse_source`: FILE.py of ``FILE.py:NAME``);
     ValueError (one line) for a ``.py`` without ``:NAME`` and for a file that does not exist, before anything
@@ -201,7 +190,7 @@ def _cmd_estimate(args) -> int:
     from .api import estimate
     from .data import load_rows
     from .models.io import load_model
-    from .utils import output_transaction, save_npz_atomic, write_json_atomic
+    from .utils import file_sha256, output_transaction, save_npz_atomic, write_json_atomic
 
     schedule = getattr(args, "schedule", None)
     schedule_file = schedule if schedule and os.path.isfile(schedule) else None
@@ -221,7 +210,7 @@ def _cmd_estimate(args) -> int:
     res = estimate(model, args.estimator, data=data, train_data=train, threads=args.threads, **_estimate_options(args))
     # the model's identity: its file and content hash (the report never merges two different models; the
     # hash of FILE.py for FILE.py:NAME)
-    out = {"model": str(args.model), "model_sha256": _file_sha256(model_file), "data": args.data, **res.to_dict()}
+    out = {"model": str(args.model), "model_sha256": file_sha256(model_file), "data": args.data, **res.to_dict()}
     with output_transaction():  # both outputs, or neither
         if args.json_out:
             write_json_atomic(args.json_out, out)

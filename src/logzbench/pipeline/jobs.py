@@ -32,6 +32,7 @@ from ..errors import DatasetError
 from ..tracking import estimate_key
 from ..utils import (
     code_version,
+    file_sha256,
     publish_outputs,
     save_npz_atomic,
     transactional,
@@ -80,17 +81,6 @@ def _rows(settings: Mapping[str, Any], data: str | os.PathLike, train_data: str 
     return test, load_rows(data, fam.data_kind, "train")
 
 
-def _file_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a file's content (hex): a source model's identity in its records (as ``logzbench estimate``'s)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _load_source_model(settings: Mapping[str, Any], source: str):
     """Load a source model (:func:`logzbench.models.io.load_model`: ``FILE.py:NAME`` imports FILE.py and
     calls NAME) and refuse, with one line naming the config entry, a model of another family than the
@@ -113,7 +103,7 @@ def _load_source_model(settings: Mapping[str, Any], source: str):
             f"model {name}: source {source} has {dim} variables, but its rows ({rows}) have {settings['n_visible']} "
             "columns"
         )
-    return m, _file_sha256(parse_source(source).path)
+    return m, file_sha256(parse_source(source).path)
 
 
 def _test_subset(settings: Mapping[str, Any], data: str | os.PathLike, test):

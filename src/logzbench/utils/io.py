@@ -366,3 +366,14 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's content (hex), read in 1 MiB blocks: a model file's identity in its records."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
