@@ -182,7 +182,7 @@ def test_metropolis_sweep_leaves_p_beta_invariant(domain, dim):
     state = path.state_from_data(xs[idx])
     for _ in range(3):
         state = path.transition(state, beta, g)
-    codes = (state.x.long() * (q ** torch.arange(dim - 1, -1, -1))).sum(1).numpy()
+    codes = (state.x.long() * (q ** torch.arange(dim))).sum(1).numpy()  # enumerate_states: site 0 fastest
     counts = np.bincount(codes, minlength=len(p)).astype(float)
     assert _chi_square_p(counts, p) > 1e-3
     # the cached log f and log r are those of the new states
@@ -207,7 +207,7 @@ def test_metropolis_sweep_is_reversible():
     p = torch.softmax(path.log_f(path.state_from_data(xs), beta), 0)
     idx = torch.multinomial(p, 40000, replacement=True, generator=g)
     after = path.transition(path.state_from_data(xs[idx]), beta, g)
-    code = (after.x.long() * torch.tensor([4, 2, 1])).sum(1)
+    code = (after.x.long() * torch.tensor([1, 2, 4])).sum(1)  # the index in enumerate_states (site 0 fastest)
     joint = np.zeros((8, 8))
     np.add.at(joint, (idx.numpy(), code.numpy()), 1)
     # under reversibility joint[a, b] and joint[b, a] are two draws of the same count

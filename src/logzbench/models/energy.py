@@ -54,6 +54,7 @@ import torch
 
 from ..errors import ModelFileError
 from .enumeration import MAX_ENUMERATION_BITS
+from .potts import base_rate_logits, categorical_from_logits, site_frequencies, states_range
 
 __all__ = [
     "DOMAINS",
@@ -63,6 +64,7 @@ __all__ = [
     "FactorizedReference",
     "GaussianReference",
     "exact_seconds",
+    "first_line",
     "not_trained",
     "refuse_enumeration",
 ]
@@ -92,11 +94,9 @@ class FactorizedReference:
 
     @classmethod
     def base_rate(cls, rows: torch.Tensor, q: int, smoothing: float = BASE_RATE_SMOOTHING) -> "FactorizedReference":
-        """Site frequencies of ``rows`` ``(n, dim)`` mixed with the uniform distribution by ``smoothing``."""
-        x = rows.long()
-        counts = torch.nn.functional.one_hot(x, q).sum(dim=0).double()  # (dim, q)
-        freq = counts / max(int(x.shape[0]), 1)
-        return cls(torch.log((1.0 - smoothing) * freq + smoothing / q))
+        """Site frequencies of ``rows`` ``(n, dim)`` mixed with the uniform distribution by ``smoothing``
+        (the Potts families' base rate, :func:`~logzbench.models.potts.base_rate_logits`)."""
+        return cls(base_rate_logits(site_frequencies(rows.long(), q), smoothing))
 
     def to(self, device) -> "FactorizedReference":
         return FactorizedReference(self.log_p.to(device))
@@ -110,11 +110,8 @@ class FactorizedReference:
         return self.log_p[sites, values.long()]
 
     def sample(self, n: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
-        # inverse CDF per site on float64 uniforms: exact to float64 precision, as log_prob
-        u = torch.rand(int(n), self.dim, 1, generator=generator, dtype=torch.float64, device=generator.device)
-        cdf = torch.cumsum(self.log_p.exp().to(u.device), dim=1)
-        idx = (u > cdf[None, :, :-1]).sum(dim=2)
-        return idx.to(dtype)
+        """``n`` exact draws ``(n, dim)`` of ``dtype`` (inverse CDF on float64 uniforms, as the Potts paths)."""
+        return categorical_from_logits(self.log_p.to(generator.device).expand(int(n), -1, -1), generator).to(dtype)
 
 
 class GaussianReference:
@@ -315,9 +312,9 @@ class EnergyModel:
         try:
             return self.log_f_fn(x.to(dtype=self.dtype, device=self._device))
         except Exception as exc:
-            text = str(exc).strip().splitlines()
-            why = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-            raise ValueError(f"log_f ({self.name}) raised {why} on a batch of shape {tuple(x.shape)}") from exc
+            raise ValueError(
+                f"log_f ({self.name}) raised {first_line(exc)} on a batch of shape {tuple(x.shape)}"
+            ) from exc
 
     def log_unnormalized_marginal(self, v) -> torch.Tensor:
         """``log f(v)`` of data rows (exact: the user's function)."""
@@ -408,12 +405,9 @@ class EnergyModel:
         return int(self.n_states) ** self.dim
 
     def enumerate_states(self, start: int, stop: int) -> torch.Tensor:
-        """States ``start .. stop-1`` of the domain in lexicographic order (site 0 most significant), as
-        ``(stop - start, dim)`` tensors of ``dtype``."""
-        q = int(self.n_states)
-        k = torch.arange(start, stop, dtype=torch.int64, device=self._device)
-        powers = q ** torch.arange(self.dim - 1, -1, -1, dtype=torch.int64, device=self._device)
-        return ((k[:, None] // powers[None, :]) % q).to(self.dtype)
+        """States ``start .. stop-1`` of the domain (:func:`~logzbench.models.potts.states_range`: site 0
+        the fastest digit), as ``(stop - start, dim)`` tensors of ``dtype``."""
+        return states_range(start, stop, self.dim, int(self.n_states), self._device).to(self.dtype)
 
     def exact_log_z(
         self,
@@ -474,6 +468,12 @@ def _module_dtype(f) -> torch.dtype | None:
             if p.is_floating_point():
                 return p.dtype
     return None
+
+
+def first_line(exc: BaseException) -> str:
+    """``"Type: first line of the message"``: a user's exception in a one-line error."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _checked(out, n: int, name: str) -> torch.Tensor:

@@ -24,7 +24,7 @@ import torch
 from .. import registry
 from ..errors import ModelFileError
 from ..sources import META_FILE, parse_source
-from .energy import EnergyModel
+from .energy import EnergyModel, first_line
 
 __all__ = ["is_source", "load_source", "save_torchscript"]
 
@@ -71,11 +71,6 @@ def load_source(spec: str | os.PathLike, device=None):
     return model
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
 def _call(path: Path, name: str):
     digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]
     module_name = f"logzbench_user_{path.stem}_{digest}"
@@ -90,7 +85,7 @@ def _call(path: Path, name: str):
         sys.modules.pop(module_name, None)
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise ModelFileError(f"{path}: raised on import ({_first_line(exc)})") from None
+        raise ModelFileError(f"{path}: raised on import ({first_line(exc)})") from None
     fn = getattr(module, name, None)
     if fn is None:
         raise ModelFileError(f"{path}: has no {name!r} (define `def {name}():` returning an EnergyModel)")
@@ -99,7 +94,7 @@ def _call(path: Path, name: str):
     try:
         return fn()
     except Exception as exc:
-        raise ModelFileError(f"{path}:{name}() raised {_first_line(exc)}") from None
+        raise ModelFileError(f"{path}:{name}() raised {first_line(exc)}") from None
 
 
 # --------------------------------------------------------------------------- TorchScript
@@ -137,13 +132,13 @@ def _load_torchscript(path: Path) -> EnergyModel:
     try:
         module = torch.jit.load(str(path), map_location="cpu", _extra_files=extra)
     except Exception as exc:
-        raise ModelFileError(f"{path}: not a readable TorchScript file ({_first_line(exc)})") from None
+        raise ModelFileError(f"{path}: not a readable TorchScript file ({first_line(exc)})") from None
     if extra[META_FILE]:
         try:
             meta = json.loads(extra[META_FILE])
             dim, domain = meta["dim"], meta["domain"]
         except (ValueError, KeyError, TypeError) as exc:
-            raise ModelFileError(f"{path}: its {META_FILE} is not valid ({_first_line(exc)})") from None
+            raise ModelFileError(f"{path}: its {META_FILE} is not valid ({first_line(exc)})") from None
     else:
         dim, domain = getattr(module, "dim", None), getattr(module, "domain", None)
         if dim is None or domain is None:
