@@ -60,14 +60,15 @@ __all__ = ["ais_graph", "run_graph", "supported"]
 DEFAULT_GRAPH_SWEEPS = 64
 
 tl = None  # triton.language, bound by _build()
-_unit_bytes = _softplus_diff64 = _draw = None  # logzbench.kernels._triton's jitted helpers, bound by _build()
+_unit_bytes = _draw = _row_step = None  # logzbench.kernels._triton's jitted helpers, bound by _build()
 _lock = threading.Lock()
 _kernels: dict = {}
 
 
 # ============================================================================ device code
 # Wrapped by triton.jit in _build(); they call the jitted helpers of logzbench.kernels._triton
-# (_unit_bytes, _softplus_diff64, _draw), bound into this module's globals there.
+# (_unit_bytes, _draw, _row_step: the hidden step shared with _triton._hidden_kernel), bound into this
+# module's globals there.
 
 
 def _graph_hidden_kernel(
@@ -90,33 +91,25 @@ def _graph_hidden_kernel(
     row = tl.program_id(0)
     bf64 = tl.load(betas_ptr + 2 * step)
     bt64 = tl.load(betas_ptr + 2 * step + 1)
-    bt32 = bt64.to(tl.float32)
-    d64 = bt64 - bf64
     key = tl.load(keys_ptr + 2 * step)
-    start = row * cols
-    end = start + cols
-    j = tl.arange(0, 16)
-    acc = tl.zeros([GROUPS, 16], tl.float64)
-    for g0 in range(start // 16, (end + 15) // 16, GROUPS):
-        g = g0 + tl.arange(0, GROUPS)
-        offs = g[:, None] * 16 + j[None, :]
-        mask = (offs >= start) & (offs < end)
-        x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-        xd = x.to(tl.float64)
-        acc += tl.where(mask, _softplus_diff64(xd, bt64, bf64), 0.0)
-        r = _unit_bytes(key, g, j)
-        res = _draw(x * bt32, r, g, j, mask, key, table_ptr, True)
-        tl.store(h_ptr + offs, res, mask=mask)
-    inc = tl.sum(tl.sum(acc, axis=1), axis=0)
-    if LINEAR:
-        lacc = tl.zeros([VBLOCK], tl.float64)
-        for c0 in range(0, nv, VBLOCK):
-            c = c0 + tl.arange(0, VBLOCK)
-            m = c < nv
-            vv = tl.load(v_ptr + row * nv + c, mask=m, other=0.0).to(tl.float64)
-            dd = tl.load(dv_ptr + c, mask=m, other=0.0).to(tl.float64)
-            lacc += vv * dd
-        inc = inc + d64 * tl.sum(lacc, axis=0)
+    inc = _row_step(
+        x_ptr,
+        h_ptr,
+        v_ptr,
+        dv_ptr,
+        table_ptr,
+        key,
+        row,
+        cols,
+        nv,
+        bt64.to(tl.float32),
+        bt64,
+        bf64,
+        bt64 - bf64,
+        LINEAR,
+        GROUPS,
+        VBLOCK,
+    )
     tl.store(logw_ptr + row, tl.load(logw_ptr + row) + inc)
 
 
@@ -151,7 +144,7 @@ def _graph_visible_kernel(
     tl.store(out_ptr + offs, res, mask=mask)
 
 
-_HELPERS = ("_unit_bytes", "_softplus_diff64", "_draw")
+_HELPERS = ("_unit_bytes", "_draw", "_row_step")
 
 
 def _build() -> dict:

@@ -251,28 +251,29 @@ def _bernoulli_kernel(
     tl.store(out_ptr + offs, res, mask=mask)
 
 
-def _hidden_kernel(
+def _row_step(
     x_ptr,
     h_ptr,
-    inc_ptr,
     v_ptr,
     dv_ptr,
-    key_ptr,
     table_ptr,
+    key,
+    row,
     cols,
     nv,
-    bt32: tl.float32,
-    bt64: tl.float64,
-    bf64: tl.float64,
-    d64: tl.float64,
+    bt32,
+    bt64,
+    bf64,
+    d64,
     LINEAR: tl.constexpr,
     GROUPS: tl.constexpr,
     VBLOCK: tl.constexpr,
 ):
-    row = tl.program_id(0)
+    """Row ``row`` of an AIS step: draw its hidden units at ``bt`` (from ``x``, into ``h``) and return its
+    log-weight increment from ``bf`` to ``bt`` (softplus differences, plus ``d64 v.dv`` when LINEAR).
+    The body of :func:`_hidden_kernel` and of the CUDA-graph AIS's hidden kernel."""
     start = row * cols
     end = start + cols
-    key = tl.load(key_ptr)
     j = tl.arange(0, 16)
     acc = tl.zeros([GROUPS, 16], tl.float64)
     # the aligned groups that overlap the row's units start .. end - 1
@@ -296,10 +297,36 @@ def _hidden_kernel(
             dd = tl.load(dv_ptr + c, mask=m, other=0.0).to(tl.float64)
             lacc += vv * dd
         inc = inc + d64 * tl.sum(lacc, axis=0)
+    return inc
+
+
+def _hidden_kernel(
+    x_ptr,
+    h_ptr,
+    inc_ptr,
+    v_ptr,
+    dv_ptr,
+    key_ptr,
+    table_ptr,
+    cols,
+    nv,
+    bt32: tl.float32,
+    bt64: tl.float64,
+    bf64: tl.float64,
+    d64: tl.float64,
+    LINEAR: tl.constexpr,
+    GROUPS: tl.constexpr,
+    VBLOCK: tl.constexpr,
+):
+    row = tl.program_id(0)
+    key = tl.load(key_ptr)
+    inc = _row_step(
+        x_ptr, h_ptr, v_ptr, dv_ptr, table_ptr, key, row, cols, nv, bt32, bt64, bf64, d64, LINEAR, GROUPS, VBLOCK
+    )
     tl.store(inc_ptr + row, inc)
 
 
-_HELPERS = ("_unit_bytes", "_sigmoid64", "_softplus_diff64", "_refine", "_resolve_ties", "_draw")
+_HELPERS = ("_unit_bytes", "_sigmoid64", "_softplus_diff64", "_refine", "_resolve_ties", "_draw", "_row_step")
 
 
 def _build() -> dict:
