@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
 import torch
 
 from . import registry
@@ -135,7 +134,7 @@ def as_rows(x, model, fam: registry.FamilySpec, what: str) -> torch.Tensor | Non
     :func:`logzbench.data.load_rows` (a prepared dataset's ``test`` split, or an ``.npy``)."""
     if x is None:
         return None
-    from .data import check_binary_rows, check_categorical_rows, load_rows
+    from .data import check_binary_rows, check_categorical_rows, check_real_rows, load_rows
 
     if isinstance(x, (str, os.PathLike)):
         x = load_rows(x, fam.data_kind, "test")
@@ -145,9 +144,5 @@ def as_rows(x, model, fam: registry.FamilySpec, what: str) -> torch.Tensor | Non
     if fam.data_kind == "categorical":
         arr = check_categorical_rows(x, what, model.n_visible, model.n_states)
         return torch.as_tensor(arr, dtype=torch.int64, device=model.device)
-    arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
-    if arr.ndim != 2 or arr.shape[1] != model.n_dims or arr.shape[0] == 0:
-        raise ValueError(f"{what} has shape {arr.shape}; expected rows of {model.n_dims} real values")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{what} contains NaN or inf ({int((~np.isfinite(arr)).sum())} entries)")
+    arr = check_real_rows(x, what, model.n_dims)
     return torch.as_tensor(arr, dtype=torch.float64, device=model.device)

@@ -162,3 +162,14 @@ def check_categorical_rows(
             + ("" if top is None else f" (the model has {top + 1} states per site)")
         )
     return arr.astype(np.int64)
+
+
+def check_real_rows(x, what: str, n_features: int, error: type[Exception] = ValueError) -> np.ndarray:
+    """Validate non-empty rows of ``n_features`` finite real values; return them as float64 ``(n, n_features)``
+    (the continuous models' data, and a continuous energy's reference rows)."""
+    arr = x.detach().cpu().numpy() if hasattr(x, "detach") else np.asarray(x, dtype=np.float64)
+    if arr.ndim != 2 or arr.shape[1] != n_features or arr.shape[0] == 0:
+        raise error(f"{what} has shape {arr.shape}; expected rows of {n_features} real values")
+    if not np.isfinite(arr).all():
+        raise error(f"{what} contains NaN or inf ({int((~np.isfinite(arr)).sum())} entries)")
+    return arr.astype(np.float64, copy=False)

@@ -285,13 +285,10 @@ class EnergyModel:
         return m
 
     def _rows(self, x, what: str) -> torch.Tensor:
-        if self.domain_name == "continuous":
-            arr = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x, dtype=np.float64)
-            if arr.ndim != 2 or arr.shape[1] != self.dim:
-                raise ValueError(f"{what} has shape {arr.shape}; expected rows of {self.dim} real values")
-            return torch.as_tensor(arr, dtype=torch.float64, device=self._device)
-        from ..data.rows import check_binary_rows, check_categorical_rows
+        from ..data.rows import check_binary_rows, check_categorical_rows, check_real_rows
 
+        if self.domain_name == "continuous":
+            return torch.as_tensor(check_real_rows(x, what, self.dim), dtype=torch.float64, device=self._device)
         if self.domain_name == "binary":
             arr = check_binary_rows(x, what, self.dim)
         else:
