@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["META_FILE", "ModelSource", "SOURCE_KINDS", "TORCHSCRIPT_SUFFIXES", "parse_source"]
+__all__ = ["ENERGY_FAMILIES", "META_FILE", "ModelSource", "SOURCE_KINDS", "TORCHSCRIPT_SUFFIXES", "parse_source"]
 
 #: how :func:`logzbench.models.io.load_model` reads a source, by its form: ``FILE.py:NAME`` (imports FILE.py
 #: and calls NAME()), a TorchScript file, an ``.npz`` model file, anything else a Potts text file
@@ -57,3 +57,5 @@ def parse_source(spec: str) -> ModelSource:
 #: the extra file of a TorchScript model holding its ``dim``, ``domain``, ``dtype`` and reference rows
 #: (:func:`logzbench.models.source.save_torchscript`)
 META_FILE = "logzbench.json"
+#: the registry family of a user's energy (:class:`logzbench.models.energy.EnergyModel`) on each domain
+ENERGY_FAMILIES = {"binary": "energy-binary", "categorical": "energy-categorical", "continuous": "energy-continuous"}

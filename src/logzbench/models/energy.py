@@ -53,6 +53,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelFileError
+from ..sources import ENERGY_FAMILIES
 from .enumeration import MAX_ENUMERATION_BITS
 from .potts import base_rate_logits, categorical_from_logits, site_frequencies, states_range
 
@@ -241,9 +242,7 @@ class EnergyModel:
     # ------------------------------------------------------------------ identity
     @property
     def family(self) -> str:
-        return {"binary": "energy-binary", "categorical": "energy-categorical"}.get(
-            self.domain_name, "energy-continuous"
-        )
+        return ENERGY_FAMILIES[self.domain_name]
 
     @property
     def kind(self) -> str:

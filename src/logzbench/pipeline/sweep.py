@@ -37,7 +37,7 @@ from ..data.sizes import DEFAULT_N_COMPONENTS, N_FEATURES, SOURCE_DATA_KINDS
 from ..errors import ConfigError
 from ..options import SKIP, SettingQuery, declared, recorded_options
 from ..schedules import SCHEDULES, from_file
-from ..sources import META_FILE, ModelSource, parse_source
+from ..sources import ENERGY_FAMILIES, META_FILE, ModelSource, parse_source
 
 __all__ = [
     "ConfigError",
@@ -152,10 +152,6 @@ def source_families(kind: str) -> tuple[str, ...]:
     return tuple(registry.FAMILIES)
 
 
-#: the energy family of each domain (:class:`logzbench.models.energy.EnergyModel`'s ``family``)
-_ENERGY_FAMILIES = {"binary": "energy-binary", "categorical": "energy-categorical", "continuous": "energy-continuous"}
-
-
 def _torchscript_family(path: str) -> str | None:
     """The energy family a TorchScript file's ``logzbench.json`` extra file says (its ``domain``), read from
     the zip archive without torch; ``None`` where the file has none or it cannot be read."""
@@ -171,7 +167,7 @@ def _torchscript_family(path: str) -> str | None:
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, AttributeError):
         return None
     name = domain[0] if isinstance(domain, list) and domain else domain
-    return _ENERGY_FAMILIES.get(name) if isinstance(name, str) else None
+    return ENERGY_FAMILIES.get(name) if isinstance(name, str) else None
 
 
 def _npz_model_type(path: str) -> str:
@@ -218,8 +214,7 @@ def source_family(config: Mapping, model: str) -> str:
                 f"(its model_type); remove family or fix it"
             )
         stated = found
-    elif src.kind == "torchscript" and Path(src.path).is_file() and _torchscript_family(src.path) is not None:
-        found = _torchscript_family(src.path)
+    elif src.kind == "torchscript" and (found := _torchscript_family(src.path)) is not None:
         if stated is not None and stated != found:
             raise ConfigError(
                 f"model {model}: models.{model}.family is {stated!r} but {src.path} holds a {found!r} model "
