@@ -122,10 +122,12 @@ def test_table_paper_column_and_difference():
         "50",
         15,
     )
-    # the largest K, the initial distribution with the largest log Z, mean over two seeds
+    # the largest K, the base-rate start (the fixed rule), mean over two seeds; every start's value beside it
     assert (row["K"], row["init"], row["n_seeds"]) == (1000, "base-rate", 2)
     assert row["ais"] == pytest.approx(-17.0)
     assert row["ais_se"] == pytest.approx(math.sqrt(2 * 0.05**2) / 2)
+    assert (row["ais_base_rate"], row["ais_uniform"]) == (pytest.approx(-17.0), pytest.approx(-17.5))
+    assert row["ais_base_rate_se"] == row["ais_se"] and row["ais_uniform_se"] == pytest.approx(row["ais_se"])
     assert row["exact"] == pytest.approx(-17.05)
     assert (row["paper_table"], row["paper_row"], row["paper"]) == ("2", "rbm/avil", -16.82)
     assert row["diff"] == pytest.approx(-0.18)

@@ -466,6 +466,13 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             _check_hyperparam_names(config, model, hp)
         if hp.get("learner") is not None:
             _check_learner_values(config, model, hp)
+        if fam == "dbm" and hp.get("pretrain_epochs") is not None and hp.get("hidden_sizes") is not None:
+            from ..training.hyperparams import per_layer_epochs
+
+            try:
+                per_layer_epochs(hp["pretrain_epochs"], len(hp["hidden_sizes"]))
+            except ValueError as exc:
+                raise ConfigError(f"model {model}: hyperparams.{exc}") from None
         if m.get("paper"):
             check_paper_rows({model: m["paper"]})
         for name in m.get("estimators") or []:

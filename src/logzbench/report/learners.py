@@ -11,7 +11,9 @@ and image shape in ``meta``) in the data directory.
     one comparison per line, and models of one dataset and family stand together): the model, its
     dataset and the dataset's source, family, learner, hidden sizes and auxiliary size, our mean test
     log-likelihood by AIS at its largest K (mean over seeds, its standard error, that K, the initial
-    distribution, the number of seeds) and the exact value where there is one, the paper's value
+    distribution it starts from, the number of seeds) -- the start chosen by a rule fixed in advance
+    (:data:`START_PREFERENCE`), never by value, with every start's value beside it (``ais_<start>``,
+    ``ais_<start>_se``) -- and the exact value where there is one, the paper's value
     (Table 2 for RBMs, Table 3 for DBMs; row ``<family>/<learner>``, column the source), the
     difference ours - paper, the tolerance ``z`` x s.e. and whether the difference lies within it.
 
@@ -41,12 +43,15 @@ __all__ = [
     "PAPER",
     "PAPER_QUANTITY",
     "PAPER_TABLES",
+    "START_COLUMNS",
+    "START_PREFERENCE",
     "bound_check",
     "bounds_vs_ais_datasets",
     "final_ais",
     "learner_models",
     "make_table_learners",
     "make_table_learners_paper",
+    "reported_start",
     "within_uncertainty",
 ]
 
@@ -56,6 +61,13 @@ PAPER_QUANTITY = "mean_test_ll_ais"
 PAPER_TABLES = {"rbm": "2", "dbm": "3"}
 #: families in the table's order (others after them, by name)
 _FAMILY_ORDER = ("rbm", "dbm", "grbm")
+#: AIS start (initial) distributions in the order the table prefers them, fixed in advance: the data base rate
+#: (Salakhutdinov & Murray 2008's AIS, which Li et al. cite for their Tables 2-3), else the uniform
+#: distribution; any other start after these, by name.  Choosing the start of the largest estimate instead
+#: would report the maximum of noisy estimates, biased upwards.
+START_PREFERENCE = ("base-rate", "uniform")
+#: ``init`` -> its columns ``(value, s.e.)`` in the table, for each start of :data:`START_PREFERENCE`
+START_COLUMNS = {i: (f"ais_{i.replace('-', '_')}", f"ais_{i.replace('-', '_')}_se") for i in START_PREFERENCE}
 
 LEARNER_TABLE_COLUMNS = [
     "model",
@@ -72,6 +84,7 @@ LEARNER_TABLE_COLUMNS = [
     "n_seeds",
     "ais",
     "ais_se",
+    *(c for pair in START_COLUMNS.values() for c in pair),
     "exact",
     "paper_table",
     "paper_row",
@@ -207,15 +220,54 @@ _NO_AIS = {
     "ais_se": float("nan"),
     "log_z": float("nan"),
     "log_z_se": float("nan"),
+    "by_init": {},
 }
+
+
+def reported_start(inits: Iterable[str]) -> str | None:
+    """The start distribution the learner table reports among ``inits`` (the starts run), by the fixed
+    order :data:`START_PREFERENCE` (base-rate, then uniform, then the others by name); ``None`` when
+    there is none.  Never chosen by value."""
+    present = {str(i) for i in inits}
+    order = [i for i in START_PREFERENCE if i in present] + sorted(present - set(START_PREFERENCE))
+    return order[0] if order else None
+
+
+def _one_entry(rows: pd.DataFrame) -> pd.Series:
+    """One summary row among those of one start and K: the default AIS estimator entry (``ais``) when
+    there, else the first entry by name (a fixed rule, not the largest value)."""
+    if "estimator" in rows:
+        rows = rows.assign(_k=[(str(e) != "ais", str(e)) for e in rows["estimator"]]).sort_values("_k", kind="stable")
+    return rows.iloc[0]
+
+
+def _estimate(row: pd.Series) -> dict[str, Any]:
+    return {
+        "n_seeds": int(row["n_seeds"]),
+        "ais": float(row["mean_test_ll"]),
+        "ais_se": float(row["mean_test_ll_se"]),
+        "log_z": float(row["log_z"]),
+        "log_z_se": float(row["log_z_se"]),
+    }
 
 
 def final_ais(summary: pd.DataFrame, model: str) -> dict[str, Any]:
     """The model's AIS estimate at its largest K, from the report's summary over seeds
-    (:func:`.records.summarize`): ``K``, ``init``, ``n_seeds``, the mean test log-likelihood ``ais``
-    with its standard error ``ais_se``, and ``log_z`` / ``log_z_se``.  With several summary rows at
-    that K (initial distributions, AIS estimator entries), the one with the largest mean log Z (AIS's
-    log Z errs low, so the tightest)."""
+    (:func:`.records.summarize`).
+
+    Every start distribution run at that K has its estimate in ``by_init`` (init -> ``n_seeds``,
+    ``ais``, ``ais_se``, ``log_z``, ``log_z_se``); the one reported is chosen by a rule fixed in
+    advance (:func:`reported_start`: base-rate, else uniform, else the first other by name), never by
+    value -- picking the largest of noisy estimates would bias the reported value upwards.  Several AIS
+    estimator entries of one start: the default ``ais`` entry, else the first by name.
+
+    Returns
+    -------
+    dict
+        ``K``, ``init`` (the reported start), ``n_seeds``, the mean test log-likelihood ``ais`` with its
+        standard error ``ais_se``, ``log_z`` / ``log_z_se`` of that start, and ``by_init``; ``K`` NA,
+        ``init`` empty and NaN values when the model has no AIS estimate.
+    """
     rows = summary[
         (summary["model"] == model)
         & (summary["method"] == "ais")
@@ -223,18 +275,12 @@ def final_ais(summary: pd.DataFrame, model: str) -> dict[str, Any]:
         & summary["mean_test_ll"].notna()
     ]
     if rows.empty:
-        return dict(_NO_AIS)
+        return {**_NO_AIS, "by_init": {}}
     rows = rows[rows["K"] == rows["K"].max()]
-    best = rows.loc[rows["log_z"].idxmax()] if rows["log_z"].notna().any() else rows.sort_values("init").iloc[0]
-    return {
-        "K": int(best["K"]),
-        "init": best["init"],
-        "n_seeds": int(best["n_seeds"]),
-        "ais": float(best["mean_test_ll"]),
-        "ais_se": float(best["mean_test_ll_se"]),
-        "log_z": float(best["log_z"]),
-        "log_z_se": float(best["log_z_se"]),
-    }
+    inits = rows["init"].fillna("").astype(str)  # "": a model without a choice of start
+    by_init = {init: _estimate(_one_entry(group)) for init, group in rows.groupby(inits, sort=True)}
+    start = reported_start(by_init)
+    return {"K": int(rows["K"].iloc[0]), "init": start, **by_init[start], "by_init": by_init}
 
 
 def _exact(summary: pd.DataFrame, model: str, column: str) -> float:
@@ -314,6 +360,11 @@ def _table_row(m: LearnerModel, summary: pd.DataFrame, published: pd.DataFrame, 
         "hidden_sizes": "-".join(str(h) for h in m.hidden_sizes),
         "aux_size": m.aux_size,
         **{k: ais[k] for k in ("K", "init", "n_seeds", "ais", "ais_se")},
+        **{
+            col: ais["by_init"].get(init, {}).get(key, float("nan"))
+            for init, cols in START_COLUMNS.items()
+            for col, key in zip(cols, ("ais", "ais_se"))
+        },
         "exact": _exact(summary, m.model, "exact_test_ll"),
         "paper_table": table if table is not None else "",
         "paper_row": paper_row if table is not None else "",
@@ -332,15 +383,17 @@ def make_table_learners(
 ) -> pd.DataFrame:
     """``table_learners.csv``: one row per learner-trained model (columns :data:`LEARNER_TABLE_COLUMNS`).
 
-    From the report's ``summary`` over seeds (:func:`.records.summarize`).
-    ``ais``, ``ais_se``: our mean test log-likelihood by AIS at the largest K (:func:`final_ais`) and
-    its standard error (nats); ``exact``: the exact value where the report has one; ``paper``: the
-    paper's value (:data:`PAPER`, Table :data:`PAPER_TABLES` of the family, row
-    ``<family>/<learner>``, column the dataset's source; NaN when it has none, e.g. a GRBM or an
-    ``ablation``);
-    ``diff`` = ``ais`` - ``paper``; ``tolerance`` = ``z`` x ``ais_se``; ``within_uncertainty``:
-    ``yes`` / ``no`` (``|diff| <= tolerance``), ``no uncertainty`` (no standard error),
-    ``no paper value`` or ``no AIS estimate``.  Rows by family (RBMs, DBMs, GRBMs), source, learner.
+    From the report's ``summary`` over seeds (:func:`.records.summarize`). ``K``, ``init``, ``n_seeds``,
+    ``ais``, ``ais_se``: our mean test log-likelihood by AIS at the largest K (:func:`final_ais`) from
+    the start distribution ``init`` -- base-rate when run, else uniform (a rule fixed in advance,
+    :data:`START_PREFERENCE`) -- its standard error (nats), the seeds averaged; ``ais_base_rate``,
+    ``ais_base_rate_se``, ``ais_uniform``, ``ais_uniform_se`` (:data:`START_COLUMNS`): every start's
+    value at that K (NaN for a start not run), the reported one included; ``exact``: the exact value
+    where the report has one; ``paper``: the paper's value (:data:`PAPER`, Table :data:`PAPER_TABLES` of
+    the family, row ``<family>/<learner>``, column the dataset's source; NaN when it has none, e.g. a
+    GRBM or an ``ablation``); ``diff`` = ``ais`` - ``paper``; ``tolerance`` = ``z`` x ``ais_se``;
+    ``within_uncertainty``: ``yes`` / ``no`` (``|diff| <= tolerance``), ``no uncertainty`` (no standard
+    error), ``no paper value`` or ``no AIS estimate``.  Rows by family (RBMs, DBMs, GRBMs), source, learner.
     With no models: the header only.
     """
     published = load_published() if published is None else published
@@ -358,7 +411,8 @@ def make_table_learners_paper(table: pd.DataFrame, published: pd.DataFrame | Non
     """``table_learners_paper.csv``: the paper's Tables 2-3 as they are printed -- one row per table,
     learner and quantity (``ours``: our AIS mean test log-likelihood, ``ours_se``, ``paper``, ``diff``),
     one column per dataset in the paper's order (:data:`PAPER_COLUMNS`; other sources after them) --
-    from the rows of :func:`make_table_learners` (the first model of a source, learner and table) and
+    from the rows of :func:`make_table_learners` (the first model of a source, learner and table; its AIS
+    start chosen by the same fixed rule, :func:`reported_start`) and
     every published value of the two tables (so a dataset we did not run shows the paper's value only)."""
     published = load_published() if published is None else published
     pub = published[

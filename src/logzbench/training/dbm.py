@@ -4,9 +4,10 @@ Two phases, both driven by one ``torch.Generator`` seeded by ``seed`` (same seed
 the same model; the monitoring draws come from a generator spawned from it, so the monitoring
 settings never change the trained model).
 
-**1. Greedy layer-wise pretraining** (S&H 2009, Sec. 3.1; ``pretrain_epochs`` per layer, 0 skips
-it): one RBM per layer, trained by CD-``pretrain_k`` with doubled weights where the DBM layer
-will have two neighbours, then composed into the DBM's initial weights and biases
+**1. Greedy layer-wise pretraining** (S&H 2009, Sec. 3.1; ``pretrain_epochs`` per layer -- one
+number for all, or one per layer, as Liu et al. 2015's 100 then 200 -- all 0 skips it): one RBM per
+layer, trained by CD-``pretrain_k`` with doubled weights where the DBM layer will have two
+neighbours, then composed into the DBM's initial weights and biases
 (:mod:`logzbench.training.dbm_pretrain`, which describes the doubling and the combined biases).
 
 **2. Joint training** (S&H 2009, Sec. 2.2 and Alg. 1: stochastic approximation, i.e. PCD).  For
@@ -44,6 +45,7 @@ from ..utils import make_generator, resolve_device
 from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite, _Hyperparameters
 from .dbm_pretrain import _DBMPretraining
 from .hyperparams import DBM_TRAINER as _DEFAULTS
+from .hyperparams import per_layer_epochs
 from .trainer import _as_binary_data, _check_int, _check_real, _elapsed, _spawn_seed
 
 __all__ = ["DBMTrainer", "train_dbm"]
@@ -72,9 +74,13 @@ class DBMTrainer(_DBMPretraining, _Hyperparameters):
     ----------
     hidden_sizes : sequence of int
         Sizes ``n_1, ..., n_L`` of the hidden layers (``L >= 1``).
-    pretrain_epochs : int
-        Epochs of CD pretraining per layer; 0 skips pretraining (then ``W_l ~ N(0, init_scale^2)``,
-        hidden biases 0).
+    pretrain_epochs : int or sequence of int
+        Epochs of CD pretraining of each layer: one integer for every layer, or a list with one
+        entry per hidden layer (layer 1 first; e.g. ``[100, 200]``, Liu et al. 2015's DBM), each
+        ``>= 0``.  All 0 skips pretraining (then ``W_l ~ N(0, init_scale^2)``, hidden biases 0); a
+        single 0 among pretrained layers leaves that layer's RBM at its initial parameters (random
+        weights, base-rate or zero visible bias, zero hidden bias) before the composition.  An
+        integer ``n`` and the list ``[n] * L`` train the same model.
     pretrain_k : int
         Gibbs sweeps of the pretraining CD-k.
     pretrain_learning_rate : float
@@ -143,7 +149,7 @@ class DBMTrainer(_DBMPretraining, _Hyperparameters):
     def __init__(
         self,
         hidden_sizes=_DEFAULTS["hidden_sizes"],
-        pretrain_epochs: int = _DEFAULTS["pretrain_epochs"],
+        pretrain_epochs: int | list[int] = _DEFAULTS["pretrain_epochs"],
         pretrain_k: int = _DEFAULTS["pretrain_k"],
         pretrain_learning_rate: float = _DEFAULTS["pretrain_learning_rate"],
         pretrain_weight_decay: float = _DEFAULTS["pretrain_weight_decay"],
@@ -249,8 +255,9 @@ class DBMTrainer(_DBMPretraining, _Hyperparameters):
         data_mean = x_train.mean(dim=0)
         history: list[dict] = []
 
-        if self.pretrain_epochs > 0:
-            weights, biases = self._pretrain(x_train, sizes, gen, eval_gen, history)
+        pretrain_epochs = per_layer_epochs(self.pretrain_epochs, L)
+        if any(pretrain_epochs):
+            weights, biases = self._pretrain(x_train, sizes, pretrain_epochs, gen, eval_gen, history)
         else:
             weights = [
                 torch.randn(sizes[l - 1], sizes[l], generator=gen, device=device) * self.init_scale
@@ -409,8 +416,8 @@ class DBMTrainer(_DBMPretraining, _Hyperparameters):
     def _check_params(self) -> list[int]:
         """Raise ``ValueError`` naming the first invalid hyperparameter; returns the hidden sizes."""
         sizes = _check_hidden_sizes(self.hidden_sizes)
+        per_layer_epochs(self.pretrain_epochs, len(sizes))
         for name, minimum in (
-            ("pretrain_epochs", 0),
             ("pretrain_k", 1),
             ("n_epochs", 0),
             ("batch_size", 1),

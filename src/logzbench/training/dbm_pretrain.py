@@ -1,11 +1,12 @@
 """Greedy layer-wise pretraining of a binary DBM (Salakhutdinov & Hinton 2009, Sec. 3.1).
 
-The first phase of :class:`~logzbench.training.dbm.DBMTrainer` (``pretrain_epochs`` per layer, 0
-skips it), kept apart from the joint PCD training in :mod:`logzbench.training.dbm` because it is a
-self-contained algorithm of its own: a stack of RBMs trained bottom-up and composed into the DBM's
-initial parameters.  :class:`_DBMPretraining` is a mixin of the trainer: it reads the trainer's
-hyperparameters (``init_scale``, ``visible_bias_init``, ``eval_subsample``, ``progress``,
-``pretrain_*``, ``batch_size``) and its ``_momentum`` and ``_row`` helpers.
+The first phase of :class:`~logzbench.training.dbm.DBMTrainer` (``pretrain_epochs`` per layer: one
+number for all layers or one per layer, all 0 skips it), kept apart from the joint PCD training in
+:mod:`logzbench.training.dbm` because it is a self-contained algorithm of its own: a stack of RBMs
+trained bottom-up and composed into the DBM's initial parameters. :class:`_DBMPretraining` is a
+mixin of the trainer: it reads the trainer's hyperparameters (``init_scale``, ``visible_bias_init``,
+``eval_subsample``, ``progress``, ``pretrain_*``, ``batch_size``) and its ``_momentum`` and ``_row``
+helpers.
 
 Layer ``l`` is an RBM between layers ``l-1`` and ``l`` (weights ``W_l``, "visible" bias
 ``a_l``, "hidden" bias ``c_l``) trained by CD-``pretrain_k`` on the activities of layer ``l-1``.
@@ -53,11 +54,16 @@ class _DBMPretraining:
         self,
         x_train: torch.Tensor,
         sizes: list[int],
+        epochs_per_layer: list[int],
         gen: torch.Generator,
         eval_gen: torch.Generator,
         history: list[dict],
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Greedy doubled-weights pretraining; returns the composed DBM weights and biases."""
+        """Greedy doubled-weights pretraining; returns the composed DBM weights and biases.
+
+        ``sizes`` is ``[n_visible, n_1, ..., n_L]`` and ``epochs_per_layer[l - 1]`` the epochs of the RBM of
+        layer ``l`` (0 keeps its initial parameters); one history record per epoch is appended to ``history``.
+        """
         device = x_train.device
         L = len(sizes) - 1
         rbms: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (W_l, a_l, c_l)
@@ -75,7 +81,7 @@ class _DBMPretraining:
             c = torch.zeros(n_out, device=device)
             velocity = [torch.zeros_like(p) for p in (W, a, c)]
             rows = torch.randperm(probs.shape[0], generator=eval_gen, device=device)[: self.eval_subsample]
-            epochs = range(1, self.pretrain_epochs + 1)
+            epochs = range(1, epochs_per_layer[l - 1] + 1)
             if self.progress:
                 from tqdm.auto import tqdm
 

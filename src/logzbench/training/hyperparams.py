@@ -14,6 +14,7 @@ Targets are named ``"module:object"``, as :mod:`logzbench.registry` names them: 
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "REQUIRED",
     "VCD",
     "declared_parameters",
+    "per_layer_epochs",
 ]
 
 #: the default of a parameter that has none
@@ -63,7 +65,8 @@ RBM_TRAINER = dict(
     device="cpu",
     progress=False,
 )
-#: :class:`~logzbench.training.dbm.DBMTrainer`
+#: :class:`~logzbench.training.dbm.DBMTrainer` (``pretrain_epochs``: one integer for every layer, or a list with
+#: one per layer, checked by :func:`per_layer_epochs`)
 DBM_TRAINER = dict(
     hidden_sizes=(500, 1000),
     pretrain_epochs=100,
@@ -247,7 +250,8 @@ AVIL = dict(
     monitor_samples=None,
     **_LEARNER,
 )
-#: :func:`~logzbench.training.nvil.train_nvil`
+#: :func:`~logzbench.training.nvil.train_nvil` (``nvil_variant``: Kuleshov & Ermon's neural auxiliary-variable q or
+#: their mixture of Bernoullis, of ``mixture_components`` components -- 10: neither paper states theirs)
 NVIL = dict(
     family="rbm",
     hidden_sizes=(50,),
@@ -257,6 +261,8 @@ NVIL = dict(
     sigma=1.0,
     visible_std=None,
     monitor_samples=None,
+    nvil_variant="auxiliary",
+    mixture_components=10,
     **_LEARNER,
 )
 #: :func:`~logzbench.training.vcd.train_vcd`
@@ -299,6 +305,54 @@ def declared_parameters(target: str) -> tuple[tuple[str, Any], ...]:
         for p in params
         if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in JOB_ARGUMENTS
     )
+
+
+def per_layer_epochs(value: Any, n_layers: int, name: str = "pretrain_epochs") -> list[int]:
+    """One epoch count per layer from ``value``: an integer (every layer) or a list of ``n_layers`` integers.
+
+    Used by :class:`~logzbench.training.dbm.DBMTrainer` for ``pretrain_epochs`` (Liu et al. 2015 pretrain
+    their DBM's first layer 100 epochs and the second 200), here so that a config can be checked without
+    torch.
+
+    Parameters
+    ----------
+    value : int or sequence of int
+        Epochs of every layer, or of layers ``1..n_layers`` in order; each ``>= 0``.
+    n_layers : int
+        Number of layers the list must cover.
+    name : str
+        The hyperparameter's name, for the error message.
+
+    Returns
+    -------
+    list of int, length n_layers
+
+    Raises
+    ------
+    ValueError
+        One line naming the problem: not an integer or a list, a negative or non-integer entry, or a
+        list whose length is not ``n_layers``.
+    """
+
+    def one(x: Any, where: str) -> int:
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+            raise ValueError(f"{where} must be an integer, got {x!r}")
+        if x < 0:
+            raise ValueError(f"{where} must be >= 0, got {x}")
+        return int(x)
+
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise ValueError(
+                f"{name} must be an integer or a list of one integer per layer such as [100, 200], got {value!r}"
+            )
+        return [one(value, name)] * n_layers
+    if len(value) != n_layers:
+        raise ValueError(
+            f"{name} has {len(value)} entries but the model has {n_layers} hidden layers; "
+            f"give one per layer or a single integer, got {list(value)!r}"
+        )
+    return [one(x, f"{name}[{i}]") for i, x in enumerate(value)]
 
 
 def declared_names(*targets: str) -> frozenset[str]:

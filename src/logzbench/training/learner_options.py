@@ -36,6 +36,7 @@ __all__ = [
     "MAX_BATCH_SIZE",
     "MAX_EXACT_UNITS",
     "MAX_MONITOR_SAMPLES",
+    "NVIL_VARIANTS",
     "RULES",
     "Rule",
     "SELECTIONS",
@@ -49,6 +50,8 @@ __all__ = [
 
 #: ``z`` priors of the decoder
 Z_KINDS = ("continuous", "discrete")
+#: NVIL's proposals (Kuleshov & Ermon 2017): the neural q with auxiliaries, or a mixture of Bernoullis
+NVIL_VARIANTS = ("auxiliary", "mixture")
 #: the model a learner returns: the last, or the logged one of the best validation log-likelihood
 SELECTIONS = ("last", "best-valid")
 #: AVIL's ablations (Fig. 4) and the other names accepted for them
@@ -125,6 +128,8 @@ RULES: dict[str, Rule] = {
     "select": Rule("choice", choices=SELECTIONS),
     "ablation": Rule("choice", choices=ABLATIONS + tuple(ABLATION_ALIASES), none=True),
     "ais_init": Rule("choice", choices=registry.INITS, none=True),
+    "nvil_variant": Rule("choice", choices=NVIL_VARIANTS),
+    "mixture_components": Rule("int", 1),
     "figure_samples": Rule("int", 1),
     "figure_sweeps": Rule("int", 0),
 }

@@ -1,4 +1,12 @@
-"""NVIL: neural variational inference and learning (Kuleshov & Ermon 2017), neural ``q`` with auxiliaries.
+"""NVIL: neural variational inference and learning (Kuleshov & Ermon 2017): a neural ``q`` with
+auxiliaries, or a mixture of Bernoullis.
+
+Kuleshov & Ermon propose two variants (AVIL paper, Sec. 5.4): ``nvil_variant="auxiliary"`` (the
+default, described first below) and ``nvil_variant="mixture"``, ``q(v) = sum_k pi_k prod_i
+Bernoulli(v_i; mu_ki)`` with ``mixture_components`` components (:class:`BernoulliMixture`), whose
+``log q(v)`` is exact (a logsumexp over the components), so no auxiliary posterior ``r`` is needed:
+``w = f(v) / q(v)`` and the bound is Eq. 6 itself.  Li et al. found the mixture variant fails to scale
+past small data (their Table 2 reports the auxiliary one); it needs binary visible units (``rbm``).
 
 **The bound.**  For any ``q(v)`` whose support covers the model's, with ``f(v) = exp(-F(v))``
 and ``w = f(v) / q(v)``, ``E_q[w] = Z`` and Jensen (``E[w^2] >= E[w]^2``) give the chi-square
@@ -66,7 +74,9 @@ import math
 import torch
 
 from ..models.enumeration import state_bits
+from .common import _base_rate_logit
 from .hyperparams import NVIL as _DEFAULTS
+from .learner_options import NVIL_VARIANTS
 from .variational import (
     AISMonitor,
     Decoder,
@@ -76,14 +86,24 @@ from .variational import (
     ExactMonitor,
     History,
     adam,
+    bernoulli_log_prob,
     bernoulli_log_prob_table,
     float64_copy,
     logged,
+    sample_bernoulli,
     setup,
     step,
 )
 
-__all__ = ["NVILProposal", "exact_log_chi2_bound", "log_chi2_bound", "q_loss", "train_nvil"]
+__all__ = [
+    "NVIL_VARIANTS",
+    "BernoulliMixture",
+    "NVILProposal",
+    "exact_log_chi2_bound",
+    "log_chi2_bound",
+    "q_loss",
+    "train_nvil",
+]
 
 HISTORY_KEYS = (
     "iteration",
@@ -131,35 +151,118 @@ class NVILProposal(torch.nn.Module):
         log_r = self.log_r(d) if log_r is None else log_r
         return -free_energy(d.v) + log_r - self.decoder.log_joint(d.z, d.hs, d.v)
 
+    def draw(self, n: int, generator: torch.Generator) -> DecoderSample:
+        """``n`` exact draws ``(z, h, v) ~ q``."""
+        return self.decoder.sample(n, generator)
+
+    @staticmethod
+    def visible(d: DecoderSample) -> torch.Tensor:
+        """The visible part ``v`` of draws ``d``, shape ``(n, n_visible)``."""
+        return d.v
+
+    def log_rest(self, d: DecoderSample) -> torch.Tensor:
+        """``log r(a | v) - log q(z, h, v)``: ``log w + F(v)``, the part of the log-weight without the model."""
+        return self.log_r(d) - self.decoder.log_joint(d.z, d.hs, d.v)
+
+    def loss(self, free_energy, d: DecoderSample) -> torch.Tensor:
+        """:func:`q_loss` of this proposal."""
+        log_q = self.decoder.log_joint(d.z, d.hs, d.v)
+        log_r = self.log_r(d)
+        with torch.no_grad():
+            omega = torch.softmax(2.0 * (-free_energy(d.v).double() + log_r.double() - log_q.double()), 0)
+        return -(omega.to(log_q.dtype) * log_q).sum() - log_r.mean()
+
+
+class BernoulliMixture(torch.nn.Module):
+    """NVIL's mixture proposal: ``q(v) = sum_k pi_k prod_i Bernoulli(v_i; sigmoid(l_ki))``.
+
+    ``pi = softmax(mixing_logits)``; ``log q`` is exact (float64 logsumexp over the components), so the
+    log-weight is ``log w = -F(v) - log q(v)`` with no auxiliary posterior.
+
+    Parameters
+    ----------
+    n_visible : int
+        ``D``, the binary visible units.
+    n_components : int
+        ``K``, the mixture's components.
+    base_logits : torch.Tensor, shape (n_visible,)
+        Centre of the initial component logits (the data base rate's logits).
+    generator : torch.Generator
+        CPU generator of the initial logits ``base_logits + N(0, 1)``: distinct components (identical ones
+        would receive identical gradients and stay identical).
+    """
+
+    def __init__(self, n_visible: int, n_components: int, base_logits: torch.Tensor, generator: torch.Generator):
+        super().__init__()
+        noise = torch.randn(int(n_components), int(n_visible), generator=generator)
+        self.mixing_logits = torch.nn.Parameter(torch.zeros(int(n_components)))
+        self.logits = torch.nn.Parameter(base_logits.detach().cpu().float()[None, :] + noise)
+
+    def log_prob(self, v: torch.Tensor) -> torch.Tensor:
+        """Exact ``log q(v)`` in float64, shape ``(n,)`` for ``v`` of shape ``(n, n_visible)``."""
+        log_pi = torch.log_softmax(self.mixing_logits.double(), 0)
+        return torch.logsumexp(log_pi[None, :] + bernoulli_log_prob(v.double()[:, None, :], self.logits.double()), 1)
+
+    def draw(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` exact draws ``v ~ q``: a component ``k ~ pi``, then ``v ~ prod_i Bernoulli(sigmoid(l_ki))``,
+        shape ``(n, n_visible)``."""
+        probs = torch.softmax(self.mixing_logits.detach(), 0).to(generator.device)
+        k = torch.multinomial(probs, int(n), replacement=True, generator=generator)
+        return sample_bernoulli(self.logits.detach().to(generator.device)[k], generator)
+
+    @staticmethod
+    def visible(v: torch.Tensor) -> torch.Tensor:
+        """Draws are the visible states themselves."""
+        return v
+
+    def log_rest(self, v: torch.Tensor) -> torch.Tensor:
+        """``-log q(v)``: ``log w + F(v)``, the part of the log-weight without the model (float64)."""
+        return -self.log_prob(v)
+
+    def log_weights(self, free_energy, v: torch.Tensor) -> torch.Tensor:
+        """``log w = -F(v) - log q(v)`` of draws ``v``, shape ``(n,)`` (float64)."""
+        return -free_energy(v).double() + self.log_rest(v)
+
+    def loss(self, free_energy, v: torch.Tensor) -> torch.Tensor:
+        """:func:`q_loss` of this proposal: ``-sum_i omega_i log q(v_i)``, ``omega = softmax(2 log w)``."""
+        log_q = self.log_prob(v)
+        with torch.no_grad():
+            omega = torch.softmax(2.0 * (-free_energy(v).double() - log_q), 0)
+        return -(omega * log_q).sum()
+
 
 def log_chi2_bound(log_w: torch.Tensor) -> torch.Tensor:
     """``log U_hat = logsumexp_i(2 log w_i) - log N`` (float64 scalar) from log-weights ``(N,)``."""
     return torch.logsumexp(2.0 * log_w.double(), 0) - math.log(log_w.shape[0])
 
 
-def q_loss(proposal: NVILProposal, free_energy, d: DecoderSample) -> torch.Tensor:
-    """The loss of one update of ``q`` and ``r`` on exact draws ``d ~ q`` (held fixed): ``-sum_i omega_i
+def q_loss(proposal: NVILProposal | BernoulliMixture, free_energy, d) -> torch.Tensor:
+    """The loss of one update of ``q`` (and ``r``) on exact draws ``d ~ q`` (held fixed): ``-sum_i omega_i
     log q(x_i)`` with ``omega = softmax(2 log w)`` (its gradient estimates ``grad log U``; see the module
-    docstring) minus ``mean log r(a_i | v_i)`` (maximum likelihood of ``r``)."""
-    log_q = proposal.decoder.log_joint(d.z, d.hs, d.v)
-    log_r = proposal.log_r(d)
-    with torch.no_grad():
-        omega = torch.softmax(2.0 * (-free_energy(d.v).double() + log_r.double() - log_q.double()), 0)
-    return -(omega.to(log_q.dtype) * log_q).sum() - log_r.mean()
+    docstring) minus, for the auxiliary proposal, ``mean log r(a_i | v_i)`` (maximum likelihood of ``r``)."""
+    return proposal.loss(free_energy, d)
 
 
 @torch.no_grad()
-def exact_log_chi2_bound(energy: EnergyModel, proposal: NVILProposal, max_bits: int = 22) -> float:
+def exact_log_chi2_bound(energy: EnergyModel, proposal: NVILProposal | BernoulliMixture, max_bits: int = 22) -> float:
     """Exact ``log U = log E_{q(v, a)}[w^2]`` by enumerating ``v``, ``h`` and a discrete ``z`` (tiny models).
 
     ``log U = logsumexp_{v,h} [ -2 F(v) + 2 log r(h | v) - log q(v | h) + logsumexp_z (2 log r(z | h)
-    - log q(z) - log q(h | z)) ]`` in float64.
+    - log q(z) - log q(h | z)) ]`` in float64; for a :class:`BernoulliMixture`,
+    ``log U = logsumexp_v [ -2 F(v) - log q(v) ]`` (enumerating ``v``).
 
     Raises
     ------
     ValueError
         Continuous ``z``, real ``v``, or more than ``2^max_bits`` states.
     """
+    if isinstance(proposal, BernoulliMixture):
+        n_v = proposal.logits.shape[1]
+        if n_v > max_bits:
+            raise ValueError(f"exact chi-square bound needs 2^{n_v} states; refusing above 2^{max_bits}")
+        dev = next(energy.parameters()).device
+        vs = state_bits(0, 1 << n_v, n_v, dev, torch.float64)
+        return float(torch.logsumexp(-2 * energy.free_energy(vs).double() - proposal.log_prob(vs), 0))
     dec = proposal.decoder
     if dec.z_kind != "discrete" or dec.visible != "binary":
         raise ValueError("the exact chi-square bound needs binary v and discrete z")
@@ -209,9 +312,12 @@ def train_nvil(
     ais_init: str | None = _DEFAULTS["ais_init"],
     ais_is_samples: int = _DEFAULTS["ais_is_samples"],
     select: str = _DEFAULTS["select"],
+    nvil_variant: str = _DEFAULTS["nvil_variant"],
+    mixture_components: int = _DEFAULTS["mixture_components"],
     return_state: bool = False,
 ):
-    """Train an RBM (or GRBM) by NVIL with a neural auxiliary-variable ``q`` (see the module docstring).
+    """Train an RBM (or GRBM) by NVIL with a neural auxiliary-variable ``q`` or a mixture of Bernoullis
+    (see the module docstring).
 
     Parameters
     ----------
@@ -221,16 +327,24 @@ def train_nvil(
     family : {"rbm", "grbm"}
         A family with a tractable free energy.
     hidden_sizes : sequence of one int
-        The model's hidden layer (also ``q``'s ``h``).
+        The model's hidden layer (also the auxiliary ``q``'s ``h``).
     aux_size, z : int, {"continuous", "discrete"}
-        ``q``'s top auxiliary ``z``.
+        The auxiliary ``q``'s top auxiliary ``z`` (unused by the mixture).
     iterations, K1, lr, betas, batch_size, seed, device, log_every
         As :func:`~logzbench.training.avil.train_avil` (``K1`` updates of ``q`` and ``r`` per
         model update, ``batch_size`` draws of ``q`` per update).
     mlp_hidden, init_scale, sigma, visible_std, exact_max_units, \
 monitor_samples, ais_every, ais_K, ais_chains, \
 ais_init, ais_is_samples, select, return_state
-        As :func:`~logzbench.training.avil.train_avil`.
+        As :func:`~logzbench.training.avil.train_avil` (``mlp_hidden`` and ``init_scale``'s networks:
+        the auxiliary ``q`` only).
+    nvil_variant : {"auxiliary", "mixture"}
+        Kuleshov & Ermon's two proposals: the neural ``q(z) q(h | z) q(v | h)`` with the auxiliary
+        posterior ``r`` (the one Li et al. compare against), or :class:`BernoulliMixture` (binary
+        visible units only).
+    mixture_components : int
+        Components ``K`` of the mixture (default 10; Li et al. do not state theirs); unused by
+        ``"auxiliary"``.
 
     Returns
     -------
@@ -275,6 +389,8 @@ ais_init, ais_is_samples, select, return_state
             "z": z,
             "sigma": sigma,
             "visible_std": visible_std,
+            "nvil_variant": nvil_variant,
+            "mixture_components": mixture_components,
         },
         ais_every=ais_every,
         ais_K=ais_K,
@@ -287,10 +403,19 @@ ais_init, ais_is_samples, select, return_state
         raise ValueError(f"NVIL needs a tractable free energy; family {s.family.name!r} has none (use AVIL or VCD)")
     energy, gen = s.energy, s.gen
     n_visible = s.train.shape[1]
-    decoder = Decoder(
-        n_visible, s.hidden_sizes, aux_size, z, s.family.visible, s.mlp_hidden, s.init_gen, visible_std
-    ).to(s.device)
-    proposal = NVILProposal(decoder, Encoder(n_visible, s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device))
+    if nvil_variant == "mixture":
+        if s.family.visible != "binary":
+            raise ValueError(
+                f"nvil_variant='mixture' is a mixture of Bernoullis: it needs binary visible units, "
+                f"family {s.family.name!r} has real ones (use nvil_variant='auxiliary')"
+            )
+        base = _base_rate_logit(s.train.mean(0).cpu())
+        proposal = BernoulliMixture(n_visible, mixture_components, base, s.init_gen).to(s.device)
+    else:
+        decoder = Decoder(
+            n_visible, s.hidden_sizes, aux_size, z, s.family.visible, s.mlp_hidden, s.init_gen, visible_std
+        ).to(s.device)
+        proposal = NVILProposal(decoder, Encoder(n_visible, s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device))
     opt_theta = adam(energy.parameters(), lr, betas)
     opt_q = adam(proposal.parameters(), lr, betas)
     n_draws = int(batch_size)
@@ -299,7 +424,7 @@ ais_init, ais_is_samples, select, return_state
 
     def record(it: int) -> None:
         with torch.no_grad():
-            d = decoder.sample(monitor_samples or n_draws, s.eval_gen)
+            d = proposal.draw(monitor_samples or n_draws, s.eval_gen)
             log_w = proposal.log_weights(energy.free_energy, d).double()
             log_u = float(log_chi2_bound(log_w))
             free = float(energy.free_energy(monitor_batch.double()).mean())
@@ -321,14 +446,14 @@ ais_init, ais_is_samples, select, return_state
         energy.requires_grad_(False)
         for _ in range(int(K1)):  # q: minimise log U (score function); r: maximum likelihood on q's draws
             with torch.no_grad():
-                d = decoder.sample(n_draws, gen)
+                d = proposal.draw(n_draws, gen)
             step(opt_q, q_loss(proposal, energy.free_energy, d))
         energy.requires_grad_(True)
         v = s.batches.next()
         with torch.no_grad():
-            d = decoder.sample(n_draws, gen)
-            log_rest = (proposal.log_r(d) - decoder.log_joint(d.z, d.hs, d.v)).double()
-        log_w = -energy.free_energy(d.v).double() + log_rest  # depends on theta through F only
+            d = proposal.draw(n_draws, gen)
+            log_rest = proposal.log_rest(d).double()
+        log_w = -energy.free_energy(proposal.visible(d)).double() + log_rest  # depends on theta through F only
         step(opt_theta, energy.free_energy(v).mean() + 0.5 * log_chi2_bound(log_w))
         energy.check_finite(f"NVIL iteration {it}")
         if logged(it, iterations, log_every):
