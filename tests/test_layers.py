@@ -9,7 +9,8 @@ first:
 1. ``data`` (imports only ground);
 2. ``models``;
 3. ``estimators``;
-4. ``api``, ``training``, ``trials``, ``tracking`` (a package, with the ``tracking_server`` command), and ``pipeline``
+4. ``api``, ``sampling`` (drawing samples from a model), ``training``, ``trials``, ``tracking`` (a package,
+   with the ``tracking_server`` command), and ``pipeline``
    (what only the workflow needs: config -> jobs, its checks, one job end to end, the warm server; it
    imports no report, whose job the warm server runs by its name, a string, and the report reads the
    check of its published rows from it);
@@ -37,7 +38,7 @@ LAYERS = {
     "data": 1,
     "models": 2,
     "estimators": 3,
-    **dict.fromkeys(("api", "training", "trials", "tracking", "tracking_server", "pipeline"), 4),
+    **dict.fromkeys(("api", "sampling", "training", "trials", "tracking", "tracking_server", "pipeline"), 4),
     "report": 5,
     "cli": 6,
 }
