@@ -48,7 +48,9 @@ from typing import Any, Callable, Mapping
 from .schedules import ADAPTIVE, make_schedule
 
 __all__ = [
+    "CONTROL_VARIATES",
     "CSL_MODES",
+    "CSL_PROTOCOLS",
     "EXACT_MAX_SECONDS",
     "EXACT_PRECISIONS",
     "INITS",
@@ -67,6 +69,11 @@ __all__ = [
 #: initial distributions of the annealing path of a binary model
 INITS = ("uniform", "base-rate")
 CSL_MODES = ("unbiased", "biased")
+#: RAISE's control-variate coefficient on a subsample: fitted by regression, or the paper's alpha = 1
+CONTROL_VARIATES = ("fitted", "fixed")
+#: how CSL draws its hidden samples: fresh chains with a fixed burn-in, or Upadhya & Sastry's pool
+#: (Sec. 4.2: chains chosen from a pool of long runs, samples after a random burn-in)
+CSL_PROTOCOLS = ("fresh", "pooled")
 #: the exact estimator's enumeration precisions (:data:`logzbench.models.enumeration.PRECISIONS`)
 EXACT_PRECISIONS = ("float64", "mixed")
 #: the exact estimator's default time budget (seconds; ``exact_max_seconds=None``): a longer
@@ -400,6 +407,12 @@ OPTIONS: tuple[Option, ...] = (
            "float", group=_CONTINUOUS),
     Option("csl_mode", "unbiased", "CSL: chains started from the model (unbiased) or from training rows "
            "(biased)", "choice", choices=CSL_MODES),
+    Option("csl_protocol", "fresh", "CSL: fresh chains after burn_in sweeps, or Upadhya & Sastry's pooled chains "
+           "(Sec. 4.2: a burn-in drawn uniformly from 0..burn_in, then every thin-th sweep)", "choice",
+           choices=CSL_PROTOCOLS, record=_when_not_default),
+    Option("control_variate", "fitted", "RAISE on a subsample: control-variate coefficient alpha fitted by "
+           "regression, or fixed at 1 (Burda et al. Sec. 4)", "choice", choices=CONTROL_VARIATES,
+           record=_when_not_default),
     Option("exact_precision", "float64", "exact: float64 enumeration, or float32 pre-activations with float64 "
            "sums (its a-priori error bound is reported as extra.log_z_error_bound)", "choice",
            choices=EXACT_PRECISIONS),

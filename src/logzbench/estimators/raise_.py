@@ -18,7 +18,8 @@ model (Alg. 3).  For a DBN the path's ``encode`` draws ``h_1 ~ q(h_1 | v)`` and 
 the top RBM with ``h_1`` as data (the unrolled net of Fig. 2).
 
 Averages over a random subsample of the test set are corrected with the control variate
-of Sec. 4: ``X = log f(v)``, known for every test example.
+of Sec. 4: ``X = log f(v)``, known for every test example, its coefficient fitted by regression
+(``control_variate="fitted"``, the default) or fixed at the paper's ``alpha = 1`` (``"fixed"``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 from ..models.base import AnnealingPath
+from ..options import CONTROL_VARIATES
 from ..schedules import from_array
 from ._common import progress_range, timer
 from .context import per_example_bytes
@@ -146,14 +148,32 @@ def raise_log_weights(
     return log_w.reshape(data.shape[0], n_chains), sweeps
 
 
-def control_variate_mean(y: np.ndarray, x_sub: np.ndarray, x_all: np.ndarray) -> tuple[float, float, float]:
-    """Control-variate estimate of the mean of ``Y`` over a fixed set (RAISE Eq. 14).
+#: the paper's coefficient of the ``log f(v)`` control variate (Sec. 4: the annealing model approximates the MRF)
+FIXED_ALPHA = 1.0
 
-    ``mean(Y - alpha X) + alpha mean(X_all)`` with ``alpha = Cov(Y, X) / Var(X)`` fitted on
-    the subsample.  The set is fixed and ``X`` is known on all of it, so the standard error is
-    ``sd(Y - alpha X) / sqrt(n)`` (the paper's extra ``alpha^2 Var(X) / N`` term is the
-    sampling error of the test set itself, which AIS's error does not include either; we
-    also omit the finite-population correction ``1 - n/N``, which makes it conservative).
+
+def control_variate_mean(
+    y: np.ndarray, x_sub: np.ndarray, x_all: np.ndarray, alpha: float | None = None
+) -> tuple[float, float, float]:
+    """Control-variate estimate of the mean of ``Y`` over a set of ``N`` rows from a random subsample of
+    ``n`` (RAISE Eq. 14): ``mean_sub(Y - alpha X) + alpha mean_all(X)``.
+
+    ``alpha=None`` fits ``alpha = Cov(Y, X) / Var(X)`` on the subsample (regression; the estimate is then
+    unbiased up to ``O(1/n)``); a number fixes it (the paper's ``alpha = 1``, :data:`FIXED_ALPHA`: unbiased
+    for every ``n``).
+
+    The standard error is that of the mean over *this* set, the quantity every estimate of the report
+    is compared on (AIS, exact, RAISE on every row).  With ``D = Y - alpha X``, the rows drawn without
+    replacement and ``X`` known on every row,
+
+        Var = (1 - n/N) S^2 / n + sigma^2 / n,
+
+    ``S^2`` the spread of ``E[D_i]`` over the ``N`` rows, ``sigma^2`` the mean RAISE variance of one row.
+    The subsample's ``s_D^2`` estimates ``S^2 + sigma^2``, so ``s_D / sqrt(n)`` (returned) overstates the
+    standard error by at most the finite-population correction (a factor ``<= 1 / sqrt(1 - n/N)``).  There is
+    no ``alpha^2 Var(X) / N`` term: ``mean_all(X)`` is computed on the set, not sampled.  That term belongs
+    to the mean over the data distribution, the test set being a sample of it
+    (:func:`control_variate_population_stderr`).
 
     Parameters
     ----------
@@ -163,25 +183,72 @@ def control_variate_mean(y: np.ndarray, x_sub: np.ndarray, x_all: np.ndarray) ->
         Control variate on the subsample.
     x_all : shape (N,)
         Control variate on the full set.
+    alpha : float, optional
+        The coefficient; ``None`` fits it.
 
     Returns
     -------
     (estimate, standard error, alpha)
+        A fitted ``alpha`` falls back to the plain mean of ``y`` (``alpha = 0``) with fewer than 3 rows or a
+        constant ``x_sub``.
     """
     n = len(y)
-    if n < 3 or np.var(x_sub) == 0:
-        return float(np.mean(y)), float(np.std(y, ddof=1) / math.sqrt(n)) if n > 1 else float("nan"), 0.0
-    c = np.cov(y, x_sub, ddof=1)
-    alpha = float(c[0, 1] / c[1, 1])
+    if alpha is None:
+        if n < 3 or np.var(x_sub) == 0:
+            return float(np.mean(y)), float(np.std(y, ddof=1) / math.sqrt(n)) if n > 1 else float("nan"), 0.0
+        c = np.cov(y, x_sub, ddof=1)
+        alpha = float(c[0, 1] / c[1, 1])
     resid = y - alpha * x_sub
-    return float(resid.mean() + alpha * x_all.mean()), float(resid.std(ddof=1) / math.sqrt(n)), alpha
+    se = float(resid.std(ddof=1) / math.sqrt(n)) if n > 1 else float("nan")
+    return float(resid.mean() + alpha * x_all.mean()), se, float(alpha)
+
+
+def control_variate_population_stderr(y: np.ndarray, x_sub: np.ndarray, n_all: int, alpha: float) -> float:
+    """Standard error of :func:`control_variate_mean` as an estimate of the mean over the data distribution,
+    the ``N`` test rows being a random sample of it and the ``n`` rows a random subsample of those.
+
+    With ``D = Y - alpha X`` (``Y`` with its RAISE noise), the ``n`` rows among the ``N``,
+
+        Var = Var(D) / n + alpha^2 Var(X) / N + 2 alpha Cov(D, X) / N = Var(D) (1/n - 1/N) + Var(Y) / N,
+
+    estimated by the subsample's ``s_D^2`` and ``s_Y^2``.  RAISE Sec. 4 states the first form with the
+    covariance term over ``n``; over ``N`` is right when the subsample is part of the ``N`` rows (for the
+    fitted ``alpha`` the covariance is zero and the two agree).  Beside the standard error over this set
+    (:func:`control_variate_mean`) it adds about ``Var(E[Y | v]) / N``, the test set's own sampling error,
+    which AIS's and the exact value's errors do not include either.  Without subsampling (``n = N``) it is
+    ``s_Y / sqrt(N)``.
+
+    Parameters
+    ----------
+    y : shape (n,)
+        Per-example estimates on the subsample.
+    x_sub : shape (n,)
+        Control variate on the subsample.
+    n_all : int
+        ``N``, the rows of the full set.
+    alpha : float
+        The coefficient used (fitted or fixed).
+    """
+    n = len(y)
+    if n < 2:
+        return float("nan")
+    var_d = float(np.var(y - alpha * x_sub, ddof=1))
+    var_y = float(np.var(y, ddof=1))
+    return math.sqrt(max(var_d * (1.0 / n - 1.0 / n_all), 0.0) + var_y / n_all)
 
 
 def _bootstrap_ci(
-    log_w: torch.Tensor, x_sub: np.ndarray, x_all: np.ndarray, subsampled: bool, seed: int, n_bootstrap: int = 500
+    log_w: torch.Tensor,
+    x_sub: np.ndarray,
+    x_all: np.ndarray,
+    subsampled: bool,
+    seed: int,
+    n_bootstrap: int = 500,
+    alpha: float | None = None,
 ) -> tuple[float, float]:
     """Percentile 95 % interval of the mean: chains resampled within every example and,
-    for a subsample, the examples too (with the control variate refitted each time)."""
+    for a subsample, the examples too (with a fitted control variate refitted each time; ``alpha``
+    fixes it)."""
     n, m = log_w.shape
     if m < 2:
         return float("nan"), float("nan")
@@ -193,7 +260,7 @@ def _bootstrap_ci(
         y = (torch.logsumexp(log_w[rows, cols], dim=1) - math.log(m)).numpy()
         if subsampled:
             ex = torch.randint(0, n, (n,), generator=g).numpy()
-            stats.append(control_variate_mean(y[ex], x_sub[ex], x_all)[0])
+            stats.append(control_variate_mean(y[ex], x_sub[ex], x_all, alpha)[0])
         else:
             stats.append(float(y.mean()))
     lo, hi = np.percentile(stats, [2.5, 97.5])
@@ -213,6 +280,7 @@ def raise_estimate(
     progress: bool = False,
     settings: dict | None = None,
     sweeps_per_beta: int = 1,
+    control_variate: str = "fitted",
 ) -> EstimateResult:
     """RAISE per-example log-probabilities and the control-variate mean test log-likelihood.
 
@@ -231,7 +299,19 @@ def raise_estimate(
         Size of the random subsample evaluated by RAISE (default: all ``N``).
     subsample_seed : int
         Seed of the subsample choice.
+    control_variate : {"fitted", "fixed"}
+        On a subsample, ``alpha`` fitted by regression or fixed at 1 (the paper's choice, Sec. 4; see
+        :func:`control_variate_mean`).  The result records it (``settings["control_variate"]``), with
+        ``alpha`` (``extra["control_variate_alpha"]``, 0 without subsampling) and the standard error
+        over the data distribution (``extra["mean_log_likelihood_stderr_population"]``,
+        :func:`control_variate_population_stderr`) beside the one over the test set
+        (``extra["mean_log_likelihood_stderr_test_set"]``).  The reported standard error is the one over
+        the test set for ``fitted`` and the full one, over the data distribution (with the paper's
+        ``alpha^2 Var(X) / N`` term), for ``fixed``: that is the paper's protocol, and the two differ by the
+        test set's own sampling error, about ``sd(log p(v)) / sqrt(N)``.
     """
+    if control_variate not in CONTROL_VARIATES:
+        raise ValueError(f"unknown control_variate {control_variate!r}; choose one of {CONTROL_VARIATES}")
     betas = from_array(betas)
     N = data.shape[0]
     n = N if n_examples is None or n_examples >= N else int(n_examples)
@@ -245,14 +325,19 @@ def raise_estimate(
     per_ex, per_ex_se = log_mean_stderr(log_w, dim=1)
     per_ex, per_ex_se = per_ex.cpu().numpy(), per_ex_se.cpu().numpy()
     x_all = log_f_all.double().cpu().numpy()
+    fixed = FIXED_ALPHA if control_variate == "fixed" else None
     if n < N:
-        est, se, alpha = control_variate_mean(per_ex, x_all[idx], x_all)
+        est, se, alpha = control_variate_mean(per_ex, x_all[idx], x_all, fixed)
     else:  # no subsampling: the only uncertainty is the estimator's own
         est = float(per_ex.mean())
         se = float(math.sqrt(np.sum(per_ex_se**2)) / n) if n_chains > 1 else float("nan")
         alpha = 0.0
+    se_test_set = se
+    se_population = control_variate_population_stderr(per_ex, x_all[idx], N, alpha)
+    if control_variate == "fixed" and n < N:  # the paper's protocol, with its full standard error
+        se = se_population
     ess = ess_from_log_weights(log_w, dim=1).cpu().numpy()
-    ci = _bootstrap_ci(log_w.cpu(), x_all[idx], x_all, subsampled=n < N, seed=subsample_seed)
+    ci = _bootstrap_ci(log_w.cpu(), x_all[idx], x_all, subsampled=n < N, seed=subsample_seed, alpha=fixed)
     khat, khat_extra = khat_per_example(log_w)  # median over examples (NaN with fewer than 25 chains)
     return EstimateResult(
         estimator="raise",
@@ -265,11 +350,20 @@ def raise_estimate(
         seconds=t[0],
         n_sweeps=sweeps,
         total_sweeps=sweeps * n_chains * n,
-        settings={"K": K, "chains": n_chains, "n_examples": n, "n_test": N, **(settings or {})},
+        settings={
+            "K": K,
+            "chains": n_chains,
+            "n_examples": n,
+            "n_test": N,
+            "control_variate": control_variate,
+            **(settings or {}),
+        },
         log_weights=log_w.cpu().numpy(),
         per_example_log_likelihood=per_ex,
         extra={
             "control_variate_alpha": alpha,
+            "mean_log_likelihood_stderr_population": se_population,
+            "mean_log_likelihood_stderr_test_set": se_test_set,
             "subsample_mean_log_likelihood": float(per_ex.mean()),
             "per_example_stderr_mean": float(np.nanmean(per_ex_se)) if n_chains > 1 else None,
             "min_ess": float(ess.min()),
@@ -306,5 +400,6 @@ def estimate(ctx) -> EstimateResult:
         progress=o.progress,
         settings=ctx.annealed_settings(),
         sweeps_per_beta=o.sweeps_per_beta,
+        control_variate=o.control_variate,
     )
     return ctx.finish(res, attach=False)

@@ -63,6 +63,9 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
         "target_width",
         "max_sweeps",
         "confidence",
+        # the papers' protocol switches (RAISE's control variate, Upadhya & Sastry's pooled CSL chains)
+        "control_variate",
+        "csl_protocol",
     )
     out = {k: record.get(k, settings.get(k)) for k in keys}
     out["method"] = out["method"] or res.get("estimator")
