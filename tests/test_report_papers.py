@@ -226,3 +226,16 @@ def test_subset_estimates_meet_the_subsets_exact_value():
     # no AIS-RAISE gap flag across different test rows (a 1.85-nat difference would be flagged)
     _, flagged = report.apply_flags(per_run, summary)
     assert not flagged["flags"].str.contains("gap").any()
+
+
+def test_a_published_method_matches_the_one_entry_running_it():
+    """HAIS Table 1's lines name the method ``hais``; a config may run it under another entry name
+    (``hais-generative``, with the generative models' own step size): that entry's rows stand for it, but
+    not when two entries run the method on the model (their settings would mix)."""
+    row = {"g": {"sohl_dickstein_hais": "Bilinear generative"}}
+    one = [rec("g", "hais-generative", method="hais", K=1000, ll=-33.0, ll_se=0.2)]
+    line = make_table_papers(_summary(one), row).iloc[0]
+    assert line["ours"] == -33.0 and line["estimator"] == "hais"
+    two = one + [rec("g", "hais-small-step", method="hais", K=1000, ll=-34.0, ll_se=0.2)]
+    line = make_table_papers(_summary(two), row).iloc[0]
+    assert pd.isna(line["ours"])

@@ -151,10 +151,18 @@ def _known_rows(published: pd.DataFrame) -> dict[str, set[str]]:
 
 
 def _candidates(summary: pd.DataFrame, model: str, line: Mapping[str, Any]) -> pd.DataFrame:
-    """Our summary rows of ``model`` with the line's estimator and init (where the line names them)."""
+    """Our summary rows of ``model`` with the line's estimator and init (where the line names them).
+
+    The line's estimator is a config entry's name (``ais-sm14500``) or a method; rows of an entry of that
+    name are taken, else those of the one entry running that method on the model (``hais-generative`` for
+    ``hais``); none where several entries run it, which would mix their settings."""
     rows = summary[summary["model"] == model]
     if line.get("estimator"):
-        rows = rows[rows["estimator"] == line["estimator"]]
+        named = rows[rows["estimator"] == line["estimator"]]
+        if named.empty and "method" in rows:
+            by_method = rows[rows["method"] == line["estimator"]]
+            named = by_method if by_method["estimator"].nunique() == 1 else named
+        rows = named
     if line.get("init"):
         rows = rows[rows["init"] == line["init"]]
     return rows
