@@ -39,6 +39,7 @@ include: "workflow/rules/tracking.smk"
 include: "workflow/rules/prepare.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/estimate.smk"
+include: "workflow/rules/diagnose.smk"
 include: "workflow/rules/trials.smk"
 include: "workflow/rules/report.smk"
 

@@ -645,6 +645,7 @@ def test_plugin_submit_command(name, tmp_path):
             "report_trials": "report",
             "trials_gaussian": "estimate",
             "trials_grid": "estimate",
+            "diagnose": "estimate",
         }.get(rule)
         if rule == "estimate":
             entry = output.rsplit("/", 1)[1]  # results/estimates/<model>/<estimator>: exact by its method

@@ -161,6 +161,7 @@ EXPECTED_JOBS = {
         "trials_gaussian": 2,
         "trials_grid": 2,
         "report_trials": 1,
+        "diagnose": 5,  # one per model (logzbench.pipeline.diagnose.diagnosed_models)
         "all": 1,
     },
     # 3 RBMs (2 with exact) + DBM (exact; both inits) + DBN (exact; uniform only, no CSL); on digits-rbm16
@@ -191,6 +192,7 @@ EXPECTED_JOBS = {
         "trials_gaussian": 6,
         "trials_grid": 6,
         "report_trials": 1,
+        "diagnose": 9 + 8,  # every trained model: RBMs, the DBMs and DBNs, the continuous models
     },
     # Sohl-Dickstein & Culpepper: 17 models x HAIS at 5 K, the baselines on the 3 closed-form models
     "hais_table1": {"train_model": 17, "estimate": 3 + 17 * 5 + 2 * 3 * 5},
@@ -542,11 +544,41 @@ def test_real_run_end_to_end(tmp_path):
     check_report_tables(tmp_path)
     check_repeated_trials(tmp_path)
     check_continuous_models(tmp_path)
+    check_diagnostics(tmp_path)
     check_workflow_equals_command_line(tmp_path)
     check_rerun_does_not_duplicate_runs(tmp_path)
     check_mirror_named_another_way_reruns_nothing(tmp_path)
     check_damaged_outputs_are_rebuilt(tmp_path)
     check_html_report(tmp_path)
+
+
+def check_diagnostics(real_run):
+    """The per-model diagnostics (rule diagnose) and their report: the RBM's hidden mass enumerated and its
+    per-class log-likelihoods on the exact log Z, summing back to the overall mean; the DBM and DBN say why
+    they have none; the samples and filters figures."""
+    res = real_run / "results"
+    rbm = json.loads((res / "diagnostics" / "digits-rbm8.json").read_text())
+    assert rbm["hidden_mass"]["method"] == "exact" and rbm["per_class"]["log_z_source"] == "exact"
+    # over all test rows, the per-class table's overall mean is the exact estimator's mean test log-likelihood
+    exact = json.loads((res / "estimates" / "digits-rbm8" / "exact" / "exact.json").read_text())["result"]
+    assert rbm["per_class"]["overall"]["mean_test_ll"] == pytest.approx(exact["mean_log_likelihood"], abs=1e-6)
+    for deep in ("digits-dbm8-4", "digits-dbn8-4"):
+        assert "not_available" in json.loads((res / "diagnostics" / f"{deep}.json").read_text())["per_class"]
+    rep = res / "report"
+    hm = pd.read_csv(rep / "table_hidden_mass.csv")
+    assert list(hm["model"]) == ["digits-rbm8"] and 0 < hm["top1"].iloc[0] <= hm["top100"].iloc[0] <= 1
+    pc = pd.read_csv(rep / "table_per_class.csv", keep_default_na=False)
+    assert set(pc["model"]) == {"digits-rbm8"} and len(pc) == 10 + 1  # digits: 10 classes and `all`
+    classes, overall = pc[pc["class"] != "all"], pc[pc["class"] == "all"].iloc[0]
+    weighted = (classes["n"] * classes["mean_test_ll"]).sum() / overall["n"]
+    assert weighted == pytest.approx(overall["mean_test_ll"], abs=1e-6)
+    for name in (
+        "digits-rbm8_samples",
+        "digits-rbm8_annealed_samples",
+        "vh-poe-laplace-4_filters",
+        "vh-linear-gaussian-4_filters",
+    ):
+        assert (rep / "plots" / f"{name}.png").stat().st_size > 1000, name
 
 
 def check_job_usage(real_run):
@@ -556,7 +588,7 @@ def check_job_usage(real_run):
 
     bench = real_run / "results" / "benchmarks"
     rules = sorted(p for p in bench.rglob("*.tsv") if not p.name.endswith(".job.tsv"))
-    assert len(rules) == 34, rules  # every job but `all`
+    assert len(rules) == 34 + 5, rules  # every job but `all` (+ a diagnose job per model)
     for p in rules:
         row = read_usage(p.with_name(p.name[: -len(".tsv")] + ".job.tsv"))
         assert tuple(row) == USAGE_COLUMNS and row["warm"] == "True", (p, row)

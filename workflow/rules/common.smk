@@ -15,6 +15,7 @@ from snakemake.utils import validate
 
 from logzbench import registry
 from logzbench.errors import ConfigError
+from logzbench.pipeline import diagnose as diagnose_plan
 from logzbench.pipeline import outputs, sweep
 from logzbench.pipeline import usage as job_usage
 from logzbench.pipeline.config import check_config, check_estimator_options
@@ -389,6 +390,23 @@ def bracket_models():
     config order: each gets the report's plots/<model>_bracket.png."""
     return [m for m in config["models"]
             if any(registry.estimator(j.method).bound == "bracket" for j in sweep.model_jobs(config, m))]
+
+
+# --------------------------------------------------------------------------- per-model diagnostics (rule diagnose)
+DIAGNOSED_MODELS = diagnose_plan.diagnosed_models(config)
+
+
+def diagnose_estimate_dirs(wildcards):
+    """Rule diagnose's estimates: the model's exact and AIS estimate directories (their records give the
+    per-class table its log Z; logzbench.pipeline.diagnose.log_z_for)."""
+    return [estimate_dir(wildcards.model, e) for e in diagnose_plan.diagnose_estimators(config, wildcards.model)]
+
+
+def diagnostic_report_plots():
+    """The report's diagnostics figures (logzbench.pipeline.diagnose.diagnostic_figures): plots/<model>_samples.png
+    and _annealed_samples.png of each RBM, plots/<model>_filters.png of each continuous model with filters (not of
+    a learner-trained model, whose own figures have those names)."""
+    return [f"{REPORT_DIR}/plots/{stem}.png" for stem in diagnose_plan.diagnostic_figures(config)]
 
 
 def trials_report_outputs():

@@ -18,7 +18,9 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table_papers.csv",
     f"{REPORT_DIR}/table_csl.csv",
     f"{REPORT_DIR}/table_bracket.csv",
-] + expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()) + ([f"{REPORT_DIR}/table_learners_paper.csv"] if learner_models() else []) + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
+    f"{REPORT_DIR}/table_hidden_mass.csv",
+    f"{REPORT_DIR}/table_per_class.csv",
+] + diagnostic_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()) + ([f"{REPORT_DIR}/table_learners_paper.csv", f"{REPORT_DIR}/table_learner_timing.csv"] if learner_models() else []) + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
     f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
 # a config with repeated-trial experiments only (e.g. config/liu_fig1.yaml) has no model report
 REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if config["models"] else []) + trials_report_outputs()
@@ -32,6 +34,9 @@ rule report:
         store=ancient(TRACKING_SENTINEL),
         # the learner-trained models' datasets: source names, image shapes (logzbench.report.learners)
         data=sorted({f"{RESULTS}/data/{model_dataset(m)}.npz" for m in learner_models()}),
+        # the per-model diagnostics (rule diagnose): their records and arrays
+        diagnostics=expand(f"{RESULTS}/diagnostics/{{model}}.json", model=DIAGNOSED_MODELS),
+        diagnostic_arrays=expand(f"{RESULTS}/diagnostics/{{model}}_samples.npz", model=DIAGNOSED_MODELS),
     output:
         table1=report(f"{REPORT_DIR}/table1.csv", caption="../report/table1.rst", category="1. Results",
                       labels={"table": "RAISE Table 1 layout (RBMs)"}),
@@ -61,6 +66,10 @@ rule report:
                             category="1. Results", labels={"table": "the papers' values beside ours"}),
         # the paper's Tables 2-3 as printed: written where the config has learner-trained models
         table_learners_paper=[f"{REPORT_DIR}/table_learners_paper.csv"] if learner_models() else [],
+        # training time per learner-trained model, AVIL's over VCD's (Li et al. Sec. 5.5): likewise
+        table_learner_timing=report([f"{REPORT_DIR}/table_learner_timing.csv"] if learner_models() else [],
+                                    caption="../report/table_learner_timing.rst", category="1. Results",
+                                    labels={"table": "learners' training time"}),
         # Upadhya & Sastry Table 2 layout of the CSL estimates (header only without CSL)
         table_csl=report(f"{REPORT_DIR}/table_csl.csv", caption="../report/table_csl.rst", category="1. Results",
                          labels={"table": "CSL (Upadhya & Sastry Table 2 layout)"}),
@@ -70,6 +79,14 @@ rule report:
                              category="1. Results", labels={"table": "brackets (sandwich, BDMC)"}),
         bracket_plots=report(expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()),
                              caption="../report/bracket_plot.rst", category="5. Brackets vs cost"),
+        # the per-model diagnostics (header only without them): mass on the top hidden configurations,
+        # per-class test log-likelihoods, samples of the RBMs and of p_ann, the continuous models' filters
+        table_hidden_mass=report(f"{REPORT_DIR}/table_hidden_mass.csv", caption="../report/table_hidden_mass.rst",
+                                 category="6. Diagnostics", labels={"table": "mass on the top hidden configurations"}),
+        table_per_class=report(f"{REPORT_DIR}/table_per_class.csv", caption="../report/table_per_class.rst",
+                               category="6. Diagnostics", labels={"table": "test log-likelihood per class"}),
+        diagnostic_plots=report(diagnostic_report_plots(), caption="../report/diagnostic_plots.rst",
+                                category="6. Diagnostics"),
     params:
         estimates=all_estimate_files(),
         out_dir=lambda w, output: os.path.dirname(output.json),  # REPORT_DIR

@@ -5,6 +5,8 @@
 * :mod:`~logzbench.pipeline.config`: the config's checks beyond its schema (:func:`check_config`);
 * :mod:`~logzbench.pipeline.outputs`: the files of an earlier run checked before they are trusted;
 * :mod:`~logzbench.pipeline.jobs`: one job (prepare, train, an estimate sweep, trials) end to end;
+* :mod:`~logzbench.pipeline.diagnose`: a model's diagnose job (samples, mass on the most probable hidden
+  configurations, per-class test log-likelihoods), and which models get one;
 * :mod:`~logzbench.pipeline.warm`: the fork server that runs those jobs with their imports paid once
   (its client; the server in :mod:`~logzbench.pipeline.warm_server`, what both share in
   :mod:`~logzbench.pipeline.warm_common`);
@@ -14,4 +16,4 @@ Building the workflow's DAG imports ``sweep``, ``config`` and ``outputs``, none 
 torch; nothing is imported here, so that importing one of them imports no other.
 """
 
-__all__ = ["config", "jobs", "outputs", "sweep", "usage", "warm"]
+__all__ = ["config", "diagnose", "jobs", "outputs", "sweep", "usage", "warm"]

@@ -41,6 +41,7 @@ JOBS = frozenset(
             f"logzbench.pipeline.jobs:{name}"
             for name in ("prepare_job", "train_job", "run_estimate_sweep", "trials_job", "init_tracking_job")
         ),
+        "logzbench.pipeline.diagnose:diagnose_job",
         "logzbench.report:report_job",
         "logzbench.trials:report_trials",
     }

@@ -47,6 +47,19 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
     (one row per model, and the paper's own layout), whether each learner's running bound of log Z
     held, and their training bounds, samples and filters (see :mod:`.learners` and :mod:`.learner_plots`;
     the first table has only its header, and the second is not written, without such models).
+``table_learner_timing.csv``
+    Per learner-trained model its training time (wall and CPU seconds, per iteration, threads,
+    device) beside its final AIS test log-likelihood, and AVIL's time over VCD's on the DBMs of a
+    dataset with both (Li et al. Sec. 5.5; :mod:`.timing`; not written without such models).
+``table_hidden_mass.csv``, ``table_per_class.csv``
+    The per-model diagnostics (:mod:`.diagnostics`, from ``results/diagnostics/<model>.json``): per RBM the
+    probability of its top-1, top-10 and top-100 hidden configurations (RAISE Sec. 5.1; exact or from
+    samples with standard errors), and per model and class of labelled test rows the mean test
+    log-likelihood with its standard error, the ``log Z`` used, its source and standard error (header
+    only without diagnostics).
+``plots/<model>_samples.png``, ``plots/<model>_annealed_samples.png``, ``plots/<model>_filters.png``
+    An RBM's samples and those of its annealing model ``p_ann`` (RAISE Figs. 5-6), a continuous model's
+    learned filters or bases (HAIS Fig. 1) (:mod:`.diagnostics`, drawn by :mod:`.samples`).
 ``table_papers.csv``
     The reproduced papers' published values (:mod:`.published`) of the rows the models stand for
     (a config's ``models.<name>.paper``, the CLI's ``--paper``), ours beside each with the
@@ -62,7 +75,9 @@ Modules: :mod:`.build` (:func:`build_report`, :func:`report_job`), :mod:`.record
 summary over seeds), :mod:`.flags`,
 :mod:`.tables`, :mod:`.plots`, :mod:`.methods`, :mod:`.bracket` (sandwich and BDMC brackets),
 :mod:`.learners` (learner-trained models: their tables), :mod:`.learner_plots` (their figures),
-:mod:`.published` (the papers' values), :mod:`.papers` (ours beside them).
+:mod:`.published` (the papers' values), :mod:`.papers` (ours beside them), :mod:`.diagnostics` (the per-model
+diagnostics' tables and figures), :mod:`.timing`
+(the learners' training times).
 """
 
 from ..plotting import plot_history

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ..utils import utc_now, write_csv_atomic, write_json_atomic
 from .bracket import add_continuous_brackets, make_table_bracket, plot_bracket
+from .diagnostics import write_diagnostics
 from .flags import ReportThresholds, apply_flags
 from .learner_plots import plot_learners
 from .learners import learner_models, make_table_learners, make_table_learners_paper
@@ -32,6 +33,7 @@ from .tables import (
     make_table_continuous,
     make_table_csl,
 )
+from .timing import make_table_learner_timing
 
 __all__ = ["build_report", "report_job"]
 
@@ -110,6 +112,7 @@ def build_report(
     paper_rows: Mapping[str, Mapping[str, str]] | None = None,
     check_papers: bool = False,
     bracket_models: Sequence[str] = (),
+    diagnostics: Iterable[str | os.PathLike] = (),
 ) -> dict[str, Any]:
     """Build the report from estimate records.
 
@@ -161,6 +164,10 @@ def build_report(
     bracket_models : sequence of str
         Models that must get ``plots/<model>_bracket.png`` even without bracket estimates (a placeholder is
         drawn; the workflow declares the plot of every model with a sandwich or BDMC job).
+    diagnostics : iterable of path
+        Per-model diagnostics records (``results/diagnostics/<model>.json``, their arrays beside them):
+        ``table_hidden_mass.csv``, ``table_per_class.csv`` and their figures (:mod:`.diagnostics`; the
+        tables have only their header without records).
 
     Returns
     -------
@@ -168,7 +175,8 @@ def build_report(
         The paths written (``annealed_trials``, ``per_run``, ``summary``, ``table1``, ``table2``,
         ``table_continuous``, ``table_csl``, ``table_bracket``, ``flags``, ``model_size_plot`` with plots,
         ``report_json``, ``plots``, ``trial_plots`` and ``bracket_plots`` = {model: path}, ``table_learners``,
-        ``table_papers``, ``learner_plots`` = {file stem: path}) and
+        ``table_papers``, ``table_learner_timing`` (with learner-trained models),
+        ``learner_plots`` = {file stem: path}) and
         ``n_flagged`` (summary rows flagged).
     """
     out = Path(out_dir)
@@ -208,6 +216,9 @@ def build_report(
     }
     if learners:  # the paper's Tables 2-3 as printed, ours beside theirs
         paths["table_learners_paper"] = _write_csv(make_table_learners_paper(table_l), out / "table_learners_paper.csv")
+        # training time per model, AVIL's against VCD's (Li et al. Sec. 5.5)
+        timing = make_table_learner_timing(summary, model_records)
+        paths["table_learner_timing"] = _write_csv(timing, out / "table_learner_timing.csv")
     model_plots: dict[str, Path] = {}
     trial_plots: dict[str, Path] = {}
     if plots:
@@ -221,6 +232,8 @@ def build_report(
         if plots
         else {}
     )
+    diag = write_diagnostics(diagnostics, out, plots=plots)  # per-model diagnostics (RAISE Sec. 5, HAIS Fig. 1)
+    paths.update(table_hidden_mass=diag["table_hidden_mass"], table_per_class=diag["table_per_class"])
     paths["plots"] = model_plots
     paths["trial_plots"] = trial_plots
     paths["bracket_plots"] = bracket_plots
@@ -256,6 +269,7 @@ def build_report(
             and (learners or k != "table_learners")
             and (paper_rows or k != "table_papers")
             and (len(table_b) or k != "table_bracket")
+            and (diag["hidden_mass"] or diag["per_class"] or k not in ("table_hidden_mass", "table_per_class"))
         },
         "table_continuous": _records(table_c),
         "ground_truth": _records(truth),
@@ -272,7 +286,12 @@ def build_report(
     if learners:  # (report.json of a report without learner-trained models stays as it was)
         report["table_learners"] = _records(table_l)
         report["learner_plots"] = {k: str(v) for k, v in learner_plots.items()}
+    if diag["hidden_mass"] or diag["per_class"]:  # (likewise without diagnostics)
+        report["table_hidden_mass"] = diag["hidden_mass"]
+        report["table_per_class"] = diag["per_class"]
+        report["diagnostic_plots"] = {k: str(v) for k, v in diag["diagnostic_plots"].items()}
     paths["learner_plots"] = learner_plots
+    paths["diagnostic_plots"] = diag["diagnostic_plots"]
     paths["report_json"] = out / "report.json"
     write_json_atomic(paths["report_json"], report)
     paths["n_flagged"] = n_flagged
@@ -292,6 +311,7 @@ def report_job(
     data_dir: str | os.PathLike | None = None,
     paper_rows: Mapping[str, Mapping[str, str]] | None = None,
     bracket_models: Sequence[str] = (),
+    diagnostics: Sequence[str | os.PathLike] = (),
 ) -> dict[str, Any]:
     """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
@@ -304,7 +324,9 @@ def report_job(
     ``out_dir`` (``results/report`` -> ``results/models``, ``results/data``); ``paper_rows`` (the
     config's ``models.<name>.paper``) make ``table_papers.csv``; ``bracket_models`` (those with a sandwich or
     BDMC job) get ``plots/<model>_bracket.png`` (``table_bracket.csv`` and the bracket figures are added to the
-    report run's artifacts)."""
+    report run's artifacts);
+    ``diagnostics`` (the per-model records ``results/diagnostics/<model>.json``) make ``table_hidden_mass.csv``,
+    ``table_per_class.csv`` and their figures (added to the report run's artifacts too)."""
     started = utc_now()
     enabled = bool(tracking.get("enabled"))
     root = Path(out_dir).parent
@@ -325,6 +347,7 @@ def report_job(
         data_dir=data_dir if data_dir is not None else root / "data",
         paper_rows=paper_rows,
         bracket_models=list(bracket_models),
+        diagnostics=list(diagnostics),
     )
     tables = [
         *tables,
@@ -332,11 +355,26 @@ def report_job(
         paths["table_papers"],
         paths["table_csl"],
         *([paths["table_learners_paper"]] if "table_learners_paper" in paths else []),
+        *([paths["table_learner_timing"]] if "table_learner_timing" in paths else []),
     ]
-    tables = list(dict.fromkeys([*map(str, tables), str(paths["table_bracket"])]))
+    tables = list(
+        dict.fromkeys(
+            [
+                *map(str, tables),
+                str(paths["table_bracket"]),
+                str(paths["table_hidden_mass"]),
+                str(paths["table_per_class"]),
+            ]
+        )
+    )
     plots = list(
         dict.fromkeys(
-            [*map(str, plots), *map(str, paths["learner_plots"].values()), *map(str, paths["bracket_plots"].values())]
+            [
+                *map(str, plots),
+                *map(str, paths["learner_plots"].values()),
+                *map(str, paths["bracket_plots"].values()),
+                *map(str, paths["diagnostic_plots"].values()),
+            ]
         )
     )
     if enabled:
