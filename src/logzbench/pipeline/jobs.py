@@ -411,6 +411,8 @@ def train_job(
     """Train one model (rule ``train_model``): :func:`logzbench.training.train_model` of the family in
     ``hyperparams`` (default ``rbm``) on the prepared dataset ``data``; write the model, its history
     (CSV and plot) and the summary record (JSON, last); log one MLflow run (``train/<model>``)."""
+    import torch
+
     from ..models import save_model
     from ..plotting import plot_history
     from ..training import history_to_csv, train_model, train_with_learner
@@ -469,6 +471,7 @@ def train_job(
         "n_hidden": sizes[0] if family == "rbm" else None,
         "hyperparams": {"family": family, **hp},
         "seconds": seconds,
+        "threads": torch.get_num_threads(),  # the job's (logzbench.pipeline.warm.run_job sets it)
         "final": final,
         "code_version": code_version(),
         "n_train": int(train.shape[0]),
