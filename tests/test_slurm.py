@@ -661,7 +661,7 @@ def test_plugin_submit_command(name, tmp_path):
         assert opts["--cpus-per-task"] == str(want_threads), (rule, output, call)
         assert opts["-t"] == str(own.get("runtime", defaults["runtime"])), (rule, output, call)
         assert opts["--mem"] == str(own.get("mem_mb", defaults["mem_mb"])), (rule, output, call)
-        wants_gpu = gpu and rule in ("train_model", "estimate")
+        wants_gpu = gpu and rule in ("train_model", "estimate", "diagnose")
         assert (opts.get("--gres") == "gpu:1") == wants_gpu, (rule, output, call)
         seen[(rule, opts["--cpus-per-task"], opts["-t"], opts["--mem"], opts.get("--gres"))] += 1
     if name == "raise_table1":  # the example: 4- and 8-thread jobs, the config's 1,440 minutes

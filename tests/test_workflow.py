@@ -529,6 +529,7 @@ def test_slurm_profile_dry_run(tmp_path):
         ("train_model", "4", "720", "8000", "gpu:1"): 6,
         ("estimate", "4", "1440", "16000", "gpu:1"): 18,
         ("estimate", "8", "240", "16000", "gpu:1"): 2,
+        ("diagnose", "4", "1440", "16000", "gpu:1"): 6,  # the estimate step's, on the config's device
         ("report", "1", "60", "4000", None): 1,
     }, jobs
 

@@ -281,7 +281,7 @@ def resources_for(step):
 #   cpus_per_task  = the job's threads (config `threads`; --set-threads applies), so that a profile's
 #                    default-resources cannot give a 4- or 8-thread job one CPU,
 #   gres           = gpu:1 on the rules that run torch on the config's `device` (train_model,
-#                    estimate) when it is cuda, cuda:N or auto; nothing for `device: cpu`,
+#                    estimate, diagnose) when it is cuda, cuda:N or auto; nothing for `device: cpu`,
 #   mem_mb, runtime, ... = the config's `resources` of the step (they win over all of the above, so
 #                    a config may say e.g. gres: "gpu:a100:1");
 # anything not set here comes from the profile's default-resources (runtime, mem_mb) or

@@ -5,7 +5,8 @@
 # continuous models (HAIS Fig. 1).  Its inputs are the model, its prepared dataset and its exact and AIS
 # estimate directories (log Z of the per-class table: exact, else the workflow's AIS at its largest K); its
 # outputs results/diagnostics/<model>.json and <model>_samples.npz (both or neither), read by the report.
-# Threads and resources: the estimate step's (threads.estimate, resources.estimate).  Its input functions are
+# Threads and resources: the estimate step's (threads.estimate, resources.estimate; a GPU where the config's
+# device may use one).  Its input functions are
 # in common.smk (diagnose_estimate_dirs; the report's diagnostic_report_plots).
 
 
@@ -26,7 +27,7 @@ rule diagnose:
         benchmark_file("diagnose/{model}")
     threads: config["threads"]["estimate"]
     resources:
-        **rule_resources("estimate"),
+        **rule_resources("estimate", gpu=True),
     conda:
         CONDA_ENV
     script:
