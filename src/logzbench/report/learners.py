@@ -133,6 +133,18 @@ class LearnerModel:
     selected_iteration: int | None = None
     ablation: str = ""
 
+    def columns(self) -> dict[str, Any]:
+        """The columns that name the model in the learner tables (``table_learners.csv``,
+        ``table_learner_timing.csv``): model, dataset, source, family, learner, hidden sizes (``50-50``)."""
+        return {
+            "model": self.model,
+            "dataset": self.dataset,
+            "source": self.source,
+            "family": self.family,
+            "learner": self.learner,
+            "hidden_sizes": "-".join(str(h) for h in self.hidden_sizes),
+        }
+
     def file(self, suffix: str) -> Path | None:
         """``<files>/<model><suffix>`` when it exists."""
         p = self.files / f"{self.model}{suffix}" if self.files is not None else None
@@ -350,14 +362,11 @@ def _table_row(m: LearnerModel, summary: pd.DataFrame, published: pd.DataFrame, 
     paper_row = f"{m.family}/{m.learner}"
     hit = lookup(published, PAPER, table, paper_row, m.source, PAPER_QUANTITY) if table is not None else None
     paper = float(hit["value"]) if hit is not None else float("nan")
+    cols = m.columns()
     return {
-        "model": m.model,
-        "dataset": m.dataset,
-        "source": m.source,
-        "family": m.family,
-        "learner": m.learner,
+        **{k: cols[k] for k in ("model", "dataset", "source", "family", "learner")},
         "ablation": m.ablation,
-        "hidden_sizes": "-".join(str(h) for h in m.hidden_sizes),
+        "hidden_sizes": cols["hidden_sizes"],
         "aux_size": m.aux_size,
         **{k: ais[k] for k in ("K", "init", "n_seeds", "ais", "ais_se")},
         **{

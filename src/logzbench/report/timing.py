@@ -106,12 +106,7 @@ def _row(rec: Mapping[str, Any], files: Path | None, summary: pd.DataFrame) -> d
     per_it = seconds / iterations if iterations and math.isfinite(seconds) else math.nan
     ais = final_ais(summary, m.model)
     return {
-        "model": m.model,
-        "dataset": m.dataset,
-        "source": m.source,
-        "family": m.family,
-        "learner": m.learner,
-        "hidden_sizes": "-".join(str(h) for h in m.hidden_sizes),
+        **m.columns(),
         "iterations": iterations,
         "train_seconds": seconds,
         "seconds_per_iteration": per_it,
