@@ -26,13 +26,7 @@ from logzbench.training.learner_options import check_hyperparams
 from logzbench.training.nvil import BernoulliMixture, exact_log_chi2_bound, log_chi2_bound, q_loss
 from logzbench.training.variational import EnergyModel
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: one torch thread, restored after
 
 
 def _gen(seed=0):
