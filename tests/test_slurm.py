@@ -13,8 +13,12 @@ cluster of ``.ci/slurm.sh`` (``.ci/run`` starts it; ``bash .ci/slurm.sh start`` 
   small config asks for 2 threads, the config's resources and a GPU (``device: auto``; the test node
   has a GPU on /dev/null), and the test checks each on the sbatch command lines and in sacct's
   allocations.
+* ``test_slurm_cancelled_job``: ``scancel`` of a running job fails the run within one status check
+  (the upstream plugin waits for ever on ``CANCELLED by <uid>``; the profile's executor
+  ``logzbench-slurm`` does not), and a rerun completes only what is missing.
 * ``test_plugin_submit_command``: what the plugin makes of the rules' resources for the paper-scale
-  configs (no SLURM needed, only the plugin).
+  configs (no SLURM needed, only the plugin); ``test_ended_state``, ``test_profile_executor``: the
+  executor's state rule and its registration (no SLURM needed).
 
 Without a running SLURM (no ``sinfo``, or no idle node) these tests skip with the reason.
 """
@@ -154,7 +158,7 @@ def run_slurm(
         # the first status check 2 s after a submission (default 40 s: right for a real cluster).
         # The plugin lengthens the interval by 10 s after every check that finds no job finished,
         # so a failure can take a minute to be noticed: part of this test's time.
-        "--slurm-init-seconds-before-status-checks",
+        "--logzbench-slurm-init-seconds-before-status-checks",
         "2",
         *args,
     ]
@@ -451,10 +455,19 @@ def _small_config(tmp_path: Path) -> Path:
     return path
 
 
-def _freeze_after_first_setting(workdir: Path, state: dict):
+def _ais_script_jobs(workdir: Path) -> list[str]:
+    """SLURM ids of this working directory's running AIS job of digits-rbm8 (squeue: comment, workdir)."""
+    out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%Z"], capture_output=True, text=True).stdout
+    return [
+        i
+        for i, k, d in (line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2)
+        if k == "rule_estimate_wildcards_digits-rbm8_ais" and Path(d).resolve() == workdir.resolve()
+    ]
+
+
+def _after_first_setting(workdir: Path, state: dict, act):
     """A watcher for run_slurm: once the AIS job has logged its first setting (an MLflow run, a JSON
-    record), stop its script process (SIGSTOP) -- as if the next setting computed for longer than the
-    job's time limit.  SLURM then kills the job (TIMEOUT) like any job past its limit."""
+    record), call ``act(jobid, state)`` for each running AIS job of ``workdir``."""
     log = workdir / "results" / "logs" / "estimate" / "digits-rbm8" / "ais.log"
 
     def watch(proc):
@@ -464,26 +477,86 @@ def _freeze_after_first_setting(workdir: Path, state: dict):
             time.sleep(0.05)
         else:
             return
-        out = subprocess.run(["squeue", "-h", "-o", "%i|%k|%Z"], capture_output=True, text=True).stdout
-        ids = [
-            i
-            for i, k, d in (line.split("|", 2) for line in out.splitlines() if line.count("|") >= 2)
-            if k == "rule_estimate_wildcards_digits-rbm8_ais" and Path(d).resolve() == workdir.resolve()
-        ]
-        for jobid in ids:
-            pids = subprocess.run(["scontrol", "listpids", jobid], capture_output=True, text=True).stdout
-            for pid in (int(line.split()[0]) for line in pids.splitlines()[1:] if line.split()):
-                try:
-                    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-                except OSError:
-                    continue
-                # the rule's script (Snakemake runs .snakemake/scripts/tmp*.estimate.py), not Snakemake
-                if "estimate.py" in cmdline and "-m snakemake" not in cmdline:
-                    os.kill(pid, signal.SIGSTOP)
-                    state.setdefault("stopped", []).append((jobid, pid))
+        for jobid in _ais_script_jobs(workdir):
+            act(jobid, state)
         state["seen_log"] = log.read_text(errors="replace")
 
     return watch
+
+
+def _freeze_after_first_setting(workdir: Path, state: dict):
+    """Stop the AIS job's script process (SIGSTOP) after its first setting -- as if the next setting
+    computed for longer than the job's time limit.  SLURM then kills the job (TIMEOUT) like any job
+    past its limit."""
+
+    def freeze(jobid, state):
+        pids = subprocess.run(["scontrol", "listpids", jobid], capture_output=True, text=True).stdout
+        for pid in (int(line.split()[0]) for line in pids.splitlines()[1:] if line.split()):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            # the rule's script (Snakemake runs .snakemake/scripts/tmp*.estimate.py), not Snakemake
+            if "estimate.py" in cmdline and "-m snakemake" not in cmdline:
+                os.kill(pid, signal.SIGSTOP)
+                state.setdefault("stopped", []).append((jobid, pid))
+
+    return _after_first_setting(workdir, state, freeze)
+
+
+def _cancel_after_first_setting(workdir: Path, state: dict):
+    """``scancel`` the running AIS job after its first setting, as a user or an administrator would."""
+
+    def cancel(jobid, state):
+        subprocess.run(["scancel", jobid], check=True)
+        state.setdefault("cancelled", []).append((jobid, time.time()))
+
+    return _after_first_setting(workdir, state, cancel)
+
+
+def test_slurm_cancelled_job(slurm, tmp_path):
+    """``scancel`` of a running job (sacct: ``CANCELLED by <uid>``, which the upstream plugin does not
+    recognise and waits on for ever): the run fails within a bounded time with an error naming the
+    SLURM job and its rule, and a rerun completes only what is missing, every MLflow run once."""
+    small = _small_config(tmp_path)
+    config = _config(small)
+    extra, _ = _default_resources_args()
+    state: dict = {}
+    cancelled = run_slurm(
+        tmp_path,
+        "cancelled",
+        *extra,
+        configfile=small,
+        check=False,
+        timeout=600,
+        on_start=_cancel_after_first_setting(tmp_path, state),
+    )
+    t_exit = time.time()
+    assert state.get("cancelled"), (
+        "the AIS job finished before the test could cancel it",
+        _tail(tmp_path / "cancelled.log"),
+    )
+    jobid, t_cancel = state["cancelled"][0]
+    assert cancelled.rc != 0, _tail(tmp_path / "cancelled.log")
+    assert re.search(
+        rf"SLURM job '{jobid}' of rule estimate \(output results/estimates/digits-rbm8/ais\) ended outside "
+        r"Snakemake, SLURM status is: 'CANCELLED by \d+'",
+        cancelled.log,
+    ), _tail(tmp_path / "cancelled.log")
+    states = {j["JobID"]: j["State"] for j in _sacct_wait(cancelled, len(cancelled.submitted))}
+    assert states[jobid].startswith("CANCELLED by"), states
+    # bounded: the plugin's status checks are at most 180 s apart, and one of them sees the state
+    waited = t_exit - t_cancel
+    assert waited < 240, f"Snakemake took {waited:.0f} s to notice the cancelled job"
+    assert not (tmp_path / "results" / "estimates" / "digits-rbm8" / "ais").exists()  # incomplete: removed
+
+    rerun = run_slurm(tmp_path, "after-cancel", *extra, configfile=small)
+    check_all_slurm_jobs_completed(rerun)
+    ran = Counter(r for r in rerun.finished.values() if r not in LOCAL_RULES)
+    assert "prepare_dataset" not in ran and "train_model" not in ran, ran
+    assert ran["estimate"] >= 1 and ran["report"] == 1, ran
+    check_tracked_runs(tmp_path, config)
+    print(f"cancelled job noticed {waited:.0f} s after scancel")
 
 
 @pytest.mark.slow
@@ -668,3 +741,40 @@ def test_plugin_submit_command(name, tmp_path):
         assert seen[("estimate", "4", "1440", "16000", "gpu:1")] == 18  # 6 models x AIS, RAISE, CSL
         assert seen[("estimate", "8", "240", "16000", "gpu:1")] == 2
         assert seen[("train_model", "4", "720", "8000", "gpu:1")] == 6
+
+
+# --------------------------------------------------------------------------- the executor logzbench-slurm
+@pytest.mark.skipif(not HAS_PLUGIN, reason="snakemake-executor-plugin-slurm is not installed")
+@pytest.mark.parametrize(
+    "state, requeue, ended",
+    [
+        ("CANCELLED by 0", False, "CANCELLED"),
+        ("CANCELLED by 1234", True, "CANCELLED"),
+        ("PREEMPTED", False, "PREEMPTED"),
+        ("PREEMPTED", True, None),  # left to SLURM to requeue
+        # what the upstream plugin already recognises, or a live job: left to it
+        ("CANCELLED", False, None),
+        ("TIMEOUT", False, None),
+        ("FAILED", False, None),
+        ("RUNNING", False, None),
+        ("PENDING", False, None),
+        ("COMPLETED", False, None),
+        ("", False, None),
+    ],
+)
+def test_ended_state(state, requeue, ended):
+    from snakemake_executor_plugin_logzbench_slurm import ended_state
+
+    assert ended_state(state, requeue) == ended
+
+
+@pytest.mark.skipif(not HAS_PLUGIN, reason="snakemake-executor-plugin-slurm is not installed")
+def test_profile_executor():
+    """The profile names the executor, and Snakemake's registry finds it with the plugin's settings."""
+    from snakemake_executor_plugin_slurm import ExecutorSettings
+    from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
+
+    name = yaml.safe_load((PROFILE / "config.yaml").read_text())["executor"]
+    assert name == "logzbench-slurm"
+    plugin = ExecutorPluginRegistry().get_plugin(name)
+    assert plugin.settings_cls is ExecutorSettings

@@ -1,0 +1,121 @@
+"""Snakemake executor ``logzbench-slurm``: snakemake-executor-plugin-slurm 2.x, with jobs that end
+outside Snakemake reported as failed.
+
+The upstream plugin (2.8.0, the latest at the time of writing) reads each job's state from
+``sacct -X --parsable2 --format=JobIdRaw,State`` and compares it with its list of failed states
+exactly.  A job cancelled with ``scancel`` is recorded as ``CANCELLED by <uid>``, which matches
+nothing; the plugin keeps the job among the running ones and Snakemake waits for ever.  A job
+preempted without requeueing (``PREEMPTED``) is likewise waited for, in the hope that SLURM
+resumes it.
+
+This executor is the upstream one with one addition: before each status check it asks sacct the
+same question and reports as failed every job whose state is a failed state followed by a reason
+(``CANCELLED by 0``) or ``PREEMPTED`` when the plugin's ``requeue`` setting is off.  Everything
+else (submission, resources, the other states, cancelling on Ctrl-C, its settings) is the upstream
+plugin's; its settings keep their names under this executor's prefix (``--logzbench-slurm-...``,
+e.g. ``--logzbench-slurm-init-seconds-before-status-checks``).
+
+Used by ``workflow/profiles/slurm`` (``executor: logzbench-slurm``); the plugin defect and its
+reproduction are in the documentation, Troubleshooting, "Known issues".
+"""
+
+from __future__ import annotations
+
+from typing import AsyncGenerator, List
+
+from snakemake_executor_plugin_slurm import Executor as _SlurmExecutor
+from snakemake_executor_plugin_slurm import ExecutorSettings, common_settings
+from snakemake_executor_plugin_slurm.job_status_query import (
+    is_query_tool_available,
+    query_job_status,
+    query_job_status_sacct,
+)
+from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+
+__all__ = ["Executor", "ExecutorSettings", "common_settings", "ended_state"]
+
+#: sacct states after which a job will not run again (without requeueing)
+FAILED_STATES = frozenset(
+    {"BOOT_FAIL", "CANCELLED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "PREEMPTED"}
+)
+
+
+def ended_state(state: str, requeue: bool = False) -> str | None:
+    """The failed state a sacct ``State`` reports where the upstream plugin would keep waiting.
+
+    Parameters
+    ----------
+    state : str
+        sacct's ``State`` of one job, e.g. ``"CANCELLED by 0"``, ``"RUNNING"``, ``"PREEMPTED"``.
+    requeue : bool
+        The plugin's ``requeue`` setting: with it, a preempted job is left to SLURM to requeue.
+
+    Returns
+    -------
+    str or None
+        The state's first word (``"CANCELLED"``) when the job has failed and the upstream plugin
+        would not notice (a failed state with a reason appended, or ``PREEMPTED`` without
+        requeueing); None for every other state, which the upstream plugin handles.
+    """
+    text = state.strip()
+    word = text.split()[0] if text else ""
+    if word not in FAILED_STATES:
+        return None
+    if word == "PREEMPTED":
+        return None if requeue else word
+    return word if text != word else None
+
+
+def _lookup(status: dict[str, str], external_jobid: str) -> str | None:
+    """A job's state, by its id or (array tasks, ``<id>_<task>``) its parent's."""
+    for candidate in (external_jobid, external_jobid.split("_", 1)[0]):
+        if candidate in status:
+            return status[candidate]
+    return None
+
+
+def _describe(job_info: SubmittedJobInfo) -> str:
+    job = job_info.job
+    if job.is_group():
+        return f"group {job.name}"
+    outputs = list(job.output)
+    return f"rule {job.name}" + (f" (output {outputs[0]})" if outputs else "")
+
+
+class Executor(_SlurmExecutor):
+    """The upstream SLURM executor; jobs cancelled or preempted outside Snakemake fail the workflow."""
+
+    async def _states_ended_elsewhere(self, active_jobs: List[SubmittedJobInfo]) -> dict[str, str]:
+        """external job id -> sacct state, for the active jobs :func:`ended_state` picks out."""
+        if not active_jobs or not is_query_tool_available("sacct"):
+            return {}
+        async with self.status_rate_limiter:
+            status, _ = await query_job_status(query_job_status_sacct(self.run_uuid), self.logger)
+        if not status:
+            return {}
+        requeue = bool(getattr(self.workflow.executor_settings, "requeue", False))
+        ended = {}
+        for j in active_jobs:
+            state = _lookup(status, j.external_jobid)
+            if state is not None and ended_state(state, requeue):
+                ended[j.external_jobid] = state
+        return ended
+
+    async def check_active_jobs(self, active_jobs: List[SubmittedJobInfo]) -> AsyncGenerator[SubmittedJobInfo, None]:
+        ended = await self._states_ended_elsewhere(active_jobs)
+        for j in active_jobs:
+            if j.external_jobid in ended:
+                state = ended[j.external_jobid]
+                logfile = j.aux.get("slurm_logfile")
+                self.report_job_error(
+                    j,
+                    msg=(
+                        f"SLURM job '{j.external_jobid}' of {_describe(j)} ended outside Snakemake, "
+                        f"SLURM status is: '{state}'. Its outputs are incomplete and removed; run "
+                        "Snakemake again to resubmit what is missing."
+                    ),
+                    aux_logs=[str(logfile)] if logfile is not None else [],
+                )
+        rest = [j for j in active_jobs if j.external_jobid not in ended]
+        async for j in super().check_active_jobs(rest):
+            yield j
