@@ -5,8 +5,9 @@ The browser test serves a store with the runs of a finished ``config/test.yaml``
 names, tags, params and metric names, logged through the package's logging functions with made-up
 numbers, in a few seconds) with ``mlflow server``, loads the dashboard page
 (:func:`logzbench.tracking.dashboard_url`) with ``chromium --headless=new --dump-dom`` and checks
-that it is the runs table (not MLflow 3's GenAI overview), grouped by model, with every expected
-run name, the metric columns and the description; then it keeps a screenshot (``dashboard.png``
+that it is the runs table (not MLflow 3's GenAI overview), grouped by sweep (model, estimator, start),
+with every expected run name, the metric columns (the differences from the exact value among them),
+the flag's short reason and the description; then it keeps a screenshot (``dashboard.png``
 in the test's ``tmp_path``, copied to ``$LOGZBENCH_TEST_ARTIFACTS`` or
 ``<tmp>/logzbench-dashboard/``; its path is printed, see ``pytest -s``).
 
@@ -43,6 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 TEST_CONFIG = REPO / "config" / "test.yaml"
 EXPERIMENT = "logzbench-test"  # config/test.yaml's tracking.experiment
 HOUR = 3600.0
+#: the reason the test store's flagged runs carry (longer than a table column: logzbench.flag_reason cuts it)
+FLAG = "heavy-tailed log-weights: Pareto k-hat 0.91 > 0.7, the standard error understates the uncertainty"
 
 
 def _uri(path: Path) -> str:
@@ -135,8 +138,9 @@ def test_runs_start_and_end_when_the_record_says(tmp_path):
 
 
 def test_runs_are_tagged_with_the_group_the_ui_groups_by(tmp_path):
-    """Estimates and training runs group by model, the seeds of one setting by ``logzbench.setting``,
-    trials by experiment, the report by itself."""
+    """Estimates and training runs group by model, an estimate's K and seeds by its sweep (model,
+    estimator, start: ``logzbench.sweep``), the seeds of one setting by ``logzbench.setting``, trials by
+    experiment, the report by itself; an estimate's run is named by its settings."""
     uri = _uri(tmp_path)
     for seed in (0, 1):
         tracking.log_estimate(_record(seed=seed), uri=uri, experiment_name="exp")
@@ -144,12 +148,12 @@ def test_runs_are_tagged_with_the_group_the_ui_groups_by(tmp_path):
     tracking.log_training("m", hyperparams={}, history=[], uri=uri, experiment_name="exp")
     tracking.log_run("report", uri=uri, experiment_name="exp", kind="report")
     tags = {r.data.tags["mlflow.runName"]: r.data.tags for r in tracking.find_runs(uri=uri, experiment_name="exp")}
-    assert {n: (t[tracking.GROUP_TAG], t[tracking.SETTING_TAG]) for n, t in tags.items()} == {
-        "m/ais/K100/uniform/seed0": ("m", "m/ais/K100/uniform"),
-        "m/ais/K100/uniform/seed1": ("m", "m/ais/K100/uniform"),
-        "m/exact/K-/-/seed-": ("m", "m/exact/K-/-"),
-        "train/m": ("m", "train/m"),
-        "report": ("report", "report"),
+    assert {n: (t[tracking.GROUP_TAG], t[tracking.SWEEP_TAG], t[tracking.SETTING_TAG]) for n, t in tags.items()} == {
+        "m ais uniform K=100 seed=0": ("m", "m / ais / uniform", "m/ais/K100/uniform"),
+        "m ais uniform K=100 seed=1": ("m", "m / ais / uniform", "m/ais/K100/uniform"),
+        "m exact": ("m", "m / exact", "m/exact/K-/-"),
+        "train/m": ("m", "m / train", "train/m"),
+        "report": ("report", "report", "report"),
     }
 
 
@@ -238,12 +242,23 @@ def test_experiment_kind_description_and_views_are_set_once(tmp_path):
         if k.startswith("mlflow.sharedViewState.")
     }
     assert {k: v["name"] for k, v in views.items()} == {
+        "logzbench-by-sweep": "By sweep",
         "logzbench-by-model": "By model",
         "logzbench-seeds-pooled": "Seeds pooled",
     }
     state = json.loads(views["logzbench-by-model"]["state"])
     assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": tracking.GROUP_TAG}]
     assert "metrics.`mean_test_ll`" in state["selectedColumns"]
+    state = json.loads(views["logzbench-by-sweep"]["state"])  # the view the dashboard's page opens
+    assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": tracking.SWEEP_TAG}]
+    for column in (
+        "metrics.`log_z_minus_exact`",
+        "metrics.`mean_test_ll_minus_exact`",
+        f"tags.`{tracking.FLAG_REASON_TAG}`",
+        "params.`K`",
+        "params.`seed`",
+    ):
+        assert column in state["selectedColumns"] and column in state["columnOrder"], column
     assert tracking.setup_dashboard(client, exp_id) == {}  # idempotent
     assert tracking.init_store(uri, "exp")["experiment_id"] == exp_id
     assert client.get_experiment(exp_id).tags == tags
@@ -268,8 +283,9 @@ def test_experiment_kind_description_and_views_are_set_once(tmp_path):
 def test_dashboard_url_and_hint():
     url = tracking.dashboard_url("7", "http://127.0.0.1:5000/")
     assert url == (
-        "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=logzbench-by-model"
+        "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=logzbench-by-sweep"
     )
+    assert tracking.DASHBOARD_VIEW == "logzbench-by-sweep" and tracking.DASHBOARD_VIEW in tracking.DASHBOARD_VIEWS
     assert tracking.dashboard_url("7", view=None).endswith("/#/experiments/7/runs?workflowType=machine_learning")
     hint = tracking.dashboard_hint("sqlite:////x/mlflow.db", "7")
     assert "mlflow ui --backend-store-uri sqlite:////x/mlflow.db --port 5000" in hint and url in hint
@@ -309,6 +325,7 @@ def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> di
 
     presets = sweep._load_presets()
     tracking.init_store(uri, experiment, description=None)
+    estimates: dict[str, tuple[str, str, float, float]] = {}  # key -> model, estimator, log Z, mean test LL
     t = time.time() - HOUR
     names: dict[str, str] = {}
     for i, model in enumerate(config["models"]):
@@ -350,8 +367,22 @@ def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> di
                     "finished_at": t + seconds + 0.7,
                 }
                 tracking.log_estimate(rec, session=session, extra_tags={"logzbench.family": s.get("family", "rbm")})
-                names[key.removeprefix("estimate/")] = "estimate"
+                names[tracking.estimate_run_name(key)] = "estimate"
+                estimates[key] = (s["model"], s["estimator"], 40.0 - ll, ll)
                 t += seconds + 1
+    # what the report sets on them: the flags (here: every AIS run of the RBM) and the differences from the
+    # exact value of the models with an exact estimate
+    exact = {m: (lz, ll) for m, e, lz, ll in estimates.values() if e == "exact"}
+    tracking.set_flags(
+        {k: [FLAG] if (m, e) == ("digits-rbm8", "ais") else [] for k, (m, e, _, _) in estimates.items()},
+        uri=uri,
+        experiment_name=experiment,
+        metrics={
+            k: {"log_z_minus_exact": lz - exact[m][0], "mean_test_ll_minus_exact": ll - exact[m][1]}
+            for k, (m, _, lz, ll) in estimates.items()
+            if m in exact
+        },
+    )
     for experiment_name, setting in _trials_settings(config):
         df = pd.DataFrame(
             {
@@ -525,44 +556,47 @@ def _headless(
 
 def test_mlflow_ui_opens_on_the_runs_table_grouped_by_model(chromium, mlflow_ui, tmp_path, record_property):
     """The page the workflow prints (tracking.dashboard_url) is the runs table, not the GenAI
-    overview; it is grouped by model, lists every run by name, shows the metric columns and the
-    description, and its durations are the jobs' (not ~60 ms).  A screenshot is kept."""
+    overview; it is grouped by sweep (model, estimator, start: each K and seed its own row), lists every
+    run by its name (model, estimator, start, K, seed), shows the metric columns with the differences
+    from the exact value, the flag's reason in short and the description, and its durations are the
+    jobs' (not ~60 ms).  A screenshot is kept."""
     base, uri, names = mlflow_ui
+    runs = tracking.find_runs(uri=uri, experiment_name=EXPERIMENT)
     if names is None:  # a real store: its runs
-        names = {
-            r.data.tags["mlflow.runName"]: r.data.tags.get(tracking.KIND_TAG)
-            for r in tracking.find_runs(uri=uri, experiment_name=EXPERIMENT)
-        }
+        names = {r.data.tags["mlflow.runName"]: r.data.tags.get(tracking.KIND_TAG) for r in runs}
     exp = tracking.get_client(uri).get_experiment_by_name(EXPERIMENT)
     url = tracking.dashboard_url(exp.experiment_id, base)
-    models = sorted(
-        {
-            n.split("/")[1] if n.startswith("train/") else n.split("/")[0]
-            for n, kind in names.items()
-            if kind in ("train", "estimate")
-        }
+    sweeps = sorted(
+        {r.data.tags[tracking.SWEEP_TAG] for r in runs if r.data.tags.get(tracking.KIND_TAG) in ("train", "estimate")}
     )
+    reasons = sorted({r.data.tags[tracking.FLAG_REASON_TAG] for r in runs if tracking.FLAG_REASON_TAG in r.data.tags})
 
     text = ""
     for budget in (25_000, 60_000):  # a slow machine: once more, with more (virtual) time
         proc = _headless(chromium, url, tmp_path / "profile", "--dump-dom", budget_ms=budget)
         text = _page_text(proc.stdout)
-        if all(f"Group: {m}" in text for m in models) and all(n in text for n in names):
+        if all(f"Group: {g}" in text for g in sweeps) and all(n in text for n in names):
             break
     (tmp_path / "dashboard.txt").write_text(text)
     where = f"(page text in {tmp_path / 'dashboard.txt'}; chromium stderr: {proc.stderr[-1500:]})"
     assert f"Runs - Experiment {exp.experiment_id} - MLflow" in text[:300], where  # the page's title
     assert "Traces 0" not in text and "No data available for the selected time range" not in text, where
-    assert "Group by: logzbench.group" in text and "By model" in text, where
-    for m in models:
-        assert f"Group: {m}" in text, (m, where)
+    assert f"Group by: {tracking.SWEEP_TAG}" in text and "By sweep" in text, where
+    for g in sweeps:
+        assert f"Group: {g}" in text, (g, where)
     missing = sorted(n for n in names if n not in text)
     assert not missing, (missing, where)
     assert "Metrics" in text and "mean_test_ll" in text and "log_z" in text, where
+    for column in ("log_z_minus_exact", "mean_test_ll_minus_exact", tracking.FLAG_REASON_TAG):
+        assert column in text, (column, where)
     assert "Compare one model's estimators side by side" in text, where
     if not os.environ.get("LOGZBENCH_DASHBOARD_STORE"):
         assert "1.5min" in text, where  # the training runs' 90 s
         assert not re.search(r"\b\d+ms\b", text), where  # no run lasts the ~60 ms of logging
+        assert reasons == [tracking.flag_reason([FLAG])], reasons
+        assert "digits-rbm8 ais base-rate K=" in text, where  # a run name says model, estimator, start, K, seed
+    for reason in reasons:
+        assert reason in text, (reason, where)  # the reason in words in the runs table, not only on a run's page
 
     shot = tmp_path / "dashboard.png"
     proc = _headless(chromium, url, tmp_path / "profile", f"--screenshot={shot}", budget_ms=25_000, size=(1900, 1300))

@@ -67,9 +67,11 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
     model names a paper row).
 
 The flags are the rules of :data:`.flags.RULES` (see :mod:`.flags`).  With a ``tracking_uri``
-they are also set as tags (``logzbench.flag``, ``logzbench.flagged``) on the runs of the
-affected estimates.  Method and family lists and plot styles come from :mod:`logzbench.registry`
-(see :mod:`.methods`).
+they are also set as tags (``logzbench.flag``, all reasons; ``logzbench.flag_reason``, the first in at
+most 80 characters; ``logzbench.flagged``) on the runs of the affected estimates, and every estimate of
+a model with an exact value gets the metrics ``log_z_minus_exact`` and ``mean_test_ll_minus_exact``
+(its difference from the exact value, full precision).  Method and family lists and plot styles come
+from :mod:`logzbench.registry` (see :mod:`.methods`).
 
 Modules: :mod:`.build` (:func:`build_report`, :func:`report_job`), :mod:`.records` (loading, per-run table,
 summary over seeds), :mod:`.flags`,

@@ -84,13 +84,42 @@ def _plots(
     return model_plots, trial_plots, plot_model_size(table_c, out / "plots" / "model_size.png")
 
 
+#: the report's per-run column of each metric :func:`_tag_runs` logs (:data:`.tracking.EXACT_DIFFERENCE_METRICS`)
+_EXACT_DIFFERENCE_COLUMNS = {"log_z_minus_exact": "log_z_minus_exact", "mean_test_ll_minus_exact": "ll_minus_exact"}
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return v is not None and not isinstance(v, (bool, str)) and bool(np.isfinite(float(v)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _exact_differences(per_run: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """``{key: {metric: value}}``: each estimate's difference from its model's exact value (log Z, mean
+    test log-likelihood of the same test rows), where the model has one."""
+    out: dict[str, dict[str, float]] = {}
+    for _, r in per_run.iterrows():
+        if not r["key"]:
+            continue
+        values = {m: float(r[c]) for m, c in _EXACT_DIFFERENCE_COLUMNS.items() if c in r and _finite(r[c])}
+        if values:
+            out[r["key"]] = values
+    return out
+
+
 def _tag_runs(per_run: pd.DataFrame, tracking_uri: str | None, experiment_name: str | None):
-    """Set each estimate's flags as tags on its MLflow run; what :func:`.tracking.set_flags` returns."""
+    """Set each estimate's flags as tags on its MLflow run (all of them, and the first in short) and log
+    its difference from the exact value (``log_z_minus_exact``, ``mean_test_ll_minus_exact``) where its
+    model has one; what :func:`.tracking.set_flags` returns."""
     from .. import tracking
 
     flags_by_key = {r["key"]: [f for f in r["flags"].split("; ") if f] for _, r in per_run.iterrows() if r["key"]}
     return tracking.set_flags(
-        flags_by_key, uri=tracking_uri, experiment_name=experiment_name or tracking.DEFAULT_EXPERIMENT
+        flags_by_key,
+        uri=tracking_uri,
+        experiment_name=experiment_name or tracking.DEFAULT_EXPERIMENT,
+        metrics=_exact_differences(per_run),
     )
 
 
@@ -146,7 +175,9 @@ def build_report(
     plots : bool
         Draw the plots.
     tracking_uri, experiment_name : str, optional
-        When given, tag the affected MLflow runs (``logzbench.flag``/``logzbench.flagged``).
+        When given, tag the affected MLflow runs (``logzbench.flag``, ``logzbench.flag_reason``,
+        ``logzbench.flagged``) and log on the runs of models with an exact value their difference from it
+        (metrics ``log_z_minus_exact``, ``mean_test_ll_minus_exact``).
     model_records : iterable of JSON files or dicts
         Training summary records (``results/models/<model>.json``); those of learner-trained models
         make the rows of ``table_learners.csv`` and their figures (:mod:`.learners`, :mod:`.learner_plots`;

@@ -2,7 +2,8 @@
 
 The package's modules, each on one concern:
 
-* :mod:`.keys`: a run's deterministic key (tag ``logzbench.key``) and the tags the runs carry;
+* :mod:`.keys`: a run's deterministic key (tag ``logzbench.key``), an estimate's run name and the tags
+  the runs carry;
 * :mod:`.uris`: which store a tracking URI names, refused early when MLflow cannot use it;
 * :mod:`.retries`: store operations retried on transient errors; an unreachable store fails with the URI;
 * :mod:`.store`: the store and the experiment, created once under a file lock; the client;
@@ -30,6 +31,8 @@ from .dashboard import (
 )
 from .keys import (
     DEFAULT_EXPERIMENT,
+    EXACT_DIFFERENCE_METRICS,
+    FLAG_REASON_TAG,
     FLAG_TAG,
     FLAGGED_TAG,
     GROUP_TAG,
@@ -37,7 +40,10 @@ from .keys import (
     KIND_TAG,
     LOGGED_TAG,
     SETTING_TAG,
+    SWEEP_TAG,
     estimate_key,
+    estimate_run_name,
+    estimate_sweep,
     train_key,
     trials_key,
 )
@@ -56,7 +62,7 @@ from .records import (
     training_metrics,
 )
 from .retries import HTTP_DEFAULTS
-from .runs import TrackingSession, find_runs, log_run, set_flags
+from .runs import TrackingSession, find_runs, flag_reason, log_run, set_flags
 from .store import get_client, init_store
 from .uris import TRACKING_URI_FORMS, default_artifact_location, is_http_uri, resolve_tracking_uri, sqlite_path
 
@@ -105,4 +111,10 @@ __all__ = [
     "NOTE_TAG",
     "DASHBOARD_VIEW",
     "DASHBOARD_VIEWS",
+    "FLAG_REASON_TAG",
+    "SWEEP_TAG",
+    "EXACT_DIFFERENCE_METRICS",
+    "estimate_run_name",
+    "estimate_sweep",
+    "flag_reason",
 ]

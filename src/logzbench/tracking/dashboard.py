@@ -2,7 +2,8 @@
 
 The experiment is a model-training experiment (its page is the runs table, not the GenAI overview)
 with a description of what to compare (:data:`DASHBOARD_DESCRIPTION`) and saved views grouped by
-model and by setting (:data:`DASHBOARD_VIEWS`), set by :func:`setup_dashboard` without overwriting
+sweep (model, estimator, start; the one :func:`dashboard_url` opens), by model and by setting
+(:data:`DASHBOARD_VIEWS`), set by :func:`setup_dashboard` without overwriting
 what a person wrote in the UI.  The texts are versioned: a description an earlier version wrote
 (:data:`_PREVIOUS_DESCRIPTIONS`) is recognised in an older store and replaced.  :func:`dashboard_url`
 is the page to open and :func:`dashboard_hint` how to serve it.
@@ -14,7 +15,7 @@ import contextlib
 import json
 import time
 
-from .keys import FLAGGED_TAG, GROUP_TAG, SETTING_TAG
+from .keys import FLAG_REASON_TAG, FLAGGED_TAG, GROUP_TAG, SETTING_TAG, SWEEP_TAG
 from .retries import _retry
 from .uris import resolve_tracking_uri
 
@@ -38,9 +39,8 @@ low ESS, a bound on the wrong side of the exact value).
 (`<model>/<estimator>/K<K>/<init>/seed<seed>`), per trained model (`train/<model>`), per \
 repeated-trials setting (`<experiment>/...`) and the report (`report`).
 """
-#: The experiment's description in the MLflow UI (``mlflow.note.content``, Markdown): what to compare
-#: (the first version's, with the Pareto k-hat and the flags added since).
-DASHBOARD_DESCRIPTION = _DESCRIPTION_V1.replace(
+#: The second version's (the first, with the Pareto k-hat and the flags added).
+_DESCRIPTION_V2 = _DESCRIPTION_V1.replace(
     "- `seconds`:",
     "- `khat`: the Pareto k-hat of the run's log-weights (PSIS); above 0.7 their tail is so heavy that the "
     "standard error understates the uncertainty (flagged).\n- `seconds`:",
@@ -49,8 +49,33 @@ DASHBOARD_DESCRIPTION = _DESCRIPTION_V1.replace(
     "low ESS, heavy-tailed weights, standard errors below the spread between seeds, a bound on the wrong side "
     "of the exact value).",
 )
+#: The experiment's description in the MLflow UI (``mlflow.note.content``, Markdown): what to compare
+#: (the second version's, with the view by sweep, the run names, the short flag reason and the
+#: differences from the exact value added).
+DASHBOARD_DESCRIPTION = (
+    _DESCRIPTION_V2.replace(
+        "the view *By model* groups the runs by model (*Group by* `logzbench.group`); ",
+        "the view *By sweep* groups the runs by model, estimator and start distribution (*Group by* "
+        "`logzbench.sweep`), one row per run named `<model> <estimator> <start> K=<K> seed=<seed>` (a group "
+        "row averages its K and seeds: read its runs); *By model* groups them by model (`logzbench.group`); ",
+    )
+    .replace(
+        "- `seconds`:",
+        "- `log_z_minus_exact`, `mean_test_ll_minus_exact`: the estimate minus the exact value, in full "
+        "precision, on the runs of a model with one (set by the report).\n- `seconds`:",
+    )
+    .replace(
+        "- `logzbench.flagged`, `logzbench.flag`: the report's reasons",
+        "- `logzbench.flagged`, `logzbench.flag_reason` (the first reason, short), `logzbench.flag` (all): the "
+        "report's reasons",
+    )
+    .replace(
+        "one run per estimate (`<model>/<estimator>/K<K>/<init>/seed<seed>`)",
+        "one run per estimate (`<model> <estimator> <init> K=<K> seed=<seed>`)",
+    )
+)
 # descriptions an earlier version wrote (replaced by the current one; a person's own text is kept)
-_PREVIOUS_DESCRIPTIONS: tuple[str, ...] = (_DESCRIPTION_V1,)
+_PREVIOUS_DESCRIPTIONS: tuple[str, ...] = (_DESCRIPTION_V1, _DESCRIPTION_V2)
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 #: MLflow 3's experiment kind of a model-training experiment: its page is the runs table, not the
@@ -60,19 +85,23 @@ EXPERIMENT_KIND = "custom_model_development"
 _REPLACEABLE_KINDS = ("", "no_inferred_type", "genai_development_inferred", "custom_model_development_inferred")
 NOTE_TAG = "mlflow.note.content"
 _VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # the runs table's saved views ("Views" menu; ?viewStateShareKey=)
-#: the saved view :func:`dashboard_url` opens
-DASHBOARD_VIEW = "logzbench-by-model"
+#: the saved view :func:`dashboard_url` opens: the runs of one sweep (model, estimator, start) together,
+#: each K and seed its own row
+DASHBOARD_VIEW = "logzbench-by-sweep"
 #: saved views of the runs table: id -> (name, tag grouped by)
 DASHBOARD_VIEWS = {
+    "logzbench-by-sweep": ("By sweep", SWEEP_TAG),
     "logzbench-by-model": ("By model", GROUP_TAG),
     "logzbench-seeds-pooled": ("Seeds pooled", SETTING_TAG),
 }
+# the flag's reason and the differences from the exact value early, where a 1366-1600 px window shows them
 _VIEW_COLUMNS = (
-    *(
-        f"metrics.`{m}`"
-        for m in ("mean_test_ll", "mean_test_ll_stderr", "log_z", "log_z_stderr", "ess_fraction", "khat", "seconds")
-    ),
-    *(f"params.`{p}`" for p in ("estimator", "K", "init", "seed", "chains")),
+    *(f"params.`{p}`" for p in ("K", "seed")),
+    *(f"metrics.`{m}`" for m in ("mean_test_ll", "mean_test_ll_minus_exact")),
+    f"tags.`{FLAG_REASON_TAG}`",
+    *(f"metrics.`{m}`" for m in ("mean_test_ll_stderr", "log_z", "log_z_stderr", "log_z_minus_exact")),
+    *(f"metrics.`{m}`" for m in ("ess_fraction", "khat", "seconds")),
+    *(f"params.`{p}`" for p in ("estimator", "init", "chains")),
     f"tags.`{FLAGGED_TAG}`",
 )
 
@@ -90,7 +119,13 @@ def _view_state(group_tag: str) -> str:
             "selectedColumns": list(_VIEW_COLUMNS),
             # the grid's column ids: run name, Created, Duration, then ours (its widths apply to these only)
             "columnOrder": ["attributes.`Run Name`", "runDateAndNestInfo", "duration", *_VIEW_COLUMNS],
-            "columnWidths": {"attributes.`Run Name`": 330},  # run names are long: <model>/<estimator>/K/init/seed
+            # run names are long: <model> <estimator> <init> K=<K> seed=<seed>; the reason is <= 80 characters
+            "columnWidths": {
+                "attributes.`Run Name`": 330,
+                "params.`K`": 70,
+                "params.`seed`": 60,
+                f"tags.`{FLAG_REASON_TAG}`": 330,
+            },
         },
         sort_keys=True,
     )
@@ -115,8 +150,8 @@ def setup_dashboard(client, experiment_id: str, description: str | None = None) 
     * ``mlflow.experimentKind`` = :data:`EXPERIMENT_KIND` unless a definite kind is set;
     * the description ``mlflow.note.content`` (``description``, default :data:`DASHBOARD_DESCRIPTION`)
       unless a person wrote another;
-    * the saved views :data:`DASHBOARD_VIEWS` of the runs table (grouped by model; by setting, seeds
-      pooled) unless a person overrode them.
+    * the saved views :data:`DASHBOARD_VIEWS` of the runs table (grouped by sweep; by model; by setting,
+      seeds pooled) unless a person overrode them.
 
     Idempotent: a second call sets nothing.
     """
@@ -148,8 +183,9 @@ def dashboard_url(
     experiment_id: str, base_url: str = "http://127.0.0.1:5000", view: str | None = DASHBOARD_VIEW
 ) -> str:
     """The experiment's runs table in the MLflow UI at ``base_url``, as the saved ``view`` (default
-    grouped by model; ``None``: the plain runs table).  ``workflowType=machine_learning`` switches
-    MLflow 3's sidebar to "Model training" (its default, GenAI, opens experiments on the traces overview)."""
+    grouped by sweep: model, estimator and start; ``None``: the plain runs table).
+    ``workflowType=machine_learning`` switches MLflow 3's sidebar to "Model training" (its default, GenAI,
+    opens experiments on the traces overview)."""
     url = f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
     return url + (f"&viewStateShareKey={view}" if view else "")
 

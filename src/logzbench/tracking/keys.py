@@ -2,13 +2,17 @@
 
 Every run has a key (tag :data:`KEY_TAG`) built from its settings (:func:`estimate_key`,
 :func:`train_key`, :func:`trials_key`), so that re-running a job replaces its run instead of adding
-one (:mod:`logzbench.tracking.runs`).  The tags the MLflow UI groups by (:data:`GROUP_TAG`,
-:data:`SETTING_TAG`) and those the report sets (:data:`FLAG_TAG`, :data:`FLAGGED_TAG`) are named here,
-so the logging, the dashboard's saved views and the report agree on them.
+one (:mod:`logzbench.tracking.runs`); an estimate's run is named for people by
+:func:`estimate_run_name` (``mnist-rbm20 ais base-rate K=1000 seed=0``).  The tags the MLflow UI
+groups by (:data:`GROUP_TAG`, :data:`SWEEP_TAG`, :data:`SETTING_TAG`), those the report sets
+(:data:`FLAG_TAG`, :data:`FLAG_REASON_TAG`, :data:`FLAGGED_TAG`) and the metrics it adds
+(:data:`EXACT_DIFFERENCE_METRICS`) are named here, so the logging, the dashboard's saved views and the
+report agree on them.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 #: the MLflow experiment runs go to unless told otherwise
@@ -17,12 +21,21 @@ KEY_TAG = "logzbench.key"
 KIND_TAG = "logzbench.kind"
 FLAG_TAG = "logzbench.flag"
 FLAGGED_TAG = "logzbench.flagged"
+#: the first reason of :data:`FLAG_TAG` in at most :data:`FLAG_REASON_WIDTH` characters (a table column)
+FLAG_REASON_TAG = "logzbench.flag_reason"
+FLAG_REASON_WIDTH = 80
 #: what the MLflow UI groups a run by: its model (estimates and training), ``trials/<experiment>``, ``report``
 GROUP_TAG = "logzbench.group"
+#: an estimate's sweep family, ``<model> / <estimator> / <init>`` (its K and seeds together, nothing else);
+#: a training run: ``<model> / train``; other runs: their :data:`GROUP_TAG`
+SWEEP_TAG = "logzbench.sweep"
 #: an estimate's key less its seed (the seeds of one setting group together); other runs: their key
 SETTING_TAG = "logzbench.setting"
 #: when the run was recorded (ms since the epoch): of a key's runs the last recorded is kept
 LOGGED_TAG = "logzbench.logged"
+#: the metrics the report sets on an estimate's run whose model has an exact value: metric -> the
+#: estimate's own metric it is the difference of (``log_z - exact log Z``, ``mean_test_ll - exact``)
+EXACT_DIFFERENCE_METRICS = {"log_z_minus_exact": "log_z", "mean_test_ll_minus_exact": "mean_test_ll"}
 
 
 # --------------------------------------------------------------------------- run keys
@@ -50,3 +63,37 @@ def train_key(model: str) -> str:
 def trials_key(experiment: str, setting: Mapping[str, Any]) -> str:
     """Deterministic key of one repeated-trials setting, e.g. ``trials/grid/reference=trw/sigma_pair=0.5``."""
     return "/".join(["trials", experiment] + [f"{k}={_fmt(v)}" for k, v in setting.items()])
+
+
+_ESTIMATE_KEY = re.compile(
+    r"estimate/(?P<model>.+)/(?P<estimator>[^/]+)/K(?P<K>[^/]*)/(?P<init>[^/]*)/seed(?P<seed>[^/]*)"
+)
+
+
+def _estimate_parts(key: str) -> dict[str, str] | None:
+    m = _ESTIMATE_KEY.fullmatch(key)
+    return m.groupdict() if m else None
+
+
+def estimate_run_name(key: str) -> str:
+    """The run name of the estimate with ``key`` (:func:`estimate_key`): model, estimator, start
+    distribution, K and seed, e.g. ``mnist-rbm20 ais base-rate K=1000 seed=0``; settings the
+    estimator does not use are left out (``mnist-rbm20 exact``).  Distinct keys get distinct names; a
+    key not of :func:`estimate_key`'s form is its own name less ``estimate/``."""
+    p = _estimate_parts(key)
+    if p is None:
+        return key.removeprefix("estimate/")
+    words = [p["model"], p["estimator"]]
+    if p["init"] != "-":
+        words.append(p["init"])
+    words += [f"{k}={p[k]}" for k in ("K", "seed") if p[k] != "-"]
+    return " ".join(words)
+
+
+def estimate_sweep(key: str) -> str:
+    """The sweep family (:data:`SWEEP_TAG`) of the estimate with ``key``: ``<model> / <estimator> / <init>``
+    (``<model> / <estimator>`` without a start distribution)."""
+    p = _estimate_parts(key)
+    if p is None:
+        return re.sub(r"/K[^/]*/[^/]*/seed[^/]*$", "", key.removeprefix("estimate/")).replace("/", " / ")
+    return " / ".join([p["model"], p["estimator"], *([p["init"]] if p["init"] != "-" else [])])

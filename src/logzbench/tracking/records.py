@@ -6,8 +6,10 @@ settings, log Z and the test log-likelihood with their standard errors, ESS, the
 from it alone, an annealing schedule, a sandwich / BDMC bracket), a trained model
 (:func:`log_training`: hyperparameters and the per-epoch history) and one setting of a
 repeated-trials experiment (:func:`log_trials`: every trial as a metric step).  Runs are grouped in
-the MLflow UI by model (:data:`~logzbench.tracking.keys.GROUP_TAG`) and by setting less the seed
-(:data:`~logzbench.tracking.keys.SETTING_TAG`).
+the MLflow UI by model (:data:`~logzbench.tracking.keys.GROUP_TAG`), by sweep family (model, estimator,
+start: :data:`~logzbench.tracking.keys.SWEEP_TAG`) and by setting less the seed
+(:data:`~logzbench.tracking.keys.SETTING_TAG`); an estimate's run is named by its settings
+(:func:`~logzbench.tracking.keys.estimate_run_name`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,21 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .keys import DEFAULT_EXPERIMENT, FLAG_TAG, FLAGGED_TAG, GROUP_TAG, SETTING_TAG, estimate_key, train_key, trials_key
-from .runs import TrackingSession, _finite, log_run
+from .keys import (
+    DEFAULT_EXPERIMENT,
+    FLAG_REASON_TAG,
+    FLAG_TAG,
+    FLAGGED_TAG,
+    GROUP_TAG,
+    SETTING_TAG,
+    SWEEP_TAG,
+    estimate_key,
+    estimate_run_name,
+    estimate_sweep,
+    train_key,
+    trials_key,
+)
+from .runs import TrackingSession, _finite, flag_reason, log_run
 
 
 # --------------------------------------------------------------------------- estimates
@@ -240,7 +255,10 @@ def log_estimate(
 
     The run starts and ends when the estimate did: ``start_time`` / ``end_time``, else the record's
     ``started_at`` / ``finished_at`` (:func:`logzbench.pipeline.jobs.run_estimate`), else now.  It is grouped
-    by its model (:data:`GROUP_TAG`) and by its setting less the seed (:data:`SETTING_TAG`).
+    by its model (:data:`GROUP_TAG`), its sweep family (:data:`SWEEP_TAG`: model, estimator, start) and its
+    setting less the seed (:data:`SETTING_TAG`), and named by its settings (:func:`estimate_run_name`, e.g.
+    ``mnist-rbm20 ais base-rate K=1000 seed=0``); its flags are tagged (:data:`FLAG_TAG`, the first in short
+    :data:`FLAG_REASON_TAG`, :data:`FLAGGED_TAG`).
 
     An annealed estimate's inverse temperatures (``schedule``, else the ``schedule`` array of the per-chain
     arrays ``.npz`` among ``artifacts``) are logged as the artifact :data:`SCHEDULE_ARTIFACT`, one per line.
@@ -266,7 +284,9 @@ def log_estimate(
         "logzbench.method": params.get("method") or res.get("estimator"),
         FLAGGED_TAG: "true" if flags else "false",
         FLAG_TAG: "; ".join(flags) if flags else None,
+        FLAG_REASON_TAG: flag_reason(flags),
         GROUP_TAG: params.get("model"),
+        SWEEP_TAG: estimate_sweep(key),
         SETTING_TAG: re.sub(r"/seed[^/]*$", "", key.removeprefix("estimate/")),
     }
     bracket = estimate_bracket(record)
@@ -295,7 +315,7 @@ def log_estimate(
             metrics=estimate_metrics(record),
             tags=tags,
             artifacts=items or None,
-            run_name=key.removeprefix("estimate/"),
+            run_name=estimate_run_name(key),
             session=session,
             start_time=start_time if start_time is not None else record.get("started_at"),
             end_time=end_time if end_time is not None else record.get("finished_at"),
@@ -359,7 +379,7 @@ def log_training(
         metrics=dict(summary or {}),
         step_metrics=training_metrics(history, step_key),
         step_key=step_key,
-        tags={"logzbench.model": model, "logzbench.dataset": dataset, GROUP_TAG: model},
+        tags={"logzbench.model": model, "logzbench.dataset": dataset, GROUP_TAG: model, SWEEP_TAG: f"{model} / train"},
         artifacts=artifacts,
         run_name=train_key(model),
         start_time=start_time,
@@ -432,7 +452,7 @@ def log_trials(
         metrics=metrics,
         step_metrics=list(steps.values()),
         step_key="trial",
-        tags={"logzbench.experiment": experiment, GROUP_TAG: f"trials/{experiment}"},
+        tags={"logzbench.experiment": experiment, GROUP_TAG: f"trials/{experiment}", SWEEP_TAG: f"trials/{experiment}"},
         artifacts=artifacts,
         run_name=key.removeprefix("trials/"),
         start_time=start_time,

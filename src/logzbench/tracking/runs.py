@@ -6,7 +6,8 @@ replaces its run and concurrent writers of the same key converge to exactly one 
 and ends when its job did (``start_time`` / ``end_time``); of a key's runs the last *recorded* is
 kept (tag :data:`~logzbench.tracking.keys.LOGGED_TAG`).  A :class:`TrackingSession` logs many runs
 through one client and tidies all their keys with one search.  :func:`set_flags` tags runs with the
-report's reasons to distrust them.
+report's reasons to distrust them (the first in short: :func:`flag_reason`) and logs the report's
+metrics of them (the differences from the exact value).
 """
 
 from __future__ import annotations
@@ -15,13 +16,27 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlparse
 
-from .keys import DEFAULT_EXPERIMENT, FLAG_TAG, FLAGGED_TAG, GROUP_TAG, KEY_TAG, KIND_TAG, LOGGED_TAG, SETTING_TAG, _fmt
+from .keys import (
+    DEFAULT_EXPERIMENT,
+    FLAG_REASON_TAG,
+    FLAG_REASON_WIDTH,
+    FLAG_TAG,
+    FLAGGED_TAG,
+    GROUP_TAG,
+    KEY_TAG,
+    KIND_TAG,
+    LOGGED_TAG,
+    SETTING_TAG,
+    SWEEP_TAG,
+    _fmt,
+)
 from .retries import _retry
 from .store import _ensure_store, _experiment_id, get_client
 from .uris import resolve_tracking_uri
@@ -164,8 +179,8 @@ def log_run(
     ``start_time`` and ``end_time`` (a :class:`datetime.datetime`, an ISO 8601 string or seconds
     since the epoch) are the run's start and end in the MLflow UI (its *Created* and *Duration*):
     the job's own, where the run is logged after the job; either defaults to now.  Every run is
-    tagged with its group (:data:`GROUP_TAG`, default ``kind``) and setting (:data:`SETTING_TAG`,
-    default ``key``), which the UI's runs table groups by.
+    tagged with its group (:data:`GROUP_TAG`, default ``kind``), sweep family (:data:`SWEEP_TAG`, default
+    ``kind``) and setting (:data:`SETTING_TAG`, default ``key``), which the UI's runs table groups by.
     """
     if session is not None:
         return session.log_run(
@@ -256,7 +271,7 @@ class TrackingSession:
         start, end = _epoch_ms(start_time), _epoch_ms(end_time)
         start = start if start is not None else (min(end, logged) if end is not None else logged)
         end = max(end if end is not None else logged, start)
-        all_tags = {KEY_TAG: key, KIND_TAG: kind, GROUP_TAG: kind, SETTING_TAG: key}
+        all_tags = {KEY_TAG: key, KIND_TAG: kind, GROUP_TAG: kind, SWEEP_TAG: kind, SETTING_TAG: key}
         all_tags.update({str(k): _param_value(v) for k, v in (tags or {}).items() if v is not None})
         all_tags[LOGGED_TAG] = str(logged)
         run = _retry(client.create_run, self.experiment_id, start_time=start, tags=all_tags, run_name=run_name or key)
@@ -319,32 +334,81 @@ class TrackingSession:
 
 
 # --------------------------------------------------------------------------- flags
+_CLAUSE_ENDS = re.compile(r"(?=\s\()|[,;:](?=\s)")
+
+
+def flag_reason(reasons: Sequence[str], width: int = FLAG_REASON_WIDTH) -> str | None:
+    """The first of ``reasons`` (the report lists them most important first) in at most ``width``
+    characters, for a table column: whole when it fits, else cut after its last clause (before ``" ("``,
+    at ``,`` ``;`` ``:``, outside parentheses) that fits, else after its last word that fits, with ``…``;
+    `` (+N more)`` when there are other reasons.  ``None`` without reasons."""
+    reasons = [r.strip() for r in dict.fromkeys(reasons) if r and r.strip()]
+    if not reasons:
+        return None
+    first = " ".join(reasons[0].split())
+    more = f" (+{len(reasons) - 1} more)" if len(reasons) > 1 else ""
+    room = max(width - len(more), 8)
+    if len(first) > room:
+        ends = [
+            m.start()
+            for m in _CLAUSE_ENDS.finditer(first)
+            if 0 < m.start() <= room and first.count("(", 0, m.start()) == first.count(")", 0, m.start())
+        ]  # clause ends outside parentheses
+        ends = [e for e in ends if e >= room // 3]  # a clause long enough to say something
+        if ends:
+            first = first[: ends[-1]].rstrip(" ,;:")
+        else:
+            cut = first[: room - 1]
+            cut = cut[: cut.rfind(" ")] if " " in cut[room // 3 :] else cut
+            first = cut.rstrip(" ,;:") + "\u2026"
+    return first + more
+
+
 def set_flags(
-    flags: Mapping[str, Sequence[str]], *, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT
+    flags: Mapping[str, Sequence[str]],
+    *,
+    uri: str | None = None,
+    experiment_name: str = DEFAULT_EXPERIMENT,
+    metrics: Mapping[str, Mapping[str, float]] | None = None,
 ) -> int:
     """Tag the live runs whose key is in ``flags``: ``logzbench.flag`` = the reasons joined
-    by ``"; "`` and ``logzbench.flagged`` = ``true``; a key mapped to no reasons gets
-    ``logzbench.flagged = false`` and loses a stale ``logzbench.flag``.  Runs with other
-    keys are left alone.  Returns the number of runs tagged as flagged.
+    by ``"; "``, ``logzbench.flag_reason`` = the first in short (:func:`flag_reason`) and
+    ``logzbench.flagged`` = ``true``; a key mapped to no reasons gets ``logzbench.flagged = false``
+    and loses a stale ``logzbench.flag`` and ``logzbench.flag_reason``.  ``metrics`` (key -> {name:
+    value}; non-finite values skipped) are logged on the runs of their keys (e.g. the report's
+    ``log_z_minus_exact``).  Runs with other keys are left alone.  Returns the number of runs tagged as
+    flagged.
     """
+    from mlflow.entities import Metric
+
     uri = resolve_tracking_uri(uri)
     client = get_client(uri)
     runs = find_runs(None, uri=uri, experiment_name=experiment_name, client=client)
+    metrics = metrics or {}
+    now = int(time.time() * 1000)
     n = 0
     for run in runs:
         key = run.data.tags.get(KEY_TAG)
-        if key is None or key not in flags:
+        if key is None:
+            continue
+        values = [Metric(str(k), float(v), now, 0) for k, v in (metrics.get(key) or {}).items() if _finite(v)]
+        if values:
+            for i in range(0, len(values), _MAX_METRICS_PER_BATCH):
+                _retry(client.log_batch, run.info.run_id, metrics=values[i : i + _MAX_METRICS_PER_BATCH])
+        if key not in flags:
             continue
         reasons = [r for r in flags[key] if r]
         if reasons:
             text = "; ".join(dict.fromkeys(reasons))[:5000]
             _retry(client.set_tag, run.info.run_id, FLAG_TAG, text)
+            _retry(client.set_tag, run.info.run_id, FLAG_REASON_TAG, flag_reason(reasons))
             _retry(client.set_tag, run.info.run_id, FLAGGED_TAG, "true")
             n += 1
         else:
-            if FLAG_TAG in run.data.tags:
-                with contextlib.suppress(Exception):
-                    _retry(client.delete_tag, run.info.run_id, FLAG_TAG)
+            for tag in (FLAG_TAG, FLAG_REASON_TAG):
+                if tag in run.data.tags:
+                    with contextlib.suppress(Exception):
+                        _retry(client.delete_tag, run.info.run_id, tag)
             if run.data.tags.get(FLAGGED_TAG) != "false":
                 _retry(client.set_tag, run.info.run_id, FLAGGED_TAG, "false")
     return n
