@@ -231,7 +231,7 @@ def test_plot_gaussian_figure(tmp_path):
     assert trials.plot_trials(s, out, x="sigma0", title="Fig. 1", methods=["is", "ris", "is-select", "ds"]) == out
     assert out.stat().st_size > 0
     _read_png(out)
-    assert sorted(p.name for p in out.parent.iterdir()) == ["fig1.png"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["fig1.pdf", "fig1.png"]  # the PDF beside it
 
 
 def test_plot_grid_figure_with_panels(tmp_path, grid_runs):
@@ -241,11 +241,11 @@ def test_plot_grid_figure_with_panels(tmp_path, grid_runs):
     trials.plot_trials(s, out, x="sigma_pair", panel="reference")
     assert out.stat().st_size > 0
     _read_png(out)
-    assert [p.name for p in tmp_path.iterdir()] == ["fig2.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig2.pdf", "fig2.png"]
     # several rows per (method, x) without a panel: refuse rather than mix them
     with pytest.raises(ValueError, match="several rows"):
         trials.plot_trials(s, tmp_path / "bad.png", x="sigma_pair")
-    assert [p.name for p in tmp_path.iterdir()] == ["fig2.png"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig2.pdf", "fig2.png"]
 
 
 # --------------------------------------------------------------------------- validation

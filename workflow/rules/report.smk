@@ -22,6 +22,16 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table_per_class.csv",
 ] + diagnostic_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()) + ([f"{REPORT_DIR}/table_learners_paper.csv", f"{REPORT_DIR}/table_learner_timing.csv"] if learner_models() else []) + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
     f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
+
+
+def figure_pdfs(outputs):
+    """The PDF that logzbench.plotting.save_figure writes beside each PNG of `outputs` (every figure is
+    saved as both)."""
+    return [p[: -len(".png")] + ".pdf" for p in outputs if p.endswith(".png")]
+
+
+# every figure also as PDF (not marked for `--report`, which shows the PNGs)
+MODEL_REPORT_OUTPUTS = MODEL_REPORT_OUTPUTS + figure_pdfs(MODEL_REPORT_OUTPUTS)
 # a config with repeated-trial experiments only (e.g. config/liu_fig1.yaml) has no model report
 REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if config["models"] else []) + trials_report_outputs()
 
@@ -87,6 +97,8 @@ rule report:
                                category="6. Diagnostics", labels={"table": "test log-likelihood per class"}),
         diagnostic_plots=report(diagnostic_report_plots(), caption="../report/diagnostic_plots.rst",
                                 category="6. Diagnostics"),
+        # the PDF beside each PNG above (logzbench.plotting.save_figure)
+        figure_pdfs=figure_pdfs(MODEL_REPORT_OUTPUTS),
     params:
         estimates=all_estimate_files(),
         out_dir=lambda w, output: os.path.dirname(output.json),  # REPORT_DIR

@@ -412,10 +412,26 @@ def _check_tracking_uri(config: Mapping) -> None:
             raise ConfigError(str(exc)) from None
 
 
+def _check_case_collisions(config: Mapping) -> None:
+    """Refuse model or dataset names that differ only by case (``rbm-no-hQ`` / ``rbm-no-hq``): each names
+    files (``models/<model>.npz``, ``plots/<model>.png``, ``data/<dataset>.npz``) that would overwrite
+    each other on a case-insensitive file system, and the report's pages would be told apart by case only."""
+    for section in ("models", "datasets"):
+        seen: dict[str, str] = {}
+        for name in config.get(section) or {}:
+            other = seen.setdefault(str(name).casefold(), str(name))
+            if other != str(name):
+                raise ConfigError(
+                    f"{section} {other!r} and {name!r} differ only by case: their files would collide on a "
+                    f"case-insensitive file system; rename one ({section}.{name})"
+                )
+
+
 def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     """Check a (schema-validated) config beyond what its schema says; return warnings.
 
-    Raises :class:`ConfigError` naming the entry and what to change: no models and no trials, a
+    Raises :class:`ConfigError` naming the entry and what to change: no models and no trials, two model
+    or dataset names that differ only by case (:func:`_check_case_collisions`), a
     dataset of unknown dimension, a model's unknown dataset, preset, family or estimator, an
     estimator listed for a model whose family it does not apply to, an estimator's unknown method or
     models, a fixed schedule (``sm14500``, a file) with another K, a CSL K below ``thin``, a ``test_subset`` on a model
@@ -433,6 +449,7 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     if not config.get("models") and not (config.get("trials") or {}):
         raise ConfigError("the config defines no models and no trials: nothing to run")
     _check_tracking_uri(config)
+    _check_case_collisions(config)
     for d, spec in (config.get("datasets") or {}).items():
         if dataset_kind(config, d) == "binary" and spec["source"] not in N_FEATURES and "n_visible" not in spec:
             raise ConfigError(f"dataset {d}: give n_visible")

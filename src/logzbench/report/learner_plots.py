@@ -17,6 +17,9 @@ summary (:func:`~.learners.final_ais`).  :func:`plot_learners` draws every figur
     back to pixels), where the samples file exists and the dataset has an image shape.
 ``plots/<model>_filters.png`` (:func:`plot_filters`)
     A learner-trained Gaussian RBM's first 40 filters (columns of ``W``) as images (Fig. 6b).
+
+Each figure is also written as a PDF beside its PNG (:func:`logzbench.plotting.save_figure`); the bounds
+figures' y-limits leave iteration 0 out and are robust to an outlier (:func:`_robust_ylim`).
 """
 
 from __future__ import annotations
@@ -30,10 +33,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..plotting import pyplot, save_figure
+from ..plotting import mark_clipped, pyplot, robust_limits, save_figure, series_style, set_robust_ylim
 from ..registry import LEARNERS
 from .learners import LearnerModel, _history, bounds_vs_ais_datasets, final_ais
-from .methods import label, line_style
+from .methods import label
 from .plots import _placeholder
 
 __all__ = [
@@ -112,25 +115,40 @@ def _series(hist: pd.DataFrame, col: str) -> np.ndarray | None:
     return y if np.isfinite(y).any() else None
 
 
-def _ais_line(ax, ais: Mapping[str, Any], color: str, text: str) -> bool:
+#: one drawn series of a panel, for its y-limits: (iterations, values, standard errors or None, colour)
+Drawn = tuple[np.ndarray, np.ndarray, "np.ndarray | None", str]
+
+
+def _ais_line(ax, ais: Mapping[str, Any], color: str, text: str, drawn: list[Drawn] | None = None) -> bool:
     """The final model's AIS log Z as a horizontal line; whether there was one."""
     lz = float(ais.get("log_z", float("nan")))
     if not math.isfinite(lz):
         return False
     ax.axhline(lz, color=color, linestyle=":", linewidth=1.4, label=f"{text}{label('ais')} (K={ais['K']}, final)")
+    if drawn is not None:  # a level over every iteration (x = inf: never left out as iteration 0)
+        drawn.append((np.array([np.inf]), np.array([lz]), None, color))
     return True
 
 
 def _draw_panel(
-    ax, hist: pd.DataFrame, panel: Panel, ais: Mapping[str, Any], *, color: str | None = None, prefix: str = ""
+    ax,
+    hist: pd.DataFrame,
+    panel: Panel,
+    ais: Mapping[str, Any],
+    *,
+    color: str | None = None,
+    prefix: str = "",
+    drawn_series: list[Drawn] | None = None,
 ) -> bool:
     """Draw ``panel`` of one model's history on ``ax`` (all curves in ``color`` when given, its truth
-    dashed); whether anything was drawn."""
+    dashed); whether anything was drawn.  Each series drawn is appended to ``drawn_series`` (for
+    :func:`_robust_ylim`)."""
     x = (
         pd.to_numeric(hist["iteration"], errors="coerce").to_numpy(dtype=float)
         if "iteration" in hist
         else np.arange(len(hist), dtype=float)
     )
+    out: list[Drawn] = drawn_series if drawn_series is not None else []
     drawn = False
     for i, (col, text) in enumerate(panel.curves):
         y = _series(hist, col)
@@ -141,10 +159,12 @@ def _draw_panel(
         se = _series(hist, f"{col}_stderr")
         if se is not None:
             ax.fill_between(x, y - se, y + se, color=line.get_color(), alpha=0.2, linewidth=0)
+        out.append((x, y, se, line.get_color()))
         drawn = True
     truth = _series(hist, panel.truth) if panel.truth else None
-    exact_color = color or line_style("exact").get("color", "black")
+    exact_color = color or series_style("exact")["color"]
     if truth is not None:
+        out.append((x, truth, None, exact_color))
         ax.plot(
             x,
             truth,
@@ -156,11 +176,12 @@ def _draw_panel(
         )
         drawn = True
     if panel.ais:
-        ais_color = color or line_style("ais").get("color", "C1")
+        ais_color = color or series_style("ais")["color"]
         y = _series(hist, "ais_log_z")
         if y is not None:  # the AIS monitor during training (Fig. 5), where it ran
             ok = np.isfinite(y)
             se = _series(hist, "ais_log_z_stderr")
+            out.append((x[ok], y[ok], None if se is None else se[ok], ais_color))
             ax.errorbar(
                 x[ok],
                 y[ok],
@@ -175,10 +196,30 @@ def _draw_panel(
             )
             drawn = True
         elif truth is None:  # no reference during training: the final model's AIS
-            drawn = _ais_line(ax, ais, ais_color, prefix) or drawn
+            drawn = _ais_line(ax, ais, ais_color, prefix, out) or drawn
     if panel.zero and drawn:
         ax.axhline(0.0, color="grey", linewidth=0.8, alpha=0.6)
     return drawn
+
+
+def _robust_ylim(ax, drawn_series: Sequence[Drawn]) -> None:
+    """y-limits of a bounds panel from its values after iteration 0 (the untrained model's bounds are
+    far off and would flatten the curves), robust to an outlier (:func:`~logzbench.plotting.robust_limits`);
+    points beyond them, iteration 0's among them, are drawn at the panel's edge."""
+    later = [(x > 0) & np.isfinite(y) for x, y, _, _ in drawn_series]
+    if not any(m.any() for m in later):  # only iteration 0 logged: all of it
+        later = [np.isfinite(y) for _, y, _, _ in drawn_series]
+    values, spans = [], []
+    for (_, y, se, _), m in zip(drawn_series, later):
+        values += list(y[m])
+        if se is not None:
+            spans += [(v - e, v + e) for v, e in zip(y[m], se[m]) if np.isfinite(e)]
+    limits = robust_limits(values, spans)
+    clipped = False
+    for x, y, _, color in drawn_series:
+        if np.isfinite(x).all():  # not a level line
+            clipped = mark_clipped(ax, x, y, limits, color) or clipped
+    set_robust_ylim(ax, limits, clipped)
 
 
 def _finish_panel(ax, title: str, drawn: bool) -> None:
@@ -212,7 +253,10 @@ def plot_bounds(m: LearnerModel, hist: pd.DataFrame | None, ais: Mapping[str, An
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.7 * len(panels), 3.4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
-        _finish_panel(ax, panel.title, _draw_panel(ax, hist, panel, ais))
+        series: list[Drawn] = []
+        drawn = _draw_panel(ax, hist, panel, ais, drawn_series=series)
+        _robust_ylim(ax, series)
+        _finish_panel(ax, panel.title, drawn)
     fig.suptitle(_title(m), fontsize=10)
     fig.tight_layout()
     return save_figure(fig, path, dpi=110)
@@ -225,21 +269,23 @@ def plot_bounds_vs_ais(
 ) -> Path:
     """``<dataset>_bounds_vs_ais.png`` (Fig. 5): (a) the NVIL RBMs' upper bound and (b) the AVIL RBMs'
     lower bound of log Z against iterations, each model in its own colour with its exact log Z
-    (dashed) or its final AIS estimate (dotted).  ``entries``: (model, history, :func:`final_ais`)."""
+    (dashed) or its final AIS estimate (dotted).  ``entries``: (model, history, :func:`final_ais`).
+    The y-limits leave iteration 0 out (:func:`_robust_ylim`): its bounds, of the untrained model,
+    are drawn at the edge instead of flattening the curves."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), squeeze=False)
     n_each = {lrn: sum(m.learner == lrn for m, _, _ in entries) for lrn in ("nvil", "avil")}
     for ax, (letter, lrn) in zip(axes[0], (("a", "nvil"), ("b", "avil"))):
         drawn = False
+        series: list[Drawn] = []
         for i, (m, hist, ais) in enumerate([e for e in entries if e[0].learner == lrn]):
             if hist is None or hist.empty:
                 continue
             panel = PANELS[lrn][0] if lrn == "nvil" else PANELS[lrn][2]
             panel = Panel(panel.title, panel.curves[:1], panel.truth, panel.truth_label, ais=True)
-            drawn = (
-                _draw_panel(ax, hist, panel, ais, color=f"C{i}", prefix=f"{m.model}: " if n_each[lrn] > 1 else "")
-                or drawn
-            )
+            prefix = f"{m.model}: " if n_each[lrn] > 1 else ""
+            drawn = _draw_panel(ax, hist, panel, ais, color=f"C{i}", prefix=prefix, drawn_series=series) or drawn
+        _robust_ylim(ax, series)
         bound = "upper" if lrn == "nvil" else "lower"
         _finish_panel(ax, f"({letter}) {LEARNERS[lrn].label}: {bound} bound of log Z", drawn)
     fig.suptitle(f"{dataset}: log Z bounds of the black-box learners vs exact / AIS", fontsize=10)

@@ -1,7 +1,9 @@
 """The report's figures: log-likelihood vs K per model, vs model size, and bias / MSE of log Z vs K.
 
-Every estimator is drawn in its registry style (colour, marker, label; :mod:`logzbench.registry`),
-the same in every figure.
+Every estimator is drawn in one colour per initial distribution with its registry marker and display
+name (:func:`logzbench.plotting.series_style`, :func:`~logzbench.plotting.series_label`), the same
+in every figure; y-limits are robust to an outlier (drawn at the panel's edge) and flagged settings
+are circled (:func:`~logzbench.plotting.mark_flagged`).
 """
 
 from __future__ import annotations
@@ -12,15 +14,28 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..plotting import pyplot, save_figure
-from .methods import DEEP_FAMILIES, K_METHODS, label, line_style
+from ..plotting import (
+    INIT_LINESTYLES,
+    mark_clipped,
+    mark_flagged,
+    method_label,
+    pyplot,
+    robust_limits,
+    save_figure,
+    series_label,
+    series_style,
+    set_robust_ylim,
+)
+from .methods import DEEP_FAMILIES, K_METHODS
 
-#: line style of each initial distribution (others, and estimators without one: dotted)
-INIT_LINESTYLES = {"uniform": "-", "base-rate": "--"}
+__all__ = ["INIT_LINESTYLES", "plot_annealed_trials", "plot_model", "plot_model_size"]
+
+#: markers of a method's second, third, ... config entry in one figure (its first: the registry marker)
+ENTRY_MARKERS = ("x", "+", "1", "2")
 
 
 def _placeholder(text: str, path: str | os.PathLike, size: tuple[float, float]) -> Path:
-    """A figure holding only ``text`` (PNG, written atomically)."""
+    """A figure holding only ``text`` (PNG and PDF, written atomically)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=size)
     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center")
@@ -28,49 +43,68 @@ def _placeholder(text: str, path: str | os.PathLike, size: tuple[float, float]) 
     return save_figure(fig, path, dpi=110)
 
 
-def _legend_name(method: str, estimator: str, sole: bool, init: str, schedule: str) -> str:
-    """Legend entry: the registry label when the estimator is its method's only one in the figure
-    (else its own name), with the initial distribution and a non-linear schedule."""
-    name = label(method) if sole else estimator
-    if not init:
-        return name
-    return f"{name} ({init}{', ' + schedule if schedule not in ('', 'linear') else ''})"
+def _flagged(g: pd.DataFrame) -> np.ndarray:
+    """Whether each summary row carries a flag (:mod:`.flags`; an empty ``flags`` is none)."""
+    if "flags" not in g:
+        return np.zeros(len(g), dtype=bool)
+    return g["flags"].fillna("").astype(str).str.strip().ne("").to_numpy()
 
 
 def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
-    """Mean test log-likelihood vs K for one model (PNG, written atomically): each estimator swept
-    over K per initial distribution and schedule with standard-error bars, and the exact value."""
+    """Mean test log-likelihood vs K for one model (PNG and PDF, written atomically): each estimator
+    swept over K per initial distribution and schedule with standard-error bars, and the exact value.
+
+    One colour per (estimator, initial distribution) (:func:`~logzbench.plotting.series_style`);
+    flagged settings circled in red (legend: ``flagged``); y-limits from the bulk of the values
+    (:func:`~logzbench.plotting.robust_limits`), so that one estimate far off (a CSL value 50 nats
+    below) does not squeeze the others: it is drawn as a triangle at the panel's edge."""
     plt = pyplot()
     ms = summary[summary["model"] == model]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     swept = ms[ms["method"].isin(K_METHODS)]
-    per_method = swept.groupby("method")["estimator"].nunique()
-    plotted = False
+    entries = {m: sorted(set(g)) for m, g in swept.groupby("method")["estimator"]}
+    series = []
     for (method, est, sched, init), g in swept.groupby(["method", "estimator", "schedule", "init"], sort=True):
         g = g[g["K"].notna() & g["mean_test_ll"].notna()].sort_values("K")
-        if g.empty:
-            continue
+        if not g.empty:
+            series.append((method, est, sched, init, g))
+    ex = ms["exact_test_ll"].dropna()
+    exact = float(ex.iloc[0]) if len(ex) else None
+    values, spans = [exact] if exact is not None else [], []
+    for *_, g in series:
+        y, err = g["mean_test_ll"].to_numpy(dtype=float), g["mean_test_ll_se"].to_numpy(dtype=float)
+        values += list(y)
+        spans += [(v - e, v + e) for v, e in zip(y, err) if np.isfinite(e)]
+    limits = robust_limits(values, spans)
+    clipped = flagged = False
+    for method, est, sched, init, g in series:
+        x, y = g["K"].to_numpy(dtype=float), g["mean_test_ll"].to_numpy(dtype=float)
         err = g["mean_test_ll_se"].to_numpy(dtype=float)
+        style = series_style(method, init)
+        i = entries[method].index(est)
+        if i:  # another config entry of the same method: same colour, its own marker
+            style["marker"] = ENTRY_MARKERS[(i - 1) % len(ENTRY_MARKERS)]
         ax.errorbar(
-            g["K"].to_numpy(dtype=float),
-            g["mean_test_ll"].to_numpy(dtype=float),
+            x,
+            y,
             yerr=np.where(np.isfinite(err), err, 0.0),
             capsize=3,
             alpha=0.9,
-            label=_legend_name(method, est, per_method[method] == 1, init, sched),
-            linestyle=INIT_LINESTYLES.get(init, ":"),
-            **line_style(method),
+            label=series_label(method, init, entry=est if len(entries[method]) > 1 else "", schedule=sched),
+            **style,
         )
-        plotted = True
-    ex = ms["exact_test_ll"].dropna()
-    if len(ex):
-        ax.axhline(float(ex.iloc[0]), color=line_style("exact")["color"], linewidth=1.2, label=label("exact"))
-        plotted = True
+        clipped = mark_clipped(ax, x, y, limits, style["color"]) or clipped
+        flagged = mark_flagged(ax, x, y, _flagged(g), first=not flagged, limits=limits) or flagged
+    if exact is not None:
+        ax.axhline(exact, color=series_style("exact")["color"], linewidth=1.2, label=method_label("exact"))
+    plotted = bool(series) or exact is not None
     ks = ms["K"].dropna()
     if len(ks) and ks.min() > 0 and ks.nunique() > 1:
         ax.set_xscale("log")
     if not plotted:
         ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center", va="center")
+    else:
+        set_robust_ylim(ax, limits, clipped)
     ax.set_xlabel("K (intermediate distributions / CSL sweeps per chain)")
     ax.set_ylabel("mean test log-likelihood (nats)")
     fam = ms["family"].iloc[0] if "family" in ms and len(ms) else ""
@@ -85,7 +119,8 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
 
 def plot_model_size(table: pd.DataFrame, path: str | os.PathLike) -> Path:
     """Mean test log-likelihood against model size, one line per family (Sohl-Dickstein &
-    Culpepper Fig. 5): the HAIS estimate at its largest K (the closed form where HAIS is absent)."""
+    Culpepper Fig. 5): the HAIS estimate at its largest K (the closed form where HAIS is absent); PNG
+    and PDF."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     plotted = False
@@ -114,7 +149,8 @@ def plot_model_size(table: pd.DataFrame, path: str | os.PathLike) -> Path:
 
 def plot_annealed_trials(trials: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
     """Bias (with ±2 s.e. over seeds) and MSE of ``log Ẑ`` vs K for one model, one line per
-    estimator, one column per initial distribution (the layout of Liu et al. Figs 3-4); PNG, atomic."""
+    estimator, one column per initial distribution (the layout of Liu et al. Figs 3-4); PNG and PDF,
+    atomic."""
     from ..trials import plot_trials
 
     ms = trials[(trials["model"] == model) & trials["bias"].notna()]

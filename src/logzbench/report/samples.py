@@ -2,7 +2,8 @@
 and of its annealing model ``p_ann``) and a grid of bases (Sohl-Dickstein & Culpepper Fig. 1).
 
 Both draw one image per row of their input, in a near-square grid, grey colormap, without axes (light
-blue lines between images), and write the PNG atomically (:func:`logzbench.plotting.save_figure`).
+blue lines between images), and write the PNG and a PDF beside it atomically
+(:func:`logzbench.plotting.save_figure`).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def _grid(images: np.ndarray, shape: tuple[int, int], path, title: str | None, v
 def plot_sample_grid(
     x, image_shape: tuple[int, int], path: str | os.PathLike, title: str | None = None, n_max: int = 100
 ) -> Path:
-    """Samples as images: the first ``n_max`` rows of ``x`` in a grid (PNG, written atomically).
+    """Samples as images: the first ``n_max`` rows of ``x`` in a grid (PNG and PDF, written atomically).
 
     Parameters
     ----------
@@ -81,7 +82,7 @@ def plot_sample_grid(
     image_shape : (int, int)
         ``(h, w)`` of one image (:func:`image_shape` for square ones).
     path : path-like
-        The PNG.
+        The PNG (the PDF is written beside it).
     title : str, optional
     n_max : int
         Most images drawn.
@@ -99,7 +100,7 @@ def plot_filters(
 ) -> Path:
     """Learned bases or filters as images: one per row of ``weights`` (an RBM's ``W.T``, a product of
     experts' ``Phi``), each scaled symmetrically around 0 by its own largest absolute value, so grey is 0
-    (PNG, written atomically).
+    (PNG and PDF, written atomically).
 
     Parameters
     ----------

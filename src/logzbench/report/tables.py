@@ -124,7 +124,7 @@ def _csl_cells(ms: pd.DataFrame, K, csl_cols: dict[str, str]) -> tuple[dict[str,
     values, flags = {}, []
     for name, col in csl_cols.items():
         c = _at_k(ms[ms["estimator"] == name], K)
-        values[col] = float(c["mean_test_ll"].mean()) if len(c) else float("nan")
+        values[col], values[f"{col}_se"] = _mean_se(c, "mean_test_ll", "mean_test_ll_se")
         flags += [f if f.startswith("CSL") else f"CSL: {f}" for f in _split(c["flags"])]
     return values, flags
 
@@ -133,10 +133,13 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
     """RAISE Table 1 layout for the RBMs (deep models go to :func:`make_table2`): one row per
     model x schedule x K.
 
-    Columns ``model, schedule, K, exact, csl (one column per CSL estimator when several),
-    raise_<init>, ais_<init>, gap_<init>`` for each initial distribution present
-    (``uniform`` and ``base-rate`` first), and ``flags``.  Values are mean test
-    log-likelihoods (nats), averaged over seeds; ``gap`` is AIS - RAISE.
+    Columns ``model, schedule, K, exact, csl, csl_se`` (one pair per CSL estimator when several:
+    ``csl:<name>, csl:<name>_se``), ``raise_<init>, raise_<init>_se, ais_<init>, ais_<init>_se,
+    gap_<init>, gap_<init>_se`` for each initial distribution present (``uniform`` and ``base-rate``
+    first), and ``flags``.  Values are mean test log-likelihoods (nats), averaged over seeds; ``gap``
+    is AIS - RAISE.  Each ``_se`` is the standard error of the value beside it (the summary's
+    ``mean_test_ll_se``: the runs' own errors, else the spread over seeds; the gap's: the two combined
+    in quadrature), as in :func:`make_table2`, so that a reader can tell a gap from noise.
     """
     summary = _by_test_set(summary[~_is_deep(summary) & ~summary["family"].isin(CONTINUOUS_FAMILIES)])
     inits = _inits(summary)
@@ -150,14 +153,26 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
         row: dict[str, Any] = {"model": model, "schedule": sched, "K": K, "exact": _exact(ms), **csl}
         for init in inits:
             r_, a_ = _annealed_cell(ms, sched, K, init)
-            rv, av = _first(r_, "mean_test_ll"), _first(a_, "mean_test_ll")
-            row.update({f"raise_{init}": rv, f"ais_{init}": av, f"gap_{init}": av - rv})
+            rv, rse = _first(r_, "mean_test_ll"), _first(r_, "mean_test_ll_se")
+            av, ase = _first(a_, "mean_test_ll"), _first(a_, "mean_test_ll_se")
+            row.update(
+                {
+                    f"raise_{init}": rv,
+                    f"raise_{init}_se": rse,
+                    f"ais_{init}": av,
+                    f"ais_{init}_se": ase,
+                    f"gap_{init}": av - rv,
+                    f"gap_{init}_se": math.sqrt(rse**2 + ase**2),
+                }
+            )
             flags += _cell_flags(init, r_, a_)
         row["flags"] = "; ".join(dict.fromkeys(flags))
         rows.append(row)
-    cols = ["model", "schedule", "K", "exact", *csl_cols.values()]
+    cols = ["model", "schedule", "K", "exact"]
+    for col in csl_cols.values():
+        cols += [col, f"{col}_se"]
     for init in inits:
-        cols += [f"raise_{init}", f"ais_{init}", f"gap_{init}"]
+        cols += [f"raise_{init}", f"raise_{init}_se", f"ais_{init}", f"ais_{init}_se", f"gap_{init}", f"gap_{init}_se"]
     return _finish(rows, cols + ["flags"])
 
 
