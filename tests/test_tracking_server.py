@@ -537,3 +537,14 @@ def test_workflow_against_the_server_stops_clearly_and_resumes(postgres, tmp_pat
         _stop_cli_server(srv)
         shutil.rmtree(warm_dir, ignore_errors=True)
     assert re.search(r"Uvicorn running|Listening at", log.read_text())
+
+
+def test_server_log_outside_the_working_tree(tmp_path, monkeypatch):
+    """By default the server's output goes to the user's state directory, not beside the artifact
+    root (the working directory, often a checkout); ``log=`` still puts it where asked."""
+    state, work = tmp_path / "state", tmp_path / "checkout"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    srv = TrackingServer("sqlite:///" + str(work / "mlflow.db"), work / "mlartifacts", port=5999)
+    assert srv.log == state / "logzbench" / "mlflow-server-5999.log"
+    assert work not in srv.log.parents
+    assert TrackingServer("sqlite:///x.db", work / "mlartifacts", port=5999, log=work / "s.log").log == work / "s.log"

@@ -180,6 +180,13 @@ def wait_until_up(
         time.sleep(0.25)
 
 
+def default_log(port: int) -> Path:
+    """Where a server's output goes unless told: ``$XDG_STATE_HOME/logzbench/mlflow-server-<port>.log``
+    (``~/.local/state/...`` without it) -- not the working directory, which is often a checkout."""
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(state) / "logzbench" / f"mlflow-server-{port}.log"
+
+
 class TrackingServer:
     """An ``mlflow server`` process (in its own process group) on ``backend_store_uri`` with
     artifacts under ``artifacts_destination``; :meth:`start` returns once it answers, :meth:`stop`
@@ -196,8 +203,8 @@ class TrackingServer:
     workers : int
         Server worker processes.
     log : path, optional
-        The server's output (default: ``mlflow-server-<port>.log`` in the artifact root's parent
-        for a local root, else discarded).
+        The server's output (default: :func:`default_log`, ``mlflow-server-<port>.log`` in the user's
+        state directory, outside any working tree).
     """
 
     def __init__(
@@ -217,9 +224,7 @@ class TrackingServer:
         self.host = host
         self.port = int(port) if port else free_port("127.0.0.1" if host in ("0.0.0.0", "::") else host)
         self.workers = int(workers)
-        if log is None and "://" not in self.artifacts_destination:
-            log = Path(self.artifacts_destination).parent / f"mlflow-server-{self.port}.log"
-        self.log = Path(log) if log is not None else None
+        self.log = Path(log) if log is not None else default_log(self.port)
         self.allowed_hosts = allowed_hosts
         self.extra_args = list(extra_args)
         self.proc: subprocess.Popen | None = None
@@ -247,6 +252,8 @@ class TrackingServer:
             return self.wait(timeout) if wait else self
         if _answers(self.uri, timeout=1.0):
             raise TrackingError(f"something already answers on {self.uri}: choose another port")
+        if self.log is not None:
+            self.log.parent.mkdir(parents=True, exist_ok=True)
         out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL
         try:
             self.proc = subprocess.Popen(
@@ -316,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         help="Host headers the server accepts (MLflow's --allowed-hosts); default "
         "with a non-loopback --host: localhost, private IPs and this host's names",
     )
-    p.add_argument("--log", help="server output file (default: mlflow-server-PORT.log beside the artifact root)")
+    p.add_argument("--log", help="server output file (default: $XDG_STATE_HOME/logzbench/mlflow-server-PORT.log)")
     p.add_argument("--timeout", type=float, default=START_TIMEOUT, help="seconds to wait for the server to answer")
     p.add_argument("mlflow_args", nargs="*", metavar="-- MLFLOW_ARG", help="more `mlflow server` options, after --")
     args = p.parse_args(argv)
