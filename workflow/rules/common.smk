@@ -456,3 +456,9 @@ def print_dashboard_hint():
         return
     if hint:
         print(hint)
+
+
+def figure_pdfs(outputs):
+    """The PDF that logzbench.plotting.save_figure writes beside each PNG of `outputs` (every figure is
+    saved as both)."""
+    return [p[: -len(".png")] + ".pdf" for p in outputs if p.endswith(".png")]

@@ -24,12 +24,6 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
 
 
-def figure_pdfs(outputs):
-    """The PDF that logzbench.plotting.save_figure writes beside each PNG of `outputs` (every figure is
-    saved as both)."""
-    return [p[: -len(".png")] + ".pdf" for p in outputs if p.endswith(".png")]
-
-
 # every figure also as PDF (not marked for `--report`, which shows the PNGs)
 MODEL_REPORT_OUTPUTS = MODEL_REPORT_OUTPUTS + figure_pdfs(MODEL_REPORT_OUTPUTS)
 # a config with repeated-trial experiments only (e.g. config/liu_fig1.yaml) has no model report
