@@ -152,20 +152,9 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
         csl, flags = _csl_cells(ms, K, csl_cols)
         row: dict[str, Any] = {"model": model, "schedule": sched, "K": K, "exact": _exact(ms), **csl}
         for init in inits:
-            r_, a_ = _annealed_cell(ms, sched, K, init)
-            rv, rse = _first(r_, "mean_test_ll"), _first(r_, "mean_test_ll_se")
-            av, ase = _first(a_, "mean_test_ll"), _first(a_, "mean_test_ll_se")
-            row.update(
-                {
-                    f"raise_{init}": rv,
-                    f"raise_{init}_se": rse,
-                    f"ais_{init}": av,
-                    f"ais_{init}_se": ase,
-                    f"gap_{init}": av - rv,
-                    f"gap_{init}_se": math.sqrt(rse**2 + ase**2),
-                }
-            )
-            flags += _cell_flags(init, r_, a_)
+            values, cell_flags = _annealed_cells(ms, sched, K, init)
+            row.update(values)
+            flags += cell_flags
         row["flags"] = "; ".join(dict.fromkeys(flags))
         rows.append(row)
     cols = ["model", "schedule", "K", "exact"]
@@ -176,8 +165,9 @@ def make_table1(summary: pd.DataFrame) -> pd.DataFrame:
     return _finish(rows, cols + ["flags"])
 
 
-def _deep_cells(ms: pd.DataFrame, sched: str, K, init: str) -> tuple[dict[str, float], list[str]]:
-    """RAISE, AIS and gap (with standard errors) of one deep model at (schedule, K, init), and their flags."""
+def _annealed_cells(ms: pd.DataFrame, sched: str, K, init: str) -> tuple[dict[str, float], list[str]]:
+    """RAISE, AIS and gap (with standard errors) of one model at (schedule, K, init), and their flags
+    (a row's cells of table1 and table2)."""
     r_, a_ = _annealed_cell(ms, sched, K, init)
     rv, rse = _first(r_, "mean_test_ll"), _first(r_, "mean_test_ll_se")
     av, ase = _first(a_, "mean_test_ll"), _first(a_, "mean_test_ll_se")
@@ -222,7 +212,7 @@ def make_table2(summary: pd.DataFrame) -> pd.DataFrame:
         }
         flags: list[str] = []
         for init in inits:
-            values, cell_flags = _deep_cells(ms, sched, K, init)
+            values, cell_flags = _annealed_cells(ms, sched, K, init)
             row.update(values)
             flags += cell_flags
         row["log_f_is"], row["log_f_is_se"] = _mean_se(cells, "log_f_is", "log_f_is_se")
