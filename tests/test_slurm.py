@@ -514,6 +514,18 @@ def _cancel_after_first_setting(workdir: Path, state: dict):
     return _after_first_setting(workdir, state, cancel)
 
 
+def _rerun_runs_what_is_missing(workdir: Path, name: str, extra: list[str], configfile: Path, config: dict) -> "Run":
+    """Snakemake again after a job was killed: every job completes, nothing that completed before the
+    kill runs again (data, training), the estimate and the report do, and every MLflow run is there once."""
+    rerun = run_slurm(workdir, name, *extra, configfile=configfile)
+    check_all_slurm_jobs_completed(rerun)
+    ran = Counter(r for r in rerun.finished.values() if r not in LOCAL_RULES)
+    assert "prepare_dataset" not in ran and "train_model" not in ran, ran
+    assert ran["estimate"] >= 1 and ran["report"] == 1, ran
+    check_tracked_runs(workdir, config)
+    return rerun
+
+
 def test_slurm_cancelled_job(slurm, tmp_path):
     """``scancel`` of a running job (sacct: ``CANCELLED by <uid>``, which the upstream plugin does not
     recognise and waits on for ever): the run fails within a bounded time with an error naming the
@@ -550,12 +562,7 @@ def test_slurm_cancelled_job(slurm, tmp_path):
     assert waited < 240, f"Snakemake took {waited:.0f} s to notice the cancelled job"
     assert not (tmp_path / "results" / "estimates" / "digits-rbm8" / "ais").exists()  # incomplete: removed
 
-    rerun = run_slurm(tmp_path, "after-cancel", *extra, configfile=small)
-    check_all_slurm_jobs_completed(rerun)
-    ran = Counter(r for r in rerun.finished.values() if r not in LOCAL_RULES)
-    assert "prepare_dataset" not in ran and "train_model" not in ran, ran
-    assert ran["estimate"] >= 1 and ran["report"] == 1, ran
-    check_tracked_runs(tmp_path, config)
+    _rerun_runs_what_is_missing(tmp_path, "after-cancel", extra, small, config)
     print(f"cancelled job noticed {waited:.0f} s after scancel")
 
 
@@ -595,13 +602,7 @@ def test_slurm_time_limit(slurm, tmp_path):
     assert not (tmp_path / "results" / "estimates" / "digits-rbm8" / "ais").exists()  # incomplete: removed
     t_killed = time.time() - t0
 
-    rerun = run_slurm(tmp_path, "after-time-limit", *extra, configfile=small)
-    check_all_slurm_jobs_completed(rerun)
-    # picks up where it stopped: nothing that completed before the kill runs again
-    ran = Counter(r for r in rerun.finished.values() if r not in LOCAL_RULES)
-    assert "prepare_dataset" not in ran and "train_model" not in ran, ran
-    assert ran["estimate"] >= 1 and ran["report"] == 1, ran
-    check_tracked_runs(tmp_path, config)
+    rerun = _rerun_runs_what_is_missing(tmp_path, "after-time-limit", extra, small, config)
 
     # the resources of each rule on the sbatch command lines and in SLURM's allocations
     want = {
@@ -609,6 +610,7 @@ def test_slurm_time_limit(slurm, tmp_path):
         "train_model": ("2", 30, 1500, True),
         "estimate:digits-rbm8_ais": ("2", 45, 2000, True),
         "estimate:digits-rbm8_exact": ("1", 20, 1000, True),
+        "diagnose": ("2", 45, 2000, True),  # the estimate's threads and resources, on the estimate's device
         "report": ("1", defaults["runtime"], defaults["mem_mb"], False),
     }
     seen = {}
