@@ -275,3 +275,45 @@ def test_captions_render_without_docutils_warnings(rst):
         text, writer="html", settings_overrides={"warning_stream": stream, "report_level": 1, "halt_level": 5}
     )
     assert stream.getvalue() == "", stream.getvalue()
+
+
+def test_bias_mse_figure_colours_by_start(tmp_path, monkeypatch):
+    """The bias / MSE figure (one panel per initial distribution) draws each estimator in the colour of
+    its start (:func:`logzbench.plotting.series_color`), as every other figure does: AIS from the base
+    rate is not AIS from the uniform distribution."""
+    import matplotlib.colors as mcolors
+
+    import logzbench.trials.plots as tp
+    from logzbench.plotting import series_color
+
+    figs = []
+    real = tp.save_figure
+
+    def keep(fig, path, **kw):
+        figs.append(fig)
+        return real(fig, path, **kw)
+
+    monkeypatch.setattr(tp, "save_figure", keep)
+    rows = [
+        {"init": init, "method": m, "K": K, "bias": -1.0 / K, "bias_se": 0.1, "mse": 1.0 / K}
+        for init in ("uniform", "base-rate")
+        for m in ("ais", "reverse-ais")
+        for K in (10, 100)
+    ]
+    tp.plot_trials(pd.DataFrame(rows), tmp_path / "b.png", x="K", panel="init", log_x=True)
+    (fig,) = figs
+    seen = {}
+    for ax in fig.axes:
+        title = ax.get_title()
+        if not title.startswith("init = "):
+            continue
+        init = title.removeprefix("init = ")
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            line = handle.lines[0] if hasattr(handle, "lines") else handle
+            seen[(label, init)] = mcolors.to_hex(line.get_color())
+    for method, label in (("ais", "AIS"), ("reverse-ais", "reverse AIS")):
+        labels = [k for k in seen if k[0].lower() == label.lower()]
+        assert len(labels) == 2, seen
+        for lab, init in labels:
+            assert seen[(lab, init)] == mcolors.to_hex(series_color(method, init)), (lab, init, seen)
+        assert seen[(labels[0][0], "uniform")] != seen[(labels[0][0], "base-rate")]

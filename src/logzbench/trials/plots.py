@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from .. import registry
-from ..plotting import pyplot, save_figure
+from ..plotting import pyplot, save_figure, series_color
 from ..utils import write_csv_atomic
 from .table import BOUND_METHODS, GRID_REFERENCES, METHODS, SUMMARY_COLUMNS, summarize_trials
 
@@ -166,6 +166,10 @@ def plot_trials(
             if g.empty:
                 continue
             st = _style(method, i)
+            if panel == "init" and method in registry.ESTIMATORS:
+                # one panel per initial distribution: the estimator's colour from that start, as in
+                # every other figure (logzbench.plotting.series_color)
+                st["color"] = series_color(method, pv)
             xs = g[x].to_numpy(dtype=float)
             bias = g["bias"].to_numpy(dtype=float)
             err = 2.0 * g["bias_se"].to_numpy(dtype=float)
