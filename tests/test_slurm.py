@@ -408,6 +408,9 @@ def test_slurm_end_to_end(slurm, tmp_path):
         ("slurm_partition=no-such-partition", "Invalid partition name specified"),
         (f"mem_mb={_node()[1] * 4}", "Requested node configuration is not available"),
     ):
+        # an earlier run's log of the job: a refused submission must not show it as this job's
+        stale = tmp_path / "results" / "logs" / "report.log"
+        stale.write_text("STALE: the log of an earlier report job\n")
         refused = run_slurm(
             tmp_path,
             f"refused-{bad.split('=')[0]}",
@@ -423,6 +426,10 @@ def test_slurm_end_to_end(slurm, tmp_path):
             tmp_path / f"refused-{bad.split('=')[0]}.log"
         )
         assert not refused.submitted
+        # removed at submission (Snakemake may leave an empty file after the failure): nothing of the old run
+        assert "STALE" not in refused.log + (stale.read_text() if stale.exists() else ""), _tail(
+            tmp_path / f"refused-{bad.split('=')[0]}.log"
+        )
     # the refused job's outputs are gone (--forcerun): a plain rerun submits it, and only it
     rerun = run_slurm(tmp_path, "rerun", *extra)
     check_all_slurm_jobs_completed(rerun)

@@ -8,9 +8,11 @@ nothing; the plugin keeps the job among the running ones and Snakemake waits for
 preempted without requeueing (``PREEMPTED``) is likewise waited for, in the hope that SLURM
 resumes it.
 
-This executor is the upstream one with one addition: before each status check it asks sacct the
+This executor is the upstream one with two additions: before each status check it asks sacct the
 same question and reports as failed every job whose state is a failed state followed by a reason
-(``CANCELLED by 0``) or ``PREEMPTED`` when the plugin's ``requeue`` setting is off.  Everything
+(``CANCELLED by 0``) or ``PREEMPTED`` when the plugin's ``requeue`` setting is off; and it removes a
+job's log files when it submits the job, so that a submission the controller refuses does not show
+an earlier run's log as the failed job's (Snakemake removes them only once the job starts).  Everything
 else (submission, resources, the other states, cancelling on Ctrl-C, its settings) is the upstream
 plugin's; its settings keep their names under this executor's prefix (``--logzbench-slurm-...``,
 e.g. ``--logzbench-slurm-init-seconds-before-status-checks``).
@@ -21,6 +23,7 @@ reproduction are in the documentation, Troubleshooting, "Known issues".
 
 from __future__ import annotations
 
+import os
 from typing import AsyncGenerator, List
 
 from snakemake_executor_plugin_slurm import Executor as _SlurmExecutor
@@ -83,7 +86,19 @@ def _describe(job_info: SubmittedJobInfo) -> str:
 
 
 class Executor(_SlurmExecutor):
-    """The upstream SLURM executor; jobs cancelled or preempted outside Snakemake fail the workflow."""
+    """The upstream SLURM executor; jobs cancelled or preempted outside Snakemake fail the workflow, and
+    a job's log files are removed when it is submitted."""
+
+    def run_job_pre(self, job) -> None:
+        """Remove the job's log files (``log:``) before it is submitted.  Snakemake removes them when the
+        job starts on its node; a submission that fails (a refused partition, too much memory) never
+        gets there, and Snakemake's error would show the log of an earlier run as this job's."""
+        for f in job.log:
+            try:
+                os.remove(str(f))
+            except FileNotFoundError:
+                pass
+        super().run_job_pre(job)
 
     async def _states_ended_elsewhere(self, active_jobs: List[SubmittedJobInfo]) -> dict[str, str]:
         """external job id -> sacct state, for the active jobs :func:`ended_state` picks out."""
