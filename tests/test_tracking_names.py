@@ -8,6 +8,7 @@ import itertools
 import math
 
 import pytest
+from test_report import rec as _rec
 
 from logzbench import tracking
 
@@ -17,37 +18,6 @@ EXACT = {"good": (50.123456789012, -100.0)}  # model -> (log Z, mean test LL); "
 
 def _uri(tmp_path) -> str:
     return "sqlite:///" + str(tmp_path / "mlflow.db")
-
-
-def _rec(model, estimator, *, K=None, init=None, seed=0, ll=-100.0, log_z=None, ess=None, chains=100):
-    exact = estimator == "exact"
-    seed = None if exact else seed
-    return {
-        "key": tracking.estimate_key(model, estimator, K, init, seed),
-        "model": model,
-        "dataset": "digits",
-        "estimator": estimator,
-        "method": estimator,
-        "K": K,
-        "init": init,
-        "seed": seed,
-        "schedule": "linear" if estimator in ("ais", "raise") else None,
-        "chains": chains,
-        "result": {
-            "estimator": estimator,
-            "log_z": log_z,
-            "log_z_stderr": 0.01 if log_z is not None else None,
-            "ess": ess,
-            "n_chains": 0 if exact else chains,
-            "mean_log_likelihood": ll,
-            "mean_log_likelihood_stderr": 0.05,
-            "seconds": 1.0,
-            "n_sweeps": K or 0,
-            "total_sweeps": (K or 0) * chains,
-            "settings": {},
-            "extra": {},
-        },
-    }
 
 
 def _records() -> list[dict]:
