@@ -123,11 +123,17 @@ def series_color(method: str, init: str = "") -> str:
     return colors.to_hex(rgb * (1.0 - INIT_DARKEN) ** step)
 
 
+def method_style(method: str) -> dict[str, Any]:
+    """Matplotlib style of ``method``'s lines (:attr:`~logzbench.registry.EstimatorSpec.style`; a method
+    the registry does not know: round markers)."""
+    spec = ESTIMATORS.get(str(method))
+    return dict(spec.style) if spec is not None else {"marker": "o"}
+
+
 def series_style(method: str, init: str = "") -> dict[str, Any]:
     """Matplotlib keywords of ``method``'s line from ``init``: :func:`series_color`, the registry's marker
-    (and emphasis), the init's line style (:data:`INIT_LINESTYLES`)."""
-    spec = ESTIMATORS.get(str(method))
-    style = dict(spec.style) if spec is not None else {"marker": "o"}
+    (and emphasis, :func:`method_style`), the init's line style (:data:`INIT_LINESTYLES`)."""
+    style = method_style(method)
     style["color"] = series_color(method, init)
     style["linestyle"] = INIT_LINESTYLES.get(init, ":") if init else "-"
     return style

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..plotting import method_label, method_style
 from ..registry import ESTIMATORS, FAMILIES, INITS, EstimatorSpec, family_names, methods_where
 
 #: stochastic lower bounds of the test log-likelihood (RAISE, CSL)
@@ -80,14 +81,7 @@ def family_kind(family: str, method: str = "") -> str | None:
     return s.kinds[0] if s is not None and len(s.kinds) == 1 else None
 
 
-def line_style(method: str) -> dict[str, Any]:
-    """Matplotlib style of ``method``'s lines (:attr:`~logzbench.registry.EstimatorSpec.style`; a
-    method the registry does not know: Matplotlib's colour cycle with round markers)."""
-    s = spec(method)
-    return dict(s.style) if s is not None else {"marker": "o"}
-
-
-def label(method: str) -> str:
-    """Legend name of ``method`` (the registry label; the name itself when not registered)."""
-    s = spec(method)
-    return s.label if s is not None else str(method)
+#: ``method``'s line style and legend name: defined once, with every figure's styles, in
+#: :mod:`logzbench.plotting` (:func:`~logzbench.plotting.method_style`, :func:`~logzbench.plotting.method_label`)
+line_style = method_style
+label = method_label
