@@ -379,7 +379,7 @@ def set_flags(
     ``log_z_minus_exact``).  Runs with other keys are left alone.  Returns the number of runs tagged as
     flagged.
     """
-    from mlflow.entities import Metric
+    from mlflow.entities import Metric, RunTag
 
     uri = resolve_tracking_uri(uri)
     client = get_client(uri)
@@ -392,23 +392,22 @@ def set_flags(
         if key is None:
             continue
         values = [Metric(str(k), float(v), now, 0) for k, v in (metrics.get(key) or {}).items() if _finite(v)]
-        if values:
-            for i in range(0, len(values), _MAX_METRICS_PER_BATCH):
-                _retry(client.log_batch, run.info.run_id, metrics=values[i : i + _MAX_METRICS_PER_BATCH])
-        if key not in flags:
-            continue
-        reasons = [r for r in flags[key] if r]
+        tags: dict[str, str] = {}
+        reasons = [r for r in flags.get(key, ()) if r]
         if reasons:
             text = "; ".join(dict.fromkeys(reasons))[:5000]
-            _retry(client.set_tag, run.info.run_id, FLAG_TAG, text)
-            _retry(client.set_tag, run.info.run_id, FLAG_REASON_TAG, flag_reason(reasons))
-            _retry(client.set_tag, run.info.run_id, FLAGGED_TAG, "true")
+            tags = {FLAG_TAG: text, FLAG_REASON_TAG: flag_reason(reasons), FLAGGED_TAG: "true"}
             n += 1
-        else:
+        elif key in flags:
             for tag in (FLAG_TAG, FLAG_REASON_TAG):
                 if tag in run.data.tags:
                     with contextlib.suppress(Exception):
                         _retry(client.delete_tag, run.info.run_id, tag)
             if run.data.tags.get(FLAGGED_TAG) != "false":
-                _retry(client.set_tag, run.info.run_id, FLAGGED_TAG, "false")
+                tags[FLAGGED_TAG] = "false"
+        # the run's tags and metrics in one request (more only past MLflow's per-request metric limit)
+        tag_list = [RunTag(k, v) for k, v in tags.items()]
+        batches = [values[i : i + _MAX_METRICS_PER_BATCH] for i in range(0, len(values), _MAX_METRICS_PER_BATCH)]
+        for j, batch in enumerate(batches or ([[]] if tag_list else [])):
+            _retry(client.log_batch, run.info.run_id, metrics=batch, tags=tag_list if j == 0 else [])
     return n
