@@ -115,7 +115,11 @@ def test_plain_kill_lets_running_jobs_finish_and_starts_no_more(tmp_path):
     assert "Will exit after finishing currently running jobs" in out, out[-3000:]
     finished = re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", out)
     assert "train_model" in finished, out[-3000:]  # the running job finished
-    assert not (tmp_path / "results" / "report").exists()  # and the run stopped short of its end
+    after = out[out.index("Will exit after finishing") :]
+    started = re.findall(r"^(?:local)?rule (\w+):$", after, flags=re.M)
+    assert started == [], started  # no job started after the signal
+    # and the run stopped short of its end (report_trials may have run before training: it needs none)
+    assert not (tmp_path / "results" / "report" / "report.json").exists()
     assert _listed(tmp_path) == []
 
 
