@@ -2,9 +2,11 @@
 
 The one place for what every figure shares: how it is saved (:func:`save_figure`: PNG and a PDF
 beside it), how an estimator and its start distribution are drawn and named (:func:`series_style`,
-:func:`series_label`: one colour per (estimator, init) in every figure), robust y-limits that one
-outlier cannot squeeze a panel with (:func:`robust_limits`, :func:`set_robust_ylim`) and the marker
-of a flagged point (:func:`mark_flagged`).
+:func:`series_label`: one colour per (estimator, init) in every figure; the few lines that are no
+registry estimator, :data:`DERIVED_SERIES`, and lines that are none, :func:`other_color`), and how a
+panel's y-axis is set (:class:`RobustY`: robust limits that one outlier cannot squeeze a panel with,
+points beyond them drawn at the edge, flagged points circled; built on :func:`robust_limits`,
+:func:`mark_clipped`, :func:`mark_flagged` and :func:`set_robust_ylim`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,17 @@ INIT_LINESTYLES = {"uniform": "-", "base-rate": "--"}
 INIT_DARKEN = 0.42
 #: colours of methods the registry does not know (chosen by the name's hash, so stable across figures)
 FALLBACK_COLORS = ("tab:pink", "tab:gray", "navy", "gold", "teal", "maroon", "darkkhaki", "slateblue")
+#: lines drawn like an estimator's that are no registry estimator: the repeated trials' per-seed average of
+#: AIS and reverse AIS (:data:`logzbench.report.tables.AVERAGE_METHOD`) and the grid MRFs' deterministic
+#: bounds (:data:`logzbench.trials.table.BOUND_METHODS`): style keywords and ``label``
+DERIVED_SERIES: dict[str, dict[str, Any]] = {
+    "avg-ais-reverse-ais": {"color": "tab:green", "marker": "^", "label": "avg(AIS, reverse AIS)"},
+    "mf-bound": {"color": "tab:gray", "marker": None, "linestyle": "--", "label": "mean-field bound"},
+    "trw-bound": {"color": "black", "marker": None, "linestyle": "--", "label": "TRW bound"},
+}
+#: colours of lines that are no estimator's (a learner's bound curves, one model among several in a
+#: panel): none is a registry estimator's colour, so that a colour never names an estimator it is not
+OTHER_COLORS = ("maroon", "teal", "goldenrod", "navy", "slateblue", "darkkhaki", "tab:pink", "indigo")
 #: a flagged setting's marker, drawn over its point: hollow, red-edged
 FLAG_STYLE = {
     "marker": "o",
@@ -88,7 +101,9 @@ def method_label(method: str) -> str:
     """Display name of ``method`` in every legend (the registry's label, e.g. ``AIS``; the name itself
     for a method the registry does not know)."""
     spec = ESTIMATORS.get(str(method))
-    return spec.label if spec is not None else str(method)
+    if spec is not None:
+        return spec.label
+    return str(DERIVED_SERIES.get(str(method), {}).get("label", method))
 
 
 def init_label(init: str) -> str:
@@ -117,53 +132,100 @@ def series_color(method: str, init: str = "") -> str:
     from matplotlib import colors
 
     spec = ESTIMATORS.get(str(method))
-    base = spec.color if spec is not None else FALLBACK_COLORS[zlib.crc32(str(method).encode()) % len(FALLBACK_COLORS)]
+    derived = DERIVED_SERIES.get(str(method))
+    if spec is not None:
+        base = spec.color
+    elif derived is not None:
+        base = derived["color"]
+    else:
+        base = FALLBACK_COLORS[zlib.crc32(str(method).encode()) % len(FALLBACK_COLORS)]
     rgb = np.asarray(colors.to_rgb(base))
     step = INITS.index(init) if init in INITS else (len(INITS) if init else 0)
     return colors.to_hex(rgb * (1.0 - INIT_DARKEN) ** step)
 
 
 def method_style(method: str) -> dict[str, Any]:
-    """Matplotlib style of ``method``'s lines (:attr:`~logzbench.registry.EstimatorSpec.style`; a method
-    the registry does not know: round markers)."""
+    """Matplotlib style of ``method``'s lines (:attr:`~logzbench.registry.EstimatorSpec.style`; a line of
+    :data:`DERIVED_SERIES`: its style; a method the registry does not know: round markers)."""
     spec = ESTIMATORS.get(str(method))
-    return dict(spec.style) if spec is not None else {"marker": "o"}
+    if spec is not None:
+        return dict(spec.style)
+    derived = DERIVED_SERIES.get(str(method))
+    if derived is not None:
+        return {k: v for k, v in derived.items() if k != "label"}
+    return {"marker": "o"}
 
 
 def series_style(method: str, init: str = "") -> dict[str, Any]:
     """Matplotlib keywords of ``method``'s line from ``init``: :func:`series_color`, the registry's marker
-    (and emphasis, :func:`method_style`), the init's line style (:data:`INIT_LINESTYLES`)."""
+    (and emphasis, :func:`method_style`), the init's line style (:data:`INIT_LINESTYLES`; without an init
+    the method's own, solid unless it is a dashed bound of :data:`DERIVED_SERIES`)."""
     style = method_style(method)
     style["color"] = series_color(method, init)
-    style["linestyle"] = INIT_LINESTYLES.get(init, ":") if init else "-"
+    style["linestyle"] = INIT_LINESTYLES.get(init, ":") if init else style.get("linestyle", "-")
     return style
+
+
+def other_color(i: int) -> str:
+    """The ``i``-th colour of lines that are no estimator's (:data:`OTHER_COLORS`, cycling)."""
+    return OTHER_COLORS[int(i) % len(OTHER_COLORS)]
 
 
 # --------------------------------------------------------------------------- robust axis limits
 def robust_limits(
-    values: Iterable[float], spans: Iterable[tuple[float, float]] = (), *, k: float = 3.0, pad: float = 0.08
+    values: Iterable[float],
+    spans: Iterable[tuple[float, float]] = (),
+    *,
+    k: float = 3.0,
+    reach: float = 2.0,
+    pad: float = 0.08,
+    log: bool = False,
 ) -> tuple[float, float] | None:
     """y-limits of a panel that one outlier cannot squeeze: the values within ``k`` interquartile ranges
-    of the quartiles (all of them below 4 values), with the ``spans`` (error bars: (low, high)) of those
-    values, padded by ``pad`` of the range; ``None`` without a finite value.  A value outside is drawn
-    at the edge (:func:`mark_clipped`)."""
+    of the quartiles (all of them below 4 values), widened to each value beyond them that continues the
+    data (nearest first, while it lies within ``reach`` times the range so far of it: a bias that halves
+    with each K is kept whole, a value 50 ranges off is not), with the ``spans`` (error bars: (low, high))
+    of the values kept, padded by ``pad`` of the range; ``None`` without a finite value.  A value outside
+    is drawn at the edge (:func:`mark_clipped`).  With ``log`` (a log-scaled axis) all of it is done on
+    the decimal logarithms of the positive values and spans (an MSE of 1e6 among ones near 1e-2 is an
+    outlier by its order of magnitude)."""
+    if log:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logged = robust_limits(
+                np.log10(np.asarray([float(x) for x in values], dtype=float)),
+                [(np.log10(max(float(a), 0.0)), np.log10(max(float(b), 0.0))) for a, b in spans],
+                k=k,
+                reach=reach,
+                pad=pad,
+            )
+        return None if logged is None else (10.0 ** logged[0], 10.0 ** logged[1])
     v = np.asarray([float(x) for x in values], dtype=float)
     v = v[np.isfinite(v)]
     if not v.size:
         return None
+    scale = 0.0
     if v.size >= 4:
         q1, q3 = np.percentile(v, [25, 75])
-        iqr = q3 - q1
-        if iqr <= 0:  # most values equal: a spread from the data's own scale
-            iqr = max(1e-9, 0.05 * float(np.median(np.abs(v))))
-        lo_fence, hi_fence = q1 - k * iqr, q3 + k * iqr
+        scale = q3 - q1
+        if scale <= 0:  # most values equal: a spread from the data's own scale
+            scale = max(1e-9, 0.05 * float(np.median(np.abs(v))))
+        lo_fence, hi_fence = q1 - k * scale, q3 + k * scale
     else:
         lo_fence, hi_fence = -math.inf, math.inf
     inside = v[(v >= lo_fence) & (v <= hi_fence)]
     lo, hi = float(inside.min()), float(inside.max())
+    for u in np.sort(v[v > hi_fence]):  # beyond the fences: kept while each continues the data
+        if u - hi > reach * max(hi - lo, scale):
+            break
+        hi = float(u)
+    for u in np.sort(v[v < lo_fence])[::-1]:
+        if lo - u > reach * max(hi - lo, scale):
+            break
+        lo = float(u)
+    kept_lo, kept_hi = lo, hi
     for a, b in spans:
         a, b = float(a), float(b)
-        if math.isfinite(a) and math.isfinite(b) and lo_fence <= (a + b) / 2 <= hi_fence:
+        if math.isfinite(a) and math.isfinite(b) and kept_lo <= (a + b) / 2 <= kept_hi:
             lo, hi = min(lo, a), max(hi, b)
     margin = pad * (hi - lo) if hi > lo else max(0.5, 0.05 * abs(lo))
     return lo - margin, hi + margin
@@ -195,9 +257,11 @@ def set_robust_ylim(ax, limits: tuple[float, float] | None, clipped: bool) -> No
         ax.plot([], [], marker="^", color="grey", label=CLIPPED_LABEL, **{**CLIPPED_STYLE, "clip_on": True})
 
 
-def mark_flagged(ax, x, y, flagged, *, first: bool, limits: tuple[float, float] | None = None) -> bool:
-    """Circle the points of ``(x, y)`` whose ``flagged`` is true (:data:`FLAG_STYLE`), labelled ``flagged``
-    in the legend when ``first`` (once per panel); a point beyond ``limits`` is circled at the edge where
+def mark_flagged(
+    ax, x, y, flagged, *, first: bool, limits: tuple[float, float] | None = None, label: str = "flagged"
+) -> bool:
+    """Circle the points of ``(x, y)`` whose ``flagged`` is true (:data:`FLAG_STYLE`), with ``label`` in
+    the legend when ``first`` (once per panel); a point beyond ``limits`` is circled at the edge where
     :func:`mark_clipped` draws it.  Whether any was flagged."""
     sel = np.asarray(flagged, dtype=bool)
     if not sel.any():
@@ -208,12 +272,73 @@ def mark_flagged(ax, x, y, flagged, *, first: bool, limits: tuple[float, float] 
     ax.plot(
         np.asarray(x, dtype=float)[sel],
         y[sel],
-        label="flagged" if first else None,
+        label=label if first else None,
         zorder=7,
         clip_on=False,
         **FLAG_STYLE,
     )
     return True
+
+
+class RobustY:
+    """The y-axis of one panel, set the one way every figure sets it: collect the panel's drawn series
+    (:meth:`add`) and reference levels (:meth:`add_level`), then :meth:`finish` sets robust limits from
+    their bulk (:func:`robust_limits`, so that one estimate far off cannot squeeze the others), draws each
+    point beyond them as a triangle at the panel's edge in its series' colour (:func:`mark_clipped`, with
+    a legend entry saying so) and circles the flagged points (:func:`mark_flagged`, at the edge where a
+    flagged point is clipped).
+
+    ``log``: the axis is log-scaled (limits from the orders of magnitude); ``flag_label``: the legend text
+    of the circles."""
+
+    def __init__(self, ax, *, log: bool = False, flag_label: str = "flagged") -> None:
+        self.ax = ax
+        self.log = log
+        self.flag_label = flag_label
+        self._series: list[tuple[np.ndarray, np.ndarray, np.ndarray, str, np.ndarray, np.ndarray]] = []
+        self._levels: list[float] = []
+
+    def add(self, x, y, color: str, *, err=None, flagged=None, fit=None) -> None:
+        """One drawn series: points ``(x, y)`` in ``color``, ``err`` the half-widths of its error bars or
+        bands (their ends count toward the limits), ``flagged`` which points to circle, ``fit`` which
+        points set the limits (default all; a learner's iteration 0, of the untrained model, does not:
+        it is drawn at the edge where it lies beyond them)."""
+        x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+        n = len(y)
+        e = np.zeros(n) if err is None else np.broadcast_to(np.asarray(err, dtype=float), (n,)).copy()
+        f = np.zeros(n, dtype=bool) if flagged is None else np.asarray(flagged, dtype=bool).ravel()
+        fit = np.ones(n, dtype=bool) if fit is None else np.asarray(fit, dtype=bool).ravel()
+        self._series.append((x, y, np.where(np.isfinite(e), e, 0.0), color, f, fit))
+
+    def add_level(self, y: float) -> None:
+        """A horizontal reference line at ``y`` (an exact value, a final estimate): within the limits
+        unless it is an outlier itself."""
+        self._levels.append(float(y))
+
+    def limits(self) -> tuple[float, float] | None:
+        """The robust limits of what was added (``None`` without a finite value); where the ``fit`` masks
+        leave no point (only iteration 0 logged), from every point."""
+        fits = [fit & np.isfinite(y) for _, y, _, _, _, fit in self._series]
+        if not any(m.any() for m in fits):
+            fits = [np.isfinite(y) for _, y, _, _, _, _ in self._series]
+        values, spans = list(self._levels), []
+        for (_, y, e, _, _, _), m in zip(self._series, fits):
+            values += list(y[m])
+            spans += [(v - h, v + h) for v, h in zip(y[m], e[m]) if h > 0]
+        return robust_limits(values, spans, log=self.log)
+
+    def finish(self) -> tuple[float, float] | None:
+        """Set the limits on the axis, draw the clipped points at its edge and circle the flagged ones;
+        returns the limits (``None``, and the axis untouched, without a finite value)."""
+        limits = self.limits()
+        if limits is None:
+            return None
+        clipped = flagged = False
+        for x, y, _, color, f, _ in self._series:
+            clipped = mark_clipped(self.ax, x, y, limits, color) or clipped
+            flagged = mark_flagged(self.ax, x, y, f, first=not flagged, limits=limits, label=self.flag_label) or flagged
+        set_robust_ylim(self.ax, limits, clipped)
+        return limits
 
 
 def plot_history(

@@ -271,7 +271,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        bound="upper", options=_CONTINUOUS, needs_data=True, label="reverse HAIS", color="tab:orange", marker="X",
        summary="forward then reverse HAIS over the latent, per test point (an approximate upper bound)"),
     _e("bdmc", "bdmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood", bound="bracket",
-       options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="tab:olive", marker="h",
+       options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="sienna", marker="h",
        summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
 )}
 # fmt: on

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from ..estimators.bracket import QUANTITIES
+from ..plotting import RobustY, pyplot, save_figure, series_color, series_label
 from ..tracking import estimate_bracket
-from .methods import BRACKET_METHODS, label, line_style
+from .methods import BRACKET_METHODS
 from .records import as_float, int_or_none, normalize_record
 
 #: columns of ``table_bracket.csv``: one row per bracket estimate and bracketed quantity
@@ -237,19 +238,62 @@ def _history_points(
     return out
 
 
+#: legend text of the circle on a bracket end that misses the exact value (or of ends that cross)
+BRACKET_FLAG_LABEL = "flagged: misses the exact value"
+
+
+def _exact_at(table: pd.DataFrame | None, model: str, quantity: str, est: str, seed, x: np.ndarray) -> np.ndarray:
+    """The exact value at each point ``x`` (``total_sweeps``) of one bracket line of ``quantity`` on
+    ``model`` from ``table`` (:func:`make_table_bracket`: the test rows', or BDMC's own simulated points',
+    which differ per record): the row of the same estimator, seed and ``total_sweeps``, else the
+    estimator and seed's; NaN where the table does not know it."""
+    out = np.full(len(x), np.nan)
+    if table is None or not len(table):
+        return out
+    ex = table[
+        (table["model"] == model)
+        & (table["quantity"] == quantity)
+        & (table["estimator"] == est)
+        & table["exact"].notna()
+        & (table["seed"].isna() if seed is None else table["seed"].eq(seed).fillna(False))
+    ]
+    if ex.empty:
+        return out
+    sweeps = ex["total_sweeps"].to_numpy(dtype=float)
+    values = ex["exact"].to_numpy(dtype=float)
+    for i, xi in enumerate(x):
+        same = np.isclose(sweeps, xi, rtol=1e-9, atol=0.0)
+        out[i] = values[same][0] if same.any() else values[0]
+    return out
+
+
+def _bracket_flags(lo: np.ndarray, hi: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which lower and which upper ends to circle: an end on the wrong side of the exact value (a lower
+    end above it, an upper end below it; none where the exact value is NaN) and both ends where they
+    cross (``lower > upper``)."""
+    with np.errstate(invalid="ignore"):
+        cross = lo > hi
+        return (lo > exact) | cross, (hi < exact) | cross
+
+
 def plot_bracket(
     records: Sequence[tuple[Mapping[str, Any], str | None]],
     model: str,
     path: str | os.PathLike,
     table: pd.DataFrame | None = None,
 ) -> Path:
-    """``plots/<model>_bracket.png``: the lower and upper ends of each bracket estimate of ``model`` against
-    the Gibbs sweeps spent (``total_sweeps``, log scale), shaded between, one line pair per estimator and seed,
-    from the record's ``history`` (the sandwich's rounds of K doubling; BDMC: one point per K); one panel per
+    """``plots/<model>_bracket.png`` (and its PDF): the lower and upper ends of each bracket estimate of
+    ``model`` against the Gibbs sweeps spent (``total_sweeps``, log scale), shaded between, from the
+    record's ``history`` (the sandwich's rounds of K doubling; BDMC: one point per K); one panel per
     bracketed quantity, with a horizontal line at the exact value where ``table`` (:func:`make_table_bracket`)
-    knows it.  A placeholder where the model has no bracket estimate."""
-    from ..plotting import pyplot, save_figure
+    knows it.  A placeholder where the model has no bracket estimate.
 
+    Drawn as every figure is: one colour per estimator (:func:`~logzbench.plotting.series_color`, the same
+    for all its seeds; lower ends ``^`` solid, upper ends ``v`` dashed; a second config entry of one method
+    with hollow markers) named by :func:`~logzbench.plotting.series_label`; y-limits from the bulk of the
+    ends (:class:`~logzbench.plotting.RobustY`), so that the first rounds' wide brackets do not flatten the
+    converged ones (points beyond are drawn at the edge); an end on the wrong side of the exact value, or
+    ends that cross, circled (:data:`BRACKET_FLAG_LABEL`)."""
     plt = pyplot()
     from matplotlib.ticker import NullFormatter
 
@@ -271,22 +315,51 @@ def plot_bracket(
         return save_figure(fig, path, dpi=110)
     fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False)
     for ax, (q, groups) in zip(axes[0], panels):
-        per_method = pd.Series([m for m, _, _, _ in groups]).value_counts()
-        for i, (method, est, seed, df) in enumerate(groups):
-            style = line_style(method)
-            color = style.get("color") if per_method[method] == 1 else None
-            name = label(method) if est == method else est
-            name += f" (seed {seed})" if seed is not None else ""
+        entries = {m: sorted({e for mm, e, _, _ in groups if mm == m}) for m, _, _, _ in groups}
+        seeds = {
+            (m, e): [s for mm, ee, s, _ in groups if (mm, ee) == (m, e) and s is not None] for m, e, _, _ in groups
+        }
+        robust = RobustY(ax, flag_label=BRACKET_FLAG_LABEL)
+        labelled: set[tuple[str, str]] = set()
+        for method, est, seed, df in groups:
+            color = series_color(method)
+            hollow = {"markerfacecolor": "none"} if entries[method].index(est) else {}
+            name = series_label(method, entry=est if len(entries[method]) > 1 else "")
+            n_seeds = len(seeds[(method, est)])
+            if n_seeds:
+                name += f" (seed{'s' if n_seeds > 1 else ''} {', '.join(str(s) for s in seeds[(method, est)])})"
+            first = (method, est) not in labelled  # one legend entry per estimator: its seeds share its colour
+            labelled.add((method, est))
             x = df["total_sweeps"].to_numpy(dtype=float)
             lo, hi = df["lower"].to_numpy(dtype=float), df["upper"].to_numpy(dtype=float)
-            (line,) = ax.plot(x, lo, marker="^", markersize=4, linestyle="-", color=color, label=f"{name}: lower")
-            color = line.get_color()
-            ax.plot(x, hi, marker="v", markersize=4, linestyle="--", color=color, label=f"{name}: upper")
+            ax.plot(
+                x,
+                lo,
+                marker="^",
+                markersize=4,
+                linestyle="-",
+                color=color,
+                label=f"{name}: lower" if first else None,
+                **hollow,
+            )
+            ax.plot(
+                x,
+                hi,
+                marker="v",
+                markersize=4,
+                linestyle="--",
+                color=color,
+                label=f"{name}: upper" if first else None,
+                **hollow,
+            )
             both = np.isfinite(lo) & np.isfinite(hi)
             if both.any():
                 ax.fill_between(x[both], lo[both], hi[both], color=color, alpha=0.15, linewidth=0)
                 # each round's bracket as a bar (one round alone has no area to shade)
                 ax.vlines(x[both], lo[both], hi[both], color=color, alpha=0.4, linewidth=3)
+            bad_lo, bad_hi = _bracket_flags(lo, hi, _exact_at(table, model, q, est, seed, x))
+            robust.add(x, lo, color, flagged=bad_lo)
+            robust.add(x, hi, color, flagged=bad_hi)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # (labelled minor ticks of a short range overlap)
         if table is not None and len(table):  # the exact value of the test rows; BDMC's of its simulated points
@@ -295,13 +368,17 @@ def plot_bracket(
                 for i, v in enumerate(sorted(set(np.round(g["exact"].to_numpy(dtype=float), 12)))):
                     ax.axhline(
                         v,
-                        color=line_style("exact").get("color", "black"),
+                        color=series_color("exact"),
                         linewidth=1.2,
                         linestyle="-" if data == "test" else ":",
                         label=None
                         if i
-                        else (label("exact") if data == "test" else f"{label('exact')} (simulated points)"),
+                        else (
+                            series_label("exact") if data == "test" else f"{series_label('exact')} (simulated points)"
+                        ),
                     )
+                    robust.add_level(v)
+        robust.finish()
         ax.set_xlabel("Gibbs sweeps x chains spent (total_sweeps)")
         ax.set_ylabel(QUANTITY_LABELS.get(q, q))
         ax.set_title(f"{model}: bracket on {'log Z' if q == 'log_z' else 'the mean log-likelihood'}")

@@ -18,8 +18,12 @@ summary (:func:`~.learners.final_ais`).  :func:`plot_learners` draws every figur
 ``plots/<model>_filters.png`` (:func:`plot_filters`)
     A learner-trained Gaussian RBM's first 40 filters (columns of ``W``) as images (Fig. 6b).
 
-Each figure is also written as a PDF beside its PNG (:func:`logzbench.plotting.save_figure`); the bounds
-figures' y-limits leave iteration 0 out and are robust to an outlier (:func:`_robust_ylim`).
+Each figure is also written as a PDF beside its PNG (:func:`logzbench.plotting.save_figure`).  The bounds
+figures' y-limits leave iteration 0 out and are robust to an outlier, points beyond them drawn at the
+panel's edge (:class:`logzbench.plotting.RobustY`, as in every figure); the exact values and AIS are
+drawn in their estimators' colours (:func:`logzbench.plotting.series_color`), the learner's curves and
+the models of a ``bounds_vs_ais`` panel in colours that are no estimator's
+(:func:`logzbench.plotting.other_color`).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..plotting import mark_clipped, pyplot, robust_limits, save_figure, series_style, set_robust_ylim
+from ..plotting import RobustY, other_color, pyplot, save_figure, series_color
 from ..registry import LEARNERS
 from .learners import LearnerModel, _history, bounds_vs_ais_datasets, final_ais
 from .methods import label
@@ -115,18 +119,20 @@ def _series(hist: pd.DataFrame, col: str) -> np.ndarray | None:
     return y if np.isfinite(y).any() else None
 
 
-#: one drawn series of a panel, for its y-limits: (iterations, values, standard errors or None, colour)
-Drawn = tuple[np.ndarray, np.ndarray, "np.ndarray | None", str]
+def _fit(x: np.ndarray) -> np.ndarray:
+    """Which points of a history set a panel's y-limits: those after iteration 0 (the untrained
+    model's bounds are far off and would flatten the curves; they are drawn at the edge instead)."""
+    return x > 0
 
 
-def _ais_line(ax, ais: Mapping[str, Any], color: str, text: str, drawn: list[Drawn] | None = None) -> bool:
+def _ais_line(ax, ais: Mapping[str, Any], color: str, text: str, robust: RobustY | None = None) -> bool:
     """The final model's AIS log Z as a horizontal line; whether there was one."""
     lz = float(ais.get("log_z", float("nan")))
     if not math.isfinite(lz):
         return False
     ax.axhline(lz, color=color, linestyle=":", linewidth=1.4, label=f"{text}{label('ais')} (K={ais['K']}, final)")
-    if drawn is not None:  # a level over every iteration (x = inf: never left out as iteration 0)
-        drawn.append((np.array([np.inf]), np.array([lz]), None, color))
+    if robust is not None:
+        robust.add_level(lz)
     return True
 
 
@@ -138,33 +144,34 @@ def _draw_panel(
     *,
     color: str | None = None,
     prefix: str = "",
-    drawn_series: list[Drawn] | None = None,
+    robust: RobustY | None = None,
 ) -> bool:
-    """Draw ``panel`` of one model's history on ``ax`` (all curves in ``color`` when given, its truth
-    dashed); whether anything was drawn.  Each series drawn is appended to ``drawn_series`` (for
-    :func:`_robust_ylim`)."""
+    """Draw ``panel`` of one model's history on ``ax``; whether anything was drawn.  With ``color`` (one
+    model among several) all its curves are in it, its exact value dashed and its AIS dotted; without,
+    each curve in its own :func:`~logzbench.plotting.other_color`, the exact value and AIS in their
+    estimators' colours.  Each series drawn is added to ``robust`` (its y-limits, :class:`RobustY`)."""
     x = (
         pd.to_numeric(hist["iteration"], errors="coerce").to_numpy(dtype=float)
         if "iteration" in hist
         else np.arange(len(hist), dtype=float)
     )
-    out: list[Drawn] = drawn_series if drawn_series is not None else []
+    robust = robust if robust is not None else RobustY(ax)
     drawn = False
     for i, (col, text) in enumerate(panel.curves):
         y = _series(hist, col)
         if y is None:
             continue
-        style = {"color": color, "linestyle": ("-", "--", "-.")[i % 3]} if color else {}
-        (line,) = ax.plot(x, y, marker="o", markersize=2.5, linewidth=1.3, label=prefix + text, **style)
+        style = {"color": color, "linestyle": ("-", "--", "-.")[i % 3]} if color else {"color": other_color(i)}
+        ax.plot(x, y, marker="o", markersize=2.5, linewidth=1.3, label=prefix + text, **style)
         se = _series(hist, f"{col}_stderr")
         if se is not None:
-            ax.fill_between(x, y - se, y + se, color=line.get_color(), alpha=0.2, linewidth=0)
-        out.append((x, y, se, line.get_color()))
+            ax.fill_between(x, y - se, y + se, color=style["color"], alpha=0.2, linewidth=0)
+        robust.add(x, y, style["color"], err=se, fit=_fit(x))
         drawn = True
     truth = _series(hist, panel.truth) if panel.truth else None
-    exact_color = color or series_style("exact")["color"]
+    exact_color = color or series_color("exact")
     if truth is not None:
-        out.append((x, truth, None, exact_color))
+        robust.add(x, truth, exact_color, fit=_fit(x))
         ax.plot(
             x,
             truth,
@@ -176,12 +183,12 @@ def _draw_panel(
         )
         drawn = True
     if panel.ais:
-        ais_color = color or series_style("ais")["color"]
+        ais_color = color or series_color("ais")
         y = _series(hist, "ais_log_z")
         if y is not None:  # the AIS monitor during training (Fig. 5), where it ran
             ok = np.isfinite(y)
             se = _series(hist, "ais_log_z_stderr")
-            out.append((x[ok], y[ok], None if se is None else se[ok], ais_color))
+            robust.add(x[ok], y[ok], ais_color, err=None if se is None else se[ok], fit=_fit(x[ok]))
             ax.errorbar(
                 x[ok],
                 y[ok],
@@ -196,30 +203,10 @@ def _draw_panel(
             )
             drawn = True
         elif truth is None:  # no reference during training: the final model's AIS
-            drawn = _ais_line(ax, ais, ais_color, prefix, out) or drawn
+            drawn = _ais_line(ax, ais, ais_color, prefix, robust) or drawn
     if panel.zero and drawn:
         ax.axhline(0.0, color="grey", linewidth=0.8, alpha=0.6)
     return drawn
-
-
-def _robust_ylim(ax, drawn_series: Sequence[Drawn]) -> None:
-    """y-limits of a bounds panel from its values after iteration 0 (the untrained model's bounds are
-    far off and would flatten the curves), robust to an outlier (:func:`~logzbench.plotting.robust_limits`);
-    points beyond them, iteration 0's among them, are drawn at the panel's edge."""
-    later = [(x > 0) & np.isfinite(y) for x, y, _, _ in drawn_series]
-    if not any(m.any() for m in later):  # only iteration 0 logged: all of it
-        later = [np.isfinite(y) for _, y, _, _ in drawn_series]
-    values, spans = [], []
-    for (_, y, se, _), m in zip(drawn_series, later):
-        values += list(y[m])
-        if se is not None:
-            spans += [(v - e, v + e) for v, e in zip(y[m], se[m]) if np.isfinite(e)]
-    limits = robust_limits(values, spans)
-    clipped = False
-    for x, y, _, color in drawn_series:
-        if np.isfinite(x).all():  # not a level line
-            clipped = mark_clipped(ax, x, y, limits, color) or clipped
-    set_robust_ylim(ax, limits, clipped)
 
 
 def _finish_panel(ax, title: str, drawn: bool) -> None:
@@ -245,7 +232,8 @@ def _title(m: LearnerModel) -> str:
 def plot_bounds(m: LearnerModel, hist: pd.DataFrame | None, ais: Mapping[str, Any], path: str | os.PathLike) -> Path:
     """``<model>_bounds.png``: the panels :data:`PANELS` of ``m``'s learner from its history ``hist``
     (one row per logged iteration), ``ais`` the final model's estimate (:func:`final_ais`); a
-    placeholder without a history or for a learner without panels."""
+    placeholder without a history or for a learner without panels.  Each panel's y-limits leave
+    iteration 0 out and are robust to an outlier (:class:`RobustY`; points beyond drawn at the edge)."""
     panels = PANELS.get(m.learner)
     if hist is None or hist.empty or panels is None:
         why = "no training history" if panels is not None else f"no bounds figure for learner {m.learner!r}"
@@ -253,9 +241,9 @@ def plot_bounds(m: LearnerModel, hist: pd.DataFrame | None, ais: Mapping[str, An
     plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(3.7 * len(panels), 3.4), squeeze=False)
     for ax, panel in zip(axes[0], panels):
-        series: list[Drawn] = []
-        drawn = _draw_panel(ax, hist, panel, ais, drawn_series=series)
-        _robust_ylim(ax, series)
+        robust = RobustY(ax)
+        drawn = _draw_panel(ax, hist, panel, ais, robust=robust)
+        robust.finish()
         _finish_panel(ax, panel.title, drawn)
     fig.suptitle(_title(m), fontsize=10)
     fig.tight_layout()
@@ -269,23 +257,24 @@ def plot_bounds_vs_ais(
 ) -> Path:
     """``<dataset>_bounds_vs_ais.png`` (Fig. 5): (a) the NVIL RBMs' upper bound and (b) the AVIL RBMs'
     lower bound of log Z against iterations, each model in its own colour with its exact log Z
-    (dashed) or its final AIS estimate (dotted).  ``entries``: (model, history, :func:`final_ais`).
-    The y-limits leave iteration 0 out (:func:`_robust_ylim`): its bounds, of the untrained model,
-    are drawn at the edge instead of flattening the curves."""
+    (dashed) or its final AIS estimate (dotted); the models' colours are no estimator's
+    (:func:`~logzbench.plotting.other_color`).  ``entries``: (model, history, :func:`final_ais`).
+    The y-limits leave iteration 0 out and are robust to an outlier (:class:`RobustY`): iteration 0's
+    bounds, of the untrained model, are drawn at the edge instead of flattening the curves."""
     plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(8.4, 3.6), squeeze=False)
     n_each = {lrn: sum(m.learner == lrn for m, _, _ in entries) for lrn in ("nvil", "avil")}
     for ax, (letter, lrn) in zip(axes[0], (("a", "nvil"), ("b", "avil"))):
         drawn = False
-        series: list[Drawn] = []
+        robust = RobustY(ax)
         for i, (m, hist, ais) in enumerate([e for e in entries if e[0].learner == lrn]):
             if hist is None or hist.empty:
                 continue
             panel = PANELS[lrn][0] if lrn == "nvil" else PANELS[lrn][2]
             panel = Panel(panel.title, panel.curves[:1], panel.truth, panel.truth_label, ais=True)
             prefix = f"{m.model}: " if n_each[lrn] > 1 else ""
-            drawn = _draw_panel(ax, hist, panel, ais, color=f"C{i}", prefix=prefix, drawn_series=series) or drawn
-        _robust_ylim(ax, series)
+            drawn = _draw_panel(ax, hist, panel, ais, color=other_color(i), prefix=prefix, robust=robust) or drawn
+        robust.finish()
         bound = "upper" if lrn == "nvil" else "lower"
         _finish_panel(ax, f"({letter}) {LEARNERS[lrn].label}: {bound} bound of log Z", drawn)
     fig.suptitle(f"{dataset}: log Z bounds of the black-box learners vs exact / AIS", fontsize=10)

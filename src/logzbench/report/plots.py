@@ -3,7 +3,7 @@
 Every estimator is drawn in one colour per initial distribution with its registry marker and display
 name (:func:`logzbench.plotting.series_style`, :func:`~logzbench.plotting.series_label`), the same
 in every figure; y-limits are robust to an outlier (drawn at the panel's edge) and flagged settings
-are circled (:func:`~logzbench.plotting.mark_flagged`).
+are circled, the one way every figure does it (:class:`~logzbench.plotting.RobustY`).
 """
 
 from __future__ import annotations
@@ -14,18 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..plotting import (
-    INIT_LINESTYLES,
-    mark_clipped,
-    mark_flagged,
-    method_label,
-    pyplot,
-    robust_limits,
-    save_figure,
-    series_label,
-    series_style,
-    set_robust_ylim,
-)
+from ..plotting import INIT_LINESTYLES, RobustY, method_label, pyplot, save_figure, series_label, series_style
 from .methods import DEEP_FAMILIES, K_METHODS
 
 __all__ = ["INIT_LINESTYLES", "plot_annealed_trials", "plot_model", "plot_model_size"]
@@ -70,13 +59,7 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
             series.append((method, est, sched, init, g))
     ex = ms["exact_test_ll"].dropna()
     exact = float(ex.iloc[0]) if len(ex) else None
-    values, spans = [exact] if exact is not None else [], []
-    for *_, g in series:
-        y, err = g["mean_test_ll"].to_numpy(dtype=float), g["mean_test_ll_se"].to_numpy(dtype=float)
-        values += list(y)
-        spans += [(v - e, v + e) for v, e in zip(y, err) if np.isfinite(e)]
-    limits = robust_limits(values, spans)
-    clipped = flagged = False
+    robust = RobustY(ax)
     for method, est, sched, init, g in series:
         x, y = g["K"].to_numpy(dtype=float), g["mean_test_ll"].to_numpy(dtype=float)
         err = g["mean_test_ll_se"].to_numpy(dtype=float)
@@ -93,10 +76,10 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
             label=series_label(method, init, entry=est if len(entries[method]) > 1 else "", schedule=sched),
             **style,
         )
-        clipped = mark_clipped(ax, x, y, limits, style["color"]) or clipped
-        flagged = mark_flagged(ax, x, y, _flagged(g), first=not flagged, limits=limits) or flagged
+        robust.add(x, y, style["color"], err=err, flagged=_flagged(g))
     if exact is not None:
         ax.axhline(exact, color=series_style("exact")["color"], linewidth=1.2, label=method_label("exact"))
+        robust.add_level(exact)
     plotted = bool(series) or exact is not None
     ks = ms["K"].dropna()
     if len(ks) and ks.min() > 0 and ks.nunique() > 1:
@@ -104,7 +87,7 @@ def plot_model(summary: pd.DataFrame, model: str, path: str | os.PathLike) -> Pa
     if not plotted:
         ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center", va="center")
     else:
-        set_robust_ylim(ax, limits, clipped)
+        robust.finish()
     ax.set_xlabel("K (intermediate distributions / CSL sweeps per chain)")
     ax.set_ylabel("mean test log-likelihood (nats)")
     fam = ms["family"].iloc[0] if "family" in ms and len(ms) else ""
@@ -150,7 +133,9 @@ def plot_model_size(table: pd.DataFrame, path: str | os.PathLike) -> Path:
 def plot_annealed_trials(trials: pd.DataFrame, model: str, path: str | os.PathLike) -> Path:
     """Bias (with ±2 s.e. over seeds) and MSE of ``log Ẑ`` vs K for one model, one line per
     estimator, one column per initial distribution (the layout of Liu et al. Figs 3-4); PNG and PDF,
-    atomic."""
+    atomic.  Drawn by :func:`logzbench.trials.plot_trials`: each estimator in the colour of its start
+    (:func:`~logzbench.plotting.series_color`), both rows' y-limits robust to an outlier (a setting far
+    off, e.g. one K where an estimator diverged, is drawn at the panel's edge)."""
     from ..trials import plot_trials
 
     ms = trials[(trials["model"] == model) & trials["bias"].notna()]

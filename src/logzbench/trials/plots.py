@@ -1,8 +1,10 @@
 """Figures and the workflow's report of the repeated-trial experiments.
 
 :func:`plot_trials` draws bias and MSE of ``log Ẑ`` in the layout of Liu et al.'s Figs. 1-2, one
-fixed style per method (:data:`METHOD_STYLES`, from the registry's estimator styles where there is
-one); :func:`report_trials` summarises the workflow's per-trial tables and draws them.
+fixed style per method (:data:`METHOD_STYLES`: a view of :func:`logzbench.plotting.method_style` and
+:func:`~logzbench.plotting.method_label`, where every estimator's colour is defined once) and robust
+y-limits (:class:`logzbench.plotting.RobustY`); :func:`report_trials` summarises the workflow's
+per-trial tables and draws them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ import numpy as np
 import pandas as pd
 
 from .. import registry
-from ..plotting import pyplot, save_figure, series_color
+from ..plotting import (
+    RobustY,
+    init_label,
+    method_label,
+    method_style,
+    pyplot,
+    save_figure,
+    series_color,
+    series_style,
+)
 from ..utils import write_csv_atomic
 from .table import BOUND_METHODS, GRID_REFERENCES, METHODS, SUMMARY_COLUMNS, summarize_trials
 
@@ -24,38 +35,46 @@ EMPHASIS_STYLE = registry.EMPHASIS_STYLE
 
 
 def estimator_style(name: str, label: str | None = None) -> dict:
-    """Plot style of registry estimator ``name`` (:attr:`~logzbench.registry.EstimatorSpec.style`)
-    with its label (or ``label``)."""
-    spec = registry.estimator(name)
-    return {**spec.style, "label": spec.label if label is None else label}
+    """Plot style of ``name`` (:func:`logzbench.plotting.method_style`: the registry's
+    :attr:`~logzbench.registry.EstimatorSpec.style`, or the style of a line of
+    :data:`~logzbench.plotting.DERIVED_SERIES`) with its label (:func:`~logzbench.plotting.method_label`,
+    or ``label``)."""
+    return {**method_style(name), "label": method_label(name) if label is None else label}
 
 
 #: Labels of the trials figures that differ from the registry's (DS uses half of each side's samples).
 TRIAL_LABELS = {"ds": "DS (n/2 per side)"}
 
 #: Plot style per method, in legend order (same colours and markers in every figure; DS and ADS
-#: drawn prominently): the registry's style for an estimator, fixed styles for the rest.
+#: drawn prominently): the IS family, then the annealed estimators (Figs 3-4; the report's
+#: annealed_trials table) and the deterministic bounds of the grid MRFs.  Every style is
+#: :func:`estimator_style`'s, defined in :mod:`logzbench.plotting`, not here.
 METHOD_STYLES = {
-    **{m: estimator_style(m, TRIAL_LABELS.get(m)) for m in METHODS},
-    # annealed estimators (Figs 3-4; the report's annealed_trials table)
-    "ais": estimator_style("ais"),
-    "reverse-ais": estimator_style("reverse-ais"),
-    "avg-ais-reverse-ais": {"color": "tab:green", "marker": "^", "label": "avg(AIS, reverse AIS)"},
-    "ads-multinomial": estimator_style("ads-multinomial"),
-    "ads": estimator_style("ads"),
-    "mf-bound": {"color": "tab:gray", "marker": None, "label": "mean-field bound", "linestyle": "--"},
-    "trw-bound": {"color": "black", "marker": None, "label": "TRW bound", "linestyle": "--"},
+    m: estimator_style(m, TRIAL_LABELS.get(m))
+    for m in (
+        *METHODS,
+        "ais",
+        "reverse-ais",
+        "avg-ais-reverse-ais",
+        "ads-multinomial",
+        "ads",
+        "mf-bound",
+        "trw-bound",
+    )
 }
-_FALLBACK_COLORS = ("tab:pink", "tab:olive", "tab:cyan", "navy", "gold")
 
 
 # --------------------------------------------------------------------------- plots
-def _style(method: str, i: int) -> dict:
-    st = dict(
-        METHOD_STYLES.get(
-            method, {"color": _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)], "marker": "x", "label": method}
-        )
-    )
+def _style(method: str, init: str = "") -> dict:
+    """Keywords of ``method``'s lines: :data:`METHOD_STYLES` (a method not there: its
+    :func:`~logzbench.plotting.series_style` and its name as label); with ``init``, in the colour of
+    that start (:func:`~logzbench.plotting.series_color`) and labelled with it (``AIS (base rate)``, as
+    :func:`~logzbench.plotting.series_label` names it), so that the figure's one legend tells the
+    panels' colours apart."""
+    st = dict(METHOD_STYLES.get(method) or {**series_style(method), "label": str(method)})
+    if init:  # one panel per initial distribution: the estimator's colour and name from that start, as everywhere
+        st["color"] = series_color(method, init)
+        st["label"] = f"{st['label']} ({init_label(init)})"
     st.setdefault("linestyle", "-")
     st.setdefault("linewidth", 1.4)
     st.setdefault("markersize", 5)
@@ -91,8 +110,11 @@ def plot_trials(
 
     Top row: bias with ``+-2 bias_se`` error bars and a zero line; bottom row: MSE on a log
     axis.  One line per method with fixed colours/markers (:data:`METHOD_STYLES`; DS drawn
-    thicker and on top).  Deterministic bounds (``"mf-bound"``, ``"trw-bound"``) appear as
-    dashed lines in the bias row only.  ``x`` is on a log axis when it is ``"sigma0"``.
+    thicker and on top; with ``panel="init"`` each in the colour of that start and named with it,
+    :func:`~logzbench.plotting.series_color`).  Both rows' y-limits come from the bulk of the
+    values (:class:`~logzbench.plotting.RobustY`; the MSE's from its orders of magnitude): a point
+    far off is drawn as a triangle at the panel's edge.  Deterministic bounds (``"mf-bound"``,
+    ``"trw-bound"``) appear as dashed lines in the bias row only.  ``x`` is on a log axis when it is ``"sigma0"``.
 
     Parameters
     ----------
@@ -161,15 +183,14 @@ def plot_trials(
     for j, pv in enumerate(panels):
         sp = s if panel is None else s[s[panel] == pv]
         ax_b, ax_m = axes[0, j], axes[1, j]
-        for i, method in enumerate(order):
+        # robust y-limits: one setting far off (a diverged K) is drawn at the edge, not squeezing the rest
+        robust_b, robust_m = RobustY(ax_b), RobustY(ax_m, log=True)
+        robust_b.add_level(0.0)  # the zero line, unless it is far from the bulk itself
+        for method in order:
             g = sp[sp["method"] == method].sort_values(x)
             if g.empty:
                 continue
-            st = _style(method, i)
-            if panel == "init" and method in registry.ESTIMATORS:
-                # one panel per initial distribution: the estimator's colour from that start, as in
-                # every other figure (logzbench.plotting.series_color)
-                st["color"] = series_color(method, pv)
+            st = _style(method, str(pv) if panel == "init" else "")
             xs = g[x].to_numpy(dtype=float)
             bias = g["bias"].to_numpy(dtype=float)
             err = 2.0 * g["bias_se"].to_numpy(dtype=float)
@@ -183,14 +204,18 @@ def plot_trials(
                 "zorder": st.get("zorder", 2),
             }
             ax_b.errorbar(xs, bias, yerr=err, capsize=2.5, label=st["label"], **kw)
+            robust_b.add(xs, bias, st["color"], err=err)
             if method in bounds or str(method).endswith("-bound"):
                 continue
             mse = g["mse"].to_numpy(dtype=float)
             ok = np.isfinite(mse) & (mse > 0)
             if ok.any():
                 ax_m.plot(xs[ok], mse[ok], label=st["label"], **kw)
+                robust_m.add(xs[ok], mse[ok], st["color"])
         ax_b.axhline(0.0, color="black", linewidth=0.8, zorder=1)
         ax_m.set_yscale("log")
+        robust_b.finish()
+        robust_m.finish()
         xvals = np.unique(sp[x].to_numpy(dtype=float))
         for ax in (ax_b, ax_m):
             if (x == "sigma0") if log_x is None else log_x:
@@ -208,7 +233,7 @@ def plot_trials(
             ax_m.set_ylabel("MSE of log Ẑ")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     seen = set(labels)
-    for ax in axes[0, 1:]:  # methods absent from the first panel
+    for ax in [*axes[0, 1:], *axes[1, :]]:  # methods absent from the first panel; the MSE row's clipped points
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in seen:
                 handles.append(h)
