@@ -36,6 +36,13 @@ or by ``logzbench estimate``), and writes into ``out_dir``:
     One row per flag reason of a summary row.
 ``report.json``
     Counts, thresholds and the flags, machine-readable.
+``review.html``
+    The page to read first (:mod:`.review`): one self-contained HTML file (figures embedded, no script,
+    nothing loaded from elsewhere) that fits a 1366 px wide window without horizontal scrolling.  Per
+    model every estimator and start at each K with its seed count, ``log Z`` and mean test log-likelihood
+    each with its standard error, the exact value where known and the difference from it, and each flag's
+    reason in words; the brackets where a sandwich or BDMC ran; the model's figures.  Then the report's
+    tables, rendered.
 ``plots/<model>.png``, ``plots/<model>_bias_mse.png``, ``plots/model_size.png``
     Mean test log-likelihood vs K per model, bias / MSE of log Z vs K per model, and the
     continuous models' log-likelihood vs size.
@@ -79,7 +86,7 @@ summary over seeds), :mod:`.flags`,
 :mod:`.learners` (learner-trained models: their tables), :mod:`.learner_plots` (their figures),
 :mod:`.published` (the papers' values), :mod:`.papers` (ours beside them), :mod:`.diagnostics` (the per-model
 diagnostics' tables and figures), :mod:`.timing`
-(the learners' training times).
+(the learners' training times), :mod:`.review` (``review.html``).
 """
 
 from ..plotting import plot_history

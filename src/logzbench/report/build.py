@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..plotting import figure_paths
 from ..utils import utc_now, write_csv_atomic, write_json_atomic
 from .bracket import add_continuous_brackets, make_table_bracket, plot_bracket
 from .diagnostics import write_diagnostics
@@ -24,6 +25,7 @@ from .learners import learner_models, make_table_learners, make_table_learners_p
 from .papers import check_paper_rows_match, make_table_papers
 from .plots import plot_annealed_trials, plot_model, plot_model_size
 from .records import find_records, load_results, summarize
+from .review import REVIEW_TABLES, write_review
 from .tables import (
     annealed_trials,
     flag_rows,
@@ -123,6 +125,48 @@ def _tag_runs(per_run: pd.DataFrame, tracking_uri: str | None, experiment_name: 
     )
 
 
+def _write_review(
+    out: Path,
+    paths: Mapping[str, Any],
+    summary: pd.DataFrame,
+    table_b: pd.DataFrame,
+    *,
+    models: Sequence[str] | None,
+    thresholds: Mapping[str, Any],
+    extra_tables: Mapping[str, pd.DataFrame],
+) -> Path:
+    """``review.html`` (:mod:`.review`): the flagged summary per model, the brackets, every figure drawn
+    (``paths``' figure maps) and the report's tables, those in memory (``extra_tables``) as they are and the
+    others read back from the CSV files just written (the same values, as the CSV files show them)."""
+    tables: dict[str, pd.DataFrame] = dict(extra_tables)
+    for name in REVIEW_TABLES:
+        if name not in tables and paths.get(name) is not None and Path(paths[name]).is_file():
+            try:
+                tables[name] = pd.read_csv(paths[name])
+            except pd.errors.EmptyDataError:  # (a CSV with no columns at all)
+                tables[name] = pd.DataFrame()
+    figures = {
+        k: paths[k]
+        for k in ("plots", "trial_plots", "bracket_plots", "learner_plots", "diagnostic_plots")
+        if k in paths
+    }
+    extra = (
+        [("Mean log-likelihood against model size (continuous models)", paths["model_size_plot"])]
+        if ("model_size_plot" in paths)
+        else []
+    )
+    return write_review(
+        out / "review.html",
+        summary,
+        table_bracket=table_b,
+        tables=tables,
+        figures=figures,
+        extra_figures=extra,
+        models=models,
+        thresholds=thresholds,
+    )
+
+
 def build_report(
     results: str | os.PathLike | Iterable[str | os.PathLike | Mapping[str, Any]],
     out_dir: str | os.PathLike,
@@ -155,8 +199,8 @@ def build_report(
         (bias / MSE of log Z over seeds against the ground truth, Liu et al. Figs 3-4), ``report.json``,
         ``plots/<model>.png``, ``plots/<model>_bias_mse.png``, ``plots/model_size.png``,
         ``plots/<model>_bracket.png`` (models with a bracket estimate),
-        ``table_learners.csv``, ``table_papers.csv`` and the learner-trained models' figures (all
-        written atomically).
+        ``table_learners.csv``, ``table_papers.csv``, the learner-trained models' figures and
+        ``review.html`` (the page a person reads: :mod:`.review`) (all written atomically).
     gap_threshold : float
         Flag AIS and RAISE estimates disagreeing by more than this many nats.
     ess_fraction : float
@@ -207,7 +251,7 @@ def build_report(
         ``table_continuous``, ``table_csl``, ``table_bracket``, ``flags``, ``model_size_plot`` with plots,
         ``report_json``, ``plots``, ``trial_plots`` and ``bracket_plots`` = {model: path}, ``table_learners``,
         ``table_papers``, ``table_learner_timing`` (with learner-trained models),
-        ``learner_plots`` = {file stem: path}) and
+        ``learner_plots`` = {file stem: path}, ``review`` (``review.html``) and
         ``n_flagged`` (summary rows flagged).
     """
     out = Path(out_dir)
@@ -323,6 +367,24 @@ def build_report(
         report["diagnostic_plots"] = {k: str(v) for k, v in diag["diagnostic_plots"].items()}
     paths["learner_plots"] = learner_plots
     paths["diagnostic_plots"] = diag["diagnostic_plots"]
+    # the page a person reads: per model its estimates, flags, brackets and figures, then the tables
+    paths["review"] = _write_review(
+        out,
+        paths,
+        summary,
+        table_b,
+        models=models,
+        thresholds=report["thresholds"],
+        extra_tables={
+            "table1": table1,
+            "table2": table2,
+            "table_continuous": table_c,
+            "table_bracket": table_b,
+            "summary": summary,
+            "flags": flag_rows(summary),
+        },
+    )
+    report["files"]["review"] = str(paths["review"])
     paths["report_json"] = out / "report.json"
     write_json_atomic(paths["report_json"], report)
     paths["n_flagged"] = n_flagged
@@ -348,7 +410,8 @@ def report_job(
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
     ``truth_tolerance``, ``khat``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
     MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts (its start and end: this job's;
-    ``table_learners.csv`` and the learner figures are added to them).
+    ``table_learners.csv`` and the learner figures are added to them, every figure's PDF twin beside its
+    PNG under ``plots``, and ``review.html`` under ``review``).
 
     The training records ``<model_dir>/<model>.json`` of ``models`` and the prepared datasets in
     ``data_dir`` feed the learner table and figures; by default the workflow's layout beside
@@ -408,6 +471,8 @@ def report_job(
             ]
         )
     )
+    # each figure's PDF twin (plotting.save_figure writes both), logged beside its PNG
+    plots = list(dict.fromkeys(str(f) for p in plots for f in figure_paths(p) if f == Path(p) or f.is_file()))
     if enabled:
         from ..tracking import dashboard_hint, log_run
 
@@ -418,7 +483,11 @@ def report_job(
             kind="report",
             params={"n_estimates": len(estimates), **thresholds},
             metrics={"n_flagged_settings": paths["n_flagged"]},
-            artifacts={**{str(f): "tables" for f in tables}, **{str(p): "plots" for p in plots}},
+            artifacts={
+                **{str(f): "tables" for f in tables},
+                **{str(p): "plots" for p in plots},
+                str(paths["review"]): "review",
+            },
             start_time=started,
             end_time=utc_now(),
         )
