@@ -1,18 +1,18 @@
 """The workflow on a real SLURM: ``--workflow-profile workflow/profiles/slurm`` against the single-node
 cluster of ``.ci/slurm.sh`` (``.ci/run`` starts it; ``bash .ci/slurm.sh start`` as root by hand).
 
-* ``test_slurm_end_to_end``: config/test.yaml.  Every job Snakemake ran (but the local rule
-  init_tracking and the target rule all) was a SLURM job that completed (sacct: the job name the
-  executor plugin gives every job of a run, the comment ``rule_<rule>[_wildcards_<...>]`` it gives each
-  job, state COMPLETED), with the resources the rules ask for; every expected MLflow run is in the
-  store once; the report is built; no SLURM job ran through the warm server.  Then a submission the
+* ``test_slurm_end_to_end``: config/test.yaml, grouped as it asks (``cluster_group: workflow``).  Every
+  job Snakemake ran (but the local rule init_tracking and the target rule all) ran in one SLURM job that
+  completed (sacct: the job name the executor plugin gives every job of a run, the group's comment, state
+  COMPLETED), with ``--cores`` CPUs, its jobs side by side through the warm server; every expected MLflow
+  run is in the store once; the report is built.  Then, each job its own SLURM job, a submission the
   controller refuses (a partition that does not exist, more memory than the node has): Snakemake fails
   with the controller's message in its log, and a rerun submits only what is missing.
 * ``test_slurm_time_limit``: a job killed by SLURM for its time limit (TIMEOUT in the log); a rerun
   with the normal resources completes only what is missing and the store has no duplicated runs.  Its
-  small config asks for 2 threads, the config's resources and a GPU (``device: auto``; the test node
-  has a GPU on /dev/null), and the test checks each on the sbatch command lines and in sacct's
-  allocations.
+  small config (each job its own SLURM job: ``cluster_group: none``) asks for 2 threads, the config's
+  resources and a GPU (``device: auto``; the test node has a GPU on /dev/null), and the test checks each
+  on the sbatch command lines and in sacct's allocations.
 * ``test_slurm_cancelled_job``: ``scancel`` of a running job fails the run within one status check
   (the upstream plugin waits for ever on ``CANCELLED by <uid>``; the profile's executor
   ``logzbench-slurm`` does not), and a rerun completes only what is missing.
@@ -25,6 +25,7 @@ Without a running SLURM (no ``sinfo``, or no idle node) these tests skip with th
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import re
@@ -351,27 +352,40 @@ def _mem_mb(value: str) -> int:
 
 
 # --------------------------------------------------------------------------- config/test.yaml
+def check_group_job_completed(run: Run, group: str) -> dict[str, str]:
+    """Every job Snakemake ran but the local ones ran in one SLURM job of this run, the group job of
+    ``group``, which completed."""
+    assert run.uuid, "no 'SLURM run ID' in the log"
+    remote = [r for r in run.finished.values() if r not in LOCAL_RULES]
+    assert remote, "Snakemake ran no job"
+    groups = re.findall(r"Job (\S+) has been submitted with SLURM jobid (\d+)", run.log)
+    assert len(groups) == 1, groups  # one submission for all of them
+    jobs = _sacct_wait(run, 1)
+    assert [j["JobID"] for j in jobs] == [groups[0][1]], jobs
+    assert jobs[0]["State"] == "COMPLETED" and jobs[0]["JobName"] == run.uuid, jobs
+    assert jobs[0]["Comment"].startswith(f"rule_{group}_"), jobs  # the plugin's comment for a group job
+    return jobs[0]
+
+
 def test_slurm_end_to_end(slurm, tmp_path):
-    """config/test.yaml on SLURM: every job a completed SLURM job, every run tracked once, the report;
-    then refused submissions and a rerun that completes what is missing."""
+    """config/test.yaml on SLURM as it asks (``cluster_group: workflow``, ``--cores`` = a node's CPUs): one
+    SLURM job runs every job side by side, through the warm server; every MLflow run is tracked once and the
+    report is built.  Then refused submissions (each job its own SLURM job: ``cluster_group=none``) and a
+    rerun that completes what is missing."""
     t0 = time.time()
     extra, defaults = _default_resources_args()
-    run = run_slurm(tmp_path, "run", *extra)
+    cpus = _node()[0]
     config = _config(TEST_CONFIG)
-    jobs = check_all_slurm_jobs_completed(run)
-
-    # resources: config/test.yaml has threads 1, no `resources` and device cpu -> one CPU, the
-    # profile's default runtime and memory, no GPU
-    assert len(run.sbatch) == len(run.submitted)
-    for opts in run.sbatch:
-        assert opts["--cpus-per-task"] == "1", opts
-        assert opts["-t"] == str(defaults["runtime"]) and opts["--mem"] == str(defaults["mem_mb"]), opts
-        assert "--gres" not in opts and "--gpus" not in opts, opts
-    for j in jobs:
-        tres = _tres(j["AllocTRES"])
-        assert tres.get("cpu") == "1" and "gres/gpu" not in tres, j
-        assert _mem_mb(tres["mem"]) == defaults["mem_mb"], j
-        assert j["Timelimit"] == f"{defaults['runtime'] // 60:02d}:{defaults['runtime'] % 60:02d}:00", j
+    assert config["cluster_group"] == "workflow"
+    run = run_slurm(tmp_path, "run", *extra, "--cores", str(cpus))
+    job = check_group_job_completed(run, "logzbench")
+    # the group job's CPUs are --cores; its memory that of the jobs it runs side by side
+    assert len(run.sbatch) == 1 and run.sbatch[0]["--cpus-per-task"] == str(cpus), run.sbatch
+    tres = _tres(job["AllocTRES"])
+    assert tres.get("cpu") == str(cpus) and "gres/gpu" not in tres, job
+    assert defaults["mem_mb"] <= _mem_mb(tres["mem"]) <= cpus * defaults["mem_mb"], job
+    # the group job's Snakemake ran them side by side (the local executor), not one srun step at a time
+    assert "--executor local" in run.log and "--executor slurm-jobstep" not in run.log, _tail(tmp_path / "run.log")
 
     check_tracked_runs(tmp_path, config)
     report = tmp_path / "results" / "report"
@@ -382,6 +396,7 @@ def test_slurm_end_to_end(slurm, tmp_path):
         "per_run.csv",
         "flags.csv",
         "report.json",
+        "review.html",
         "annealed_trials.csv",
         "table_continuous.csv",
         "trials/gaussian.csv",
@@ -391,19 +406,18 @@ def test_slurm_end_to_end(slurm, tmp_path):
     for m in config["models"]:
         assert (report / "plots" / f"{m}.png").stat().st_size > 1000, m
 
-    # the warm server is for local execution only: it may have served the local rule init_tracking,
-    # never a SLURM job
-    served = [
-        line
-        for f in (tmp_path / "warm").glob("*.log")
-        for line in f.read_text().splitlines()
-        if line.startswith("job ")
-    ]
-    assert all("init_tracking_job" in line for line in served), served
-    print(f"config/test.yaml on SLURM: {len(jobs)} jobs in {time.time() - t0:.0f} s")
+    # inside the group job the jobs ran in processes forked from a warm server (warm_start: auto): the
+    # usage record beside each job's benchmark says so
+    usage = sorted((tmp_path / "results" / "benchmarks").rglob("*.job.tsv"))
+    assert len(usage) >= len([r for r in run.finished.values() if r not in LOCAL_RULES]), usage
+    cold = [str(p) for p in usage if p.read_text().splitlines()[1].split("\t")[-1] != "True"]
+    assert cold == [], cold
+    print(f"config/test.yaml on SLURM, one group job: {len(run.finished)} jobs in {time.time() - t0:.0f} s")
 
-    # --- a submission the controller refuses: Snakemake fails with the controller's message
+    # --- a submission the controller refuses: Snakemake fails with the controller's message.  Each job its
+    # own SLURM job here (the grouping is not a param of any job: switching it reruns nothing)
     t1 = time.time()
+    extra = [*extra, "--config", "cluster_group=none"]
     for bad, message in (
         ("slurm_partition=no-such-partition", "Invalid partition name specified"),
         (f"mem_mb={_node()[1] * 4}", "Requested node configuration is not available"),
@@ -445,6 +459,7 @@ def _small_config(tmp_path: Path) -> Path:
     and the config's own resources; the AIS sweep's second setting runs for some seconds."""
     c = yaml.safe_load(TEST_CONFIG.read_text())
     c["description"] = "tests/test_slurm.py: time limit"
+    c["cluster_group"] = "none"  # every job its own SLURM job
     c["device"] = "auto"
     c["threads"] = {"prepare": 1, "train": 2, "estimate": 2, "exact": 1, "report": 1}
     c["resources"] = {
@@ -564,9 +579,9 @@ def test_slurm_cancelled_job(slurm, tmp_path):
     ), _tail(tmp_path / "cancelled.log")
     states = {j["JobID"]: j["State"] for j in _sacct_wait(cancelled, len(cancelled.submitted))}
     assert states[jobid].startswith("CANCELLED by"), states
-    # bounded: the plugin's status checks are at most 180 s apart, and one of them sees the state
+    # bounded: the profile's status checks are at most 15 s apart (logzbench-slurm's cap; upstream 180 s)
     waited = t_exit - t_cancel
-    assert waited < 240, f"Snakemake took {waited:.0f} s to notice the cancelled job"
+    assert waited < 60, f"Snakemake took {waited:.0f} s to notice the cancelled job"
     assert not (tmp_path / "results" / "estimates" / "digits-rbm8" / "ais").exists()  # incomplete: removed
 
     _rerun_runs_what_is_missing(tmp_path, "after-cancel", extra, small, config)
@@ -779,11 +794,19 @@ def test_ended_state(state, requeue, ended):
 
 @pytest.mark.skipif(not HAS_PLUGIN, reason="snakemake-executor-plugin-slurm is not installed")
 def test_profile_executor():
-    """The profile names the executor, and Snakemake's registry finds it with the plugin's settings."""
+    """The profile names the executor, and Snakemake's registry finds it with the plugin's settings and
+    the status-check cap, which must be a positive number of seconds; the profile's settings are its."""
     from snakemake_executor_plugin_slurm import ExecutorSettings
     from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry
 
-    name = yaml.safe_load((PROFILE / "config.yaml").read_text())["executor"]
-    assert name == "logzbench-slurm"
-    plugin = ExecutorPluginRegistry().get_plugin(name)
-    assert plugin.settings_cls is ExecutorSettings
+    profile = yaml.safe_load((PROFILE / "config.yaml").read_text())
+    assert profile["executor"] == "logzbench-slurm"
+    plugin = ExecutorPluginRegistry().get_plugin(profile["executor"])
+    assert issubclass(plugin.settings_cls, ExecutorSettings)
+    fields = {f.name.replace("_", "-") for f in dataclasses.fields(plugin.settings_cls)}
+    assert "max-seconds-between-status-checks" in fields
+    for key in (k for k in profile if k.startswith("logzbench-slurm-")):
+        assert key.removeprefix("logzbench-slurm-") in fields, key
+    assert plugin.settings_cls(max_seconds_between_status_checks=15).max_seconds_between_status_checks == 15
+    with pytest.raises(ValueError, match="max_seconds_between_status_checks"):
+        plugin.settings_cls(max_seconds_between_status_checks=0)

@@ -1,5 +1,5 @@
 """Snakemake executor ``logzbench-slurm``: snakemake-executor-plugin-slurm 2.x, with jobs that end
-outside Snakemake reported as failed.
+outside Snakemake reported as failed, group jobs run side by side, and a cap on the polling interval.
 
 The upstream plugin (2.8.0, the latest at the time of writing) reads each job's state from
 ``sacct -X --parsable2 --format=JobIdRaw,State`` and compares it with its list of failed states
@@ -8,26 +8,35 @@ nothing; the plugin keeps the job among the running ones and Snakemake waits for
 preempted without requeueing (``PREEMPTED``) is likewise waited for, in the hope that SLURM
 resumes it.
 
-This executor is the upstream one with two additions: before each status check it asks sacct the
-same question and reports as failed every job whose state is a failed state followed by a reason
-(``CANCELLED by 0``) or ``PREEMPTED`` when the plugin's ``requeue`` setting is off; and it removes a
-job's log files when it submits the job, so that a submission the controller refuses does not show
-an earlier run's log as the failed job's (Snakemake removes them only once the job starts).  Everything
-else (submission, resources, the other states, cancelling on Ctrl-C, its settings) is the upstream
-plugin's; its settings keep their names under this executor's prefix (``--logzbench-slurm-...``,
+This executor is the upstream one with four changes:
+
+* before each status check it asks sacct the same question and reports as failed every job whose
+  state is a failed state followed by a reason (``CANCELLED by 0``) or ``PREEMPTED`` when the plugin's
+  ``requeue`` setting is off;
+* it removes a job's log files when it submits the job, so that a submission the controller refuses
+  does not show an earlier run's log as the failed job's (Snakemake removes them only once the job
+  starts);
+* a group job's Snakemake runs the group's jobs with the local executor, side by side within the
+  allocation's ``--cores``, instead of ``--executor slurm-jobstep --jobs 1`` (one job at a time, each in
+  its own ``srun`` step and its own Snakemake process);
+* the wait between two status checks is capped (setting ``max_seconds_between_status_checks``, default
+  30 s; upstream lengthens it by 10 s after each check that finds nothing finished, up to 180 s).
+
+Everything else (submission, resources, the other states, cancelling on Ctrl-C, its settings) is the
+upstream plugin's; its settings keep their names under this executor's prefix (``--logzbench-slurm-...``,
 e.g. ``--logzbench-slurm-init-seconds-before-status-checks``).
 
-Used by ``workflow/profiles/slurm`` (``executor: logzbench-slurm``); the plugin defect and its
-reproduction are in the documentation, Troubleshooting, "Known issues".
+Used by ``workflow/profiles/slurm`` (``executor: logzbench-slurm``); the plugin's defects and their
+reproductions are in the documentation, Troubleshooting, "Known issues".
 """
 
-from __future__ import annotations
-
 import os
+from dataclasses import dataclass, field
 from typing import AsyncGenerator, List
 
 from snakemake_executor_plugin_slurm import Executor as _SlurmExecutor
-from snakemake_executor_plugin_slurm import ExecutorSettings, common_settings
+from snakemake_executor_plugin_slurm import ExecutorSettings as _SlurmSettings
+from snakemake_executor_plugin_slurm import common_settings
 from snakemake_executor_plugin_slurm.job_status_query import (
     is_query_tool_available,
     query_job_status,
@@ -41,6 +50,25 @@ __all__ = ["Executor", "ExecutorSettings", "common_settings", "ended_state"]
 FAILED_STATES = frozenset(
     {"BOOT_FAIL", "CANCELLED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY", "TIMEOUT", "PREEMPTED"}
 )
+
+
+@dataclass
+class ExecutorSettings(_SlurmSettings):
+    """The upstream plugin's settings, and a cap on the time between two status checks."""
+
+    max_seconds_between_status_checks: int = field(
+        default=30,
+        metadata={
+            "help": "The longest wait in seconds between two status checks (sacct).  The upstream "
+            "plugin waits 10 s longer after each check that finds no job finished, up to 180 s, so "
+            "a short job's end is noticed up to three minutes late; this caps the wait.",
+        },
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.max_seconds_between_status_checks is None or self.max_seconds_between_status_checks < 1:
+            raise ValueError("max_seconds_between_status_checks must be a positive number of seconds")
 
 
 def ended_state(state: str, requeue: bool = False) -> str | None:
@@ -100,6 +128,19 @@ class Executor(_SlurmExecutor):
                 pass
         super().run_job_pre(job)
 
+    def format_job_exec(self, job) -> str:
+        """The command the job's SLURM allocation runs.  A group job's Snakemake runs its jobs with the
+        local executor, in parallel within the allocation's ``--cores``, instead of the upstream
+        ``--executor slurm-jobstep --jobs 1``: one job at a time, each in its own ``srun`` step and
+        its own Snakemake process (which parses the workflow again), seconds per job."""
+        call = super().format_job_exec(job)
+        if job.is_group():
+            upstream = super().additional_general_args()
+            if upstream not in call:  # pragma: no cover - an upstream change; keep its command
+                return call
+            call = call.replace(upstream, "--executor local", 1)
+        return call
+
     async def _states_ended_elsewhere(self, active_jobs: List[SubmittedJobInfo]) -> dict[str, str]:
         """external job id -> sacct state, for the active jobs :func:`ended_state` picks out."""
         if not active_jobs or not is_query_tool_available("sacct"):
@@ -134,3 +175,6 @@ class Executor(_SlurmExecutor):
         rest = [j for j in active_jobs if j.external_jobid not in ended]
         async for j in super().check_active_jobs(rest):
             yield j
+        cap = getattr(self.workflow.executor_settings, "max_seconds_between_status_checks", None)
+        if cap:
+            self.next_seconds_between_status_checks = min(self.next_seconds_between_status_checks, cap)

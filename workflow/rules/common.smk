@@ -18,6 +18,7 @@ from logzbench.errors import ConfigError
 from logzbench.pipeline import diagnose as diagnose_plan
 from logzbench.pipeline import outputs, sweep
 from logzbench.pipeline import usage as job_usage
+from logzbench.pipeline.warm_common import ENV_WORKFLOW as WARM_JOBS_ENV
 from logzbench.pipeline.config import check_config, check_estimator_options
 
 
@@ -129,16 +130,59 @@ def tracking_settings():
 TRACKING = tracking_settings()
 
 
-def warm_start():
+# --------------------------------------------------------------------------- cluster job groups
+# config `cluster_group` (ignored when Snakemake runs the jobs itself): which jobs share one cluster job.
+#   none      one cluster job per rule instance;
+#   model     one per model (its training, estimates and diagnostics), one for every dataset's preparation,
+#             one for the report and the repeated trials;
+#   workflow  one for everything.
+# A group's jobs run in parallel within its allocation, whose CPUs are Snakemake's --cores (required on a
+# cluster with a grouping) and whose memory is the sum of its jobs' mem_mb running side by side; the profile's
+# group-components put a group's unconnected parts (the datasets, the trials beside the models) in one job.
+CLUSTER_GROUP = config.get("cluster_group", "none")
+_GROUPS = {
+    "none": {},
+    "model": {"prepare_dataset": "datasets", "train_model": "model-{model}", "estimate": "model-{model}",
+              "diagnose": "model-{model}", "report": "report", "trials_gaussian": "report", "trials_grid": "report",
+              "report_trials": "report"},
+    "workflow": dict.fromkeys(["prepare_dataset", "train_model", "estimate", "diagnose", "report", "trials_gaussian",
+                               "trials_grid", "report_trials"], "logzbench"),
+}[CLUSTER_GROUP]
+
+
+def job_group(name):
+    """The group of the jobs of `name` under the config's `cluster_group`; None = a cluster job each."""
+    return _GROUPS.get(name)
+
+
+def _check_cluster_group():
+    if CLUSTER_GROUP != "none" and workflow.non_local_exec and workflow.resource_settings.cores is None:
+        raise WorkflowError(f"cluster_group: {CLUSTER_GROUP} needs --cores N on a cluster: the CPUs of one group "
+                            "job (e.g. one node's); Snakemake would otherwise ask for the sum of every job's")
+
+
+_check_cluster_group()
+
+
+def warm_start(local_rule=False):
     """Whether jobs run in processes forked from a warm server (logzbench.pipeline.warm): config `warm_start`;
-    `auto` = only where Snakemake itself runs the jobs (not in jobs a cluster executor starts)."""
+    `auto` = where Snakemake itself runs the jobs, and inside the group jobs of a `cluster_group` (several jobs
+    in one allocation), not in the one-job allocations of `cluster_group: none`.  A `local_rule` runs in the
+    Snakemake process's machine even on a cluster: a server there would serve it alone."""
     w = config.get("warm_start", "auto")
     if w == "auto":
-        return bool(workflow.local_exec) and not workflow.remote_exec
+        here = bool(workflow.local_exec) and not workflow.remote_exec
+        return here if local_rule else (here or CLUSTER_GROUP != "none")
     return bool(w)
 
 
 WARM = warm_start()
+#: the same for the local rules (init_tracking) and the server the workflow stops when it ends
+WARM_LOCAL = warm_start(local_rule=True)
+# the jobs read it from their environment ($LOGZBENCH_WARM_JOBS, logzbench.pipeline.warm_common.enabled), not from
+# a param: how a job runs must not make Snakemake rerun it (a `params` change would, e.g. between a local and a
+# cluster run).  This process runs the local rules when it submits the others, all of a group job's in one.
+os.environ[WARM_JOBS_ENV] = "1" if (WARM if workflow.remote_exec else WARM_LOCAL) else "0"
 
 
 # --------------------------------------------------------------------------- models and the estimate sweep
@@ -299,7 +343,9 @@ def _threads_as_cpus(wildcards, threads):
 
 
 def _base_resources(gpu):
-    base = {"cpus_per_task": _threads_as_cpus}
+    # grouped, a group job's CPUs are its Snakemake --cores (its threads): a cpus_per_task of each job would be
+    # summed over the group instead
+    base = {"cpus_per_task": _threads_as_cpus} if CLUSTER_GROUP == "none" else {}
     if gpu and uses_gpu():
         base["gres"] = "gpu:1"
     return base
@@ -439,7 +485,7 @@ def grid_settings():
 # --------------------------------------------------------------------------- end of the run
 def stop_warm_server():
     """Stop the warm server (logzbench.pipeline.warm) that ran this run's jobs: it stops with the run."""
-    if WARM:
+    if WARM_LOCAL:
         from logzbench.pipeline.warm import stop_server
 
         stop_server()

@@ -20,7 +20,8 @@ rule diagnose:
         npz=f"{RESULTS}/diagnostics/{{model}}_samples.npz",
     params:
         settings=lambda wc: diagnose_plan.diagnose_settings(config, wc.model),
-        warm=WARM,
+    group:
+        job_group("diagnose")
     log:
         log_file("diagnose/{model}"),
     benchmark:

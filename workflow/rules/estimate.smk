@@ -25,7 +25,8 @@ rule estimate:
         tracking=TRACKING,
         ess_fraction=config["report"]["ess_fraction"],
         progress=bool(config.get("progress", False)),
-        warm=WARM,
+    group:
+        job_group("estimate")
     log:
         log_file("estimate/{model}/{estimator}"),
     benchmark:

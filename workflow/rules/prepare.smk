@@ -9,7 +9,8 @@ rule prepare_dataset:
         f"{RESULTS}/data/{{dataset}}.npz",
     params:
         spec=lambda wc: {k: v for k, v in config["datasets"][wc.dataset].items() if k != "n_visible"},
-        warm=WARM,
+    group:
+        job_group("prepare_dataset")
     log:
         log_file("prepare/{dataset}"),
     benchmark:

@@ -1,7 +1,8 @@
 # Tables (per run, per setting, RAISE Table 1 layout for RBMs, Table 2 layout for DBMs / DBNs,
 # bias / MSE of log Z over seeds against the ground truth: Liu et al. Figs 3-4; learner-trained
 # models against the AVIL paper's Tables 2-3; the papers' published values beside ours; the brackets of the
-# sandwich and of BDMC: table_bracket.csv, plots/<model>_bracket.png), flags and plots from every estimate;
+# sandwich and of BDMC: table_bracket.csv, plots/<model>_bracket.png), flags and plots from every estimate,
+# and review.html, one self-contained page per model of all of it (logzbench.report.review);
 # flags are also set as tags on the MLflow runs.  Outputs are marked for `--report`.
 
 MODEL_REPORT_OUTPUTS = [
@@ -20,6 +21,7 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table_bracket.csv",
     f"{REPORT_DIR}/table_hidden_mass.csv",
     f"{REPORT_DIR}/table_per_class.csv",
+    f"{REPORT_DIR}/review.html",
 ] + diagnostic_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()) + ([f"{REPORT_DIR}/table_learners_paper.csv", f"{REPORT_DIR}/table_learner_timing.csv"] if learner_models() else []) + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
     f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
 
@@ -42,6 +44,10 @@ rule report:
         diagnostics=expand(f"{RESULTS}/diagnostics/{{model}}.json", model=DIAGNOSED_MODELS),
         diagnostic_arrays=expand(f"{RESULTS}/diagnostics/{{model}}_samples.npz", model=DIAGNOSED_MODELS),
     output:
+        # the page a person reads: per model every estimate with its s.e., the exact value and the difference,
+        # brackets, flags in words and figures, then the tables (self-contained; first in `--report`)
+        review=report(f"{REPORT_DIR}/review.html", caption="../report/review.rst", category="0. Review",
+                      labels={"page": "review of every model"}),
         table1=report(f"{REPORT_DIR}/table1.csv", caption="../report/table1.rst", category="1. Results",
                       labels={"table": "RAISE Table 1 layout (RBMs)"}),
         table2=report(f"{REPORT_DIR}/table2.csv", caption="../report/table2.rst", category="1. Results",
@@ -101,7 +107,8 @@ rule report:
         paper_rows={m: dict(e["paper"]) for m, e in config["models"].items() if e.get("paper")},
         thresholds=config["report"],
         tracking=TRACKING,
-        warm=WARM,
+    group:
+        job_group("report")
     log:
         log_file("report"),
     benchmark:

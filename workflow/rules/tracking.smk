@@ -7,7 +7,6 @@ rule init_tracking:
         TRACKING_SENTINEL,
     params:
         tracking=TRACKING,
-        warm=WARM,
     log:
         log_file("init_tracking"),
     benchmark:

@@ -29,7 +29,8 @@ rule train_model:
         device=config["device"],
         tracking=TRACKING,
         progress=bool(config.get("progress", False)),
-        warm=WARM,
+    group:
+        job_group("train_model")
     log:
         log_file("train/{model}"),
     benchmark:

@@ -17,7 +17,8 @@ if gaussian_trial_files():
             experiment="gaussian",
             settings=gaussian_settings(),
             tracking=TRACKING,
-            warm=WARM,
+        group:
+            job_group("trials_gaussian")
         log:
             log_file("trials/gaussian"),
         benchmark:
@@ -42,7 +43,8 @@ if grid_trial_files():
             experiment="grid",
             settings=grid_settings(),
             tracking=TRACKING,
-            warm=WARM,
+        group:
+            job_group("trials_grid")
         log:
             log_file("trials/grid"),
         benchmark:
@@ -65,7 +67,8 @@ rule report_trials:
          for f in trials_report_outputs()],
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output[0]),
-        warm=WARM,
+    group:
+        job_group("report_trials")
     log:
         log_file("report_trials"),
     benchmark:

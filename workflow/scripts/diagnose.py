@@ -21,7 +21,6 @@ run_job(
     "logzbench.pipeline.diagnose:diagnose_job",
     log=sm.log[0],
     threads=sm.threads,
-    warm=sm.params.warm,
     usage=job_usage_file(sm.log[0]),
     settings=dict(sm.params.settings),
     model=sm.input.model,

@@ -27,7 +27,6 @@ run_job(
     "logzbench.pipeline.jobs:run_estimate_sweep",
     log=sm.log[0],
     threads=sm.threads,
-    warm=sm.params.warm,
     usage=job_usage_file(sm.log[0]),
     settings=settings,
     model=sm.input.model,

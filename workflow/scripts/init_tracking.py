@@ -7,7 +7,6 @@ sm = snakemake  # noqa: F821
 run_job(
     "logzbench.pipeline.jobs:init_tracking_job",
     log=sm.log[0],
-    warm=sm.params.warm,
     usage=job_usage_file(sm.log[0]),
     tracking=dict(sm.params.tracking),
     out=sm.output[0],

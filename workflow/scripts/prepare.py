@@ -15,7 +15,6 @@ run_job(
     "logzbench.pipeline.jobs:prepare_job",
     log=sm.log[0],
     threads=sm.threads,
-    warm=sm.params.warm,
     usage=job_usage_file(sm.log[0]),
     spec=dict(sm.params.spec),
     out=sm.output[0],

@@ -19,7 +19,6 @@ run_job(
     "logzbench.report:report_job",
     log=sm.log[0],
     threads=sm.threads,
-    warm=sm.params.warm,
     usage=job_usage_file(sm.log[0]),
     estimates=list(sm.params.estimates),
     out_dir=sm.params.out_dir,

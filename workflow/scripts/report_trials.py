@@ -9,7 +9,6 @@ run_job(
     "logzbench.trials:report_trials",
     log=sm.log[0],
     threads=sm.threads,
-    warm=sm.params.warm,
     usage=job_usage_file(sm.log[0]),
     files={"gaussian": list(sm.input.gaussian), "grid": list(sm.input.grid)},
     out_dir=sm.params.out_dir,

@@ -18,7 +18,6 @@ run_job(
     "logzbench.pipeline.jobs:train_job",
     log=sm.log[0],
     threads=sm.threads,
-    warm=sm.params.warm,
     usage=job_usage_file(sm.log[0]),
     model_name=sm.wildcards.model,
     hyperparams=dict(sm.params.hyperparams),

@@ -14,7 +14,6 @@ run_job(
     "logzbench.pipeline.jobs:trials_job",
     log=sm.log[0],
     threads=sm.threads,
-    warm=sm.params.warm,
     usage=job_usage_file(sm.log[0]),
     experiment=sm.params.experiment,
     settings=list(sm.params.settings),

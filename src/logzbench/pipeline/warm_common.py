@@ -27,6 +27,9 @@ from .trusted import private_dir
 
 #: Environment variable: ``0``/``false``/``off``/``no`` runs every job in its own process.
 ENV_ENABLE = "LOGZBENCH_WARM"
+#: set by the workflow (workflow/rules/common.smk, config ``warm_start``) for the jobs its Snakemake process runs:
+#: "1" or "0".  An environment variable, not a rule's param: how a job is run must not make Snakemake rerun it.
+ENV_WORKFLOW = "LOGZBENCH_WARM_JOBS"
 #: Environment variable: directory of the sockets, locks and server logs (default: the temporary
 #: directory's ``logzbench-<uid>``).
 ENV_DIR = "LOGZBENCH_WARM_DIR"
@@ -74,11 +77,14 @@ class _Unavailable(RuntimeError):
 
 # --------------------------------------------------------------------------- where
 def enabled(warm: bool | None = None) -> bool:
-    """Whether jobs go to a warm server: ``warm`` when given, else ``$LOGZBENCH_WARM`` (default on);
-    never where the platform cannot tell who is at the other end of a socket (no ``SO_PEERCRED``)."""
+    """Whether jobs go to a warm server: never when ``$LOGZBENCH_WARM`` is off or the platform cannot tell
+    who is at the other end of a socket (no ``SO_PEERCRED``); else ``warm`` when given, else the workflow's
+    ``$LOGZBENCH_WARM_JOBS`` when set, else on."""
     if os.environ.get(ENV_ENABLE, "").strip().lower() in _FALSE or not hasattr(socket, "SO_PEERCRED"):
         return False
-    return True if warm is None else bool(warm)
+    if warm is not None:
+        return bool(warm)
+    return os.environ.get(ENV_WORKFLOW, "").strip().lower() not in _FALSE
 
 
 def _code_key() -> str:
