@@ -437,7 +437,7 @@ def test_real_run_estimates_tracks_and_reports(workdir):
 
     mlflow.set_tracking_uri(f"sqlite:///{workdir / 'mlflow.db'}")
     runs = mlflow.search_runs(experiment_names=["logzbench-byo"])
-    est = runs[runs["tags.mlflow.runName"] != "report"]
+    est = runs[runs["tags.logzbench.kind"] == "estimate"]  # not the report run, nor the sweeps' parent runs
     assert len(est) == 5
     assert set(est["params.family"]) == {"energy-binary", "energy-categorical", "energy-continuous"}
     assert set(est["tags.logzbench.source"]) == {"energy.py:make", "energy.py:make_categorical", "energy.py:make_gauss"}

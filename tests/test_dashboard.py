@@ -1,15 +1,18 @@
 """The MLflow dashboard a reviewer reads: the experiment's kind, description and saved views, runs
-grouped by model, each run's real start and end -- and the UI itself in a headless Chromium.
+grouped by model, each sweep's parent run, each run's real start and end -- and the UI itself in a
+headless Chromium.
 
 The browser test serves a store with the runs of a finished ``config/test.yaml`` run (the same run
 names, tags, params and metric names, logged through the package's logging functions with made-up
 numbers, in a few seconds) with ``mlflow server``, loads the dashboard page
 (:func:`logzbench.tracking.dashboard_url`) with ``chromium --headless=new --dump-dom`` and checks
-that it is the runs table (not MLflow 3's GenAI overview), grouped by sweep (model, estimator, start),
-with every expected run name, the metric columns (the differences from the exact value among them),
-the flag's short reason and the description; then it keeps a screenshot (``dashboard.png``
-in the test's ``tmp_path``, copied to ``$LOGZBENCH_TEST_ARTIFACTS`` or
-``<tmp>/logzbench-dashboard/``; its path is printed, see ``pytest -s``).
+that it is the runs table (not MLflow 3's GenAI overview), not grouped, each sweep (model, estimator,
+start) one parent row with its runs hidden under it, with the description; then, in a Chromium driven
+over the DevTools protocol, it clicks every parent's ``+`` and checks that each sweep's runs (one per K
+and seed, named by them) are the rows right under their parent, one level in, that every run is listed,
+with the metric columns (the differences from the exact value among them) and the flag's short reason;
+then it keeps a screenshot (``dashboard.png`` in the test's ``tmp_path``, copied to
+``$LOGZBENCH_TEST_ARTIFACTS`` or ``<tmp>/logzbench-dashboard/``; its path is printed, see ``pytest -s``).
 
 ``LOGZBENCH_DASHBOARD_STORE=<dir or sqlite URI>`` points it at the store of a real finished run
 instead (e.g. a ``snakemake --configfile config/test.yaml`` working directory).  Without a
@@ -224,6 +227,12 @@ def test_a_sweep_job_gives_each_setting_its_own_real_start_and_end(tmp_path):
         assert info.end_time - info.start_time >= 1000 * rec["result"]["seconds"] - 2
         spans.append((info.start_time, info.end_time))
     assert t0 <= spans[0][0] <= spans[0][1] <= spans[1][0] <= spans[1][1]
+    # the sweep's one parent run ("tiny ais uniform") spans its settings' runs, which are its children
+    (parent,) = tracking.find_runs(uri=uri, experiment_name="exp", parents=True)
+    assert parent.info.run_name == "tiny ais uniform" and parent.data.tags["logzbench.K_values"] == "5, 200"
+    assert (parent.info.start_time, parent.info.end_time, parent.info.status) == (spans[0][0], spans[1][1], "FINISHED")
+    for rec in records:
+        assert client.get_run(rec["mlflow_run_id"]).data.tags["mlflow.parentRunId"] == parent.info.run_id
 
 
 # --------------------------------------------------------------------------- the experiment
@@ -250,7 +259,8 @@ def test_experiment_kind_description_and_views_are_set_once(tmp_path):
     assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": tracking.GROUP_TAG}]
     assert "metrics.`mean_test_ll`" in state["selectedColumns"]
     state = json.loads(views["logzbench-by-sweep"]["state"])  # the view the dashboard's page opens
-    assert state["groupBy"]["groupByKeys"] == [{"mode": "tag", "groupByData": tracking.SWEEP_TAG}]
+    # not grouped (a group's row would average K and seeds): sorted by start, which MLflow's UI nests parents in
+    assert state["groupBy"] is None and state["orderByKey"] == "attributes.start_time"
     for column in (
         "metrics.`log_z_minus_exact`",
         "metrics.`mean_test_ll_minus_exact`",
@@ -318,7 +328,8 @@ def _trials_settings(config) -> list[tuple[str, dict]]:
 def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> dict[str, str]:
     """Log the runs a finished ``config/test.yaml`` run has (training, every estimate of its sweeps,
     the trials settings, the report) through the package's logging functions, with made-up numbers
-    and job times (the last hour, one job after another).  Returns ``{run name: kind}``."""
+    and job times (the last hour, one job after another).  Returns ``{run name: kind}``, the sweeps' parent
+    runs among them (kind ``sweep``)."""
     import pandas as pd
 
     from logzbench.pipeline import sweep
@@ -368,6 +379,8 @@ def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> di
                 }
                 tracking.log_estimate(rec, session=session, extra_tags={"logzbench.family": s.get("family", "rbm")})
                 names[tracking.estimate_run_name(key)] = "estimate"
+                if tracking.sweep_parent(key) is not None:
+                    names[tracking.sweep_run_name(key)] = tracking.PARENT_KIND
                 estimates[key] = (s["model"], s["estimator"], 40.0 - ll, ll)
                 t += seconds + 1
     # what the report sets on them: the flags (here: every AIS run of the RBM) and the differences from the
@@ -414,7 +427,8 @@ def build_test_store(uri: str, config: dict, experiment: str = EXPERIMENT) -> di
 
 
 def test_the_test_store_has_every_run_of_a_finished_test_run(tmp_path):
-    """The store the browser test reads has the runs tests/test_workflow.py counts after a real run."""
+    """The store the browser test reads has the runs tests/test_workflow.py counts after a real run, and one
+    parent run per sweep with K or seeds (not the exact runs), which find_runs leaves out."""
     names = build_test_store(_uri(tmp_path), _test_config())
     kinds = [k for k in names.values()]
     assert (kinds.count("train"), kinds.count("estimate"), kinds.count("trials"), kinds.count("report")) == (
@@ -424,7 +438,19 @@ def test_the_test_store_has_every_run_of_a_finished_test_run(tmp_path):
         1,
     )
     runs = tracking.find_runs(uri=_uri(tmp_path), experiment_name=EXPERIMENT)
-    assert sorted(r.data.tags["mlflow.runName"] for r in runs) == sorted(names)
+    parents = tracking.find_runs(uri=_uri(tmp_path), experiment_name=EXPERIMENT, parents=True)
+    assert sorted(r.data.tags["mlflow.runName"] for r in runs) == sorted(n for n, k in names.items() if k != "sweep")
+    assert sorted(r.data.tags["mlflow.runName"] for r in parents) == sorted(n for n, k in names.items() if k == "sweep")
+    sweeps = {r.data.tags[tracking.SWEEP_TAG] for r in runs if r.data.tags[tracking.KIND_TAG] == "estimate"}
+    exact = {r.data.tags[tracking.SWEEP_TAG] for r in runs if r.data.tags.get("logzbench.estimator") == "exact"}
+    assert len(parents) == len(sweeps - exact) >= 5  # one per sweep
+    by_id = {p.info.run_id: p for p in parents}
+    for r in runs:
+        if r.data.tags[tracking.KIND_TAG] == "estimate" and r.data.tags[tracking.SWEEP_TAG] not in exact:
+            parent = by_id[r.data.tags["mlflow.parentRunId"]]
+            assert parent.data.tags[tracking.SWEEP_TAG] == r.data.tags[tracking.SWEEP_TAG]
+        else:
+            assert "mlflow.parentRunId" not in r.data.tags, r.data.tags["mlflow.runName"]
     durations = {r.data.tags["mlflow.runName"]: r.info.end_time - r.info.start_time for r in runs}
     assert durations["train/digits-rbm8"] == 90_000 and min(durations.values()) >= 2_700
 
@@ -554,47 +580,196 @@ def _headless(
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
-def test_mlflow_ui_opens_on_the_runs_table_grouped_by_model(chromium, mlflow_ui, tmp_path, record_property):
+#: run in the page by :func:`_opened_rows`: wait for the runs table, note its rows, click every parent row's ``+``
+#: (the button in its Run Name cell) as a reviewer would, one at a time until none is left unclicked, and return
+#: the rows before and after, top to bottom, as ``[nesting level, run name, has a +]`` (the level is the run name's
+#: indent in steps of 24 px, as MLflow's UI draws it: 0 a top row, 1 a child), and the page's text after
+_OPEN_PARENTS_JS = """
+(async (budget) => {
+  const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+  const deadline = Date.now() + budget;
+  const rows = () => [...document.querySelectorAll('.ag-row')].flatMap((row) => {
+    const cell = row.querySelector('[col-id="attributes.`Run Name`"]');
+    const link = cell && cell.querySelector('a[href*="/runs/"]');
+    if (!link) return [];
+    const indent = cell.querySelector('div[style*="width"]');
+    const level = indent ? Math.round(parseFloat(indent.style.width) / 24) - 1 : -1;
+    return [{id: row.getAttribute('row-id'), index: Number(row.getAttribute('row-index')), level,
+             name: link.textContent.trim(), button: cell.querySelector('button')}];
+  });
+  const listed = () => rows().sort((a, b) => a.index - b.index).map((r) => [r.level, r.name, Boolean(r.button)]);
+  while (!rows().length && Date.now() < deadline) await sleep(250);
+  await sleep(1000);  // the first page of runs, all of it
+  const before = listed();
+  const clicked = new Set();
+  for (;;) {
+    const next = rows().find((r) => r.button && !clicked.has(r.id));
+    if (!next || Date.now() > deadline) break;
+    clicked.add(next.id);
+    next.button.click();
+    await sleep(150);
+  }
+  await sleep(1000);
+  return {before, after: listed(), text: document.body.innerText};
+})
+"""
+
+
+def _opened_rows(chromium: str, url: str, profile: Path, budget_s: float = 90.0) -> dict:
+    """The runs table of ``url`` in a headless Chromium driven over the DevTools protocol (``aiohttp``'s
+    WebSocket client, an MLflow dependency), as loaded and with every parent row opened
+    (:data:`_OPEN_PARENTS_JS`): ``{"before": rows, "after": rows, "text": the page's text after}``, each row
+    ``(nesting level, run name, has a +)``, top to bottom.  ``--dump-dom`` cannot click: a saved view cannot open
+    parent rows (MLflow leaves ``runsExpanded`` out of it), so a reviewer clicks their ``+``."""
+    import asyncio
+
+    aiohttp = pytest.importorskip("aiohttp", reason="the DevTools protocol client")
+    shutil.rmtree(profile, ignore_errors=True)
+    port = _free_port()
+    cmd = [
+        chromium,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-extensions",
+        "--mute-audio",
+        f"--user-data-dir={profile}",
+        "--window-size=1900,4000",  # every row drawn (the grid draws the rows in sight)
+        f"--remote-debugging-port={port}",
+        url,
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+
+    async def drive() -> list:
+        deadline = time.monotonic() + budget_s
+        async with aiohttp.ClientSession() as http:
+            while True:
+                with contextlib.suppress(aiohttp.ClientError, OSError, ValueError):
+                    async with http.get(f"http://127.0.0.1:{port}/json/list") as r:
+                        pages = [p for p in await r.json() if p.get("type") == "page"]
+                    if pages:
+                        break
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("chromium's DevTools endpoint did not answer")
+                await asyncio.sleep(0.5)
+            async with http.ws_connect(pages[0]["webSocketDebuggerUrl"], max_msg_size=0) as ws:
+                ids = iter(range(1, 10**6))
+
+                async def call(method: str, **params) -> dict:
+                    n = next(ids)
+                    await ws.send_json({"id": n, "method": method, "params": params})
+                    async for msg in ws:
+                        reply = json.loads(msg.data)
+                        if reply.get("id") == n:
+                            if "error" in reply:
+                                raise RuntimeError(f"{method}: {reply['error']}")
+                            return reply["result"]
+                    raise RuntimeError("chromium closed the DevTools connection")
+
+                while time.monotonic() < deadline:  # the app's page, loaded (not the first blank one)
+                    with contextlib.suppress(RuntimeError):
+                        r = await call("Runtime.evaluate", expression="document.readyState + ' ' + location.href")
+                        if r["result"].get("value", "").startswith("complete http"):
+                            break
+                    await asyncio.sleep(0.5)
+                left_ms = max(int((deadline - time.monotonic()) * 1000), 1000)
+                r = await call(
+                    "Runtime.evaluate",
+                    expression=f"{_OPEN_PARENTS_JS}({left_ms})",
+                    awaitPromise=True,
+                    returnByValue=True,
+                )
+                if "exceptionDetails" in r:
+                    raise RuntimeError(r["exceptionDetails"])
+                value = r["result"]["value"]
+                return {
+                    "before": [tuple(row) for row in value["before"]],
+                    "after": [tuple(row) for row in value["after"]],
+                    "text": re.sub(r"\s+", " ", value["text"]),
+                }
+
+    try:
+        return asyncio.run(asyncio.wait_for(drive(), budget_s + 30))
+    finally:
+        _stop(proc)
+
+
+def test_mlflow_ui_opens_on_the_sweeps_with_their_runs_nested(chromium, mlflow_ui, tmp_path, record_property):
     """The page the workflow prints (tracking.dashboard_url) is the runs table, not the GenAI
-    overview; it is grouped by sweep (model, estimator, start: each K and seed its own row), lists every
-    run by its name (model, estimator, start, K, seed), shows the metric columns with the differences
-    from the exact value, the flag's reason in short and the description, and its durations are the
-    jobs' (not ~60 ms).  A screenshot is kept."""
+    overview, in the view *By sweep*: not grouped (no group row averaging K and seeds), each sweep (model,
+    estimator, start) a parent row named ``<model> <estimator> <start>`` with a ``+``, its runs hidden under
+    it.  Opened (every ``+`` clicked in the browser), each sweep's runs, one per K and seed, named by model,
+    estimator, start, K and seed, are the rows right under their parent, one level in; the other runs
+    (training, exact, trials, report) stay top rows.  The page shows the metric columns with the
+    differences from the exact value, the flag's reason in short and the description, and its durations are
+    the jobs' (not ~60 ms).  A screenshot is kept."""
     base, uri, names = mlflow_ui
     runs = tracking.find_runs(uri=uri, experiment_name=EXPERIMENT)
+    parents = tracking.find_runs(uri=uri, experiment_name=EXPERIMENT, parents=True)
     if names is None:  # a real store: its runs
-        names = {r.data.tags["mlflow.runName"]: r.data.tags.get(tracking.KIND_TAG) for r in runs}
+        names = {r.data.tags["mlflow.runName"]: r.data.tags.get(tracking.KIND_TAG) for r in runs + parents}
+    parent_name = {p.info.run_id: p.data.tags["mlflow.runName"] for p in parents}
+    # each child run's name -> its parent's name (as the store says)
+    under = {
+        r.data.tags["mlflow.runName"]: parent_name[r.data.tags["mlflow.parentRunId"]]
+        for r in runs
+        if r.data.tags.get("mlflow.parentRunId") in parent_name
+    }
     exp = tracking.get_client(uri).get_experiment_by_name(EXPERIMENT)
     url = tracking.dashboard_url(exp.experiment_id, base)
-    sweeps = sorted(
-        {r.data.tags[tracking.SWEEP_TAG] for r in runs if r.data.tags.get(tracking.KIND_TAG) in ("train", "estimate")}
-    )
     reasons = sorted({r.data.tags[tracking.FLAG_REASON_TAG] for r in runs if tracking.FLAG_REASON_TAG in r.data.tags})
+    tops = sorted(n for n in names if n not in under)
 
+    # as the page opens: the top rows only (the sweeps closed), listed in the DOM
     text = ""
     for budget in (25_000, 60_000):  # a slow machine: once more, with more (virtual) time
         proc = _headless(chromium, url, tmp_path / "profile", "--dump-dom", budget_ms=budget)
         text = _page_text(proc.stdout)
-        if all(f"Group: {g}" in text for g in sweeps) and all(n in text for n in names):
+        if all(n in text for n in tops):
             break
     (tmp_path / "dashboard.txt").write_text(text)
     where = f"(page text in {tmp_path / 'dashboard.txt'}; chromium stderr: {proc.stderr[-1500:]})"
     assert f"Runs - Experiment {exp.experiment_id} - MLflow" in text[:300], where  # the page's title
     assert "Traces 0" not in text and "No data available for the selected time range" not in text, where
-    assert f"Group by: {tracking.SWEEP_TAG}" in text and "By sweep" in text, where
-    for g in sweeps:
-        assert f"Group: {g}" in text, (g, where)
-    missing = sorted(n for n in names if n not in text)
+    assert "By sweep" in text and "Group by:" not in text and "Group:" not in text, where  # not grouped
+    missing = [n for n in tops if n not in text]
     assert not missing, (missing, where)
+    assert "Compare one model's estimators side by side" in text, where
     assert "Metrics" in text and "mean_test_ll" in text and "log_z" in text, where
+
+    # every + clicked, as a reviewer would
+    table = {}
+    for budget_s in (90.0, 180.0):  # a slow machine: once more, with more time
+        table = _opened_rows(chromium, url, tmp_path / "profile-cdp", budget_s=budget_s)
+        if len(table["after"]) == len(names):
+            break
+    (tmp_path / "dashboard-opened.txt").write_text(table["text"])
+    where = f"(rows {table}; page text in {tmp_path / 'dashboard-opened.txt'})"
+    before, after, text = table["before"], table["after"], table["text"]
+    assert sorted(n for _, n, _ in before) == tops, where  # the children hidden, each sweep one row
+    assert {n for _, n, plus in before if plus} == set(parent_name.values()), where  # the parents have a +
+    assert sorted(n for _, n, _ in after) == sorted(names), where  # every run, once
+    parent = None
+    for level, name, plus in after:
+        if level == 0:
+            parent = name
+            assert name not in under, (name, where)
+        else:  # a child: right under its parent (after the parent and its other children), one level in
+            assert (level, plus, parent) == (1, False, under[name]), (name, where)
+    # the runs under a parent: exactly the estimates with a K or a seed (an exact run is its own top row)
+    assert set(under) == {n for n, k in names.items() if k == "estimate" and re.search(r" (K|seed)=\S+$", n)}, where
     for column in ("log_z_minus_exact", "mean_test_ll_minus_exact", tracking.FLAG_REASON_TAG):
         assert column in text, (column, where)
-    assert "Compare one model's estimators side by side" in text, where
     if not os.environ.get("LOGZBENCH_DASHBOARD_STORE"):
+        assert len(parent_name) >= 5 and len(under) >= 30, where
+        assert "digits-rbm8 ais base-rate" in parent_name.values(), where
+        assert under["digits-rbm8 ais base-rate K=10 seed=1"] == "digits-rbm8 ais base-rate", where
         assert "1.5min" in text, where  # the training runs' 90 s
         assert not re.search(r"\b\d+ms\b", text), where  # no run lasts the ~60 ms of logging
         assert reasons == [tracking.flag_reason([FLAG])], reasons
-        assert "digits-rbm8 ais base-rate K=" in text, where  # a run name says model, estimator, start, K, seed
     for reason in reasons:
         assert reason in text, (reason, where)  # the reason in words in the runs table, not only on a run's page
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 
 import pytest
 from test_report import rec as _rec
@@ -209,3 +210,220 @@ def test_a_report_that_no_longer_flags_a_run_removes_its_reason(tmp_path):
     (run,) = tracking.find_runs(key, uri=uri, experiment_name="exp")
     assert tracking.FLAG_REASON_TAG not in run.data.tags and tracking.FLAG_TAG not in run.data.tags
     assert run.data.tags[tracking.FLAGGED_TAG] == "false" and "x" not in run.data.metrics
+
+
+# --------------------------------------------------------------------------- a parent run per sweep
+def _sweeps(recs) -> dict[str, list[dict]]:
+    """The records with a K or a seed by sweep (:func:`tracking.estimate_sweep`); exact runs have no sweep
+    parent."""
+    out: dict[str, list[dict]] = {}
+    for r in recs:
+        if tracking.sweep_parent(r["key"]) is not None:
+            out.setdefault(tracking.estimate_sweep(r["key"]), []).append(r)
+    return out
+
+
+def _timed(recs, t0: float = 1.7e9) -> list[dict]:
+    """``recs`` with job times, one after another (10 s each, 2 s apart), as a sweep job runs them."""
+    return [{**r, "started_at": t0 + 12 * i, "finished_at": t0 + 12 * i + 10} for i, r in enumerate(recs)]
+
+
+def _parents(uri) -> dict[str, object]:
+    """The live parent runs by sweep; fails on two of one sweep."""
+    runs = tracking.find_runs(uri=uri, experiment_name="exp", parents=True)
+    by_sweep = {r.data.tags[tracking.SWEEP_TAG]: r for r in runs}
+    assert len(by_sweep) == len(runs), [r.data.tags[tracking.SWEEP_TAG] for r in runs]
+    return by_sweep
+
+
+def test_sweep_parent_names_the_sweep_and_skips_the_exact_run():
+    key = tracking.estimate_key("mnist-rbm20", "ais", 1000, "base-rate", 0)
+    assert tracking.sweep_run_name(key) == "mnist-rbm20 ais base-rate"
+    assert tracking.sweep_key(key) == "sweep/mnist-rbm20/ais/base-rate"
+    assert tracking.sweep_parent(key) == {
+        "sweep": "mnist-rbm20 / ais / base-rate",
+        "key": "sweep/mnist-rbm20/ais/base-rate",
+        "name": "mnist-rbm20 ais base-rate",
+        "params": {"model": "mnist-rbm20", "estimator": "ais", "init": "base-rate"},
+    }
+    csl = tracking.estimate_key("m", "csl", 100, None, 3)
+    assert (tracking.sweep_run_name(csl), tracking.sweep_key(csl)) == ("m csl", "sweep/m/csl")
+    assert tracking.sweep_parent(csl)["params"] == {"model": "m", "estimator": "csl"}
+    # seeds without K (DS) have a sweep; exact (neither) is one run, its own row
+    assert tracking.sweep_parent(tracking.estimate_key("m", "ds", None, "base-rate", 1))["name"] == "m ds base-rate"
+    assert tracking.sweep_parent(tracking.estimate_key("m", "exact")) is None
+    # a parent's name is its children's less K and seed, and no child's name
+    assert tracking.estimate_run_name(key).startswith(tracking.sweep_run_name(key) + " K=")
+
+
+def test_each_sweep_gets_one_parent_run_that_its_runs_are_children_of(tmp_path):
+    """One parent per model and sweep (estimator, start), named for it, with the sweep's params, K values,
+    seeds and number of runs (no mean of anything), finished when its last run finished; every run of the
+    sweep points to it (``mlflow.parentRunId``), the exact run to none."""
+    uri = _uri(tmp_path)
+    recs = _timed(_records())
+    with tracking.TrackingSession(uri, "exp") as session:
+        for r in recs:
+            tracking.log_estimate(r, session=session)
+    sweeps, parents = _sweeps(recs), _parents(uri)
+    assert (
+        set(parents)
+        == set(sweeps)
+        == {
+            "good / ais / base-rate",
+            "good / raise / base-rate",
+            "good / ais / uniform",
+            "free / ais / uniform",
+            "free / raise / uniform",
+        }
+    )
+    runs = {r.data.tags[tracking.KEY_TAG]: r for r in tracking.find_runs(uri=uri, experiment_name="exp")}
+    for sweep, members in sweeps.items():
+        p = parents[sweep]
+        model, estimator, init = sweep.split(" / ")
+        assert p.info.run_name == p.data.tags["mlflow.runName"] == f"{model} {estimator} {init}"
+        assert p.data.params == {"model": model, "estimator": estimator, "init": init}
+        assert p.data.tags[tracking.KIND_TAG] == tracking.PARENT_KIND and p.data.tags[tracking.PARENT_TAG] == "true"
+        assert p.data.tags[tracking.KEY_TAG] == f"sweep/{model}/{estimator}/{init}"
+        assert p.data.tags[tracking.GROUP_TAG] == model
+        assert p.data.tags["logzbench.K_values"] == ", ".join(sorted({str(r["K"]) for r in members}, key=int))
+        assert p.data.tags["logzbench.seeds"] == ", ".join(sorted({str(r["seed"]) for r in members}, key=int))
+        assert p.data.metrics == {"n_runs": len(members)}  # a count, no estimate averaged over K or seeds
+        children = [runs[r["key"]] for r in members]
+        assert {c.data.tags["mlflow.parentRunId"] for c in children} == {p.info.run_id}
+        assert p.info.status == "FINISHED"
+        assert p.info.start_time == min(c.info.start_time for c in children)
+        assert p.info.end_time == max(c.info.end_time for c in children)
+    exact = runs[tracking.estimate_key("good", "exact")]
+    assert "mlflow.parentRunId" not in exact.data.tags
+    # 4 K x seed settings of "good / ais / base-rate": 4 children
+    assert parents["good / ais / base-rate"].data.metrics["n_runs"] == 4
+
+
+def test_a_rerun_reuses_the_parents_and_a_new_k_updates_them(tmp_path):
+    """Logging a sweep again (a rerun, in a new session, or its runs one at a time without a session)
+    reuses each sweep's parent run: no second parent, the new runs its children; a new K value is added to
+    the parent's K values and run count."""
+    uri = _uri(tmp_path)
+    recs = _timed(_records())
+    with tracking.TrackingSession(uri, "exp") as session:
+        for r in recs:
+            tracking.log_estimate(r, session=session)
+    first = {s: p.info.run_id for s, p in _parents(uri).items()}
+    with tracking.TrackingSession(uri, "exp") as session:  # the rerun
+        for r in recs:
+            tracking.log_estimate(r, session=session)
+    for r in recs[:3]:  # and a few more reruns, one run each
+        tracking.log_estimate(r, uri=uri, experiment_name="exp")
+    more = _rec("good", "ais", K=10000, init="base-rate", seed=0, ll=-100.0, log_z=50.1, ess=80)
+    tracking.log_estimate({**more, "started_at": 1.8e9, "finished_at": 1.8e9 + 30}, uri=uri, experiment_name="exp")
+    parents = _parents(uri)
+    assert {s: p.info.run_id for s, p in parents.items()} == first
+    runs = tracking.find_runs(uri=uri, experiment_name="exp")
+    keys = Counter(r.data.tags[tracking.KEY_TAG] for r in runs)
+    assert set(keys.values()) == {1} and len(keys) == len(recs) + 1  # one run per key, no parent among them
+    for r in runs:
+        sweep = r.data.tags[tracking.SWEEP_TAG]
+        assert r.data.tags.get("mlflow.parentRunId") == first.get(sweep), r.data.tags[tracking.KEY_TAG]
+    p = parents["good / ais / base-rate"]
+    assert p.data.tags["logzbench.K_values"] == "100, 1000, 10000" and p.data.metrics["n_runs"] == 5
+    assert p.info.end_time == int((1.8e9 + 30) * 1000) and p.info.status == "FINISHED"
+    client = tracking.get_client(uri)
+    exp = client.get_experiment_by_name("exp")
+    deleted = client.search_runs([exp.experiment_id], filter_string="tags.`logzbench.parent` = 'true'", run_view_type=2)
+    assert deleted == []  # no parent was ever created twice
+
+
+def test_parent_runs_are_left_out_of_every_listing_of_estimates(tmp_path):
+    """find_runs (all runs, by kind, by key prefix), the one-run-per-key tidying and set_flags see no parent
+    run; ``parents=True`` lists only them."""
+    uri = _uri(tmp_path)
+    recs = _records()
+    with tracking.TrackingSession(uri, "exp") as session:
+        for r in recs:
+            tracking.log_estimate(r, session=session)
+    tracking.log_run("report", uri=uri, experiment_name="exp", kind="report")
+    everything = tracking.find_runs(uri=uri, experiment_name="exp")
+    assert len(everything) == len(recs) + 1
+    assert not [r for r in everything if r.data.tags.get(tracking.PARENT_TAG)]
+    assert len(tracking.find_runs(uri=uri, experiment_name="exp", kind="estimate")) == len(recs)
+    assert tracking.find_runs(uri=uri, experiment_name="exp", kind=tracking.PARENT_KIND) == []
+    assert tracking.find_runs("sweep/good/ais/base-rate", uri=uri, experiment_name="exp") == []
+    assert tracking.find_runs(uri=uri, experiment_name="exp", key_prefix="sweep/") == []
+    parents = tracking.find_runs(uri=uri, experiment_name="exp", parents=True)
+    assert len(parents) == len(_sweeps(recs)) and all(p.data.tags[tracking.PARENT_TAG] == "true" for p in parents)
+    # the report's flags: every key flagged, the parents untouched
+    flags = {r["key"]: ["x"] for r in recs}
+    assert tracking.set_flags(flags, uri=uri, experiment_name="exp", metrics={k: {"m": 1.0} for k in flags}) == len(
+        recs
+    )
+    for p in tracking.find_runs(uri=uri, experiment_name="exp", parents=True):
+        assert tracking.FLAGGED_TAG not in p.data.tags and "m" not in p.data.metrics
+
+
+def test_the_report_flags_no_parent_run(reported, tmp_path):
+    """After a real report (its flags and differences from the exact value on the runs) the parent runs carry
+    none of the report's tags or metrics, and the runs listed are the estimates, one per key."""
+    runs, recs, _ = reported
+    assert set(runs) == set(recs)
+    for p in tracking.find_runs(uri=_uri(tmp_path), experiment_name="exp", parents=True):
+        assert not {tracking.FLAGGED_TAG, tracking.FLAG_TAG, tracking.FLAG_REASON_TAG} & set(p.data.tags)
+        assert set(p.data.metrics) == {"n_runs"}
+
+
+def test_concurrent_creators_of_a_parent_converge_on_the_oldest(tmp_path):
+    """Two processes creating one sweep's parent: the second, seeing the first's, deletes its own; one that
+    kept its own while another, recorded earlier, won (and deleted it) has its runs moved to the winner when
+    it closes; a newer duplicate still alive is deleted.  In the end one parent, every run its child."""
+    from mlflow.entities import ViewType
+
+    uri = _uri(tmp_path)
+    recs = [r for r in _timed(_records()) if tracking.estimate_sweep(r["key"]) == "good / ais / base-rate"]
+    spec = tracking.sweep_parent(recs[0]["key"])
+    a = tracking.TrackingSession(uri, "exp")
+    for r in recs[:2]:
+        tracking.log_estimate(r, session=a)
+    (pa,) = _parents(uri).values()
+    b = tracking.TrackingSession(uri, "exp")
+    assert b._create_parent(spec, pa.info.start_time) == pa.info.run_id  # saw the older one: its own deleted
+    assert list(_parents(uri).values())[0].info.run_id == pa.info.run_id
+
+    # another process's parent, recorded earlier (its clock), won and deleted a's
+    client = tracking.get_client(uri)
+    exp_id = client.get_experiment_by_name("exp").experiment_id
+    tags = {
+        tracking.KEY_TAG: spec["key"],
+        tracking.KIND_TAG: tracking.PARENT_KIND,
+        tracking.PARENT_TAG: "true",
+        tracking.SWEEP_TAG: spec["sweep"],
+        tracking.LOGGED_TAG: str(int(pa.data.tags[tracking.LOGGED_TAG]) - 1000),
+    }
+    winner = client.create_run(exp_id, start_time=pa.info.start_time, tags=tags, run_name=spec["name"]).info.run_id
+    client.delete_run(pa.info.run_id)
+    newer = client.create_run(exp_id, tags={**tags, tracking.LOGGED_TAG: str(2 * 10**12)}).info.run_id
+    for r in recs[2:]:
+        tracking.log_estimate(r, session=a)  # still a's parent, deleted meanwhile
+    a.close()
+    (p,) = _parents(uri).values()
+    assert p.info.run_id == winner and p.info.status == "FINISHED" and p.data.metrics["n_runs"] == len(recs)
+    children = tracking.find_runs(uri=uri, experiment_name="exp", kind="estimate")
+    assert len(children) == len(recs) and {c.data.tags["mlflow.parentRunId"] for c in children} == {winner}
+    deleted = {r.info.run_id for r in client.search_runs([exp_id], run_view_type=ViewType.DELETED_ONLY)}
+    assert {pa.info.run_id, newer} <= deleted and winner not in deleted
+
+
+def test_a_failed_sweep_job_leaves_its_parent_failed_until_a_rerun(tmp_path):
+    uri = _uri(tmp_path)
+    recs = [r for r in _timed(_records()) if tracking.estimate_sweep(r["key"]) == "free / ais / uniform"]
+    with pytest.raises(RuntimeError, match="the estimator broke"):
+        with tracking.TrackingSession(uri, "exp") as session:
+            tracking.log_estimate(recs[0], session=session)
+            raise RuntimeError("the estimator broke")
+    (p,) = _parents(uri).values()
+    assert p.info.status == "FAILED" and p.data.metrics["n_runs"] == 1
+    with tracking.TrackingSession(uri, "exp") as session:
+        for r in recs:
+            tracking.log_estimate(r, session=session)
+    (again,) = _parents(uri).values()
+    assert again.info.run_id == p.info.run_id and again.info.status == "FINISHED"
+    assert again.data.metrics["n_runs"] == len(recs) == 2

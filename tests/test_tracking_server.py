@@ -291,8 +291,9 @@ def test_unreachable_server_fails_the_job_within_bounded_time(tmp_path, monkeypa
 
 # --------------------------------------------------------------------------- the server under load
 def _check_postgres_store(server, postgres, experiment: str, run_ids: set[str]) -> None:
-    """The runs are rows of the server's PostgreSQL database; the experiment's artifacts go through the
-    server (mlflow-artifacts:/) to its artifact root; init_store on the live server is idempotent."""
+    """The runs (``run_ids``: the estimates' and their sweeps' parents') are the live rows of the server's
+    PostgreSQL database; the experiment's artifacts go through the server (mlflow-artifacts:/) to its artifact
+    root; init_store on the live server is idempotent."""
     import psycopg2
 
     info = tracking.init_store(server.uri + "/", experiment)
@@ -358,6 +359,7 @@ def test_sixteen_parallel_estimate_jobs(server, postgres, tmp_path, rounds):
     expected = {tracking.estimate_key(f"load{j:02d}", "ais", 5, "uniform", s) for j in range(N_JOBS) for s in SEEDS}
     client = tracking.get_client(server.uri)
     seen: set[str] = set()
+    parent_ids: set[str] = set()
     try:
         for r in range(rounds):
             seconds, parallel = _round(tmp_path, jobs, env)
@@ -380,10 +382,16 @@ def test_sixteen_parallel_estimate_jobs(server, postgres, tmp_path, rounds):
             seen |= ids
             for run in runs:
                 assert run.info.status == "FINISHED" and {"log_z", "ess", "seconds"} <= set(run.data.metrics)
+            # one parent run per job's sweep (one model each), created in the first round and reused after
+            parents = tracking.find_runs(uri=server.uri, experiment_name=experiment, parents=True)
+            assert sorted(p.info.run_name for p in parents) == sorted(f"load{j:02d} ais uniform" for j in range(N_JOBS))
+            assert {run.data.tags["mlflow.parentRunId"] for run in runs} == {p.info.run_id for p in parents}
+            assert r == 0 or {p.info.run_id for p in parents} == parent_ids
+            parent_ids = {p.info.run_id for p in parents}
         arts = [a.path for a in client.list_artifacts(runs[0].info.run_id)]
         # the per-chain arrays, and the schedule the annealed run used (one beta per line)
         assert sorted(a.rsplit(".", 1)[-1] for a in arts) == ["npz", "txt"], arts
-        _check_postgres_store(server, postgres, experiment, ids)
+        _check_postgres_store(server, postgres, experiment, ids | parent_ids)
     finally:
         from logzbench.pipeline import warm
 

@@ -2,14 +2,14 @@
 
 The package's modules, each on one concern:
 
-* :mod:`.keys`: a run's deterministic key (tag ``logzbench.key``), an estimate's run name and the tags
-  the runs carry;
+* :mod:`.keys`: a run's deterministic key (tag ``logzbench.key``), an estimate's run name, its sweep's parent
+  run and the tags the runs carry;
 * :mod:`.uris`: which store a tracking URI names, refused early when MLflow cannot use it;
 * :mod:`.retries`: store operations retried on transient errors; an unreachable store fails with the URI;
 * :mod:`.store`: the store and the experiment, created once under a file lock; the client;
 * :mod:`.dashboard`: the experiment as the MLflow UI shows it (description, saved views, the page to open);
-* :mod:`.runs`: one live run per key (:func:`log_run`, :class:`TrackingSession`), :func:`find_runs`,
-  :func:`set_flags`;
+* :mod:`.runs`: one live run per key (:func:`log_run`, :class:`TrackingSession`), a sweep's parent run
+  over its estimates, :func:`find_runs` (without the parents), :func:`set_flags`;
 * :mod:`.records`: what an estimate, a training run and a repeated-trials setting log;
 * :mod:`.server`: an ``mlflow server`` on a PostgreSQL backend store (``python -m logzbench.tracking.server``;
   not imported here).
@@ -39,11 +39,16 @@ from .keys import (
     KEY_TAG,
     KIND_TAG,
     LOGGED_TAG,
+    PARENT_KIND,
+    PARENT_TAG,
     SETTING_TAG,
     SWEEP_TAG,
     estimate_key,
     estimate_run_name,
     estimate_sweep,
+    sweep_key,
+    sweep_parent,
+    sweep_run_name,
     train_key,
     trials_key,
 )
@@ -117,4 +122,9 @@ __all__ = [
     "estimate_run_name",
     "estimate_sweep",
     "flag_reason",
+    "PARENT_TAG",
+    "PARENT_KIND",
+    "sweep_key",
+    "sweep_run_name",
+    "sweep_parent",
 ]

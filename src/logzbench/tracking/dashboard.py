@@ -1,10 +1,11 @@
 """The experiment as the MLflow UI shows it: its kind, its description and saved views of the runs table.
 
 The experiment is a model-training experiment (its page is the runs table, not the GenAI overview)
-with a description of what to compare (:data:`DASHBOARD_DESCRIPTION`) and saved views grouped by
-sweep (model, estimator, start; the one :func:`dashboard_url` opens), by model and by setting
-(:data:`DASHBOARD_VIEWS`), set by :func:`setup_dashboard` without overwriting
-what a person wrote in the UI.  The texts are versioned: a description an earlier version wrote
+with a description of what to compare (:data:`DASHBOARD_DESCRIPTION`) and saved views
+(:data:`DASHBOARD_VIEWS`): *By sweep*, the one :func:`dashboard_url` opens, nests each sweep's runs (one per K
+and seed) under the sweep's parent run (model, estimator, start), nothing averaged; *By model* and *Seeds
+pooled* group by a tag and average.  :func:`setup_dashboard` sets them without overwriting what a person
+wrote in the UI.  The texts are versioned: a description an earlier version wrote
 (:data:`_PREVIOUS_DESCRIPTIONS`) is recognised in an older store and replaced.  :func:`dashboard_url`
 is the page to open and :func:`dashboard_hint` how to serve it.
 """
@@ -15,7 +16,7 @@ import contextlib
 import json
 import time
 
-from .keys import FLAG_REASON_TAG, FLAGGED_TAG, GROUP_TAG, SETTING_TAG, SWEEP_TAG
+from .keys import FLAG_REASON_TAG, FLAGGED_TAG, GROUP_TAG, SETTING_TAG
 from .retries import _retry
 from .uris import resolve_tracking_uri
 
@@ -49,10 +50,9 @@ _DESCRIPTION_V2 = _DESCRIPTION_V1.replace(
     "low ESS, heavy-tailed weights, standard errors below the spread between seeds, a bound on the wrong side "
     "of the exact value).",
 )
-#: The experiment's description in the MLflow UI (``mlflow.note.content``, Markdown): what to compare
-#: (the second version's, with the view by sweep, the run names, the short flag reason and the
+#: The third version's (the second, with the view by sweep, the run names, the short flag reason and the
 #: differences from the exact value added).
-DASHBOARD_DESCRIPTION = (
+_DESCRIPTION_V3 = (
     _DESCRIPTION_V2.replace(
         "the view *By model* groups the runs by model (*Group by* `logzbench.group`); ",
         "the view *By sweep* groups the runs by model, estimator and start distribution (*Group by* "
@@ -74,8 +74,20 @@ DASHBOARD_DESCRIPTION = (
         "one run per estimate (`<model> <estimator> <init> K=<K> seed=<seed>`)",
     )
 )
+#: The experiment's description in the MLflow UI (``mlflow.note.content``, Markdown): what to compare
+#: (the third version's, with *By sweep* nesting each sweep's runs under its parent run instead of grouping
+#: and averaging them).
+DASHBOARD_DESCRIPTION = _DESCRIPTION_V3.replace(
+    "the view *By sweep* groups the runs by model, estimator and start distribution (*Group by* "
+    "`logzbench.sweep`), one row per run named `<model> <estimator> <start> K=<K> seed=<seed>` (a group "
+    "row averages its K and seeds: read its runs); ",
+    "the view *By sweep* shows each sweep (model, estimator, start distribution) as a parent row named "
+    "`<model> <estimator> <start>` with its runs nested under it, one row per K and seed named "
+    "`<model> <estimator> <start> K=<K> seed=<seed>` (its `+` opens it; the parent holds no estimate and "
+    "averages nothing); ",
+)
 # descriptions an earlier version wrote (replaced by the current one; a person's own text is kept)
-_PREVIOUS_DESCRIPTIONS: tuple[str, ...] = (_DESCRIPTION_V1, _DESCRIPTION_V2)
+_PREVIOUS_DESCRIPTIONS: tuple[str, ...] = (_DESCRIPTION_V1, _DESCRIPTION_V2, _DESCRIPTION_V3)
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 #: MLflow 3's experiment kind of a model-training experiment: its page is the runs table, not the
@@ -85,12 +97,13 @@ EXPERIMENT_KIND = "custom_model_development"
 _REPLACEABLE_KINDS = ("", "no_inferred_type", "genai_development_inferred", "custom_model_development_inferred")
 NOTE_TAG = "mlflow.note.content"
 _VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # the runs table's saved views ("Views" menu; ?viewStateShareKey=)
-#: the saved view :func:`dashboard_url` opens: the runs of one sweep (model, estimator, start) together,
-#: each K and seed its own row
+#: the saved view :func:`dashboard_url` opens: each sweep (model, estimator, start) a parent row with its runs,
+#: one per K and seed, nested under it (its ``+`` opens it)
 DASHBOARD_VIEW = "logzbench-by-sweep"
-#: saved views of the runs table: id -> (name, tag grouped by)
-DASHBOARD_VIEWS = {
-    "logzbench-by-sweep": ("By sweep", SWEEP_TAG),
+#: saved views of the runs table: id -> (name, tag grouped by; ``None``: not grouped, the sweeps' runs nested
+#: under their parent runs)
+DASHBOARD_VIEWS: dict[str, tuple[str, str | None]] = {
+    "logzbench-by-sweep": ("By sweep", None),
     "logzbench-by-model": ("By model", GROUP_TAG),
     "logzbench-seeds-pooled": ("Seeds pooled", SETTING_TAG),
 }
@@ -106,15 +119,23 @@ _VIEW_COLUMNS = (
 )
 
 
-def _view_state(group_tag: str) -> str:
-    """A saved view's state (the runs table's search facets and UI state, as MLflow's UI stores them):
-    sorted by run name, grouped by the tag ``group_tag`` (average over each group), the main metric
-    and parameter columns."""
-    return json.dumps(
-        {
+def _view_state(group_tag: str | None) -> str:
+    """A saved view's state (the runs table's search facets and UI state, as MLflow's UI stores them), with
+    the main metric and parameter columns: grouped by the tag ``group_tag`` (average over each group),
+    sorted by run name; or, ``group_tag=None``, not grouped, sorted by start: MLflow's UI nests child runs
+    under their parent only so (sorted by start or not at all, no search filter), each parent a row with a
+    ``+`` that opens it (a saved view cannot open them: MLflow leaves ``runsExpanded`` out of it)."""
+    if group_tag is None:
+        order = {"orderByKey": "attributes.start_time", "orderByAsc": True, "groupBy": None}
+    else:
+        order = {
             "orderByKey": "tags.`mlflow.runName`",
             "orderByAsc": True,
             "groupBy": {"aggregateFunction": "average", "groupByKeys": [{"mode": "tag", "groupByData": group_tag}]},
+        }
+    return json.dumps(
+        {
+            **order,
             "groupsExpanded": {},
             "selectedColumns": list(_VIEW_COLUMNS),
             # the grid's column ids: run name, Created, Duration, then ours (its widths apply to these only)
@@ -150,8 +171,8 @@ def setup_dashboard(client, experiment_id: str, description: str | None = None) 
     * ``mlflow.experimentKind`` = :data:`EXPERIMENT_KIND` unless a definite kind is set;
     * the description ``mlflow.note.content`` (``description``, default :data:`DASHBOARD_DESCRIPTION`)
       unless a person wrote another;
-    * the saved views :data:`DASHBOARD_VIEWS` of the runs table (grouped by sweep; by model; by setting,
-      seeds pooled) unless a person overrode them.
+    * the saved views :data:`DASHBOARD_VIEWS` of the runs table (by sweep: each sweep's parent run over its
+      runs; by model; by setting, seeds pooled) unless a person overrode them.
 
     Idempotent: a second call sets nothing.
     """
@@ -164,7 +185,18 @@ def setup_dashboard(client, experiment_id: str, description: str | None = None) 
     note = tags.get(NOTE_TAG)
     if note != text and (note in (None, "", DASHBOARD_DESCRIPTION) or note in _PREVIOUS_DESCRIPTIONS):
         want[NOTE_TAG] = text
+    want.update(_views_to_set(tags))
+    for key, value in want.items():
+        _retry(client.set_experiment_tag, experiment_id, key, value)
+    return want
+
+
+def _views_to_set(tags: dict[str, str]) -> dict[str, str]:
+    """The saved views (experiment tags) that are missing or ours and out of date (:func:`_own_view`: e.g. an
+    older version's *By sweep*, grouped), given the experiment's ``tags``; a person's overridden view is left
+    alone."""
     now = int(time.time() * 1000)
+    want = {}
     for view_id, (name, group_tag) in DASHBOARD_VIEWS.items():
         state, current = _view_state(group_tag), tags.get(_VIEW_TAG_PREFIX + view_id)
         if _own_view(current, name, state) is False:
@@ -174,8 +206,6 @@ def setup_dashboard(client, experiment_id: str, description: str | None = None) 
             want[_VIEW_TAG_PREFIX + view_id] = json.dumps(
                 {"name": name, "createdAt": created, "updatedAt": now, "state": state}
             )
-    for key, value in want.items():
-        _retry(client.set_experiment_tag, experiment_id, key, value)
     return want
 
 
@@ -183,7 +213,8 @@ def dashboard_url(
     experiment_id: str, base_url: str = "http://127.0.0.1:5000", view: str | None = DASHBOARD_VIEW
 ) -> str:
     """The experiment's runs table in the MLflow UI at ``base_url``, as the saved ``view`` (default
-    grouped by sweep: model, estimator and start; ``None``: the plain runs table).
+    *By sweep*: each sweep's parent run, model, estimator and start, over its runs; ``None``: the plain runs
+    table).
     ``workflowType=machine_learning`` switches MLflow 3's sidebar to "Model training" (its default, GenAI,
     opens experiments on the traces overview)."""
     url = f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"

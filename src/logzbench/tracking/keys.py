@@ -3,8 +3,10 @@
 Every run has a key (tag :data:`KEY_TAG`) built from its settings (:func:`estimate_key`,
 :func:`train_key`, :func:`trials_key`), so that re-running a job replaces its run instead of adding
 one (:mod:`logzbench.tracking.runs`); an estimate's run is named for people by
-:func:`estimate_run_name` (``mnist-rbm20 ais base-rate K=1000 seed=0``).  The tags the MLflow UI
-groups by (:data:`GROUP_TAG`, :data:`SWEEP_TAG`, :data:`SETTING_TAG`), those the report sets
+:func:`estimate_run_name` (``mnist-rbm20 ais base-rate K=1000 seed=0``) and is the child of its sweep's
+parent run (:func:`sweep_key`, :func:`sweep_run_name`: ``mnist-rbm20 ais base-rate``; tag
+:data:`PARENT_TAG`), which the MLflow UI shows as a collapsible row over the sweep's K and seeds.  The
+tags the MLflow UI groups by (:data:`GROUP_TAG`, :data:`SWEEP_TAG`, :data:`SETTING_TAG`), those the report sets
 (:data:`FLAG_TAG`, :data:`FLAG_REASON_TAG`, :data:`FLAGGED_TAG`) and the metrics it adds
 (:data:`EXACT_DIFFERENCE_METRICS`) are named here, so the logging, the dashboard's saved views and the
 report agree on them.
@@ -31,6 +33,14 @@ GROUP_TAG = "logzbench.group"
 SWEEP_TAG = "logzbench.sweep"
 #: an estimate's key less its seed (the seeds of one setting group together); other runs: their key
 SETTING_TAG = "logzbench.setting"
+#: ``"true"`` on a sweep's parent run (kind :data:`PARENT_KIND`): a row in the MLflow UI over the estimates of one
+#: sweep (their ``mlflow.parentRunId``), no estimate itself; :func:`~logzbench.tracking.runs.find_runs` leaves it
+#: out unless asked for it
+PARENT_TAG = "logzbench.parent"
+#: the :data:`KIND_TAG` of a sweep's parent run
+PARENT_KIND = "sweep"
+#: MLflow's tag naming a run's parent run (the UI nests the run under it)
+MLFLOW_PARENT_TAG = "mlflow.parentRunId"
 #: when the run was recorded (ms since the epoch): of a key's runs the last recorded is kept
 LOGGED_TAG = "logzbench.logged"
 #: the metrics the report sets on an estimate's run whose model has an exact value: metric -> the
@@ -97,3 +107,38 @@ def estimate_sweep(key: str) -> str:
     if p is None:
         return re.sub(r"/K[^/]*/[^/]*/seed[^/]*$", "", key.removeprefix("estimate/")).replace("/", " / ")
     return " / ".join([p["model"], p["estimator"], *([p["init"]] if p["init"] != "-" else [])])
+
+
+def sweep_key(key: str) -> str:
+    """The key of the parent run of the sweep the estimate with ``key`` belongs to:
+    ``sweep/<model>/<estimator>/<init>`` (``sweep/<model>/<estimator>`` without a start distribution), one
+    per :func:`estimate_sweep`."""
+    p = _estimate_parts(key)
+    if p is None:
+        return "sweep/" + estimate_sweep(key).replace(" / ", "/")
+    return "/".join(["sweep", p["model"], p["estimator"], *([p["init"]] if p["init"] != "-" else [])])
+
+
+def sweep_run_name(key: str) -> str:
+    """The run name of the parent run of the sweep the estimate with ``key`` belongs to: its model, estimator
+    and start distribution, e.g. ``mnist-rbm20 ais base-rate`` (the children's names less ``K=`` and
+    ``seed=``)."""
+    return " ".join(estimate_sweep(key).split(" / "))
+
+
+def sweep_parent(key: str) -> dict[str, Any] | None:
+    """What the parent run of the sweep of the estimate with ``key`` is: ``{"sweep"`` (its
+    :data:`SWEEP_TAG`), ``"key"`` (:func:`sweep_key`), ``"name"`` (:func:`sweep_run_name`), ``"params"``
+    (model, estimator, init: what every run of the sweep shares)``}``; the argument ``parent`` of
+    :func:`logzbench.tracking.runs.log_run`.  ``None`` for an estimate with neither K nor seed (``exact``:
+    one run, nothing swept, its own row; a parent would repeat its name)."""
+    p = _estimate_parts(key) or {}
+    if p and p["K"] == "-" and p["seed"] == "-":
+        return None
+    params = {k: p.get(k) for k in ("model", "estimator", "init")}
+    return {
+        "sweep": estimate_sweep(key),
+        "key": sweep_key(key),
+        "name": sweep_run_name(key),
+        "params": {k: v for k, v in params.items() if v not in (None, "-")},
+    }

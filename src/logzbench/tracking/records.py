@@ -9,7 +9,8 @@ repeated-trials experiment (:func:`log_trials`: every trial as a metric step).  
 the MLflow UI by model (:data:`~logzbench.tracking.keys.GROUP_TAG`), by sweep family (model, estimator,
 start: :data:`~logzbench.tracking.keys.SWEEP_TAG`) and by setting less the seed
 (:data:`~logzbench.tracking.keys.SETTING_TAG`); an estimate's run is named by its settings
-(:func:`~logzbench.tracking.keys.estimate_run_name`).
+(:func:`~logzbench.tracking.keys.estimate_run_name`) and nested under its sweep's parent run
+(:func:`~logzbench.tracking.keys.sweep_parent`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .keys import (
     estimate_key,
     estimate_run_name,
     estimate_sweep,
+    sweep_parent,
     train_key,
     trials_key,
 )
@@ -257,7 +259,9 @@ def log_estimate(
     ``started_at`` / ``finished_at`` (:func:`logzbench.pipeline.jobs.run_estimate`), else now.  It is grouped
     by its model (:data:`GROUP_TAG`), its sweep family (:data:`SWEEP_TAG`: model, estimator, start) and its
     setting less the seed (:data:`SETTING_TAG`), and named by its settings (:func:`estimate_run_name`, e.g.
-    ``mnist-rbm20 ais base-rate K=1000 seed=0``); its flags are tagged (:data:`FLAG_TAG`, the first in short
+    ``mnist-rbm20 ais base-rate K=1000 seed=0``) and is a child of its sweep's parent run
+    (:func:`~logzbench.tracking.keys.sweep_parent`: ``mnist-rbm20 ais base-rate``, found or created); its flags are
+    tagged (:data:`FLAG_TAG`, the first in short
     :data:`FLAG_REASON_TAG`, :data:`FLAGGED_TAG`).
 
     An annealed estimate's inverse temperatures (``schedule``, else the ``schedule`` array of the per-chain
@@ -319,6 +323,7 @@ def log_estimate(
             session=session,
             start_time=start_time if start_time is not None else record.get("started_at"),
             end_time=end_time if end_time is not None else record.get("finished_at"),
+            parent=sweep_parent(key),
         )
 
 

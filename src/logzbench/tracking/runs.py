@@ -5,7 +5,16 @@ deletes every *other* live run with the same key, always keeping the newest, so 
 replaces its run and concurrent writers of the same key converge to exactly one run.  A run starts
 and ends when its job did (``start_time`` / ``end_time``); of a key's runs the last *recorded* is
 kept (tag :data:`~logzbench.tracking.keys.LOGGED_TAG`).  A :class:`TrackingSession` logs many runs
-through one client and tidies all their keys with one search.  :func:`set_flags` tags runs with the
+through one client and tidies all their keys with one search.
+
+An estimate's run is the child (``mlflow.parentRunId``) of its sweep's parent run (model, estimator, start:
+:func:`~logzbench.tracking.keys.sweep_parent`), which the MLflow UI shows as a collapsible row over the
+sweep's K and seeds, nothing averaged.  A parent is found by its tags (:data:`PARENT_TAG`, :data:`SWEEP_TAG`)
+and created only where there is none, so a rerun or a second job of the sweep reuses it; of parents created
+at the same time the oldest is kept (:meth:`TrackingSession.close` deletes the others and points every run
+of the sweep to the one kept).  Parents are no estimates: :func:`find_runs` leaves them out unless asked
+(``parents=True``), and with it the report's flags, the one-run-per-key tidying and whatever lists runs
+through it.  :func:`set_flags` tags runs with the
 report's reasons to distrust them (the first in short: :func:`flag_reason`) and logs the report's
 metrics of them (the differences from the exact value).
 """
@@ -33,6 +42,9 @@ from .keys import (
     KEY_TAG,
     KIND_TAG,
     LOGGED_TAG,
+    MLFLOW_PARENT_TAG,
+    PARENT_KIND,
+    PARENT_TAG,
     SETTING_TAG,
     SWEEP_TAG,
     _fmt,
@@ -71,9 +83,15 @@ def find_runs(
     kind: str | None = None,
     client=None,
     key_prefix: str | None = None,
+    sweep: str | None = None,
+    parents: bool = False,
 ) -> list:
     """Live (not deleted) runs of the experiment, optionally only those with ``key`` / ``kind`` / a key
-    starting with ``key_prefix`` (``LIKE``: ``_`` and ``%`` in the prefix match more; filter the keys).
+    starting with ``key_prefix`` (``LIKE``: ``_`` and ``%`` in the prefix match more; filter the keys) /
+    the sweep family ``sweep`` (:data:`SWEEP_TAG`).
+
+    The sweeps' parent runs (tag :data:`PARENT_TAG`) are rows of the MLflow UI, not estimates: they are
+    left out, unless ``parents=True``, which returns only them.
 
     Ordered newest first.  Returns ``[]`` when the experiment does not exist.
     """
@@ -89,6 +107,10 @@ def find_runs(
         filters.append(f"tags.`{KIND_TAG}` = '{_quote(kind)}'")
     if key_prefix:
         filters.append(f"tags.`{KEY_TAG}` LIKE '{_quote(key_prefix)}%'")
+    if sweep is not None:
+        filters.append(f"tags.`{SWEEP_TAG}` = '{_quote(sweep)}'")
+    if parents:
+        filters.append(f"tags.`{PARENT_TAG}` = 'true'")
     out, token = [], None
     while True:
         page = _retry(
@@ -103,6 +125,8 @@ def find_runs(
         token = getattr(page, "token", None)
         if not token:
             break
+    if not parents:  # (a filter on a tag's absence is not MLflow's: drop them here)
+        out = [r for r in out if r.data.tags.get(PARENT_TAG) != "true"]
     return out
 
 
@@ -131,6 +155,12 @@ def _logged_ms(run) -> int:
 
 def _newest_first(runs: Sequence) -> list:
     return sorted(runs, key=lambda r: (_logged_ms(r), r.info.start_time or 0, r.info.run_id), reverse=True)
+
+
+def _oldest(runs: Sequence):
+    """The first recorded of ``runs`` (ties: the smallest run id, so every process picks the same): of a
+    sweep's parent runs the one kept, as its children may already point to it."""
+    return min(runs, key=lambda r: (_logged_ms(r), r.info.start_time or 0, r.info.run_id))
 
 
 def _epoch_ms(t: Any) -> int | None:
@@ -165,6 +195,7 @@ def log_run(
     session: "TrackingSession | None" = None,
     start_time: Any = None,
     end_time: Any = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> str:
     """Record one run under the deterministic ``key`` and return its run id.
 
@@ -181,6 +212,9 @@ def log_run(
     the job's own, where the run is logged after the job; either defaults to now.  Every run is
     tagged with its group (:data:`GROUP_TAG`, default ``kind``), sweep family (:data:`SWEEP_TAG`, default
     ``kind``) and setting (:data:`SETTING_TAG`, default ``key``), which the UI's runs table groups by.
+
+    ``parent`` (:func:`~logzbench.tracking.keys.sweep_parent` of an estimate's key) makes the run a child
+    of its sweep's parent run (``mlflow.parentRunId``), found or else created (:meth:`TrackingSession.log_run`).
     """
     if session is not None:
         return session.log_run(
@@ -195,6 +229,7 @@ def log_run(
             artifacts=artifacts,
             start_time=start_time,
             end_time=end_time,
+            parent=parent,
         )
     with TrackingSession(uri, experiment_name) as own:
         return own.log_run(
@@ -209,6 +244,7 @@ def log_run(
             artifacts=artifacts,
             start_time=start_time,
             end_time=end_time,
+            parent=parent,
         )
 
 
@@ -228,6 +264,14 @@ class TrackingSession:
 
     A workflow job that runs a whole sweep logs each setting's run as it finishes through one
     session; :func:`log_run` without a session is a session of one run.
+
+    Runs logged with a ``parent`` (an estimate's sweep: :func:`~logzbench.tracking.keys.sweep_parent`) are
+    children of that sweep's parent run: the one already in the store (a rerun, another job of the
+    sweep), else one this session creates (:meth:`_sweep_parent`).  :meth:`close` then makes every run of
+    each such sweep a child of its one parent and finishes the parent with its children
+    (:meth:`_finish_sweep`).  In the workflow one job logs all the runs of a sweep (a model x estimator
+    sweep, :func:`logzbench.pipeline.jobs.run_estimate_sweep`), so two creators of one parent are a rerun
+    racing a job still running, or two workflows on one store: rare, and tidied up when either closes.
     """
 
     def __init__(self, uri: str | None = None, experiment_name: str = DEFAULT_EXPERIMENT):
@@ -237,6 +281,10 @@ class TrackingSession:
         self.client = get_client(self.uri)
         self.experiment_id = _experiment_id(self.client, self.uri, experiment_name)
         self.keys: list[str] = []
+        #: sweep (:data:`SWEEP_TAG`) -> its parent run's id; the sweeps logged since the last close -> what
+        #: :func:`~logzbench.tracking.keys.sweep_parent` said of them (finished by :meth:`close`)
+        self.parents: dict[str, str] = {}
+        self._parent_specs: dict[str, Mapping[str, Any]] = {}
 
     def __enter__(self) -> "TrackingSession":
         return self
@@ -246,7 +294,7 @@ class TrackingSession:
 
         if exc_type is not None and issubclass(exc_type, TrackingError):
             return  # the store is unreachable: closing would wait out the retries again; a rerun tidies up
-        self.close()
+        self.close(failed=exc_type is not None)
 
     def log_run(
         self,
@@ -262,6 +310,7 @@ class TrackingSession:
         artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
         start_time: Any = None,
         end_time: Any = None,
+        parent: Mapping[str, Any] | None = None,
     ) -> str:
         """Log one run (see :func:`log_run`); return its id."""
         from mlflow.entities import Metric, Param
@@ -274,6 +323,8 @@ class TrackingSession:
         all_tags = {KEY_TAG: key, KIND_TAG: kind, GROUP_TAG: kind, SWEEP_TAG: kind, SETTING_TAG: key}
         all_tags.update({str(k): _param_value(v) for k, v in (tags or {}).items() if v is not None})
         all_tags[LOGGED_TAG] = str(logged)
+        if parent is not None:
+            all_tags[MLFLOW_PARENT_TAG] = self._sweep_parent(parent, start)
         run = _retry(client.create_run, self.experiment_id, start_time=start, tags=all_tags, run_name=run_name or key)
         run_id = run.info.run_id
         try:
@@ -310,11 +361,18 @@ class TrackingSession:
         self.keys.append(key)
         return run_id
 
-    def close(self) -> None:
-        """Keep exactly one live run per logged key: the newest (ours, unless a concurrent writer's is newer)."""
+    def close(self, failed: bool = False) -> None:
+        """Keep exactly one live run per logged key: the newest (ours, unless a concurrent writer's is newer);
+        then finish the parent run of every sweep logged (:meth:`_finish_sweep`; ``failed``: the job failed,
+        the parent's status is ``FAILED``)."""
         keys, self.keys = set(self.keys), []
-        if not keys:
-            return
+        if keys:
+            self._tidy_keys(keys)
+        specs, self._parent_specs = self._parent_specs, {}
+        for sweep, spec in specs.items():
+            self._finish_sweep(sweep, spec, failed)
+
+    def _tidy_keys(self, keys: set[str]) -> None:
         prefix = os.path.commonprefix(sorted(keys))
         if len(keys) == 1:
             runs = find_runs(next(iter(keys)), uri=self.uri, experiment_name=self.experiment_name, client=self.client)
@@ -331,6 +389,108 @@ class TrackingSession:
             for old in _newest_first(same)[1:]:
                 with contextlib.suppress(Exception):
                     _delete_run(self.client, old)
+
+    # ------------------------------------------------------------------- a sweep's parent run
+    def _live_parents(self, sweep: str) -> list:
+        return find_runs(
+            uri=self.uri, experiment_name=self.experiment_name, client=self.client, sweep=sweep, parents=True
+        )
+
+    def _sweep_parent(self, spec: Mapping[str, Any], start: int) -> str:
+        """The id of the parent run of the sweep ``spec`` (:func:`~logzbench.tracking.keys.sweep_parent`): the
+        one this session already has, else the store's (the oldest, should there be several), else a new one
+        (:meth:`_create_parent`, starting at ``start``, its first child's start)."""
+        sweep = spec["sweep"]
+        if sweep not in self.parents:
+            found = self._live_parents(sweep)
+            self.parents[sweep] = _oldest(found).info.run_id if found else self._create_parent(spec, start)
+        self._parent_specs[sweep] = spec
+        return self.parents[sweep]
+
+    def _create_parent(self, spec: Mapping[str, Any], start: int) -> str:
+        """Create the parent run of a sweep (name ``<model> <estimator> <start>``, the params the sweep's runs
+        share, tags :data:`PARENT_TAG` = ``true``, kind :data:`PARENT_KIND`, its sweep, group and key) and
+        return the id of the sweep's parent: this one, unless another process created one first (searched
+        again right after: of several, the oldest is kept and ours deleted; one created later still is
+        tidied up by :meth:`_finish_sweep`)."""
+        from mlflow.entities import Param
+
+        model = spec.get("params", {}).get("model")
+        tags = {
+            KEY_TAG: spec["key"],
+            KIND_TAG: PARENT_KIND,
+            PARENT_TAG: "true",
+            SWEEP_TAG: spec["sweep"],
+            GROUP_TAG: model or PARENT_KIND,
+            LOGGED_TAG: str(int(time.time() * 1000)),
+            "mlflow.note.content": (
+                f"The runs of the sweep **{spec['name']}**, one per K and seed (expand the row). This run is no "
+                "estimate: it holds the sweep's K values and seeds (tags `logzbench.K_values`, `logzbench.seeds`) "
+                "and its number of runs (metric `n_runs`); it averages nothing."
+            ),
+        }
+        if model:
+            tags["logzbench.model"] = model
+        run = _retry(self.client.create_run, self.experiment_id, start_time=start, tags=tags, run_name=spec["name"])
+        params = [Param(str(k), _param_value(v)) for k, v in (spec.get("params") or {}).items()]
+        if params:
+            _retry(self.client.log_batch, run.info.run_id, params=params)
+        keep = _oldest(self._live_parents(spec["sweep"]) or [run])
+        if keep.info.run_id != run.info.run_id:
+            with contextlib.suppress(Exception):
+                _delete_run(self.client, run)
+        return keep.info.run_id
+
+    def _finish_sweep(self, sweep: str, spec: Mapping[str, Any], failed: bool = False) -> None:
+        """After a session logged runs of ``sweep``: keep its oldest parent run (deleting any other, e.g. of a
+        concurrent creator), make every live estimate of the sweep its child, set what it says of them (tags
+        ``logzbench.K_values`` and ``logzbench.seeds``, metric ``n_runs``; tags, as MLflow cannot change a
+        param and a rerun may add K values) and end it when its last child ended (``FINISHED``, or
+        ``FAILED`` when the job failed)."""
+        from mlflow.entities import Metric, RunTag
+
+        client = self.client
+        children = find_runs(
+            uri=self.uri, experiment_name=self.experiment_name, client=client, kind="estimate", sweep=sweep
+        )
+        parents = self._live_parents(sweep)
+        if parents:
+            keep = _oldest(parents)
+            for other in parents:
+                if other.info.run_id != keep.info.run_id:
+                    with contextlib.suppress(Exception):
+                        _delete_run(client, other)
+            parent_id = keep.info.run_id
+        else:  # deleted meanwhile (by hand): a new one, starting with the sweep's first run
+            start = min((c.info.start_time for c in children if c.info.start_time), default=None)
+            parent_id = self._create_parent(spec, start if start is not None else int(time.time() * 1000))
+        self.parents[sweep] = parent_id
+        for child in children:
+            if child.data.tags.get(MLFLOW_PARENT_TAG) != parent_id:
+                _retry(client.set_tag, child.info.run_id, MLFLOW_PARENT_TAG, parent_id)
+        tags = [RunTag(f"logzbench.{name}", ", ".join(values)) for name, values in _settings_of(children).items()]
+        now = int(time.time() * 1000)
+        _retry(client.log_batch, parent_id, metrics=[Metric("n_runs", float(len(children)), now, 0)], tags=tags)
+        end = max((c.info.end_time or c.info.start_time or 0 for c in children), default=0) or now
+        _retry(client.set_terminated, parent_id, "FAILED" if failed else "FINISHED", end_time=end)
+
+
+def _settings_of(children: Sequence) -> dict[str, list[str]]:
+    """The K values and seeds of a sweep's runs (their params ``K`` and ``seed``), each once, in numeric order:
+    ``{"K_values": [...], "seeds": [...]}`` (a setting none of them has is left out)."""
+
+    def order(v: str) -> tuple:
+        try:
+            return (0, float(v), v)
+        except ValueError:
+            return (1, 0.0, v)
+
+    out = {}
+    for name, param in (("K_values", "K"), ("seeds", "seed")):
+        values = {c.data.params[param] for c in children if c.data.params.get(param) not in (None, "", "None")}
+        if values:
+            out[name] = sorted(values, key=order)
+    return out
 
 
 # --------------------------------------------------------------------------- flags

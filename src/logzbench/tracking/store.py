@@ -70,7 +70,8 @@ def init_store(
 
     The experiment is set up for reviewing in the MLflow UI (:func:`setup_dashboard`): its kind
     (a model-training experiment, whose page is the runs table), its description (``description``,
-    default :data:`DASHBOARD_DESCRIPTION`) and saved views of the runs table grouped by model.
+    default :data:`DASHBOARD_DESCRIPTION`) and saved views of the runs table (by sweep: each sweep's runs
+    nested under its parent run; by model; seeds pooled).
     """
     uri = resolve_tracking_uri(uri)
     art = default_artifact_location(uri, artifact_location)
