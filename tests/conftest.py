@@ -1,4 +1,6 @@
 import itertools
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -258,3 +260,54 @@ def assert_refused(main, argv, words, root, capsys) -> None:
         assert word in lines[0], f"{word!r} not in {lines[0]!r}"
     assert out == ""
     assert tree_snapshot(root) == before  # nothing created, changed or removed
+
+
+# --------------------------------------------------------------------------- headless Chromium (browser tests)
+#: the flags of every headless Chromium the browser tests start: no sandbox (root in CI), no GPU, no first-run
+#: prompts, a profile of the test's own
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-extensions",
+    "--mute-audio",
+)
+
+
+def chromium_binary() -> str | None:
+    """The first Chromium (or Chrome) on the PATH, or None."""
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Chromium's path; the test skips where there is none."""
+    binary = chromium_binary()
+    if binary is None:
+        pytest.skip("chromium is not installed: the browser tests need it (Debian: apt-get install -y chromium)")
+    return binary
+
+
+def headless(
+    chromium: str, target: str, profile: Path, *args: str, size: tuple[int, int], budget_ms: int, timeout: float = 180
+) -> subprocess.CompletedProcess:
+    """One headless Chromium run on ``target`` (a URL) with a fresh profile (no remembered UI state) and a
+    window of ``size``; ``args`` are e.g. ``--dump-dom`` or ``--screenshot=PATH``."""
+    shutil.rmtree(profile, ignore_errors=True)
+    cmd = [
+        chromium,
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={profile}",
+        f"--window-size={size[0]},{size[1]}",
+        f"--virtual-time-budget={budget_ms}",
+        *args,
+        target,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

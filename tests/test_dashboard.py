@@ -40,6 +40,8 @@ import pytest
 
 pytest.importorskip("mlflow", reason="mlflow is not installed; the dashboard tests need it")
 
+from conftest import CHROMIUM_FLAGS, headless
+
 from logzbench import tracking
 from logzbench.tracking.runs import _epoch_ms
 
@@ -456,25 +458,6 @@ def test_the_test_store_has_every_run_of_a_finished_test_run(tmp_path):
 
 
 # --------------------------------------------------------------------------- the UI, in a real browser
-def _chromium_binary() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    binary = _chromium_binary()
-    if binary is None:
-        pytest.skip(
-            "chromium is not installed: the headless-browser test of the MLflow UI needs it "
-            "(Debian: apt-get install -y chromium)"
-        )
-    return binary
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -558,26 +541,8 @@ def _page_text(dom: str) -> str:
 def _headless(
     chromium: str, url: str, profile: Path, *args: str, budget_ms: int = 25_000, size: tuple[int, int] = (1900, 2600)
 ) -> subprocess.CompletedProcess:
-    """One headless Chromium run on ``url`` with a fresh profile (no remembered UI state)."""
-    shutil.rmtree(profile, ignore_errors=True)
-    cmd = [
-        chromium,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-extensions",
-        "--hide-scrollbars",
-        "--mute-audio",
-        f"--user-data-dir={profile}",
-        f"--window-size={size[0]},{size[1]}",
-        f"--virtual-time-budget={budget_ms}",
-        *args,
-        url,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    """One headless Chromium run on ``url`` with a fresh profile (no remembered UI state); scrollbars hidden."""
+    return headless(chromium, url, profile, "--hide-scrollbars", *args, size=size, budget_ms=budget_ms)
 
 
 #: run in the page by :func:`_opened_rows`: wait for the runs table, note its rows, click every parent row's ``+``
@@ -628,14 +593,7 @@ def _opened_rows(chromium: str, url: str, profile: Path, budget_s: float = 90.0)
     port = _free_port()
     cmd = [
         chromium,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-extensions",
-        "--mute-audio",
+        *CHROMIUM_FLAGS,
         f"--user-data-dir={profile}",
         "--window-size=1900,4000",  # every row drawn (the grid draws the rows in sight)
         f"--remote-debugging-port={port}",

@@ -23,7 +23,6 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import headless
 from test_bracket_report import EXACT_LL, EXACT_LOG_Z, _sandwich_result, _settings, _write
 from test_report import agreeing_model, rec
 
@@ -318,42 +318,9 @@ def test_review_html_of_an_empty_summary():
 
 
 # --------------------------------------------------------------------------- the page in a browser
-def _chromium_binary() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    binary = _chromium_binary()
-    if binary is None:
-        pytest.skip("chromium is not installed: the review page's browser test needs it (apt-get install -y chromium)")
-    return binary
-
-
 def _headless(chromium: str, page: Path, profile: Path, *args: str) -> subprocess.CompletedProcess:
     """One headless Chromium run on ``page`` at 1366x768 with a fresh profile."""
-    shutil.rmtree(profile, ignore_errors=True)
-    cmd = [
-        chromium,
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--no-first-run",
-        "--no-default-browser-check",
-        "--disable-extensions",
-        "--mute-audio",
-        f"--user-data-dir={profile}",
-        f"--window-size={WIDTH},{HEIGHT}",
-        "--virtual-time-budget=5000",
-        *args,
-        page.as_uri(),
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return headless(chromium, page.as_uri(), profile, *args, size=(WIDTH, HEIGHT), budget_ms=5000, timeout=120)
 
 
 #: measures the loaded page and writes them into the attribute ``data-measure`` of ``<html>``
