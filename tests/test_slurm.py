@@ -810,3 +810,17 @@ def test_profile_executor():
     assert plugin.settings_cls(max_seconds_between_status_checks=15).max_seconds_between_status_checks == 15
     with pytest.raises(ValueError, match="max_seconds_between_status_checks"):
         plugin.settings_cls(max_seconds_between_status_checks=0)
+
+
+@pytest.mark.skipif(not HAS_PLUGIN, reason="snakemake-executor-plugin-slurm is not installed")
+def test_group_jobs_need_cores():
+    """Grouped rules without --cores are refused with a message naming them and the fix (Snakemake would ask
+    for the sum of the CPUs of every job of a group that could run at once); with --cores, or ungrouped, not."""
+    from snakemake_interface_common.exceptions import WorkflowError
+
+    from snakemake_executor_plugin_logzbench_slurm import check_group_cores
+
+    with pytest.raises(WorkflowError, match=r"rules estimate, train_model are grouped .* give --cores N"):
+        check_group_cores(["estimate", "train_model"], None)
+    check_group_cores(["estimate"], 4)
+    check_group_cores([], None)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 pytest.importorskip("snakemake", reason="snakemake is not installed; the workflow tests need it")
 pytest.importorskip("mlflow", reason="mlflow is not installed; the workflow tests need it")
@@ -500,7 +501,8 @@ def test_slurm_profile_dry_run(tmp_path):
     config's runtime / mem_mb, a GPU for device cuda|auto) and only fills in what a config leaves
     unset.  tests/test_slurm.py checks the sbatch command lines and runs the workflow on SLURM."""
     profile = str(REPO / "workflow" / "profiles" / "slurm")
-    proc = snakemake(tmp_path, "-n", "--workflow-profile", profile)  # config/test.yaml: threads 1, device cpu
+    # config/test.yaml (threads 1, device cpu), each job its own SLURM job
+    proc = snakemake(tmp_path, "-n", "--workflow-profile", profile, "--config", "cluster_group=none")
     res = re.findall(r"resources: (.*)", proc.stdout)
     assert res and all(
         "cpus_per_task=1" in r and "runtime=60" in r and "gres" not in r for r in res if "cpus_per_task" in r
@@ -532,6 +534,28 @@ def test_slurm_profile_dry_run(tmp_path):
         ("diagnose", "4", "1440", "16000", "gpu:1"): 6,  # the estimate step's, on the config's device
         ("report", "1", "60", "4000", None): 1,
     }, jobs
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
+    reason="snakemake-executor-plugin-slurm is not installed",
+)
+@pytest.mark.parametrize("grouping", ["none", "model", "workflow"])
+def test_cluster_group_dry_run(tmp_path, grouping):
+    """config `cluster_group` on the SLURM profile: none = no group job; model = one per model, one for the
+    datasets (the profile's group-components join them), one for the report and the trials; workflow = one.
+    Under a grouping no rule asks for cpus_per_task (it would be summed over the group: --cores sizes it)."""
+    config = yaml.safe_load(TEST_CONFIG.read_text())
+    profile = str(REPO / "workflow" / "profiles" / "slurm")
+    proc = snakemake(tmp_path, "-n", "--workflow-profile", profile, "--config", f"cluster_group={grouping}")
+    groups = sorted(re.findall(r"Group job (\S+) \(jobs", proc.stdout))
+    expected = {
+        "none": [],
+        "model": sorted(["datasets", "report", *(f"model-{m}" for m in config["models"])]),
+        "workflow": ["logzbench"],
+    }[grouping]
+    assert groups == expected, groups
+    assert ("cpus_per_task" in proc.stdout) == (grouping == "none")
 
 
 # --------------------------------------------------------------------------- real run

@@ -42,9 +42,10 @@ from snakemake_executor_plugin_slurm.job_status_query import (
     query_job_status,
     query_job_status_sacct,
 )
+from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 
-__all__ = ["Executor", "ExecutorSettings", "common_settings", "ended_state"]
+__all__ = ["Executor", "ExecutorSettings", "check_group_cores", "common_settings", "ended_state"]
 
 #: sacct states after which a job will not run again (without requeueing)
 FAILED_STATES = frozenset(
@@ -113,9 +114,28 @@ def _describe(job_info: SubmittedJobInfo) -> str:
     return f"rule {job.name}" + (f" (output {outputs[0]})" if outputs else "")
 
 
+def check_group_cores(grouped_rules: List[str], cores) -> None:
+    """Refuse group jobs without ``--cores``: Snakemake sizes a group job's CPUs by ``--cores`` and, without
+    it, asks for the sum of the CPUs of every job of the group that could run at once."""
+    if grouped_rules and cores is None:
+        raise WorkflowError(
+            f"rules {', '.join(grouped_rules)} are grouped (config cluster_group, or --groups): give --cores N, "
+            "the CPUs of one group job (e.g. one node's)"
+        )
+
+
 class Executor(_SlurmExecutor):
-    """The upstream SLURM executor; jobs cancelled or preempted outside Snakemake fail the workflow, and
-    a job's log files are removed when it is submitted."""
+    """The upstream SLURM executor; jobs cancelled or preempted outside Snakemake fail the workflow, a
+    job's log files are removed when it is submitted, a group job runs its jobs side by side, and the wait
+    between status checks is capped."""
+
+    def __post_init__(self, *args, **kwargs):
+        rules = getattr(self.workflow, "rules", None) or []
+        check_group_cores(
+            sorted(r.name for r in rules if getattr(r, "group", None) is not None),
+            self.workflow.resource_settings.cores,
+        )
+        super().__post_init__(*args, **kwargs)
 
     def run_job_pre(self, job) -> None:
         """Remove the job's log files (``log:``) before it is submitted.  Snakemake removes them when the

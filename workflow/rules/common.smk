@@ -155,14 +155,6 @@ def job_group(name):
     return _GROUPS.get(name)
 
 
-def _check_cluster_group():
-    if CLUSTER_GROUP != "none" and workflow.non_local_exec and workflow.resource_settings.cores is None:
-        raise WorkflowError(f"cluster_group: {CLUSTER_GROUP} needs --cores N on a cluster: the CPUs of one group "
-                            "job (e.g. one node's); Snakemake would otherwise ask for the sum of every job's")
-
-
-_check_cluster_group()
-
 
 def warm_start(local_rule=False):
     """Whether jobs run in processes forked from a warm server (logzbench.pipeline.warm): config `warm_start`;
