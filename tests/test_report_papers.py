@@ -172,8 +172,9 @@ def test_csl_table_in_the_papers_layout():
                 for s in range(4):
                     records.append(_csl(model, mode, burn_in, M, K, s, base + M / 100 + burn_in / 1000 + 0.1 * s))
     table = make_table_csl(_summary(records))
-    assert list(table.columns[:6]) == ["block", "csl_mode", "burn_in", "thin", "N", "M"]
-    assert list(table.columns[6:]) == ["rbm20", "rbm20_var", "rbm20_n", "rbm500", "rbm500_var", "rbm500_n"]
+    assert list(table.columns[:7]) == ["block", "csl_mode", "csl_protocol", "burn_in", "thin", "N", "M"]
+    assert list(table.columns[7:]) == ["rbm20", "rbm20_var", "rbm20_n", "rbm500", "rbm500_var", "rbm500_n"]
+    assert set(table["csl_protocol"]) == {"fresh"}  # records without the setting ran the default
     assert list(dict.fromkeys(table["block"])) == [
         "unbiased",
         "biased, large burn-in (5000)",
@@ -189,7 +190,25 @@ def test_csl_table_in_the_papers_layout():
 
 def test_csl_table_header_only_without_csl():
     table = make_table_csl(_summary([rec("m", "ais", K=10, init="uniform")]))
-    assert len(table) == 0 and list(table.columns) == ["block", "csl_mode", "burn_in", "thin", "N", "M"]
+    assert len(table) == 0 and list(table.columns) == ["block", "csl_mode", "csl_protocol", "burn_in", "thin", "N", "M"]
+
+
+def test_csl_table_keeps_the_protocols_apart():
+    """Two sweeps that differ only in csl_protocol are two rows, each with its own mean and seeds (one row
+    would have shown only the first)."""
+    records = []
+    for protocol, base in (("fresh", -150.0), ("pooled", -149.0)):
+        for s in range(3):
+            r = _csl("rbm20", "biased", 10, 500, 20000, s, base + 0.1 * s)
+            r["estimator"] = f"csl-{protocol}"
+            r["key"] = r["key"].replace("csl-biased-b10-M500", f"csl-{protocol}")
+            r["csl_protocol"] = protocol
+            records.append(r)
+    table = make_table_csl(_summary(records))
+    assert sorted(table["csl_protocol"]) == ["fresh", "pooled"]
+    for protocol, base in (("fresh", -150.0), ("pooled", -149.0)):
+        row = table[table["csl_protocol"] == protocol].iloc[0]
+        assert math.isclose(row["rbm20"], base + 0.1) and row["rbm20_n"] == 3
 
 
 # --------------------------------------------------------------------------- per-class test subsets

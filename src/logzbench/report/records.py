@@ -42,6 +42,7 @@ PER_RUN_COLUMNS = [
     "n_weights",
     "n_examples",
     "csl_mode",
+    "csl_protocol",
     "burn_in",
     "thin",
     "mean_test_ll",
@@ -80,6 +81,7 @@ _SUMMARY_COLUMNS = GROUP_COLUMNS + [
     "n_weights",
     "n_examples",
     "csl_mode",
+    "csl_protocol",
     "burn_in",
     "thin",
     "mean_test_ll",
@@ -213,11 +215,13 @@ def normalize_record(rec: Mapping[str, Any], source: str | os.PathLike | None = 
         **(
             {
                 "csl_mode": str(pick("csl_mode", default="")),
+                # records written before the option existed ran the default: fresh chains
+                "csl_protocol": str(pick("csl_protocol", default="fresh")),
                 "burn_in": int_or_none(pick("burn_in")),
                 "thin": int_or_none(pick("thin")),
             }
             if method == "csl"
-            else {"csl_mode": "", "burn_in": None, "thin": None}
+            else {"csl_mode": "", "csl_protocol": "", "burn_in": None, "thin": None}
         ),
         "mean_test_ll": as_float(res.get("mean_log_likelihood")),
         "mean_test_ll_stderr": as_float(res.get("mean_log_likelihood_stderr")),
@@ -460,6 +464,7 @@ def load_results(results, records: Sequence[tuple[Mapping[str, Any], str | None]
         "dataset",
         "test_set",
         "csl_mode",
+        "csl_protocol",
         "schedule",
         "init",
         "device",
@@ -548,7 +553,10 @@ def _summary_row(g: pd.DataFrame) -> dict[str, Any]:
         "architecture": g["architecture"].iloc[0],
         "n_seeds": len(g),
         "seeds": " ".join(str(int(s)) for s in g["seed"].dropna()),
-        **{c: _first_known(g[c]) for c in ("chains", "n_weights", "n_examples", "csl_mode", "burn_in", "thin")},
+        **{
+            c: _first_known(g[c])
+            for c in ("chains", "n_weights", "n_examples", "csl_mode", "csl_protocol", "burn_in", "thin")
+        },
         "mean_test_ll": _stat(ll, "mean"),
         "mean_test_ll_sd": _stat(ll, "std"),
         "mean_test_ll_se": _combined_se(g["mean_test_ll_stderr"], ll),

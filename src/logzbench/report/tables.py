@@ -418,7 +418,7 @@ def flag_rows(summary: pd.DataFrame) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- CSL (Upadhya & Sastry Table 2)
 #: the leading columns of table_csl.csv; then per model ``<model>``, ``<model>_var``, ``<model>_n``
-CSL_TABLE_KEYS = ["block", "csl_mode", "burn_in", "thin", "N", "M"]
+CSL_TABLE_KEYS = ["block", "csl_mode", "csl_protocol", "burn_in", "thin", "N", "M"]
 
 
 def _csl_block(mode: str, burn_in: float, burn_ins: list[float]) -> str:
@@ -434,8 +434,9 @@ def _csl_block(mode: str, burn_in: float, burn_ins: list[float]) -> str:
 
 
 def make_table_csl(summary: pd.DataFrame) -> pd.DataFrame:
-    """Upadhya & Sastry Table 2 layout of the CSL estimates: one row per (mode and burn-in block,
-    N = samples, M = parallel chains), one column group per model: the mean test log-likelihood
+    """Upadhya & Sastry Table 2 layout of the CSL estimates: one row per (mode and burn-in block, protocol:
+    ``fresh`` chains or Upadhya & Sastry's ``pooled`` ones, N = samples, M = parallel chains), one column
+    group per model: the mean test log-likelihood
     over seeds (``<model>``), its variance over seeds (``<model>_var``, the paper's sigma^2 over
     100 repeats) and the number of seeds (``<model>_n``).
 
@@ -454,7 +455,8 @@ def make_table_csl(summary: pd.DataFrame) -> pd.DataFrame:
     burn_ins = {mode: sorted(set(g["burn_in"].dropna())) for mode, g in csl.groupby("csl_mode")}
     csl["block"] = [_csl_block(mode, b, burn_ins.get(mode, [])) for mode, b in zip(csl["csl_mode"], csl["burn_in"])]
     rows = []
-    for key, g in csl.groupby(["block", "csl_mode", "burn_in", "thin", "N", "chains"], dropna=False, sort=False):
+    keys = ["block", "csl_mode", "csl_protocol", "burn_in", "thin", "N", "chains"]
+    for key, g in csl.groupby(keys, dropna=False, sort=False):
         row = dict(zip(CSL_TABLE_KEYS, key))
         for m in models:
             gm = g[g["model"] == m]
