@@ -113,10 +113,7 @@ def sweep_key(key: str) -> str:
     """The key of the parent run of the sweep the estimate with ``key`` belongs to:
     ``sweep/<model>/<estimator>/<init>`` (``sweep/<model>/<estimator>`` without a start distribution), one
     per :func:`estimate_sweep`."""
-    p = _estimate_parts(key)
-    if p is None:
-        return "sweep/" + estimate_sweep(key).replace(" / ", "/")
-    return "/".join(["sweep", p["model"], p["estimator"], *([p["init"]] if p["init"] != "-" else [])])
+    return "sweep/" + estimate_sweep(key).replace(" / ", "/")
 
 
 def sweep_run_name(key: str) -> str:

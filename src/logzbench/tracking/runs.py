@@ -153,14 +153,20 @@ def _logged_ms(run) -> int:
     return int(run.info.start_time or 0)
 
 
+def _recorded_order(run) -> tuple:
+    """When ``run`` was recorded, ties broken by its start and then its id, so that every process orders
+    the same runs the same way."""
+    return (_logged_ms(run), run.info.start_time or 0, run.info.run_id)
+
+
 def _newest_first(runs: Sequence) -> list:
-    return sorted(runs, key=lambda r: (_logged_ms(r), r.info.start_time or 0, r.info.run_id), reverse=True)
+    return sorted(runs, key=_recorded_order, reverse=True)
 
 
 def _oldest(runs: Sequence):
-    """The first recorded of ``runs`` (ties: the smallest run id, so every process picks the same): of a
-    sweep's parent runs the one kept, as its children may already point to it."""
-    return min(runs, key=lambda r: (_logged_ms(r), r.info.start_time or 0, r.info.run_id))
+    """The first recorded of ``runs`` (:func:`_recorded_order`): of a sweep's parent runs the one kept, as
+    its children may already point to it."""
+    return min(runs, key=_recorded_order)
 
 
 def _epoch_ms(t: Any) -> int | None:

@@ -252,16 +252,11 @@ class TrackingServer:
             return self.wait(timeout) if wait else self
         if _answers(self.uri, timeout=1.0):
             raise TrackingError(f"something already answers on {self.uri}: choose another port")
-        if self.log is not None:
-            self.log.parent.mkdir(parents=True, exist_ok=True)
-        out = open(self.log, "ab") if self.log is not None else subprocess.DEVNULL
-        try:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:  # (the child keeps its own descriptor)
             self.proc = subprocess.Popen(
                 self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
-        finally:
-            if out is not subprocess.DEVNULL:
-                out.close()
         return self.wait(timeout) if wait else self
 
     def wait(self, timeout: float = START_TIMEOUT) -> "TrackingServer":
