@@ -332,34 +332,24 @@ def plot_bracket(
             labelled.add((method, est))
             x = df["total_sweeps"].to_numpy(dtype=float)
             lo, hi = df["lower"].to_numpy(dtype=float), df["upper"].to_numpy(dtype=float)
-            ax.plot(
-                x,
-                lo,
-                marker="^",
-                markersize=4,
-                linestyle="-",
-                color=color,
-                label=f"{name}: lower" if first else None,
-                **hollow,
-            )
-            ax.plot(
-                x,
-                hi,
-                marker="v",
-                markersize=4,
-                linestyle="--",
-                color=color,
-                label=f"{name}: upper" if first else None,
-                **hollow,
-            )
+            bad_lo, bad_hi = _bracket_flags(lo, hi, _exact_at(table, model, q, est, seed, x))
+            for y, marker, linestyle, end, bad in ((lo, "^", "-", "lower", bad_lo), (hi, "v", "--", "upper", bad_hi)):
+                ax.plot(
+                    x,
+                    y,
+                    marker=marker,
+                    markersize=4,
+                    linestyle=linestyle,
+                    color=color,
+                    label=f"{name}: {end}" if first else None,
+                    **hollow,
+                )
+                robust.add(x, y, color, flagged=bad)
             both = np.isfinite(lo) & np.isfinite(hi)
             if both.any():
                 ax.fill_between(x[both], lo[both], hi[both], color=color, alpha=0.15, linewidth=0)
                 # each round's bracket as a bar (one round alone has no area to shade)
                 ax.vlines(x[both], lo[both], hi[both], color=color, alpha=0.4, linewidth=3)
-            bad_lo, bad_hi = _bracket_flags(lo, hi, _exact_at(table, model, q, est, seed, x))
-            robust.add(x, lo, color, flagged=bad_lo)
-            robust.add(x, hi, color, flagged=bad_hi)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())  # (labelled minor ticks of a short range overlap)
         if table is not None and len(table):  # the exact value of the test rows; BDMC's of its simulated points

@@ -19,12 +19,12 @@ from ..plotting import figure_paths
 from ..utils import utc_now, write_csv_atomic, write_json_atomic
 from .bracket import add_continuous_brackets, make_table_bracket, plot_bracket
 from .diagnostics import write_diagnostics
-from .flags import ReportThresholds, apply_flags
+from .flags import ReportThresholds, apply_flags, split_reasons
 from .learner_plots import plot_learners
 from .learners import learner_models, make_table_learners, make_table_learners_paper
 from .papers import check_paper_rows_match, make_table_papers
 from .plots import plot_annealed_trials, plot_model, plot_model_size
-from .records import find_records, load_results, summarize
+from .records import as_float, find_records, load_results, summarize
 from .review import REVIEW_TABLES, write_review
 from .tables import (
     annealed_trials,
@@ -90,13 +90,6 @@ def _plots(
 _EXACT_DIFFERENCE_COLUMNS = {"log_z_minus_exact": "log_z_minus_exact", "mean_test_ll_minus_exact": "ll_minus_exact"}
 
 
-def _finite(v: Any) -> bool:
-    try:
-        return v is not None and not isinstance(v, (bool, str)) and bool(np.isfinite(float(v)))
-    except (TypeError, ValueError):
-        return False
-
-
 def _exact_differences(per_run: pd.DataFrame) -> dict[str, dict[str, float]]:
     """``{key: {metric: value}}``: each estimate's difference from its model's exact value (log Z, mean
     test log-likelihood of the same test rows), where the model has one."""
@@ -104,7 +97,8 @@ def _exact_differences(per_run: pd.DataFrame) -> dict[str, dict[str, float]]:
     for _, r in per_run.iterrows():
         if not r["key"]:
             continue
-        values = {m: float(r[c]) for m, c in _EXACT_DIFFERENCE_COLUMNS.items() if c in r and _finite(r[c])}
+        values = {m: as_float(r[c]) for m, c in _EXACT_DIFFERENCE_COLUMNS.items() if c in r}
+        values = {m: v for m, v in values.items() if np.isfinite(v)}
         if values:
             out[r["key"]] = values
     return out
@@ -116,7 +110,7 @@ def _tag_runs(per_run: pd.DataFrame, tracking_uri: str | None, experiment_name: 
     model has one; what :func:`.tracking.set_flags` returns."""
     from .. import tracking
 
-    flags_by_key = {r["key"]: [f for f in r["flags"].split("; ") if f] for _, r in per_run.iterrows() if r["key"]}
+    flags_by_key = {r["key"]: split_reasons(r["flags"]) for _, r in per_run.iterrows() if r["key"]}
     return tracking.set_flags(
         flags_by_key,
         uri=tracking_uri,

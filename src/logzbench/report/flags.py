@@ -455,6 +455,13 @@ def apply_flags(
     return per_run, summary
 
 
+def split_reasons(flags) -> list[str]:
+    """The reasons of one row's ``flags`` (:func:`apply_flags` joins them with ``"; "``; missing: none)."""
+    if flags is None or (not isinstance(flags, str) and pd.isna(flags)):
+        return []
+    return [f for f in str(flags).split("; ") if f]
+
+
 def _run_flags(run: pd.Series, group_reasons: list[str], ess_fraction: float, khat: float = 0.7) -> str:
     own = [f for f in (run_ess_flag(run, ess_fraction), run_khat_flag(run, khat)) if f]
     shared = [f for f in group_reasons if not f.startswith(("low ESS", "heavy-tailed"))]

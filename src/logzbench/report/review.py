@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..plotting import method_label, series_label
 from ..utils import atomic_path, utc_now
+from .flags import split_reasons
 
 __all__ = ["REVIEW_TABLES", "review_html", "write_review"]
 
@@ -184,13 +185,6 @@ def _slug(name: str, taken: set[str]) -> str:
         slug, i = f"model-{base}-{i}", i + 1
     taken.add(slug)
     return slug
-
-
-def split_reasons(flags: Any) -> list[str]:
-    """A summary row's flag reasons (``flags`` joined by ``"; "``, as ``flags.csv`` splits them)."""
-    if flags is None or (not isinstance(flags, str) and pd.isna(flags)):
-        return []
-    return [f for f in str(flags).split("; ") if f]
 
 
 def _image(path: str | os.PathLike) -> str | None:
