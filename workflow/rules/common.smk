@@ -140,20 +140,15 @@ TRACKING = tracking_settings()
 # cluster with a grouping) and whose memory is the sum of its jobs' mem_mb running side by side; the profile's
 # group-components put a group's unconnected parts (the datasets, the trials beside the models) in one job.
 CLUSTER_GROUP = config.get("cluster_group", "none")
-_GROUPS = {
-    "none": {},
-    "model": {"prepare_dataset": "datasets", "train_model": "model-{model}", "estimate": "model-{model}",
-              "diagnose": "model-{model}", "report": "report", "trials_gaussian": "report", "trials_grid": "report",
-              "report_trials": "report"},
-    "workflow": dict.fromkeys(["prepare_dataset", "train_model", "estimate", "diagnose", "report", "trials_gaussian",
-                               "trials_grid", "report_trials"], "logzbench"),
-}[CLUSTER_GROUP]
+_MODEL_GROUPS = {"prepare_dataset": "datasets", "train_model": "model-{model}", "estimate": "model-{model}",
+                 "diagnose": "model-{model}", "report": "report", "trials_gaussian": "report", "trials_grid": "report",
+                 "report_trials": "report"}
+_GROUPS = {"none": {}, "model": _MODEL_GROUPS, "workflow": dict.fromkeys(_MODEL_GROUPS, "logzbench")}[CLUSTER_GROUP]
 
 
 def job_group(name):
     """The group of the jobs of `name` under the config's `cluster_group`; None = a cluster job each."""
     return _GROUPS.get(name)
-
 
 
 def warm_start(local_rule=False):
@@ -498,5 +493,6 @@ def print_dashboard_hint():
 
 def figure_pdfs(outputs):
     """The PDF that logzbench.plotting.save_figure writes beside each PNG of `outputs` (every figure is
-    saved as both)."""
+    saved as both; plotting.figure_paths says the same, but importing plotting here would load torch and
+    pandas into every Snakemake process that parses the workflow)."""
     return [p[: -len(".png")] + ".pdf" for p in outputs if p.endswith(".png")]
