@@ -563,6 +563,7 @@ def _set(config, path, value):
         ),
         ("models.digits-dbm8-4.hyperparams.pretrain_epoch", 2, "did you mean 'pretrain_epochs'"),
         ("models.vh-poe-laplace-4.hyperparams.n_iters", 2, r"unknown hyperparameter 'n_iters'.*did you mean 'n_iter'"),
+        ("models.vh-poe-laplace-4.hyperparams.learn_sigma", True, r"unknown hyperparameter 'learn_sigma'"),
         (
             "estimators.ais.schedule",
             "cubic",

@@ -126,3 +126,39 @@ def test_mpf_trains_student_t_and_mcrbm():
     for r in (0, 1):
         objs = [rec["objective"] for rec in h if rec["round"] == r]
         assert objs[-1] < objs[0] == 1.0
+
+
+def test_mpf_holds_fixed_parameters_and_trains_the_rest():
+    """``fixed`` keeps a parameter at its initial value bit for bit while L-BFGS still lowers the
+    objective through the others; names the model lacks, or all of them, are refused."""
+    true = ProductOfExperts.random(3, expert="student-t", lam=(1.5, 3.0), seed=1)
+    x = true.sample(1000, seed=2)
+    x = x / x.std(0)
+    rbm = MCRBM.random(3, 4, seed=0, sigma=1.0)
+    trained, h = train_mpf(rbm, x, n_iter=12, n_rounds=2, seed=0, fixed=("log_sigma",))
+    assert float(trained.sigma) == 1.0
+    assert not torch.equal(trained.W, rbm.W) and not torch.equal(trained.P, rbm.P)
+    for r in (0, 1):
+        objs = [rec["objective"] for rec in h if rec["round"] == r]
+        assert objs[-1] < objs[0] == 1.0
+    with pytest.raises(ValueError, match=r"fixed names \['sigma'\] are not parameters of MCRBM"):
+        train_mpf(rbm, x, n_iter=2, fixed=("sigma",))
+    every = tuple(rbm.train_parameters())
+    with pytest.raises(ValueError, match="nothing to train"):
+        train_mpf(rbm, x, n_iter=2, fixed=every)
+
+
+def test_train_continuous_holds_the_mcrbm_sigma_unless_learned():
+    """The mcRBM's sigma stays at 1 (the released code's x^T x / 2) unless ``learn_sigma``; the
+    switch is refused for the other families."""
+    from logzbench.training.continuous import train_continuous
+
+    true = ProductOfExperts.random(3, expert="student-t", lam=(1.5, 3.0), seed=1)
+    x = true.sample(1000, seed=2)
+    x = (x / x.std(0)).numpy()
+    held, _ = train_continuous(x, family="mcrbm", size=4, n_iter=10, seed=0)
+    learned, _ = train_continuous(x, family="mcrbm", size=4, n_iter=10, seed=0, learn_sigma=True)
+    assert float(held.sigma) == 1.0
+    assert float(learned.sigma) != 1.0
+    with pytest.raises(ValueError, match="learn_sigma applies to the mcrbm family only"):
+        train_continuous(x, family="poe-laplace", size=3, n_iter=2, learn_sigma=True)

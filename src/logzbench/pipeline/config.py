@@ -30,7 +30,7 @@ from ..data.sizes import (
 from ..errors import ConfigError
 from ..options import MAX_CHAINS, declared
 from ..schedules import SCHEDULES, from_file
-from ..training.hyperparams import declared_names
+from ..training.hyperparams import FAMILY_ONLY, declared_names
 from .sweep import (
     dataset_kind,
     estimator_spec,
@@ -108,7 +108,7 @@ def hyperparam_names(family: str, learner: str | None = None) -> frozenset[str]:
     if learner:
         names = declared_names(registry.learner(learner, fam.name).entry) | {"n_hidden"}
     else:
-        names = declared_names(*fam.hyperparams)
+        names = declared_names(*fam.hyperparams) - {k for k, fams in FAMILY_ONLY.items() if fam.name not in fams}
         if fam.name == "rbm":
             names |= {"hidden_sizes"}
     return names | _COMMON_HYPERPARAMS

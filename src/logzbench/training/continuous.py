@@ -5,6 +5,12 @@ L-BFGS (:func:`logzbench.training.mpf.train_mpf`); generative models (linear wit
 Laplace prior, bilinear) by Monte Carlo EM with an HMC E-step
 (:func:`logzbench.training.em.train_em`).  :func:`train_continuous` builds a seeded random
 initial model of the requested family and size and calls the right trainer.
+
+The mcRBM's visible scale ``sigma`` is held at 1 unless ``learn_sigma`` is set: the HAIS paper takes
+the mcRBM's energy from Ranzato's released code, whose quadratic term is ``x^T x / 2`` on whitened
+data, and MPF, whose objective only looks at the data's HMC neighbourhood, lets a learned ``sigma``
+grow without bound (to about 2,600 on ``mcrbm-432``), which spreads the density's mass far from the
+data where the objective never looks: HAIS's ``log Z`` then grows with the number of steps.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import torch
 
 from .. import registry
 from .hyperparams import CONTINUOUS as _DEFAULTS
+from .hyperparams import FAMILY_ONLY
 
 #: continuous family -> its kind (``analysis`` or ``generative``), from the registry
 CONTINUOUS_FAMILIES = {name: registry.family(name).kind for name in registry.family_names(("analysis", "generative"))}
@@ -61,6 +68,7 @@ def train_continuous(
     size: int,
     seed: int = _DEFAULTS["seed"],
     n_iter: int = _DEFAULTS["n_iter"],
+    learn_sigma: bool = _DEFAULTS["learn_sigma"],
     device=_DEFAULTS["device"],
     progress: bool = _DEFAULTS["progress"],
     **trainer_kwargs,
@@ -83,6 +91,8 @@ def train_continuous(
         Seeds the initial model and the trainer.
     n_iter : int
         L-BFGS iterations (MPF) or EM iterations.
+    learn_sigma : bool
+        mcRBM only: fit the visible scale ``sigma`` too (default: held at 1; module docstring).
     **trainer_kwargs
         Further keyword arguments of :func:`~logzbench.training.mpf.train_mpf` or
         :func:`~logzbench.training.em.train_em`.
@@ -100,6 +110,12 @@ def train_continuous(
     unknown = sorted(set(trainer_kwargs) - valid)
     if unknown:
         raise ValueError(f"unknown hyperparameter(s) {unknown} for {family} ({fit.__name__}); valid: {sorted(valid)}")
+    if learn_sigma not in (True, False):
+        raise ValueError(f"learn_sigma must be true or false, got {learn_sigma!r}")
+    if family == "mcrbm" and not learn_sigma:
+        trainer_kwargs["fixed"] = (*tuple(trainer_kwargs.get("fixed", ())), "log_sigma")
+    elif learn_sigma and family not in FAMILY_ONLY["learn_sigma"]:
+        raise ValueError(f"learn_sigma applies to the mcrbm family only, not {family!r}")
     model0 = initial_model(family, X.shape[1], int(size), seed=seed, device=device)
     t0 = time.perf_counter()
     model, history = fit(model0, X, n_iter=int(n_iter), seed=int(seed), **trainer_kwargs)

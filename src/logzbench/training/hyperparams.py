@@ -25,6 +25,7 @@ __all__ = [
     "DBN_TRAINER",
     "DECLARED",
     "EM",
+    "FAMILY_ONLY",
     "GRBM",
     "MPF",
     "NVIL",
@@ -180,7 +181,9 @@ POTTS = dict(
 )
 #: :func:`~logzbench.training.continuous.train_continuous`: a continuous model of ``size`` and its fit's
 #: keywords (:data:`MPF` for the analysis families, :data:`EM` for the generative ones)
-CONTINUOUS = dict(family=REQUIRED, size=REQUIRED, seed=0, n_iter=100, device=None, progress=False)
+CONTINUOUS = dict(family=REQUIRED, size=REQUIRED, seed=0, n_iter=100, learn_sigma=False, device=None, progress=False)
+#: keywords of a shared trainer that only some families take: {keyword: families}
+FAMILY_ONLY = {"learn_sigma": ("mcrbm",)}
 #: :func:`~logzbench.training.mpf.train_mpf` (minimum probability flow, Sohl-Dickstein et al.)
 MPF = dict(
     n_iter=200,
@@ -191,6 +194,7 @@ MPF = dict(
     antithetic=True,
     min_acceptance=0.5,
     gtol=1e-10,
+    fixed=(),
     callback=None,
     verbose=False,
 )

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.optimize
@@ -137,10 +137,12 @@ def hmc_connectivity(
 
 
 class _Flat:
-    """Flatten a dict of tensors to a float64 NumPy vector and back."""
+    """Flatten the free tensors of a dict to a float64 NumPy vector and back; the ``fixed`` ones are
+    kept as they are and returned by :meth:`unpack` unchanged (no gradient)."""
 
-    def __init__(self, theta: dict[str, torch.Tensor]):
-        self.keys = list(theta)
+    def __init__(self, theta: dict[str, torch.Tensor], fixed: tuple[str, ...] = ()):
+        self.keys = [k for k in theta if k not in fixed]
+        self.fixed = {k: theta[k].detach().clone() for k in theta if k in fixed}
         self.shapes = [theta[k].shape for k in self.keys]
         self.sizes = [int(theta[k].numel()) for k in self.keys]
         self.device = next(iter(theta.values())).device
@@ -154,6 +156,7 @@ class _Flat:
             t = torch.as_tensor(vec[i : i + size], dtype=torch.float64).reshape(shape).to(self.device)
             out[k] = t.requires_grad_(requires_grad)
             i += size
+        out.update(self.fixed)
         return out
 
 
@@ -179,6 +182,7 @@ def train_mpf(
     antithetic: bool = _DEFAULTS["antithetic"],
     min_acceptance: float = _DEFAULTS["min_acceptance"],
     gtol: float = _DEFAULTS["gtol"],
+    fixed: Sequence[str] = _DEFAULTS["fixed"],
     callback=_DEFAULTS["callback"],
     verbose: bool = _DEFAULTS["verbose"],
 ) -> tuple[Any, list[dict]]:
@@ -212,6 +216,9 @@ def train_mpf(
         Acceptance target of ``step_size="auto"``.
     gtol : float
         L-BFGS projected-gradient tolerance (a round may stop early on convergence).
+    fixed : sequence of str
+        Names of ``model.train_parameters()`` held at their initial values (the mcRBM's
+        ``log_sigma``: :func:`~logzbench.training.continuous.train_continuous`'s ``learn_sigma``).
     callback : callable, optional
         ``callback(record)`` after each history record.
     verbose : bool
@@ -248,6 +255,14 @@ def train_mpf(
         raise ValueError(f"n_leapfrog must be a positive integer, got {n_leapfrog!r}")
     if not 0.0 <= min_acceptance < 1.0:
         raise ValueError(f"min_acceptance must be in [0, 1), got {min_acceptance!r}")
+    fixed = tuple(fixed)
+    names = list(model.train_parameters())
+    unknown = sorted(set(fixed) - set(names))
+    if unknown:
+        kind = type(model).__name__
+        raise ValueError(f"fixed names {unknown} are not parameters of {kind}; its parameters are {names}")
+    if not set(names) - set(fixed):
+        raise ValueError(f"fixed holds every parameter of {type(model).__name__} ({names}): nothing to train")
     x = X_train if isinstance(X_train, torch.Tensor) else torch.as_tensor(np.asarray(X_train, dtype=np.float64))
     x = x.detach().to(device=model.device, dtype=torch.float64)
     if x.ndim != 2 or x.shape[1] != model.n_dims or x.shape[0] < 1:
@@ -285,7 +300,7 @@ def train_mpf(
                 break
             eps *= 0.5
         theta0 = model.train_parameters()
-        flat = _Flat(theta0)
+        flat = _Flat(theta0, fixed)
         cache: dict[bytes, float] = {}
 
         def fun(vec):
