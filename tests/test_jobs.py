@@ -4,6 +4,7 @@ without Snakemake)."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -187,6 +188,66 @@ def test_sweep_writes_each_setting_and_keeps_one_mlflow_run_per_setting(tmp_path
     assert len(runs) == len(settings)
     assert {r.info.run_id for r in runs} == {r["mlflow_run_id"] for r in again}
     assert not {r["mlflow_run_id"] for r in again} & {r["mlflow_run_id"] for r in records}
+
+
+def test_a_refused_setting_is_recorded_and_flagged_and_the_sweep_goes_on(tmp_path):
+    """Annealed discriminance sampling refuses K = 1 on a strongly coupled RBM (the samples of p and p_0
+    do not overlap: log Z is not identified) but not K = 50.  The sweep still writes every setting: the
+    refused ones carry the reason and no estimate, the others are the estimates run_estimate gives alone;
+    each setting is its own MLflow run, the refused ones tagged with the reason; the report builds, flags
+    the refused rows with the reason and their seeds, and leaves the others' values as they are."""
+    from logzbench import report
+    from logzbench.pipeline.jobs import run_estimate_sweep
+    from logzbench.tracking import find_runs
+
+    rbm = random_rbm(12, 8, seed=0, scale=5.0)
+    save_model(rbm, tmp_path / "tiny.npz")
+    rows = model_samples(rbm, 60, seed=1, sweeps=50).numpy().astype(np.uint8)
+    np.savez(tmp_path / "tiny-data.npz", train=rows[:40], test=rows[40:])
+    settings = [
+        {**BASE, "estimator": "ads", "method": "ads", "K": K, "init": "uniform", "seed": seed, "chains": 20}
+        for K in (1, 50)
+        for seed in (0, 1)
+    ]
+    uri = "sqlite:///" + str(tmp_path / "mlflow.db")
+    tracking = {"enabled": True, "uri": uri, "experiment": "refused"}
+    lines = []
+    records = run_estimate_sweep(
+        settings,
+        model=tmp_path / "tiny.npz",
+        data=tmp_path / "tiny-data.npz",
+        out_dir=tmp_path / "ads",
+        tracking=tracking,
+        log=lines.append,
+    )
+    assert len(records) == 4 and len(list((tmp_path / "ads").glob("*.json"))) == 4
+    refused = [r for r in records if r["K"] == 1]
+    for r in refused:
+        assert "do not overlap" in r["refused"] and "\n" not in r["refused"]
+        assert r["result"]["log_z"] is None and r["result"]["mean_log_likelihood"] is None
+        on_disk = json.loads((tmp_path / "ads" / f"K1_uniform_seed{r['seed']}.json").read_text())
+        assert on_disk["refused"] == r["refused"]
+    assert sum(line.startswith("refused: discriminance sampling") for line in lines) == 2
+    for r in records[2:]:
+        assert "refused" not in r and math.isfinite(r["result"]["log_z"])
+        alone = estimate(tmp_path / "tiny.npz", "ads", **estimate_options(r))
+        assert r["result"]["log_z"] == alone.log_z
+    runs = {r.data.tags["logzbench.key"]: r for r in find_runs(uri=uri, experiment_name="refused", kind="estimate")}
+    assert len(runs) == 4
+    for r in records:
+        flag = runs[r["key"]].data.tags.get("logzbench.flag") or ""
+        assert flag.startswith("refused: discriminance sampling") == (r["K"] == 1)
+
+    paths = report.build_report(tmp_path / "ads", tmp_path / "report")
+    summary = pd.read_csv(paths["summary"])
+    k1, k50 = summary[summary["K"] == 1].iloc[0], summary[summary["K"] == 50].iloc[0]
+    assert k1["flags"].startswith("refused (seed 0,1): discriminance sampling: the samples of p and p_0 do not")
+    assert math.isnan(k1["log_z"]) and k1["n_seeds"] == 2
+    assert "refused" not in str(k50["flags"])
+    # (summary.csv rounds to 2 decimals)
+    assert k50["log_z"] == pytest.approx(np.mean([r["result"]["log_z"] for r in records[2:]]), abs=0.006)
+    per_run = pd.read_csv(paths["per_run"], keep_default_na=False)
+    assert sorted(per_run["refused"] != "") == [False, False, True, True]
 
 
 def test_test_subset_restricts_the_rows_of_each_setting(tmp_path):

@@ -23,6 +23,7 @@ from logzbench.report.flags import (
     ReportThresholds,
     heavy_tails,
     low_ess,
+    refused,
     understated_spread,
 )
 
@@ -89,6 +90,11 @@ def seeds(method="ais", lls=(), ll_se=0.05, **kw):
 GEN = "linear-gaussian"
 #: rule -> (records on which it fires, a clean variant, text of the reason)
 CASES = {
+    refused: (
+        [{**rec("ads", K=2, init="uniform", ll=None), "refused": "discriminance sampling: do not overlap"}],
+        [rec("ads", K=2, init="uniform")],
+        "refused (seed 0): discriminance sampling: do not overlap",
+    ),
     low_ess: (
         [rec("ais", K=10, init="uniform", ess=5.0)],
         [rec("ais", K=10, init="uniform", ess=50.0)],

@@ -28,7 +28,8 @@ import numpy as np
 from .. import registry
 from ..api import estimate
 from ..data import class_subset, load_labels, load_rows, load_split_if_present
-from ..errors import DatasetError
+from ..errors import DatasetError, EstimatorError
+from ..estimators.result import EstimateResult
 from ..tracking import estimate_key
 from ..utils import (
     code_version,
@@ -169,6 +170,11 @@ def run_estimate(
     RAISE evaluates at most the test rows it has: ``n_examples`` above their number (or above a
     ``test_subset``'s rows) evaluates every row, and the record's ``n_examples`` is the number used,
     with the configured value as ``n_examples_requested``.
+
+    An estimator that refuses the setting (:class:`~logzbench.errors.EstimatorError`: e.g. discriminance
+    sampling whose samples of ``p`` and ``p_0`` do not overlap, a log-weight that overflowed) does not end
+    the job, so the other settings of its sweep still run: the record carries ``refused`` (the reason, one
+    line) and no estimate, its arrays file is empty, and the report and the MLflow run flag it.
     """
     s = dict(settings)
     method = s["method"]
@@ -183,8 +189,16 @@ def run_estimate(
     import torch
 
     started = utc_now()
-    # the job's thread count (Snakemake's `threads`, set by logzbench.pipeline.warm.run_job), not the automatic choice
-    res = estimate(model, method, data=test, train_data=train, threads=torch.get_num_threads(), **opts)
+    t0 = time.perf_counter()
+    refused = None
+    try:
+        # the job's thread count (Snakemake's `threads`, set by logzbench.pipeline.warm.run_job), not the automatic
+        res = estimate(model, method, data=test, train_data=train, threads=torch.get_num_threads(), **opts)
+    except EstimatorError as exc:  # this setting has no estimate; the sweep's other settings still run
+        refused = " ".join(str(exc).split())
+        plain = {k: v for k, v in opts.items() if v is None or isinstance(v, (str, int, float, bool))}
+        res = EstimateResult(estimator=method, seconds=time.perf_counter() - t0, settings=plain)
+        log(f"refused: {refused}")
 
     used = res.settings.get("n_examples")  # RAISE: the rows evaluated (at most the test rows there are)
     if s.get("n_examples") is not None and isinstance(used, (int, np.integer)) and used != s["n_examples"]:
@@ -200,6 +214,7 @@ def run_estimate(
         "code_version": code_version(),
         "arrays": str(arrays),
         **({"sweep_stems": list(sweep_stems)} if sweep_stems is not None else {}),
+        **({"refused": refused} if refused is not None else {}),
         "result": res.to_dict(),
     }
     save_npz_atomic(arrays, **(res.arrays() or {"log_weights": np.zeros(0)}))

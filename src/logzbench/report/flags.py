@@ -4,6 +4,8 @@ A rule is a callable taking a :class:`FlagInput` and yielding ``(summary row ind
 :func:`apply_flags` runs :data:`RULES` in order and joins each row's reasons with ``"; "``.
 The rules:
 
+* a run its estimator refused (:func:`refused`: no estimate, e.g. discriminance sampling whose samples
+  do not overlap);
 * low effective sample size of any seed's run (:func:`low_ess`);
 * heavy-tailed log-weights of any seed's run: Pareto k-hat above ``khat`` (0.7; :func:`heavy_tails`),
   where the standard error understates the uncertainty;
@@ -37,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..registry import ESTIMATORS, GIBBS_KINDS
+from ..tracking.records import refused_reason
 from .methods import DEEP_FAMILIES, family_kind, label, spec, weight_unit
 from .records import group_key, seed_spread
 
@@ -73,6 +76,23 @@ def _where(s: pd.Series) -> str:
 
 def _combined_se(a: float, b: float) -> float:
     return math.sqrt(np.nansum([a**2, b**2]))
+
+
+# --------------------------------------------------------------------------- refused settings
+def run_refused_flag(run: pd.Series) -> str | None:
+    """The reason of a run its estimator refused (no estimate: :func:`logzbench.pipeline.jobs.run_estimate`)."""
+    return refused_reason(run.get("refused"))
+
+
+def refused(inp: FlagInput) -> Iterator[Flag]:
+    """A summary row is flagged when any of its seeds' runs was refused by its estimator (its values, if
+    any, are those of the other seeds)."""
+    why: dict[tuple, str] = {}
+    for _, r in inp.per_run.iterrows():
+        if run_refused_flag(r):
+            why.setdefault(group_key(r), r["refused"])
+    for i, s, seeds in _flagged_seeds(inp, run_refused_flag):
+        yield (i,), f"refused (seed {','.join(seeds)}): {why[group_key(s)]}"
 
 
 # --------------------------------------------------------------------------- effective sample size
@@ -395,6 +415,7 @@ SANDWICH_RULES = tuple(PairRule(f"{lo} vs {hi}", lo, hi, (_not_sandwiched,)) for
 
 #: Every flag rule, in the order their reasons appear.
 RULES: tuple[Callable[[FlagInput], Iterator[Flag]], ...] = (
+    refused,
     low_ess,
     heavy_tails,
     understated_spread,
@@ -463,6 +484,6 @@ def split_reasons(flags) -> list[str]:
 
 
 def _run_flags(run: pd.Series, group_reasons: list[str], ess_fraction: float, khat: float = 0.7) -> str:
-    own = [f for f in (run_ess_flag(run, ess_fraction), run_khat_flag(run, khat)) if f]
-    shared = [f for f in group_reasons if not f.startswith(("low ESS", "heavy-tailed"))]
+    own = [f for f in (run_refused_flag(run), run_ess_flag(run, ess_fraction), run_khat_flag(run, khat)) if f]
+    shared = [f for f in group_reasons if not f.startswith(("refused", "low ESS", "heavy-tailed"))]
     return "; ".join(dict.fromkeys(own + shared))

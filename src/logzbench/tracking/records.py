@@ -16,6 +16,7 @@ start: :data:`~logzbench.tracking.keys.SWEEP_TAG`) and by setting less the seed
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -218,11 +219,18 @@ def _schedule_of(items: Mapping[str, str | None]) -> Any:
     return None
 
 
+def refused_reason(refusal: Any) -> str | None:
+    """The flag of a setting its estimator refused (a record's ``refused``: the reason), else ``None``."""
+    if refusal is None or (isinstance(refusal, float) and math.isnan(refusal)) or not str(refusal):
+        return None
+    return f"refused: {refusal}"
+
+
 def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1, khat: float = 0.7) -> list[str]:
-    """Flags decidable from one estimate alone (low ESS; heavy-tailed log-weights: Pareto k-hat
-    above ``khat``)."""
+    """Flags decidable from one estimate alone (refused by its estimator; low ESS; heavy-tailed
+    log-weights: Pareto k-hat above ``khat``)."""
     res = _res(record)
-    flags = []
+    flags = [f for f in (refused_reason(record.get("refused")),) if f]
     ess, chains = res.get("ess"), res.get("n_chains")
     if _finite(ess) and _finite(chains) and float(chains) > 0 and float(ess) < ess_fraction * float(chains):
         unit = "samples" if (record.get("method") or res.get("estimator")) == "csl" else "chains"
