@@ -192,7 +192,7 @@ def run_estimate(
     t0 = time.perf_counter()
     refused = None
     try:
-        # the job's thread count (Snakemake's `threads`, set by logzbench.pipeline.warm.run_job), not the automatic
+        # the job's thread count (Snakemake's `threads`, set by pipeline.warm.run_job), not torch's own choice
         res = estimate(model, method, data=test, train_data=train, threads=torch.get_num_threads(), **opts)
     except EstimatorError as exc:  # this setting has no estimate; the sweep's other settings still run
         refused = " ".join(str(exc).split())
