@@ -162,3 +162,22 @@ def test_train_continuous_holds_the_mcrbm_sigma_unless_learned():
     assert float(learned.sigma) != 1.0
     with pytest.raises(ValueError, match="learn_sigma applies to the mcrbm family only"):
         train_continuous(x, family="poe-laplace", size=3, n_iter=2, learn_sigma=True)
+
+
+def test_mpf_weight_decay_shrinks_the_weight_matrices_only():
+    """``weight_decay`` penalises the 2-D parameters (here the mcRBM's P, C, W): their squared norm ends
+    below the unpenalised fit's from the same start and seed; a negative decay is refused."""
+    true = ProductOfExperts.random(3, expert="student-t", lam=(1.5, 3.0), seed=1)
+    x = true.sample(1000, seed=2)
+    x = x / x.std(0)
+    rbm = MCRBM.random(3, 6, seed=0, scale=2.0)
+    plain, _ = train_mpf(rbm, x, n_iter=20, n_rounds=2, seed=0, fixed=("log_sigma",))
+    decayed, h = train_mpf(rbm, x, n_iter=20, n_rounds=2, seed=0, fixed=("log_sigma",), weight_decay=0.5)
+
+    def sq(m):
+        return sum(float((getattr(m, k) ** 2).sum()) for k in ("P", "C", "W"))
+
+    assert sq(decayed) < sq(plain)
+    assert all(math.isfinite(r["objective"]) for r in h)
+    with pytest.raises(ValueError, match="weight_decay must be a finite number >= 0"):
+        train_mpf(rbm, x, n_iter=2, weight_decay=-1.0)

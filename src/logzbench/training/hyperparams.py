@@ -195,6 +195,7 @@ MPF = dict(
     min_acceptance=0.5,
     gtol=1e-10,
     fixed=(),
+    weight_decay=0.0,
     callback=None,
     verbose=False,
 )

@@ -183,6 +183,7 @@ def train_mpf(
     min_acceptance: float = _DEFAULTS["min_acceptance"],
     gtol: float = _DEFAULTS["gtol"],
     fixed: Sequence[str] = _DEFAULTS["fixed"],
+    weight_decay: float = _DEFAULTS["weight_decay"],
     callback=_DEFAULTS["callback"],
     verbose: bool = _DEFAULTS["verbose"],
 ) -> tuple[Any, list[dict]]:
@@ -219,6 +220,13 @@ def train_mpf(
     fixed : sequence of str
         Names of ``model.train_parameters()`` held at their initial values (the mcRBM's
         ``log_sigma``: :func:`~logzbench.training.continuous.train_continuous`'s ``learn_sigma``).
+    weight_decay : float
+        Adds ``weight_decay / 2`` times the squared norm of every weight matrix (the 2-D parameters: a
+        PoE's filters, an mcRBM's ``P``, ``C``, ``W``; not biases or scales) to the minimised ``log K``.
+        MPF's objective looks only at the data's HMC neighbourhood, so it is blind to mass far from the
+        data: an mcRBM's mean units can line up their ``W`` rows into a mode at ``sum_j W_j`` hundreds of
+        units away while the objective keeps falling.  The decay pins those unseen directions.  (The
+        history's ``objective`` then includes the penalty.)
     callback : callable, optional
         ``callback(record)`` after each history record.
     verbose : bool
@@ -256,6 +264,8 @@ def train_mpf(
     if not 0.0 <= min_acceptance < 1.0:
         raise ValueError(f"min_acceptance must be in [0, 1), got {min_acceptance!r}")
     fixed = tuple(fixed)
+    if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0):
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
     names = list(model.train_parameters())
     unknown = sorted(set(fixed) - set(names))
     if unknown:
@@ -307,6 +317,8 @@ def train_mpf(
             theta = flat.unpack(vec, requires_grad=True)
             with torch.enable_grad():
                 f = mpf_log_objective(model, theta, x_pair, x_new, delta_ref)
+                if weight_decay:
+                    f = f + 0.5 * weight_decay * sum((theta[k] ** 2).sum() for k in flat.keys if theta[k].ndim == 2)
                 grads = torch.autograd.grad(f, [theta[k] for k in flat.keys])
             fv = float(f.detach())
             g = np.concatenate([gi.detach().cpu().reshape(-1).numpy() for gi in grads])
