@@ -223,7 +223,9 @@ def test_a_refused_setting_is_recorded_and_flagged_and_the_sweep_goes_on(tmp_pat
     assert len(records) == 4 and len(list((tmp_path / "ads").glob("*.json"))) == 4
     refused = [r for r in records if r["K"] == 1]
     for r in refused:
-        assert "do not overlap" in r["refused"] and "\n" not in r["refused"]
+        # one line, without the "; " that joins a row's flag reasons (the estimator's message has one)
+        assert "do not overlap" in r["refused"] and "\n" not in r["refused"] and "; " not in r["refused"]
+        assert "(gamma = " in r["refused"] and "), log Z is not identified" in r["refused"]
         assert r["result"]["log_z"] is None and r["result"]["mean_log_likelihood"] is None
         on_disk = json.loads((tmp_path / "ads" / f"K1_uniform_seed{r['seed']}.json").read_text())
         assert on_disk["refused"] == r["refused"]
@@ -246,6 +248,8 @@ def test_a_refused_setting_is_recorded_and_flagged_and_the_sweep_goes_on(tmp_pat
     assert "refused" not in str(k50["flags"])
     # (summary.csv rounds to 2 decimals)
     assert k50["log_z"] == pytest.approx(np.mean([r["result"]["log_z"] for r in records[2:]]), abs=0.006)
+    flag_rows = pd.read_csv(paths["flags"])
+    assert len(flag_rows) == 1 and flag_rows["flag"].iloc[0] == k1["flags"]  # one reason, not split at its "; "
     per_run = pd.read_csv(paths["per_run"], keep_default_na=False)
     assert sorted(per_run["refused"] != "") == [False, False, True, True]
 

@@ -31,6 +31,7 @@ from ..data import class_subset, load_labels, load_rows, load_split_if_present
 from ..errors import DatasetError, EstimatorError
 from ..estimators.result import EstimateResult
 from ..tracking import estimate_key
+from ..tracking.records import one_reason
 from ..utils import (
     code_version,
     file_sha256,
@@ -195,7 +196,7 @@ def run_estimate(
         # the job's thread count (Snakemake's `threads`, set by pipeline.warm.run_job), not torch's own choice
         res = estimate(model, method, data=test, train_data=train, threads=torch.get_num_threads(), **opts)
     except EstimatorError as exc:  # this setting has no estimate; the sweep's other settings still run
-        refused = " ".join(str(exc).split())
+        refused = one_reason(exc)
         plain = {k: v for k, v in opts.items() if v is None or isinstance(v, (str, int, float, bool))}
         res = EstimateResult(estimator=method, seconds=time.perf_counter() - t0, settings=plain)
         log(f"refused: {refused}")

@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..registry import ESTIMATORS, GIBBS_KINDS
-from ..tracking.records import refused_reason
+from ..tracking.records import one_reason, refused_reason
 from .methods import DEEP_FAMILIES, family_kind, label, spec, weight_unit
 from .records import group_key, seed_spread
 
@@ -90,7 +90,7 @@ def refused(inp: FlagInput) -> Iterator[Flag]:
     why: dict[tuple, str] = {}
     for _, r in inp.per_run.iterrows():
         if run_refused_flag(r):
-            why.setdefault(group_key(r), r["refused"])
+            why.setdefault(group_key(r), one_reason(r["refused"]))
     for i, s, seeds in _flagged_seeds(inp, run_refused_flag):
         yield (i,), f"refused (seed {','.join(seeds)}): {why[group_key(s)]}"
 

@@ -219,11 +219,16 @@ def _schedule_of(items: Mapping[str, str | None]) -> Any:
     return None
 
 
+def one_reason(text: Any) -> str:
+    """``text`` as one flag reason: one line, and no ``"; "``, which joins a row's reasons."""
+    return " ".join(str(text).split()).replace("; ", ", ")
+
+
 def refused_reason(refusal: Any) -> str | None:
     """The flag of a setting its estimator refused (a record's ``refused``: the reason), else ``None``."""
     if refusal is None or (isinstance(refusal, float) and math.isnan(refusal)) or not str(refusal):
         return None
-    return f"refused: {refusal}"
+    return f"refused: {one_reason(refusal)}"
 
 
 def estimate_flags(record: Mapping[str, Any], *, ess_fraction: float = 0.1, khat: float = 0.7) -> list[str]:
