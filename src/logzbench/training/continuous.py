@@ -112,10 +112,13 @@ def train_continuous(
         raise ValueError(f"unknown hyperparameter(s) {unknown} for {family} ({fit.__name__}); valid: {sorted(valid)}")
     if learn_sigma not in (True, False):
         raise ValueError(f"learn_sigma must be true or false, got {learn_sigma!r}")
-    if family == "mcrbm" and not learn_sigma:
+    if family not in FAMILY_ONLY["learn_sigma"]:
+        if learn_sigma:
+            raise ValueError(
+                f"learn_sigma applies to the {'/'.join(FAMILY_ONLY['learn_sigma'])} family only, not {family!r}"
+            )
+    elif not learn_sigma:
         trainer_kwargs["fixed"] = (*tuple(trainer_kwargs.get("fixed", ())), "log_sigma")
-    elif learn_sigma and family not in FAMILY_ONLY["learn_sigma"]:
-        raise ValueError(f"learn_sigma applies to the mcrbm family only, not {family!r}")
     model0 = initial_model(family, X.shape[1], int(size), seed=seed, device=device)
     t0 = time.perf_counter()
     model, history = fit(model0, X, n_iter=int(n_iter), seed=int(seed), **trainer_kwargs)

@@ -266,13 +266,12 @@ def train_mpf(
     fixed = tuple(fixed)
     if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0):
         raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
-    names = list(model.train_parameters())
+    names, kind = list(model.train_parameters()), type(model).__name__
     unknown = sorted(set(fixed) - set(names))
     if unknown:
-        kind = type(model).__name__
         raise ValueError(f"fixed names {unknown} are not parameters of {kind}; its parameters are {names}")
     if not set(names) - set(fixed):
-        raise ValueError(f"fixed holds every parameter of {type(model).__name__} ({names}): nothing to train")
+        raise ValueError(f"fixed holds every parameter of {kind} ({names}): nothing to train")
     x = X_train if isinstance(X_train, torch.Tensor) else torch.as_tensor(np.asarray(X_train, dtype=np.float64))
     x = x.detach().to(device=model.device, dtype=torch.float64)
     if x.ndim != 2 or x.shape[1] != model.n_dims or x.shape[0] < 1:
