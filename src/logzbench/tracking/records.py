@@ -16,7 +16,6 @@ start: :data:`~logzbench.tracking.keys.SWEEP_TAG`) and by setting less the seed
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -226,7 +225,7 @@ def one_reason(text: Any) -> str:
 
 def refused_reason(refusal: Any) -> str | None:
     """The flag of a setting its estimator refused (a record's ``refused``: the reason), else ``None``."""
-    if refusal is None or (isinstance(refusal, float) and math.isnan(refusal)) or not str(refusal):
+    if not refusal:  # a record without one; per_run.csv's column is "" there
         return None
     return f"refused: {one_reason(refusal)}"
 
