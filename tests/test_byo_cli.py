@@ -12,10 +12,15 @@ import hashlib
 import itertools
 import json
 import math
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
-from conftest import assert_refused
+from conftest import assert_refused, tree_snapshot
 
 from logzbench.cli import main
 
@@ -303,3 +308,181 @@ def test_help_says_what_a_model_may_be(capsys):
     text = " ".join(capsys.readouterr().out.split())
     for words in ("FILE.py:NAME", "TorchScript .pt", "Potts text file", "runs its code", "as any Python import does"):
         assert words in text, words
+
+
+# ------------------------------------------------------------- user code and the CLI's promises (issue 37)
+#: the user's file with functions that chdir or are interrupted
+MORE_FILE = (
+    USER_FILE
+    + """
+import os
+import time
+
+
+def moves_away():
+    os.makedirs("elsewhere", exist_ok=True)
+    os.chdir("elsewhere")
+    return make()
+
+
+def interrupted():
+    def log_f_interrupted(x):
+        if x.shape[0] > 4:  # past the load-time check on 4 states
+            raise KeyboardInterrupt
+        return log_f(x)
+
+    return EnergyModel(log_f_interrupted, {DIM}, "binary")
+
+
+def waits():
+    def log_f_waiting(x):
+        if x.shape[0] > 4:  # past the load-time check: say so, then wait for the signal
+            open(os.environ["READY_FILE"], "w").close()
+            time.sleep(600)
+        return log_f(x)
+
+    return EnergyModel(log_f_waiting, {DIM}, "binary")
+""".replace("{DIM}", str(DIM))
+)
+
+#: the user's file printing at import, in NAME() and in log_f (print and os.write(1, ...))
+NOISY_FILE = (
+    USER_FILE
+    + """
+import os
+
+print("printed at import")
+os.write(1, b"os.write at import\\n")
+
+
+def noisy():
+    print("printed in NAME()")
+    os.write(1, b"os.write in NAME()\\n")
+
+    def loud_log_f(x):
+        print("printed in log_f")
+        os.write(1, b"os.write in log_f\\n")
+        return log_f(x)
+
+    return EnergyModel(loud_log_f, {DIM}, "binary")
+""".replace("{DIM}", str(DIM))
+)
+
+#: what NOISY_FILE prints when imported and its NAME() and log_f are called
+NOISE = [
+    "printed at import",
+    "os.write at import",
+    "printed in NAME()",
+    "os.write in NAME()",
+    "printed in log_f",
+    "os.write in log_f",
+]
+
+
+def test_user_output_goes_to_stderr_not_before_the_json(byo, capsys):
+    """print() at import, in NAME() and in log_f leaves stdout one JSON object; the text is on stderr."""
+    (byo / "noisy.py").write_text(NOISY_FILE)
+    capsys.readouterr()
+    assert main(["estimate", "noisy.py:noisy", "--estimator", "exact", "--threads", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["log_z"] == pytest.approx(_true_log_z(), abs=1e-9)
+    for text in (t for t in NOISE if t.startswith("printed")):  # (os.write: the next test's)
+        assert text in err and text not in out, text
+
+
+def test_user_writes_to_file_descriptor_1_go_to_stderr(byo):
+    """The command line as a process: os.write(1, ...) too goes to stderr (fd 1 is redirected for the run)."""
+    (byo / "noisy.py").write_text(NOISY_FILE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "logzbench.cli", "estimate", "noisy.py:noisy", "--estimator", "exact", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["log_z"] == pytest.approx(_true_log_z(), abs=1e-9)
+    for text in NOISE:
+        assert text in proc.stderr and text not in proc.stdout, text
+
+
+def test_a_chdir_in_user_code_moves_no_path(byo, capsys):
+    """NAME() changes directory: --data is still read, and --json, --log-weights and sample's --out are
+    still written, where they were named (the paths are made absolute before user code runs)."""
+    (byo / "more.py").write_text(MORE_FILE)
+    cwd = os.getcwd()
+    try:
+        capsys.readouterr()
+        argv = ["estimate", "more.py:moves_away", "--estimator", "ais", "--steps", "5", "--chains", "8"]
+        rc = main([*argv, "--data", "rows.npy", "--json", "rel.json", "--log-weights", "rel.npz", "--threads", "1"])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        assert os.getcwd() == str(byo / "elsewhere")  # the user's code did move
+        os.chdir(cwd)
+        assert json.loads((byo / "rel.json").read_text()) == json.loads(out)
+        assert json.loads(out)["data"] == "rows.npy"  # recorded as given
+        assert (byo / "rel.npz").is_file()
+        rc = main(["sample", "more.py:moves_away", "--n", "3", "--burn-in", "2", "--out", "s.npz", "--threads", "1"])
+        assert rc == 0, capsys.readouterr().err
+        os.chdir(cwd)
+        assert (byo / "s.npz").is_file()
+        assert sorted(p.name for p in (byo / "elsewhere").iterdir()) == []
+    finally:
+        os.chdir(cwd)
+
+
+def test_ctrl_c_is_one_line_exit_130_nothing_written(byo, capsys, monkeypatch):
+    """Ctrl-C (KeyboardInterrupt) in the user's log_f, and while the outputs are written (--json written,
+    --log-weights not yet): one line, exit status 130, nothing on stdout, no file written or changed."""
+    import logzbench.utils
+
+    (byo / "more.py").write_text(MORE_FILE)
+    (byo / "out.json").write_text("an earlier run's output\n")  # kept as it was
+    argv = ["estimate", "more.py:interrupted", "--estimator", "ais", "--steps", "5", "--chains", "8", *OUT]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    for case in ("log_f", "writing"):
+        if case == "writing":
+            argv[1] = "more.py:make"
+            monkeypatch.setattr(logzbench.utils, "save_npz_atomic", interrupted)
+        capsys.readouterr()
+        before = tree_snapshot(byo)
+        try:
+            rc = main([*argv, "--threads", "1"])
+        except KeyboardInterrupt:  # (escaping, it would stop the whole test session)
+            pytest.fail(f"{case}: KeyboardInterrupt escaped the command line")
+        out, err = capsys.readouterr()
+        assert rc == 130, (case, err)
+        assert out == "" and err.strip().splitlines() == ["logzbench estimate: interrupted"], (case, err)
+        assert tree_snapshot(byo) == before, case
+
+
+def test_sigint_to_the_command_line_is_one_line_exit_130(byo):
+    """Ctrl-C (SIGINT) during an estimate: one line, exit status 130, no traceback, no output. SIGINT is
+    reset to its default in the child: a test run started in the background has it ignored."""
+    (byo / "more.py").write_text(MORE_FILE)
+    ready = byo / "ready"
+    argv = ["estimate", "more.py:waits", "--estimator", "ais", "--steps", "5", "--chains", "8", *OUT, "--threads", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "logzbench.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "READY_FILE": str(ready)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ready.exists(), proc.communicate(timeout=60)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert out == "" and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "logzbench estimate: interrupted", err
+    assert not (byo / "out.json").exists() and not (byo / "out.npz").exists()

@@ -7,7 +7,9 @@ one-line error naming the problem and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
+import io
 import json
 import logging
 import os
@@ -182,7 +184,17 @@ def _model_file(spec: str) -> Path:
         raise ValueError(f"model file not found: {path}")
     if path.is_dir():
         raise ValueError(f"model {path}: a directory, not a model file")
-    return path
+    return path.absolute()  # hashed after the user's code ran, which may chdir
+
+
+def _pin_paths(args, *names: str) -> None:
+    """Make the path options ``names`` of ``args`` that were given absolute, after :func:`_check_outputs`
+    (which sees them as given) and before the model is loaded: a user's FILE.py:NAME runs code (at import,
+    in NAME(), in log_f) that may ``os.chdir``, and must not move what the command reads or writes later."""
+    for name in names:
+        value = getattr(args, name, None)
+        if value is not None and str(value) != "":
+            setattr(args, name, os.path.abspath(value))
 
 
 def _cmd_estimate(args) -> int:
@@ -203,6 +215,8 @@ def _cmd_estimate(args) -> int:
             ("--schedule", schedule_file),
         ],
     )
+    data_given = args.data  # recorded as given
+    _pin_paths(args, "json_out", "log_weights", "data", "train_data", *(("schedule",) if schedule_file else ()))
     model = load_model(args.model)  # FILE.py:NAME: imports FILE.py and checks NAME()'s model (one line if bad)
     kind = registry.family(model.family).data_kind  # binary 0/1, categorical 0..q-1 or real rows
     data = load_rows(args.data, kind, args.split, family=model.family) if args.data else None
@@ -210,13 +224,13 @@ def _cmd_estimate(args) -> int:
     res = estimate(model, args.estimator, data=data, train_data=train, threads=args.threads, **_estimate_options(args))
     # the model's identity: its file and content hash (the report never merges two different models; the
     # hash of FILE.py for FILE.py:NAME)
-    out = {"model": str(args.model), "model_sha256": file_sha256(model_file), "data": args.data, **res.to_dict()}
+    out = {"model": str(args.model), "model_sha256": file_sha256(model_file), "data": data_given, **res.to_dict()}
     with output_transaction():  # both outputs, or neither
         if args.json_out:
             write_json_atomic(args.json_out, out)
         if args.log_weights:
             save_npz_atomic(args.log_weights, **res.arrays())
-    print(json.dumps(out, indent=2))
+    print(json.dumps(out, indent=2), file=_stdout())
     return 0
 
 
@@ -287,6 +301,7 @@ def _cmd_sample(args) -> int:
         [("--out", args.out), ("--grid", args.grid)],
         inputs=[("model", model_file), ("--train-data", args.train_data)],
     )
+    _pin_paths(args, "out", "grid", "train_data")
     model = load_model(args.model)
     kind = registry.family(model.family).data_kind
     shape = _grid_shape(model, kind, args.train_data) if args.grid else None  # refused before any work
@@ -326,7 +341,8 @@ def _cmd_sample(args) -> int:
             plot_sample_grid(res.x, shape, args.grid, title=f"{Path(str(args.model)).name}: {res.method}")
     print(
         f"logzbench sample: {len(res.x)} samples, method {res.method}, burn-in {res.burn_in} sweeps, "
-        f"{res.sweeps} sweeps, {res.seconds:.2f} s -> {args.out}"
+        f"{res.sweeps} sweeps, {res.seconds:.2f} s -> {args.out}",
+        file=_stdout(),
     )
     return 0
 
@@ -722,11 +738,76 @@ def _run(args) -> int:
         return _COMMANDS[args.command](args)
 
 
+#: subcommands that may run a user's code (FILE.py:NAME): its stdout goes to stderr (:func:`_stdout_to_stderr`)
+_USER_CODE = ("estimate", "sample")
+#: the buffer a subcommand prints its result to while :func:`_stdout_to_stderr` holds stdout
+_RESULT: io.StringIO | None = None
+
+
+def _stdout():
+    """The stream a subcommand prints its result to: ``sys.stdout``, or while :func:`_stdout_to_stderr`
+    holds it, a buffer written to the real stdout when the command has succeeded."""
+    return sys.stdout if _RESULT is None else _RESULT
+
+
+def _flush_all(*streams) -> None:
+    """Flush Python ``streams`` and C stdio's buffers (a C extension's ``printf``), ignoring failures."""
+    for s in streams:
+        with contextlib.suppress(Exception):
+            s.flush()
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool = True):
+    """While the block runs, everything written to stdout goes to stderr: ``print`` (``sys.stdout`` is
+    ``sys.stderr``) and file descriptor 1 itself (``os.write(1, ...)``, C code; fd 1 is a duplicate of fd
+    2), so that a user's FILE.py:NAME -- at import, in ``NAME()``, in ``log_f`` -- cannot put text before
+    the command's JSON on stdout.  What the command prints to :func:`_stdout` is written to the real
+    stdout after the block, only when it ends without an exception."""
+    global _RESULT
+    if not active or _RESULT is not None:
+        yield
+        return
+    out, buf = sys.stdout, io.StringIO()
+    _flush_all(out, sys.stderr)
+    saved = None
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # fd 1 or 2 closed: the Python-level redirect only
+        if saved is not None:
+            os.close(saved)
+            saved = None
+    sys.stdout, _RESULT = sys.stderr, buf
+    try:
+        yield
+    finally:
+        _flush_all(sys.stdout, out, sys.__stdout__, sys.stderr)  # the user's buffered text still goes to stderr
+        sys.stdout, _RESULT = out, None
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+    if out is not None:
+        out.write(buf.getvalue())
+        out.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return _run(args)
+        with _stdout_to_stderr(args.command in _USER_CODE):
+            return _run(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line (outputs are written in transactions: none half-written)
+        print(f"logzbench {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exc:  # sys.exit() in a user's code that no narrower check named
+        print(f"logzbench {args.command}: error: user code raised SystemExit({exc.code!r})", file=sys.stderr)
+        return 2
     except (LogzbenchError, ValueError, FileNotFoundError, RuntimeError) as exc:
         print(f"logzbench {args.command}: error: {exc}", file=sys.stderr)
         return 2
