@@ -242,7 +242,192 @@ CASES = [
         ["prepare", "mnist", "--out", "d.npz"],
         ["no-such-mirror", "LOGZBENCH_DATA_MIRROR", "does not exist"],
     ),
+    # --- user code (issue 37, item 8): FILE.py:NAME (USER_ENERGY below) exiting, failing or without mass
+    (
+        "user-exit-0-in-name",
+        lambda t, e: _user(t),
+        ["estimate", "user.py:exit_in_name", "--estimator", "exact", "--json", "out.json"],
+        ["user.py:exit_in_name()", "SystemExit: 0"],
+    ),
+    (
+        "user-exit-3-in-log-f",
+        lambda t, e: _user(t),
+        ["estimate", "user.py:exit_in_log_f", "--estimator", "exact", "--json", "out.json"],
+        ["log_f (log_f)", "SystemExit: 3"],
+    ),
+    (
+        "user-exit-at-import",
+        lambda t, e: (t / "exits.py").write_text("import sys\nsys.exit(0)\n"),
+        ["estimate", "exits.py:model", "--estimator", "exact", "--json", "out.json"],
+        ["exits.py", "raised on import", "SystemExit: 0"],
+    ),
+    (
+        "user-exit-in-autograd-backward",  # outside every call the loader wraps: the command line's last net
+        lambda t, e: _user(t),
+        ["estimate", "user.py:exit_in_backward", "--estimator", "hais", "--steps", "3", "--json", "out.json"],
+        ["user code raised SystemExit(4)"],
+    ),
+    (
+        "user-reference-sample-exits",
+        lambda t, e: _user(t),
+        ["estimate", "user.py:reference_exits", "--estimator", "ais", "--steps", "3", "--json", "out.json"],
+        ["reference.sample (ExitingReference)", "SystemExit: 1"],
+    ),
+    (
+        "user-reference-raises-in-ais",
+        lambda t, e: _user(t),
+        [
+            "estimate",
+            "user.py:bad_reference",
+            "--estimator",
+            "ais",
+            "--steps",
+            "3",
+            "--chains",
+            "8",
+            "--json",
+            "o.json",
+        ],
+        ["reference.log_prob (PickyReference)", "ZeroDivisionError: the reference failed"],
+    ),
+    (
+        "user-continuous-reference-raises-in-hais",
+        lambda t, e: _user(t),
+        [
+            "estimate",
+            "user.py:bad_gaussian",
+            "--estimator",
+            "hais",
+            "--steps",
+            "3",
+            "--chains",
+            "8",
+            "--json",
+            "o.json",
+        ],
+        ["reference.log_prob (PickyGaussian)", "ZeroDivisionError: the reference failed"],
+    ),
+    (
+        "user-no-mass-exact",
+        lambda t, e: _user(t),
+        ["estimate", "user.py:no_mass", "--estimator", "exact", "--json", "out.json"],
+        ["no mass", "log Z = -inf", "every one of its states has log f = -inf"],
+    ),
+    *(
+        (
+            f"user-log-f-returns-{dtype}",
+            lambda t, e: _user(t),
+            ["estimate", f"user.py:returns_{dtype}", "--estimator", "exact", "--json", "out.json"],
+            [f"dtype torch.{dtype}", "expected float32 or float64"],
+        )
+        for dtype in ("float16", "bfloat16", "int64", "complex64")
+    ),
 ]
+
+#: the user's file of the ``user-*`` cases: binary energies on 4 sites, a continuous one on 2 coordinates
+USER_ENERGY = """
+import math
+import sys
+
+import torch
+from logzbench.models.energy import EnergyModel
+
+
+def _sum(x):
+    return x.double().sum(dim=1)
+
+
+def exit_in_name():
+    sys.exit(0)
+
+
+def exit_in_log_f():
+    def log_f(x):
+        if x.shape[0] > 4:  # past the load-time check on 4 states
+            sys.exit(3)
+        return _sum(x)
+
+    return EnergyModel(log_f, 4, "binary")
+
+
+class ExitInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        sys.exit(4)
+
+
+def exit_in_backward():
+    return EnergyModel(lambda x: -(ExitInBackward.apply(x.double()) ** 2).sum(dim=1), 2, "continuous")
+
+
+class PickyReference:  # uniform on {0, 1}^4; log_prob fails past the load-time check
+    def log_prob(self, x):
+        if x.shape[0] > 4:
+            raise ZeroDivisionError("the reference failed")
+        return torch.full((x.shape[0],), -4 * math.log(2.0), dtype=torch.float64)
+
+    def sample(self, n, generator):
+        return torch.randint(0, 2, (n, 4), generator=generator).float()
+
+
+class ExitingReference(PickyReference):
+    def sample(self, n, generator):
+        sys.exit(1)
+
+
+class PickyGaussian:  # standard normal on R^2; log_prob fails past the load-time check
+    def log_prob(self, x):
+        if x.shape[0] > 4:
+            raise ZeroDivisionError("the reference failed")
+        return -0.5 * (x.double() ** 2).sum(dim=1) - math.log(2 * math.pi)
+
+    def sample(self, n, generator):
+        return torch.randn(n, 2, generator=generator, dtype=torch.float64)
+
+
+def bad_reference():
+    return EnergyModel(_sum, 4, "binary", reference=PickyReference())
+
+
+def reference_exits():
+    return EnergyModel(_sum, 4, "binary", reference=ExitingReference())
+
+
+def bad_gaussian():
+    return EnergyModel(lambda x: -(x.double() ** 2).sum(dim=1), 2, "continuous", reference=PickyGaussian())
+
+
+def no_mass():
+    return EnergyModel(lambda x: torch.full((x.shape[0],), -math.inf, dtype=torch.float64), 4, "binary")
+
+
+def _returning(dtype):
+    return EnergyModel(lambda x: x.double().sum(dim=1).to(dtype), 4, "binary")
+
+
+def returns_float16():
+    return _returning(torch.float16)
+
+
+def returns_bfloat16():
+    return _returning(torch.bfloat16)
+
+
+def returns_int64():
+    return _returning(torch.int64)
+
+
+def returns_complex64():
+    return _returning(torch.complex64)
+"""
+
+
+def _user(tmp):
+    (tmp / "user.py").write_text(USER_ENERGY)
 
 
 @pytest.fixture

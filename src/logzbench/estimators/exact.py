@@ -196,9 +196,18 @@ def exact(
     EstimateResult
         ``settings["precision"]`` and ``extra["log_z_error_bound"]`` (nats; a bound on the
         floating-point error of ``log_z``) are recorded.
+
+    Raises
+    ------
+    ValueError
+        ``log Z = -inf``: every state has ``log f = -inf`` (a user's energy), so there is no distribution.
     """
     t0 = time.perf_counter()
     log_z, bound = model.exact_log_z(chunk_size=chunk_size, precision=precision, progress=progress, return_bound=True)
+    if log_z == -math.inf:  # Z = 0: no distribution to normalise, no log-likelihood to report
+        raise ValueError(
+            f"this {model.family} model has no mass: log Z = -inf (every one of its states has log f = -inf)"
+        )
     ll = None if data is None else (model.exact_log_f(data) - log_z).cpu().numpy()
     seconds = time.perf_counter() - t0
     res = EstimateResult(

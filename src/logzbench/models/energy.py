@@ -37,10 +37,13 @@ reference ``r`` (exact samples, normalised ``log_prob``):
 A user ``reference`` is any object with ``log_prob(x) -> (n,)`` (normalised) and
 ``sample(n, generator) -> (n, dim)``; it replaces the ``init`` choice.
 
-Log-densities are accumulated in float64 whatever ``log_f`` returns; ``log_f`` is called on tensors of
-``dtype`` (default: the dtype of its parameters when it is a :class:`torch.nn.Module`, else float32).
-:meth:`EnergyModel.check` calls ``log_f`` on a few states and refuses, with one line, a result that is
-not a tensor, has the wrong shape, or holds NaN or ``+inf``.
+Log-densities are accumulated in float64; ``log_f`` returns float32 or float64 (a half-precision result,
+float16 or bfloat16, keeps only 2-3 significant digits of ``log f`` and is refused, as are integers and
+complex numbers) and is called on tensors of ``dtype`` (default: the dtype of its parameters when it is a
+:class:`torch.nn.Module`, else float32).  :meth:`EnergyModel.check` calls ``log_f`` on a few states and
+refuses, with one line, a result that is not a tensor, has the wrong shape or dtype, or holds NaN or
+``+inf``.  An exception raised by ``log_f`` or a user ``reference`` (``sys.exit()`` included) becomes one
+ValueError line naming the function and the exception.
 """
 
 from __future__ import annotations
@@ -278,7 +281,7 @@ class EnergyModel:
         if device == self._device:
             return self
         f = self.log_f_fn.to(device) if isinstance(self.log_f_fn, torch.nn.Module) else self.log_f_fn
-        ref = self.reference.to(device) if hasattr(self.reference, "to") else self.reference
+        ref = _reference_call(self.reference, "to", device) if hasattr(self.reference, "to") else self.reference
         m = EnergyModel(f, self.dim, self.domain, ref, dtype=self.dtype, name=self.name, device=device)
         m.data, m.source = (None if self.data is None else self.data.to(device)), self.source
         return m
@@ -307,7 +310,7 @@ class EnergyModel:
         """``log_f_fn(x)`` on the model's dtype and device; the user's exception becomes one ValueError line."""
         try:
             return self.log_f_fn(x.to(dtype=self.dtype, device=self._device))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in log_f too: an error, not a silent exit
             raise ValueError(
                 f"log_f ({self.name}) raised {first_line(exc)} on a batch of shape {tuple(x.shape)}"
             ) from exc
@@ -334,10 +337,10 @@ class EnergyModel:
         with torch.no_grad():
             self.log_f(x)
         if self.reference is not None:
-            s = self.reference.sample(n, g)
+            s = _reference_call(self.reference, "sample", n, g)
             if not isinstance(s, torch.Tensor) or tuple(s.shape) != (n, self.dim):
                 raise ValueError(f"reference.sample({n}, generator) must return a ({n}, {self.dim}) tensor")
-            _checked(self.reference.log_prob(s), n, "reference.log_prob")
+            _checked(_reference_call(self.reference, "log_prob", s), n, "reference.log_prob")
         return self
 
     # ------------------------------------------------------------------ references
@@ -389,9 +392,12 @@ class EnergyModel:
             ref = self.reference
 
             def energy(x):
-                return -ref.log_prob(x).double()
+                return -_reference_call(ref, "log_prob", x).double()
 
-            return energy, ref.sample, 0.0, None
+            def sample(n, generator):
+                return _reference_call(ref, "sample", n, generator)
+
+            return energy, sample, 0.0, None
         ref = self.default_reference().scaled(scale)
         return ref.energy, ref.sample, ref.log_z(), ref.grad
 
@@ -472,14 +478,23 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
+def _reference_call(reference, method: str, *args):
+    """``reference.<method>(*args)`` of a user's reference; its exception (``sys.exit()`` included) becomes
+    one ValueError line naming the method and the exception, as ``log_f``'s do (:meth:`EnergyModel._call`)."""
+    try:
+        return getattr(reference, method)(*args)
+    except (Exception, SystemExit) as exc:
+        raise ValueError(f"reference.{method} ({type(reference).__name__}) raised {first_line(exc)}") from exc
+
+
 def _checked(out, n: int, name: str) -> torch.Tensor:
     """``out`` as float64 ``(n,)``; a ValueError naming ``name`` and the problem otherwise."""
     if not isinstance(out, torch.Tensor):
         raise ValueError(f"log_f ({name}) returned a {type(out).__module__}.{type(out).__name__}, not a torch.Tensor")
     if tuple(out.shape) != (n,):
         raise ValueError(f"log_f ({name}) returned shape {tuple(out.shape)} for {n} states; expected ({n},)")
-    if not out.is_floating_point():
-        raise ValueError(f"log_f ({name}) returned dtype {out.dtype}; expected float32 or float64")
+    if out.dtype not in (torch.float32, torch.float64):  # float16 / bfloat16 round log f to 2-3 digits
+        raise ValueError(f"log_f ({name}) returned dtype {out.dtype}; expected float32 or float64 (cast it: .double())")
     out = out.double()
     if torch.isnan(out).any():
         raise ValueError(f"log_f ({name}) returned NaN for {int(torch.isnan(out).sum())} of {n} states")
@@ -564,7 +579,7 @@ class DiscreteEnergyPath:
     def _log_r(self, x: torch.Tensor) -> torch.Tensor:
         if self.factorized:
             return self.reference.log_prob(x)
-        return _checked(self.reference.log_prob(x), int(x.shape[0]), "reference.log_prob")
+        return _checked(_reference_call(self.reference, "log_prob", x), int(x.shape[0]), "reference.log_prob")
 
     def _state(self, x: torch.Tensor) -> EnergyState:
         x = x.to(dtype=self.model.dtype, device=self.model.device)
@@ -581,7 +596,7 @@ class DiscreteEnergyPath:
         if self.factorized:
             x = self.reference.sample(n_chains, generator, dtype=self.model.dtype)
         else:
-            x = self.reference.sample(n_chains, generator)
+            x = _reference_call(self.reference, "sample", n_chains, generator)
             if not isinstance(x, torch.Tensor) or tuple(x.shape) != (int(n_chains), self.model.dim):
                 raise ValueError(f"reference.sample must return a ({n_chains}, {self.model.dim}) tensor")
         return self._state(x)

@@ -93,7 +93,7 @@ def _call(path: Path, name: str):
         raise ModelFileError(f"{path}:{name} is a {type(fn).__name__}, not a function returning an EnergyModel")
     try:
         return fn()
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:  # sys.exit() in NAME(): an error, not a silent exit 0
         raise ModelFileError(f"{path}:{name}() raised {first_line(exc)}") from None
 
 
