@@ -1,5 +1,6 @@
 import itertools
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -216,6 +217,25 @@ def other_user():
         pytest.skip(f"cannot run a process as uid {OTHER_UID}: {probe.stderr.strip() or probe.stdout.strip()}")
     yield user
     shutil.rmtree(shared, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- children a test signals
+#: the signals a test sends to a child it starts (Ctrl-C's SIGINT, a terminal's SIGQUIT and SIGHUP, a plain
+#: ``kill``'s SIGTERM), each expecting the child's own handling or the default action
+FOREGROUND_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP, signal.SIGTERM)
+
+
+def foreground_signals() -> None:
+    """``preexec_fn`` for a child that a test signals: the child starts with the default disposition of
+    every one of :data:`FOREGROUND_SIGNALS`, none of them blocked, as under a user's foreground shell.
+
+    An ignored signal stays ignored across ``exec``: a background job of a non-interactive shell
+    (``pytest ... &`` in a script or a CI step) starts with SIGINT and SIGQUIT ignored and ``nohup``
+    ignores SIGHUP, so without this a Snakemake the test interrupts inherits the ignoring, finishes its
+    run and exits 0.  (``Popen``'s ``restore_signals`` resets only SIGPIPE, SIGXFZ and SIGXFSZ.)"""
+    for signum in FOREGROUND_SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FOREGROUND_SIGNALS)
 
 
 # --------------------------------------------------------------------------- the command line's refusals

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import FOREGROUND_SIGNALS, foreground_signals
 
 pytest.importorskip("snakemake", reason="snakemake is not installed; the workflow tests need it")
 
@@ -59,7 +60,16 @@ def _start(workdir: Path) -> subprocess.Popen:
         "--configfile",
         str(REPO / "config" / "test.yaml"),
     ]
-    return subprocess.Popen(cmd, cwd=workdir, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Ctrl-C and kill as a foreground user's: SIGINT is ignored from the start where pytest runs in the background
+    return subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=foreground_signals,
+    )
 
 
 def _wait_for_a_job(workdir: Path, proc: subprocess.Popen, rule: str, timeout: float = 300) -> list[str]:
@@ -75,6 +85,31 @@ def _wait_for_a_job(workdir: Path, proc: subprocess.Popen, rule: str, timeout: f
 
 def test_docs_give_this_listing():
     assert PS in TROUBLESHOOTING
+
+
+def _mask(status: str, field: str) -> set[int]:
+    """The signals of a ``SigIgn``/``SigBlk`` line of /proc/PID/status (a hex mask, bit n-1 for signal n)."""
+    bits = int(re.search(rf"^{field}:\s*([0-9a-f]+)$", status, flags=re.M).group(1), 16)
+    return {n for n in range(1, 65) if bits >> (n - 1) & 1}
+
+
+def test_children_start_with_a_foreground_users_signals():
+    """Where pytest runs in the background (SIGINT and SIGQUIT ignored; SIGHUP under nohup) or with signals
+    blocked, the children the tests signal still start with each one's default action and none blocked."""
+    wanted = set(FOREGROUND_SIGNALS)
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in wanted}
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+    try:
+        plain = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, check=True).stdout
+        fg = subprocess.run(
+            ["cat", "/proc/self/status"], capture_output=True, text=True, check=True, preexec_fn=foreground_signals
+        ).stdout
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    assert wanted <= _mask(plain, "SigIgn") and wanted <= _mask(plain, "SigBlk")  # what a child inherits
+    assert not wanted & _mask(fg, "SigIgn") and not wanted & _mask(fg, "SigBlk")
 
 
 def _signal_during_training(workdir: Path, signum: int, timeout: float) -> tuple[int, str]:

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import foreground_signals
 
 pytest.importorskip("snakemake", reason="snakemake is not installed; the workflow tests need it")
 pytest.importorskip("mlflow", reason="mlflow is not installed; the workflow tests need it")
@@ -165,7 +166,15 @@ def run_slurm(
     ]
     started = datetime.now() - timedelta(minutes=1)
     with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, text=True, env=_env(workdir), cwd=workdir)
+        proc = subprocess.Popen(
+            cmd,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_env(workdir),
+            cwd=workdir,
+            preexec_fn=foreground_signals,  # its SIGINT below cancels the jobs also where pytest runs in the background
+        )
         watcher = None
         if on_start is not None:
             watcher = threading.Thread(target=on_start, args=(proc,), daemon=True)
