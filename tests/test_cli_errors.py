@@ -47,6 +47,50 @@ def _json(tmp, name, obj):
     (tmp / name).write_text(obj if isinstance(obj, str) else json.dumps(obj))
 
 
+def _memory(env, gib):
+    """The memory every size check sees as available (:func:`logzbench.utils.devices.available_memory`)."""
+    env.setattr("logzbench.utils.devices.available_memory", lambda device="cpu": int(gib * 2**30))
+
+
+def _text(tmp, name, data, env=None, gib=None):
+    (tmp / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    if gib is not None:
+        _memory(env, gib)
+
+
+def _zip_bomb(tmp, name, mib):
+    """A small zip archive holding one entry of ``mib`` MiB of zeros, deflated (about 1000 times smaller)."""
+    import zipfile
+
+    with zipfile.ZipFile(tmp / name, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        z.writestr("archive/version", "3\n")
+        with z.open("archive/data/0", "w", force_zip64=True) as fh:
+            for _ in range(mib):
+                fh.write(bytes(1 << 20))
+
+
+def _torchscript(tmp, name):
+    """A valid TorchScript energy (a 4-site binary quadratic) saved by ``save_torchscript``."""
+    import torch
+
+    from logzbench.models import EnergyModel
+    from logzbench.models.source import save_torchscript
+
+    class Quadratic(torch.nn.Module):
+        def forward(self, x):
+            return -(x * x).sum(dim=1)
+
+    save_torchscript(EnergyModel(Quadratic(), 4, "binary"), tmp / name)
+
+
+def _energy_file(tmp, name, dim):
+    (tmp / name).write_text(
+        "from logzbench.models import EnergyModel\n\n\n"
+        "def make():\n"
+        "    return EnergyModel(lambda x: -x.double().sum(dim=1), " + str(dim) + ", 'binary')\n"
+    )
+
+
 def _nothing(tmp, env):
     pass
 
@@ -321,6 +365,90 @@ CASES = [
             [f"dtype torch.{dtype}", "expected float32 or float64"],
         )
         for dtype in ("float16", "bfloat16", "int64", "complex64")
+    ),
+    # --- sizes and messages (issue 37, items 9-10)
+    (
+        "potts-huge-state-index",
+        lambda t, e: _text(t, "big.txt", "# one typo\nh 0 999999 0.1\n"),
+        ["estimate", "big.txt", "--estimator", "exact"],
+        ["big.txt", "state index 999999 (line 2)", "q = 1000000", "TiB of memory", "available", "give the job more"],
+    ),
+    (
+        "potts-large-site-index",
+        lambda t, e: _text(t, "wide.txt", "h 20000 1 0.1\n", e, gib=16),
+        ["estimate", "wide.txt", "--estimator", "exact"],
+        ["wide.txt", "site index 20000 (line 1)", "L = 20001", "GiB of memory", "of the 16.0 GiB available"],
+    ),
+    (
+        "potts-only-comments",
+        lambda t, e: _text(t, "c.txt", "# a header\n\n# nothing else\n"),
+        ["estimate", "c.txt", "--estimator", "exact"],
+        ["c.txt", "no parameters", "only comments"],
+    ),
+    (
+        "potts-unknown-line",
+        lambda t, e: _text(t, "x.txt", "X 0 1 0.1\n"),
+        ["estimate", "x.txt", "--estimator", "exact"],
+        ["x.txt, line 1", "unknown parameter 'X'"],
+    ),
+    (
+        "potts-not-utf8",
+        lambda t, e: _text(t, "b.txt", b"h 0 1 0.1\nh 1 \xff 0.2\n"),
+        ["estimate", "b.txt", "--estimator", "exact"],
+        ["b.txt, line 2", "not a text file", "0xff"],
+    ),
+    (
+        "potts-value-1e308",
+        lambda t, e: _text(t, "v.txt", "J 0 1 0 1 0.5\nJ 0 2 1 0 1e308\nh 0 1 1e308\n"),
+        ["estimate", "v.txt", "--estimator", "exact"],
+        ["v.txt, line 2", "'1e308'", "1e+30"],
+    ),
+    (
+        "potts-npz-inf",
+        lambda t, e: np.savez(
+            t / "p.npz",
+            model_type="potts",
+            h=np.zeros((3, 2)),
+            J=np.where(np.eye(3)[:, :, None, None] + np.zeros((3, 3, 2, 2)), 0, np.inf),
+        ),
+        ["estimate", "p.npz", "--estimator", "exact"],
+        ["p.npz", "'J' contains NaN or inf", "J[0, 1, 0, 0] = inf"],
+    ),
+    (
+        "steps-1e10",
+        lambda t, e: _memory(e, 16),
+        ["estimate", "model.npz", "--estimator", "ais", "--steps", "10000000000"],
+        ["K (--steps) = 10000000000", "298.0 GiB", "of the 16.0 GiB available", "use a smaller K"],
+    ),
+    (
+        "pt-zip-bomb",
+        lambda t, e: _zip_bomb(t, "bomb.pt", 64),
+        ["estimate", "bomb.pt", "--estimator", "exact"],
+        ["bomb.pt", "unpack to 64.0 MiB", "zip bomb"],
+    ),
+    (
+        "pt-above-memory",
+        lambda t, e: (_torchscript(t, "net.pt"), _memory(e, 2**-20)),
+        ["estimate", "net.pt", "--estimator", "exact"],
+        ["net.pt", "not loaded", "of memory", "of the 1.0 KiB available"],
+    ),
+    (
+        "npz-bomb-above-memory",
+        lambda t, e: (_zip_bomb(t, "bomb.npz", 64), _memory(e, 0.0625)),
+        ["estimate", "bomb.npz", "--estimator", "exact"],
+        ["bomb.npz", "unpack to 64.0 MiB", "of the 64.0 MiB available"],
+    ),
+    (
+        "data-npz-bomb-above-memory",
+        lambda t, e: (_zip_bomb(t, "rows.npz", 64), _memory(e, 0.0625)),
+        EST + ["--data", "rows.npz"],
+        ["rows.npz", "not loaded", "unpack to 64.0 MiB", "of the 64.0 MiB available"],
+    ),
+    (
+        "energy-dim-1e6-chains",
+        lambda t, e: (_energy_file(t, "wide.py", 10**6), _memory(e, 1)),
+        ["estimate", "wide.py:make", "--estimator", "ais", "--steps", "2"],
+        ["chains = 100", "2000000 units", "GiB of memory", "use fewer chains"],
     ),
 ]
 

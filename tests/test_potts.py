@@ -12,11 +12,11 @@ from scipy import stats
 from logzbench.api import estimate
 from logzbench.errors import ModelFileError
 from logzbench.models.enumeration import MAX_ENUMERATION_BITS
+from logzbench.models.io import load_model
 from logzbench.models.potts import (
     PottsModel,
     categorical_from_logits,
     exact_seconds,
-    looks_like_potts_text,
     read_potts_text,
     write_potts_text,
 )
@@ -208,7 +208,7 @@ def test_text_file_round_trip(tmp_path):
     m = PottsModel.random(4, 3, scale=0.5, field_scale=0.5, seed=3)
     path = tmp_path / "params.dat"
     write_potts_text(m, path)
-    assert looks_like_potts_text(path)
+    assert torch.equal(load_model(path).J, read_potts_text(path).J)  # any name but .npz: read as text
     back = read_potts_text(path)
     assert (back.n_visible, back.n_states) == (4, 3)
     x = torch.randint(0, 3, (50, 4), generator=torch.Generator().manual_seed(0))
@@ -244,6 +244,7 @@ def test_text_file_letters_mirrored_entries_and_comments(tmp_path):
         ("J 0 1 0 0 nan", r"line 3: value 'nan' is not finite"),
         ("h 0 0 inf", r"line 3: value 'inf' is not finite"),
         ("h 0 0 abc", r"line 3: value 'abc' is not a number"),
+        ("J 0 1 0 0 -1e31", r"line 3: value '-1e31' is beyond \+-1e\+30"),
         ("J 1 1 0 0 1.0", r"line 3: coupling of site 1 with itself"),
         ("J 0 1 0 0 2.0", r"line 3: duplicate coupling"),
         ("h 0 0 2.0", r"line 3: duplicate field"),
@@ -258,17 +259,51 @@ def test_text_file_refuses_malformed_lines(tmp_path, line, message):
 
 
 def test_text_file_sniffing_and_unreadable_files(tmp_path):
-    assert not looks_like_potts_text(tmp_path / "missing.txt")
-    p = tmp_path / "x.npz"
-    p.write_bytes(b"PK\x03\x04\xff\xfe binary")
-    assert not looks_like_potts_text(p)
+    """load_model reads a file not named .npz as a Potts text file unless it begins as a NumPy file or a zip
+    archive, so a text file's own errors are reported as such (not as an unreadable .npz)."""
+    p = tmp_path / "x.bin"
+    np.savez(p, model_type="potts", **PottsModel.random(2, 2, seed=0).to_arrays())
+    (tmp_path / "x.bin.npz").rename(p)  # an .npz under another name
+    assert load_model(p).n_states == 2
     q = tmp_path / "c.txt"
     q.write_text("# comment\n\nh 0 1 0.5\n")
-    assert looks_like_potts_text(q)
+    assert load_model(q).n_states == 2
+    (tmp_path / "x.txt").write_text("# comment\nX 0 1 0.1\n")
+    with pytest.raises(ModelFileError, match=r"x.txt, line 2: unknown parameter 'X'"):
+        load_model(tmp_path / "x.txt")
     e = tmp_path / "empty.txt"
     e.write_text("# nothing\n")
-    with pytest.raises(ModelFileError, match="no 'J' or 'h' lines"):
+    with pytest.raises(ModelFileError, match="no parameters: no 'J' or 'h' lines"):
         read_potts_text(e)
+    b = tmp_path / "binary.txt"
+    b.write_bytes(b"h 0 1 0.5\n# comment\nh 1 0 \xc3\x28\n")
+    with pytest.raises(ModelFileError, match=r"binary.txt, line 3: not a text file \(byte 0xc3 is not UTF-8\)"):
+        read_potts_text(b)
+
+
+def test_text_file_size_is_checked_before_allocating(tmp_path, monkeypatch):
+    """L and q come from the largest indices: the dense model they imply (dense_bytes) is refused, naming
+    the lines that set them, when it would not fit in the memory available; the same file fits where
+    there is enough."""
+    from logzbench.models.potts import dense_bytes
+
+    path = tmp_path / "wide.txt"
+    path.write_text("J 0 1 0 1 0.5\nh 40 1 0.25\nh 2 3 0.1\n")  # L = 41, q = 4
+    need = dense_bytes(41, 4)
+    monkeypatch.setattr("logzbench.utils.devices.available_memory", lambda device="cpu": int(need / 0.8) - 1)
+    with pytest.raises(ModelFileError, match=r"site index 40 \(line 2\) and state index 3 \(line 3\)"):
+        read_potts_text(path)
+    monkeypatch.setattr("logzbench.utils.devices.available_memory", lambda device="cpu": int(need / 0.8) + 1)
+    m = read_potts_text(path)
+    assert (m.n_visible, m.n_states) == (41, 4) and float(m.h[40, 1]) == 0.25
+    # arrays already in memory (an .npz): the model's own copies are checked before they are made
+    arrays = {"h": m.h.numpy(), "J": m.J.numpy()}
+    extra = need - m.J.numpy().nbytes - m.h.numpy().nbytes
+    monkeypatch.setattr("logzbench.utils.devices.available_memory", lambda device="cpu": int(extra / 0.8) - 1)
+    with pytest.raises(ModelFileError, match=r"m.npz: a dense Potts model of L = 41 sites and q = 4 states needs"):
+        PottsModel.from_arrays(arrays, source="m.npz")
+    monkeypatch.setattr("logzbench.utils.devices.available_memory", lambda device="cpu": int(extra / 0.8) + 1)
+    assert torch.equal(PottsModel.from_arrays(arrays, source="m.npz").J, m.J)
 
 
 def test_npz_arrays_round_trip_and_refusals():

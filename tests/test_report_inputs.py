@@ -96,6 +96,19 @@ def _non_utf8_name(t, e):
     (t / "res" / os.fsdecode(b"\xff.json")).write_bytes((t / "res" / "exact.json").read_bytes())
 
 
+def _sweep_with_a_setting_deleted(t, e):
+    """``res/m/ais``: a finished workflow sweep of two seeds (its records list both settings, ``sweep_stems``)
+    whose second record was deleted afterwards."""
+    from logzbench.pipeline.jobs import run_estimate_sweep
+
+    base = {k: v for k, v in _raise_settings(None).items() if k != "n_examples"}
+    settings = [{**base, "estimator": "ais", "method": "ais", "K": 2, "chains": 5, "seed": s} for s in (0, 1)]
+    run_estimate_sweep(
+        settings, model=t / "model.npz", data=t / "data.npz", out_dir=t / "res" / "m" / "ais", log=lambda m: None
+    )
+    (t / "res" / "m" / "ais" / "K2_uniform_seed1.json").unlink()
+
+
 PREPARE = ["prepare", "--out", "d.npz"]
 
 CASES = [
@@ -225,6 +238,13 @@ CASES = [
         lambda t, e: None,
         [*PREPARE[:1], "digits", *PREPARE[1:], "--remove-dc"],
         ["--remove-dc does not apply to digits"],
+    ),
+    # --- issue 37, item 10: a deleted record of a finished workflow sweep, refused as the workflow refuses it
+    (
+        "report-sweep-record-deleted",
+        _sweep_with_a_setting_deleted,
+        ["report", "res", "--out", "rep"],
+        ["res/m/ais/K2_uniform_seed1.json is missing", "a setting of the finished sweep", "snakemake --forcerun"],
     ),
 ]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DatasetError
+from ..utils.io import archive_refusal
 
 #: what reading a damaged ``.npy`` / ``.npz`` raises (a truncated or corrupt zip archive, a short
 #: ``.npy``, bad compressed data, an object array that would need pickles)
@@ -40,8 +41,9 @@ def numpy_file_kind(path: Path) -> tuple[str | None, str]:
 
 def load_npy_npz(path: Path):
     """``np.load(path, allow_pickle=False)`` of an ``.npy`` or ``.npz`` file (an array or an open
-    ``NpzFile``); a missing file, a file of another kind and a damaged one are refused with a
-    :class:`DatasetError` naming ``path``."""
+    ``NpzFile``); a missing file, a file of another kind, a damaged one and an ``.npz`` whose arrays
+    unpack to more than the memory available (:func:`logzbench.utils.io.archive_refusal`) are refused
+    with a :class:`DatasetError` naming ``path``."""
     if path.is_dir():
         raise DatasetError(f"data file {path} is a directory, not an .npz/.npy file")
     if not path.is_file():
@@ -53,6 +55,9 @@ def load_npy_npz(path: Path):
     if kind is None:
         raise DatasetError(f"{path}: not an .npz/.npy file (it {head}; expected a NumPy array file)")
     try:
+        too_big = archive_refusal(path) if kind == "npz" else None  # its directory only: the sizes
+        if too_big is not None:
+            raise DatasetError(f"{path}: not loaded: {too_big}")
         return np.load(path, allow_pickle=False)
     except READ_ERRORS as exc:
         raise DatasetError(f"{path}: not a readable .npz/.npy file ({why_unreadable(exc)})") from exc

@@ -22,6 +22,7 @@ import torch
 from ..options import EstimateOptions
 from ..registry import EstimatorSpec, FamilySpec
 from ..schedules import ADAPTIVE, make_schedule, resample
+from ..utils.devices import MEMORY_SHARE, memory_shortfall
 from .result import EstimateResult, attach_log_likelihood, khat_summary
 
 __all__ = [
@@ -34,9 +35,9 @@ __all__ = [
     "state_units",
 ]
 
-#: Share of the available memory (:func:`logzbench.utils.available_memory`) an estimate may need;
-#: above it :meth:`EstimateContext.check` refuses the run before allocating anything.
-MEMORY_SHARE = 0.8
+#: bytes per step of a schedule of K steps: the K + 1 inverse temperatures, their differences and the
+#: temporaries that build them (:func:`logzbench.schedules.sigmoid`, :func:`~logzbench.schedules.resample`)
+_SCHEDULE_BYTES_PER_STEP = 32
 #: Peak bytes per chain (per chain and example for RAISE and generative HAIS) and per unit of the
 #: model's state (:func:`state_units`), by family kind: measured as the growth of the peak resident
 #: memory of one-thread CPU runs (784-200 RBM, 784-200-200 DBM / DBN, 64-dimensional continuous
@@ -189,6 +190,7 @@ class EstimateContext:
         :func:`logzbench.estimators.exact.check_budget`).  :func:`logzbench.api.estimate` calls it."""
         if self.spec.needs_data:
             self.require_data()
+        self.check_schedule_memory()
         own = getattr(self.spec.module, "check", None)
         if own is not None:  # the estimator's own (the sandwich's doubling, exact's time budget)
             own(self)
@@ -199,20 +201,27 @@ class EstimateContext:
     def check_memory(self, available: int | None = None) -> None:
         """Refuse an estimate whose :func:`estimated_bytes` exceed :data:`MEMORY_SHARE` of the memory
         available on the device (``available``: bytes, default :func:`logzbench.utils.available_memory`)."""
-        from ..utils import available_memory
-
         need, what = estimated_bytes(self)
-        if not need:
-            return
-        avail = available_memory(self.device) if available is None else int(available)
-        if avail is None or need <= MEMORY_SHARE * avail:
+        short = memory_shortfall(need, self.device, available) if need else None
+        if short is None:
             return
         raise ValueError(
             f"{what}: {self.name} on this {self.model.family} ({state_units(self.model)} units) needs "
-            f"about {need / 2**30:.1f} GiB of memory, more than {MEMORY_SHARE:.0%} of the "
-            f"{avail / 2**30:.1f} GiB available on {self.device}; use fewer chains"
-            + (" or test examples (n_examples)" if "x test examples" in what else "")
+            f"{short}; use fewer chains" + (" or test examples (n_examples)" if "x test examples" in what else "")
         )
+
+    def check_schedule_memory(self, available: int | None = None) -> None:
+        """Refuse a number of steps ``K`` whose schedule (``K + 1`` float64 inverse temperatures and the
+        arrays that build it) would not fit in memory, before it is built (ValueError naming ``K``)."""
+        K = self.options.K
+        if K is None or "schedule" not in self.spec.options:
+            return
+        short = memory_shortfall(_SCHEDULE_BYTES_PER_STEP * (int(K) + 1), "cpu", available)
+        if short is not None:
+            raise ValueError(
+                f"K (--steps) = {int(K)}: the schedule of {int(K) + 1} inverse temperatures needs {short}; "
+                "use a smaller K"
+            )
 
     # ----------------------------------------------------------------- shared pieces
     def path(self):

@@ -65,6 +65,7 @@ from .. import registry
 from ..data.rows import READ_ERRORS, numpy_file_kind, why_unreadable
 from ..errors import ModelFileError
 from ..utils import save_npz_atomic
+from ..utils.io import archive_refusal
 from .dbm import DBM
 from .dbn import DBN
 from .rbm import BinaryRBM
@@ -92,10 +93,28 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
     if kind is None:
         raise ModelFileError(f"{path}: not a readable .npz model file (not an .npz file: it {head})")
     try:
+        too_big = archive_refusal(path) if kind == "npz" else None
+    except READ_ERRORS as exc:
+        raise ModelFileError(f"{path}: not a readable .npz model file ({why_unreadable(exc)})") from exc
+    if too_big is not None:
+        raise ModelFileError(f"{path}: not loaded: {too_big}")
+    try:
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
     except READ_ERRORS as exc:
         raise ModelFileError(f"{path}: not a readable .npz model file ({why_unreadable(exc)})") from exc
+
+
+def _is_text(path: Path) -> bool:
+    """Whether a model file not named ``.npz`` is read as a Potts text file: by its content, anything
+    that does not begin as a NumPy file (``.npy``) or a zip archive (an ``.npz`` under another name)
+    does, so that a text file's own errors (a line, a byte that is not UTF-8, no parameters at all) are
+    reported as such (:func:`logzbench.models.potts.read_potts_text`)."""
+    try:
+        kind, _ = numpy_file_kind(path)
+    except OSError:
+        return False  # _read_npz names the error
+    return kind is None
 
 
 def load_model(path: str | os.PathLike, device=None) -> Model:
@@ -122,11 +141,10 @@ def load_model(path: str | os.PathLike, device=None) -> Model:
     if is_source(path):  # FILE.py:NAME, a TorchScript .pt
         return load_source(path, device=device)
     path = Path(path)
-    if path.is_file() and path.suffix != ".npz":
-        from .potts import looks_like_potts_text, read_potts_text
+    if path.is_file() and path.suffix != ".npz" and _is_text(path):
+        from .potts import read_potts_text
 
-        if looks_like_potts_text(path):
-            return read_potts_text(path, device=device)
+        return read_potts_text(path, device=device)
     arrays = _read_npz(path)
     family = str(arrays.get("model_type", np.array("rbm"))).lower()
     if family not in registry.FAMILIES:

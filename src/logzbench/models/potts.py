@@ -47,8 +47,13 @@ One parameter per line, fields separated by white space::
   as they are.
 * Blank lines and lines starting with ``#`` are skipped.  A malformed line (unknown leading letter,
   wrong number of fields, a non-integer index, an index out of range, an unknown state letter, a
-  non-finite value, a repeated entry) is refused with a :class:`~logzbench.errors.ModelFileError`
-  naming the file and the line number.
+  non-finite value or one beyond ``+-1e30`` (:data:`PARAM_LIMIT`), a repeated entry, bytes that are
+  not UTF-8) is refused with a :class:`~logzbench.errors.ModelFileError` naming the file and the line
+  number; so is a file with no parameter lines at all.
+* ``L`` and ``q`` come from the largest indices, and the model is dense (``J`` holds ``L^2 q^2``
+  float64), so before anything is allocated the size they imply is checked against the memory
+  available (:func:`dense_bytes`, :func:`logzbench.utils.memory_shortfall`): one mistyped index
+  (``h 0 999999 0.1``) is refused naming the line, not answered with a 7 TiB allocation.
 
 :func:`write_potts_text` writes numeric states, ``J`` lines for ``i < j`` (every ``a, b``) then ``h``
 lines, each value with 17 significant digits (a float64 round trip).
@@ -76,8 +81,8 @@ __all__ = [
     "PottsAnnealingPath",
     "PottsModel",
     "categorical_from_logits",
+    "dense_bytes",
     "exact_seconds",
-    "looks_like_potts_text",
     "read_potts_text",
     "write_potts_text",
 ]
@@ -88,6 +93,12 @@ DEFAULT_ALPHABET = "-ACDEFGHIKLMNPQRSTVWY"
 _STEP_STATES = 1 << 16
 #: elements of the index tensor of one gather in :meth:`PottsModel.pair_energy`
 _GATHER_ELEMENTS = 1 << 22
+#: the largest magnitude of a parameter (``h`` or ``J`` entry): a trained model is nowhere near it, and
+#: below it ``log f`` (a sum of ``L + L^2 / 2`` of them) and the annealing increments stay far from
+#: float64 overflow (as the RBM's bias limit)
+PARAM_LIMIT = 1e30
+#: the longest line of a text parameter file read (bytes; a parameter line is a few dozen)
+_MAX_LINE = 1 << 16
 #: one-thread terms per second of the enumeration (a term: one site pair of one state), rounded down
 _CPU_TERMS_PER_SECOND = 5e7
 _CUDA_SPEEDUP = 200.0
@@ -236,6 +247,14 @@ class PottsModel:
     def __init__(self, h, J, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
         h64, J64, dm64 = _to64(h), _to64(J), _to64(data_mean)
+        if h64.ndim == 2:  # the model's copies of J (beyond the arrays given), before any is made
+            from ..utils import memory_shortfall
+
+            short = memory_shortfall(dense_bytes(*h64.shape) - J64.nbytes - h64.nbytes, device)
+            if short is not None:
+                raise ModelFileError(
+                    f"a dense Potts model of L = {h64.shape[0]} sites and q = {h64.shape[1]} states needs {short}"
+                )
         validate_potts_arrays(h64, J64, dm64)
         self.h = torch.as_tensor(h64, device=device, dtype=torch.float64).contiguous()
         J = torch.as_tensor(J64, device=device, dtype=torch.float64)
@@ -495,7 +514,18 @@ def validate_potts_arrays(h: np.ndarray, J: np.ndarray, data_mean: np.ndarray | 
     for name, arr in (("h", h), ("J", J)):
         bad = ~np.isfinite(arr)
         if bad.any():
-            raise ModelFileError(f"'{name}' contains NaN or inf ({int(bad.sum())} entries)")
+            first = tuple(int(k) for k in np.argwhere(bad)[0])
+            raise ModelFileError(
+                f"'{name}' contains NaN or inf ({int(bad.sum())} entries; the first "
+                f"{_entry(name, first)} = {arr[first]})"
+            )
+        big = np.abs(arr) > PARAM_LIMIT
+        if big.any():
+            first = tuple(int(k) for k in np.argwhere(big)[0])
+            raise ModelFileError(
+                f"parameters overflow: '{name}' has {int(big.sum())} entries of magnitude above {PARAM_LIMIT:.0e} "
+                f"(the first {_entry(name, first)} = {arr[first]:.3g}); not a usable model"
+            )
     scale = max(1.0, float(np.abs(J).max(initial=0.0)))
     asym = float(np.abs(J - J.transpose(1, 0, 3, 2)).max(initial=0.0))
     if asym > 1e-6 * scale:
@@ -509,6 +539,40 @@ def validate_potts_arrays(h: np.ndarray, J: np.ndarray, data_mean: np.ndarray | 
     _check_data_mean(data_mean, L, q)
 
 
+def _entry(name: str, index: tuple[int, ...]) -> str:
+    """``J[0, 1, 0, 1]``: an array entry as a message names it."""
+    return f"{name}[{', '.join(map(str, index))}]"
+
+
+def dense_bytes(L: int, q: int) -> int:
+    """Peak bytes of building a :class:`PottsModel` of ``L`` sites and ``q`` states from dense arrays:
+    four ``(L, L, q, q)`` float64 arrays (the couplings given, the model's symmetric copy, its transposed
+    copy and the temporary of the symmetrisation) and the fields."""
+    return 8 * (4 * L * L * q * q + 2 * L * q)
+
+
+def _check_dense_memory(L: int, q: int, src: str, site_line: int, state_line: int, device=None) -> None:
+    """Refuse (ModelFileError naming the lines whose indices set ``L`` and ``q``) a text file whose dense
+    model (:func:`dense_bytes`) would not fit in the memory available, before anything is allocated: the
+    dense arrays are read on the CPU, the model's copies live on ``device``."""
+    from ..utils import memory_shortfall
+
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    arrays = 8 * (L * L * q * q + L * q)  # the file's h and J, on the CPU
+    model = dense_bytes(L, q) - arrays
+    short = (
+        memory_shortfall(arrays + model)
+        if device.type == "cpu"
+        else memory_shortfall(arrays) or memory_shortfall(model, device)
+    )
+    if short is not None:
+        raise ModelFileError(
+            f"{src}: the largest site index {L - 1} (line {site_line}) and state index {q - 1} (line "
+            f"{state_line}) make a dense model of L = {L} sites and q = {q} states (J: L x L x q x q float64), "
+            f"which needs {short}; check those indices"
+        )
+
+
 # --------------------------------------------------------------------------- plain-text files
 def _content_lines(fh):
     """``(line number, fields)`` of the non-empty, non-comment lines."""
@@ -518,16 +582,27 @@ def _content_lines(fh):
             yield n, s.split()
 
 
-def looks_like_potts_text(path: str | os.PathLike) -> bool:
-    """Whether ``path`` looks like a plain-text Potts parameter file: its first non-empty, non-comment
-    line starts with ``J `` or ``h `` (false for an unreadable or binary file)."""
-    try:
-        with open(path, "r", encoding="utf-8") as fh:
-            for _, fields in _content_lines(fh):
-                return len(fields) > 1 and fields[0] in ("J", "h")
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return False
+def _text_lines(fh, src: str):
+    """The lines of binary file ``fh`` decoded as UTF-8; a line that is not UTF-8 or longer than
+    :data:`_MAX_LINE` bytes (a binary file) is refused naming its number (ModelFileError)."""
+    n = 0
+    while True:
+        raw = fh.readline(_MAX_LINE + 1)
+        if not raw:
+            return
+        n += 1
+        if len(raw) > _MAX_LINE:
+            raise ModelFileError(
+                f"{src}, line {n}: not a text file (a line of more than {_MAX_LINE} bytes); a Potts parameter "
+                "file has lines 'J i j a b value' and 'h i a value', a model file is an .npz"
+            )
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ModelFileError(
+                f"{src}, line {n}: not a text file (byte {raw[exc.start]:#04x} is not UTF-8); a Potts parameter "
+                "file has lines 'J i j a b value' and 'h i a value', a model file is an .npz"
+            ) from None
 
 
 def read_potts_text(path: str | os.PathLike, device=None, alphabet: str = DEFAULT_ALPHABET) -> PottsModel:
@@ -586,55 +661,66 @@ def read_potts_text(path: str | os.PathLike, device=None, alphabet: str = DEFAUL
             raise ModelFileError(f"{src}, line {n}: value {tok!r} is not a number") from None
         if not math.isfinite(v):
             raise ModelFileError(f"{src}, line {n}: value {tok!r} is not finite")
+        if abs(v) > PARAM_LIMIT:
+            raise ModelFileError(
+                f"{src}, line {n}: value {tok!r} is beyond +-{PARAM_LIMIT:.0e}; parameters this large overflow "
+                "log f (not a usable model)"
+            )
         return v
 
+    top_site, top_state = (-1, 0), (-1, 0)  # (largest index, its line): L and q, named when too large
+
+    def note(n: int, sites: tuple[int, ...], states: tuple[int, ...]) -> None:
+        nonlocal top_site, top_state
+        top_site = max(top_site, (max(sites), n), key=lambda t: t[0])
+        top_state = max(top_state, (max(states), n), key=lambda t: t[0])
+
     try:
-        fh = open(path, "r", encoding="utf-8")
+        fh = open(path, "rb")
     except OSError as exc:
         raise ModelFileError(f"{src}: cannot read the Potts parameter file ({exc.strerror or exc})") from None
     with fh:
-        try:
-            for n, f in _content_lines(fh):
-                kind = f[0]
-                if kind == "J":
-                    if len(f) != 6:
+        for n, f in _content_lines(_text_lines(fh, src)):
+            kind = f[0]
+            if kind == "J":
+                if len(f) != 6:
+                    raise ModelFileError(f"{src}, line {n}: a 'J' line has 6 fields (J i j a b value), got {len(f)}")
+                i, j, a, b, v = site(f[1], n), site(f[2], n), state(f[3], n), state(f[4], n), value(f[5], n)
+                if i == j:
+                    raise ModelFileError(f"{src}, line {n}: coupling of site {i} with itself (i = j)")
+                mirrored = i > j
+                key = (j, i, b, a) if mirrored else (i, j, a, b)
+                if key in fields_J:
+                    v0, n0, m0 = fields_J[key]
+                    if m0 == mirrored or v0 != v:
                         raise ModelFileError(
-                            f"{src}, line {n}: a 'J' line has 6 fields (J i j a b value), got {len(f)}"
+                            f"{src}, line {n}: duplicate coupling J {i} {j} {f[3]} {f[4]} (also given on line {n0})"
                         )
-                    i, j, a, b, v = site(f[1], n), site(f[2], n), state(f[3], n), state(f[4], n), value(f[5], n)
-                    if i == j:
-                        raise ModelFileError(f"{src}, line {n}: coupling of site {i} with itself (i = j)")
-                    mirrored = i > j
-                    key = (j, i, b, a) if mirrored else (i, j, a, b)
-                    if key in fields_J:
-                        v0, n0, m0 = fields_J[key]
-                        if m0 == mirrored or v0 != v:
-                            raise ModelFileError(
-                                f"{src}, line {n}: duplicate coupling J {i} {j} {f[3]} {f[4]} (also given on line {n0})"
-                            )
-                    fields_J[key] = (v, n, mirrored)
-                elif kind == "h":
-                    if len(f) != 4:
-                        raise ModelFileError(f"{src}, line {n}: an 'h' line has 4 fields (h i a value), got {len(f)}")
-                    key = (site(f[1], n), state(f[2], n))
-                    v = value(f[3], n)
-                    if key in fields_h:
-                        raise ModelFileError(f"{src}, line {n}: duplicate field h {f[1]} {f[2]}")
-                    fields_h[key] = v
-                else:
-                    raise ModelFileError(
-                        f"{src}, line {n}: unknown parameter {kind!r}; lines start with 'J' (J i j a b value) "
-                        f"or 'h' (h i a value)"
-                    )
-        except UnicodeDecodeError:
-            raise ModelFileError(f"{src}: not a text file") from None
+                fields_J[key] = (v, n, mirrored)
+                note(n, (i, j), (a, b))
+            elif kind == "h":
+                if len(f) != 4:
+                    raise ModelFileError(f"{src}, line {n}: an 'h' line has 4 fields (h i a value), got {len(f)}")
+                key = (site(f[1], n), state(f[2], n))
+                v = value(f[3], n)
+                if key in fields_h:
+                    raise ModelFileError(f"{src}, line {n}: duplicate field h {f[1]} {f[2]}")
+                fields_h[key] = v
+                note(n, key[:1], key[1:])
+            else:
+                raise ModelFileError(
+                    f"{src}, line {n}: unknown parameter {kind!r}; lines start with 'J' (J i j a b value) "
+                    f"or 'h' (h i a value)"
+                )
     if not fields_h and not fields_J:
-        raise ModelFileError(f"{src}: no 'J' or 'h' lines; not a Potts parameter file")
-    sites = [k[0] for k in fields_h] + [k[1] for k in fields_J]
-    states = [k[1] for k in fields_h] + [s for k in fields_J for s in k[2:]]
-    L, q = max(sites) + 1, max(states) + 1
+        raise ModelFileError(
+            f"{src}: no parameters: no 'J' or 'h' lines (the file is empty or holds only comments and blank "
+            "lines); not a Potts parameter file"
+        )
+    L, q = top_site[0] + 1, top_state[0] + 1
     if q < 2:
         raise ModelFileError(f"{src}: every state index is 0; a Potts model has at least 2 states")
+    _check_dense_memory(L, q, src, top_site[1], top_state[1], device)
     h = np.zeros((L, q))
     J = np.zeros((L, L, q, q))
     for (i, a), v in fields_h.items():

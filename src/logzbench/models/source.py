@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -127,7 +128,23 @@ def save_torchscript(model: EnergyModel, path: str | os.PathLike) -> None:
         torch.jit.save(scripted, str(tmp), _extra_files={META_FILE: json.dumps(meta)})
 
 
+#: the most a TorchScript archive's entries may unpack to, as a multiple of its size: torch.jit.save
+#: stores the tensors uncompressed (deflating only the small code files), so a larger ratio is a zip bomb
+_PT_MAX_RATIO = 20
+#: peak memory of torch.jit.load per byte of the archive's entries (the entries read, then the tensors; a
+#: 1 GiB archive peaked at 2.35 GB, issue 37)
+_PT_PEAK_FACTOR = 2.5
+
+
 def _load_torchscript(path: Path) -> EnergyModel:
+    from ..utils.io import archive_refusal
+
+    try:
+        too_big = archive_refusal(path, _PT_PEAK_FACTOR, _PT_MAX_RATIO)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise ModelFileError(f"{path}: not a readable TorchScript file ({first_line(exc)})") from None
+    if too_big is not None:
+        raise ModelFileError(f"{path}: not loaded: {too_big}")
     extra = {META_FILE: ""}
     try:
         module = torch.jit.load(str(path), map_location="cpu", _extra_files=extra)

@@ -17,7 +17,7 @@ from typing import Mapping
 from ..errors import ConfigError
 from .sweep import all_jobs, is_source, model_dataset
 
-__all__ = ["check_estimate_record", "check_npz", "damaged_outputs", "rebuild_hint"]
+__all__ = ["check_estimate_record", "check_npz", "damaged_outputs", "missing_records", "rebuild_hint"]
 
 #: the arrays each kind of workflow file must hold to be used (per-chain arrays: one of the two)
 _EXPECTED_ARRAYS = {
@@ -119,13 +119,28 @@ def damaged_outputs(config: Mapping, results: str = "results", presets: Mapping 
             listed = finished[record.parent]
             if listed is None or record.stem in listed:
                 why = "its sweep's directory holds no record" if listed is None else "a setting of the finished sweep"
-                problems.append(
-                    (
-                        str(record.parent),
-                        f"{record} is missing ({why} in {record.parent}); {rebuild_hint(record.parent)}",
-                    )
-                )
+                problems.append((str(record.parent), _missing(record, why)))
     return problems
+
+
+def missing_records(directory: str | Path) -> list[tuple[str, str]]:
+    """``(the output to rebuild, one-line message)`` of each setting of the finished sweep in ``directory``
+    whose record (``<setting>.json``) is missing: listed in the ``sweep_stems`` of the records there
+    (:func:`_sweep_stems`) but not on disk.  :func:`damaged_outputs` finds the same from a config;
+    ``logzbench report`` (:func:`logzbench.report.records.load_results`), which has only the records, from
+    this, so that both refuse a sweep with a deleted setting with the same message."""
+    directory = Path(directory)
+    listed = _sweep_stems(directory) or set()
+    present = {f.stem for f in directory.glob("*.json")}
+    return [
+        (str(directory), _missing(directory / f"{stem}.json", "a setting of the finished sweep"))
+        for stem in sorted(listed - present)
+    ]
+
+
+def _missing(record: Path, why: str) -> str:
+    """The one-line message of a missing estimate record: the file, why it is missed, how to rebuild it."""
+    return f"{record} is missing ({why} in {record.parent}); {rebuild_hint(record.parent)}"
 
 
 def _sweep_stems(directory: Path) -> set[str] | None:

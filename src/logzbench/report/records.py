@@ -442,6 +442,20 @@ def check_models_distinct(records: Sequence[tuple[Mapping[str, Any], str | None]
             )
 
 
+def check_sweeps_complete(sources: Iterable[str | os.PathLike | None]) -> None:
+    """Refuse (``ValueError``, one line) records of a workflow sweep one of whose settings' record
+    (``<setting>.json``) was deleted: the records in the directory of each source file list their sweep's
+    settings (``sweep_stems``), and a report without one of them would report one seed fewer.  The check
+    and the message (the file, the ``snakemake --forcerun`` that rebuilds it) are the workflow's own
+    (:func:`logzbench.pipeline.outputs.missing_records`)."""
+    from ..pipeline.outputs import missing_records
+
+    problems = [p for d in dict.fromkeys(Path(s).parent for s in sources if s is not None) for p in missing_records(d)]
+    if problems:
+        more = f"; {len(problems) - 1} more records of finished sweeps are missing too" if len(problems) > 1 else ""
+        raise ValueError(problems[0][1] + more)
+
+
 def load_results(results, records: Sequence[tuple[Mapping[str, Any], str | None]] | None = None) -> pd.DataFrame:
     """Per-run table from a results directory (searched recursively for ``*.json``), JSON
     files, or record dicts.  Exact values of each model are attached to every row.  ``records``: the
@@ -449,12 +463,14 @@ def load_results(results, records: Sequence[tuple[Mapping[str, Any], str | None]
 
     Refused (``ValueError``, one line naming the file): a record whose ``log Z`` disagrees with its
     stored log-weights (:func:`check_log_weights`), records of two different models under one name
-    (:func:`check_models_distinct`), a source path that is not UTF-8 (:func:`check_utf8_path`)."""
+    (:func:`check_models_distinct`), a source path that is not UTF-8 (:func:`check_utf8_path`), a workflow
+    sweep with a setting's record deleted (:func:`check_sweeps_complete`)."""
     records = list(_iter_sources(results)) if records is None else list(records)
     for rec, src in records:
         if src is not None:
             check_utf8_path(src, "estimate record")
         check_log_weights(rec, src)
+    check_sweeps_complete(src for _, src in records)
     rows = [normalize_record(rec, src) for rec, src in records]
     check_models_distinct(records, [r["model"] for r in rows])
     df = pd.DataFrame(rows, columns=[c for c in PER_RUN_COLUMNS if c not in _DERIVED_COLUMNS])

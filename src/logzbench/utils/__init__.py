@@ -8,7 +8,15 @@
 Tests that replace a helper (``_read_proc_stat``, ``_replace``, ...) patch the module that holds it.
 """
 
-from .devices import available_memory, logmeanexp, make_generator, resolve_device
+from .devices import (
+    MEMORY_SHARE,
+    available_memory,
+    format_bytes,
+    logmeanexp,
+    make_generator,
+    memory_shortfall,
+    resolve_device,
+)
 from .io import (
     OutputTransaction,
     atomic_path,
@@ -28,6 +36,7 @@ from .threads import BUSY_INTERVAL, THREADS_ENV, choose_threads, set_threads, us
 
 __all__ = [
     "BUSY_INTERVAL",
+    "MEMORY_SHARE",
     "THREADS_ENV",
     "OutputTransaction",
     "atomic_path",
@@ -37,8 +46,10 @@ __all__ = [
     "current_umask",
     "default_file_mode",
     "file_sha256",
+    "format_bytes",
     "logmeanexp",
     "make_generator",
+    "memory_shortfall",
     "output_target",
     "output_transaction",
     "publish_outputs",

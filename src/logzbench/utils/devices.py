@@ -1,5 +1,5 @@
-"""Devices, memory and random numbers: resolving a device name, the memory a new allocation can use,
-explicit seeded generators, and a stable log-mean-exp."""
+"""Devices, memory and random numbers: resolving a device name, the memory a new allocation can use
+(and the refusal of one that would not fit), explicit seeded generators, and a stable log-mean-exp."""
 
 from __future__ import annotations
 
@@ -61,6 +61,41 @@ def available_memory(device: torch.device | str = "cpu") -> int | None:
         except (OSError, ValueError):
             continue
     return min(found) if found else None
+
+
+#: Share of the available memory (:func:`available_memory`) that one planned allocation may need; above it
+#: the work is refused before anything is allocated (an estimate's chains, a schedule of K steps, a
+#: dense Potts model, the contents of a model archive).
+MEMORY_SHARE = 0.8
+
+
+def format_bytes(n: float) -> str:
+    """``n`` bytes in KiB, MiB, GiB or TiB, e.g. ``"7.3 TiB"`` (under 1 KiB: ``"12 bytes"``)."""
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} bytes"
+
+
+def memory_shortfall(need: int, device: torch.device | str = "cpu", available: int | None = None) -> str | None:
+    """``None`` when ``need`` bytes fit in :data:`MEMORY_SHARE` of the memory available on ``device``
+    (``available``: bytes, default :func:`available_memory`; unknown: ``None`` too); otherwise the words
+    of a refusal naming the size, the limit and how to raise it, e.g. ``"about 7.3 TiB of memory, more
+    than 80% of the 20.5 GiB available on cpu (MemAvailable or the cgroup memory limit: free memory or
+    give the job more)"``.  One place for every check of a size against memory."""
+    device = torch.device(device)
+    avail = available_memory(device) if available is None else int(available)
+    if avail is None or need <= MEMORY_SHARE * avail:
+        return None
+    where = (
+        "free memory of the GPU: free it or use a larger one"
+        if device.type == "cuda"
+        else "MemAvailable or the cgroup memory limit: free memory or give the job more"
+    )
+    return (
+        f"about {format_bytes(need)} of memory, more than {MEMORY_SHARE:.0%} of the {format_bytes(avail)} "
+        f"available on {device} ({where})"
+    )
 
 
 def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:

@@ -377,3 +377,29 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def archive_refusal(path: str | os.PathLike, peak_factor: float = 1.0, max_ratio: float | None = None) -> str | None:
+    """Why the zip archive ``path`` (an ``.npz``, a TorchScript ``.pt``) should not be unpacked, or ``None``.
+
+    Reads only the archive's directory: the entries' uncompressed sizes add up to what loading it
+    allocates (times ``peak_factor``), checked against the memory available
+    (:func:`logzbench.utils.devices.memory_shortfall`); with ``max_ratio``, more than ``max_ratio`` times
+    the file's own size (plus 1 MiB) is refused too, whatever the memory (a zip bomb: a small file of
+    a huge compressed entry).  ``OSError`` / ``zipfile.BadZipFile`` for a file that cannot be read as
+    a zip archive.
+    """
+    import zipfile
+
+    from .devices import format_bytes, memory_shortfall
+
+    with zipfile.ZipFile(path) as zf:
+        total = sum(info.file_size for info in zf.infolist())
+    size = os.path.getsize(path)
+    if max_ratio is not None and total > max_ratio * size + (1 << 20):
+        return (
+            f"its entries unpack to {format_bytes(total)} from a file of {format_bytes(size)} (more than "
+            f"{max_ratio:g} times its size: a zip bomb, not an archive of the model's tensors)"
+        )
+    short = memory_shortfall(int(total * peak_factor))
+    return None if short is None else f"its entries unpack to {format_bytes(total)}; loading them needs {short}"
