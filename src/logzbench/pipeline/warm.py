@@ -368,6 +368,8 @@ def _stop_child(pid: int, conn: socket.socket, timeout: float = 10.0) -> None:
     """Stop the job's process ``pid`` whose server failed (it would go on with nobody to report
     its status) and wait for it to end, before the job runs again in the caller's process."""
     conn.close()  # the job's process kills itself when its client goes away ...
+    if _gone(pid):  # (it has ended already: its pid may be another process's soon)
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)  # ... and this kills it even while it holds the GIL
     deadline = time.monotonic() + timeout
