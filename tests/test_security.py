@@ -287,3 +287,40 @@ def test_read_only_warm_directory_runs_the_job_in_its_own_process(other_user):
     assert status == 0 and made.is_dir(), out
     lines = out.strip().splitlines()
     assert len(lines) == 1 and "running the job in this process" in lines[0] and "Traceback" not in out, out
+
+
+# --------------------------------------------------------------------------- issue 37
+PLANTED = ("yaml", "pandas", "numpy", "torch", "mlflow", "logzbench")
+
+
+def test_modules_planted_in_the_jobs_directory_are_never_imported(tmp_path):
+    """Another user plants ``yaml.py``, ``pandas.py``, ... (each would write a marker) in a shared
+    directory (mode 1777); a warm job run from there starts its server, which imports none of them,
+    even with an empty entry (the working directory) in ``$PYTHONPATH``; the job succeeds on the
+    server, with its relative paths resolved against its own directory."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    marker = tmp_path / "imported"
+    for name in PLANTED:
+        (shared / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\n")
+    warm_dir = tmp_path / "warm"
+    # the job's script lives elsewhere (as a Snakemake script does), so only the server could import from here
+    script = tmp_path / "scripts" / "job.py"
+    script.parent.mkdir()
+    script.write_text(
+        "from logzbench.pipeline.warm import run_job\nrun_job('os:makedirs', log='job.log', name='made')\n"
+    )
+    env = {**_env(), "LOGZBENCH_WARM_DIR": str(warm_dir)}
+    env["PYTHONPATH"] += os.pathsep  # a trailing empty entry: the working directory, for Python
+    try:
+        proc = subprocess.run(
+            [sys.executable, str(script)], env=env, cwd=shared, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+        assert (shared / "made").is_dir() and (shared / "job.log").exists()
+        assert not marker.exists(), f"imported from the job's directory: {marker.read_text().split()}"
+        server_log = "".join(p.read_text() for p in warm_dir.glob("*.log"))
+        assert f"os:makedirs (log {shared / 'job.log'})" in server_log  # it ran on the server
+    finally:
+        _python("from logzbench.pipeline.warm import stop_server; stop_server()", env)

@@ -55,10 +55,34 @@ def allocate_and_spin(mib: int, seconds: float) -> None:
         sum(range(10_000))
 
 
+def sleep_then_append_pid(seconds: float, path: str) -> None:
+    """A job target: sleep, then append the pid of the process that ran it to ``path``."""
+    time.sleep(seconds)
+    with open(path, "a") as f:
+        f.write(f"{os.getpid()}\n")
+
+
+def write_locale(path: str) -> None:
+    """A job target: write what the process's locale decides (set at interpreter start from
+    ``LC_*``/``LANG``): its LC_CTYPE locale, UTF-8 mode, preferred and stream encodings."""
+    import locale
+
+    Path(path).write_text(
+        json.dumps(
+            {
+                "ctype": locale.setlocale(locale.LC_CTYPE),
+                "utf8_mode": sys.flags.utf8_mode,
+                "preferred": locale.getpreferredencoding(False),
+                "stdout": sys.stdout.encoding,
+            }
+        )
+    )
+
+
 #: the test jobs a test server may run besides the package's (logzbench.pipeline.warm.ENV_EXTRA_JOBS)
 EXTRA_JOBS = (
     "subprocess:run,os:makedirs,os:_exit,no_colon,test_warm:sleep_then_write,test_warm:write_attributes,"
-    "test_warm:allocate_and_spin"
+    "test_warm:allocate_and_spin,test_warm:sleep_then_append_pid,test_warm:write_locale"
 )
 
 
@@ -311,3 +335,268 @@ def test_unusable_warm_directory_runs_the_job_in_its_own_process(tmp_path):
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and "running the job in this process" in lines[0] and why in lines[0], proc.stderr
         assert not list(tmp_path.glob("open/*.sock"))
+
+
+# --------------------------------------------------------------------------- issue 37
+@pytest.fixture
+def own_warm(tmp_path):
+    """A warm directory of the test's own (its servers are the test's to kill), stopped at the end."""
+    d = tmp_path / "warm"
+    env = {**os.environ, "LOGZBENCH_WARM_DIR": str(d), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
+    env.pop("LOGZBENCH_WARM", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    yield env, d
+    code = "from logzbench.pipeline.warm import stop_server; stop_server()"
+    subprocess.run([sys.executable, "-c", code], env=env, cwd=HERE, timeout=60)
+
+
+def _wait_for_line(d: Path, starts: str, contains: str = "", seconds: float = 180) -> str:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for line in server_log(d).splitlines():
+            if line.startswith(starts) and contains in line:
+                return line
+        time.sleep(0.1)
+    pytest.fail(f"no line {starts!r} ... {contains!r} in the server's log: {server_log(d)}")
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` has ended (reaped, or a zombie its new parent has not reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _one_fallback_line(stderr: str, why: str) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "running the job in this process" in lines[0] and why in lines[0], stderr
+
+
+def test_server_killed_mid_job_runs_it_here_and_its_socket_is_replaced(own_warm, tmp_path):
+    """A server killed (SIGKILL) while its job runs: the client stops the job's orphaned process and
+    runs the job in its own process after one line (exit 0, the output written once, by the client);
+    the dead server's socket is left behind, and the next job replaces it with a new server."""
+    env, d = own_warm
+    out, log = tmp_path / "out.txt", tmp_path / "job.log"
+    code = (
+        f"from logzbench.pipeline.warm import run_job; run_job('test_warm:sleep_then_append_pid', "
+        f"log={str(log)!r}, seconds=4, path={str(out)!r})"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    server = int(_wait_for_line(d, "pid ", "serving").split()[1])
+    child = int(_wait_for_line(d, "job ", f"(log {log})").split()[1].rstrip(":"))
+    os.kill(server, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    _one_fallback_line(stderr, f"the warm server (pid {server}) died during the job")
+    assert out.read_text().split() == [str(proc.pid)]  # the orphaned job never finished; the client's run did
+    assert _ended(child)
+    (stale,) = d.glob("*.sock")  # nothing removed it: SIGKILL
+    again = client(env, tmp_path, "os:makedirs", tmp_path / "again.log", name="again")
+    assert again.returncode == 0 and again.stderr == "" and (tmp_path / "again").is_dir(), again.stderr
+    assert f"(log {tmp_path / 'again.log'})" in server_log(d)  # it ran on a new server
+    assert stale.is_socket() and len(list(d.glob("*.sock"))) == 1
+
+
+def _listen_and_reset(path: str, ready) -> None:
+    import socket
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.bind(path)
+        s.listen(1)
+        ready.set()
+        conn, _ = s.accept()
+        time.sleep(0.5)  # the client's request arrives unread: closing resets the connection
+        conn.close()
+
+
+def test_connection_reset_by_the_server_runs_the_job_here(own_warm, tmp_path):
+    """The issue's ``ConnectionResetError: [Errno 104]`` (a server that dies with a request unread)
+    gives one line and the job in the client's own process, no traceback."""
+    import threading
+
+    env, d = own_warm
+    code = "from logzbench.pipeline.warm import server_address; print(server_address())"
+    address = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
+    ).stdout.strip()
+    ready = threading.Event()
+    listener = threading.Thread(target=_listen_and_reset, args=(address, ready), daemon=True)
+    listener.start()
+    assert ready.wait(30)
+    proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name="made")
+    listener.join(30)
+    assert proc.returncode == 0 and (tmp_path / "made").is_dir(), proc.stderr
+    _one_fallback_line(proc.stderr, "ConnectionResetError")
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_a_non_socket_in_the_sockets_place_is_left_alone(own_warm, tmp_path, kind):
+    """Only a socket of the user's own is removed as a dead server's: a file or a link in its place
+    is left as it is, and the job runs in its own process after one line naming it."""
+    env, d = own_warm
+    code = "from logzbench.pipeline.warm import server_address; print(server_address())"
+    address = Path(
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
+        ).stdout.strip()
+    )
+    if kind == "file":
+        address.write_text("mine")
+    else:
+        address.symlink_to(tmp_path / "nowhere.sock")
+    proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name="made")
+    assert proc.returncode == 0 and (tmp_path / "made").is_dir(), proc.stderr
+    _one_fallback_line(proc.stderr, "not a socket of yours")
+    assert address.is_symlink() if kind == "symlink" else address.read_text() == "mine"
+
+
+def test_full_warm_directory_simulated_runs_the_job_here(own_warm, tmp_path):
+    """No space left to create the server's lock, log or socket (ENOSPC, simulated): one line, the
+    job in the client's own process."""
+    env, d = own_warm
+    code = (
+        "import errno, os; from logzbench.pipeline import warm\n"
+        "def full(path, flags):\n    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))\n"
+        "warm._open_nofollow = full\n"
+        "warm.run_job('os:makedirs', log=None, name='made')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0 and (tmp_path / "made").is_dir(), proc.stderr
+    _one_fallback_line(proc.stderr, "No space left on device")
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 64 KiB tmpfs (root only), unmounted at the end."""
+    if os.getuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    opts = "size=64k,nr_inodes=8"
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.parametrize("full", ["space", "inodes"])
+def test_full_warm_directory_runs_every_job(full_tmpfs, tmp_path, full):
+    """A warm directory on a full file system (no space for the server's log, or no inode for its
+    lock, log or socket): every job runs and succeeds, on the server or, after one line, in its
+    own process; no traceback, and no socket is left without a server."""
+    d = full_tmpfs / "warm"
+    d.mkdir(mode=0o700)
+    env = {**os.environ, "LOGZBENCH_WARM_DIR": str(d), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
+    env.pop("LOGZBENCH_WARM", None)
+    if full == "space":  # the lock, log and socket can still be created, but nothing written
+        code = "from logzbench.pipeline.warm import server_address; print(server_address())"
+        address = Path(
+            subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True
+            ).stdout.strip()
+        )
+        for suffix in (".lock", ".log"):
+            address.with_suffix(suffix).touch(mode=0o600)
+    with open(full_tmpfs / "fill", "wb", buffering=0) as f:  # fill the blocks
+        with pytest.raises(OSError):
+            while True:
+                f.write(b"\0" * 4096)
+    if full == "inodes":
+        with pytest.raises(OSError):
+            for i in range(100):
+                (full_tmpfs / f"i{i}").touch()
+    try:
+        for i in range(2):
+            proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name=f"made{i}")
+            assert proc.returncode == 0 and (tmp_path / f"made{i}").is_dir(), proc.stderr
+            assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) <= 1, proc.stderr
+            if full == "inodes":
+                _one_fallback_line(proc.stderr, "No space left on device")
+    finally:
+        code = "from logzbench.pipeline.warm import stop_server; stop_server()"
+        subprocess.run([sys.executable, "-c", code], env=env, timeout=60)
+    deadline = time.monotonic() + 10
+    while list(d.glob("*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not list(d.glob("*.sock"))
+
+
+@pytest.mark.parametrize("warm", [True, False], ids=["warm", "cold"])
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT], ids=["SIGHUP", "SIGINT"])
+def test_a_signal_the_caller_ignores_stays_ignored(warm_env, tmp_path, signum, warm):
+    """A caller that ignores SIGHUP (``nohup``, ``trap "" HUP``) or SIGINT (a background job of a
+    non-interactive shell) finishes its job through that signal, warm as in its own process."""
+    env, d = warm_env
+    if not warm:
+        env = {**env, "LOGZBENCH_WARM": "0"}
+    out, log = tmp_path / "out.txt", tmp_path / "job.log"
+    code = (
+        f"import sys; from logzbench.pipeline.warm import run_job; print('ready', file=sys.stderr, flush=True); "
+        f"run_job('test_warm:sleep_then_write', log={str(log)!r}, seconds=3, path={str(out)!r})"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signum, signal.SIG_IGN),
+    )
+    assert proc.stderr.readline().strip() == "ready"
+    if warm:
+        _wait_for_line(d, "job ", f"test_warm:sleep_then_write (log {log})")
+    else:
+        time.sleep(1)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and out.read_text() == "done", stderr
+    assert stderr == ""  # warm: no fallback either
+
+
+def test_relative_pythonpath_entries_resolve_against_the_jobs_directory(own_warm, tmp_path):
+    """The server runs in its own directory, yet a relative ``$PYTHONPATH`` entry means what it
+    means to the job in its own process: here ``tests`` and ``src`` from the checkout's root."""
+    env, d = own_warm
+    env = {**env, "PYTHONPATH": os.pathsep.join(["tests", "src"])}
+    out = tmp_path / "out.txt"
+    proc = client(env, HERE.parent, "test_warm:sleep_then_write", tmp_path / "job.log", seconds=0, path=str(out))
+    assert proc.returncode == 0 and proc.stderr == "" and out.read_text() == "done", proc.stderr
+    assert f"test_warm:sleep_then_write (log {tmp_path / 'job.log'})" in server_log(d)  # on the server
+
+
+@pytest.mark.parametrize("name", ["LC_ALL", "LC_CTYPE", "LANG", "LANGUAGE", "TZ"])
+def test_the_locale_is_part_of_the_servers_key(monkeypatch, name):
+    from logzbench.pipeline.warm_common import fingerprint
+
+    monkeypatch.setenv(name, "C")
+    a = fingerprint()
+    monkeypatch.setenv(name, "C.UTF-8")
+    assert fingerprint() != a
+
+
+def test_a_warm_job_runs_in_its_callers_locale(warm_env, tmp_path):
+    """Two callers with different ``LC_ALL`` get two servers, and each job sees the locale (LC_CTYPE,
+    UTF-8 mode, encodings) it sees in its own process."""
+    env, d = warm_env
+    got = {}
+    for lc in ("C", "C.UTF-8"):
+        for warm in ("1", "0"):
+            out = tmp_path / f"{lc}-{warm}.json"
+            proc = client(
+                {**env, "LC_ALL": lc, "LOGZBENCH_WARM": warm},
+                tmp_path,
+                "test_warm:write_locale",
+                tmp_path / "l",
+                path=str(out),
+            )
+            assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+            got[lc, warm] = json.loads(out.read_text())
+        assert got[lc, "1"] == got[lc, "0"], (lc, got)
+    assert got["C", "0"] != got["C.UTF-8", "0"]  # the two locales differ here (else the test proves nothing)
+    assert server_log(d).count(f"test_warm:write_locale (log {tmp_path / 'l'})") == 2

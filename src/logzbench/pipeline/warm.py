@@ -11,9 +11,11 @@ comes back to the Snakemake job, which keeps waiting for it exactly as for a loc
 Each job is thus still its own process (its own log, threads, crash and exit status), only its
 imports are paid once.
 
-* **Started on demand.**  The first job that finds no server starts one (``python -m
+* **Started on demand.**  The first job that finds no server starts one (``python -P -m
   logzbench.pipeline.warm serve``, in its own session, output in ``<dir>/<key>.log``) under a file
-  lock and waits for it; concurrent jobs wait for the same server.
+  lock and waits for it; concurrent jobs wait for the same server.  The server runs in the warm
+  directory, never the job's, and imports nothing from there (:func:`_start_server`); each job
+  takes its own directory in its forked process.
 * **Keyed by the code.**  The socket's name is a hash of the interpreter, ``sys.path`` and the
   size and modification time of every module of the package (:func:`fingerprint`), so an edited
   package, another virtual environment or another checkout gets its own server: a job never runs
@@ -22,9 +24,12 @@ imports are paid once.
   :data:`DEFAULT_IDLE`), and the workflow stops it when it ends (:func:`stop_server`: the socket
   is removed at once, running jobs finish).
 * **Optional.**  ``LOGZBENCH_WARM=0`` (or ``run_job(..., warm=False)``; the workflow's config key
-  ``warm_start``) runs the job in the calling process instead, as does any failure to reach or
-  start a server; the workflow turns it off for jobs that a cluster executor runs on other
-  machines.  The function, its arguments and its outputs are the same either way.
+  ``warm_start``) runs the job in the calling process instead, as does any failure to reach,
+  start or keep a server (a full warm directory, a reset connection, a server that dies during
+  the job: :func:`_submit`; one line on stderr, no traceback); the workflow turns it off for jobs
+  that a cluster executor runs on other machines.  The function, its arguments and its outputs
+  are the same either way.  A dead server's socket is replaced by the next server
+  (:func:`_remove_stale`: only a socket of the user's own).
 
 * **Private.**  The socket lives in a directory that must be the user's own, mode ``0700`` and
   not a symbolic link (:func:`logzbench.pipeline.trusted.private_dir`; the default
@@ -33,10 +38,12 @@ imports are paid once.
   only to a server of its own uid, and the server accepts connections only from its own uid
   (``SO_PEERCRED``) and runs only the package's registered jobs (:data:`JOBS`).
 * **The caller's process attributes.**  A forked job inherits the server's umask, CPU affinity,
-  nice value, resource limits and the environment the interpreter read at start, so these are part
-  of the server's key (:func:`fingerprint`): a job whose caller differs in any of them gets a
-  server started by a caller like it.  Its exit status, ``os._exit`` and signals included, is the
-  one the server's ``waitpid`` sees.
+  nice value, resource limits and the environment the interpreter read at start (the locale
+  among it), so these are part of the server's key (:func:`fingerprint`): a job whose caller
+  differs in any of them gets a server started by a caller like it.  Its exit status, ``os._exit``
+  and signals included, is the one the server's ``waitpid`` sees.  SIGTERM, SIGINT and SIGHUP to
+  the caller are forwarded to the job's process, except those the caller ignores (``nohup``, a
+  background job), which stay ignored there too.
 
 The parent never computes: it only imports, so no OpenMP, BLAS or CUDA state is forked.  Only
 the standard library is imported here (the client costs a few milliseconds).
@@ -54,6 +61,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -67,11 +75,13 @@ from .warm_common import (
     ENV_ENABLE,
     ENV_EXTRA_JOBS,
     JOBS,
+    SIGNALS,
     _allowed_jobs,
     _base_dir,
     _code_key,
     _execute,
     _messages,
+    _peer,
     _peer_uid,
     _redirect,
     _send,
@@ -79,6 +89,7 @@ from .warm_common import (
     enabled,
     fingerprint,
     server_address,
+    server_pythonpath,
 )
 from .warm_server import PRELOAD, serve
 
@@ -182,11 +193,21 @@ def _connect(address: Path) -> socket.socket | None:
 
 
 def _start_server(address: Path, idle: float) -> subprocess.Popen:
+    """Start a server for ``address``, in the warm directory, never in the job's: ``python -P``
+    (3.11+) and a working directory of the server's own keep the job's directory off its
+    ``sys.path``, and its ``$PYTHONPATH`` is :func:`server_pythonpath` (no empty entry, which
+    would name the working directory).  Each job still runs in its own directory (the request's
+    ``cwd``)."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    if server_pythonpath():
+        env["PYTHONPATH"] = server_pythonpath()
     fd = _open_nofollow(address.with_suffix(".log"), os.O_WRONLY | os.O_APPEND)
     try:
         return subprocess.Popen(
             [
                 sys.executable,
+                *(["-P"] if sys.version_info >= (3, 11) else []),
                 "-m",
                 "logzbench.pipeline.warm",
                 "serve",
@@ -198,6 +219,8 @@ def _start_server(address: Path, idle: float) -> subprocess.Popen:
             stdin=subprocess.DEVNULL,
             stdout=fd,
             stderr=subprocess.STDOUT,
+            cwd=address.parent,
+            env=env,
             start_new_session=True,
             close_fds=True,
         )
@@ -213,6 +236,26 @@ def _server(address: Path, *, start: bool = True, idle: float = DEFAULT_IDLE) ->
         raise _Unavailable(f"warm server not usable: {exc}") from None
 
 
+def _remove_stale(address: Path) -> None:
+    """Remove a dead server's socket at ``address`` (nothing listens there): only a socket of this
+    user's, never a link or another kind of file (:class:`_Unavailable` names it)."""
+    try:
+        st = os.lstat(address)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+        kind = (
+            "a symbolic link"
+            if stat.S_ISLNK(st.st_mode)
+            else f"uid {st.st_uid}'s"
+            if stat.S_ISSOCK(st.st_mode)
+            else "a file"
+        )
+        raise _Unavailable(f"{address} is {kind}, not a socket of yours; remove it")
+    with contextlib.suppress(FileNotFoundError):
+        address.unlink()
+
+
 def _server_or_oserror(address: Path, *, start: bool, idle: float) -> socket.socket:
     conn = _connect(address)
     if conn is not None or not start:
@@ -223,8 +266,7 @@ def _server_or_oserror(address: Path, *, start: bool, idle: float) -> socket.soc
         conn = _connect(address)  # another job started it while we waited for the lock
         if conn is not None:
             return conn
-        with contextlib.suppress(FileNotFoundError):
-            address.unlink()  # a dead server's socket
+        _remove_stale(address)  # a dead server's socket
         proc = _start_server(address, idle)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -244,7 +286,12 @@ def _submit(
     target: str, kwargs: Mapping[str, Any], log: str | os.PathLike | None, threads: int | None
 ) -> tuple[int, dict | None]:
     """Run the job on the warm server; return its exit status (0: success) and the usage of its
-    process (:func:`logzbench.pipeline.usage.measure`; ``None`` where the server could not tell)."""
+    process (:func:`logzbench.pipeline.usage.measure`; ``None`` where the server could not tell).
+
+    Raises :class:`_Unavailable` (the caller runs the job in its own process) when the server fails:
+    it refuses the job, resets or closes the connection before the job's status, or dies while the
+    job runs (its process is then stopped first, so that the job never runs twice at once)."""
+    ignored = [s for s in SIGNALS if signal.getsignal(s) == signal.SIG_IGN]
     request = {
         "op": "run",
         "target": target,
@@ -253,12 +300,14 @@ def _submit(
         "log": None if log is None else os.path.abspath(log),
         "cwd": os.getcwd(),
         "env": dict(os.environ),
+        "ignore": [int(s) for s in ignored],
     }
     try:
         payload = json.dumps(request)
     except (TypeError, ValueError) as exc:
         raise _Unavailable(f"the job's arguments are not JSON values ({exc})") from None
     conn = _server(server_address())  # a private directory and a server of this uid, or _Unavailable
+    server = (_peer(conn) or (0, 0))[0]
     child = None
 
     def forward(signum, frame):  # a cancelled Snakemake job stops its computation
@@ -267,25 +316,65 @@ def _submit(
                 os.kill(child, signum)
         raise SystemExit(128 + signum)
 
-    old = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    def watch_server():  # a server that dies mid-job leaves its job's process with nobody to report it
+        if server and _gone(server):
+            raise _Unavailable(f"the warm server (pid {server}) died during the job")
+
+    # a signal the caller ignores (nohup, a background job) stays ignored, here and in the job's process
+    old = {s: signal.signal(s, forward) for s in SIGNALS if s not in ignored}
     try:
-        conn.sendall(payload.encode() + b"\n")
-        for msg in _messages(conn):
-            if "refused" in msg:
-                raise _Unavailable(f"the warm server refused the job: {msg['refused']}")
-            if "pid" in msg:
-                child = int(msg["pid"])
-            elif "status" in msg:
-                return int(msg["status"]), msg.get("usage")
-        raise (
-            _Unavailable("the warm server closed the connection before the job ended")
-            if child is None
-            else RuntimeError(f"the job's process {child} ended without a status (killed?); see {log}")
-        )
+        try:
+            conn.sendall(payload.encode() + b"\n")
+            for msg in _messages(conn, idle=watch_server):
+                if "refused" in msg:
+                    raise _Unavailable(f"the warm server refused the job: {msg['refused']}")
+                if "pid" in msg:
+                    child = int(msg["pid"])
+                elif "status" in msg:
+                    return int(msg["status"]), msg.get("usage")
+            raise _Unavailable(
+                "the warm server closed the connection before the job ended"
+                if child is None
+                else f"the warm server ended the connection without the status of the job's process {child}"
+            )
+        except (OSError, ValueError) as exc:  # a reset connection, a broken pipe, a garbled message
+            raise _Unavailable(f"the warm server failed ({type(exc).__name__}: {exc})") from None
+    except _Unavailable:
+        if child:
+            _stop_child(child, conn)
+        raise
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         conn.close()
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # the pid is another user's now: ours has ended
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[0] in (b"Z", b"X")
+    except (OSError, IndexError):
+        return False
+
+
+def _stop_child(pid: int, conn: socket.socket, timeout: float = 10.0) -> None:
+    """Stop the job's process ``pid`` whose server failed (it would go on with nobody to report
+    its status) and wait for it to end, before the job runs again in the caller's process."""
+    conn.close()  # the job's process kills itself when its client goes away ...
+    if _gone(pid):  # (it has ended already: its pid may be another process's soon)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)  # ... and this kills it even while it holds the GIL
+    deadline = time.monotonic() + timeout
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def stop_server(key: str | None = None) -> bool:

@@ -16,12 +16,14 @@ import io
 import json
 import os
 import resource
+import select
+import signal
 import socket
 import struct
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from .trusted import private_dir
 
@@ -36,6 +38,10 @@ ENV_DIR = "LOGZBENCH_WARM_DIR"
 #: Seconds a server waits for the next job before it exits.
 DEFAULT_IDLE = 60.0
 _FALSE = {"0", "false", "off", "no"}
+#: The signals the client forwards to its job's process (a cancelled job stops), and whose
+#: disposition that process takes from the client where the client ignores them (request
+#: ``"ignore"``: a caller under ``nohup`` or in a background job runs its job as it would itself).
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 #: The functions a warm server runs (``module:function``): the workflow's jobs.  Any other target
 #: runs in the caller's own process.
 JOBS = frozenset(
@@ -54,8 +60,15 @@ JOBS = frozenset(
 #: environment, and part of its key; never taken from a request.
 ENV_EXTRA_JOBS = "LOGZBENCH_WARM_EXTRA_JOBS"
 #: Environment variables read when the interpreter and its libraries start (a forked job cannot
-#: change them afterwards): part of the server's key.
+#: change them afterwards): part of the server's key.  The locale (``LC_*``, ``LANG``,
+#: ``LANGUAGE``) and ``TZ`` among them: Python sets its ``LC_CTYPE`` locale, the UTF-8 mode and the
+#: encoding of its streams from them at start, and the ``time`` module reads the time zone when
+#: imported, so a job forked from a server started under another locale would not run as it
+#: does in its own process.
 _STARTUP_ENV = (
+    "LC_",
+    "LANG",
+    "TZ",
     "LD_",
     "PYTHON",
     "MALLOC_",
@@ -87,14 +100,24 @@ def enabled(warm: bool | None = None) -> bool:
     return os.environ.get(ENV_WORKFLOW, "").strip().lower() not in _FALSE
 
 
+def server_pythonpath() -> str:
+    """The ``$PYTHONPATH`` a server is started with: the caller's entries, each made absolute against
+    the caller's working directory (as the job in its own process would resolve them), without the
+    empty ones.  An empty entry means "the current directory", and the server must never import
+    from a job's directory (anybody may have written ``yaml.py`` into a shared one); the server
+    runs in its own directory (``python -P``), which would resolve a relative entry elsewhere."""
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    return os.pathsep.join(os.path.abspath(e) for e in entries if e)
+
+
 def _code_key() -> str:
-    """Hash of what a server's imports depend on: the interpreter, ``$PYTHONPATH``, the package's
-    directory and every module file of the package (path, size, modification time).  (Not
-    ``sys.path``, which differs between Snakemake's own process, which stops the server, and
-    its jobs' scripts.)"""
+    """Hash of what a server's imports depend on: the interpreter, its ``$PYTHONPATH``
+    (:func:`server_pythonpath`), the package's directory and every module file of the package
+    (path, size, modification time).  (Not ``sys.path``, which differs between Snakemake's own
+    process, which stops the server, and its jobs' scripts.)"""
     root = Path(__file__).resolve().parents[1]  # the package, not only this subpackage
     h = hashlib.sha256()
-    h.update(f"{sys.executable}\0{sys.version}\0{os.environ.get('PYTHONPATH', '')}\0{root}".encode())
+    h.update(f"{sys.executable}\0{sys.version}\0{server_pythonpath()}\0{root}".encode())
     for p in sorted(root.rglob("*.py")):
         st = p.stat()
         h.update(f"\0{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}".encode())
@@ -143,13 +166,19 @@ def server_address(key: str | None = None) -> Path:
     return _base_dir() / f"{key or fingerprint()}.sock"
 
 
-def _peer_uid(conn: socket.socket) -> int | None:
-    """The uid of the process at the other end of a Unix socket (``SO_PEERCRED``; None where the
-    platform lacks it)."""
+def _peer(conn: socket.socket) -> tuple[int, int] | None:
+    """The pid and uid of the process at the other end of a Unix socket (``SO_PEERCRED``: for a
+    client's connection, the server that listens; None where the platform lacks it)."""
     if not hasattr(socket, "SO_PEERCRED"):
         return None
-    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    return uid
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid, uid
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket (None where the platform cannot tell)."""
+    peer = _peer(conn)
+    return None if peer is None else peer[1]
 
 
 # --------------------------------------------------------------------------- running a job
@@ -187,9 +216,13 @@ def _send(conn: socket.socket, message: Mapping[str, Any]) -> None:
     conn.sendall(json.dumps(message).encode() + b"\n")
 
 
-def _messages(conn: socket.socket) -> Iterator[dict]:
+def _messages(conn: socket.socket, idle: Callable[[], None] | None = None) -> Iterator[dict]:
+    """The messages on ``conn`` until the other end closes it; ``idle`` (if given) is called
+    every second without one (it may raise to give up waiting)."""
     buf = b""
     while True:
+        while idle is not None and not select.select([conn], [], [], 1.0)[0]:
+            idle()
         chunk = conn.recv(65536)
         if not chunk:
             return

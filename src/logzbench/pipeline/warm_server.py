@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .usage import measure
-from .warm_common import DEFAULT_IDLE, _allowed_jobs, _execute, _peer_uid, _redirect, _send
+from .warm_common import DEFAULT_IDLE, SIGNALS, _allowed_jobs, _execute, _peer_uid, _redirect, _send
 
 #: Modules the server imports before it accepts jobs (missing ones are skipped).
 PRELOAD = (
@@ -51,11 +51,21 @@ PRELOAD = (
 )
 
 
+def _say(message: str) -> None:
+    """One line in the server's log; a log that cannot be written (a full warm directory) loses the
+    line, never the server (the jobs write their own logs)."""
+    with contextlib.suppress(OSError):
+        os.write(1, message.encode(errors="replace") + b"\n")
+
+
 def _child(conn: socket.socket, request: Mapping[str, Any]) -> int:
     """In the forked child: become the job's process and run it; return its exit status."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    for signum in request.get("ignore") or ():  # ignored by the caller (nohup, a background job): here too
+        if signum in SIGNALS:
+            signal.signal(signum, signal.SIG_IGN)
 
     def watch():  # the job's client went away (killed): so does the job
         with contextlib.suppress(OSError):
@@ -95,7 +105,7 @@ def _warm_matplotlib() -> None:
         fig.savefig(io.BytesIO(), format="png", dpi=50)
         plt.close(fig)
     except Exception as exc:
-        print(f"matplotlib warm-up: {type(exc).__name__}: {exc}", flush=True)
+        _say(f"matplotlib warm-up: {type(exc).__name__}: {exc}")
 
 
 def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOAD) -> None:
@@ -108,7 +118,7 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
         try:
             importlib.import_module(name)
         except Exception as exc:
-            print(f"preload {name}: {type(exc).__name__}: {exc}", flush=True)
+            _say(f"preload {name}: {type(exc).__name__}: {exc}")
     _warm_matplotlib()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     # a temporary name no longer than the address (a Unix socket path has at most 107 bytes, and the
@@ -116,17 +126,36 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
     tmp = address.with_name(f".{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()
-    sock.bind(os.fspath(tmp))
-    sock.listen(64)
-    os.replace(tmp, address)  # clients see the socket only once it accepts jobs
-    inode = address.stat().st_ino
-    print(f"pid {os.getpid()} serving {address} after {time.perf_counter() - t0:.1f} s of imports", flush=True)
+    try:
+        sock.bind(os.fspath(tmp))
+        sock.listen(64)
+        inode = os.stat(tmp).st_ino
+        os.replace(tmp, address)  # clients see the socket only once it accepts jobs
+    except BaseException:
+        sock.close()
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
     def ours() -> bool:
         try:
             return address.stat().st_ino == inode
         except FileNotFoundError:
             return False
+
+    try:  # from here on, whatever ends the server removes its socket: none is left without a server
+        _serve(sock, address, ours, idle, t0)
+    finally:
+        sock.close()
+        if ours():
+            with contextlib.suppress(OSError):
+                address.unlink()
+        _say(f"pid {os.getpid()} stopped")
+
+
+def _serve(sock: socket.socket, address: Path, ours, idle: float, t0: float) -> None:
+    """The server's loop: accept, fork, reap, until idle, stopped or its socket replaced (``ours``)."""
+    _say(f"pid {os.getpid()} serving {address} after {time.perf_counter() - t0:.1f} s of imports")
 
     def terminate(signum, frame):
         raise SystemExit(0)
@@ -141,89 +170,82 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
     allowed = _allowed_jobs()
     children: dict[int, tuple[socket.socket, float]] = {}  # pid -> the client's connection, the fork's time
     last, stopping = time.monotonic(), False
-    try:
-        while True:
-            for pid in list(children):
-                try:  # the job's own rusage: what the client's benchmark cannot see
-                    done, wstatus, ru = os.wait4(pid, os.WNOHANG)
-                except ChildProcessError:
-                    done, wstatus, ru = pid, 1 << 8, None
-                if done:
-                    conn, started = children.pop(pid)
-                    row = None if ru is None else measure(ru, time.monotonic() - started, pid, warm=True)
-                    with contextlib.suppress(OSError):  # os._exit and signals included
-                        code = os.waitstatus_to_exitcode(wstatus)
-                        _send(conn, {"status": code if code >= 0 else 128 - code, "usage": row})
-                    conn.close()
-                    last = time.monotonic()
-            if not children and (stopping or time.monotonic() - last > idle or not ours()):
-                break
-            if stopping:
-                time.sleep(0.1)
-                continue
-            try:
-                ready, _, _ = select.select([sock, wake_r], [], [], 0.5)
-            except InterruptedError:
-                continue
-            if wake_r in ready:
-                with contextlib.suppress(BlockingIOError):
-                    os.read(wake_r, 4096)
-            if sock not in ready:
-                continue
-            conn, _ = sock.accept()
-            last = time.monotonic()
-            peer = _peer_uid(conn)
-            if peer != os.getuid():  # only this user's own processes may run jobs here
-                print(f"refused a connection from uid {peer}", flush=True)
+    while True:
+        for pid in list(children):
+            try:  # the job's own rusage: what the client's benchmark cannot see
+                done, wstatus, ru = os.wait4(pid, os.WNOHANG)
+            except ChildProcessError:
+                done, wstatus, ru = pid, 1 << 8, None
+            if done:
+                conn, started = children.pop(pid)
+                row = None if ru is None else measure(ru, time.monotonic() - started, pid, warm=True)
+                with contextlib.suppress(OSError):  # os._exit and signals included
+                    code = os.waitstatus_to_exitcode(wstatus)
+                    _send(conn, {"status": code if code >= 0 else 128 - code, "usage": row})
                 conn.close()
-                continue
-            try:
-                line = b""
-                while not line.endswith(b"\n"):
-                    chunk = conn.recv(1 << 20)
-                    if not chunk:
-                        break
-                    line += chunk
-                request = json.loads(line) if line.strip() else {}
-            except (OSError, ValueError) as exc:
-                print(f"bad request: {exc}", flush=True)
-                conn.close()
-                continue
-            if request.get("op") == "stop":
-                if ours():
-                    address.unlink()
-                stopping = True
-                with contextlib.suppress(OSError):
-                    conn.sendall(b"ok\n")
-                conn.close()
-                continue
-            target = request.get("target")
-            if request.get("op") != "run" or target not in allowed:
-                print(f"refused target {target!r}: not a registered job", flush=True)
-                with contextlib.suppress(OSError):
-                    _send(conn, {"refused": f"{target!r} is not a registered job"})
-                conn.close()
-                continue
-            started = time.monotonic()
-            pid = os.fork()
-            if pid == 0:  # the job's process
-                sock.close()
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                os.close(wake_r)
-                os.close(wake_w)
-                status = 1
-                try:
-                    status = _child(conn, request)
-                finally:
-                    os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
-            children[pid] = (conn, started)  # the job's status goes back on it when the server reaps the child
-            with contextlib.suppress(OSError):
-                _send(conn, {"pid": pid})
-            print(f"job {pid}: {target} (log {request.get('log')})", flush=True)
-    finally:
-        sock.close()
-        if ours():
-            with contextlib.suppress(OSError):
+                last = time.monotonic()
+        if not children and (stopping or time.monotonic() - last > idle or not ours()):
+            break
+        if stopping:
+            time.sleep(0.1)
+            continue
+        try:
+            ready, _, _ = select.select([sock, wake_r], [], [], 0.5)
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(wake_r, 4096)
+        if sock not in ready:
+            continue
+        conn, _ = sock.accept()
+        last = time.monotonic()
+        peer = _peer_uid(conn)
+        if peer != os.getuid():  # only this user's own processes may run jobs here
+            _say(f"refused a connection from uid {peer}")
+            conn.close()
+            continue
+        try:
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = conn.recv(1 << 20)
+                if not chunk:
+                    break
+                line += chunk
+            request = json.loads(line) if line.strip() else {}
+        except (OSError, ValueError) as exc:
+            _say(f"bad request: {exc}")
+            conn.close()
+            continue
+        if request.get("op") == "stop":
+            if ours():
                 address.unlink()
-        print(f"pid {os.getpid()} stopped", flush=True)
+            stopping = True
+            with contextlib.suppress(OSError):
+                conn.sendall(b"ok\n")
+            conn.close()
+            continue
+        target = request.get("target")
+        if request.get("op") != "run" or target not in allowed:
+            _say(f"refused target {target!r}: not a registered job")
+            with contextlib.suppress(OSError):
+                _send(conn, {"refused": f"{target!r} is not a registered job"})
+            conn.close()
+            continue
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the job's process
+            sock.close()
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            os.close(wake_r)
+            os.close(wake_w)
+            status = 1
+            try:
+                status = _child(conn, request)
+            finally:
+                os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
+        children[pid] = (conn, started)  # the job's status goes back on it when the server reaps the child
+        with contextlib.suppress(OSError):
+            _send(conn, {"pid": pid})
+        _say(f"job {pid}: {target} (log {request.get('log')})")
