@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import logzbench
 from logzbench import kernels as S
 from logzbench.pipeline import trusted, warm
 
@@ -312,7 +313,11 @@ def test_modules_planted_in_the_jobs_directory_are_never_imported(tmp_path):
         "from logzbench.pipeline.warm import run_job\nrun_job('os:makedirs', log='job.log', name='made')\n"
     )
     env = {**_env(), "LOGZBENCH_WARM_DIR": str(warm_dir)}
-    env["PYTHONPATH"] += os.pathsep  # a trailing empty entry: the working directory, for Python
+    # the package's own directory first (an editable install's .pth comes after $PYTHONPATH, and the
+    # client, a cold Python of the user's own making, would import the planted logzbench.py), then a
+    # trailing empty entry: the working directory, for Python
+    package_dir = str(Path(logzbench.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([package_dir, env["PYTHONPATH"], ""])
     try:
         proc = subprocess.run(
             [sys.executable, str(script)], env=env, cwd=shared, capture_output=True, text=True, timeout=300
