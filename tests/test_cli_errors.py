@@ -450,6 +450,21 @@ CASES = [
         ["estimate", "wide.py:make", "--estimator", "ais", "--steps", "2"],
         ["chains = 100", "2000000 units", "GiB of memory", "use fewer chains"],
     ),
+    # --- cost (issue 37, item 9)
+    (  # fits in memory with 10 chains, but a sweep calls log_f once per site: 10^7 calls on 10^8 states
+        "energy-dim-1e7-time",
+        lambda t, e: (_energy_file(t, "wide.py", 10**7), _memory(e, 64)),
+        ["estimate", "wide.py:make", "--estimator", "ais", "--chains", "10"],
+        [
+            "ais on this energy-binary",
+            "would take about",
+            "1000 sweeps of 10 chains",
+            "10000000 calls of log_f",
+            "over the budget of 86400 s",
+            "--max-seconds",
+            "max_seconds=",
+        ],
+    ),
 ]
 
 #: the user's file of the ``user-*`` cases: binary energies on 4 sites, a continuous one on 2 coordinates

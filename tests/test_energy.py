@@ -372,3 +372,86 @@ def test_a_log_f_failing_later_is_one_line():
     with pytest.raises(ValueError) as info:
         estimate(model, "ais", K=3, chains=20)
     assert "raised IndexError: too many rows" in str(info.value) and "\n" not in str(info.value)
+
+
+# ----------------------------------------------------------------------------- the time budget (issue 37, item 9)
+#: seconds one call of :func:`_slow` sleeps: a floor under its measured time, whatever the machine's load
+SLEEP = 0.01
+
+
+def _slow(x):
+    import time
+
+    time.sleep(SLEEP)
+    return -x.double().sum(1)
+
+
+class _Checked(Exception):
+    """Raised by :func:`_stop_after_check`'s estimator with the context the checks let through."""
+
+
+def _stop_after_check(monkeypatch, module: str) -> None:
+    """Replace ``module``'s ``estimate`` (the registry entry's function) by one that stops with the checked
+    context (:meth:`EstimateContext.check` let it through; its ``estimated_seconds``)."""
+
+    def stop(ctx):
+        raise _Checked(ctx)
+
+    monkeypatch.setattr(f"logzbench.estimators.{module}.estimate", stop)
+
+
+def _checked_context(*args, **kwargs):
+    with pytest.raises(_Checked) as info:
+        estimate(*args, **kwargs)
+    return info.value.args[0]
+
+
+def test_a_sweep_is_estimated_from_timed_calls_of_log_f():
+    """A discrete sweep calls log_f once per site: at least dim x the sleep of each call."""
+    model = EnergyModel(_slow, 5, "binary")
+    seconds, what = model.sweep_seconds(4)
+    assert seconds >= 5 * SLEEP
+    assert "5 calls of log_f per sweep" in what and "on 4 chains" in what
+
+
+def test_a_run_over_the_time_budget_is_refused_and_a_larger_budget_lets_it_start(monkeypatch):
+    model = EnergyModel(_slow, 5, "binary")
+    # 2 sweeps x 5 sites x at least 10 ms: at least 0.1 s, over a budget of 0.05 s
+    with pytest.raises(ValueError) as info:
+        estimate(model, "ais", K=2, chains=4, max_seconds=0.05)
+    msg = str(info.value)
+    assert "over the budget of 0.05 s" in msg and "max_seconds=" in msg and "--max-seconds" in msg
+    assert "2 sweeps of 4 chains" in msg and "\n" not in msg
+    _stop_after_check(monkeypatch, "ais")
+    assert _checked_context(model, "ais", K=2, chains=4, max_seconds=3600).estimated_seconds >= 2 * 5 * SLEEP
+
+
+def test_timing_draws_nothing_from_the_runs_generator():
+    """The same seed gives the same estimate whether the run was timed (a budget) or not (inf)."""
+    model = EnergyModel(_slow, 5, "binary")
+    timed = estimate(model, "ais", K=2, chains=4, seed=7, max_seconds=3600)
+    untimed = estimate(model, "ais", K=2, chains=4, seed=7, max_seconds=math.inf)
+    assert timed.log_z == untimed.log_z
+    assert np.array_equal(timed.log_weights, untimed.log_weights)
+
+
+@pytest.mark.parametrize(
+    "make, module, estimator, kw",
+    [
+        (lambda: _potts_energy(), "ais", "ais", {}),
+        (lambda: _potts_energy(), "raise_", "raise", {"data": np.zeros((20, 6), dtype=int)}),
+        (lambda: _rbm_energy(BinaryRBM.random(20, 8)), "sandwich", "sandwich", {}),
+        (lambda: EnergyModel(_Net2D(), 2, "continuous"), "hais", "hais", {}),
+    ],
+    ids=["potts-ais", "potts-raise", "rbm-energy-sandwich", "net2d-hais"],
+)
+def test_a_normal_energy_at_the_command_lines_defaults_is_not_refused(monkeypatch, make, module, estimator, kw):
+    """K = 1000 and 100 chains (the command line's defaults) on the small energies above: estimated, within the
+    default budget of a day."""
+    _stop_after_check(monkeypatch, module)
+    assert 0 < _checked_context(make(), estimator, K=1000, chains=100, **kw).estimated_seconds < 86400
+
+
+def test_the_families_own_samplers_are_not_timed(monkeypatch):
+    _stop_after_check(monkeypatch, "ais")
+    assert _checked_context(BinaryRBM.random(20, 8), "ais", K=1000, chains=100).estimated_seconds is None

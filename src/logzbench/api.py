@@ -65,8 +65,10 @@ def estimate(
         for ``K``.
         Then, still before any work (:meth:`~logzbench.estimators.context.EstimateContext.check`): a
         fixed schedule (``sm14500``, a file) with another explicit ``K`` is refused, so is a run whose
-        chains need more than 80 % of the memory available on the device, and an ``exact``
-        enumeration estimated to take longer than ``exact_max_seconds`` (default 600).  An estimator reads
+        chains need more than 80 % of the memory available on the device, an ``exact``
+        enumeration estimated to take longer than ``exact_max_seconds`` (default 600), and a sampling
+        run on a user's energy whose calls of ``log_f`` are estimated to take longer than ``max_seconds``
+        (default a day; :meth:`~logzbench.estimators.context.EstimateContext.check_time`).  An estimator reads
         those its registry entry lists (``registry.estimator(name).options``) and ignores the rest.
         The same seed gives the same estimate (to rounding across thread counts: give ``threads``
         for bit-identical reruns).

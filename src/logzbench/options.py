@@ -438,6 +438,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("exact_max_seconds", None, "exact: refuse an enumeration estimated to take longer than this many "
            "seconds (default 600; inf: no limit)", "seconds", metavar="SECONDS", old_flags=("--exact-budget",),
            config=False, record=None),
+    Option("max_seconds", 86400.0, "a user's energy (FILE.py:NAME, a TorchScript .pt): refuse a sampling run "
+           "whose calls of log_f, timed on its chains before it starts, are estimated to take longer than this "
+           "many seconds (inf: no limit)", "seconds", metavar="SECONDS", config=False, record=None),
     Option("n_bootstrap", 1000, "bootstrap resamples of the confidence intervals (0: none)", "int", minimum=0,
            cli=False, config=False, record=None),
     Option("progress", False, "show a progress bar", "flag", config=False, record=None),

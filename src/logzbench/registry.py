@@ -194,9 +194,9 @@ class EstimatorSpec:
 #: options of every annealed estimator's schedule: its length and shape, sweeps per temperature, the
 #: adaptive schedule's pilot
 _SCHEDULE = ("K", "schedule", "sweeps_per_beta", "pilot_chains", "target_ess")
-_ANNEALED = _SCHEDULE + ("chains", "init", "is_samples", "n_bootstrap")
-_IS_FAMILY = ("chains", "burn_in", "init", "is_samples", "n_bootstrap")
-_CONTINUOUS = _SCHEDULE + ("chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap")
+_ANNEALED = _SCHEDULE + ("chains", "init", "is_samples", "n_bootstrap", "max_seconds")
+_IS_FAMILY = ("chains", "burn_in", "init", "is_samples", "n_bootstrap", "max_seconds")
+_CONTINUOUS = _SCHEDULE + ("chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap", "max_seconds")
 
 
 def _e(name, module, **kw) -> EstimatorSpec:

@@ -12,6 +12,7 @@ lines that call its kernel.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,10 @@ __all__ = [
     "chain_bytes",
     "estimated_bytes",
     "per_example_bytes",
+    "planned_K",
+    "planned_sweeps",
     "state_units",
+    "test_examples",
 ]
 
 #: bytes per step of a schedule of K steps: the K + 1 inverse temperatures, their differences and the
@@ -100,18 +104,58 @@ def chain_bytes(
     return rows * state_units(ctx.model) * per_unit + extra, what or ""
 
 
+def test_examples(ctx: "EstimateContext") -> int:
+    """Test examples a per-example estimator runs chains for: every test row, or ``n_examples`` of them."""
+    n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
+    return n_data if ctx.options.n_examples is None else min(ctx.options.n_examples, n_data)
+
+
 def per_example_bytes(ctx: "EstimateContext") -> tuple[int, str]:
     """:func:`chain_bytes` of estimators that run ``chains`` chains per test example (RAISE and its
     relatives; a deep model's heating and recognition chains hold more)."""
     o = ctx.options
-    n_data = 0 if ctx.data is None else int(ctx.data.shape[0])
-    n = n_data if o.n_examples is None else min(o.n_examples, n_data)
+    n = test_examples(ctx)
     return chain_bytes(
         ctx,
         o.chains * max(n, 1),
         f"chains x test examples = {o.chains} x {n}",
         per_unit=_RAISE_DEEP_BYTES_PER_UNIT if ctx.family.deep else None,
     )
+
+
+def planned_K(ctx: "EstimateContext") -> int | None:
+    """The run's ``K`` as far as it is known before it runs: the schedule's length once built (a fixed
+    schedule, ``linear`` / ``sigmoid`` at ``K``), else ``K``, else the estimator module's ``START_K`` (the
+    sandwich's first round); ``None`` for the adaptive schedule without ``K`` (its pilot chooses it)."""
+    if ctx._betas is not None:
+        return len(ctx._betas) - 1
+    if ctx.options.K is not None:
+        return int(ctx.options.K)
+    return getattr(ctx.spec.module, "START_K", None)
+
+
+def planned_sweeps(ctx: "EstimateContext") -> tuple[list[tuple[int, int]], str]:
+    """``(batches, what)``: the sweeps a run will make before it runs, as ``(chains in a batch, sweeps of
+    that batch)`` pairs and in words, for :meth:`EstimateContext.check_time`.  An estimator module's own
+    ``planned_sweeps(ctx)`` answers where it defines one (RAISE: chains per test example; reverse AIS:
+    forward and reverse; the IS family: ``burn_in``); otherwise one annealing run, ``K x sweeps_per_beta``
+    sweeps of ``chains`` chains (:func:`planned_K`; the sandwich: its first round's forward end at least; an
+    adaptive schedule without ``K``: at least one sweep, its pilot's length not being known yet)."""
+    own = getattr(ctx.spec.module, "planned_sweeps", None)
+    if own is not None:
+        return own(ctx)
+    return annealing_sweeps(ctx)
+
+
+def annealing_sweeps(ctx: "EstimateContext", rows: int | None = None, passes: int = 1) -> tuple[list, str]:
+    """:func:`planned_sweeps` of ``passes`` annealing runs (forward, reverse) over ``K`` of ``rows`` chains
+    (default ``chains``) at ``sweeps_per_beta`` sweeps per temperature."""
+    o = ctx.options
+    rows = o.chains if rows is None else int(rows)
+    K = planned_K(ctx)
+    sweeps = max(1, passes * (K or 1) * int(o.sweeps_per_beta))
+    what = f"{sweeps} sweeps of {rows} chains" if K else f"at least {sweeps} sweeps of {rows} chains (K not chosen yet)"
+    return [(rows, sweeps)], what
 
 
 @dataclass
@@ -142,7 +186,8 @@ class EstimateContext:
     options: EstimateOptions
     generator: torch.Generator
     device: torch.device
-    #: the exact estimator's estimated seconds (set by :meth:`check`; ``None`` for the others)
+    #: the estimated seconds of the run (set by :meth:`check`: the exact estimator's enumeration, a user
+    #: energy's calls of ``log_f``; ``None`` for the others)
     estimated_seconds: float | None = None
     _betas: np.ndarray | None = field(default=None, repr=False)
     _betas_K: int | None = field(default=None, repr=False)
@@ -184,10 +229,11 @@ class EstimateContext:
         """Refuse, before any work, what the options allow but this run cannot do: no test data for an
         estimator that needs it (``spec.needs_data``), a schedule the
         estimator needs that cannot be built (``linear`` / ``sigmoid`` without ``K``), more memory
-        than :data:`MEMORY_SHARE` of what the device has available (:func:`estimated_bytes`), and what
+        than :data:`MEMORY_SHARE` of what the device has available (:func:`estimated_bytes`), what
         the estimator's module refuses in its own ``check(ctx)`` where it defines one (it then checks its
         schedule itself: the sandwich's doubling; ``exact``'s time budget,
-        :func:`logzbench.estimators.exact.check_budget`).  :func:`logzbench.api.estimate` calls it."""
+        :func:`logzbench.estimators.exact.check_budget`), and a user energy's run estimated to take longer
+        than ``max_seconds`` (:meth:`check_time`).  :func:`logzbench.api.estimate` calls it."""
         if self.spec.needs_data:
             self.require_data()
         self.check_schedule_memory()
@@ -197,6 +243,44 @@ class EstimateContext:
         elif "schedule" in self.spec.options and self.options.schedule != ADAPTIVE:
             self.betas()
         self.check_memory()
+        self.check_time()
+
+    def check_time(self) -> None:
+        """Refuse a run on a user's energy (a model with ``sweep_seconds``: :class:`~logzbench.models.EnergyModel`)
+        whose calls of ``log_f`` are estimated to take longer than ``options.max_seconds``: the time of one
+        sweep of each batch of chains, measured on the model's device before anything runs
+        (:meth:`~logzbench.models.EnergyModel.sweep_seconds`: a few calls on states of its own generator),
+        times the :func:`planned_sweeps`.  A sweep of a discrete energy calls ``log_f`` once per site on
+        all chains, so a wide energy with few chains passes the memory check and would run for years.
+        The families' own samplers are not timed here (they are fast, and their runs stay as they were);
+        neither are estimators that do not read ``max_seconds`` (``exact`` has its own budget).  Sets
+        :attr:`estimated_seconds`."""
+        sweep_seconds = getattr(self.model, "sweep_seconds", None)
+        if sweep_seconds is None or "max_seconds" not in self.spec.options:
+            return
+        from ..options import declared
+        from .exact import duration
+
+        budget = self.options.max_seconds
+        budget = declared()["max_seconds"].default if budget is None else budget
+        if math.isinf(budget):  # no limit: nothing to time
+            return
+        batches, what = planned_sweeps(self)
+        seconds, per_sweep = 0.0, []
+        for rows, sweeps in batches:
+            s, how = sweep_seconds(rows)
+            seconds += sweeps * s
+            per_sweep.append(how)
+        self.estimated_seconds = seconds
+        if seconds > budget:
+            allow = f"{math.ceil(seconds * 2):.3g}" if seconds * 2 >= 1e6 else str(math.ceil(seconds * 2))
+            units = "sites" if getattr(self.model, "discrete", True) else "dimensions"
+            raise ValueError(
+                f"{self.name} on this {self.model.family} ({self.model.n_visible} {units}) would take about "
+                f"{duration(seconds)} (estimated: {what}; {'; '.join(per_sweep)}), over the budget of {budget:g} s; "
+                f"allow it with max_seconds={allow} (--max-seconds {allow}; inf: no limit), or use fewer chains "
+                "or sweeps"
+            )
 
     def check_memory(self, available: int | None = None) -> None:
         """Refuse an estimate whose :func:`estimated_bytes` exceed :data:`MEMORY_SHARE` of the memory

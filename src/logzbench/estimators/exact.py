@@ -23,7 +23,16 @@ from ..models import enumeration
 from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from .result import EstimateResult
 
-__all__ = ["MAX_ENUMERATION_BITS", "check", "check_budget", "estimate", "estimated_seconds", "exact", "exact_log_z"]
+__all__ = [
+    "MAX_ENUMERATION_BITS",
+    "check",
+    "check_budget",
+    "duration",
+    "estimate",
+    "estimated_seconds",
+    "exact",
+    "exact_log_z",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -126,14 +135,18 @@ def dbn_seconds(model, n_rows: int, precision: str, device) -> tuple[float, str]
     return seconds, what
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A long time in words: seconds, minutes, hours, days or years (for the budget refusals)."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     if seconds < 2 * 86400:
         return f"{seconds / 3600:.1f} hours"
-    return f"{seconds / 86400:.0f} days"
+    if seconds < 2 * 365.25 * 86400:
+        return f"{seconds / 86400:.0f} days"
+    years = seconds / (365.25 * 86400)
+    return f"{years:.3g} years" if years < 1000 else f"{years:,.0f} years"
 
 
 def check_budget(ctx) -> float:
@@ -152,7 +165,7 @@ def check_budget(ctx) -> float:
         allow = math.ceil(seconds * 2)
         raise ValueError(
             f"exact enumeration of {what} of this {ctx.model.family} would take about "
-            f"{_duration(seconds)} (estimated, {o.exact_precision} on {where}), over the budget of "
+            f"{duration(seconds)} (estimated, {o.exact_precision} on {where}), over the budget of "
             f"{budget:g} s; allow it with exact_max_seconds={allow} (--exact-max-seconds {allow}), or use "
             f"ais or raise"
         )
@@ -161,7 +174,7 @@ def check_budget(ctx) -> float:
             "exact: enumerating %s of this %s, about %s (estimated, %s on %s)%s",
             what,
             ctx.model.family,
-            _duration(seconds),
+            duration(seconds),
             o.exact_precision,
             where,
             "" if o.progress else "; --progress shows a bar",

@@ -155,6 +155,16 @@ def is_family(
     return res
 
 
+def planned_sweeps(ctx) -> tuple[list, str]:
+    """The context's time hook (:func:`~logzbench.estimators.context.planned_sweeps`): ``burn_in`` sweeps
+    of ``chains`` chains for an estimator that uses model samples; none for IS (``log f`` of its
+    ``p_0`` samples only)."""
+    o = ctx.options
+    if not uses_samples(ctx.name)[1]:
+        return [], "no sweeps"
+    return [(o.chains, o.burn_in)], f"burn_in = {o.burn_in} sweeps of {o.chains} chains"
+
+
 def estimate(ctx) -> EstimateResult:
     """Registry entries ``is``, ``ris``, ``is-avg``, ``is-weighted``, ``is-select``, ``ds``: the
     path's endpoints only (``chains`` samples of ``p_0`` and ``chains`` model samples)."""

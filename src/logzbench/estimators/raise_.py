@@ -33,7 +33,7 @@ from ..models.base import AnnealingPath
 from ..options import CONTROL_VARIATES
 from ..schedules import from_array
 from ._common import progress_range, timer
-from .context import per_example_bytes
+from .context import annealing_sweeps, per_example_bytes, test_examples
 from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
 
@@ -378,6 +378,15 @@ def raise_estimate(
 def peak_bytes(ctx) -> tuple[int, str]:
     """The context's memory hook: ``chains`` chains per test example."""
     return per_example_bytes(ctx)
+
+
+def planned_sweeps(ctx) -> tuple[list, str]:
+    """The context's time hook (:func:`~logzbench.estimators.context.planned_sweeps`): one batch of
+    ``chains`` chains per test example, ``K`` sweeps (``2 K`` with the heating phase) per temperature step."""
+    n = max(1, test_examples(ctx))
+    passes = 2 if intractable_posterior(ctx.path()) else 1
+    batches, what = annealing_sweeps(ctx, ctx.options.chains * n, passes)
+    return batches, f"{what} (chains x test examples = {ctx.options.chains} x {n})"
 
 
 def estimate(ctx) -> EstimateResult:

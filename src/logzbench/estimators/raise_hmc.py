@@ -80,7 +80,7 @@ from . import ais as ais_kernel
 from . import hais as hais_mod
 from . import raise_ as raise_kernel
 from ._common import timer
-from .context import chain_bytes, per_example_bytes
+from .context import annealing_sweeps, chain_bytes, per_example_bytes, test_examples
 from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
 __all__ = [
@@ -425,6 +425,14 @@ def peak_bytes(ctx) -> tuple[int, str]:
     """The context's memory hook: raise-hmc runs ``chains`` chains per test example; reverse-hais one
     latent chain per chain and test point."""
     return per_example_bytes(ctx) if ctx.name == "raise-hmc" else chain_bytes(ctx)
+
+
+def planned_sweeps(ctx) -> tuple[list, str]:
+    """The context's time hook (:func:`~logzbench.estimators.context.planned_sweeps`): one batch of
+    ``chains`` chains per test point; raise-hmc anneals it once (from the data), reverse-hais twice."""
+    n = max(1, test_examples(ctx))
+    batches, what = annealing_sweeps(ctx, ctx.options.chains * n, 1 if ctx.name == "raise-hmc" else 2)
+    return batches, f"{what} (chains x test examples = {ctx.options.chains} x {n})"
 
 
 def estimate(ctx) -> EstimateResult:

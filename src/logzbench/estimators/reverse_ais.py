@@ -21,6 +21,7 @@ from ..schedules import from_array
 from . import ais as ais_kernel
 from . import raise_ as raise_kernel
 from ._common import progress_range, timer
+from .context import annealing_sweeps
 from .result import EstimateResult, check_finite, summarize_log_weights
 
 
@@ -86,6 +87,12 @@ def reverse_ais(
         log_weights=log_v.cpu().numpy(),
         extra={"aggregation": "harmonic", "log_mean_reverse_weight": s.log_mean},
     )
+
+
+def planned_sweeps(ctx) -> tuple[list, str]:
+    """The context's time hook (:func:`~logzbench.estimators.context.planned_sweeps`): a forward and a
+    reverse run of ``chains`` chains."""
+    return annealing_sweeps(ctx, passes=2)
 
 
 def estimate(ctx) -> EstimateResult:

@@ -69,6 +69,7 @@ __all__ = [
     "GaussianReference",
     "exact_seconds",
     "first_line",
+    "time_call",
     "not_trained",
     "refuse_enumeration",
 ]
@@ -79,6 +80,12 @@ DOMAINS = ("binary", "categorical", "continuous")
 ENUMERATION_CHUNK = 1 << 14
 #: smoothing of the data base rate toward uniform (as the RBM's base-rate initial distribution)
 BASE_RATE_SMOOTHING = 0.05
+#: states (rows x dim) of the batch :meth:`EnergyModel.sweep_seconds` times ``log_f`` on: a larger batch of
+#: chains is timed on a sub-batch of its rows and scaled by the rows (at this size a call's fixed overhead
+#: is small next to its work, so the time grows with the rows)
+TIMING_ELEMENTS = 1 << 20
+#: seconds of timed calls after which :func:`time_call` stops repeating them
+TIMING_SECONDS = 0.2
 
 
 # --------------------------------------------------------------------------- references
@@ -330,8 +337,8 @@ class EnergyModel:
         """Call ``log_f`` on ``n`` states of the default reference and refuse (ValueError, one line) a
         non-tensor, a wrong shape, NaN or ``+inf``; returns the model."""
         g = torch.Generator(device=self._device).manual_seed(int(seed))
-        if self.discrete:
-            x = FactorizedReference.uniform(self.dim, self.n_states, self._device).sample(n, g)
+        if self.discrete:  # uniform states (drawn directly: a wide domain's reference would hold n x dim x q)
+            x = torch.randint(0, int(self.n_states), (n, self.dim), generator=g, device=self._device).to(self.dtype)
         else:
             x = torch.randn(n, self.dim, generator=g, dtype=torch.float64, device=self._device)
         with torch.no_grad():
@@ -342,6 +349,39 @@ class EnergyModel:
                 raise ValueError(f"reference.sample({n}, generator) must return a ({n}, {self.dim}) tensor")
             _checked(_reference_call(self.reference, "log_prob", s), n, "reference.log_prob")
         return self
+
+    def sweep_seconds(self, rows: int) -> tuple[float, str]:
+        """``(seconds, what)``: the estimated time of one sweep of ``rows`` chains, counting the calls of
+        ``log_f`` only (the sampler's own bookkeeping adds to it): ``dim`` calls on the ``(rows, dim)``
+        batch on a discrete domain (one per site's Metropolis step, :meth:`DiscreteEnergyPath.transition`),
+        one gradient (a leapfrog step; ``ais-mh`` needs only the value) on the continuous one.
+
+        Measured on states drawn from a generator of its own (the run's is not touched), on the model's
+        device; a batch of more than :data:`TIMING_ELEMENTS` states is timed on a sub-batch of its rows (4 at
+        least) and scaled by the rows.  ``what`` names the calls and the time of one."""
+        rows = max(1, int(rows))
+        sub = max(min(rows, 4), min(rows, TIMING_ELEMENTS // self.dim))  # 4 rows at least, as :meth:`check`
+        g = torch.Generator(device=self._device).manual_seed(0)
+        if self.discrete:
+            x = torch.randint(0, int(self.n_states), (sub, self.dim), generator=g, device=self._device)
+            x = x.to(self.dtype)
+
+            def call():
+                with torch.no_grad():
+                    self._call(x)
+
+            calls, unit = self.dim, "calls of log_f per sweep"
+        else:
+            x = torch.randn(sub, self.dim, generator=g, dtype=torch.float64, device=self._device).requires_grad_(True)
+
+            def call():
+                y = self._call(x)
+                if isinstance(y, torch.Tensor) and y.requires_grad:  # a log_f without a graph fails in the run
+                    torch.autograd.grad(y.sum(), x)
+
+            calls, unit = 1, "gradient of log_f per transition"
+        per_call = time_call(call, self._device) * rows / sub
+        return calls * per_call, f"{calls} {unit}, about {_short_duration(per_call)} each on {rows} chains"
 
     # ------------------------------------------------------------------ references
     def default_reference(self, init: str = "uniform", data=None):
@@ -487,6 +527,40 @@ def _reference_call(reference, method: str, *args):
         raise ValueError(f"reference.{method} ({type(reference).__name__}) raised {first_line(exc)}") from exc
 
 
+def time_call(call: Callable[[], Any], device=None, budget: float = TIMING_SECONDS, repeats: int = 3) -> float:
+    """Seconds of one ``call()``: the fastest of up to ``repeats`` timed calls after a first one (allocations,
+    lazy initialisation), fewer once ``budget`` seconds are spent; a first call of ``budget`` seconds or
+    more is the answer itself (another would cost as much).  CUDA work is waited for."""
+    cuda = device is not None and torch.device(device).type == "cuda"
+
+    def timed() -> float:
+        t0 = time.perf_counter()
+        call()
+        if cuda:
+            torch.cuda.synchronize(device)
+        return time.perf_counter() - t0
+
+    first = timed()
+    if first >= budget:
+        return first
+    best, spent = math.inf, 0.0
+    for _ in range(int(repeats)):
+        dt = timed()
+        best, spent = min(best, dt), spent + dt
+        if spent >= budget:
+            break
+    return best
+
+
+def _short_duration(seconds: float) -> str:
+    """A short time: microseconds, milliseconds or seconds."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.0f} us"
+    if seconds < 1.0:
+        return f"{seconds * 1e3:.0f} ms"
+    return f"{seconds:.1f} s"
+
+
 def _checked(out, n: int, name: str) -> torch.Tensor:
     """``out`` as float64 ``(n,)``; a ValueError naming ``name`` and the problem otherwise."""
     if not isinstance(out, torch.Tensor):
@@ -531,10 +605,7 @@ def exact_seconds(model: EnergyModel, n_rows: int, precision: str, device) -> tu
     m = min(n, 1024)
     x = model.enumerate_states(0, m)
     with torch.no_grad():
-        model._call(x)  # warm-up
-        t0 = time.perf_counter()
-        model._call(x)
-        per_state = (time.perf_counter() - t0) / m
+        per_state = time_call(lambda: model._call(x), model.device) / m
     what = f"{model.n_states}^{model.dim} states"
     return per_state * n * max(1, torch.get_num_threads()), what
 
