@@ -505,6 +505,12 @@ BAD_CONFIGS = [
     ),
     ("    threshold: 0.5\n", "    threshold: .nan\n", "config.datasets.digits.threshold: nan is not a finite number"),
     ("  gap_threshold: 1.0\n", "  gap_threshold: .nan\n", "config.report.gap_threshold: nan is not a finite number"),
+    # issue 37, item 11: 100,000 seeds took 106 s and 827 MB to dry-run (each seed an estimate of every sweep)
+    (
+        "  seeds: [0, 1]\n",
+        f"  seeds: {list(range(10_001))}\n",
+        "config.evaluation.seeds: 10,001 values are more than the 10,000 allowed",
+    ),
 ]
 
 

@@ -391,8 +391,9 @@ def learner_report_plots():
 def bracket_models():
     """The models with a bracket estimate (an estimator whose registry bound is `bracket`: sandwich, bdmc), in
     config order: each gets the report's plots/<model>_bracket.png."""
-    return [m for m in config["models"]
-            if any(registry.estimator(j.method).bound == "bracket" for j in sweep.model_jobs(config, m))]
+    bracketed = {m for m, e in sweep.sweep_pairs(config)
+                 if registry.estimator(sweep.estimator_method(config, e)).bound == "bracket"}
+    return [m for m in config["models"] if m in bracketed]
 
 
 # --------------------------------------------------------------------------- per-model diagnostics (rule diagnose)

@@ -252,7 +252,10 @@ def _schema_error(validator, instance: Any, prefix: str = "config") -> ConfigErr
     if error is None:
         return None
     where = "".join(f".{p}" for p in error.absolute_path)
-    return ConfigError(f"{prefix}{where}: {_shorten(error.message, error.instance)}")
+    message = error.message
+    if error.validator == "maxItems":  # jsonschema's "[...] is too long" names neither the length nor the limit
+        message = f"{len(error.instance):,} values are more than the {error.validator_value:,} allowed"
+    return ConfigError(f"{prefix}{where}: {_shorten(message, error.instance)}")
 
 
 def validate_config(config: MutableMapping, schema: Mapping[str, Any]) -> None:
