@@ -34,6 +34,15 @@ def all_states(n: int) -> torch.Tensor:
     return torch.tensor(list(itertools.product([0.0, 1.0], repeat=n)), dtype=torch.float64)
 
 
+def yaml_alias_bomb(levels: int = 9, anchor: str = "b") -> str:
+    """A YAML flow sequence of 9**levels numbers written in a few hundred characters: each level's anchor
+    repeated nine times in the next (the anchors defined inline, where they are first used)."""
+    text = f"&{anchor}0 [0, 1, 2, 3, 4, 5, 6, 7, 8]"
+    for i in range(1, levels):
+        text = f"&{anchor}{i} [{text}, " + ", ".join([f"*{anchor}{i - 1}"] * 8) + "]"
+    return text
+
+
 def random_rbm(nv: int, nh: int, seed: int, scale: float = 1.0, bias_scale: float = 0.5) -> BinaryRBM:
     g = torch.Generator().manual_seed(seed)
     return BinaryRBM.random(nv, nh, scale=scale, bias_scale=bias_scale, generator=g)

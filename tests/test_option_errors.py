@@ -23,7 +23,7 @@ from logzbench.cli import main
 from logzbench.errors import LogzbenchError
 from logzbench.estimators.context import EstimateContext
 from logzbench.models import DBM, BinaryRBM, save_model
-from logzbench.options import EstimateOptions
+from logzbench.options import EstimateOptions, declared
 from logzbench.utils import make_generator, save_npz_atomic, write_csv_atomic, write_json_atomic
 
 RBM = BinaryRBM.random(8, 4, generator=torch.Generator().manual_seed(0))
@@ -136,6 +136,19 @@ CASES = [
     ),
     ("cli-file-2d", _cli("--estimator", "ais", "--schedule", "{inp}/betas2d.npy", "--steps", "5"), ["shape (2, 3)"]),
     ("options-only", lambda inp, out: EstimateOptions(schedule="sm14500", K=100), ["14500", "100"]),
+    # issue 37, item 5: NaN and inf on the command line, for every number option (its declaration's check; a time
+    # budget may be inf: no limit)
+    *[
+        (
+            f"cli-{o.name}-{bad}",
+            _cli("--estimator", "ais", "--steps", "2", f"{o.cli_flags[0]}={bad}"),
+            [o.name, f"got {bad}"],
+        )
+        for o in declared().values()
+        if o.cli and o.kind in ("float", "fraction", "seconds")
+        for bad in ("nan", "inf", "-inf")
+        if (o.kind, bad) != ("seconds", "inf")
+    ],
 ]
 
 

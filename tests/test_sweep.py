@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from conftest import yaml_alias_bomb
 
 from logzbench import options, registry
 from logzbench.data import sizes
@@ -30,17 +31,11 @@ CONFIGS = sorted((REPO / "config").glob("*.yaml"))
 
 
 def load_config(name: str = "test", **overrides) -> dict:
-    """A config of config/ validated against the schema and the declared options (defaults filled in) when
-    Snakemake is installed."""
+    """A config of config/ validated against the schema and the declared options (defaults filled in)."""
     config = yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
     for key, value in overrides.items():
         config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
-    try:
-        from snakemake.utils import validate
-    except ImportError:  # the test configs spell out what the tests below need
-        return config
-    validate(config, str(SCHEMA))
-    checks.check_estimator_options(config, yaml.safe_load(SCHEMA.read_text()))  # as workflow/rules/common.smk
+    checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))  # as workflow/rules/common.smk
     return config
 
 
@@ -727,3 +722,149 @@ def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
     assert outputs.damaged_outputs(config, str(results)) == [
         (d, f"{p} is missing (its sweep's directory holds no record in {d}); {outputs.rebuild_hint(d)}") for p in paths
     ]
+
+
+# --------------------------------------------------------------------------- loading: numbers, aliases, --config
+#: where config/test.yaml's entries of each kind stand in for every entry of their map
+_ENTRY = {"datasets": "digits", "models": "digits-rbm8", "estimators": "ais"}
+
+
+def _numeric_keys() -> list[tuple[str, bool]]:
+    """``(path, is a list)`` of every config key the schema (with the declared estimator options) says holds a
+    number or a list of numbers: the keys a NaN could hide in, found in the schema rather than listed here."""
+    schema = yaml.safe_load(SCHEMA.read_text())
+    defs = schema["$defs"]
+
+    def numeric(s):
+        types = s.get("type", [])
+        return bool({"number", "integer"} & ({types} if isinstance(types, str) else set(types)))
+
+    def walk(s, path):
+        s = defs[s["$ref"].rsplit("/", 1)[1]] if "$ref" in s else s
+        if s.get("type") == "array" and numeric(s.get("items", {})):
+            yield path, True
+        elif numeric(s):
+            yield path, False
+        props = dict(s.get("properties") or {})
+        if path == "estimators.ais":
+            props = checks.estimator_entry_schema(schema)["properties"]
+        for key, sub in props.items():
+            yield from walk(sub, f"{path}.{key}" if path else key)
+        if path in _ENTRY:
+            yield from walk(s["additionalProperties"], f"{path}.{_ENTRY[path]}")
+
+    return sorted(set(walk(schema, "")))
+
+
+NUMERIC_KEYS = _numeric_keys()
+
+
+def test_numeric_keys_cover_the_issues_keys():
+    """The issue's keys (every option of every estimator entry among them) are found in the schema."""
+    found = {p for p, _ in NUMERIC_KEYS}
+    assert {
+        "estimators.ais.target_width",
+        "estimators.ais.target_ess",
+        "estimators.ais.confidence",
+        "estimators.ais.step_size",
+        "models.digits-rbm8.hyperparams.learning_rate",
+        "datasets.digits.threshold",
+        "report.gap_threshold",
+        "evaluation.seeds",
+    } <= found
+    assert {f"estimators.ais.{o.name}" for o in options.declared().values() if o.config and o.kind in (
+        "int", "float", "fraction", "seconds")} <= found  # fmt: skip
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")], ids=["nan", "inf", "-inf"])
+@pytest.mark.parametrize("path, is_list", NUMERIC_KEYS, ids=[p for p, _ in NUMERIC_KEYS])
+def test_every_numeric_key_refuses_nan_and_inf(path, is_list, bad):
+    """Every number of the schema is finite: a range check alone (``minimum: 0``) is False for NaN and lets it
+    through; YAML's ``.nan`` / ``.inf`` load as floats.  The refusal names the key."""
+    config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    parent = config
+    *keys, last = path.split(".")
+    for k in keys:
+        parent = parent.setdefault(k, {"per_class": 1} if k == "test_subset" else {})
+    parent[last] = [bad] if is_list else bad
+    where = re.escape(f"{path}{'.0' if is_list else ''}: {bad!r} is not a finite number")
+    if path.startswith("estimators.ais."):  # the schema file's keys, or a declared option's
+        where = where.replace(re.escape("estimators.ais"), "(estimators.ais|estimator ais)", 1)
+    with pytest.raises(ConfigError, match=f"^(config.)?{where}$"):
+        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+
+
+def test_a_number_among_a_trainers_other_hyperparameters_is_finite():
+    """A trainer's keyword the schema does not list (weight_decay) is a JSON value too: finite."""
+    config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    config["models"]["digits-rbm8"]["hyperparams"]["weight_decay"] = float("nan")
+    with pytest.raises(ConfigError, match=r"hyperparams.weight_decay: nan is not a finite number"):
+        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+    config["models"]["digits-rbm8"]["hyperparams"]["weight_decay"] = [1.0, {"x": float("inf")}]
+    with pytest.raises(ConfigError, match=r"hyperparams.weight_decay.1.x: inf is not a finite number"):
+        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+
+
+@pytest.mark.parametrize(
+    "where",
+    ["evaluation:\n  seeds: {bomb}\n", "junk: {bomb}\n", "description: {bomb}\n", "models: {{x: {{bomb: {bomb}}}}}\n"],
+    ids=["seeds", "unknown key", "description", "a model's entry"],
+)
+def test_an_alias_bomb_is_refused_before_it_is_expanded(where):
+    """A billion-value config written in a few lines (YAML aliases repeated in what they name) is refused by
+    counting each distinct list once, before the schema or any other walk expands it: one short line naming
+    the top-level key and the limit."""
+    config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    config.update(yaml.safe_load(where.format(bomb=yaml_alias_bomb())))
+    with pytest.raises(ConfigError) as exc:
+        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+    message = str(exc.value)
+    key = where.split(":")[0]
+    assert message.startswith(f"config key {key}: the config holds more than {checks.MAX_CONFIG_VALUES:,} values")
+    assert "\n" not in message and len(message) < 300
+
+
+def test_a_recursive_alias_is_refused():
+    config = yaml.safe_load("description: x\nevaluation: &e {seeds: [0], K: [*e]}\n")
+    with pytest.raises(ConfigError, match="config key evaluation: the config holds more than"):
+        checks.check_size(config)
+
+
+def test_shipped_configs_and_large_values_within_the_limit():
+    """The count is of values expanded (each alias counted as often as it appears): within the limit a config of
+    repeated aliases is loaded, and a value of the wrong type is named with its repr cut short."""
+    config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
+    config.update(yaml.safe_load(f"description: {yaml_alias_bomb(4)}\n"))  # 6,561 numbers
+    checks.check_size(config)
+    with pytest.raises(ConfigError) as exc:
+        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+    message = str(exc.value)
+    assert message.startswith("config.description: [[[...], [...], [...], [...], [...], ...], [[...], ")
+    assert message.endswith(", ...] is not of type 'string'") and len(message) < 300
+    for path in CONFIGS:
+        checks.check_size(yaml.safe_load(path.read_text()))
+
+
+def test_only_command_line_values_are_coerced():
+    """``--config`` values reach the workflow as strings below the top level (``seeds=[0,1]`` gives ``['0', '1']``):
+    those become numbers; a config file's values keep their YAML types, so a model named ``"2024"`` (quoted) is
+    a name wherever it is used."""
+    schema = yaml.safe_load(SCHEMA.read_text())
+    text = (REPO / "config" / "test.yaml").read_text()
+    model = "  '2024':\n    dataset: digits\n    hyperparams: {n_hidden: 4}\n"
+    text = text.replace("  digits-rbm8:\n", model + "  digits-rbm8:\n", 1)
+    text = text.replace("  ais:\n    chains: 20\n", "  ais:\n    chains: 20\n    models: ['2024', digits-rbm8]\n", 1)
+    config = yaml.safe_load(text)
+    checks.load_config(config, schema)
+    assert config["estimators"]["ais"]["models"] == ["2024", "digits-rbm8"]
+    assert checks.check_config(config) == []
+    assert "ais" in {j.entry for j in sweep.model_jobs(config, "2024")}
+    cli = {"evaluation": {"seeds": ["0", "1", "5"]}, "report": {"gap_threshold": "0.5"},
+           "estimators": {"ais": {"models": ["2024"]}}}  # fmt: skip
+    config = yaml.safe_load(text)
+    checks.load_config(config, schema, cli)
+    assert config["evaluation"]["seeds"] == [0, 1, 5] and config["report"]["gap_threshold"] == 0.5
+    assert config["estimators"]["ais"]["models"] == ["2024"] and config["estimators"]["ais"]["chains"] == 20
+    config = yaml.safe_load(text)
+    with pytest.raises(ConfigError, match=r"config.evaluation.seeds.0: nan is not a finite number"):
+        checks.load_config(config, schema, {"evaluation": {"seeds": [".nan"]}})

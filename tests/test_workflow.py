@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import yaml_alias_bomb
 
 pytest.importorskip("snakemake", reason="snakemake is not installed; the workflow tests need it")
 pytest.importorskip("mlflow", reason="mlflow is not installed; the workflow tests need it")
@@ -479,6 +480,37 @@ BAD_CONFIGS = [
     ),
     # issue 22, item 9: a tracking URI MLflow cannot use, refused at load (not as MLflow's error in a job log)
     ("  uri: null ", '  uri: "not a uri" ', "tracking.uri 'not a uri' is not a tracking URI logzbench can use"),
+    # issue 37, item 5: NaN (YAML .nan) passed every range check of the schema (a comparison with NaN is False)
+    (
+        "    target_width: 1.0\n",
+        "    target_width: .nan\n",
+        "estimator sandwich.target_width: nan is not a finite number",
+    ),
+    (
+        "    target_width: 1.0\n",
+        "    target_width: 1.0\n    confidence: .nan\n",
+        "estimator sandwich.confidence: nan is not a finite number",
+    ),
+    (
+        "    schedule: adaptive\n",
+        "    schedule: adaptive\n    target_ess: .nan\n",
+        "estimator ais-adaptive.target_ess: nan is not a finite number",
+    ),
+    ("    step_size: 0.05\n", "    step_size: .nan\n", "estimator hais.step_size: nan is not a finite number"),
+    ("    step_size: 0.05\n", "    step_size: .inf\n", "estimator hais.step_size: inf is not a finite number"),
+    (
+        "      learning_rate: 0.05\n",
+        "      learning_rate: .nan\n",
+        "config.models.digits-rbm8.hyperparams.learning_rate: nan is not a finite number",
+    ),
+    ("    threshold: 0.5\n", "    threshold: .nan\n", "config.datasets.digits.threshold: nan is not a finite number"),
+    ("  gap_threshold: 1.0\n", "  gap_threshold: .nan\n", "config.report.gap_threshold: nan is not a finite number"),
+    # issue 37, item 11: 100,000 seeds took 106 s and 827 MB to dry-run (each seed an estimate of every sweep)
+    (
+        "  seeds: [0, 1]\n",
+        f"  seeds: {list(range(10_001))}\n",
+        "config.evaluation.seeds: 10,001 values are more than the 10,000 allowed",
+    ),
 ]
 
 
@@ -490,6 +522,51 @@ def test_bad_config_is_refused_when_loaded(tmp_path, old, new, why):
     bad.write_text(text.replace(old, new, 1))
     proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
     assert proc.returncode != 0 and why in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
+
+
+#: (text of config/test.yaml, its replacement): a YAML alias bomb (a billion values in a few lines) in each place
+ALIAS_BOMBS = [
+    ("  seeds: [0, 1]\n", f"  seeds: {yaml_alias_bomb()}\n"),  # config key evaluation
+    ("tracking:\n", f"junk: {yaml_alias_bomb()}\ntracking:\n"),  # an unknown top-level key
+    ("description: tiny end-to-end test configuration\n", f"description: {yaml_alias_bomb()}\n"),
+]
+
+
+@pytest.mark.parametrize("old, new", ALIAS_BOMBS, ids=["seeds", "unknown key", "description"])
+def test_alias_bomb_is_refused_in_one_line(tmp_path, old, new):
+    """Issue 37, item 6: a YAML alias bomb ran the dry run at 100 % CPU (every walk over the config expands it)
+    or printed megabytes of it; it is refused by counting each distinct list once, before any walk, in one line.
+    (A bomb of nested mappings is expanded by Snakemake itself as it merges the config files: not ours.)"""
+    bad = tmp_path / "bad.yaml"
+    text = TEST_CONFIG.read_text()
+    assert old in text
+    bad.write_text(text.replace(old, new, 1))
+    proc = snakemake(tmp_path, "-n", configfile=bad, check=False, timeout=120)
+    out = proc.stdout + proc.stderr
+    key = {"  seeds": "evaluation", "tracking": "junk", "description": "description"}[old.split(":")[0]]
+    assert proc.returncode != 0
+    assert f"config key {key}: the config holds more than 1,000,000 values once its YAML aliases" in out, out[-2000:]
+    assert len(out) < 5000, out[-2000:]
+
+
+def test_quoted_numeric_model_name_is_a_name(tmp_path):
+    """Issue 37, item 7: a model named "2024" (quoted in the YAML) listed in an estimator's `models` was turned into
+    the number 2024 by the coercion meant for --config values (and refused: "not of type 'string'")."""
+    good = tmp_path / "good.yaml"
+    text = TEST_CONFIG.read_text()
+    model = "  '2024':\n    dataset: digits\n    hyperparams: {n_hidden: 4}\n"
+    text = text.replace("  digits-rbm8:\n", model + "  digits-rbm8:\n", 1)
+    text = text.replace("    chains: 20\n", "    chains: 20\n    models: ['2024', digits-rbm8]\n", 1)  # the ais entry
+    good.write_text(text)
+    proc = snakemake(tmp_path, "-n", configfile=good)
+    assert ("2024", "ais") in estimate_dirs(proc.stdout)
+    # --config values are still coerced where they are numbers (Snakemake gives the strings '0', '3'), and names
+    # stay names there too
+    proc = snakemake(
+        tmp_path, "-n", "--config", "evaluation={'seeds': [0, 3]}", "estimators={'ais': {'models': [2024]}}",
+        configfile=good,
+    )  # fmt: skip
+    assert ("2024", "ais") in estimate_dirs(proc.stdout)  # (a number 2024 would be refused: not a name)
 
 
 @pytest.mark.skipif(

@@ -11,59 +11,29 @@ import re
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
-
 from logzbench import registry
 from logzbench.errors import ConfigError
 from logzbench.pipeline import diagnose as diagnose_plan
 from logzbench.pipeline import outputs, sweep
 from logzbench.pipeline import usage as job_usage
 from logzbench.pipeline.warm_common import ENV_WORKFLOW as WARM_JOBS_ENV
-from logzbench.pipeline.config import check_config, check_estimator_options
+from logzbench.pipeline.config import check_config, load_config
 
 
-_STRING_KEYS = {"description", "experiment", "uri", "data_mirror", "artifact_dir", "preset", "dataset", "source",
-                "schedule", "device", "method", "csl_mode", "binarize"}
-
-
-def _coerce_cli_values(obj, key=None):
-    """`--config key={...}` parses nested values as strings: turn numbers/booleans/null back."""
-    import yaml
-
-    if isinstance(obj, dict):
-        return {k: _coerce_cli_values(v, k) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_coerce_cli_values(v, key) for v in obj]
-    if isinstance(obj, str) and key not in _STRING_KEYS:
-        try:
-            v = yaml.safe_load(obj)
-        except yaml.YAMLError:
-            return obj
-        if v is None or isinstance(v, (bool, int, float)):
-            return v
-        try:
-            return float(obj)
-        except ValueError:
-            return obj
-    return obj
-
-
-config.update(_coerce_cli_values(dict(config)))
-validate(config, schema="../schemas/config.schema.yaml")
-
-
-def _check_estimator_options():
-    """The estimator entries' option keys and values (declared once, in logzbench.options) and their defaults."""
+def _load_config():
+    """Check the config Snakemake loaded before anything walks it, and complete it (logzbench.pipeline.config.
+    load_config): its size with its YAML aliases expanded, the --config values' numbers, the schema (NaN and
+    inf refused, defaults filled in), the estimator entries' options (declared once, in logzbench.options)."""
     import yaml
 
     schema = yaml.safe_load((Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml").read_text())
     try:
-        check_estimator_options(config, schema)
+        load_config(config, schema, workflow.config_settings.config)
     except ConfigError as exc:
         raise WorkflowError(str(exc))
 
 
-_check_estimator_options()
+_load_config()
 
 # Everything outside the working directory is resolved against the repository root.
 REPO_ROOT = Path(workflow.basedir).resolve()
@@ -421,8 +391,9 @@ def learner_report_plots():
 def bracket_models():
     """The models with a bracket estimate (an estimator whose registry bound is `bracket`: sandwich, bdmc), in
     config order: each gets the report's plots/<model>_bracket.png."""
-    return [m for m in config["models"]
-            if any(registry.estimator(j.method).bound == "bracket" for j in sweep.model_jobs(config, m))]
+    bracketed = {m for m, e in sweep.sweep_pairs(config)
+                 if registry.estimator(sweep.estimator_method(config, e)).bound == "bracket"}
+    return [m for m in config["models"] if m in bracketed]
 
 
 # --------------------------------------------------------------------------- per-model diagnostics (rule diagnose)

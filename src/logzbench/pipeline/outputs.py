@@ -106,14 +106,19 @@ def damaged_outputs(config: Mapping, results: str = "results", presets: Mapping 
             except ConfigError as exc:
                 problems.append((str(path), str(exc)))
     finished: dict[Path, set[str]] = {}  # estimate directory -> the settings its records list
+    exists: dict[Path, bool] = {}  # estimate directory -> whether it exists (a new sweep's has no record to check)
     for j in all_jobs(config, presets):
         record = Path(j.path("json", results))
+        if record.parent not in exists:
+            exists[record.parent] = record.parent.is_dir()
+        if not exists[record.parent]:
+            continue
         if record.exists():
             try:
                 check_estimate_record(record, quick=True)
             except ConfigError as exc:
                 problems.append((str(record.parent), str(exc)))
-        elif record.parent.is_dir():
+        else:
             if record.parent not in finished:
                 finished[record.parent] = _sweep_stems(record.parent)
             listed = finished[record.parent]

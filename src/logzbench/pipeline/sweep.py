@@ -30,7 +30,7 @@ import functools
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .. import registry
 from ..data.sizes import DEFAULT_N_COMPONENTS, N_FEATURES, SOURCE_DATA_KINDS
@@ -597,27 +597,28 @@ def job(config: Mapping, model: str, estimator: str, stem: str) -> Job:
 def model_jobs(config: Mapping, model: str, presets: Mapping | None = None) -> list[Job]:
     """Every estimate of one model, in config order: exact once (where :func:`exact_applies`),
     every other estimator over the product of its axes' values (K, then init, then seed)."""
-    out = []
-    for name in estimators_run(config, model, presets):
-        spec = estimator_spec(config, name)
-        if not spec.axes:
-            if spec.name != "exact" or exact_applies(config, model, name, presets):
-                out.append(Job(model, name, spec.name, None, None, None))
-            continue
-        values = sweep_values(config, model, name, presets)
-        for combo in itertools.product(*(values[a] for a in spec.axes)):
-            v = {"K": None, "init": None, "seed": None, **dict(zip(spec.axes, combo))}
-            out.append(
-                Job(
-                    model,
-                    name,
-                    spec.name,
-                    None if v["K"] is None else int(v["K"]),
-                    v["init"],
-                    None if v["seed"] is None else int(v["seed"]),
-                )
-            )
-    return out
+    return [j for name in estimators_run(config, model, presets) for j in _jobs(config, model, name, presets)]
+
+
+def _jobs(config: Mapping, model: str, name: str, presets: Mapping | None = None) -> Iterator[Job]:
+    """The estimates of estimator entry ``name`` on ``model`` (one of :func:`estimators_run`), in
+    :func:`model_jobs` order, one at a time (whether a pair has any is its first)."""
+    spec = estimator_spec(config, name)
+    if not spec.axes:
+        if spec.name != "exact" or exact_applies(config, model, name, presets):
+            yield Job(model, name, spec.name, None, None, None)
+        return
+    values = sweep_values(config, model, name, presets)
+    for combo in itertools.product(*(values[a] for a in spec.axes)):
+        v = {"K": None, "init": None, "seed": None, **dict(zip(spec.axes, combo))}
+        yield Job(
+            model,
+            name,
+            spec.name,
+            None if v["K"] is None else int(v["K"]),
+            v["init"],
+            None if v["seed"] is None else int(v["seed"]),
+        )
 
 
 def all_jobs(config: Mapping, presets: Mapping | None = None) -> list[Job]:
@@ -628,17 +629,22 @@ def all_jobs(config: Mapping, presets: Mapping | None = None) -> list[Job]:
 def sweep_pairs(config: Mapping, presets: Mapping | None = None) -> list[tuple[str, str]]:
     """The ``(model, estimator)`` pairs with at least one estimate, in config order: one workflow job
     each (:func:`logzbench.pipeline.jobs.run_estimate_sweep` runs the pair's whole sweep in one process)."""
-    return list(dict.fromkeys((j.model, j.entry) for j in all_jobs(config, presets)))
+    return [
+        (model, name)
+        for model in config["models"]
+        for name in dict.fromkeys(estimators_run(config, model, presets))
+        if next(_jobs(config, model, name, presets), None) is not None
+    ]
 
 
 def sweep_settings(config: Mapping, model: str, estimator: str, presets: Mapping | None = None) -> list[dict[str, Any]]:
     """The settings (:func:`job_settings`) of every estimate of one model x estimator sweep, in
-    :func:`model_jobs` order."""
-    return [
-        job_settings(config, model, estimator, j.stem, presets)
-        for j in model_jobs(config, model, presets)
-        if j.entry == estimator
-    ]
+    :func:`model_jobs` order; what the sweep's estimates share is worked out once, and only its own
+    estimates are listed (a sweep of many seeds is many settings)."""
+    if estimator not in estimators_run(config, model, presets):
+        return []
+    settings = _settings_of(config, model, estimator, presets)
+    return [settings(j) for j in _jobs(config, model, estimator, presets)]
 
 
 def setting_pattern(axes_list: Sequence[Sequence[str]] | None = None) -> str:
@@ -662,21 +668,20 @@ def job_settings(
     ``source`` (as configured) and, where its rows are files, ``data_files`` (``{"test", "train"}``), then the
     options it records (:func:`setting_keys`), then ``test_subset``
     (``{"per_class", "seed"}``) where the entry restricts the test rows (absent otherwise)."""
-    j = job(config, model, estimator, stem)
-    spec = registry.estimator(j.method)
+    return _settings_of(config, model, estimator, presets)(job(config, model, estimator, stem))
+
+
+def _settings_of(
+    config: Mapping, model: str, estimator: str, presets: Mapping | None = None
+) -> Callable[[Job], dict[str, Any]]:
+    """:func:`job_settings` of the jobs of one model x estimator: what they share, worked out once."""
+    spec = estimator_spec(config, estimator)
     e = config["estimators"][estimator]
     hp = model_hyperparams(config, model, presets)
     fam = registry.family(hp["family"])
     sizes = hidden_sizes(config, model, presets)
     dataset = model_dataset(config, model)
-    s: dict[str, Any] = {
-        "model": model,
-        "dataset": dataset,
-        "estimator": estimator,
-        "method": spec.name,
-        "K": j.K,
-        "init": j.init,
-        "seed": j.seed,
+    shared = {
         "device": config.get("device", "cpu"),
         "n_visible": model_n_visible(config, model),
         "family": fam.name,
@@ -685,25 +690,48 @@ def job_settings(
     }
     src = model_source(config, model)
     if src is not None:  # where the job reads the model (and, without a dataset, its rows) from
-        s["source"] = src.spec
+        shared["source"] = src.spec
         files = model_data_files(config, model)
         if files is not None:
-            s["data_files"] = files
-    s.update(unswept_options(spec, e, fam))
-    for opt in recorded_options():
-        q = SettingQuery(
-            reads=opt.name in spec.options,
-            entry=e,
-            settings=s,
-            family_kind=fam.kind,
-            deep=fam.deep,
-            swept=bool(spec.axes),
-            default=functools.partial(option_default, spec),
-        )
-        value = opt.setting(q)
-        if value is not SKIP:
-            s[opt.name] = value
+            shared["data_files"] = files
+    unswept = unswept_options(spec, e, fam)
+    recorded = recorded_options()
+    default = functools.lru_cache(maxsize=None)(functools.partial(option_default, spec))
     subset = e.get("test_subset")
-    if subset:  # per_class test rows of each label (logzbench.data.class_subset), before the estimator
-        s["test_subset"] = {"per_class": int(subset["per_class"]), "seed": int(subset.get("seed", 0))}
-    return s
+
+    def settings(j: Job) -> dict[str, Any]:
+        s: dict[str, Any] = {
+            "model": model,
+            "dataset": dataset,
+            "estimator": estimator,
+            "method": spec.name,
+            "K": j.K,
+            "init": j.init,
+            "seed": j.seed,
+            **shared,
+        }
+        for key in ("hidden_sizes", "data_files"):  # each setting its own (a list, a dict)
+            if s.get(key) is not None:
+                s[key] = type(s[key])(s[key])
+        s.update(unswept)
+        query = {
+            reads: SettingQuery(
+                reads=reads,
+                entry=e,
+                settings=s,
+                family_kind=fam.kind,
+                deep=fam.deep,
+                swept=bool(spec.axes),
+                default=default,
+            )
+            for reads in (True, False)
+        }
+        for opt in recorded:
+            value = opt.setting(query[opt.name in spec.options])
+            if value is not SKIP:
+                s[opt.name] = value
+        if subset:  # per_class test rows of each label (logzbench.data.class_subset), before the estimator
+            s["test_subset"] = {"per_class": int(subset["per_class"]), "seed": int(subset.get("seed", 0))}
+        return s
+
+    return settings
