@@ -156,9 +156,9 @@ def make_bracket(quantity: str, lower: End, upper: End, confidence: float, looks
     (:func:`noise_z`: the bracket holds the quantity with probability about ``confidence``, to the normal
     approximation of each estimate's error, where each end errs in its labelled direction), or, where the
     raw estimates cross, the span of both ends (:func:`span`); the raw estimates are ``_lower_estimate`` /
-    ``_upper_estimate``.  Each end also carries its standard error,
-    estimator and guarantee (``_guaranteed``, ``_of``, ``_slack``: the distribution-free Markov slack of a
-    guaranteed end's estimate, and ``_guarantee`` in words).  ``<quantity>_width`` is ``upper - lower``;
+    ``_upper_estimate``.  Each end also carries its standard error, estimator and guarantee
+    (``_guaranteed``, ``_of``, ``_slack``: the distribution-free Markov slack of a guaranteed end's
+    estimate, and ``_guarantee`` in words).  ``<quantity>_width`` is ``upper - lower``;
     ``<quantity>_crossed``: the raw estimates cross (one end is wrong: an approximate end, or a guaranteed
     one beyond its noise), by ``<quantity>_crossed_by`` nats (lower estimate minus upper estimate; 0 where
     they do not cross)."""

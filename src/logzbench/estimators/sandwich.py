@@ -15,7 +15,8 @@ generative (``data``)        HAIS over the latent: mean LL (of p)  reverse HAIS 
 ==========================  =====================================  ==========================================
 
 With data the log Z bracket is reported too: AIS's log Z-hat below, the log Z that the RAISE mean
-implies above (approximate: an upper bound only where the test rows are model samples).
+implies above (approximate: an upper bound only where the test rows are model samples; its standard error
+is the spread of the per-row values over the rows, :func:`~logzbench.estimators.raise_.implied_log_z_stderr`).
 
 What each end guarantees (:mod:`logzbench.estimators.bracket`): AIS's ``log Z-hat`` is a stochastic
 lower bound of ``log Z`` (``Z-hat`` is unbiased), hence the log-likelihood it implies a stochastic upper
@@ -38,11 +39,10 @@ Stopping rule: the run starts at ``K`` (default :data:`START_K`) and doubles it 
 do not cross (by any amount), the widened ends are within ``target_width`` nats, each end's ``GROUPS``
 groups of chains agree within their standard errors (Cochran's Q, :func:`spread_p_value`: the
 between-seed spread test, run inside one run; it catches a mode that some groups miss), and each
-approximate end agrees with its
-value at half the K (its bias no longer shrinking visibly) -- or until the next round would spend more
-than ``max_sweeps`` (Gibbs sweeps times chains, as ``total_sweeps`` counts them, the adaptive pilot's
-included).  When the width is not reached the result says so, why, and the K that the widths seen
-extrapolate to (``K_needed``).
+approximate end agrees with its value at half the K (its bias no longer shrinking visibly) -- or until
+the next round would spend more than ``max_sweeps`` (Gibbs sweeps times chains, as ``total_sweeps``
+counts them, the adaptive pilot's included).  When the width is not reached the result says so, why,
+and the K that the widths seen extrapolate to (``K_needed``).
 
 This module is the loop and the stopping rule; the pairs per model kind, their ends and the spread
 test are in :mod:`logzbench.estimators.sandwich_plans`.
@@ -157,10 +157,11 @@ def _verdict(r: Round, quantity: str, target: float, z: float, prev: Round | Non
     if s.crossed:
         lo, hi = r.ends[quantity]
         se = math.hypot(lo.stderr, hi.stderr)
+        ses = f", {s.crossed_by / se:.2g} combined standard errors" if se > 0 else ""
         return False, (
             f"the raw ends cross by {s.crossed_by:.3g} nats (lower {lo.estimator} {lo.value:.4g} > upper "
-            f"{hi.estimator} {hi.value:.4g}, {s.crossed_by / se:.2g} combined standard errors): an end is wrong "
-            "(an approximate one, or chains that have not mixed); the bracket is the span of both ends"
+            f"{hi.estimator} {hi.value:.4g}{ses}): an end is wrong (an approximate one, or chains that have "
+            "not mixed); the bracket is the span of both ends"
         )
     if bad:
         return False, (

@@ -102,17 +102,18 @@ def _exact_values(per_run: pd.DataFrame | None) -> tuple[dict[str, float], dict[
 
 
 def _crossing(flag: Any, lo_est: float, hi_est: float, lower: float, upper: float) -> tuple[bool | None, float]:
-    """``(crossed, crossed_by)`` of one bracket: whether its raw estimates cross (the record's ``<q>_crossed``,
-    else the raw estimates compared, else the reported ends: a record written before brackets spanned
-    crossed ends) and by how many nats (NaN where unknown or not crossed by a known amount)."""
+    """``(crossed, crossed_by)`` of one bracket: whether its raw estimates cross and by how many nats (0 where
+    they do not, NaN where unknown).  The record's ``<q>_crossed`` says so where true; else the raw estimates
+    are compared, else the reported ends (a record written before brackets spanned crossed ends, whose
+    ``<q>_crossed`` meant ends that cross even widened by their noise)."""
     gap = lo_est - hi_est if math.isfinite(lo_est) and math.isfinite(hi_est) else lower - upper
-    if isinstance(flag, (bool, np.bool_)):
-        crossed = bool(flag) or bool(gap > 0)
+    if isinstance(flag, (bool, np.bool_)) and flag:
+        crossed: bool | None = True
     else:
         crossed = bool(gap > 0) if math.isfinite(gap) else None
-    return crossed, (
-        float(gap) if crossed and math.isfinite(gap) and gap > 0 else (0.0 if crossed is False else math.nan)
-    )
+    if not crossed:
+        return crossed, 0.0 if crossed is False else math.nan
+    return True, float(gap) if gap > 0 else math.nan
 
 
 def _rows_of(
