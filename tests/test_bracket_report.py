@@ -616,3 +616,39 @@ def test_report_run_carries_the_bracket_outputs(workflow_results, tmp_path):
     tables = {a.path for a in client.list_artifacts(run.info.run_id, "tables")}
     plots = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
     assert "tables/table_bracket.csv" in tables and {"plots/m_bracket.png", "plots/c_bracket.png"} <= plots
+
+
+def test_a_bracket_whose_raw_ends_cross_is_flagged_in_words(tmp_path):
+    """A sandwich whose raw estimates cross (the lower end's above the upper end's): table_bracket says so
+    (``crossed``, ``crossed_by``), its ends span both estimates, the review page's bracket table flags it in
+    words and the figure circles both ends.  A record written before brackets spanned crossed ends (its
+    reported ends inverted, no ``crossed_by``) is flagged the same way."""
+    from logzbench.estimators.bracket import End, make_bracket
+    from logzbench.report import bracket as bracket_mod
+    from logzbench.report.review import _bracket_table
+
+    lo = End("hais", 10.1, 0.05, True, "p", "stochastic lower bound of log Z")
+    hi = End("reverse-hais", 9.9, 0.04, False, None, "approximate")
+    b = make_bracket("log_z", lo, hi, 0.95, looks=4)
+    b.update(target_width=1.0, width_reached=False, quantity="log_z", K=100, total_sweeps=30_000, reason="crossed")
+    old = _bracket(
+        "log_z",
+        _end("log_z_lower", 10.2, 0.05, "ais", "p", "stochastic lower bound of log Z"),
+        _end("log_z_upper", 9.8, 0.06, "reverse-ais", None, "approximate"),
+    )
+    old.update(target_width=1.0, width_reached=False, quantity="log_z", K=100, total_sweeps=30_000)
+    for seed, br in ((0, b), (1, old)):
+        res = EstimateResult(estimator="sandwich", log_z=10.0, settings={"seed": seed}, extra={"bracket": br})
+        _write(tmp_path, _settings("m", "sandwich", "sandwich", seed=seed), res, f"sandwich_{seed}")
+    t = make_table_bracket(find_records(tmp_path / "results" / "estimates")).set_index("seed")
+    new_row, old_row = t.loc[0], t.loc[1]
+    assert bool(new_row["crossed"]) and new_row["crossed_by"] == pytest.approx(0.2)
+    assert new_row["lower"] <= 9.9 - 0.04 and new_row["upper"] >= 10.1 + 0.05  # the span of both ends
+    assert bool(old_row["crossed"]) and old_row["crossed_by"] == pytest.approx(0.6)  # 10.3 - 9.7, raw
+    page = _bracket_table(t.reset_index())
+    assert page.count("flagged: the raw ends cross by") == 2 and "span of both ends" in page
+    assert "by 0.2" in page
+    bad_lo, bad_hi = bracket_mod._bracket_flags(
+        np.array([9.8, 9.0]), np.array([10.2, 11.0]), np.array([10.0, 10.0]), np.array([True, False])
+    )
+    assert list(bad_lo) == [True, False] and list(bad_hi) == [True, False]

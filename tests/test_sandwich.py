@@ -30,6 +30,7 @@ from logzbench.models.linear_generative import LinearGenerative
 from logzbench.models.poe import ProductOfExperts
 
 sys.path.insert(0, str(Path(__file__).parent))
+import closed_form_energies
 import coupled_rbm
 
 CONFIDENCE = 0.95
@@ -125,6 +126,114 @@ def test_linear_gaussian_bracket_holds_the_test_log_likelihood_in_40_seeds():
     for r in runs:
         assert r["mean_log_likelihood_lower_guaranteed"] and r["mean_log_likelihood_lower_of"] == "p"
         assert not r["mean_log_likelihood_upper_guaranteed"]
+
+
+# --------------------------------------------------------------------------- user energies with closed forms
+def _bad_reached(model: str, n_seeds: int, n_rows: int | None = None, **kw) -> tuple[list, int]:
+    """Sandwich runs of one of :mod:`closed_form_energies`' models, seeds ``0 .. n_seeds - 1`` (with
+    ``n_rows`` exact samples as test rows, seeded per run, where given): ``(reached brackets that exclude
+    the truth, records)``, each bad one as ``(seed, quantity, lower - truth, upper - truth)``."""
+    make, samples, log_z = closed_form_energies.MODELS[model]
+    m = make()
+    bad, records = [], []
+    for s in range(n_seeds):
+        truth = {"log_z": log_z}
+        extra = {}
+        if n_rows:
+            x = samples(n_rows, 1000 + s)
+            extra["data"] = x
+            truth["mean_log_likelihood"] = float((m.log_f_fn(x).double() - log_z).mean())
+        r = estimate(m, "sandwich", seed=s, confidence=CONFIDENCE, **kw, **extra).to_dict()
+        records.append(r)
+        for q, t in truth.items():
+            if r["width_reached"] and not r[f"{q}_lower"] <= t <= r[f"{q}_upper"]:
+                bad.append((s, q, r[f"{q}_lower"] - t, r[f"{q}_upper"] - t))
+    return bad, records
+
+
+def _check_crossed(records, quantities=("log_z",)) -> None:
+    """Crossed raw ends are spanned (never reported inverted), flagged, and never reached."""
+    for r in records:
+        for q in quantities:
+            assert r[f"{q}_lower"] <= r[f"{q}_upper"]
+            crossed = r[f"{q}_lower_estimate"] > r[f"{q}_upper_estimate"]
+            assert r[f"{q}_crossed"] == crossed and (r[f"{q}_crossed_by"] > 0) == crossed
+            assert not (crossed and r["width_reached"])
+
+
+@pytest.mark.parametrize("model", ["mixture", "twisted"])
+def test_user_energy_log_z_brackets_hold_the_closed_form_in_40_seeds(model):
+    """A three-component 2-D Gaussian mixture and a twisted Gaussian as user energies, no data: the log Z
+    bracket (HAIS below, reverse HAIS from HAIS's end states above).  Reached brackets that exclude the
+    closed-form log Z are at most the binomial allowance of the stated confidence over the 40 seeds.
+
+    Before crossed raw ends stopped counting as reached (the stopping rule checked for crossing only after
+    widening each end), the twisted Gaussian gave 14 of 40 such brackets at these settings, the mixture 4:
+    the raw ends crossed by less than their noise, and the narrow bracket between them missed."""
+    bad, records = _bad_reached(model, 40, chains=100, K=20, schedule="linear", target_width=0.3, max_sweeps=50_000)
+    assert len(bad) <= _allowed(40, 1 - CONFIDENCE), bad
+    _check_crossed(records)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["mixture", "twisted"])
+def test_user_energy_brackets_hold_the_closed_forms_in_40_seeds_with_data(model):
+    """As above, with a tighter target and a larger budget, and with 20 exact samples as test rows: the
+    mean log-likelihood bracket (RAISE-HMC below, HAIS's implied mean above) and the log Z bracket (HAIS
+    below, the log Z that RAISE's mean implies above, its standard error over the rows)."""
+    bad, records = _bad_reached(model, 40, chains=100, K=25, schedule="linear", target_width=0.2, max_sweeps=200_000)
+    assert len(bad) <= _allowed(40, 1 - CONFIDENCE), bad
+    _check_crossed(records)
+    bad, records = _bad_reached(
+        model, 40, n_rows=20, chains=20, K=25, schedule="linear", target_width=0.5, max_sweeps=100_000
+    )
+    assert len(bad) <= _allowed(80, 1 - CONFIDENCE), bad  # two brackets per run
+    _check_crossed(records, ("log_z", "mean_log_likelihood"))
+
+
+def test_crossed_raw_ends_are_never_reached_and_the_bracket_spans_both():
+    """Raw estimates that cross by less than their noise: the widened ends would not cross, yet the round is
+    not reached; its reason says the ends cross and by how much, and the bracket is the span of both ends."""
+    from logzbench.estimators.bracket import End, make_bracket, noise_z
+    from logzbench.estimators.sandwich import _verdict
+    from logzbench.estimators.sandwich_plans import Round
+
+    lo = End("hais", 2.604, 0.05, True, "p", "lower")
+    hi = End("reverse-hais", 2.58, 0.04, False, None, "upper")
+    z = noise_z(CONFIDENCE, 4)
+    assert lo.value - z * lo.stderr < hi.value + z * hi.stderr  # widened, they do not cross
+    r = Round(400, {"log_z": (lo, hi)}, {}, 0, 0.0, np.linspace(0, 1, 401), None, None)
+    prev = r._replace(K=200)
+    reached, why = _verdict(r, "log_z", 10.0, z, prev)
+    assert not reached and "cross by 0.024" in why and "span" in why
+    b = make_bracket("log_z", lo, hi, CONFIDENCE, looks=4)
+    assert b["log_z_crossed"] is True and b["log_z_crossed_by"] == pytest.approx(0.024)
+    assert b["log_z_lower"] == pytest.approx(min(lo.value - z * lo.stderr, hi.value - z * hi.stderr))
+    assert b["log_z_upper"] == pytest.approx(max(lo.value + z * lo.stderr, hi.value + z * hi.stderr))
+    assert b["log_z_width"] == pytest.approx(b["log_z_upper"] - b["log_z_lower"]) and b["log_z_width"] > 0
+    # ends that do not cross: widened each by its own noise, as before
+    ok = make_bracket("log_z", hi, lo, CONFIDENCE, looks=4)
+    assert ok["log_z_crossed"] is False and ok["log_z_crossed_by"] == 0.0
+    assert ok["log_z_lower"] == pytest.approx(hi.value - z * hi.stderr)
+    assert ok["log_z_upper"] == pytest.approx(lo.value + z * lo.stderr)
+    assert _verdict(r._replace(ends={"log_z": (hi, lo)}), "log_z", 10.0, z, prev._replace(ends={"log_z": (hi, lo)}))[0]
+
+
+def test_the_implied_log_z_end_carries_the_spread_over_the_test_rows():
+    """With data on an analysis model, the log Z bracket's upper end is the log Z RAISE-HMC's mean implies,
+    ``mean_i (log f(v_i) - log p_hat(v_i))``: its standard error is the spread of those per-row values over
+    sqrt(n), which holds the gap between p_ann and p that differs from row to row, not RAISE's Monte Carlo
+    error alone (which it exceeds here)."""
+    make, samples, log_z = closed_form_energies.MODELS["twisted"]
+    m, x = make(), samples(20, 5)
+    r = estimate(m, "sandwich", data=x, chains=10, K=25, schedule="linear", target_width=5.0, max_sweeps=30_000)
+    d = r.to_dict()
+    assert d["log_z_upper_estimator"] == "raise-hmc"
+    per_row = m.log_f_fn(x).double().numpy() - np.asarray(r.per_example_log_likelihood)
+    se = float(np.std(per_row, ddof=1) / math.sqrt(len(per_row)))
+    assert d["log_z_upper_stderr"] == pytest.approx(se)
+    assert d["log_z_upper_estimate"] == pytest.approx(float(per_row.mean()))
+    assert se > d["mean_log_likelihood_lower_stderr"]  # the rows' spread exceeds the Monte Carlo noise
 
 
 # --------------------------------------------------------------------------- a missed mode

@@ -16,15 +16,20 @@ bracket's reported ends are therefore the estimates widened by their *noise*, ``
 with ``z`` chosen so that both ends together miss with probability about ``1 - confidence``, over every
 bracket a stopping rule looked at (:func:`noise_z`): a stopping rule that keeps the first narrow
 bracket selects ends that happen to be close, and the allowance must cover that.
+
+Where the raw estimates cross (the lower end's estimate above the upper end's), at least one end is
+wrong beyond what its labelled direction allows, and nothing says which: the reported bracket is then
+the *span* of both ends' noise intervals (:func:`span`), and it says that the ends cross and by how
+much (``<q>_crossed``, ``<q>_crossed_by``).  A crossed bracket is never a reached one.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["End", "QUANTITIES", "make_bracket", "markov_slack", "noise_z", "widened"]
+__all__ = ["End", "QUANTITIES", "Span", "make_bracket", "markov_slack", "noise_z", "span", "widened"]
 
 #: what a bracket bounds: log Z, or the mean test log-likelihood
 QUANTITIES = ("log_z", "mean_log_likelihood")
@@ -92,10 +97,42 @@ def widened(e: End, sign: float, z: float) -> float:
     return float(e.value) + sign * z * (se if math.isfinite(se) else math.inf)
 
 
-def _end_dict(prefix: str, e: End, sign: float, z: float, confidence: float) -> dict[str, Any]:
+class Span(NamedTuple):
+    """The reported ends of a bracket and how far its raw estimates cross.
+
+    ``crossed_by`` is the lower end's estimate minus the upper end's where that is positive (the raw
+    ends cross), 0 where they do not, NaN where an estimate is not finite."""
+
+    lower: float
+    upper: float
+    crossed_by: float
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+    @property
+    def crossed(self) -> bool:
+        return bool(self.crossed_by > 0)
+
+
+def span(lower: End, upper: End, z: float) -> Span:
+    """The bracket's reported ends: each estimate widened outwards by ``z`` standard errors
+    (:func:`widened`); where the raw estimates cross, one of the two ends is wrong and nothing says which,
+    so the bracket is the span of both ends' intervals ``estimate +- z stderr``: from the smaller of their
+    lower sides to the larger of their upper sides (it holds the quantity wherever either end's interval
+    does)."""
+    a, b = widened(lower, -1.0, z), widened(upper, +1.0, z)
+    gap = float(lower.value) - float(upper.value)
+    if gap > 0:
+        a, b = min(a, widened(upper, -1.0, z)), max(b, widened(lower, +1.0, z))
+    return Span(a, b, gap if gap > 0 else (0.0 if gap <= 0 else math.nan))
+
+
+def _end_dict(prefix: str, e: End, reported: float, confidence: float) -> dict[str, Any]:
     slack = markov_slack(confidence, e.n_independent) if e.guaranteed else None
     return {
-        prefix: widened(e, sign, z),
+        prefix: reported,
         f"{prefix}_estimate": float(e.value),
         f"{prefix}_stderr": float(e.stderr),
         f"{prefix}_estimator": e.estimator,
@@ -117,22 +154,25 @@ def make_bracket(quantity: str, lower: End, upper: End, confidence: float, looks
 
     ``<quantity>_lower`` / ``_upper`` are the estimates widened by their noise, ``z`` standard errors
     (:func:`noise_z`: the bracket holds the quantity with probability about ``confidence``, to the normal
-    approximation of each estimate's error, where each end errs in its labelled direction); the raw
-    estimates are ``_lower_estimate`` / ``_upper_estimate``.  Each end also carries its standard error,
-    estimator and guarantee (``_guaranteed``, ``_of``, ``_slack``: the distribution-free Markov slack of a
-    guaranteed end's estimate, and ``_guarantee`` in words).  ``<quantity>_width`` is ``upper - lower``;
-    ``<quantity>_crossed``: even widened by their noise the ends cross (one of them is wrong: an
-    approximate end, or a guaranteed one beyond its slack)."""
+    approximation of each estimate's error, where each end errs in its labelled direction), or, where the
+    raw estimates cross, the span of both ends (:func:`span`); the raw estimates are ``_lower_estimate`` /
+    ``_upper_estimate``.  Each end also carries its standard error, estimator and guarantee
+    (``_guaranteed``, ``_of``, ``_slack``: the distribution-free Markov slack of a guaranteed end's
+    estimate, and ``_guarantee`` in words).  ``<quantity>_width`` is ``upper - lower``;
+    ``<quantity>_crossed``: the raw estimates cross (one end is wrong: an approximate end, or a guaranteed
+    one beyond its noise), by ``<quantity>_crossed_by`` nats (lower estimate minus upper estimate; 0 where
+    they do not cross)."""
     if quantity not in QUANTITIES:
         raise ValueError(f"unknown bracket quantity {quantity!r}; choose one of {QUANTITIES}")
     z = noise_z(confidence, looks)
+    s = span(lower, upper, z)
     out = {
-        **_end_dict(f"{quantity}_lower", lower, -1.0, z, confidence),
-        **_end_dict(f"{quantity}_upper", upper, +1.0, z, confidence),
+        **_end_dict(f"{quantity}_lower", lower, s.lower, confidence),
+        **_end_dict(f"{quantity}_upper", upper, s.upper, confidence),
     }
-    width = out[f"{quantity}_upper"] - out[f"{quantity}_lower"]
-    out[f"{quantity}_width"] = width
-    out[f"{quantity}_crossed"] = bool(width < 0)
+    out[f"{quantity}_width"] = s.width
+    out[f"{quantity}_crossed"] = s.crossed
+    out[f"{quantity}_crossed_by"] = s.crossed_by
     out["confidence"] = float(confidence)
     out["noise_z"] = z
     return out

@@ -16,7 +16,8 @@ reverse HAIS over the latent of a generative model (``reverse-hais``).
     *lower* bound on ``log p_ann(x)`` -- not on ``log p(x)``: ``p_ann`` approaches ``p`` as ``K``
     grows, and RAISE errs low in practice.
     ``extra["implied_log_z"] = mean(-E(x)) - mean_ll`` is the log Z this mean implies (an
-    upper-side estimate).
+    upper-side estimate), ``extra["implied_log_z_stderr"]`` its standard error over the rows
+    (:func:`~logzbench.estimators.raise_.implied_log_z_stderr`).
 
 ``reverse-hais`` (generative models: linear-Gaussian, linear-Laplace, bilinear)
     Per test point, forward HAIS over the latent ``a`` along
@@ -296,6 +297,7 @@ def raise_hmc(
         extra={
             "acceptance_rate": path.acceptance_rate,
             "implied_log_z": float(neg_e.mean()) - mean_ll,
+            "implied_log_z_stderr": raise_kernel.implied_log_z_stderr(neg_e.cpu().numpy(), sm["per_example"]),
             "per_example_stderr_mean": float(np.mean(sm["per_example_stderr"])) if M > 1 else None,
             "per_example_ll_sd": hais_mod.per_example_sd(sm["per_example"]),
             "min_ess": sm["min_ess"],

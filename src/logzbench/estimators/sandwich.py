@@ -15,7 +15,8 @@ generative (``data``)        HAIS over the latent: mean LL (of p)  reverse HAIS 
 ==========================  =====================================  ==========================================
 
 With data the log Z bracket is reported too: AIS's log Z-hat below, the log Z that the RAISE mean
-implies above (approximate: an upper bound only where the test rows are model samples).
+implies above (approximate: an upper bound only where the test rows are model samples; its standard error
+is the spread of the per-row values over the rows, :func:`~logzbench.estimators.raise_.implied_log_z_stderr`).
 
 What each end guarantees (:mod:`logzbench.estimators.bracket`): AIS's ``log Z-hat`` is a stochastic
 lower bound of ``log Z`` (``Z-hat`` is unbiased), hence the log-likelihood it implies a stochastic upper
@@ -29,16 +30,19 @@ approximate, and it can miss the same modes as AIS.
 The reported ends are the estimates widened by their noise, ``z`` standard errors each, with ``z``
 set so that both ends together miss with probability about ``1 - confidence`` over every round the
 budget allows (:func:`~logzbench.estimators.bracket.noise_z`): a rule that stops at the first narrow
-bracket selects rounds whose ends happen to be close, and the allowance covers that.
+bracket selects rounds whose ends happen to be close, and the allowance covers that.  Where the raw
+estimates cross (the lower end's above the upper end's), an end is wrong and nothing says which: the
+reported bracket is the span of both ends' intervals, ``<q>_crossed`` says so and ``<q>_crossed_by`` by
+how much (:func:`~logzbench.estimators.bracket.span`).
 
-Stopping rule: the run starts at ``K`` (default :data:`START_K`) and doubles it until the widened ends
-are within ``target_width`` nats and do not cross, each end's ``GROUPS`` groups of chains agree
-within their standard errors (Cochran's Q, :func:`spread_p_value`: the between-seed spread test, run
-inside one run; it catches a mode that some groups miss), and each approximate end agrees with its
-value at half the K (its bias no longer shrinking visibly) -- or until the next round would spend more
-than ``max_sweeps`` (Gibbs sweeps times chains, as ``total_sweeps`` counts them, the adaptive pilot's
-included).  When the width is not reached the result says so, why, and the K that the widths seen
-extrapolate to (``K_needed``).
+Stopping rule: the run starts at ``K`` (default :data:`START_K`) and doubles it until the raw estimates
+do not cross (by any amount), the widened ends are within ``target_width`` nats, each end's ``GROUPS``
+groups of chains agree within their standard errors (Cochran's Q, :func:`spread_p_value`: the
+between-seed spread test, run inside one run; it catches a mode that some groups miss), and each
+approximate end agrees with its value at half the K (its bias no longer shrinking visibly) -- or until
+the next round would spend more than ``max_sweeps`` (Gibbs sweeps times chains, as ``total_sweeps``
+counts them, the adaptive pilot's included).  When the width is not reached the result says so, why,
+and the K that the widths seen extrapolate to (``K_needed``).
 
 This module is the loop and the stopping rule; the pairs per model kind, their ends and the spread
 test are in :mod:`logzbench.estimators.sandwich_plans`.
@@ -54,7 +58,7 @@ import numpy as np
 
 from .. import registry
 from ..schedules import ADAPTIVE
-from .bracket import make_bracket, noise_z, widened
+from .bracket import Span, make_bracket, noise_z, span
 from .context import chain_bytes, per_example_bytes
 from .result import EstimateResult
 from .sandwich_plans import GROUPS, Plan, Round, plan, spread_p_value
@@ -112,11 +116,10 @@ def _k_needed(history: list[dict], target: float) -> int | None:
     return int(math.ceil(k_last * (target / w_last) ** (1.0 / slope)))
 
 
-def _noise_width(r: Round, quantity: str, z: float) -> tuple[float, float, float]:
-    """``(width, lower, upper)`` of the ends widened by ``z`` standard errors each."""
-    lo, hi = r.ends[quantity]
-    a, b = widened(lo, -1.0, z), widened(hi, +1.0, z)
-    return b - a, a, b
+def _span(r: Round, quantity: str, z: float) -> Span:
+    """The round's reported ends of ``quantity``: widened by ``z`` standard errors each, the span of both
+    where the raw estimates cross (:func:`~logzbench.estimators.bracket.span`)."""
+    return span(*r.ends[quantity], z)
 
 
 def _unstable(r: Round, prev: Round | None, quantity: str, z: float) -> str | None:
@@ -141,14 +144,24 @@ def _unstable(r: Round, prev: Round | None, quantity: str, z: float) -> str | No
 
 
 def _verdict(r: Round, quantity: str, target: float, z: float, prev: Round | None = None) -> tuple[bool, str]:
-    width, a, b = _noise_width(r, quantity, z)
+    """``(reached, why)`` of one round: reached only where both ends are finite, their raw estimates do
+    not cross, the groups of chains agree, the width is at most ``target`` and the approximate ends are
+    stable (:func:`_unstable`).  Crossed raw ends are never reached, however little they cross: the
+    crossing says an end is wrong, and a narrow bracket between widened crossed ends would hold the
+    truth by luck."""
+    s = _span(r, quantity, z)
+    width = s.width
     bad = {k: p for k, p in r.spread.items() if p is not None and p < SPREAD_ALPHA}
-    if not math.isfinite(width):
+    if not (math.isfinite(width) and math.isfinite(s.crossed_by)):
         return False, "an end or its standard error is not finite"
-    if width < 0:
+    if s.crossed:
+        lo, hi = r.ends[quantity]
+        se = math.hypot(lo.stderr, hi.stderr)
+        ses = f", {s.crossed_by / se:.2g} combined standard errors" if se > 0 else ""
         return False, (
-            f"the ends cross even widened by their noise ({a:.4g} > {b:.4g}): an approximate end is wrong, "
-            "or the chains have not mixed"
+            f"the raw ends cross by {s.crossed_by:.3g} nats (lower {lo.estimator} {lo.value:.4g} > upper "
+            f"{hi.estimator} {hi.value:.4g}{ses}): an end is wrong (an approximate one, or chains that have "
+            "not mixed); the bracket is the span of both ends"
         )
     if bad:
         return False, (
@@ -205,17 +218,18 @@ def estimate(ctx) -> EstimateResult:
             "K": K,
             "total_sweeps": spent,
             "seconds": r.seconds,
-            "width": _noise_width(r, p.quantity, z)[0],
+            "width": _span(r, p.quantity, z).width,
         }
         for q in ("log_z", "mean_log_likelihood"):
             if q in r.ends:
-                _, a, b = _noise_width(r, q, z)
+                s = _span(r, q, z)
                 entry.update(
                     {
-                        f"{q}_lower": a,
-                        f"{q}_upper": b,
+                        f"{q}_lower": s.lower,
+                        f"{q}_upper": s.upper,
                         f"{q}_lower_estimate": r.ends[q][0].value,
                         f"{q}_upper_estimate": r.ends[q][1].value,
+                        f"{q}_crossed": s.crossed,
                     }
                 )
             else:

@@ -141,11 +141,14 @@ def _raise_ll_end(res: EstimateResult, name: str = "raise") -> End:
 
 
 def _implied_log_z_end(res: EstimateResult, name: str = "raise") -> End:
-    lz = res.extra.get("implied_log_z")
+    """The log Z that RAISE's mean implies; its standard error is the spread of the per-row values over the
+    rows (:func:`~logzbench.estimators.raise_.implied_log_z_stderr`), not RAISE's Monte Carlo error alone:
+    the annealing model's error differs from row to row, and a few rows sample it."""
+    lz, se = res.extra.get("implied_log_z"), res.extra.get("implied_log_z_stderr")
     return End(
         name,
         float(lz) if lz is not None else float("nan"),
-        float(res.mean_log_likelihood_stderr or 0.0),
+        float(se) if se is not None else float("nan"),
         False,
         None,
         "approximate: the log Z the lower end's mean implies (an upper bound of log Z only "

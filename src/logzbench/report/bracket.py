@@ -56,6 +56,8 @@ BRACKET_COLUMNS = [
     "lower_estimate",
     "upper_estimate",
     "noise_z",
+    "crossed",
+    "crossed_by",
 ]
 #: the bracket columns of ``table_continuous.csv`` (the mean test log-likelihood's; see :func:`continuous_brackets`)
 CONTINUOUS_BRACKET_COLUMNS = ["bracket_lower", "bracket_upper", "bracket_width", "bracket_estimator"]
@@ -99,6 +101,21 @@ def _exact_values(per_run: pd.DataFrame | None) -> tuple[dict[str, float], dict[
     return log_z, ll
 
 
+def _crossing(flag: Any, lo_est: float, hi_est: float, lower: float, upper: float) -> tuple[bool | None, float]:
+    """``(crossed, crossed_by)`` of one bracket: whether its raw estimates cross and by how many nats (0 where
+    they do not, NaN where unknown).  The record's ``<q>_crossed`` says so where true; else the raw estimates
+    are compared, else the reported ends (a record written before brackets spanned crossed ends, whose
+    ``<q>_crossed`` meant ends that cross even widened by their noise)."""
+    gap = lo_est - hi_est if math.isfinite(lo_est) and math.isfinite(hi_est) else lower - upper
+    if isinstance(flag, (bool, np.bool_)) and flag:
+        crossed: bool | None = True
+    else:
+        crossed = bool(gap > 0) if math.isfinite(gap) else None
+    if not crossed:
+        return crossed, 0.0 if crossed is False else math.nan
+    return True, float(gap) if gap > 0 else math.nan
+
+
 def _rows_of(
     rec: Mapping[str, Any], src: str | None, exact_z: Mapping[str, float], exact_ll: Mapping[tuple[str, str], float]
 ) -> list[dict[str, Any]]:
@@ -120,6 +137,8 @@ def _rows_of(
             continue
         lower, upper = as_float(b.get(f"{q}_lower")), as_float(b.get(f"{q}_upper"))
         width = as_float(b.get(f"{q}_width")) if b.get(f"{q}_width") is not None else upper - lower
+        lo_est, hi_est = as_float(b.get(f"{q}_lower_estimate")), as_float(b.get(f"{q}_upper_estimate"))
+        crossed, crossed_by = _crossing(b.get(f"{q}_crossed"), lo_est, hi_est, lower, upper)
         if q == "log_z":
             exact = exact_z.get(row["model"], float("nan"))
         elif data == "simulated":  # BDMC: the exact mean over its own simulated points, where a closed form has it
@@ -156,9 +175,11 @@ def _rows_of(
                 "exact": exact,
                 "contains_exact": contains,
                 # the raw estimates, where the ends are widened by their noise (noise_z standard errors)
-                "lower_estimate": as_float(b.get(f"{q}_lower_estimate")),
-                "upper_estimate": as_float(b.get(f"{q}_upper_estimate")),
+                "lower_estimate": lo_est,
+                "upper_estimate": hi_est,
                 "noise_z": as_float(b.get("noise_z")),
+                "crossed": crossed,
+                "crossed_by": crossed_by,
             }
         )
     return out
@@ -174,14 +195,15 @@ def make_table_bracket(
     per-run table) gives the exact values: the ``exact`` estimator's log Z of the model and its mean test
     log-likelihood on the same test rows; a mean log-likelihood bracket of BDMC's simulated points takes the
     exact mean over those points that the record holds (a closed form), else none.  ``contains_exact`` is
-    ``lower <= exact <= upper`` (empty where the exact value is unknown); ``width`` is ``upper - lower``
-    (negative where the ends cross).  Sorted by model, estimator, quantity, seed, K."""
+    ``lower <= exact <= upper`` (empty where the exact value is unknown); ``width`` is ``upper - lower``;
+    ``crossed``: the raw estimates cross (the bracket is then the span of both ends, never a reached one), by
+    ``crossed_by`` nats.  Sorted by model, estimator, quantity, seed, K."""
     exact_z, exact_ll = _exact_values(per_run)
     rows = [r for rec, src in records if is_bracket_record(rec) for r in _rows_of(rec, src, exact_z, exact_ll)]
     t = pd.DataFrame(rows, columns=BRACKET_COLUMNS)
     for c in ("seed", "K"):
         t[c] = pd.array(t[c], dtype="Int64")
-    for c in ("lower_guaranteed", "upper_guaranteed", "width_reached", "contains_exact"):
+    for c in ("lower_guaranteed", "upper_guaranteed", "width_reached", "contains_exact", "crossed"):
         t[c] = pd.array(t[c], dtype="boolean")
     return t.sort_values(
         ["model", "estimator", "quantity", "seed", "K"], kind="stable", na_position="first"
@@ -189,6 +211,16 @@ def make_table_bracket(
 
 
 # --------------------------------------------------------------------------- the bracket against its cost
+def _round_crossed(h: Mapping[str, Any], quantity: str) -> bool:
+    """Whether one round's (or one record's) raw estimates of ``quantity`` cross: its ``<q>_crossed``, else
+    its raw estimates compared."""
+    flag = h.get(f"{quantity}_crossed")
+    if isinstance(flag, (bool, np.bool_)):
+        return bool(flag)
+    lo, hi = as_float(h.get(f"{quantity}_lower_estimate")), as_float(h.get(f"{quantity}_upper_estimate"))
+    return bool(lo > hi) if math.isfinite(lo) and math.isfinite(hi) else False
+
+
 def _history_points(
     recs: Sequence[tuple[Mapping[str, Any], str | None]], quantity: str
 ) -> list[tuple[str, str, int | None, pd.DataFrame]]:
@@ -209,6 +241,7 @@ def _history_points(
                     "total_sweeps": as_float(h.get("total_sweeps")),
                     "lower": as_float(h.get(f"{quantity}_lower")),
                     "upper": as_float(h.get(f"{quantity}_upper")),
+                    "crossed": _round_crossed(h, quantity),
                 }
                 for h in hist
                 if isinstance(h, Mapping)
@@ -220,6 +253,7 @@ def _history_points(
                     "total_sweeps": as_float(total),
                     "lower": as_float(b.get(f"{quantity}_lower")),
                     "upper": as_float(b.get(f"{quantity}_upper")),
+                    "crossed": _round_crossed(b, quantity),
                 }
             ]
         groups.setdefault(key, []).extend(pts)
@@ -227,7 +261,7 @@ def _history_points(
     for (method, est, seed), pts in sorted(
         groups.items(), key=lambda kv: tuple("" if x is None else str(x) for x in kv[0])
     ):
-        df = pd.DataFrame(pts, columns=["total_sweeps", "lower", "upper"])
+        df = pd.DataFrame(pts, columns=["total_sweeps", "lower", "upper", "crossed"])
         df = df[
             np.isfinite(df["total_sweeps"])
             & (df["total_sweeps"] > 0)
@@ -239,7 +273,7 @@ def _history_points(
 
 
 #: legend text of the circle on a bracket end that misses the exact value (or of ends that cross)
-BRACKET_FLAG_LABEL = "flagged: misses the exact value"
+BRACKET_FLAG_LABEL = "flagged: misses the exact value or the ends cross"
 
 
 def _exact_at(table: pd.DataFrame | None, model: str, quantity: str, est: str, seed, x: np.ndarray) -> np.ndarray:
@@ -267,12 +301,17 @@ def _exact_at(table: pd.DataFrame | None, model: str, quantity: str, est: str, s
     return out
 
 
-def _bracket_flags(lo: np.ndarray, hi: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _bracket_flags(
+    lo: np.ndarray, hi: np.ndarray, exact: np.ndarray, crossed: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Which lower and which upper ends to circle: an end on the wrong side of the exact value (a lower
-    end above it, an upper end below it; none where the exact value is NaN) and both ends where they
-    cross (``lower > upper``)."""
+    end above it, an upper end below it; none where the exact value is NaN) and both ends where the raw
+    estimates cross (``crossed``: the ends drawn are then the span of both) or the ends drawn do
+    (``lower > upper``: a record written before brackets spanned crossed ends)."""
     with np.errstate(invalid="ignore"):
         cross = lo > hi
+        if crossed is not None:
+            cross = cross | np.asarray(crossed, dtype=bool)
         return (lo > exact) | cross, (hi < exact) | cross
 
 
@@ -293,7 +332,7 @@ def plot_bracket(
     with hollow markers) named by :func:`~logzbench.plotting.series_label`; y-limits from the bulk of the
     ends (:class:`~logzbench.plotting.RobustY`), so that the first rounds' wide brackets do not flatten the
     converged ones (points beyond are drawn at the edge); an end on the wrong side of the exact value, or
-    ends that cross, circled (:data:`BRACKET_FLAG_LABEL`)."""
+    both ends of a round whose raw estimates cross, circled (:data:`BRACKET_FLAG_LABEL`)."""
     plt = pyplot()
     from matplotlib.ticker import NullFormatter
 
@@ -332,7 +371,9 @@ def plot_bracket(
             labelled.add((method, est))
             x = df["total_sweeps"].to_numpy(dtype=float)
             lo, hi = df["lower"].to_numpy(dtype=float), df["upper"].to_numpy(dtype=float)
-            bad_lo, bad_hi = _bracket_flags(lo, hi, _exact_at(table, model, q, est, seed, x))
+            bad_lo, bad_hi = _bracket_flags(
+                lo, hi, _exact_at(table, model, q, est, seed, x), df["crossed"].to_numpy(dtype=bool)
+            )
             for y, marker, linestyle, end, bad in ((lo, "^", "-", "lower", bad_lo), (hi, "v", "--", "upper", bad_hi)):
                 ax.plot(
                     x,

@@ -319,6 +319,20 @@ def _end_words(b: pd.Series, end: str) -> str:
     )
 
 
+def _crossed_words(b: pd.Series) -> str:
+    """The flag of a bracket whose raw estimates cross, in words ('' where they do not): one end is wrong, and
+    the bracket shown is the span of both ends."""
+    crossed = b.get("crossed")
+    if crossed is None or pd.isna(crossed) or not bool(crossed):
+        return ""
+    by = _float(b.get("crossed_by"))
+    amount = f" by {fmt_estimate(by)} nats" if math.isfinite(by) else ""
+    return (
+        f'<br><span class="bad">flagged: the raw ends cross{_esc(amount)} (lower estimate above the upper one): '
+        "an end is wrong; the bracket shown is the span of both ends</span>"
+    )
+
+
 def _bracket_table(rows: pd.DataFrame) -> str:
     """The brackets of one model (``table_bracket`` rows): each end with its estimator and guarantee."""
     from .bracket import QUANTITY_LABELS
@@ -345,6 +359,7 @@ def _bracket_table(rows: pd.DataFrame) -> str:
         if math.isfinite(target):
             ok = "reached" if (not pd.isna(reached) and bool(reached)) else "not reached"
             width += f'<br><span class="small">target {_esc(f"{target:g}")}: {ok}</span>'
+        width += _crossed_words(b)
         exact = _float(b.get("exact"))
         contains = b.get("contains_exact")
         inside = (
