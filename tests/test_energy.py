@@ -426,6 +426,25 @@ def test_a_run_over_the_time_budget_is_refused_and_a_larger_budget_lets_it_start
     assert _checked_context(model, "ais", K=2, chains=4, max_seconds=3600).estimated_seconds >= 2 * 5 * SLEEP
 
 
+@pytest.mark.parametrize(
+    "make, kw, passes",
+    [
+        (lambda: EnergyModel(_slow, 5, "binary"), {}, 3),  # AIS, then reverse AIS from its states
+        (lambda: EnergyModel(_slow, 5, "binary"), {"data": np.zeros((3, 5))}, 2),  # AIS, RAISE: one batch
+    ],
+    ids=["no-data", "data"],
+)
+def test_the_sandwichs_first_round_counts_both_ends(monkeypatch, make, kw, passes):
+    """The sandwich's estimate is its first round, both ends: at least ``passes`` annealing runs of ``K``
+    sweeps, each sweep 5 calls of at least the sleep (RAISE's chains for every row in one batch of 4 x 3)."""
+    _stop_after_check(monkeypatch, "sandwich")
+    ctx = _checked_context(make(), "sandwich", K=2, chains=4, max_seconds=3600, **kw)
+    assert ctx.estimated_seconds >= passes * 2 * 5 * SLEEP
+    with pytest.raises(ValueError) as info:
+        estimate(make(), "sandwich", K=2, chains=4, max_seconds=passes * 2 * 5 * SLEEP * 0.9, **kw)
+    assert "its first round" in str(info.value) and "\n" not in str(info.value)
+
+
 def test_timing_draws_nothing_from_the_runs_generator():
     """The same seed gives the same estimate whether the run was timed (a budget) or not (inf)."""
     model = EnergyModel(_slow, 5, "binary")

@@ -138,9 +138,9 @@ def planned_sweeps(ctx: "EstimateContext") -> tuple[list[tuple[int, int]], str]:
     """``(batches, what)``: the sweeps a run will make before it runs, as ``(chains in a batch, sweeps of
     that batch)`` pairs and in words, for :meth:`EstimateContext.check_time`.  An estimator module's own
     ``planned_sweeps(ctx)`` answers where it defines one (RAISE: chains per test example; reverse AIS:
-    forward and reverse; the IS family: ``burn_in``); otherwise one annealing run, ``K x sweeps_per_beta``
-    sweeps of ``chains`` chains (:func:`planned_K`; the sandwich: its first round's forward end at least; an
-    adaptive schedule without ``K``: at least one sweep, its pilot's length not being known yet)."""
+    forward and reverse; the IS family: ``burn_in``; the sandwich: its first round, both ends); otherwise one
+    annealing run, ``K x sweeps_per_beta`` sweeps of ``chains`` chains (:func:`planned_K`; an adaptive
+    schedule without ``K``: at least one sweep, its pilot's length not being known yet)."""
     own = getattr(ctx.spec.module, "planned_sweeps", None)
     if own is not None:
         return own(ctx)

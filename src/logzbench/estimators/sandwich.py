@@ -59,7 +59,7 @@ import numpy as np
 from .. import registry
 from ..schedules import ADAPTIVE
 from .bracket import Span, make_bracket, noise_z, span
-from .context import chain_bytes, per_example_bytes
+from .context import annealing_sweeps, chain_bytes, per_example_bytes, test_examples
 from .result import EstimateResult
 from .sandwich_plans import GROUPS, Plan, Round, plan, spread_p_value
 
@@ -80,6 +80,34 @@ def peak_bytes(ctx) -> tuple[int, str]:
     if ctx.data is not None and int(ctx.data.shape[0]) and ctx.family.kind != "generative":
         return per_example_bytes(ctx)
     return chain_bytes(ctx)
+
+
+def planned_sweeps(ctx) -> tuple[list, str]:
+    """The context's time hook (:func:`~logzbench.estimators.context.planned_sweeps`): the first round at
+    ``K`` (default :data:`START_K`), both ends -- the least the run costs (later rounds double K within
+    ``max_sweeps``).  Without data: a forward run and a reverse one (from training rows: one pass; from the
+    forward chains' states: two); with data: the forward run and one batch of ``chains`` chains per test row
+    (RAISE's count, its heating phase included), a generative model's forward and reverse HAIS per point."""
+    from . import raise_
+
+    kind, o = ctx.family.kind, ctx.options
+    if ctx.data is None:
+        from_rows = kind in registry.GIBBS_KINDS and ctx.train_data is not None
+        batches, what = annealing_sweeps(ctx, passes=2 if from_rows else 3)
+    elif kind == "generative":
+        n = max(1, test_examples(ctx))
+        batches, what = annealing_sweeps(ctx, o.chains * n, 2)
+        what += f" (chains x test points = {o.chains} x {n})"
+    else:
+        forward, w_forward = annealing_sweeps(ctx)
+        if kind in registry.GIBBS_KINDS:
+            rows, w_rows = raise_.planned_sweeps(ctx)
+        else:
+            n = max(1, test_examples(ctx))
+            rows, w_rows = annealing_sweeps(ctx, o.chains * n)
+            w_rows += f" (chains x test examples = {o.chains} x {n})"
+        batches, what = forward + rows, f"{w_forward} and {w_rows}"
+    return batches, f"its first round: {what}"
 
 
 def check(ctx) -> None:
