@@ -17,7 +17,7 @@ import yaml
 from logzbench.errors import ConfigError
 from logzbench.estimators.result import EstimateResult
 from logzbench.pipeline import config as checks
-from logzbench.pipeline import sweep
+from logzbench.pipeline import config_schema, sweep
 from logzbench.report import BRACKET_COLUMNS, build_report, make_table_bracket
 from logzbench.report.records import find_records
 
@@ -373,7 +373,7 @@ def _validated(**estimator) -> dict:
     config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     config["estimators"]["x"] = dict(estimator)
     validate(config, str(SCHEMA))
-    checks.check_estimator_options(config, yaml.safe_load(SCHEMA.read_text()))  # as workflow/rules/common.smk
+    config_schema.check_estimator_options(config, yaml.safe_load(SCHEMA.read_text()))  # as workflow/rules/common.smk
     return config
 
 
@@ -398,7 +398,7 @@ def test_schema_accepts_the_new_keys_with_their_defaults():
     assert (e["pilot_chains"], e["target_width"], e["confidence"]) == (2, 0.25, 0.99)
     assert _validated(method="ais", pilot_chains=1)["estimators"]["x"]["pilot_chains"] == 1  # not adaptive: unused
     schema = yaml.safe_load(SCHEMA.read_text())
-    est = checks.estimator_entry_schema(schema)["properties"]
+    est = config_schema.estimator_entry_schema(schema)["properties"]
     assert "adaptive" in est["schedule"]["description"]
 
 

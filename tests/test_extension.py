@@ -213,7 +213,8 @@ def test_config_check_and_sweep_take_the_plugin(plugin):
 
     from logzbench.errors import ConfigError
     from logzbench.pipeline import sweep
-    from logzbench.pipeline.config import check_config, check_estimator_options, hyperparam_names
+    from logzbench.pipeline.config import check_config, hyperparam_names
+    from logzbench.pipeline.config_schema import check_estimator_options
 
     config, schema = _config()
     validate(config, schema=str(SCHEMA))

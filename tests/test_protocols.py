@@ -24,7 +24,7 @@ from logzbench.errors import ConfigError
 from logzbench.estimators import csl as csl_mod
 from logzbench.estimators.exact import exact_log_z
 from logzbench.estimators.raise_ import FIXED_ALPHA, control_variate_mean, control_variate_population_stderr
-from logzbench.pipeline.config import check_estimator_options
+from logzbench.pipeline.config_schema import check_estimator_options
 
 SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 

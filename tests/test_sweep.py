@@ -23,7 +23,7 @@ from logzbench import options, registry
 from logzbench.data import sizes
 from logzbench.errors import ConfigError
 from logzbench.pipeline import config as checks
-from logzbench.pipeline import outputs, sweep
+from logzbench.pipeline import config_schema, outputs, sweep
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -35,7 +35,7 @@ def load_config(name: str = "test", **overrides) -> dict:
     config = yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
     for key, value in overrides.items():
         config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
-    checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))  # as workflow/rules/common.smk
+    config_schema.load_config(config, yaml.safe_load(SCHEMA.read_text()))  # as workflow/rules/common.smk
     return config
 
 
@@ -58,7 +58,7 @@ def test_schema_defers_estimator_and_family_names_to_the_registry():
     # the option keys are not written in the schema file but generated from their declarations
     # (logzbench.options): every option a job may record is a key of an estimator entry (CSL's
     # samples_per_chain is derived from K and thin)
-    entry = checks.estimator_entry_schema(schema)["properties"]
+    entry = config_schema.estimator_entry_schema(schema)["properties"]
     assert not set(options.config_properties()) & set(est)
     assert set(sweep.setting_keys()) - {"samples_per_chain"} <= set(entry)
     config = load_config()
@@ -76,7 +76,8 @@ def test_importable_without_torch():
     output checks and file names; the data sizes and trainer hyperparameters they read) imports no torch."""
     code = (
         "import sys, logzbench.data.sizes, logzbench.training.hyperparams, logzbench.pipeline.sweep, "
-        "logzbench.pipeline.config, logzbench.pipeline.outputs, logzbench.pipeline.usage; "
+        "logzbench.pipeline.config, logzbench.pipeline.config_schema, logzbench.pipeline.outputs, "
+        "logzbench.pipeline.usage; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -539,7 +540,7 @@ def test_loaded_data_sets_have_their_declared_sizes():
         checked.append("vanhateren")
     print("checked:", ", ".join(checked))
     schema = yaml.safe_load(SCHEMA.read_text())
-    assert checks.estimator_entry_schema(schema)["properties"]["chains"]["maximum"] == checks.MAX_CHAINS
+    assert config_schema.estimator_entry_schema(schema)["properties"]["chains"]["maximum"] == checks.MAX_CHAINS
 
 
 def _set(config, path, value):
@@ -747,7 +748,7 @@ def _numeric_keys() -> list[tuple[str, bool]]:
             yield path, False
         props = dict(s.get("properties") or {})
         if path == "estimators.ais":
-            props = checks.estimator_entry_schema(schema)["properties"]
+            props = config_schema.estimator_entry_schema(schema)["properties"]
         for key, sub in props.items():
             yield from walk(sub, f"{path}.{key}" if path else key)
         if path in _ENTRY:
@@ -791,7 +792,7 @@ def test_every_numeric_key_refuses_nan_and_inf(path, is_list, bad):
     if path.startswith("estimators.ais."):  # the schema file's keys, or a declared option's
         where = where.replace(re.escape("estimators.ais"), "(estimators.ais|estimator ais)", 1)
     with pytest.raises(ConfigError, match=f"^(config.)?{where}$"):
-        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+        config_schema.load_config(config, yaml.safe_load(SCHEMA.read_text()))
 
 
 def test_a_number_among_a_trainers_other_hyperparameters_is_finite():
@@ -799,10 +800,10 @@ def test_a_number_among_a_trainers_other_hyperparameters_is_finite():
     config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     config["models"]["digits-rbm8"]["hyperparams"]["weight_decay"] = float("nan")
     with pytest.raises(ConfigError, match=r"hyperparams.weight_decay: nan is not a finite number"):
-        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+        config_schema.load_config(config, yaml.safe_load(SCHEMA.read_text()))
     config["models"]["digits-rbm8"]["hyperparams"]["weight_decay"] = [1.0, {"x": float("inf")}]
     with pytest.raises(ConfigError, match=r"hyperparams.weight_decay.1.x: inf is not a finite number"):
-        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+        config_schema.load_config(config, yaml.safe_load(SCHEMA.read_text()))
 
 
 @pytest.mark.parametrize(
@@ -817,17 +818,19 @@ def test_an_alias_bomb_is_refused_before_it_is_expanded(where):
     config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     config.update(yaml.safe_load(where.format(bomb=yaml_alias_bomb())))
     with pytest.raises(ConfigError) as exc:
-        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+        config_schema.load_config(config, yaml.safe_load(SCHEMA.read_text()))
     message = str(exc.value)
     key = where.split(":")[0]
-    assert message.startswith(f"config key {key}: the config holds more than {checks.MAX_CONFIG_VALUES:,} values")
+    assert message.startswith(
+        f"config key {key}: the config holds more than {config_schema.MAX_CONFIG_VALUES:,} values"
+    )
     assert "\n" not in message and len(message) < 300
 
 
 def test_a_recursive_alias_is_refused():
     config = yaml.safe_load("description: x\nevaluation: &e {seeds: [0], K: [*e]}\n")
     with pytest.raises(ConfigError, match="config key evaluation: the config holds more than"):
-        checks.check_size(config)
+        config_schema.check_size(config)
 
 
 def test_shipped_configs_and_large_values_within_the_limit():
@@ -835,14 +838,14 @@ def test_shipped_configs_and_large_values_within_the_limit():
     repeated aliases is loaded, and a value of the wrong type is named with its repr cut short."""
     config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
     config.update(yaml.safe_load(f"description: {yaml_alias_bomb(4)}\n"))  # 6,561 numbers
-    checks.check_size(config)
+    config_schema.check_size(config)
     with pytest.raises(ConfigError) as exc:
-        checks.load_config(config, yaml.safe_load(SCHEMA.read_text()))
+        config_schema.load_config(config, yaml.safe_load(SCHEMA.read_text()))
     message = str(exc.value)
     assert message.startswith("config.description: [[[...], [...], [...], [...], [...], ...], [[...], ")
     assert message.endswith(", ...] is not of type 'string'") and len(message) < 300
     for path in CONFIGS:
-        checks.check_size(yaml.safe_load(path.read_text()))
+        config_schema.check_size(yaml.safe_load(path.read_text()))
 
 
 def test_only_command_line_values_are_coerced():
@@ -855,16 +858,16 @@ def test_only_command_line_values_are_coerced():
     text = text.replace("  digits-rbm8:\n", model + "  digits-rbm8:\n", 1)
     text = text.replace("  ais:\n    chains: 20\n", "  ais:\n    chains: 20\n    models: ['2024', digits-rbm8]\n", 1)
     config = yaml.safe_load(text)
-    checks.load_config(config, schema)
+    config_schema.load_config(config, schema)
     assert config["estimators"]["ais"]["models"] == ["2024", "digits-rbm8"]
     assert checks.check_config(config) == []
     assert "ais" in {j.entry for j in sweep.model_jobs(config, "2024")}
     cli = {"evaluation": {"seeds": ["0", "1", "5"]}, "report": {"gap_threshold": "0.5"},
            "estimators": {"ais": {"models": ["2024"]}}}  # fmt: skip
     config = yaml.safe_load(text)
-    checks.load_config(config, schema, cli)
+    config_schema.load_config(config, schema, cli)
     assert config["evaluation"]["seeds"] == [0, 1, 5] and config["report"]["gap_threshold"] == 0.5
     assert config["estimators"]["ais"]["models"] == ["2024"] and config["estimators"]["ais"]["chains"] == 20
     config = yaml.safe_load(text)
     with pytest.raises(ConfigError, match=r"config.evaluation.seeds.0: nan is not a finite number"):
-        checks.load_config(config, schema, {"evaluation": {"seeds": [".nan"]}})
+        config_schema.load_config(config, schema, {"evaluation": {"seeds": [".nan"]}})

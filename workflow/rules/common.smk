@@ -3,7 +3,7 @@
 #
 # What the config means -- each model's family and hyperparameters, the estimators run on it,
 # the jobs of their sweeps, each job's settings -- is logzbench.pipeline.sweep's, its checks
-# logzbench.pipeline.config's (unit-tested in tests/test_sweep.py); which estimators and families
+# logzbench.pipeline.config_schema's and logzbench.pipeline.config's (unit-tested in tests/test_sweep.py); which estimators and families
 # exist is logzbench.registry's.  None of these imports torch.
 
 import os
@@ -17,11 +17,12 @@ from logzbench.pipeline import diagnose as diagnose_plan
 from logzbench.pipeline import outputs, sweep
 from logzbench.pipeline import usage as job_usage
 from logzbench.pipeline.warm_common import ENV_WORKFLOW as WARM_JOBS_ENV
-from logzbench.pipeline.config import check_config, load_config
+from logzbench.pipeline.config import check_config
+from logzbench.pipeline.config_schema import load_config
 
 
 def _load_config():
-    """Check the config Snakemake loaded before anything walks it, and complete it (logzbench.pipeline.config.
+    """Check the config Snakemake loaded before anything walks it, and complete it (logzbench.pipeline.config_schema.
     load_config): its size with its YAML aliases expanded, the --config values' numbers, the schema (NaN and
     inf refused, defaults filled in), the estimator entries' options (declared once, in logzbench.options)."""
     import yaml

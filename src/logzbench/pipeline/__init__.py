@@ -2,6 +2,8 @@
 
 * :mod:`~logzbench.pipeline.sweep`: a config's models, estimators, the jobs of their sweeps and
   each job's settings;
+* :mod:`~logzbench.pipeline.config_schema`: the config loaded: its size, the ``--config`` values, the schema
+  and the estimator entries' options (:func:`~logzbench.pipeline.config_schema.load_config`);
 * :mod:`~logzbench.pipeline.config`: the config's checks beyond its schema (:func:`check_config`);
 * :mod:`~logzbench.pipeline.outputs`: the files of an earlier run checked before they are trusted;
 * :mod:`~logzbench.pipeline.jobs`: one job (prepare, train, an estimate sweep, trials) end to end;
@@ -12,8 +14,8 @@
   :mod:`~logzbench.pipeline.warm_common`);
 * :mod:`~logzbench.pipeline.usage`: a job's logs, benchmarks and its own process's resource usage.
 
-Building the workflow's DAG imports ``sweep``, ``config`` and ``outputs``, none of which imports
+Building the workflow's DAG imports ``sweep``, ``config_schema``, ``config`` and ``outputs``, none of which imports
 torch; nothing is imported here, so that importing one of them imports no other.
 """
 
-__all__ = ["config", "diagnose", "jobs", "outputs", "sweep", "usage", "warm"]
+__all__ = ["config", "config_schema", "diagnose", "jobs", "outputs", "sweep", "usage", "warm"]
