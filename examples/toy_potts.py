@@ -10,7 +10,7 @@ What it shows, end to end:
 2. a pairwise Potts model fitted to the training sequences by pseudo-likelihood
    (:func:`logzbench.training.potts.train_potts`, plmDCA's objective, L-BFGS);
 3. the fit written in the plain-text ``J i j a b value`` / ``h i a value`` format
-   (:func:`~logzbench.models.potts.write_potts_text`, as adabmDCA / bmDCA parameter files) and read back
+   (:func:`~logzbench.models.potts_text.write_potts_text`, as adabmDCA / bmDCA parameter files) and read back
    with :func:`logzbench.models.load_model`;
 4. log Z of the fit by exact enumeration, AIS and the sandwich bracket, and the test log-likelihood by
    exact enumeration, AIS and RAISE, side by side.
@@ -38,7 +38,8 @@ import torch
 
 from logzbench.api import estimate
 from logzbench.models.io import load_model
-from logzbench.models.potts import PottsModel, write_potts_text
+from logzbench.models.potts import PottsModel
+from logzbench.models.potts_text import write_potts_text
 from logzbench.training.potts import train_potts
 
 #: letters of the toy alignment: adabmDCA's protein alphabet's first five (the gap is state 0), so the

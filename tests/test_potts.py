@@ -13,15 +13,10 @@ from logzbench.api import estimate
 from logzbench.errors import ModelFileError
 from logzbench.models.enumeration import MAX_ENUMERATION_BITS
 from logzbench.models.io import load_model
-from logzbench.models.potts import (
-    PottsModel,
-    categorical_from_logits,
-    exact_seconds,
-    read_potts_text,
-    write_potts_text,
-)
+from logzbench.models.potts import PottsModel, categorical_from_logits, exact_seconds
 from logzbench.models.potts_rbm import PottsRBM
 from logzbench.models.potts_rbm import exact_seconds as rbm_exact_seconds
+from logzbench.models.potts_text import read_potts_text, write_potts_text
 from logzbench.training.potts import pseudo_log_likelihood, train_potts, train_potts_rbm
 
 

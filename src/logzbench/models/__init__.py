@@ -7,8 +7,9 @@ from .energy import EnergyModel
 from .grid import GridAnnealingPath, GridMRF
 from .grid_trw import TreeMixtureReference, trw_mixture
 from .io import load_model, save_model
-from .potts import PottsModel, read_potts_text, write_potts_text
+from .potts import PottsModel
 from .potts_rbm import PottsRBM
+from .potts_text import read_potts_text, write_potts_text
 from .rbm import BinaryRBM, RBMAnnealingPath, RBMState
 from .source import load_source, save_torchscript
 

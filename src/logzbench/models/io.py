@@ -109,7 +109,7 @@ def _is_text(path: Path) -> bool:
     """Whether a model file not named ``.npz`` is read as a Potts text file: by its content, anything
     that does not begin as a NumPy file (``.npy``) or a zip archive (an ``.npz`` under another name)
     does, so that a text file's own errors (a line, a byte that is not UTF-8, no parameters at all) are
-    reported as such (:func:`logzbench.models.potts.read_potts_text`)."""
+    reported as such (:func:`logzbench.models.potts_text.read_potts_text`)."""
     try:
         kind, _ = numpy_file_kind(path)
     except OSError:
@@ -124,7 +124,7 @@ def load_model(path: str | os.PathLike, device=None) -> Model:
     ----------
     path : path-like
         An ``.npz`` file, whose ``model_type`` (default ``"rbm"``) names the family; a pairwise Potts
-        model as plain text (:mod:`logzbench.models.potts`); or a model in code, ``"FILE.py:NAME"`` or a
+        model as plain text (:mod:`logzbench.models.potts_text`); or a model in code, ``"FILE.py:NAME"`` or a
         TorchScript ``.pt`` (:mod:`logzbench.models.source`: importing FILE.py runs its code).
     device : str or torch.device, optional
         Where the model's parameters live (default CPU).
@@ -142,7 +142,7 @@ def load_model(path: str | os.PathLike, device=None) -> Model:
         return load_source(path, device=device)
     path = Path(path)
     if path.is_file() and path.suffix != ".npz" and _is_text(path):
-        from .potts import read_potts_text
+        from .potts_text import read_potts_text
 
         return read_potts_text(path, device=device)
     arrays = _read_npz(path)
