@@ -2,7 +2,7 @@
 native Gibbs kernel on the same RBM.
 
 A :class:`logzbench.models.EnergyModel` on binary states anneals with
-:class:`~logzbench.models.energy.DiscreteEnergyPath`: one Metropolis-within-Gibbs sweep proposes a
+:class:`~logzbench.models.energy_path.DiscreteEnergyPath`: one Metropolis-within-Gibbs sweep proposes a
 flip at every site in turn, so it costs ``n_visible`` calls of ``log_f`` on all chains.  A family with
 its own sampler does far less: an RBM's block-Gibbs sweep is two matrix products.  This script prices
 the difference on equivalent work:

@@ -18,7 +18,7 @@ from logzbench.api import estimate
 from logzbench.errors import ModelFileError
 from logzbench.estimators.raise_hmc import with_fresh_momentum
 from logzbench.models import BinaryRBM, EnergyModel, load_model, save_torchscript
-from logzbench.models.energy import FactorizedReference
+from logzbench.models.energy_path import FactorizedReference
 from logzbench.models.hamiltonian import HamiltonianPath
 from logzbench.models.poe import ProductOfExperts
 

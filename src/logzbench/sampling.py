@@ -54,7 +54,7 @@ from .api import as_rows
 from .estimators import ais as ais_kernel
 from .estimators.hais import analysis_path
 from .kernels import bernoulli_from_logits
-from .models.energy import DiscreteEnergyPath
+from .models.energy_path import DiscreteEnergyPath
 from .models.grbm import GRBMAnnealingPath
 from .models.io import load_model
 from .models.potts import PottsAnnealingPath

@@ -50,25 +50,28 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
 from ..errors import ModelFileError
 from ..sources import ENERGY_FAMILIES
+from .energy_path import (
+    DiscreteEnergyPath,
+    FactorizedReference,
+    GaussianReference,
+    _checked,
+    _reference_call,
+    first_line,
+)
 from .enumeration import MAX_ENUMERATION_BITS
-from .potts import base_rate_logits, categorical_from_logits, site_frequencies, states_range
+from .potts import states_range
 
 __all__ = [
     "DOMAINS",
-    "DiscreteEnergyPath",
     "EnergyModel",
-    "EnergyState",
-    "FactorizedReference",
-    "GaussianReference",
     "exact_seconds",
-    "first_line",
     "time_call",
     "not_trained",
     "refuse_enumeration",
@@ -78,87 +81,12 @@ __all__ = [
 DOMAINS = ("binary", "categorical", "continuous")
 #: states per log_f call when enumerating a discrete domain
 ENUMERATION_CHUNK = 1 << 14
-#: smoothing of the data base rate toward uniform (as the RBM's base-rate initial distribution)
-BASE_RATE_SMOOTHING = 0.05
 #: states (rows x dim) of the batch :meth:`EnergyModel.sweep_seconds` times ``log_f`` on: a larger batch of
 #: chains is timed on a sub-batch of its rows and scaled by the rows (at this size a call's fixed overhead
 #: is small next to its work, so the time grows with the rows)
 TIMING_ELEMENTS = 1 << 20
 #: seconds of timed calls after which :func:`time_call` stops repeating them
 TIMING_SECONDS = 0.2
-
-
-# --------------------------------------------------------------------------- references
-class FactorizedReference:
-    """A factorised distribution over ``{0, .., q-1}^dim`` (``q = 2`` for binary states): independent
-    sites with log-probabilities ``log_p`` ``(dim, q)`` (rows normalised).  Exact samples, exact
-    ``log_prob`` and the per-site terms the Metropolis sweep needs."""
-
-    def __init__(self, log_p: torch.Tensor):
-        log_p = torch.as_tensor(log_p, dtype=torch.float64)
-        self.log_p = log_p - torch.logsumexp(log_p, dim=1, keepdim=True)
-        self.dim, self.q = int(log_p.shape[0]), int(log_p.shape[1])
-
-    @classmethod
-    def uniform(cls, dim: int, q: int, device=None) -> "FactorizedReference":
-        return cls(torch.zeros(dim, q, dtype=torch.float64, device=device))
-
-    @classmethod
-    def base_rate(cls, rows: torch.Tensor, q: int, smoothing: float = BASE_RATE_SMOOTHING) -> "FactorizedReference":
-        """Site frequencies of ``rows`` ``(n, dim)`` mixed with the uniform distribution by ``smoothing``
-        (the Potts families' base rate, :func:`~logzbench.models.potts.base_rate_logits`)."""
-        return cls(base_rate_logits(site_frequencies(rows.long(), q), smoothing))
-
-    def to(self, device) -> "FactorizedReference":
-        return FactorizedReference(self.log_p.to(device))
-
-    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
-        idx = x.long()
-        return self.log_p.gather(1, idx.T).T.sum(dim=1) if idx.shape[0] else torch.zeros(0, dtype=torch.float64)
-
-    def site_log_p(self, sites: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """``log p_site(value)`` per chain (``sites``, ``values``: ``(n,)``)."""
-        return self.log_p[sites, values.long()]
-
-    def sample(self, n: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
-        """``n`` exact draws ``(n, dim)`` of ``dtype`` (inverse CDF on float64 uniforms, as the Potts paths)."""
-        return categorical_from_logits(self.log_p.to(generator.device).expand(int(n), -1, -1), generator).to(dtype)
-
-
-class GaussianReference:
-    """``N(mean, diag(std^2))`` over ``R^dim``: the continuous domain's default reference."""
-
-    def __init__(self, mean: torch.Tensor, std: torch.Tensor):
-        self.mean = torch.as_tensor(mean, dtype=torch.float64)
-        self.std = torch.as_tensor(std, dtype=torch.float64)
-
-    @classmethod
-    def fit(cls, rows: torch.Tensor) -> "GaussianReference":
-        x = rows.double()
-        std = x.std(dim=0) if x.shape[0] > 1 else torch.ones(x.shape[1], dtype=torch.float64, device=x.device)
-        return cls(x.mean(dim=0), torch.where(std > 0, std, torch.ones_like(std)))
-
-    def to(self, device) -> "GaussianReference":
-        return GaussianReference(self.mean.to(device), self.std.to(device))
-
-    def scaled(self, scale: float) -> "GaussianReference":
-        return GaussianReference(self.mean, self.std * float(scale))
-
-    def energy(self, x: torch.Tensor) -> torch.Tensor:
-        return 0.5 * (((x - self.mean) / self.std) ** 2).sum(dim=1)
-
-    def grad(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.mean) / self.std**2
-
-    def log_z(self) -> float:
-        return float(0.5 * len(self.mean) * math.log(2 * math.pi) + torch.log(self.std).sum())
-
-    def log_prob(self, x: torch.Tensor) -> torch.Tensor:
-        return -self.energy(x.double()) - self.log_z()
-
-    def sample(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        z = torch.randn(int(n), len(self.mean), generator=generator, dtype=torch.float64, device=generator.device)
-        return self.mean + self.std * z
 
 
 # --------------------------------------------------------------------------- the model
@@ -512,21 +440,6 @@ def _module_dtype(f) -> torch.dtype | None:
     return None
 
 
-def first_line(exc: BaseException) -> str:
-    """``"Type: first line of the message"``: a user's exception in a one-line error."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _reference_call(reference, method: str, *args):
-    """``reference.<method>(*args)`` of a user's reference; its exception (``sys.exit()`` included) becomes
-    one ValueError line naming the method and the exception, as ``log_f``'s do (:meth:`EnergyModel._call`)."""
-    try:
-        return getattr(reference, method)(*args)
-    except (Exception, SystemExit) as exc:
-        raise ValueError(f"reference.{method} ({type(reference).__name__}) raised {first_line(exc)}") from exc
-
-
 def time_call(call: Callable[[], Any], device=None, budget: float = TIMING_SECONDS, repeats: int = 3) -> float:
     """Seconds of one ``call()``: the fastest of up to ``repeats`` timed calls after a first one (allocations,
     lazy initialisation), fewer once ``budget`` seconds are spent; a first call of ``budget`` seconds or
@@ -561,22 +474,6 @@ def _short_duration(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
-def _checked(out, n: int, name: str) -> torch.Tensor:
-    """``out`` as float64 ``(n,)``; a ValueError naming ``name`` and the problem otherwise."""
-    if not isinstance(out, torch.Tensor):
-        raise ValueError(f"log_f ({name}) returned a {type(out).__module__}.{type(out).__name__}, not a torch.Tensor")
-    if tuple(out.shape) != (n,):
-        raise ValueError(f"log_f ({name}) returned shape {tuple(out.shape)} for {n} states; expected ({n},)")
-    if out.dtype not in (torch.float32, torch.float64):  # float16 / bfloat16 round log f to 2-3 digits
-        raise ValueError(f"log_f ({name}) returned dtype {out.dtype}; expected float32 or float64 (cast it: .double())")
-    out = out.double()
-    if torch.isnan(out).any():
-        raise ValueError(f"log_f ({name}) returned NaN for {int(torch.isnan(out).sum())} of {n} states")
-    if (out == math.inf).any():
-        raise ValueError(f"log_f ({name}) returned +inf for {int((out == math.inf).sum())} of {n} states")
-    return out
-
-
 def not_trained(*args, **kwargs):
     """The energy families' trainer entry: logzbench does not train a user's energy."""
     raise ValueError(
@@ -608,130 +505,3 @@ def exact_seconds(model: EnergyModel, n_rows: int, precision: str, device) -> tu
         per_state = time_call(lambda: model._call(x), model.device) / m
     what = f"{model.n_states}^{model.dim} states"
     return per_state * n * max(1, torch.get_num_threads()), what
-
-
-# --------------------------------------------------------------------------- the discrete path
-class EnergyState(NamedTuple):
-    """Chain state on a discrete energy's path: states ``x`` ``(n, dim)`` (the model's dtype), and
-    ``log f(x)`` and ``log r(x)`` (float64 ``(n,)``), so reweighting costs no call of ``log_f``.
-
-    The cached values are those of ``log_f`` when the state was made: a trainer that changes ``log_f``'s
-    parameters between sweeps (persistent chains) rebuilds the state with ``path.state_from_data(state.x)``
-    first, else the sweep targets the old model."""
-
-    x: torch.Tensor
-    lf: torch.Tensor
-    lr: torch.Tensor
-
-
-class DiscreteEnergyPath:
-    """``f_beta = r^(1 - beta) f^beta`` on ``{0..q-1}^dim`` with Metropolis-within-Gibbs transitions
-    (module docstring): the :class:`~logzbench.models.base.AnnealingPath` of a discrete
-    :class:`EnergyModel`.
-
-    Parameters
-    ----------
-    model : EnergyModel
-    reference : FactorizedReference or a user object with ``log_prob`` / ``sample``
-    """
-
-    def __init__(self, model: EnergyModel, reference):
-        self.model = model
-        self.reference = reference
-        self.factorized = isinstance(reference, FactorizedReference)
-        self.q = int(model.n_states)
-        self.n_proposed = 0
-        self.n_accepted = 0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.n_accepted / self.n_proposed if self.n_proposed else float("nan")
-
-    def _log_r(self, x: torch.Tensor) -> torch.Tensor:
-        if self.factorized:
-            return self.reference.log_prob(x)
-        return _checked(_reference_call(self.reference, "log_prob", x), int(x.shape[0]), "reference.log_prob")
-
-    def _state(self, x: torch.Tensor) -> EnergyState:
-        x = x.to(dtype=self.model.dtype, device=self.model.device)
-        with torch.no_grad():
-            return EnergyState(x, self.model.log_f(x), self._log_r(x))
-
-    def state_from_data(self, data: torch.Tensor) -> EnergyState:
-        return self._state(torch.as_tensor(data))
-
-    def log_z0(self) -> float:
-        return 0.0  # the reference is normalised
-
-    def sample_initial(self, n_chains: int, generator: torch.Generator) -> EnergyState:
-        if self.factorized:
-            x = self.reference.sample(n_chains, generator, dtype=self.model.dtype)
-        else:
-            x = _reference_call(self.reference, "sample", n_chains, generator)
-            if not isinstance(x, torch.Tensor) or tuple(x.shape) != (int(n_chains), self.model.dim):
-                raise ValueError(f"reference.sample must return a ({n_chains}, {self.model.dim}) tensor")
-        return self._state(x)
-
-    def log_f(self, state: EnergyState, beta: float) -> torch.Tensor:
-        return _mix(state.lr, state.lf, beta)
-
-    def log_f_ratio(self, state: EnergyState, beta_from: float, beta_to: float) -> torch.Tensor:
-        """``(beta_to - beta_from) (log f(x) - log r(x))``, from the cached values (``0`` where both are
-        ``-inf``: a state outside the model's support has weight zero all along)."""
-        d = state.lf - state.lr
-        return torch.where(torch.isnan(d), torch.zeros_like(d), (float(beta_to) - float(beta_from)) * d)
-
-    @torch.no_grad()
-    def transition(self, state: EnergyState, beta: float, generator: torch.Generator) -> EnergyState:
-        """One Metropolis-within-Gibbs sweep at ``beta``: every site once, in each chain's own random order;
-        at each, propose another state and accept with ``min(1, f_beta(x') / f_beta(x))``; all chains are
-        updated together (one call of ``log_f`` per step)."""
-        beta = float(beta)
-        x, lf, lr = state.x.clone(), state.lf, state.lr
-        n, dim = x.shape
-        dev = x.device
-        use_f = beta > 0.0  # f_0 = r: log f is recomputed once after the sweep
-        use_r = beta < 1.0 or self.factorized  # a user reference at beta = 1: once after the sweep
-        # each chain's own random order of the sites (independent chains, and a reversible sweep)
-        keys = torch.rand(n, dim, generator=generator, dtype=torch.float64, device=generator.device)
-        orders = torch.argsort(keys, dim=1).to(dev)
-        rows = torch.arange(n, device=dev)
-        accepted = 0
-        for t in range(dim):
-            sites = orders[:, t]
-            old = x[rows, sites]
-            if self.q == 2:
-                new = 1.0 - old
-            else:
-                shift = torch.randint(1, self.q, (n,), generator=generator, device=generator.device).to(dev)
-                new = ((old.long() + shift) % self.q).to(x.dtype)
-            x[rows, sites] = new
-            lf_new = self.model.log_f(x) if use_f else lf
-            if not use_r:
-                lr_new = lr
-            elif self.factorized:
-                lr_new = lr + self.reference.site_log_p(sites, new) - self.reference.site_log_p(sites, old)
-            else:
-                lr_new = self._log_r(x)
-            log_u = torch.log(torch.rand(n, generator=generator, dtype=torch.float64, device=generator.device)).to(dev)
-            accept = log_u < _mix(lr_new, lf_new, beta) - _mix(lr, lf, beta)  # NaN (both -inf): rejected
-            x[rows, sites] = torch.where(accept, new, old)
-            lf = torch.where(accept, lf_new, lf)
-            lr = torch.where(accept, lr_new, lr)
-            accepted += int(accept.sum())
-        if not use_f:
-            lf = self.model.log_f(x)
-        if not use_r:
-            lr = self._log_r(x)
-        self.n_proposed += n * dim
-        self.n_accepted += accepted
-        return EnergyState(x, lf, lr)
-
-
-def _mix(lr: torch.Tensor, lf: torch.Tensor, beta: float) -> torch.Tensor:
-    """``(1 - beta) lr + beta lf`` with ``0 * (-inf) = 0`` at the ends (beta 0 ignores f, 1 ignores r)."""
-    if beta <= 0.0:
-        return lr
-    if beta >= 1.0:
-        return lf
-    return (1.0 - beta) * lr + beta * lf

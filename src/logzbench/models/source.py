@@ -25,7 +25,8 @@ import torch
 from .. import registry
 from ..errors import ModelFileError
 from ..sources import META_FILE, parse_source
-from .energy import EnergyModel, first_line
+from .energy import EnergyModel
+from .energy_path import first_line
 
 __all__ = ["is_source", "load_source", "save_torchscript"]
 
