@@ -2,6 +2,7 @@ import itertools
 import shutil
 import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -340,3 +341,13 @@ def headless(
         target,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def short_dir():
+    """A fresh directory at a short path (``/tmp/lz...``), removed at the end: a warm directory whose
+    sockets fit a Unix socket's 107 bytes however deep pytest's temporary directories are (pytest-xdist
+    adds a level, and the basetemp's number grows with every session on a developer's machine)."""
+    d = Path(tempfile.mkdtemp(prefix="lz"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

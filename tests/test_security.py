@@ -294,7 +294,7 @@ def test_read_only_warm_directory_runs_the_job_in_its_own_process(other_user):
 PLANTED = ("yaml", "pandas", "numpy", "torch", "mlflow", "logzbench")
 
 
-def test_modules_planted_in_the_jobs_directory_are_never_imported(tmp_path):
+def test_modules_planted_in_the_jobs_directory_are_never_imported(short_dir, tmp_path):
     """Another user plants ``yaml.py``, ``pandas.py``, ... (each would write a marker) in a shared
     directory (mode 1777); a warm job run from there starts its server, which imports none of them,
     even with an empty entry (the working directory) in ``$PYTHONPATH``; the job succeeds on the
@@ -305,7 +305,7 @@ def test_modules_planted_in_the_jobs_directory_are_never_imported(tmp_path):
     marker = tmp_path / "imported"
     for name in PLANTED:
         (shared / f"{name}.py").write_text(f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\n")
-    warm_dir = tmp_path / "warm"
+    warm_dir = short_dir / "warm"
     # the job's script lives elsewhere (as a Snakemake script does), so only the server could import from here
     script = tmp_path / "scripts" / "job.py"
     script.parent.mkdir()

@@ -6,11 +6,13 @@ on demand in a private directory (``LOGZBENCH_WARM_DIR``) and stopped at the end
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -256,19 +258,20 @@ def test_a_socket_path_at_the_limit_still_serves(tmp_path):
         )
 
 
-def test_stop_removes_the_socket(tmp_path):
-    env = {**os.environ, "LOGZBENCH_WARM_DIR": str(tmp_path), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
+def test_stop_removes_the_socket(short_dir, tmp_path):
+    d = short_dir
+    env = {**os.environ, "LOGZBENCH_WARM_DIR": str(d), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
     env.pop("LOGZBENCH_WARM", None)
     proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name="x")
-    assert proc.returncode == 0 and list(tmp_path.glob("*.sock"))
+    assert proc.returncode == 0 and list(d.glob("*.sock"))
     code = "from logzbench.pipeline.warm import stop_server; print(stop_server()); print(stop_server())"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert proc.stdout.split() == ["True", "False"]
-    assert not list(tmp_path.glob("*.sock"))
+    assert not list(d.glob("*.sock"))
     deadline = time.monotonic() + 10
-    while "stopped" not in server_log(tmp_path) and time.monotonic() < deadline:
+    while "stopped" not in server_log(d) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert "stopped" in server_log(tmp_path)
+    assert "stopped" in server_log(d)
 
 
 # --------------------------------------------------------------------------- issue 22
@@ -339,9 +342,9 @@ def test_unusable_warm_directory_runs_the_job_in_its_own_process(tmp_path):
 
 # --------------------------------------------------------------------------- issue 37
 @pytest.fixture
-def own_warm(tmp_path):
+def own_warm(short_dir):
     """A warm directory of the test's own (its servers are the test's to kill), stopped at the end."""
-    d = tmp_path / "warm"
+    d = short_dir / "warm"
     env = {**os.environ, "LOGZBENCH_WARM_DIR": str(d), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
     env.pop("LOGZBENCH_WARM", None)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
@@ -371,6 +374,20 @@ def _ended(pid: int) -> bool:
 def _one_fallback_line(stderr: str, why: str) -> None:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "running the job in this process" in lines[0] and why in lines[0], stderr
+
+
+def test_a_socket_path_too_long_runs_the_job_here_at_once(tmp_path):
+    """A warm directory whose socket path exceeds a Unix socket's 107 bytes: the socket could be bound
+    (under a shorter name, then renamed) but never reached, so each job waited for a server nobody could
+    connect to until it went idle (over a minute), then ran in its own process.  Now: one line naming
+    the length and LOGZBENCH_WARM_DIR, no server started, the job run here."""
+    d = tmp_path / ("w" * 110)
+    env = {**os.environ, "LOGZBENCH_WARM_DIR": str(d), "LOGZBENCH_WARM_EXTRA_JOBS": EXTRA_JOBS}
+    env.pop("LOGZBENCH_WARM", None)
+    proc = client(env, tmp_path, "os:makedirs", tmp_path / "job.log", name="made")
+    assert proc.returncode == 0 and (tmp_path / "made").is_dir(), proc.stderr
+    _one_fallback_line(proc.stderr, "more than the 107 a Unix socket allows; set LOGZBENCH_WARM_DIR")
+    assert not list(d.glob("*.sock")) and not list(d.glob("*.log"))  # no server was started
 
 
 def test_server_killed_mid_job_runs_it_here_and_its_socket_is_replaced(own_warm, tmp_path):
@@ -470,12 +487,12 @@ def test_full_warm_directory_simulated_runs_the_job_here(own_warm, tmp_path):
 
 
 @pytest.fixture
-def full_tmpfs(tmp_path):
-    """A 64 KiB tmpfs (root only), unmounted at the end."""
+def full_tmpfs():
+    """A 64 KiB tmpfs (root only), unmounted at the end; mounted at a short path, so that its sockets fit
+    a Unix socket's 107 bytes also under pytest-xdist's longer temporary directories."""
     if os.getuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
-    mnt = tmp_path / "full"
-    mnt.mkdir()
+    mnt = Path(tempfile.mkdtemp(prefix="lzfull-"))
     opts = "size=64k,nr_inodes=8"
     if subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(mnt)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here")
@@ -483,6 +500,8 @@ def full_tmpfs(tmp_path):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+        with contextlib.suppress(OSError):
+            mnt.rmdir()
 
 
 @pytest.mark.parametrize("full", ["space", "inodes"])

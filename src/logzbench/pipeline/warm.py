@@ -75,6 +75,7 @@ from .warm_common import (
     ENV_ENABLE,
     ENV_EXTRA_JOBS,
     JOBS,
+    MAX_SOCKET_PATH,
     SIGNALS,
     _allowed_jobs,
     _base_dir,
@@ -229,7 +230,15 @@ def _start_server(address: Path, idle: float) -> subprocess.Popen:
 
 
 def _server(address: Path, *, start: bool = True, idle: float = DEFAULT_IDLE) -> socket.socket:
-    """A connection to the server at ``address``; start it first (once, under a lock) if needed."""
+    """A connection to the server at ``address``; start it first (once, under a lock) if needed.  An
+    address longer than a Unix socket allows could be bound (under a shorter name, then renamed) but
+    never reached: refused here, before a server is started for nobody."""
+    size = len(os.fsencode(address))
+    if size > MAX_SOCKET_PATH:
+        raise _Unavailable(
+            f"the warm server's socket {address} is {size} bytes, more than the {MAX_SOCKET_PATH} a Unix "
+            f"socket allows; set {ENV_DIR} to a shorter directory"
+        )
     try:
         return _server_or_oserror(address, start=start, idle=idle)
     except OSError as exc:  # a read-only or full warm directory, a failed start: run the job here

@@ -37,6 +37,8 @@ ENV_WORKFLOW = "LOGZBENCH_WARM_JOBS"
 ENV_DIR = "LOGZBENCH_WARM_DIR"
 #: Seconds a server waits for the next job before it exits.
 DEFAULT_IDLE = 60.0
+#: the longest path a Unix socket may be bound to or reached at (bytes; ``sun_path`` less its NUL)
+MAX_SOCKET_PATH = 107
 _FALSE = {"0", "false", "off", "no"}
 #: The signals the client forwards to its job's process (a cancelled job stops), and whose
 #: disposition that process takes from the client where the client ignores them (request
