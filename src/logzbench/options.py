@@ -399,6 +399,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("chains", 100, "independent chains: AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test "
            "example, CSL chains, IS-family chains (each an exact p_0 sample and, after burn_in sweeps, a model "
            "sample)", "int", minimum=1, config_maximum=MAX_CHAINS),
+    Option("replicas", 8, "smc, pt: independent replicas of the run (each with its own chains and generator); the "
+           "standard error of log Z comes from their spread", "int", minimum=2),
     Option("step_size", 0.2, "leapfrog step size", "float", group=_CONTINUOUS),
     Option("gamma", None, "momentum refresh fraction in (0, 1] (default: half the momentum power per unit time)",
            "float", maximum=1.0, nullable=True, group=_CONTINUOUS),
