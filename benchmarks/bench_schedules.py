@@ -581,18 +581,21 @@ def measure(
     ma_cache: dict,
     confirm_seeds=(),
     log=print,
+    runner=None,
 ) -> dict:
     """Double ``K`` until the median |error| over ``seeds`` is below ``tol`` (or the cap); ``sm14500`` once.
 
     With ``confirm_seeds`` a ``K`` whose median is below ``tol`` counts only when the median over those
     fresh seeds is below ``tol`` too (else doubling goes on): the first of several noisy medians to dip
-    below the tolerance is otherwise often a lucky one."""
+    below the tolerance is otherwise often a lucky one.  ``runner(bench, seed, K, threads, chains, variant,
+    ma_cache)`` makes one run (default: AIS, :func:`_ais_run`); ``variant["fixed"]`` runs once at its own K."""
+    run = runner or _ais_run
     t0 = time.perf_counter()
     levels = []
-    fixed = variant["schedule"] == "sm14500"
-    K = SM14500_K if fixed else int(k_start)
+    fixed = variant["schedule"] == "sm14500" or bool(variant.get("fixed"))
+    K = SM14500_K if variant["schedule"] == "sm14500" else int(variant.get("K", k_start))
     while True:
-        runs = [_ais_run(bench, s, K, threads, chains, variant, ma_cache) for s in seeds]
+        runs = [run(bench, s, K, threads, chains, variant, ma_cache) for s in seeds]
         med = float(np.median([abs(r["error"]) for r in runs]))
         lvl = {
             "K": K,
@@ -609,7 +612,7 @@ def measure(
         )
         ok = med < tol
         if ok and confirm_seeds and not fixed:
-            cruns = [_ais_run(bench, s, K, threads, chains, variant, ma_cache) for s in confirm_seeds]
+            cruns = [run(bench, s, K, threads, chains, variant, ma_cache) for s in confirm_seeds]
             cmed = float(np.median([abs(r["error"]) for r in cruns]))
             lvl["confirm"] = {"seeds": list(confirm_seeds), "median_abs_error": cmed, "runs": cruns}
             ok = cmed < tol
