@@ -270,6 +270,9 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     _e("reverse-hais", "raise_hmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood",
        bound="upper", options=_CONTINUOUS, needs_data=True, label="reverse HAIS", color="tab:orange", marker="X",
        summary="forward then reverse HAIS over the latent, per test point (an approximate upper bound)"),
+    _e("bdmc", "bdmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood", bound="bracket",
+       options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="sienna", marker="h",
+       summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
     _e("pt", "pt", kinds=GIBBS_KINDS + ("analysis",), axes=("K", "init", "seed"), yields="log_z", bound="none",
        options=("K", "temperatures", "rounds", "replicas", "sweeps_per_beta", "init", "is_samples", "step_size",
                 "gamma", "proposal_scale", "max_seconds"),
@@ -282,9 +285,6 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        label="PT", color="darkslateblue", marker="p",
        summary="non-reversible parallel tempering on a ladder tuned to equal swap rejection; log Z by stepping "
                "stone over the final K scans (approximate: consistent, no bound), s.e. from replicas"),
-    _e("bdmc", "bdmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood", bound="bracket",
-       options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="sienna", marker="h",
-       summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
 )}
 # fmt: on
 
