@@ -273,7 +273,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     _e("bdmc", "bdmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood", bound="bracket",
        options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="sienna", marker="h",
        summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
-    _e("pt", "pt", kinds=GIBBS_KINDS + ("analysis",), axes=("K", "init", "seed"), yields="log_z", bound="none",
+    _e("pt", "pt", kinds=GIBBS_KINDS + ("analysis",), axes=("K", "seed"), yields="log_z", bound="none",
        options=("K", "temperatures", "rounds", "replicas", "sweeps_per_beta", "init", "is_samples", "step_size",
                 "gamma", "proposal_scale", "max_seconds"),
        declares=(

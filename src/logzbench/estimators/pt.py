@@ -55,7 +55,7 @@ import torch
 
 from ..models.base import AnnealingPath
 from ._common import progress_range, timer
-from .result import EstimateResult, check_finite
+from .result import EstimateResult, attach_log_likelihood, check_finite
 
 #: tuning rounds before the final one (round j runs 2^(j-1) scans; Pigeons' default n_rounds is 10)
 DEFAULT_ROUNDS = 10
@@ -435,10 +435,12 @@ def path_of(ctx) -> AnnealingPath:
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``pt``: non-reversible parallel tempering on the model's path from ``init``, log Z by
     stepping stone, the test log-likelihood from the (exact or importance-sampled) ``log f(v)``."""
-    ctx.log_f()  # a deep model's importance-sampled log f(v) draws from the generator: before the kernel
+    analysis = ctx.family.kind == "analysis"
+    if not analysis:
+        ctx.log_f()  # a deep model's importance-sampled log f(v) draws from the generator: before the kernel
     o = ctx.options
     path = path_of(ctx)
-    settings = ctx.settings("init", "model_family") if ctx.family.kind != "analysis" else ctx.settings("model_family")
+    settings = ctx.settings("model_family") if analysis else ctx.settings("init", "model_family")
     kernel = getattr(path, "settings", None)
     if callable(kernel):
         settings.update(kernel())
@@ -456,4 +458,8 @@ def estimate(ctx) -> EstimateResult:
     rate = getattr(path, "acceptance_rate", None)
     if isinstance(rate, float) and math.isfinite(rate):
         res.extra["acceptance_rate"] = rate
+    if analysis:  # log f(x) = -E(x) of the test rows, exactly (as HAIS)
+        if ctx.data is not None:
+            attach_log_likelihood(res, -ctx.model.energy(ctx.data).double())
+        return ctx.record_schedule(res)
     return ctx.finish(res)
