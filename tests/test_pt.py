@@ -195,6 +195,7 @@ def test_the_result_reports_its_diagnostics_and_the_test_log_likelihood():
     assert r.extra["Lambda"] == pytest.approx(sum(r.extra["rejection"]))
     assert [t["scans"] for t in r.extra["tuning"]] == [1, 2]
     assert r.extra["tuning_sweeps"] + r.extra["final_sweeps"] == r.total_sweeps
+    assert r.n_chains == 16 * 8 and 0 < r.ess <= r.n_chains  # the stepping-stone terms of a pair
     exact_ll = float((rbm.log_unnormalized_marginal(data) - rbm.exact_log_z()).mean())
     assert abs(r.mean_log_likelihood - exact_ll) < 5 * r.mean_log_likelihood_stderr + 0.02
     assert r.settings["temperatures"] == 4 and r.settings["replicas"] == 8 and r.settings["K"] == 16

@@ -323,11 +323,13 @@ def pt(
     independent runs of ``n_temps`` chains, ``rounds`` tuning rounds, then ``K`` scans whose stepping stone
     gives ``log Z``.
 
-    ``extra`` holds ``log_z_forward`` / ``log_z_backward`` (with their standard errors over the replicas),
-    ``Lambda`` (the global barrier on the final ladder), ``round_trips`` (completed ``0 -> N-1 -> 0`` trips,
-    all replicas, final round) and ``round_trips_total``, ``swap_acceptance`` (per pair, final round),
-    ``rejection`` (the expected rejection per pair), ``ladder``, ``tuning`` (each round's scans and
-    Lambda), ``ess_pairs`` (each pair's forward stepping-stone ESS) and the sweeps of tuning and final round.
+    ``ess`` is the smallest over the pairs of the forward stepping-stone weights' ESS, out of ``n_chains`` =
+    ``K x replicas`` terms per pair.  ``extra`` holds ``log_z_forward`` / ``log_z_backward`` (with their
+    standard errors over the replicas), ``Lambda`` (the global barrier on the final ladder), ``round_trips``
+    (completed ``0 -> N-1 -> 0`` trips, all replicas, final round) and ``round_trips_total``,
+    ``swap_acceptance`` (per pair, final round), ``rejection`` (the expected rejection per pair),
+    ``ladder``, ``tuning`` (each round's scans and Lambda), ``ess_pairs`` (each pair's forward
+    stepping-stone ESS) and the sweeps of tuning and final round.
     """
     with timer(generator.device) as t:
         state, betas, final, history = run(
@@ -355,7 +357,7 @@ def pt(
         log_z_stderr=se,
         log_z_ci=ci,
         ess=float(ess_pairs.min()),
-        n_chains=int(replicas),
+        n_chains=int(K) * int(replicas),  # the stepping-stone terms of each pair, which its ESS is measured against
         seconds=t[0],
         n_sweeps=n_sweeps,
         total_sweeps=n_sweeps * int(n_temps) * int(replicas),
