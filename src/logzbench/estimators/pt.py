@@ -107,6 +107,38 @@ def select(mask: torch.Tensor, a: Any, b: Any) -> Any:
     raise TypeError(f"parallel tempering cannot swap a path state part of type {type(a).__name__}")
 
 
+def _cat(states: list) -> Any:
+    """The rows of several batched path states, one after another."""
+    a = states[0]
+    if isinstance(a, torch.Tensor):
+        return torch.cat(states)
+    parts = [None if p is None else _cat([s[k] for s in states]) for k, p in enumerate(a)]
+    return type(a)._make(parts) if hasattr(a, "_fields") else type(a)(parts)
+
+
+def _split(state: Any, n: int) -> list:
+    """:func:`_cat`'s inverse: consecutive blocks of ``n`` rows."""
+    if isinstance(state, torch.Tensor):
+        return list(torch.split(state, n))
+    parts = [None if p is None else _split(p, n) for p in state]
+    k = next(len(p) for p in parts if p is not None)
+    make = type(state)._make if hasattr(state, "_fields") else type(state)
+    return [make([None if p is None else p[i] for p in parts]) for i in range(k)]
+
+
+def rows_transition(path: AnnealingPath):
+    """The path's ``transition_rows(state, beta_per_row, generator)`` (the RBM paths: one batched sweep of
+    every temperature), if it goes with the ``transition`` the path uses (not when a subclass, a wrapper or
+    the instance replaces it); else ``None`` (one ``transition`` call per temperature)."""
+    cls = type(path)
+    owner = next((c for c in cls.__mro__ if "transition_rows" in vars(c)), None)
+    if owner is None or "transition" in vars(path) or "transition_rows" in vars(path):
+        return None
+    if getattr(cls, "transition", None) is not getattr(owner, "transition", None):
+        return None
+    return path.transition_rows
+
+
 def linear_ladder(n_temps: int) -> np.ndarray:
     """``n_temps`` equally spaced inverse temperatures from 0 to 1 (the first round's ladder)."""
     if int(n_temps) < 2:
@@ -130,8 +162,19 @@ def explore(
     path: AnnealingPath, state: PTState, betas, generator: torch.Generator, n_moves: int = 1, refresh: bool = True
 ) -> PTState:
     """Local exploration: ``n_moves`` transitions at each ``beta_i``; at ``beta_0 = 0`` (with ``refresh``)
-    one exact draw of ``p_0`` instead."""
+    one exact draw of ``p_0`` instead.  A path with :func:`rows_transition` moves every temperature in one
+    batched call; the others take one call per temperature."""
     n_cols = int(state.label.shape[1])
+    batched = rows_transition(path)
+    if batched is not None:
+        first = 1 if refresh and float(betas[0]) == 0.0 else 0
+        x = _cat(list(state.x[first:]))
+        b = torch.as_tensor(np.asarray(betas[first:], dtype=np.float64), device=state.label.device)
+        b = b.repeat_interleave(n_cols)
+        for _ in range(int(n_moves)):
+            x = batched(x, b, generator)
+        moved = _split(x, n_cols)
+        return state._replace(x=tuple(([path.sample_initial(n_cols, generator)] if first else []) + moved))
     xs = []
     for i, (b, x) in enumerate(zip(betas, state.x)):
         b = float(b)
