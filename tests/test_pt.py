@@ -110,7 +110,9 @@ def test_a_swap_moves_the_labels_with_the_states_and_counts_round_trips():
     s1, _ = pt.swap(always, state, [0.0, 1.0], g)  # 0 <-> 1: state 0 reaches the model
     assert s1.label[:, 0].tolist() == [1, 0] and torch.equal(s1.x[1].v, state.x[0].v)
     s2, _ = pt.swap(always, s1._replace(scans=0), [0.0, 1.0], g)  # and comes back: one round trip per column
-    assert s2.round_trips.tolist() == [1, 1, 1, 1]
+    assert s2.round_trips.tolist() == [1, 1, 1, 1]  # (state 1 went from the model to the reference: no trip)
+    s3, _ = pt.swap(always, s2._replace(scans=0), [0.0, 1.0], g)
+    assert s3.round_trips.tolist() == [2, 2, 2, 2]  # state 1's trip, from the reference and back
 
 
 # --------------------------------------------------------------------------- log Z

@@ -73,8 +73,9 @@ class PTState(NamedTuple):
     every temperature is one parallel-tempering run); ``label``: int64 ``(N, M)``, which of the column's
     ``N`` travelling states sits at each temperature (state ``i`` starts at temperature ``i``);
     ``leg``: int64 ``(N, M)`` per travelling state, the end it reached last (``0``: the reference, ``1``:
-    the model, ``-1``: neither yet); ``round_trips``: int64 ``(M,)``, the column's completed trips
-    ``0 -> N-1 -> 0``; ``scans``: scans run (its parity chooses the pairs of the next swap)."""
+    the model after the reference, ``-1``: not the reference yet); ``round_trips``: int64 ``(M,)``, the
+    column's completed trips ``0 -> N-1 -> 0``; ``scans``: scans run (its parity chooses the pairs of the
+    next swap)."""
 
     x: tuple
     label: torch.Tensor
@@ -219,12 +220,14 @@ def swap(path: AnnealingPath, state: PTState, betas, generator: torch.Generator)
             torch.where(s, state.label[i + 1], state.label[i]),
             torch.where(s, state.label[i], state.label[i + 1]),
         )
-    # round trips of the travelling states: arriving at the reference after having reached the model
+    # round trips of the travelling states: arriving at the reference after reaching the model from it (a state
+    # that reaches the model before it has been at the reference does not start a trip)
     leg = state.leg.clone()
-    bottom, top = label[0], label[n - 1]
-    trips = state.round_trips + (leg.gather(0, bottom[None])[0] == 1).to(torch.int64)
-    leg.scatter_(0, bottom[None], torch.zeros_like(bottom[None]))
-    leg.scatter_(0, top[None], torch.ones_like(top[None]))
+    bottom, top = label[0][None], label[n - 1][None]
+    trips = state.round_trips + (leg.gather(0, bottom)[0] == 1).to(torch.int64)
+    leg.scatter_(0, bottom, torch.zeros_like(bottom))
+    at_top = leg.gather(0, top)
+    leg.scatter_(0, top, torch.where(at_top == 0, torch.ones_like(at_top), at_top))
     new = PTState(tuple(xs), label, leg, trips, state.scans + 1)
     return new, ScanStats(fwd, bwd, swapped)
 
