@@ -149,6 +149,12 @@ CASES = [
     ),
     ("model-is-npy", _nothing, ["estimate", "rows.npy", "--estimator", "exact"], ["rows.npy", "single .npy array"]),
     (
+        "pt-one-temperature",
+        _nothing,
+        ["estimate", "model.npz", "--estimator", "pt", "--temperatures", "1", "--json", "out.json"],
+        ["temperatures", ">= 2", "got 1"],
+    ),
+    (
         "model-weight-overflow",
         lambda t, e: _model(t, "big.npz", W=np.full((6, 3), 5.52e21)),
         ["estimate", "big.npz", "--estimator", "exact"],

@@ -400,6 +400,12 @@ BAD_CONFIGS = [
         "  digits-rbm8:\n    dataset: digits\n    paper: {burda_raise: mnistCD1-21}\n",
         "model 'digits-rbm8': paper 'burda_raise' has no published row 'mnistCD1-21'",
     ),
+    # pt: a ladder of one temperature
+    (
+        "  ais:\n    chains: 20\n",
+        "  pt:\n    method: pt\n    models: [digits-rbm8]\n    temperatures: 1\n  ais:\n    chains: 20\n",
+        "1 is less than the minimum of 2",
+    ),
     # issue 15: what failed only at run time, after prepare and train
     (
         "  ais:\n    chains: 20\n",

@@ -237,7 +237,7 @@ def _cmd_estimate(args) -> int:
 def _add_sample(sub) -> None:
     p = sub.add_parser(
         "sample",
-        help="draw samples from a model file (exact, MCMC, or the final states of AIS)",
+        help="draw samples from a model file (exact, MCMC, parallel tempering, or the final states of AIS)",
         description="Draw samples from a model (the same MODEL argument as estimate): exact draws where "
         "enumeration is cheap, else MCMC on the model's annealing path at --beta; with --annealed K the final "
         "states of AIS (the annealing model p_ann). Writes x, h (hidden units, where the model has them) and a "
@@ -262,6 +262,16 @@ def _add_sample(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--exact", default="auto", choices=("auto", "always", "never"), help="exact draws: where cheap")
+    p.add_argument(
+        "--method",
+        default="auto",
+        choices=("auto", "pt"),
+        help="auto: exact where cheap, else MCMC on the path (AIS with --annealed); pt: the beta = 1 chains of "
+        "non-reversible parallel tempering, its ladder tuned first (--chains runs; --burn-in: scans after the "
+        "tuning, default 0)",
+    )
+    p.add_argument("--temperatures", type=int, help="--method pt: chains on the ladder (default 16, at least 2)")
+    p.add_argument("--rounds", type=int, help="--method pt: ladder-tuning rounds of doubling scans (default 10)")
     p.add_argument("--out", required=True, help="the samples (.npz, written atomically)")
     p.add_argument("--grid", help="also a PNG grid of the first 100 samples (image-shaped rows only)")
     _add_threads(p)
@@ -319,6 +329,9 @@ def _cmd_sample(args) -> int:
         seed=args.seed,
         device=args.device,
         exact=args.exact,
+        method=args.method,
+        temperatures=args.temperatures,
+        rounds=args.rounds,
     )
     meta = {
         "model": str(args.model),

@@ -273,6 +273,18 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     _e("bdmc", "bdmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood", bound="bracket",
        options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="sienna", marker="h",
        summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
+    _e("pt", "pt", kinds=GIBBS_KINDS + ("analysis",), axes=("K", "seed"), yields="log_z", bound="none",
+       options=("K", "temperatures", "rounds", "replicas", "sweeps_per_beta", "init", "is_samples", "step_size",
+                "gamma", "proposal_scale", "max_seconds"),
+       declares=(
+           Option("temperatures", 16, "pt: chains on the ladder, at inverse temperatures from 0 to 1 (at least 2; "
+                  "about 2 Lambda + 1 keeps the swaps accepted)", "int", minimum=2),
+           Option("rounds", 10, "pt: ladder-tuning rounds before the final round of K scans (round j runs "
+                  "2^(j-1) scans, then re-spaces the ladder to equal swap rejection)", "int", minimum=0),
+       ),
+       label="PT", color="darkslateblue", marker="p",
+       summary="non-reversible parallel tempering on a ladder tuned to equal swap rejection; log Z by stepping "
+               "stone over the final K scans (approximate: consistent, no bound), s.e. from replicas"),
 )}
 # fmt: on
 

@@ -32,6 +32,13 @@ How (``SampleResult.method``)
         steps (the estimate command's default schedule), each moved once at every ``beta_1 .. beta_K``.
         They are exact draws from ``p_ann``, the distribution whose probabilities RAISE bounds from below;
         nothing is reweighted.
+    ``"pt"``
+        With ``method="pt"``: the states at ``beta = 1`` of non-reversible parallel tempering
+        (:mod:`logzbench.estimators.pt`): ``chains`` runs of ``temperatures`` chains each, the ladder tuned
+        in ``rounds`` rounds of doubling scans (they are the burn-in), then ``burn_in`` more scans (default
+        0) and one state per run kept every ``thin`` scans until ``n`` are kept.  Swaps carry states found at
+        high temperature (where the chains cross between modes) down to the model; ``settings`` reports the
+        ladder, the barrier ``Lambda``, the round trips and the swap acceptance of the kept scans.
 
 Hidden units
     Where the state has them (RBM, DBM, DBN, GRBM, Potts RBM) ``SampleResult.h`` holds the first hidden
@@ -52,6 +59,7 @@ import torch.nn.functional as F
 from . import registry
 from .api import as_rows
 from .estimators import ais as ais_kernel
+from .estimators import pt as pt_kernel
 from .estimators.hais import analysis_path
 from .kernels import bernoulli_from_logits
 from .models.energy_path import DiscreteEnergyPath
@@ -63,7 +71,7 @@ from .models.rbm import RBMAnnealingPath
 from .schedules import make_schedule
 from .utils import make_generator, resolve_device
 
-__all__ = ["DEFAULT_BURN_IN", "EXACT_CHOICES", "EXACT_SAMPLE_BITS", "METHODS", "SampleResult", "sample"]
+__all__ = ["DEFAULT_BURN_IN", "EXACT_CHOICES", "EXACT_SAMPLE_BITS", "METHODS", "SAMPLERS", "SampleResult", "sample"]
 
 #: the most states (``2^EXACT_SAMPLE_BITS``) exact sampling enumerates: their float64
 #: log-probabilities take 8 MiB, and enumerating them a fraction of a second for small layers
@@ -73,7 +81,10 @@ EXACT_SAMPLE_BITS = 20
 #: draws, or run longer and see whether the samples change)
 DEFAULT_BURN_IN = 1000
 #: how samples are drawn (:attr:`SampleResult.method`)
-METHODS = ("exact", "gibbs", "hmc", "ais-final")
+METHODS = ("exact", "gibbs", "hmc", "ais-final", "pt")
+#: what ``sample(method=...)`` chooses from: ``auto`` (exact where cheap, else the path's own MCMC; AIS with
+#: ``annealed``) or ``pt`` (parallel tempering)
+SAMPLERS = ("auto", "pt")
 #: values of ``exact``
 EXACT_CHOICES = ("auto", "always", "never")
 #: states per enumeration step
@@ -90,11 +101,13 @@ class SampleResult(NamedTuple):
     h : numpy.ndarray, shape (n, H), or None
         First-layer hidden units (float64 0/1) drawn jointly with ``x`` where the model has them.
     method : str
-        ``"exact"``, ``"gibbs"``, ``"hmc"`` or ``"ais-final"`` (module docstring).
+        ``"exact"``, ``"gibbs"``, ``"hmc"``, ``"ais-final"`` or ``"pt"`` (module docstring).
     burn_in : int
-        Sweeps discarded before the first kept sample (0 for exact and annealed draws).
+        Sweeps discarded before the first kept sample (0 for exact and annealed draws; for ``pt`` the tuning
+        scans and ``burn_in``).
     sweeps : int
-        Transition sweeps run per chain in all (burn-in included; ``K`` for annealed draws).
+        Transition sweeps run per chain in all (burn-in included; ``K`` for annealed draws; for ``pt`` the scans,
+        each one sweep of every temperature's chain).
     seconds : float
         Wall time of the drawing.
     settings : dict
@@ -116,6 +129,29 @@ def _int(value, name: str, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
+
+
+def _check_pt(method, beta, annealed, exact, temperatures, rounds) -> tuple[int, int]:
+    """``(temperatures, rounds)`` of a ``pt`` draw (their defaults when ``None``); a one-line ValueError for
+    a method that is not one of :data:`SAMPLERS`, for what ``pt`` cannot do, and for ``temperatures`` /
+    ``rounds`` given to another method."""
+    if method not in SAMPLERS:
+        raise ValueError(f"unknown sampling method {method!r}; choose one of {SAMPLERS}")
+    if method != "pt":
+        given = [k for k, v in (("temperatures", temperatures), ("rounds", rounds)) if v is not None]
+        if given:
+            raise ValueError(f"{' and '.join(given)} apply to method='pt' only (parallel tempering)")
+        return 0, 0
+    if annealed is not None or beta != 1.0 or exact == "always":
+        what = "annealed" if annealed is not None else f"beta = {beta}" if beta != 1.0 else "exact='always'"
+        raise ValueError(f"method='pt' draws MCMC samples of the model (beta = 1); {what} does not apply")
+    temperatures = pt_kernel.DEFAULT_TEMPERATURES if temperatures is None else temperatures
+    if isinstance(temperatures, bool) or not isinstance(temperatures, (int, np.integer)) or temperatures < 2:
+        raise ValueError(
+            f"temperatures must be an integer >= 2 (a ladder from beta = 0 to beta = 1), got {temperatures!r}"
+        )
+    rounds = _int(pt_kernel.DEFAULT_ROUNDS if rounds is None else rounds, "rounds", 0)
+    return int(temperatures), rounds
 
 
 def _check(n, beta, annealed, init, burn_in, thin, chains, exact) -> tuple:
@@ -153,6 +189,9 @@ def sample(
     seed: int = 0,
     device="cpu",
     exact: str = "auto",
+    method: str = "auto",
+    temperatures: int | None = None,
+    rounds: int | None = None,
 ) -> SampleResult:
     """``n`` samples of ``p_beta`` (or of the annealing model ``p_ann``) of ``model``.
 
@@ -184,6 +223,11 @@ def sample(
     exact : {"auto", "always", "never"}
         ``auto``: exact where enumeration (``<= 2^EXACT_SAMPLE_BITS`` states) or a closed form allows,
         else MCMC; ``never`` forces MCMC; ``always`` refuses a model that cannot be sampled exactly.
+    method : {"auto", "pt"}
+        ``auto``: as ``exact`` and ``annealed`` say; ``pt``: non-reversible parallel tempering (module
+        docstring; ``chains`` runs, default ``n``; ``burn_in`` scans after the tuning, default 0).
+    temperatures, rounds : int, optional
+        ``pt``: chains on the ladder (default 16, at least 2) and ladder-tuning rounds (default 10).
 
     Returns
     -------
@@ -196,6 +240,7 @@ def sample(
         with no sampler for what was asked (naming its family).
     """
     n, beta, annealed, burn_in, thin, chains = _check(n, beta, annealed, init, burn_in, thin, chains, exact)
+    temperatures, rounds = _check_pt(method, beta, annealed, exact, temperatures, rounds)
     dev = resolve_device(device)
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model, device=dev)
@@ -219,8 +264,18 @@ def sample(
     init_used = init if init in fam.inits else (fam.inits[0] if fam.inits else "proposal")
     t0 = time.perf_counter()
     if fam.kind == "generative":
+        if method == "pt":
+            raise ValueError(f"a {model.family} model has no tempering path over x: it is sampled exactly")
         out = _generative(model, n, beta, annealed, exact, g)
         settings.update(init=None, thin=None, chains=None)
+    elif method == "pt":
+        path = _path(model, fam, init_used, train)
+        n_runs = n if chains is None else chains
+        burn = 0 if burn_in is None else burn_in
+        x, h, scans, info = _pt(model, path, n, n_runs, temperatures, rounds, burn, thin, g)
+        out = (x, h, "pt", int(2**rounds - 1 + burn), scans)
+        settings.update(init=init_used, thin=thin, chains=n_runs, temperatures=temperatures, rounds=rounds, **info)
+        _acceptance(path, settings)
     elif annealed is not None:
         if exact == "always":
             raise ValueError("annealed samples come from AIS, not enumeration: exact='always' does not apply")
@@ -431,6 +486,37 @@ def _extract(model, path, state, beta: float, g, h: torch.Tensor | None = None):
         h = bernoulli_from_logits(state.pre_h, g, scale=beta)
     sizes = getattr(model, "layer_sizes", None)
     return x, (h[:, : sizes[1]] if sizes else h)
+
+
+def _pt(model, path, n: int, n_runs: int, temperatures: int, rounds: int, burn_in: int, thin: int, g):
+    """``(x, h, scans, diagnostics)``: ``n_runs`` parallel-tempering runs tuned in ``rounds`` rounds, ``burn_in``
+    more scans, then the ``beta = 1`` state of every run kept every ``thin`` scans until ``n`` are kept."""
+    state, betas, _, history = pt_kernel.run(path, temperatures, n_runs, g, rounds=rounds)
+    for _ in range(burn_in):
+        state, _ = pt_kernel.step(path, state, betas, g)
+    stats = pt_kernel.RoundStats(len(betas) - 1, n_runs, g.device)
+    trips0 = int(state.round_trips.sum())
+    xs, hs, kept = [], [], 0
+    while kept < n:
+        if xs:
+            for _ in range(thin):
+                parity = state.scans % 2
+                state, s = pt_kernel.step(path, state, betas, g)
+                stats.add(s, parity)
+        x, h = _extract(model, path, state.x[-1], 1.0, g)
+        xs.append(x.detach())
+        hs.append(None if h is None else h.detach())
+        kept += int(x.shape[0])
+    info = {"ladder": [float(b) for b in betas], "Lambda_tuning": history[-1]["Lambda"] if history else None}
+    if stats.scans:
+        info.update(
+            Lambda=float(stats.rates().sum()),
+            round_trips=int(state.round_trips.sum()) - trips0,
+            swap_acceptance=(stats.accepted / stats.proposed.clamp(min=1)).cpu().numpy().tolist(),
+        )
+    x = torch.cat(xs)[:n]
+    h = None if hs[0] is None else torch.cat(hs)[:n]
+    return x, h, int(state.scans), info
 
 
 def _mcmc(model, path, n: int, beta: float, burn_in: int, thin: int, n_chains: int, g):

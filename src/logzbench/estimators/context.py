@@ -75,12 +75,14 @@ def state_units(model) -> int:
 def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
     """``(bytes, what drives them)``: the memory an estimate needs at its peak, roughly.  An estimator
     module's own ``peak_bytes(ctx)`` answers where it defines one; otherwise :func:`chain_bytes`, the
-    state of all chains (see :data:`_BYTES_PER_UNIT`).  An estimator without ``chains`` (``exact``
+    state of all chains (see :data:`_BYTES_PER_UNIT`).  Any other estimator without ``chains`` (``exact``
     enumerates in chunks of bounded size) is not counted (0)."""
+    own = getattr(ctx.spec.module, "peak_bytes", None)
+    if own is not None:  # the estimator's own (pt: replicas x temperatures, without ``chains``)
+        return own(ctx)
     if "chains" not in ctx.spec.options:
         return 0, ""
-    own = getattr(ctx.spec.module, "peak_bytes", None)
-    return own(ctx) if own is not None else chain_bytes(ctx)
+    return chain_bytes(ctx)
 
 
 def chain_bytes(

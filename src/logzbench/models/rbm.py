@@ -365,6 +365,14 @@ class RBMAnnealingPath:
         """
         return self._visible_move(bernoulli_from_logits(state.pre_h, generator, scale=beta), beta, generator)
 
+    def transition_rows(self, state: RBMState, beta: torch.Tensor, generator: torch.Generator) -> RBMState:
+        """:meth:`transition` with an inverse temperature per row (``beta``: ``(n,)``): every row's block-Gibbs
+        sweep at its own ``beta`` in one batched pass (parallel tempering moves all its temperatures at once)."""
+        b = beta.to(dtype=state.pre_h.dtype, device=state.pre_h.device)[:, None]
+        h = bernoulli_from_logits(state.pre_h * b, generator)
+        pre_v = torch.addcmul(self.a0 + b * self._da32, b, h @ self.rbm.W.T)
+        return self._state(bernoulli_from_logits_(pre_v, generator))
+
     def reweight_and_move(
         self, state: RBMState, beta_from: float, beta_to: float, generator: torch.Generator
     ) -> tuple[torch.Tensor, RBMState]:

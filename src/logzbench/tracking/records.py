@@ -120,6 +120,8 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
         m[k] = extra.get(k)
     for k in ("pilot_sweeps", "pilot_K", "pilot_seconds", "pilot_resampled"):  # the adaptive schedule's pilot run
         m[k] = extra.get(k)
+    for k in ("Lambda", "round_trips", "log_z_forward", "log_z_backward"):  # parallel tempering (pt): its mixing
+        m[k] = extra.get(k)
     chains = res.get("n_chains")
     if _finite(m["ess"]) and _finite(chains) and float(chains) > 0:
         m["ess_fraction"] = float(m["ess"]) / float(chains)
