@@ -14,7 +14,10 @@ Contenders (all through :func:`logzbench.api.estimate`, 100 chains):
   from the ``mixture`` reference (:mod:`logzbench.models.mixture`: a mixture of product distributions fitted
   to the training rows by EM); ``K`` is the number of temperatures (tuned: of its last round);
 * ``smc``: tempered SMC with resampling; ``K`` is its number of temperatures;
-* ``pt``: non-reversible parallel tempering; ``K`` is the scans of its last round.
+* ``pt``: non-reversible parallel tempering (16 temperatures, 8 replicas); ``K`` is the scans of its last
+  round, after ``log2 K`` tuning rounds of 1, 2, ..., K / 2 scans;
+
+``smc`` and ``pt`` also from both references.
 
 Models (``--model``, repeatable; default all):
 
@@ -56,7 +59,7 @@ from logzbench.api import estimate
 AIS_SCHEDULES = ("linear", "sigmoid", "adaptive", "tuned")
 REFERENCES = ("base-rate", "mixture")
 #: every contender, ``method/schedule/reference`` style labels
-CONTENDERS = tuple(f"ais-{s}/{r}" for r in REFERENCES for s in AIS_SCHEDULES) + ("smc/mixture", "pt/mixture")
+CONTENDERS = tuple(f"{m}/{r}" for r in REFERENCES for m in [f"ais-{s}" for s in AIS_SCHEDULES] + ["smc", "pt"])
 FULL_MODELS = ("synth-rbm60-14", "mnist-rbm20", "mnist-rbm20-pcd", "clustered-rbm400-18", "spin-glass-16x48")
 QUICK_MODELS = ("synth-rbm20-8", "clustered-rbm60-10", "spin-glass-6x10")
 
@@ -160,6 +163,9 @@ def run_one(bench: bs.Bench, seed: int, K: int, threads: int, chains: int, v: di
     kw = {"K": K, "chains": chains, "init": v["init"], "seed": seed, "threads": threads, "n_bootstrap": 1}
     if v["schedule"]:
         kw["schedule"] = v["schedule"]
+    if v["method"] == "pt":  # as many tuning scans as final ones: rounds of 1, 2, ..., K / 2 scans
+        kw.pop("chains")
+        kw["rounds"] = max(1, int(K).bit_length() - 1)
     if v["init"] in ("base-rate", "mixture"):
         kw["train_data"] = bench.train
     res = estimate(bench.model, v["method"], **kw)
