@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ from scipy.stats import binom, t
 from logzbench.api import estimate
 from logzbench.cli import main
 from logzbench.estimators import smc as smc_kernel
-from logzbench.models import save_model
+from logzbench.models import EnergyModel, save_model
 from logzbench.models.potts import PottsModel
 
 LEVEL = 0.95
@@ -170,6 +171,40 @@ def test_the_cap_k_bounds_the_adaptive_temperatures():
     r = estimate(rbm, "smc", chains=20, replicas=2, seed=0, K=3, target_ess=0.999, n_bootstrap=0, threads=1)
     assert r.extra["n_temperatures_max"] <= 3 and r.extra["capped_replicas"] == 2
     assert r.schedule[-1] == 1.0 and len(r.schedule) <= 4
+
+
+# --------------------------------------------------------------------------- a user's energy
+def _quadratic(x):
+    """A binary energy on 6 sites with couplings (exact log Z by enumeration of 64 states)."""
+    x = x.double()
+    return 0.8 * (x[:, :-1] * x[:, 1:]).sum(1) - 0.4 * x.sum(1) + 1.2 * x[:, 0] * x[:, -1]
+
+
+def _slow(x):
+    time.sleep(SLEEP)
+    return -x.double().sum(1)
+
+
+SLEEP = 0.01
+
+
+def test_a_users_binary_energy_runs_and_covers_its_exact_value():
+    model = EnergyModel(_quadratic, 6, "binary")
+    exact = estimate(model, "exact", threads=1).log_z
+    r = estimate(model, "smc", chains=20, replicas=4, seed=0, n_bootstrap=0, threads=1)
+    assert abs(r.log_z - exact) <= t.ppf(0.999, 3) * r.log_z_stderr, (r.log_z, exact, r.log_z_stderr)
+
+
+def test_a_users_energy_is_timed_with_smcs_plan_of_sweeps():
+    """A fixed schedule: (K - 1) sweeps of every replica's particles at once; the adaptive one: up to the cap K
+    per replica (without K only a lower bound is known)."""
+    model = EnergyModel(_slow, 5, "binary")
+    with pytest.raises(ValueError) as info:  # 3 sweeps x 5 sites x at least 10 ms: over 0.05 s
+        estimate(model, "smc", schedule="linear", K=3, chains=4, replicas=2, max_seconds=0.05, threads=1)
+    assert "3 sweeps of 8 chains" in str(info.value) and "over the budget" in str(info.value)
+    with pytest.raises(ValueError) as info:  # 2 replicas x 3 sweeps x 5 sites x at least 10 ms: over 0.25 s
+        estimate(model, "smc", K=3, chains=4, replicas=2, max_seconds=0.25, threads=1)
+    assert "at most 3 sweeps of 4 particles in each of 2 replicas" in str(info.value)
 
 
 # --------------------------------------------------------------------------- command line

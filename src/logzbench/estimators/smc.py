@@ -226,6 +226,15 @@ def next_beta(path: AnnealingPath, state: SMCState, target_ess: float) -> tuple[
     return min(1.0, beta + math.exp(root)), len(seen)
 
 
+def _beta_bar(enabled: bool, desc: str):
+    """A tqdm bar over ``beta`` from 0 to 1 (the adaptive schedule's length is not known in advance)."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=1.0, desc=desc, unit="beta", mininterval=1.0, bar_format="{l_bar}{bar}| beta {n:.3g}")
+
+
 def run(
     path: AnnealingPath,
     betas,
@@ -259,6 +268,7 @@ def run(
     else:
         out = [0.0]
         cap = int(max_steps) if max_steps is not None else None
+        bar = _beta_bar(progress, desc)
         while state.beta < 1.0:
             if cap is not None and len(out) >= cap:
                 b, counts["capped"] = 1.0, 1
@@ -270,9 +280,13 @@ def run(
                     )
                 b, n = next_beta(path, state, float(target_ess))
                 counts["cess_evaluations"] += n
+            if bar is not None:
+                bar.update(b - state.beta)
             state = step(path, state, b, generator, move=b < 1.0, **kw)
             out.append(state.beta)
             counts["sweeps"] += int(sweeps_per_beta) if b < 1.0 else 0
+        if bar is not None:
+            bar.close()
         betas = np.asarray(out, dtype=np.float64)
     check_finite(state.log_z, "SMC log Z-hats")
     return state, betas, counts
@@ -425,15 +439,16 @@ def peak_bytes(ctx) -> tuple[int, str]:
 
 
 def planned_sweeps(ctx) -> tuple[list, str]:
-    """The sweeps the run makes, for a user energy's time check: ``(K - 1) x sweeps_per_beta`` of all
-    ``replicas x chains`` particles with a fixed schedule; with the adaptive schedule, per replica, up to the
-    cap ``K`` if given, else at least one sweep (its temperatures are not chosen yet: a lower bound)."""
+    """The sweeps the run makes, for a user energy's time check (as AIS's, :func:`annealing_sweeps`: ``K x
+    sweeps_per_beta``, one more than it makes): of all ``replicas x chains`` particles at once with a fixed
+    schedule; with the adaptive schedule, per replica, up to the cap ``K`` if given (an upper bound), else at
+    least one sweep (its temperatures are not chosen yet: a lower bound)."""
     o = ctx.options
     if not _adaptive(ctx):
         batches, what = annealing_sweeps(ctx, rows=o.replicas * o.chains)
         return batches, what
     if o.K is not None:
-        sweeps = max(1, (int(o.K) - 1) * int(o.sweeps_per_beta))
+        sweeps = max(1, int(o.K) * int(o.sweeps_per_beta))
         return [(o.chains, sweeps)] * int(o.replicas), (
             f"at most {sweeps} sweeps of {o.chains} particles in each of {o.replicas} replicas (K caps the "
             "adaptive temperatures)"
