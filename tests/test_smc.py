@@ -222,3 +222,44 @@ def test_cli_runs_smc_on_a_model_file(tmp_path, capsys):
         assert key in d["extra"], key
     q = t.ppf(0.999, 3)
     assert abs(d["log_z"] - rbm.exact_log_z()) <= q * d["log_z_stderr"]
+
+
+# --------------------------------------------------------------------------- the workflow
+def _config(**entry):
+    return {
+        "datasets": {"d": {"source": "digits"}, "v": {"source": "vanhateren", "n_components": 4}},
+        "models": {
+            "m": {"dataset": "d", "hyperparams": {"n_hidden": 8}},
+            "p": {"dataset": "v", "hyperparams": {"family": "poe-laplace", "size": 4}},
+        },
+        "evaluation": {"K": [10, 20], "inits": ["uniform", "base-rate"], "seeds": [0, 1], "exact_max_units": 20},
+        "estimators": {"x": dict(entry)},
+        "device": "cpu",
+    }
+
+
+def test_workflow_sweeps_smc_over_seeds_with_its_own_schedule_and_options():
+    """Swept over seeds only (K, when given, is one value: a fixed schedule's steps or the adaptive cap; one init);
+    the adaptive schedule is its default, and its options reach the estimate."""
+    from logzbench.errors import ConfigError
+    from logzbench.pipeline import config as checks
+    from logzbench.pipeline import sweep
+    from logzbench.pipeline.jobs import estimate_options
+
+    config = _config(method="smc", chains=50, replicas=4, ess_threshold=0.3, inits=["base-rate"])
+    assert [j.path() for j in sweep.model_jobs(config, "m", presets={})] == [
+        "results/estimates/m/x/seed0.json",
+        "results/estimates/m/x/seed1.json",
+    ]
+    assert [j.path() for j in sweep.model_jobs(config, "p", presets={})] == [
+        "results/estimates/p/x/seed0.json",
+        "results/estimates/p/x/seed1.json",
+    ]
+    s = sweep.job_settings(config, "m", "x", "seed1", presets={})
+    assert (s["schedule"], s["K"], s["init"], s["target_ess"]) == ("adaptive", None, "base-rate", 0.95)
+    opts = estimate_options(s)
+    assert (opts["replicas"], opts["ess_threshold"], opts["chains"], opts["seed"]) == (4, 0.3, 50, 1)
+    s = sweep.job_settings(_config(method="smc", schedule="linear", K=[64]), "m", "x", "seed0", presets={})
+    assert (s["schedule"], s["K"]) == ("linear", 64)
+    with pytest.raises(ConfigError, match="not swept over K.*give one value"):
+        checks.check_config(_config(method="smc", K=[10, 20]), presets={})

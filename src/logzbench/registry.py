@@ -250,7 +250,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     _e("smc", "smc", kinds=(*GIBBS_KINDS, "analysis"), axes=("seed",), yields="log_z", bound="none",
        options=("K", "schedule", "sweeps_per_beta", "target_ess", "chains", "replicas", "ess_threshold", "init",
                 "is_samples", "n_bootstrap", "max_seconds", "step_size", "gamma", "mh_sigma", "proposal_scale"),
-       defaults=(("schedule", "adaptive"),), declares=(_ESS_THRESHOLD,), label="SMC", color="tab:pink", marker="p",
+       defaults=(("schedule", "adaptive"),), declares=(_ESS_THRESHOLD,), label="SMC", color="deeppink", marker="p",
        summary="tempered SMC: systematic resampling when the ESS falls below ess_threshold, replicas for the s.e.; "
                "temperatures by the conditional ESS (default; consistent, slightly biased) or a fixed schedule "
                "(Z-hat unbiased)"),

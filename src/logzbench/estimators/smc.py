@@ -469,7 +469,12 @@ def estimate(ctx) -> EstimateResult:
         ctx.log_f()  # a deep model's importance sampling draws from the generator: before the kernel
     settings = ctx.settings("init", "schedule", "model_family") if not analysis else ctx.settings("schedule")
     if analysis:
-        settings.update(model_family=ctx.model.family, model_kind=ctx.family.kind, **path.settings())
+        settings.update(
+            model_family=ctx.model.family,
+            model_kind=ctx.family.kind,
+            proposal_scale=float(o.proposal_scale),
+            **path.settings(),
+        )
     res = smc(
         path,
         o.chains,
