@@ -263,3 +263,62 @@ def test_workflow_sweeps_smc_over_seeds_with_its_own_schedule_and_options():
     assert (s["schedule"], s["K"]) == ("linear", 64)
     with pytest.raises(ConfigError, match="not swept over K.*give one value"):
         checks.check_config(_config(method="smc", K=[10, 20]), presets={})
+
+
+# --------------------------------------------------------------------------- the report
+def _write_record(root, model, entry, res, stem, K=None, init=None, seed=None):
+    """One estimate's files, as :func:`logzbench.pipeline.jobs.run_estimate` writes them."""
+    from logzbench.tracking import estimate_key
+
+    d = root / "results" / "estimates" / model / entry
+    d.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "model": model,
+        "dataset": "digits",
+        "estimator": entry,
+        "method": res.estimator,
+        "K": K,
+        "init": init,
+        "seed": seed,
+        "device": "cpu",
+        "n_visible": 10,
+        "family": "rbm",
+        "hidden_sizes": [4],
+        "n_hidden": 4,
+    }
+    record = {
+        "key": estimate_key(model, entry, K, init, seed),
+        **settings,
+        "code_version": "test",
+        "arrays": str(d / f"{stem}.npz"),
+        "sweep_stems": [stem],
+        "result": res.to_dict(),
+        "started_at": "2026-11-25T10:00:00+00:00",
+        "finished_at": "2026-11-25T10:00:05+00:00",
+    }
+    np.savez(d / f"{stem}.npz", **(res.arrays() or {"log_weights": np.zeros(0)}))
+    (d / f"{stem}.json").write_text(json.dumps(record))
+
+
+def test_report_summarises_smc_rows_against_exact(tmp_path):
+    """Records of smc (two seeds) and exact build a report: one summary row for smc, its log Z checked against
+    the replicas' stored log Z-hats (a record whose log Z was edited is refused)."""
+    import pandas as pd
+
+    from logzbench.report import build_report
+
+    rbm = random_rbm(10, 4, seed=3, scale=1.5)
+    _write_record(tmp_path, "m", "exact", estimate(rbm, "exact", threads=1), "exact")
+    for s in (0, 1):
+        res = estimate(rbm, "smc", chains=20, replicas=4, seed=s, init="uniform", threads=1)
+        _write_record(tmp_path, "m", "smc", res, f"seed{s}", init="uniform", seed=s)
+    paths = build_report(tmp_path / "results" / "estimates", tmp_path / "report", plots=False)
+    summary = pd.read_csv(paths["summary"])
+    row = summary[summary["method"] == "smc"]
+    assert len(row) == 1 and np.isfinite(row["log_z"]).all()
+    rec = tmp_path / "results" / "estimates" / "m" / "smc" / "seed0.json"
+    d = json.loads(rec.read_text())
+    d["result"]["log_z"] += 0.5
+    rec.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match="disagrees with the 4"):
+        build_report(tmp_path / "results" / "estimates", tmp_path / "report2", plots=False)
