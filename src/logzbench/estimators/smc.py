@@ -25,7 +25,8 @@ draws that are weighted, and ``Z-hat`` is consistent (as ``chains`` grows) but s
 known direction.  The registry labels ``smc`` ``bound="none"`` for that reason; a result says which
 schedule it used (``settings["schedule"]``, ``extra["unbiased"]``).  ``K`` is then a cap on the number
 of temperatures (the step that reaches it goes straight to ``beta = 1``; ``extra["capped_replicas"]``
-counts the replicas that hit it), and with a fixed schedule the number of steps as for AIS.
+counts the replicas whose forced last step fell below ``target_ess``), and with a fixed schedule the
+number of steps as for AIS.
 
 The standard error comes from ``replicas`` independent populations: ``log Z`` is the log of the mean of
 their ``Z-hat`` (still unbiased with a fixed schedule), its standard error the delta-method spread of
@@ -255,7 +256,7 @@ def run(
 
     Returns the final state, the schedule used and counts: ``sweeps`` (transitions per particle),
     ``cess_evaluations`` (reweightings of the population while choosing temperatures) and ``capped``
-    (1 when the cap cut the adaptive schedule short)."""
+    (1 when the cap forced a last step whose CESS is below ``target_ess``)."""
     counts = {"sweeps": 0, "cess_evaluations": 0, "capped": 0}
     state = init(path, n_chains, generator, groups=groups)
     kw = dict(ess_threshold=ess_threshold, sweeps_per_beta=sweeps_per_beta)
@@ -270,8 +271,11 @@ def run(
         cap = int(max_steps) if max_steps is not None else None
         bar = _beta_bar(progress, desc)
         while state.beta < 1.0:
-            if cap is not None and len(out) >= cap:
-                b, counts["capped"] = 1.0, 1
+            if cap is not None and len(out) >= cap:  # the last step allowed: to beta = 1, whatever its CESS
+                b = 1.0
+                inc = path.log_f_ratio(state.x, state.beta, b).to(torch.float64).reshape(state.log_w.shape)
+                counts["capped"] = int(float(log_one_minus_cess(state.log_w, inc).max()) > math.log1p(-target_ess))
+                counts["cess_evaluations"] += 1
             else:
                 if cap is None and len(out) > MAX_STEPS:
                     raise RuntimeError(
