@@ -22,6 +22,7 @@ from conftest import assert_refused, write_tiny_inputs
 from logzbench.cli import main
 
 EST = ["estimate", "model.npz", "--estimator", "exact"]  # a cheap estimate, refused before it runs
+SMC = ["estimate", "model.npz", "--estimator", "smc", "--json", "out.json"]  # refused before it runs
 TRAIN = ["train", "--data", "data.npz", "--n-hidden", "3", "--epochs", "1"]
 
 
@@ -135,6 +136,12 @@ CASES = [
         ["obj.npz", "Python objects"],
     ),
     ("data-is-directory", _nothing, EST + ["--data", "empty"], ["empty", "directory"]),
+    # --- smc's options (tests/test_smc.py)
+    ("smc-ess-threshold-above-1", _nothing, SMC + ["--ess-threshold", "1.5"], ["ess_threshold", "(0, 1)"]),
+    ("smc-ess-threshold-0", _nothing, SMC + ["--ess-threshold", "0"], ["ess_threshold", "(0, 1)"]),
+    ("smc-one-replica", _nothing, SMC + ["--replicas", "1"], ["replicas", ">= 2"]),
+    ("smc-adaptive-one-chain", _nothing, SMC + ["--chains", "1"], ["chains >= 2", "conditional ESS"]),
+    ("smc-linear-without-steps", _nothing, SMC + ["--schedule", "linear"], ["'linear'", "needs a number of steps K"]),
     (
         "model-garbage",
         lambda t, e: (t / "junk.npz").write_bytes(b"hello, not numpy\n" * 4),

@@ -502,6 +502,11 @@ BAD_CONFIGS = [
         "    schedule: adaptive\n    target_ess: .nan\n",
         "estimator ais-adaptive.target_ess: nan is not a finite number",
     ),
+    (  # an estimator's own option (smc's, declared in its registry entry) is checked as the shipped ones
+        "estimators:\n  exact: {}\n",
+        "estimators:\n  exact: {}\n  smc: {method: smc, ess_threshold: 1.5}\n",
+        "estimator smc.ess_threshold: 1.5 is greater than or equal to the maximum of 1",
+    ),
     ("    step_size: 0.05\n", "    step_size: .nan\n", "estimator hais.step_size: nan is not a finite number"),
     ("    step_size: 0.05\n", "    step_size: .inf\n", "estimator hais.step_size: inf is not a finite number"),
     (

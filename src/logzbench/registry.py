@@ -199,6 +199,16 @@ _IS_FAMILY = ("chains", "burn_in", "init", "is_samples", "n_bootstrap", "max_sec
 _CONTINUOUS = _SCHEDULE + ("chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap", "max_seconds")
 
 
+#: smc's resampling trigger (:mod:`logzbench.estimators.smc`)
+_ESS_THRESHOLD = Option(
+    "ess_threshold",
+    0.5,
+    "smc: resample a population (systematically) when the effective sample size of its "
+    "weights falls below this fraction of its chains",
+    "fraction",
+)
+
+
 def _e(name, module, **kw) -> EstimatorSpec:
     return EstimatorSpec(name=name, entry=f"logzbench.estimators.{module}:estimate", **kw)
 
@@ -237,6 +247,13 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        defaults=(("schedule", "adaptive"),), label="sandwich", color="tab:olive", marker="P",
        summary="a bracket [lower, upper] on log Z (with --data: on the test log-likelihood) from AIS and reverse "
                "AIS / RAISE, K doubled until target_width or max_sweeps; each end labelled with its guarantee"),
+    _e("smc", "smc", kinds=(*GIBBS_KINDS, "analysis"), axes=("seed",), yields="log_z", bound="none",
+       options=("K", "schedule", "sweeps_per_beta", "target_ess", "chains", "replicas", "ess_threshold", "init",
+                "is_samples", "n_bootstrap", "max_seconds", "step_size", "gamma", "mh_sigma", "proposal_scale"),
+       defaults=(("schedule", "adaptive"),), declares=(_ESS_THRESHOLD,), label="SMC", color="deeppink", marker="p",
+       summary="tempered SMC: systematic resampling when the ESS falls below ess_threshold, replicas for the s.e.; "
+               "temperatures by the conditional ESS (default; consistent, slightly biased) or a fixed schedule "
+               "(Z-hat unbiased)"),
     _e("is", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
        options=_IS_FAMILY, label="IS", color="tab:blue", marker="o",
        summary="importance sampling from p_0 (init)"),

@@ -509,7 +509,8 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             if axis in ("K", "init") and spec.reads_unswept(axis):  # unswept_options
                 if len(e.get(key) or []) > 1:
                     what = (
-                        "its K is the starting K (doubled by the estimator itself)"
+                        "it reads one K (the sandwich: its starting K, doubled by itself; smc: its fixed "
+                        "schedule's steps, or the cap of its adaptive temperatures)"
                         if axis == "K"
                         else "it runs from one initial distribution"
                     )

@@ -332,8 +332,9 @@ def _model_constant(df: pd.DataFrame, column: str, default: str) -> list[str]:
 # --------------------------------------------------------------------------- consistency of the inputs
 #: estimators whose ``log Z`` is, by definition, a function of the per-chain log-weights they store
 #: (``<setting>.npz``, ``--log-weights``): ``+1``: ``log Z = logmeanexp(log_weights)``; ``-1``:
-#: ``log Z = -logmeanexp(log_weights)`` (reverse importance sampling stores the weights of ``1 / Z``)
-LOG_Z_FROM_WEIGHTS = {"ais": 1, "is": 1, "ris": -1, "hais": 1, "ais-hmc": 1, "ais-mh": 1}
+#: ``log Z = -logmeanexp(log_weights)`` (reverse importance sampling stores the weights of ``1 / Z``; smc
+#: stores its replicas' log Z-hats)
+LOG_Z_FROM_WEIGHTS = {"ais": 1, "is": 1, "ris": -1, "hais": 1, "ais-hmc": 1, "ais-mh": 1, "smc": 1}
 #: relative tolerance of a recomputed ``log Z`` (float64 round-off of two logsumexp implementations)
 LOG_Z_RTOL = 1e-9
 
