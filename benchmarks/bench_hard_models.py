@@ -13,7 +13,8 @@ Contenders (all through :func:`logzbench.api.estimate`, 100 chains):
   ``base-rate`` reference (the training rows' per-unit means; ``uniform`` for a model without rows) and
   from the ``mixture`` reference (:mod:`logzbench.models.mixture`: a mixture of product distributions fitted
   to the training rows by EM); ``K`` is the number of temperatures (tuned: of its last round);
-* ``smc``: tempered SMC with resampling; ``K`` is its number of temperatures;
+* ``smc``: tempered SMC with resampling, its temperatures chosen by the conditional ESS (0.95); ``K`` is its
+  particles per replica (8 replicas);
 * ``pt``: non-reversible parallel tempering (16 temperatures, 8 replicas); ``K`` is the scans of its last
   round, after ``log2 K`` tuning rounds of 1, 2, ..., K / 2 scans;
 
@@ -163,6 +164,8 @@ def run_one(bench: bs.Bench, seed: int, K: int, threads: int, chains: int, v: di
     kw = {"K": K, "chains": chains, "init": v["init"], "seed": seed, "threads": threads, "n_bootstrap": 1}
     if v["schedule"]:
         kw["schedule"] = v["schedule"]
+    if v["method"] == "smc":  # its temperatures by the conditional ESS: the budget is its particles
+        kw.update(K=None, chains=int(K))
     if v["method"] == "pt":  # as many tuning scans as final ones: rounds of 1, 2, ..., K / 2 scans
         kw.pop("chains")
         kw["rounds"] = max(1, int(K).bit_length() - 1)
