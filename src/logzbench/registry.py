@@ -396,6 +396,13 @@ def _visible_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
     return n_visible, 0
 
 
+def _grid_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
+    # a grid MRF (hidden = [height]): the transfer matrix carries 2^min(H, W) states per column; f(v) is a
+    # closed form
+    height = max(1, int(hidden[0]))
+    return min(height, max(1, int(n_visible) // height)), 0
+
+
 def _closed_form_always(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
     return 0, 0
 
@@ -490,6 +497,8 @@ class FamilySpec:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             if self.size_key == "n_hidden":
                 return "give `hyperparams.n_hidden` or a `preset`"
+            if self.size_key == "height":
+                return f"a {self.name} model needs `hyperparams.height` and `width` (the grid's sides); height is {v!r}"
             return (
                 f"a {self.name} model needs `hyperparams.{self.size_key}` (experts, latent variables or hidden "
                 f"units), got {v!r}"
@@ -543,6 +552,10 @@ FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     FamilySpec("potts", "logzbench.models.potts:PottsModel", _TRAINING + "potts:train_potts", "categorical", INITS,
                "n_states", lambda nv, h: None, hyperparams=(_TRAINING + "potts:train_potts",),
                exact_time="logzbench.models.potts:exact_seconds"),
+    # a binary pairwise MRF on an H x W grid (tables from a file or GridMRF.spin_glass): generated, not trained
+    FamilySpec("grid-mrf", "logzbench.models.grid:GridMRF", _TRAINING + "grid:generate_grid_mrf", "binary", INITS,
+               "height", _grid_cost, hyperparams=(_TRAINING + "grid:generate_grid_mrf",),
+               exact_time="logzbench.models.grid:exact_seconds"),
     # a user's energy (``EnergyModel``, from ``source: FILE.py:NAME`` or a TorchScript file): not trained here
     FamilySpec("energy-binary", _ENERGY + "EnergyModel", _ENERGY + "not_trained", "binary", INITS, "dim",
                _visible_cost, exact_time=_ENERGY + "exact_seconds"),
