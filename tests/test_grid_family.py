@@ -150,3 +150,14 @@ def test_the_family_trainer_generates_the_spin_glass():
         train_model(np.zeros((5, 10)), None, family="grid-mrf", height=3, width=4)
     with pytest.raises(ValueError, match="couplings must be one of"):
         train_model(rows, None, family="grid-mrf", height=3, width=4, couplings="cauchy")
+
+
+def test_the_config_check_knows_the_spin_glass_couplings():
+    """The torch-free check of the workflow's config (training.grid) and the model agree on the couplings."""
+    from logzbench.models.grid import SPIN_GLASS_COUPLINGS
+    from logzbench.training.grid import COUPLINGS, check_grid_hyperparams
+
+    assert COUPLINGS == SPIN_GLASS_COUPLINGS
+    assert check_grid_hyperparams({"height": 16, "width": 48, "beta": 1.5}, 768) is None
+    assert "rows of 12 values" in check_grid_hyperparams({"height": 3, "width": 4}, 10)
+    assert "beta must be a finite number >= 0" in check_grid_hyperparams({"height": 3, "width": 4, "beta": -1})

@@ -11,7 +11,34 @@ from __future__ import annotations
 
 from .hyperparams import GRID_MRF
 
-__all__ = ["generate_grid_mrf"]
+__all__ = ["check_grid_hyperparams", "generate_grid_mrf"]
+
+#: ``couplings`` of :meth:`logzbench.models.grid.GridMRF.spin_glass` (declared here too, without torch)
+COUPLINGS = ("gaussian", "pm1")
+
+
+def check_grid_hyperparams(hp, n_visible: int | None = None) -> str | None:
+    """Why a grid MRF's generator arguments ``hp`` cannot build a model whose rows are ``n_visible`` wide
+    (``None``: they can), without torch: the workflow's config check (one line before any job), the same
+    rules :meth:`~logzbench.models.grid.GridMRF.spin_glass` applies."""
+    import math
+
+    for key in ("height", "width"):
+        v = hp.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            return f"hyperparams.{key} must be a positive integer (the grid's side), got {v!r}"
+    for key in ("beta", "field"):
+        v = hp.get(key, GRID_MRF[key])
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            return f"hyperparams.{key} must be a finite number >= 0, got {v!r}"
+    if hp.get("couplings", GRID_MRF["couplings"]) not in COUPLINGS:
+        return f"hyperparams.couplings must be one of {list(COUPLINGS)}, got {hp.get('couplings')!r}"
+    if n_visible is not None and hp["height"] * hp["width"] != int(n_visible):
+        return (
+            f"a {hp['height']}x{hp['width']} grid takes rows of {hp['height'] * hp['width']} values, but its "
+            f"dataset's rows have {int(n_visible)} (n_visible)"
+        )
+    return None
 
 
 def generate_grid_mrf(
@@ -57,6 +84,11 @@ def generate_grid_mrf(
     """
     from ..models.grid import GridMRF
 
+    why = check_grid_hyperparams(
+        {"height": height, "width": width, "couplings": couplings, "beta": beta, "field": field}
+    )
+    if why is not None:
+        raise ValueError(why)
     for name, rows in (("training", train), ("test", test)):
         cols = getattr(rows, "shape", (0, None))[-1] if rows is not None else None
         if cols is not None and int(cols) != int(height) * int(width):
