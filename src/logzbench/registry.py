@@ -444,6 +444,10 @@ class FamilySpec:
         ``"module:function"`` of ``(model, n_rows, precision, device) -> (one-thread seconds, what)``,
         the exact estimator's time estimate; default
         :func:`logzbench.estimators.exact.rbm_seconds` (the model is an RBM or has its ``log Z`` path).
+    hidden : bool
+        Whether ``size_key`` counts hidden units (or experts, latent variables), recorded as the model's
+        ``hidden_sizes``; ``False`` where it is a size of the visible layer only (a grid MRF's ``height``,
+        which only ``exact_cost`` reads).
     """
 
     name: str
@@ -456,6 +460,7 @@ class FamilySpec:
     layers: tuple[int, int | None] = (1, 1)
     hyperparams: tuple[str, ...] = ()
     exact_time: str | None = None
+    hidden: bool = True
 
     @property
     def data_kind(self) -> str:
@@ -555,7 +560,7 @@ FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     # a binary pairwise MRF on an H x W grid (tables from a file or GridMRF.spin_glass): generated, not trained
     FamilySpec("grid-mrf", "logzbench.models.grid:GridMRF", _TRAINING + "grid:generate_grid_mrf", "binary", INITS,
                "height", _grid_cost, hyperparams=(_TRAINING + "grid:generate_grid_mrf",),
-               exact_time="logzbench.models.grid:exact_seconds"),
+               exact_time="logzbench.models.grid:exact_seconds", hidden=False),
     # a user's energy (``EnergyModel``, from ``source: FILE.py:NAME`` or a TorchScript file): not trained here
     FamilySpec("energy-binary", _ENERGY + "EnergyModel", _ENERGY + "not_trained", "binary", INITS, "dim",
                _visible_cost, exact_time=_ENERGY + "exact_seconds"),
