@@ -420,6 +420,25 @@ CASES = [
         ["estimate", "p.npz", "--estimator", "exact"],
         ["p.npz", "'J' contains NaN or inf", "J[0, 1, 0, 0] = inf"],
     ),
+    # --- the clustered source (issue 38, item 5)
+    (
+        "prepare-clustered-option-elsewhere",
+        _nothing,
+        ["prepare", "digits", "--prototypes", "3", "--out", "d.npz"],
+        ["--prototypes does not apply to digits", "it applies to clustered"],
+    ),
+    (
+        "prepare-clustered-no-width",
+        _nothing,
+        ["prepare", "clustered", "--out", "d.npz"],
+        ["clustered: n_visible must be a positive integer"],
+    ),
+    (
+        "prepare-clustered-weights",
+        _nothing,
+        ["prepare", "clustered", "--n-visible", "8", "--prototypes", "3", "--weights", "1", "2", "--out", "d.npz"],
+        ["weights must be 3 positive numbers"],
+    ),
     # --- grid MRF files (issue 38, item 5)
     (
         "grid-wrong-shape",

@@ -99,3 +99,14 @@ def test_bad_settings_are_refused(kwargs, words, tmp_path):
 def test_clustered_settings_belong_to_clustered_only(tmp_path):
     with pytest.raises(DatasetError, match="prototypes applies to clustered only, not to digits"):
         prepare_dataset("digits", tmp_path / "x.npz", prototypes=3)
+
+
+def test_the_command_line_prepares_the_same_rows(tmp_path, capsys):
+    from logzbench.cli import main
+
+    argv = ["prepare", "clustered", "--n-visible", "12", "--prototypes", "2", "--weights", "3", "1"]
+    argv += ["--flip", "0.01", "0.1", "--n-train", "40", "--n-test", "20", "--seed", "4"]
+    assert main([*argv, "--out", str(tmp_path / "c.npz")]) == 0
+    want = make_clustered(12, 2, [3, 1], [0.01, 0.1], n_train=40, n_test=20, seed=4)
+    with np.load(tmp_path / "c.npz") as f:
+        assert np.array_equal(f["train"], want["train"]) and np.array_equal(f["test_labels"], want["test_labels"])
