@@ -161,3 +161,13 @@ def test_the_config_check_knows_the_spin_glass_couplings():
     assert check_grid_hyperparams({"height": 16, "width": 48, "beta": 1.5}, 768) is None
     assert "rows of 12 values" in check_grid_hyperparams({"height": 3, "width": 4}, 10)
     assert "beta must be a finite number >= 0" in check_grid_hyperparams({"height": 3, "width": 4, "beta": -1})
+
+
+def test_samples_of_a_grid_are_rows(grid_files, tmp_path):
+    """``logzbench sample`` writes a grid's states as rows of H*W values, row-major (what --data takes)."""
+    tmp, _, _ = grid_files
+    out = tmp_path / "s.npz"
+    argv = ["sample", str(tmp / "grid.npz"), "--n", "7", "--init", "uniform", "--exact", "never", "--burn-in", "5"]
+    assert main([*argv, "--out", str(out)]) == 0
+    x = np.load(out)["x"]
+    assert x.shape == (7, 12) and set(np.unique(x)) <= {0, 1}
