@@ -43,6 +43,12 @@ def _model(tmp, name, **arrays):
     np.savez(tmp / name, **{"W": np.zeros((6, 3)), "visible_bias": np.zeros(6), "hidden_bias": np.zeros(3), **arrays})
 
 
+def _grid(tmp, name, **arrays):
+    """A 3x4 grid MRF file (zero tables) with ``arrays`` replacing its tables."""
+    tables = {"theta_unary": np.zeros((3, 4, 2)), "theta_h": np.zeros((3, 3, 2, 2)), "theta_v": np.zeros((2, 4, 2, 2))}
+    np.savez(tmp / name, model_type="grid-mrf", **{**tables, **arrays})
+
+
 def _json(tmp, name, obj):
     (tmp / name).parent.mkdir(parents=True, exist_ok=True)
     (tmp / name).write_text(obj if isinstance(obj, str) else json.dumps(obj))
@@ -426,6 +432,62 @@ CASES = [
         ),
         ["estimate", "p.npz", "--estimator", "exact"],
         ["p.npz", "'J' contains NaN or inf", "J[0, 1, 0, 0] = inf"],
+    ),
+    # --- the clustered source (issue 38, item 5)
+    (
+        "prepare-clustered-option-elsewhere",
+        _nothing,
+        ["prepare", "digits", "--prototypes", "3", "--out", "d.npz"],
+        ["--prototypes does not apply to digits", "it applies to clustered"],
+    ),
+    (
+        "prepare-clustered-no-width",
+        _nothing,
+        ["prepare", "clustered", "--out", "d.npz"],
+        ["clustered: n_visible must be a positive integer"],
+    ),
+    (
+        "prepare-clustered-weights",
+        _nothing,
+        ["prepare", "clustered", "--n-visible", "8", "--prototypes", "3", "--weights", "1", "2", "--out", "d.npz"],
+        ["weights must be 3 positive numbers"],
+    ),
+    # --- grid MRF files (issue 38, item 5)
+    (
+        "grid-wrong-shape",
+        lambda t, e: _grid(t, "g.npz", theta_h=np.zeros((3, 4, 2, 2))),
+        ["estimate", "g.npz", "--estimator", "exact"],
+        ["g.npz", "'theta_h' has shape (3, 4, 2, 2)", "expected (3, 3, 2, 2)"],
+    ),
+    (
+        "grid-nan",
+        lambda t, e: _grid(t, "g.npz", theta_v=np.full((2, 4, 2, 2), np.nan)),
+        ["estimate", "g.npz", "--estimator", "ais", "--steps", "5"],
+        ["g.npz", "'theta_v' contains NaN (32 entries)"],
+    ),
+    (
+        "grid-missing-table",
+        lambda t, e: np.savez(t / "g.npz", model_type="grid-mrf", theta_unary=np.zeros((3, 4, 2))),
+        ["estimate", "g.npz", "--estimator", "exact"],
+        ["g.npz", "missing array(s) ['theta_h', 'theta_v']"],
+    ),
+    (
+        "grid-too-wide-for-exact",
+        lambda t, e: _grid(
+            t,
+            "g.npz",
+            theta_unary=np.zeros((21, 21, 2)),
+            theta_h=np.zeros((21, 20, 2, 2)),
+            theta_v=np.zeros((20, 21, 2, 2)),
+        ),
+        ["estimate", "g.npz", "--estimator", "exact"],
+        ["21x21 grid", "min(H, W) <= 20", "ais"],
+    ),
+    (
+        "grid-rows-wrong-width",
+        lambda t, e: _grid(t, "g.npz"),
+        ["estimate", "g.npz", "--estimator", "exact", "--data", "rows.npy"],
+        ["test data has 6 columns", "rows of 12 binary values"],
     ),
     (
         "steps-1e10",

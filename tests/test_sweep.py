@@ -459,6 +459,9 @@ def test_hyperparameter_names_are_the_trainers():
 
     expected["potts"] = params(train_potts, ("train", "test"))
     expected["potts-rbm"] = params(train_potts_rbm, ("train", "test"))
+    from logzbench.training.grid import generate_grid_mrf  # a grid MRF is generated: its generator's keywords
+
+    expected["grid-mrf"] = params(generate_grid_mrf, ("train", "test"))
     for name, fam in registry.FAMILIES.items():  # the user's energies: no trainer, no hyperparameters
         if fam.model.endswith(":EnergyModel"):
             expected[name] = set()

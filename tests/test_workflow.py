@@ -377,7 +377,30 @@ def _with_learner(hyperparams: str) -> tuple[str, str]:
 
 
 #: (text of config/test.yaml, its replacement, words of the error): each refused when the config is loaded
+_CLUSTERED = "  digits:\n    source: digits\n  cl:\n    source: clustered\n    n_visible: 10\n"
 BAD_CONFIGS = [
+    # issue 38, item 5: the clustered source's settings, a generated grid MRF's
+    (
+        "  digits:\n    source: digits\n",
+        _CLUSTERED + "    prototypes: 3\n    weights: [1, 2]\n",
+        "dataset cl: clustered: weights must be 3 positive numbers (one mass per prototype; prototypes = 3)",
+    ),
+    ("  digits:\n    source: digits\n", _CLUSTERED + "    flip: 0.7\n", "0.7 is greater than the maximum of 0.5"),
+    (
+        "  digits:\n    source: digits\n",
+        "  digits:\n    source: digits\n    prototypes: 3\n",
+        "dataset digits: prototypes applies to clustered only, not to digits; remove it",
+    ),
+    (
+        "models:\n",
+        "models:\n  sg:\n    dataset: digits\n    hyperparams: {family: grid-mrf, height: 2, width: 5}\n",
+        "model sg: a 2x5 grid takes rows of 10 values, but its dataset's rows have 64 (n_visible)",
+    ),
+    (
+        "models:\n",
+        "models:\n  sg:\n    dataset: digits\n    hyperparams: {family: grid-mrf, height: 8, width: 8, couplings: x}\n",
+        "model sg: hyperparams.couplings must be one of ['gaussian', 'pm1'], got 'x'",
+    ),
     # an estimator's test_subset, checked by the schema (the first `n_examples: 10` is the raise entry's)
     (
         "    n_examples: 10\n",

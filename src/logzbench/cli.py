@@ -365,8 +365,8 @@ def _add_prepare(sub) -> None:
     p.add_argument(
         "name",
         help="dataset name (mnist, omniglot, digits, digits-avil, the UCI sets adult, connect4, "
-        "dna, mushrooms, nips-0-12, ocr_letters, rcv1, web; continuous: vanhateren patches, "
-        "frey faces)",
+        "dna, mushrooms, nips-0-12, ocr_letters, rcv1, web, clustered (synthetic); continuous: vanhateren "
+        "patches, frey faces)",
     )
     p.add_argument("--out", required=True, help="output .npz")
     p.add_argument("--mirror", help="local mirror directory (default: $LOGZBENCH_DATA_MIRROR)")
@@ -389,6 +389,17 @@ def _add_prepare(sub) -> None:
     g.add_argument("--patch-size", type=int, help="default 16")
     g.add_argument("--n-components", type=int, help="PCA components kept (M; default 36)")
     g.add_argument("--remove-dc", action="store_true", default=None, help="also remove each patch's own mean")
+    g = p.add_argument_group("clustered (synthetic rows around random prototypes, drawn from --seed)")
+    g.add_argument("--n-visible", type=int, help="bits per row (required)")
+    g.add_argument("--prototypes", type=int, help="random prototypes (default 4)")
+    g.add_argument("--weights", type=float, nargs="+", metavar="W", help="one mass per prototype (default equal)")
+    g.add_argument(
+        "--flip",
+        type=float,
+        nargs="+",
+        metavar="P",
+        help="bit-flip rate in [0, 0.5], or one per prototype (default 0.05)",
+    )
 
 
 #: binarized image sets (the other binary sets, the UCI ones, are binary already)
@@ -397,7 +408,8 @@ _IMAGE_SETS = ("mnist", "digits", "omniglot", "digits-avil")
 _PREPARE_OPTIONS = {
     "binarize": ("--binarize", "stochastic", _IMAGE_SETS),
     "threshold": ("--threshold", 0.5, _IMAGE_SETS),
-    "seed": ("--seed", 0, (*_IMAGE_SETS, "vanhateren")),
+    "seed": ("--seed", 0, (*_IMAGE_SETS, "vanhateren", "clustered")),
+    **{k: (f"--{k.replace('_', '-')}", None, ("clustered",)) for k in ("n_visible", "prototypes", "weights", "flip")},
     "n_valid": ("--n-valid", 0, "binary"),
     **{
         k: (f"--{k.replace('_', '-')}", d, ("vanhateren",))
@@ -426,6 +438,8 @@ def _prepare_settings(args) -> None:
         if name == "vanhateren"
         else "a binarized image set"
         if name in _IMAGE_SETS
+        else "synthetic binary rows"
+        if name == "clustered"
         else "a UCI set: binary rows as published"
     )
     for dest, (flag, default, applies) in _PREPARE_OPTIONS.items():
@@ -477,6 +491,10 @@ def _cmd_prepare(args) -> int:
         n_train=args.n_train,
         n_test=args.n_test,
         n_valid=args.n_valid,
+        n_visible=args.n_visible,
+        prototypes=args.prototypes,
+        weights=args.weights,
+        flip=args.flip[0] if args.flip is not None and len(args.flip) == 1 else args.flip,
     )
     print(json.dumps({"prepared": str(path)}))
     return 0

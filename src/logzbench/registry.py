@@ -425,6 +425,13 @@ def _visible_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
     return n_visible, 0
 
 
+def _grid_cost(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
+    # a grid MRF (hidden = [height]): the transfer matrix carries 2^min(H, W) states per column; f(v) is a
+    # closed form
+    height = max(1, int(hidden[0]))
+    return min(height, max(1, int(n_visible) // height)), 0
+
+
 def _closed_form_always(n_visible: int, hidden: Sequence[int]) -> tuple[int, int]:
     return 0, 0
 
@@ -466,6 +473,10 @@ class FamilySpec:
         ``"module:function"`` of ``(model, n_rows, precision, device) -> (one-thread seconds, what)``,
         the exact estimator's time estimate; default
         :func:`logzbench.estimators.exact.rbm_seconds` (the model is an RBM or has its ``log Z`` path).
+    hidden : bool
+        Whether ``size_key`` counts hidden units (or experts, latent variables), recorded as the model's
+        ``hidden_sizes``; ``False`` where it is a size of the visible layer only (a grid MRF's ``height``,
+        which only ``exact_cost`` reads).
     """
 
     name: str
@@ -478,6 +489,7 @@ class FamilySpec:
     layers: tuple[int, int | None] = (1, 1)
     hyperparams: tuple[str, ...] = ()
     exact_time: str | None = None
+    hidden: bool = True
 
     @property
     def data_kind(self) -> str:
@@ -519,6 +531,8 @@ class FamilySpec:
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             if self.size_key == "n_hidden":
                 return "give `hyperparams.n_hidden` or a `preset`"
+            if self.size_key == "height":
+                return f"a {self.name} model needs `hyperparams.height` and `width` (the grid's sides); height is {v!r}"
             return (
                 f"a {self.name} model needs `hyperparams.{self.size_key}` (experts, latent variables or hidden "
                 f"units), got {v!r}"
@@ -572,6 +586,10 @@ FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     FamilySpec("potts", "logzbench.models.potts:PottsModel", _TRAINING + "potts:train_potts", "categorical", INITS,
                "n_states", lambda nv, h: None, hyperparams=(_TRAINING + "potts:train_potts",),
                exact_time="logzbench.models.potts:exact_seconds"),
+    # a binary pairwise MRF on an H x W grid (tables from a file or GridMRF.spin_glass): generated, not trained
+    FamilySpec("grid-mrf", "logzbench.models.grid:GridMRF", _TRAINING + "grid:generate_grid_mrf", "binary", INITS,
+               "height", _grid_cost, hyperparams=(_TRAINING + "grid:generate_grid_mrf",),
+               exact_time="logzbench.models.grid:exact_seconds", hidden=False),
     # a user's energy (``EnergyModel``, from ``source: FILE.py:NAME`` or a TorchScript file): not trained here
     FamilySpec("energy-binary", _ENERGY + "EnergyModel", _ENERGY + "not_trained", "binary", INITS, "dim",
                _visible_cost, exact_time=_ENERGY + "exact_seconds"),

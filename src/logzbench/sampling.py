@@ -479,6 +479,7 @@ def _extract(model, path, state, beta: float, g, h: torch.Tensor | None = None):
         v = bernoulli_from_logits(torch.addmm(model.bias_0, h1, model.W_1.T), g)
         return v, h1
     x = state.x if hasattr(state, "x") else state.v if hasattr(state, "v") else state
+    x = x.reshape(x.shape[0], -1) if x.ndim > 2 else x  # a grid MRF's (n, H, W) states: rows, row-major
     x = x[:, : model.n_visible] if hasattr(model, "n_visible") else x  # a DBM's view: [v, h_2, ...]
     if not hasattr(state, "pre_h"):
         return x, None

@@ -8,7 +8,9 @@ rule prepare_dataset:
     output:
         f"{RESULTS}/data/{{dataset}}.npz",
     params:
-        spec=lambda wc: {k: v for k, v in config["datasets"][wc.dataset].items() if k != "n_visible"},
+        # n_visible is a check of the row width, except for clustered, whose rows it sizes
+        spec=lambda wc: {k: v for k, v in config["datasets"][wc.dataset].items()
+                         if k != "n_visible" or config["datasets"][wc.dataset]["source"] == "clustered"},
     group:
         job_group("prepare_dataset")
     log:

@@ -42,6 +42,10 @@ def prepare_dataset(
     n_valid: int = 0,
     cache_dir: str | os.PathLike | None = None,
     shift_augment: str | None = None,
+    n_visible: int | None = None,
+    prototypes: int | None = None,
+    weights=None,
+    flip=None,
 ) -> Path:
     """Load a data set, binarize it and write one ``.npz`` atomically.
 
@@ -60,6 +64,9 @@ def prepare_dataset(
         (``adult``, ``connect4``, ``dna``, ``mushrooms``, ``nips-0-12``, ``ocr_letters``, ``rcv1``,
         ``web``): already binary, with fixed train / valid / test splits
         (:func:`~logzbench.data.uci.load_uci`); no binarization, labels or image shape.
+        ``clustered``: synthetic rows around random prototypes (:mod:`logzbench.data.clustered`; no
+        download, already binary): ``n_train`` (default 2000) and ``n_test`` (default 500) rows are
+        drawn, plus ``n_valid``; labels are the prototypes' indices.
     output : path-like
         Destination file; written via a temporary file and renamed, so it is either
         complete or absent.
@@ -86,6 +93,9 @@ def prepare_dataset(
     shift_augment : {"train", "all", "none"}, optional
         ``digits-avil`` only (default ``"train"``): which images get the five-fold shift
         augmentation (see :func:`~logzbench.data.digits.load_digits_avil`).
+    n_visible, prototypes, weights, flip : optional
+        ``clustered`` only: the row width (required), the number of prototypes, their masses and their
+        bit-flip rates (:func:`~logzbench.data.clustered.make_clustered`); ``seed`` seeds the draw.
 
     Returns
     -------
@@ -110,12 +120,29 @@ def prepare_dataset(
             check_threshold(threshold)
         except ValueError as exc:
             raise DatasetError(f"{name}: {exc}") from None
+    clustered = {"n_visible": n_visible, "prototypes": prototypes, "weights": weights, "flip": flip}
+    given = [k for k, v in clustered.items() if v is not None]
+    if given and name != "clustered":
+        raise DatasetError(
+            f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to clustered only, not to {name}"
+        )
+    if name == "clustered":
+        try:
+            from .clustered import make_clustered
+
+            raw = _clustered_raw(
+                make_clustered(**clustered, n_train=n_train, n_test=n_test, n_valid=n_valid, seed=seed)
+            )
+        except ValueError as exc:
+            raise DatasetError(str(exc)) from None
+        raw["meta"]["clustered"]["seed"] = int(seed)
     if name == "digits-avil" and n_test is not None:
         raise DatasetError(
             "digits-avil has no n_test: its test split is the 359-image validation split "
             "(the paper reports the best validation result)"
         )
-    raw = _load_raw(name, mirror, cache_dir, shift_augment)
+    if name != "clustered":
+        raw = _load_raw(name, mirror, cache_dir, shift_augment)
     parts = raw["parts"]
 
     if raw["fixed_valid"]:
@@ -213,6 +240,30 @@ def prepare_patches(
         raise DatasetError(f"{name}: unknown settings {unknown}; known: {list(module.SETTINGS)}")
     prepared = getattr(module, prepare)(mirror=mirror, cache_dir=cache_dir, **settings)
     return getattr(module, save)(output, prepared)
+
+
+def _clustered_raw(drawn: dict) -> dict:
+    """:func:`_load_raw`'s record of the ``clustered`` source's rows (already binary; the prototypes, their
+    masses and flip rates in ``meta["clustered"]``)."""
+    protos = drawn["prototypes"]
+    return {
+        "parts": {s: (drawn[s], drawn[f"{s}_labels"]) for s in ("train", "test")},
+        "scale": None,
+        "image_shape": None,
+        "sources": {"logzbench.data.clustered": {"version": __version__}},
+        "fixed_valid": False,
+        "note": (
+            "synthetic rows around random prototypes (logzbench.data.clustered); valid = last n_valid training rows"
+        ),
+        "meta": {
+            "clustered": {
+                "n_visible": int(protos.shape[1]),
+                "prototypes": ["".join(map(str, row)) for row in protos.tolist()],
+                "weights": drawn["weights"],
+                "flip": drawn["flip"],
+            }
+        },
+    }
 
 
 def _load_raw(name, mirror, cache_dir, shift_augment=None) -> dict:

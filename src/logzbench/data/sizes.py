@@ -88,7 +88,7 @@ VANHATEREN_DEFAULTS = {
 DEFAULT_N_COMPONENTS = VANHATEREN_DEFAULTS["n_components"]
 
 #: binary sources (0/1 rows; :func:`logzbench.data.prepare_dataset`)
-DATASETS = ("mnist", "digits", "omniglot", "digits-avil", *UCI_WIDTHS)
+DATASETS = ("mnist", "digits", "omniglot", "digits-avil", *UCI_WIDTHS, "clustered")
 #: continuous sources (real-valued rows; :func:`logzbench.data.prepare_patches`)
 CONTINUOUS_DATASETS = ("vanhateren", "frey")
 #: row width of the sources whose width does not depend on settings (``vanhateren``: its ``n_components``;
@@ -105,6 +105,6 @@ N_FEATURES = {
 #: standardized Frey faces)
 SOURCE_DATA_KINDS = {**dict.fromkeys(DATASETS, "binary"), **dict.fromkeys(CONTINUOUS_DATASETS, "real")}
 #: data sources whose prepared files hold ``test_labels`` (what an estimator's ``test_subset`` needs)
-LABELLED_SOURCES = ("mnist", "digits", "omniglot", "digits-avil")
+LABELLED_SOURCES = ("mnist", "digits", "omniglot", "digits-avil", "clustered")
 #: labels of the labelled sources whose number is fixed (digits: 0-9); omniglot's characters are not counted
 N_LABELS = {"mnist": 10, "digits": 10, "digits-avil": 10}

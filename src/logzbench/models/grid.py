@@ -33,6 +33,17 @@ Contents
 
 All parameters and log-densities are float64; states are float64 tensors of 0./1. with shape
 ``(n_chains, H, W)``.
+
+The model family ``grid-mrf``
+-----------------------------
+:class:`GridMRF` is the registry's family ``grid-mrf`` (:data:`logzbench.registry.FAMILIES`): its model
+file is an ``.npz`` with ``model_type = "grid-mrf"`` and exactly the three tables above
+(:meth:`GridMRF.from_arrays`, :meth:`GridMRF.to_arrays`).  To the estimators a state of the grid is a
+*row* of ``H W`` values 0/1, the grid read row-major (site ``(r, c)`` is column ``r W + c``; NumPy's
+``x.reshape(n, H * W)`` of ``(n, H, W)`` states): test and training rows (``--data``, ``--train-data``)
+are such rows, :meth:`GridMRF.log_unnormalized_marginal` takes them, and the path's
+``state_from_data`` reshapes them.  ``exact`` uses the transfer matrix (``min(H, W) <= 20``);
+:meth:`GridMRF.spin_glass` builds the Edwards-Anderson spin glass of the default benchmark.
 """
 
 from __future__ import annotations
@@ -43,10 +54,20 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..errors import ModelFileError
 from ..kernels import bernoulli, uniform
+from ._arrays import checked_arrays, errors_named
+from .enumeration import ExactLogZ
 
 #: Largest ``min(H, W)`` accepted by :meth:`GridMRF.exact_log_z` (2^20 states per column).
 MAX_TRANSFER_WIDTH = 20
+#: the largest magnitude of a table entry in a model file (as the Potts families' limit): far below it,
+#: ``log f`` and the annealing increments stay far from float64 overflow
+PARAM_LIMIT = 1e30
+#: the model file's tables, in the order of :class:`GridMRF`'s arguments
+TABLES = ("theta_unary", "theta_h", "theta_v")
+#: one-thread log-add-exp operations per second of the transfer-matrix recursion, rounded down
+_CPU_OPS_PER_SECOND = 2e7
 #: Largest number of sites accepted by :meth:`GridMRF.brute_force_log_z`.
 MAX_BRUTE_FORCE_SITES = 24
 
@@ -104,7 +125,7 @@ class GridMRF:
         Couplings of horizontal and vertical edges.
     """
 
-    family = "grid"
+    family = "grid-mrf"
 
     def __init__(self, theta_unary, theta_h, theta_v, device=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
@@ -151,8 +172,47 @@ class GridMRF:
         return self.height * self.width
 
     @property
+    def n_visible(self) -> int:
+        """``H W``: the length of a row of the grid (the estimators' view of a state)."""
+        return self.n_sites
+
+    @property
+    def layer_sizes(self) -> tuple[int]:
+        """``(H W,)``: one layer of ``H W`` binary sites and no hidden units (the memory estimate's units)."""
+        return (self.n_sites,)
+
+    @property
     def device(self) -> torch.device:
         return self.theta_unary.device
+
+    # ------------------------------------------------------------------ model files
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The model-file arrays ``theta_unary``, ``theta_h``, ``theta_v`` (float64, indexed as the class)."""
+        return {name: getattr(self, name).detach().cpu().numpy() for name in TABLES}
+
+    @classmethod
+    def from_arrays(cls, arrays, source: str = "model", device=None) -> "GridMRF":
+        """A model from :meth:`to_arrays` output (an ``.npz`` file's contents, ``model_type="grid-mrf"``).
+
+        Raises
+        ------
+        ModelFileError
+            Naming ``source``: a missing or unexpected array, a table of the wrong shape (the three must
+            agree on ``H`` and ``W``), NaN / inf, an entry beyond :data:`PARAM_LIMIT`.
+        """
+        a = checked_arrays(arrays, cls.family, TABLES, (), source)
+        with errors_named(source):
+            for name in TABLES:
+                big = np.abs(np.nan_to_num(a[name], nan=0.0, posinf=0.0, neginf=0.0)) > PARAM_LIMIT
+                if big.any():
+                    raise ModelFileError(
+                        f"'{name}' has {int(big.sum())} entries of magnitude above {PARAM_LIMIT:.0e}; "
+                        "not a usable model"
+                    )
+            try:
+                return cls(*(a[name] for name in TABLES), device=device)
+            except ValueError as exc:
+                raise ModelFileError(str(exc)) from None
 
     def to(self, device) -> "GridMRF":
         """A copy on ``device``."""
@@ -194,6 +254,51 @@ class GridMRF:
         th = torch.randn(H, W - 1, 2, 2, generator=g, dtype=torch.float64, device=g.device) * float(sigma_pair)
         tv = torch.randn(H - 1, W, 2, 2, generator=g, dtype=torch.float64, device=g.device) * float(sigma_pair)
         return cls(tu, th, tv, device=device)
+
+    @classmethod
+    def spin_glass(
+        cls,
+        height: int,
+        width: int,
+        beta: float = 1.0,
+        couplings: str = "gaussian",
+        field: float = 0.0,
+        seed: int = 0,
+        device=None,
+    ) -> "GridMRF":
+        """An Edwards-Anderson spin glass on the ``H x W`` grid at inverse temperature ``beta``.
+
+        With spins ``s_i = 2 x_i - 1``,
+
+            log f(x) = beta (sum_<ij> J_ij s_i s_j + sum_i h_i s_i),
+
+        couplings ``J_ij ~ N(0, 1)`` (``couplings="gaussian"``) or ``+-1`` with equal odds (``"pm1"``),
+        fields ``h_i ~ N(0, field^2)`` (``field=0``: none, and ``f(x) = f(1 - x)``), all drawn from a CPU
+        generator seeded with ``seed`` (the same seed gives the same model).  Written as tables:
+        ``theta_ij(k, l) = beta J_ij (2k - 1)(2l - 1)``, ``theta_i(k) = beta h_i (2k - 1)``.
+        """
+        if int(height) != height or int(width) != width or height < 1 or width < 1:
+            raise ValueError(f"grid size must be positive integers, got {height}x{width}")
+        for name, v in (("beta", beta), ("field", field)):
+            if not (math.isfinite(float(v)) and float(v) >= 0.0):
+                raise ValueError(f"{name} must be finite and >= 0, got {v!r}")
+        if couplings not in SPIN_GLASS_COUPLINGS:
+            raise ValueError(f"couplings must be one of {list(SPIN_GLASS_COUPLINGS)}, got {couplings!r}")
+        H, W, b = int(height), int(width), float(beta)
+        g = torch.Generator().manual_seed(int(seed))
+
+        def draw(*shape):
+            if couplings == "gaussian":
+                return torch.randn(*shape, generator=g, dtype=torch.float64)
+            return torch.randint(0, 2, shape, generator=g).to(torch.float64) * 2.0 - 1.0
+
+        sign = torch.tensor([-1.0, 1.0], dtype=torch.float64)
+        pair = sign[:, None] * sign[None, :]  # (2s_k - 1)(2s_l - 1)
+        jh, jv = draw(H, W - 1), draw(H - 1, W)
+        h = torch.randn(H, W, generator=g, dtype=torch.float64) * float(field)
+        return cls(
+            b * h[..., None] * sign, b * jh[..., None, None] * pair, b * jv[..., None, None] * pair, device=device
+        )
 
     def as_states(self, x) -> torch.Tensor:
         """Binary states as float64 ``(n, H, W)`` on the model's device; accepts ``(n, H, W)``,
@@ -246,25 +351,43 @@ class GridMRF:
         return nb
 
     # ------------------------------------------------------------------ exact log Z
-    def exact_log_z(self) -> float:
+    def exact_log_z(
+        self,
+        chunk_size: int | None = None,
+        precision: str = "float64",
+        progress: bool = False,
+        *,
+        return_bound: bool = False,
+        device=None,
+    ) -> float | ExactLogZ:
         """``log Z`` by a column-wise transfer-matrix recursion in log space (float64).
 
         The grid is transposed when ``W < H`` so that a column holds ``min(H, W)`` sites;
         each column's ``2^min(H, W)`` configurations are carried as a vector of log
         messages, and the horizontal edges between two columns are absorbed one site at a
         time, so a column costs ``O(H 2^H)`` rather than ``O(4^H)``.  Refuses
-        ``min(H, W) > 20``.
+        ``min(H, W) > 20`` (:func:`check_transfer_width`).
+
+        The keywords are the ``exact`` estimator's (:func:`logzbench.estimators.exact.exact`):
+        ``chunk_size`` is unused (the messages of one column are the unit of work), ``precision``
+        must be ``"float64"``, ``progress`` shows one tick per column, ``return_bound`` returns
+        :class:`~logzbench.models.enumeration.ExactLogZ` with an a-priori bound on the rounding
+        error (:meth:`_rounding_bound`), ``device`` computes there (default the model's).
         """
-        m = self.transpose() if self.width < self.height else self
+        if precision != "float64":
+            raise ValueError(f"the transfer-matrix log Z of a grid MRF is float64 only, not precision={precision!r}")
+        check_transfer_width(self.height, self.width)
+        m = self if device is None or torch.device(device) == self.device else self.to(device)
+        m = m.transpose() if m.width < m.height else m
         H, W = m.shape
-        if H > MAX_TRANSFER_WIDTH:
-            raise ValueError(
-                f"exact log Z of a {self.height}x{self.width} grid needs 2^{H} states per column; "
-                f"the transfer-matrix computation is limited to min(H, W) <= {MAX_TRANSFER_WIDTH}"
-            )
         Jh = m.J_h
         alpha = m._column_potential(0)
-        for c in range(1, W):
+        columns = range(1, W)
+        if progress:
+            from tqdm.auto import tqdm
+
+            columns = tqdm(columns, desc=f"exact log Z ({W} columns of 2^{H} states)", unit="column")
+        for c in columns:
             for i in range(H):
                 a = alpha.view(2**i, 2, 2 ** (H - 1 - i))
                 off, on = a[:, 0], a[:, 1]
@@ -272,7 +395,30 @@ class GridMRF:
                 new1 = torch.logaddexp(off, on + Jh[i, c - 1])
                 alpha = torch.stack([new0, new1], dim=1).reshape(-1)
             alpha = alpha + m._column_potential(c)
-        return float(m.const + torch.logsumexp(alpha, dim=0))
+        log_z = float(m.const + torch.logsumexp(alpha, dim=0))
+        return ExactLogZ(log_z, self._rounding_bound()) if return_bound else log_z
+
+    def _rounding_bound(self) -> float:
+        """An a-priori bound (first order in the unit roundoff ``u``) on the float64 error of
+        :meth:`exact_log_z`: every message is a log-sum of terms of magnitude at most
+        ``M = |c| + sum |b_i| + sum |J_ij| + n log 2``; each of the ``n`` site absorptions and ``W``
+        column potentials adds at most a few ulps of ``M`` (an addition and a ``logaddexp``, ``exp`` and
+        ``log1p`` within 2 ulp), and the final log-sum-exp a few more."""
+        u = 2.0**-53
+        n = self.n_sites
+        mag = abs(self.const) + float(self.field.abs().sum() + self.J_h.abs().sum() + self.J_v.abs().sum())
+        mag += n * math.log(2.0) + 1.0
+        steps = 2 * n + max(self.height, self.width) + 2
+        return 8.0 * u * steps * mag
+
+    def log_unnormalized_marginal(self, x) -> torch.Tensor:
+        """``log f(x)`` of rows ``(n, H W)`` (row-major grids; ``(n, H, W)`` states too), float64 ``(n,)``,
+        exact: there is nothing to sum out."""
+        return self.log_f(x)
+
+    def exact_log_f(self, x) -> torch.Tensor:
+        """The same as :meth:`log_unnormalized_marginal` (the ``exact`` estimator's name)."""
+        return self.log_f(x)
 
     def _column_potential(self, c: int) -> torch.Tensor:
         """``sum_i b_(i,c) s_i + sum_i J_v(i,c) s_i s_(i+1)`` over all ``2^H`` column states
@@ -328,14 +474,27 @@ class GridMRF:
     def mean_field(self, **kw) -> "FactorialReference":
         return mean_field(self, **kw)
 
-    def annealing_path(self, init: str = "uniform", **kw) -> "GridAnnealingPath":
-        """The geometric path from ``init`` (``"uniform"`` or ``"mean-field"``) to this MRF."""
+    def annealing_path(self, init: str = "uniform", data=None, **kw) -> "GridAnnealingPath":
+        """The geometric path from ``init`` to this MRF: ``"uniform"``, ``"base-rate"`` (the factorial
+        distribution of the site means of the training rows ``data``, ``(n, H W)`` row-major or ``(n, H,
+        W)``, smoothed as an RBM's: :func:`~logzbench.models.rbm.base_rate_bias_from_mean`) or
+        ``"mean-field"`` (:func:`mean_field`, keywords ``kw``; the trials' reference)."""
         if init == "uniform":
             ref = uniform_reference(self)
+        elif init in ("base-rate", "base_rate", "dbr"):
+            if data is None:
+                raise ValueError(
+                    "the data-base-rate initial distribution of a grid MRF needs training rows (CLI: --train-data "
+                    "X.npy, rows of H*W values 0/1, the grid row-major); a grid model file holds no data_mean"
+                )
+            from .rbm import base_rate_bias_from_mean
+
+            mean = self.as_states(data).mean(dim=0)
+            ref = FactorialReference(base_rate_bias_from_mean(mean).double(), name="base-rate")
         elif init in ("mean-field", "mean_field", "mf"):
             ref = mean_field(self, **kw)
         else:
-            raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'mean-field'")
+            raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform', 'base-rate' or 'mean-field'")
         return GridAnnealingPath(self, ref.logits)
 
 
@@ -537,3 +696,30 @@ class GridAnnealingPath:
                 f"data has shape {tuple(data.shape)}; this {H}x{W} grid expects (n, {H}, {W}) or (n, {H * W})"
             )
         return self.mrf.as_states(data)
+
+
+# ---------------------------------------------------------------------- the family's exact cost
+#: ``couplings`` of :meth:`GridMRF.spin_glass`
+SPIN_GLASS_COUPLINGS = ("gaussian", "pm1")
+
+
+def check_transfer_width(height: int, width: int) -> None:
+    """Refuse a grid whose smaller side exceeds :data:`MAX_TRANSFER_WIDTH` (ValueError, one line)."""
+    if min(height, width) > MAX_TRANSFER_WIDTH:
+        raise ValueError(
+            f"exact log Z of a {height}x{width} grid needs 2^{min(height, width)} states per column; "
+            f"the transfer-matrix computation is limited to min(H, W) <= {MAX_TRANSFER_WIDTH}. "
+            "Use an estimator (ais, raise, sandwich) instead."
+        )
+
+
+def exact_seconds(model: GridMRF, n_rows: int, precision: str, device) -> tuple[float, str]:
+    """One-thread seconds of the transfer matrix (``H W 2^min(H, W)`` log-add-exps; ``log f`` of the rows
+    is a closed form): the ``exact`` estimator's time estimate (:attr:`logzbench.registry.FamilySpec.exact_time`).
+    Refuses ``min(H, W) > 20`` and a precision other than float64 (ValueError)."""
+    if precision != "float64":
+        raise ValueError(f"the transfer-matrix log Z of a grid MRF is float64 only, not precision={precision!r}")
+    H, W = model.height, model.width
+    check_transfer_width(H, W)
+    k = min(H, W)
+    return float(H * W) * 2.0**k / _CPU_OPS_PER_SECOND, f"{max(H, W)} transfer-matrix columns of 2^{k} states"

@@ -125,6 +125,10 @@ def _not_available(spec: registry.EstimatorSpec) -> str:
     return f"{spec.name} runs on {kinds} models only"
 
 
+#: the ``clustered`` source's own settings (:func:`logzbench.data.clustered.check_settings`), after ``n_visible``
+CLUSTERED_KEYS = ("prototypes", "weights", "flip")
+
+
 def _too_many(dataset: str, key: str, value: int, most: int, what: str) -> ConfigError:
     return ConfigError(
         f"dataset {dataset}: {key}={value} is more than {what}; set datasets.{dataset}.{key} to at "
@@ -140,6 +144,20 @@ def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
     n_train, n_test, n_valid = d.get("n_train"), d.get("n_test"), int(d.get("n_valid") or 0)
     if d.get("shift_augment") is not None and source != "digits-avil":
         raise ConfigError(f"dataset {name}: shift_augment applies to digits-avil only, not to {source}; remove it")
+    own = [k for k in CLUSTERED_KEYS if d.get(k) is not None]
+    if own and source != "clustered":
+        raise ConfigError(
+            f"dataset {name}: {', '.join(own)} appl{'y' if len(own) > 1 else 'ies'} to clustered only, "
+            f"not to {source}; remove {'them' if len(own) > 1 else 'it'}"
+        )
+    if source == "clustered":
+        from ..data.clustered import check_settings
+
+        try:
+            check_settings(d.get("n_visible"), *(d.get(k) for k in CLUSTERED_KEYS))
+        except ValueError as exc:
+            raise ConfigError(f"dataset {name}: {exc} (datasets.{name})") from None
+        return
     if source == "vanhateren":
         v = {**VANHATEREN_DEFAULTS, **{k: d[k] for k in VANHATEREN_DEFAULTS if d.get(k) is not None}}
         if v["n_images"] > VANHATEREN_N_IMAGES:
@@ -459,6 +477,12 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
                 per_layer_epochs(hp["pretrain_epochs"], len(hp["hidden_sizes"]))
             except ValueError as exc:
                 raise ConfigError(f"model {model}: hyperparams.{exc}") from None
+        if fam == "grid-mrf" and m.get("source") is None:
+            from ..training.grid import check_grid_hyperparams
+
+            why = check_grid_hyperparams(hp, model_n_visible(config, model))
+            if why is not None:
+                raise ConfigError(f"model {model}: {why}")
         if m.get("paper"):
             check_paper_rows({model: m["paper"]})
         for name in m.get("estimators") or []:

@@ -679,7 +679,7 @@ def _settings_of(
     e = config["estimators"][estimator]
     hp = model_hyperparams(config, model, presets)
     fam = registry.family(hp["family"])
-    sizes = hidden_sizes(config, model, presets)
+    sizes = hidden_sizes(config, model, presets) if fam.hidden else []  # a grid MRF's height is not hidden units
     dataset = model_dataset(config, model)
     shared = {
         "device": config.get("device", "cpu"),

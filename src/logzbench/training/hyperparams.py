@@ -27,6 +27,7 @@ __all__ = [
     "EM",
     "FAMILY_ONLY",
     "GRBM",
+    "GRID_MRF",
     "MPF",
     "NVIL",
     "POTTS",
@@ -179,6 +180,18 @@ POTTS = dict(
     device="cpu",
     progress=False,
 )
+#: :func:`~logzbench.training.grid.generate_grid_mrf` (a grid MRF is generated, not trained: the spin glass
+#: of :meth:`~logzbench.models.grid.GridMRF.spin_glass`)
+GRID_MRF = dict(
+    height=REQUIRED,
+    width=REQUIRED,
+    couplings="gaussian",
+    beta=1.0,
+    field=0.0,
+    seed=0,
+    device="cpu",
+    progress=False,
+)
 #: :func:`~logzbench.training.continuous.train_continuous`: a continuous model of ``size`` and its fit's
 #: keywords (:data:`MPF` for the analysis families, :data:`EM` for the generative ones)
 CONTINUOUS = dict(family=REQUIRED, size=REQUIRED, seed=0, n_iter=100, learn_sigma=False, device=None, progress=False)
@@ -281,6 +294,7 @@ DECLARED: dict[str, dict[str, Any]] = {
     "logzbench.training.grbm:GRBMHyperparams": GRBM,
     "logzbench.training.potts:train_potts_rbm": POTTS_RBM,
     "logzbench.training.potts:train_potts": POTTS,
+    "logzbench.training.grid:generate_grid_mrf": GRID_MRF,
     "logzbench.training.continuous:train_continuous": CONTINUOUS,
     "logzbench.training.mpf:train_mpf": MPF,
     "logzbench.training.em:train_em": EM,
