@@ -42,6 +42,8 @@ __all__ = [
 #: bytes per step of a schedule of K steps: the K + 1 inverse temperatures, their differences and the
 #: temporaries that build them (:func:`logzbench.schedules.sigmoid`, :func:`~logzbench.schedules.resample`)
 _SCHEDULE_BYTES_PER_STEP = 32
+#: the refusal of a tuned schedule without K (it has no length of its own: K is its final round's)
+_TUNED_NEEDS_K = "{name}: schedule 'tuned' needs a number of steps K (the final round's)"
 #: Peak bytes per chain (per chain and example for RAISE and generative HAIS) and per unit of the
 #: model's state (:func:`state_units`), by family kind: measured as the growth of the peak resident
 #: memory of one-thread CPU runs (784-200 RBM, 784-200-200 DBM / DBN, 64-dimensional continuous
@@ -229,7 +231,7 @@ class EstimateContext:
     def check(self) -> None:
         """Refuse, before any work, what the options allow but this run cannot do: no test data for an
         estimator that needs it (``spec.needs_data``), a schedule the
-        estimator needs that cannot be built (``linear`` / ``sigmoid`` without ``K``), more memory
+        estimator needs that cannot be built (``linear`` / ``sigmoid`` / ``tuned`` without ``K``), more memory
         than :data:`MEMORY_SHARE` of what the device has available (:func:`estimated_bytes`), what
         the estimator's module refuses in its own ``check(ctx)`` where it defines one (it then checks its
         schedule itself: the sandwich's doubling; ``exact``'s time budget,
@@ -243,6 +245,8 @@ class EstimateContext:
             own(self)
         elif "schedule" in self.spec.options and self.options.schedule not in PILOT_SCHEDULES:
             self.betas()
+        elif "schedule" in self.spec.options and self.options.schedule == TUNED and self.options.K is None:
+            raise ValueError(_TUNED_NEEDS_K.format(name=self.name))
         self.check_memory()
         self.check_time()
 
@@ -348,7 +352,7 @@ class EstimateContext:
             from .tuned import tune_rounds, tuned_generator
 
             if K is None:
-                raise ValueError(f"{self.name}: schedule 'tuned' needs a number of steps K (the final round's)")
+                raise ValueError(_TUNED_NEEDS_K.format(name=self.name))
             return tune_rounds(
                 path,
                 K,
