@@ -136,6 +136,9 @@ def test_lag_factor_of_a_lazy_kernel_predicts_the_log_weight_variance():
     assert float((w * prof.tau).sum()) == pytest.approx(3.0, rel=0.15)
     predicted = float((prof.var * prof.tau).sum())
     assert prof.log_w_var == pytest.approx(predicted, rel=0.15)
+    res = tuned.TuneResult(linear(200), (prof,), prof.sweeps, 2000, "linear", 0.0).extras()
+    assert res["tuned_lag_inflation"] == pytest.approx(res["tuned_lag_inflation_ar1"], rel=0.15)
+    assert res["tuned_lag_inflation"] == pytest.approx(3.0, rel=0.15)
 
 
 def test_tuned_schedule_lowers_the_log_weight_variance_where_g_says_it_should():
@@ -219,6 +222,28 @@ def test_hais_takes_the_tuned_schedule():
     h = estimate(poe, "hais", K=64, chains=50, seed=0, schedule="tuned", pilot_chains=20)
     assert abs(h.log_z - poe.exact_log_z()) < 5 * h.log_z_stderr + 0.05
     assert h.extra["pilot_sweeps"] > 0 and len(h.schedule) == 65 and h.extra["tuned_G"] >= 1.0 - 1e-12
+
+
+def test_tuned_diagnostics_are_tracked_as_metrics():
+    from logzbench.tracking.records import estimate_metrics
+
+    r = estimate(random_rbm(8, 4, seed=0), "ais", schedule="tuned", K=16, chains=10, pilot_chains=10, n_bootstrap=0)
+    m = estimate_metrics({"result": r.to_dict()})
+    assert m["tuned_G"] == r.extra["tuned_G"] >= 1.0 - 1e-12 and m["tuned_rounds"] == 2
+    assert [m[f"tuned_beta_decile_{i}"] for i in range(10)] == r.extra["tuned_beta_deciles"]
+    assert m["total_sweeps"] == 15 * 10 + 7 * 10 and m["pilot_sweeps"] == 70
+
+
+def test_the_time_check_counts_the_pilot_rounds():
+    """A user's energy: the run's estimated time includes the pilot rounds (K = 16: one round of 8 steps, 7
+    sweeps of pilot_chains chains), named in the refusal."""
+    from logzbench.models import EnergyModel
+
+    model = EnergyModel(lambda x: x.double().sum(dim=1), 4, "binary")
+    with pytest.raises(ValueError) as info:
+        estimate(model, "ais", schedule="tuned", K=16, chains=10, pilot_chains=12, max_seconds=1e-9)
+    msg = str(info.value)
+    assert "16 sweeps of 10 chains, and the tuned schedule's pilot rounds: 7 sweeps of 12 chains" in msg, msg
 
 
 # ---------------------------------------------------------------------- refusals

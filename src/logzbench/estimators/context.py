@@ -22,7 +22,7 @@ import torch
 
 from ..options import EstimateOptions
 from ..registry import EstimatorSpec, FamilySpec
-from ..schedules import ADAPTIVE, PILOT_SCHEDULES, TUNED, make_schedule, resample
+from ..schedules import ADAPTIVE, PILOT_SCHEDULES, TUNED, make_schedule, resample, tuned_round_ks
 from ..utils.devices import MEMORY_SHARE, memory_shortfall
 from .result import EstimateResult, attach_log_likelihood, khat_summary
 
@@ -149,6 +149,15 @@ def planned_sweeps(ctx: "EstimateContext") -> tuple[list[tuple[int, int]], str]:
     return annealing_sweeps(ctx)
 
 
+def tuned_pilot_sweeps(ctx: "EstimateContext") -> int:
+    """Sweeps per chain of the tuned schedule's pilot rounds (:func:`~logzbench.schedules.tuned_round_ks`, at
+    ``sweeps_per_beta`` per step), before they run; 0 for another schedule, or without ``K``."""
+    o = ctx.options
+    if o.schedule != TUNED or o.K is None or "schedule" not in ctx.spec.options:
+        return 0
+    return sum(k - 1 for k in tuned_round_ks(o.K, o.tune_rounds)) * int(o.sweeps_per_beta)
+
+
 def annealing_sweeps(ctx: "EstimateContext", rows: int | None = None, passes: int = 1) -> tuple[list, str]:
     """:func:`planned_sweeps` of ``passes`` annealing runs (forward, reverse) over ``K`` of ``rows`` chains
     (default ``chains``) at ``sweeps_per_beta`` sweeps per temperature."""
@@ -271,6 +280,10 @@ class EstimateContext:
         if math.isinf(budget):  # no limit: nothing to time
             return
         batches, what = planned_sweeps(self)
+        pilot = tuned_pilot_sweeps(self)
+        if pilot:  # the tuned schedule's pilot rounds run before the estimator's own (pilot_chains chains each)
+            batches = [*batches, (int(self.options.pilot_chains), pilot)]
+            what += f", and the tuned schedule's pilot rounds: {pilot} sweeps of {self.options.pilot_chains} chains"
         seconds, per_sweep = 0.0, []
         for rows, sweeps in batches:
             s, how = sweep_seconds(rows)

@@ -215,8 +215,11 @@ class TuneResult(NamedTuple):
         (``tuned_round_sweeps``, the pilot rounds'), the barrier ``tuned_barrier`` and ``tuned_G`` without
         the lag factor and ``tuned_barrier_lagged``, ``tuned_G_lagged`` with it, ``tuned_lag_inflation``
         (the last pilot round's observed ``Var(log w) / sum_k sigma_k^2``; 1 where increments are
-        independent), each pilot round's barrier (``tuned_round_barrier``) and the final schedule's share of
-        steps per tenth of beta (``tuned_beta_deciles``)."""
+        independent) beside ``tuned_lag_inflation_ar1`` (``sum_k sigma_k^2 tau_k / sum_k sigma_k^2``, what the
+        lag-1 factor accounts for: an observed inflation far above it, growing with K, is a lag of longer
+        range -- chains held in modes -- that no spacing of the steps removes), each pilot round's barrier
+        (``tuned_round_barrier``) and the final schedule's share of steps per tenth of beta
+        (``tuned_beta_deciles``)."""
         last = self.profiles[-1]
         lam, g = barrier(last.betas, last.var)
         lam_lag, g_lag = barrier(last.betas, last.var, last.tau)
@@ -235,6 +238,7 @@ class TuneResult(NamedTuple):
             "tuned_barrier_lagged": lam_lag,
             "tuned_G_lagged": g_lag,
             "tuned_lag_inflation": float(last.log_w_var / s) if s > 0 else float("nan"),
+            "tuned_lag_inflation_ar1": float((last.var * last.tau).sum() / s) if s > 0 else float("nan"),
             "tuned_beta_deciles": decile_shares(self.betas),
         }
 
