@@ -139,7 +139,7 @@ def increment_profile(
         raise ValueError(f"the tuned schedule's pilot needs at least 2 chains (a variance), got {n}")
     x = path.sample_initial(g * n, generator)
     zero = torch.zeros(g * n, dtype=torch.float64, device=generator.device)
-    var, cov = np.zeros(K), np.zeros(max(K - 1, 0))
+    var_t, cov_t = [], []  # on the device: read back once, after the loop
     total = torch.zeros((g, n), dtype=torch.float64, device=generator.device)
     prev = None
     for k in range(K):
@@ -148,11 +148,13 @@ def increment_profile(
         )
         x, inc = st.x, st.log_w.reshape(g, n)
         c = inc - inc.mean(-1, keepdim=True)
-        var[k] = float(((c * c).sum(-1) / (n - 1)).mean())
+        var_t.append(((c * c).sum(-1) / (n - 1)).mean())
         if prev is not None:
-            cov[k - 1] = float(((prev * c).sum(-1) / (n - 1)).mean())
+            cov_t.append(((prev * c).sum(-1) / (n - 1)).mean())
         prev, total = c, total + inc
     ais_kernel.check_finite(total.reshape(-1), "tuned pilot log-weights")
+    var = torch.stack(var_t).cpu().numpy()
+    cov = torch.stack(cov_t).cpu().numpy() if cov_t else np.zeros(0)
     sd = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
         pair = np.where(sd[:-1] * sd[1:] > 0, cov / (sd[:-1] * sd[1:]), 0.0)
