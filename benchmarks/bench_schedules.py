@@ -16,6 +16,8 @@ training rows, else ``"uniform"``):
 * ``adaptive``: the pilot-run schedule (:mod:`logzbench.estimators.adaptive`), read at ``K`` steps, for
   every ``--target-ess`` and ``--sweeps-per-beta`` (all variants are printed; the table's ``adaptive``
   row is the variant with the fewest sweeps, or with the smallest error at the cap when none got there);
+* ``tuned``: rounds of doubling K, each re-spaced from the previous round's log-weight increments
+  (:mod:`logzbench.estimators.tuned`; the pilot rounds' sweeps counted; from ``K = 16``);
 * ``moment-averaging``: Grosse, Maddison & Salakhutdinov (NIPS 2013): the intermediate distributions
   are RBMs whose moments ``E[v], E[h], E[v h^T]`` are ``(1 - beta) E_0[s] + beta E_1[s]``.  Implemented
   here (:class:`MomentAveragingPath`, :func:`fit_anchors`): ``E_1[s]`` is estimated by Gibbs chains on the
@@ -68,7 +70,7 @@ from logzbench.kernels import bernoulli_from_logits
 from logzbench.utils import make_generator
 
 REPO = Path(__file__).resolve().parents[1]
-SCHEDULES = ("linear", "sigmoid", "sm14500", "adaptive", "moment-averaging")
+SCHEDULES = ("linear", "sigmoid", "sm14500", "adaptive", "moment-averaging", "tuned")
 SM14500_K = 14500
 #: the settings of :func:`fit_anchors` a moment-averaging variant carries
 _MA_KEYS = ("target", "target_burn_in", "target_sweeps", "fit_updates", "learning_rate", "smooth")
@@ -543,7 +545,7 @@ def _ais_run(bench: Bench, seed: int, K: int, threads: int, chains: int, variant
         res = ais_kernel.ais(path, np.linspace(0.0, 1.0, K + 1), chains, make_generator(seed), n_bootstrap=1)
         total, extra = int(res.total_sweeps) + cost["sweeps"], {"fit_sweeps": cost["sweeps"]}
     else:
-        kw = {k: variant[k] for k in ("target_ess", "sweeps_per_beta") if k in variant}
+        kw = {k: variant[k] for k in ("target_ess", "sweeps_per_beta", "pilot_chains", "tuned_start") if k in variant}
         res = estimate(
             bench.model,
             "ais",
@@ -557,7 +559,8 @@ def _ais_run(bench: Bench, seed: int, K: int, threads: int, chains: int, variant
             n_bootstrap=1,
             **kw,
         )
-        total, extra = int(res.total_sweeps), {k: res.extra[k] for k in ("pilot_sweeps", "pilot_K") if k in res.extra}
+        keep = ("pilot_sweeps", "pilot_K", "tuned_round_K", "tuned_barrier", "tuned_G", "tuned_G_lagged")
+        total, extra = int(res.total_sweeps), {k: res.extra[k] for k in keep if k in res.extra}
     return {
         "seed": seed,
         "K": K,
@@ -593,7 +596,11 @@ def measure(
     t0 = time.perf_counter()
     levels = []
     fixed = variant["schedule"] == "sm14500" or bool(variant.get("fixed"))
-    K = SM14500_K if variant["schedule"] == "sm14500" else int(variant.get("K", k_start))
+    K = (
+        SM14500_K
+        if variant["schedule"] == "sm14500"
+        else max(int(variant.get("K", k_start)), int(variant.get("k_min", 1)))
+    )
     while True:
         runs = [run(bench, s, K, threads, chains, variant, ma_cache) for s in seeds]
         med = float(np.median([abs(r["error"]) for r in runs]))
@@ -657,6 +664,9 @@ def variants(args) -> list[dict]:
                             "sweeps_per_beta": spb,
                         }
                     )
+        elif name == "tuned":
+            for start in args.tuned_start.split(","):
+                out.extend(tuned_variant(int(pc), start) for pc in args.tuned_pilot_chains.split(","))
         elif name == "moment-averaging":
             for L in args.ma_anchors:
                 out.append(
@@ -673,6 +683,23 @@ def variants(args) -> list[dict]:
                     }
                 )
     return out
+
+
+def tuned_variant(pilot_chains: int = 100, start: str = "linear") -> dict:
+    """The ``tuned`` contender (:mod:`logzbench.estimators.tuned`): pilot rounds of doubling K (``pilot_chains``
+    chains each, as many rounds as keep the first at 8 steps, the first on the ``start`` schedule) re-space beta
+    from their log-weight increments;
+    ``K`` is the final round's, the pilot rounds' sweeps count in ``total_sweeps``.  It starts at ``K = 16`` at
+    least (the smallest K it can double to)."""
+    from logzbench.schedules import TUNED_MIN_START_K
+
+    return {
+        "schedule": "tuned",
+        "label": f"tuned {start} pilot_chains={pilot_chains}",
+        "pilot_chains": pilot_chains,
+        "tuned_start": start,
+        "k_min": 2 * TUNED_MIN_START_K,
+    }
 
 
 def best_of(rows: list[dict]) -> dict:
@@ -739,6 +766,8 @@ def main(argv=None) -> dict:
     p.add_argument("--schedules", default=",".join(SCHEDULES), help=f"comma-separated subset of {SCHEDULES}")
     p.add_argument("--target-ess", default="0.9,0.99", help="adaptive: conditional ESS targets tried")
     p.add_argument("--sweeps-per-beta", default="1,2", help="adaptive: sweeps per temperature tried")
+    p.add_argument("--tuned-pilot-chains", default="100,25", help="tuned: chains of each pilot round, tried")
+    p.add_argument("--tuned-start", default="linear", help="tuned: first-round schedules tried (linear, sigmoid)")
     p.add_argument(
         "--ma-anchors",
         default=None,

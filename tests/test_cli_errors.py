@@ -540,6 +540,43 @@ CASES = [
             "max_seconds=",
         ],
     ),
+    # --- the tuned schedule (issue 38, item 4): a K it can double to, a start that can double, not in the sandwich
+    (
+        "tuned-K-too-small",
+        lambda t, e: None,
+        ["estimate", "model.npz", "--estimator", "ais", "--schedule", "tuned", "--steps", "10"],
+        ["K (--steps) = 10", "too small to double from", "K >= 16"],
+    ),
+    (
+        "tuned-too-many-rounds",
+        lambda t, e: None,
+        ["estimate", "model.npz", "--estimator", "ais", "--schedule", "tuned", "--steps", "64", "--tune-rounds", "4"],
+        ["4 round(s)", "K >= 128", "fewer tune_rounds"],
+    ),
+    (
+        "tuned-start-sm14500",
+        lambda t, e: None,
+        ["estimate", "model.npz", "--estimator", "ais", "--schedule", "tuned", "--tuned-start", "sm14500"],
+        ["tuned_start (--tuned-start) 'sm14500'", "length of its own", "cannot double"],
+    ),
+    (
+        "tuned-start-file",
+        lambda t, e: np.save(t / "betas.npy", np.linspace(0, 1, 11)),
+        ["estimate", "model.npz", "--estimator", "ais", "--schedule", "tuned", "--tuned-start", "betas.npy"],
+        ["'betas.npy'", "length of its own"],
+    ),
+    (
+        "tuned-one-pilot-chain",
+        lambda t, e: None,
+        ["estimate", "model.npz", "--estimator", "ais", "--schedule", "tuned", "--pilot-chains", "1"],
+        ["tuned schedule needs pilot_chains >= 2"],
+    ),
+    (
+        "tuned-sandwich",
+        lambda t, e: None,
+        ["estimate", "model.npz", "--estimator", "sandwich", "--schedule", "tuned"],
+        ["sandwich doubles K itself", "tuned"],
+    ),
 ]
 
 #: the user's file of the ``user-*`` cases: binary energies on 4 sites, a continuous one on 2 coordinates

@@ -570,7 +570,7 @@ def _set(config, path, value):
             "estimators.ais.schedule",
             "cubic",
             r"estimator ais: schedule 'cubic' is neither a schedule name \(linear, "
-            r"sigmoid, sm14500, adaptive\) nor a file of betas",
+            r"sigmoid, sm14500, adaptive, tuned\) nor a file of betas",
         ),
         ("estimators.ais.schedule", "no/such/file.txt", "estimator ais: schedule 'no/such/file.txt' is neither"),
         (

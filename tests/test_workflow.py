@@ -433,8 +433,8 @@ BAD_CONFIGS = [
     (
         "  ais:\n    chains: 20\n",
         "  ais:\n    chains: 20\n    schedule: cubic\n",
-        "estimator ais: schedule 'cubic' is neither a schedule name (linear, sigmoid, sm14500, adaptive) nor a file "
-        "of betas",
+        "estimator ais: schedule 'cubic' is neither a schedule name (linear, sigmoid, sm14500, adaptive, tuned) nor a "
+        "file of betas",
     ),
     (
         "  ais:\n    chains: 20\n",
@@ -539,6 +539,22 @@ BAD_CONFIGS = [
     ),
     ("    threshold: 0.5\n", "    threshold: .nan\n", "config.datasets.digits.threshold: nan is not a finite number"),
     ("  gap_threshold: 1.0\n", "  gap_threshold: .nan\n", "config.report.gap_threshold: nan is not a finite number"),
+    # issue 38, item 4: the tuned schedule doubles K from a start without a length of its own, to a K of at least 16
+    (
+        "  ais:\n    chains: 20\n",
+        "  ais:\n    chains: 20\n    schedule: tuned\n    tuned_start: sm14500\n",
+        "tuned_start (--tuned-start) 'sm14500'",
+    ),
+    (
+        "  ais:\n    chains: 20\n",
+        "  ais:\n    chains: 20\n    schedule: tuned\n",
+        "K (--steps) = 10 is too small to double from",
+    ),
+    (
+        "  sandwich:             # a bracket on log Z and the test log-likelihood, K doubled from 10 (issue 23)\n",
+        "  sandwich:\n    schedule: tuned\n",
+        "estimator sandwich: sandwich doubles K itself, and the tuned schedule is tuned for one K",
+    ),
     # issue 37, item 11: 100,000 seeds took 106 s and 827 MB to dry-run (each seed an estimate of every sweep)
     (
         "  seeds: [0, 1]\n",
@@ -750,6 +766,8 @@ _CLI_FLAGS = {
     "sweeps_per_beta": "--sweeps-per-beta",
     "pilot_chains": "--pilot-chains",
     "target_ess": "--target-ess",
+    "tune_rounds": "--tune-rounds",
+    "tuned_start": "--tuned-start",
     "target_width": "--target-width",
     "max_sweeps": "--max-sweeps",
     "confidence": "--confidence",

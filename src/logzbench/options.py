@@ -41,11 +41,20 @@ import argparse
 import difflib
 import math
 import numbers
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .schedules import ADAPTIVE, make_schedule
+from .schedules import (
+    ADAPTIVE,
+    PILOT_SCHEDULES,
+    SM14500_NAMES,
+    TUNED,
+    TUNED_STARTS,
+    make_schedule,
+    tuned_round_ks,
+)
 
 __all__ = [
     "CONTROL_VARIATES",
@@ -185,6 +194,14 @@ def _when_not_default(opt: "Option", q: SettingQuery) -> Any:
 
 def _when_adaptive(opt: "Option", q: SettingQuery) -> Any:
     return q.value(opt.name) if q.reads and q.settings.get("schedule") == ADAPTIVE else SKIP
+
+
+def _when_pilot(opt: "Option", q: SettingQuery) -> Any:
+    return q.value(opt.name) if q.reads and q.settings.get("schedule") in PILOT_SCHEDULES else SKIP
+
+
+def _when_tuned(opt: "Option", q: SettingQuery) -> Any:
+    return q.value(opt.name) if q.reads and q.settings.get("schedule") == TUNED else SKIP
 
 
 def _when_deep(opt: "Option", q: SettingQuery) -> Any:
@@ -387,12 +404,20 @@ OPTIONS: tuple[Option, ...] = (
            "sandwich's first K, default 100)", "int", minimum=1, nullable=True, flags=("--steps", "-K"),
            config=False, record=None),
     Option("schedule", "linear", "linear | sigmoid | sm14500 | adaptive (chosen by an independent pilot run) | "
-           "a file of inverse temperatures (1-D, non-decreasing from 0 to 1) (default: linear; the "
+           "tuned (re-spaced in pilot rounds of doubling K from their log-weight increments; K is the final "
+           "round's) | a file of inverse temperatures (1-D, non-decreasing from 0 to 1) (default: linear; the "
            "sandwich's: adaptive)", "str", schema_default=False),
     Option("sweeps_per_beta", 1, "annealed estimators: MCMC transitions at each intermediate distribution (1: the "
            "papers' one sweep per temperature)", "int", minimum=1, record=_when_not_default),
-    Option("pilot_chains", 100, "adaptive schedule: chains of the independent pilot run that chooses it (at "
-           "least 2: the conditional ESS compares weights)", "int", minimum=1, record=_when_adaptive),
+    Option("pilot_chains", 100, "adaptive and tuned schedules: chains of the independent pilot run (each tuning "
+           "round) that chooses it (at least 2: the conditional ESS compares weights, the tuning measures "
+           "variances)", "int", minimum=1, record=_when_pilot),
+    Option("tune_rounds", None, "tuned schedule: pilot rounds before the final one, each about doubling K, the "
+           "first with at least 8 steps (default: as many as K allows; K below 16, or below 8 x 2^rounds, is "
+           "refused)", "int", minimum=1, nullable=True, record=_when_tuned),
+    Option("tuned_start", "linear", "tuned schedule: the first round's schedule, linear or sigmoid (sm14500 and "
+           "schedule files have their own length, which cannot double, and are refused)", "str",
+           record=_when_tuned),
     Option("target_ess", 0.95, "adaptive schedule: the conditional effective sample size, a fraction in (0, 1), "
            "kept between successive inverse temperatures (Zhou, Johansen & Aston 2016)", "fraction",
            record=_when_adaptive),
@@ -519,11 +544,37 @@ class EstimateOptions:
                 f"the adaptive schedule needs pilot_chains >= 2 (the conditional ESS compares "
                 f"weights), got {self.pilot_chains}"
             )
+        if self.schedule == TUNED:
+            self._check_tuned()
         if not isinstance(self.schedule, str) or not self.schedule:
             raise ValueError(f"schedule must be a name or a file, got {self.schedule!r}")
-        if self.schedule not in ("linear", "sigmoid", ADAPTIVE):
+        if self.schedule not in ("linear", "sigmoid", *PILOT_SCHEDULES):
             # sm14500 or a file: its K is fixed; refuse an unknown name, a bad file, another explicit K
             make_schedule(self.schedule, self.K)
+
+    def _check_tuned(self) -> None:
+        """The tuned schedule: two pilot chains, a first round of a schedule that can double (linear,
+        sigmoid), and a K that leaves room for the rounds of doubling (:func:`~logzbench.schedules.tuned_round_ks`;
+        a missing K is refused where the schedule is built, as for linear)."""
+        if self.pilot_chains < 2:
+            raise ValueError(
+                f"the tuned schedule needs pilot_chains >= 2 (each round measures variances over its chains), "
+                f"got {self.pilot_chains}"
+            )
+        start = self.tuned_start
+        if start not in TUNED_STARTS:
+            if start in PILOT_SCHEDULES:
+                why = "an adaptive or tuned schedule is not a starting shape"
+            elif isinstance(start, str) and (start in SM14500_NAMES or os.path.exists(start)):
+                why = "a schedule with a length of its own (sm14500, a schedule file) cannot double"
+            else:
+                why = "that is not a schedule"
+            raise ValueError(
+                f"tuned_start (--tuned-start) {start!r}: the tuned schedule's first round is one of "
+                f"{TUNED_STARTS}; {why}"
+            )
+        if self.K is not None:
+            tuned_round_ks(self.K, self.tune_rounds)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> "EstimateOptions":
@@ -586,14 +637,14 @@ def config_schema(base: Mapping[str, Any]) -> dict[str, Any]:
     schema = dict(base)
     schema["properties"] = {**dict(base.get("properties") or {}), **config_properties()}
     schema["additionalProperties"] = False
-    schema["if"] = {"required": ["schedule"], "properties": {"schedule": {"const": ADAPTIVE}}}
+    schema["if"] = {"required": ["schedule"], "properties": {"schedule": {"enum": list(PILOT_SCHEDULES)}}}
     schema["then"] = {
         "properties": {
             "pilot_chains": {
                 "type": "integer",
                 "minimum": 2,
-                "description": "schedule adaptive: the pilot run needs at least 2 chains (its conditional ESS "
-                "compares weights)",
+                "description": "schedule adaptive or tuned: the pilot run needs at least 2 chains (its "
+                "conditional ESS compares weights; the tuning measures variances)",
             }
         }
     }

@@ -192,8 +192,8 @@ class EstimatorSpec:
 
 
 #: options of every annealed estimator's schedule: its length and shape, sweeps per temperature, the
-#: adaptive schedule's pilot
-_SCHEDULE = ("K", "schedule", "sweeps_per_beta", "pilot_chains", "target_ess")
+#: adaptive and tuned schedules' pilots (chains; target CESS; rounds and first schedule)
+_SCHEDULE = ("K", "schedule", "sweeps_per_beta", "pilot_chains", "target_ess", "tune_rounds", "tuned_start")
 _ANNEALED = _SCHEDULE + ("chains", "init", "is_samples", "n_bootstrap", "max_seconds")
 _IS_FAMILY = ("chains", "burn_in", "init", "is_samples", "n_bootstrap", "max_seconds")
 _CONTINUOUS = _SCHEDULE + ("chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap", "max_seconds")

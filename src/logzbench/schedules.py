@@ -5,6 +5,7 @@ The schedule lives outside every kernel: estimators take a 1-D float64 array.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -110,7 +111,16 @@ def from_file(path: str | os.PathLike) -> np.ndarray:
 #: the schedule an independent pilot run chooses on the model's own path
 #: (:func:`logzbench.estimators.adaptive.pilot_schedule`); this module only reshapes it (:func:`resample`)
 ADAPTIVE = "adaptive"
-SCHEDULES = ("linear", "sigmoid", "sm14500", ADAPTIVE)
+#: the schedule tuned in rounds of doubling K on independent pilot runs
+#: (:func:`logzbench.estimators.tuned.tune_rounds`); this module only re-spaces (:func:`respace`)
+TUNED = "tuned"
+SCHEDULES = ("linear", "sigmoid", "sm14500", ADAPTIVE, TUNED)
+#: the schedules chosen by a pilot run on the model's own path, not by name and K alone
+PILOT_SCHEDULES = (ADAPTIVE, TUNED)
+#: the schedules the tuned schedule's first round may use: they have no length of their own, so K can double
+TUNED_STARTS = ("linear", "sigmoid")
+#: the fewest steps of the tuned schedule's first round (its variance profile has one value per step)
+TUNED_MIN_START_K = 8
 #: K of the ``linear`` and ``sigmoid`` schedules on the command line when ``--steps`` is not given
 #: (the Python API has no default: ``K`` is required by these schedules).
 DEFAULT_K = 1000
@@ -136,6 +146,11 @@ def make_schedule(name: str, n_steps: int | None = None) -> np.ndarray:
             "the adaptive schedule is chosen by a pilot run on the model's annealing path "
             "(logzbench.estimators.adaptive.pilot_schedule), not by name alone"
         )
+    if name == TUNED:
+        raise ValueError(
+            "the tuned schedule is chosen by pilot rounds on the model's annealing path "
+            "(logzbench.estimators.tuned.tune_rounds), not by name alone"
+        )
     if name in SM14500_NAMES:
         return _fixed(salakhutdinov_murray(), n_steps, f"schedule {name!r}")
     if Path(name).exists():
@@ -143,6 +158,59 @@ def make_schedule(name: str, n_steps: int | None = None) -> np.ndarray:
     if os.sep in name or Path(name).suffix in (".npy", ".txt", ".csv", ".dat"):
         raise ValueError(f"schedule file not found: {name}")
     raise ValueError(f"unknown schedule {name!r}; choose one of {SCHEDULES} or give a file of betas")
+
+
+def tuned_round_ks(K: int, rounds: int | None = None) -> list[int]:
+    """The steps of the tuned schedule's pilot rounds for a final round of ``K`` steps: ``ceil(K / 2^r)`` for
+    ``r = rounds, ..., 1`` (each round about doubles the one before; the final round, not listed, has ``K``).
+
+    ``rounds=None`` takes as many as keep the first round at :data:`TUNED_MIN_START_K` steps or more.  A ``K``
+    too small for one round of that many steps before it (``K < 2 * TUNED_MIN_START_K``), or for the
+    ``rounds`` asked, is refused (ValueError naming both numbers)."""
+    K = int(K)
+    lo = TUNED_MIN_START_K
+    if rounds is None:
+        if K < 2 * lo:
+            raise ValueError(
+                f"the tuned schedule doubles K from a first round of at least {lo} steps: K (--steps) = {K} "
+                f"is too small to double from; give K >= {2 * lo}"
+            )
+        rounds = int(math.floor(math.log2(K / lo)))
+    rounds = int(rounds)
+    first = math.ceil(K / 2**rounds)
+    if rounds < 1 or first < lo:
+        raise ValueError(
+            f"the tuned schedule's {rounds} round(s) of doubling before K (--steps) = {K} start at {first} steps, "
+            f"fewer than {lo}: give K >= {lo * 2**rounds} or fewer tune_rounds (--tune-rounds)"
+        )
+    return [math.ceil(K / 2**r) for r in range(rounds, 0, -1)]
+
+
+def respace(betas, masses, n_steps: int, floor: float = 0.05) -> np.ndarray:
+    """``n_steps`` steps that share the barrier of schedule ``betas`` equally.
+
+    ``masses[k] >= 0`` is the barrier carried by step ``k`` (``betas[k] .. betas[k + 1]``), e.g. the standard
+    deviation of its log-weight increment; the barrier's density is taken constant within each step.  Every
+    step's density is raised to at least ``floor`` times the mean density (so a region with no measured
+    barrier still gets steps: ``floor * n_steps`` of them per unit of beta at least), the cumulative barrier
+    ``C(beta)`` is built, and the new ``beta_j`` solve ``C(beta_j) = j / n_steps * C(1)`` (piecewise linear
+    inversion, :func:`numpy.interp` on the strictly increasing ``C``).  All-zero masses give a linear schedule.
+    """
+    b = from_array(betas)
+    _check_k(n_steps)
+    m = np.asarray(masses, dtype=np.float64)
+    d = np.diff(b)
+    if m.shape != d.shape or not np.isfinite(m).all() or (m < 0).any():
+        raise ValueError(f"respace needs one finite mass >= 0 per step ({d.size}), got shape {m.shape}")
+    keep = d > 0  # zero-length steps carry nothing
+    b = np.concatenate([[0.0], b[1:][keep]])
+    d, m = d[keep], m[keep]
+    total = m.sum()
+    m = d.copy() if not total > 0 else np.maximum(m, float(floor) * total * d)
+    c = np.concatenate([[0.0], np.cumsum(m)])
+    out = np.interp(np.linspace(0.0, c[-1], int(n_steps) + 1), c, b)
+    out[0], out[-1] = 0.0, 1.0
+    return np.maximum.accumulate(out)
 
 
 def _fixed(betas: np.ndarray, n_steps: int | None, what: str) -> np.ndarray:

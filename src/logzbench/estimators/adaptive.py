@@ -76,6 +76,16 @@ class PilotResult(NamedTuple):
     seconds: float
     n_resampled: int
 
+    def extras(self) -> dict[str, Any]:
+        """What a result records (``extra``): ``pilot_sweeps`` (also added to ``total_sweeps``), ``pilot_K``,
+        ``pilot_seconds``, ``pilot_resampled``."""
+        return {
+            "pilot_sweeps": int(self.sweeps),
+            "pilot_K": len(self.betas) - 1,
+            "pilot_seconds": float(self.seconds),
+            "pilot_resampled": int(self.n_resampled),
+        }
+
 
 def conditional_ess(log_w: torch.Tensor, inc: torch.Tensor) -> torch.Tensor:
     """CESS of the increments ``inc`` under normalised log-weights ``log_w`` (both ``(..., M)``),

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..models.base import AnnealingPath
-from ..schedules import ADAPTIVE, from_array
+from ..schedules import ADAPTIVE, TUNED, from_array
 from . import ais as ais_kernel
 from ._common import progress_range, timer
 from .context import chain_bytes
@@ -273,11 +273,11 @@ def ads_multinomial(
 
 def peak_bytes(ctx) -> tuple[int, str]:
     """The context's memory hook: the multinomial variant keeps ``(K+1)^2 x chains`` log-densities (its
-    K is known before the run unless the schedule is adaptive)."""
+    K is known before the run unless the schedule is adaptive; a tuned schedule's is ``K``)."""
     o = ctx.options
     if ctx.name != "ads-multinomial" or o.schedule == ADAPTIVE:
         return chain_bytes(ctx)
-    K = len(ctx.betas()) - 1
+    K = int(o.K) if o.schedule == TUNED and o.K is not None else len(ctx.betas()) - 1
     return chain_bytes(ctx, o.chains, f"chains = {o.chains}, K = {K}", extra=8 * (K + 1) ** 2 * o.chains)
 
 

@@ -22,7 +22,7 @@ import torch
 
 from ..options import EstimateOptions
 from ..registry import EstimatorSpec, FamilySpec
-from ..schedules import ADAPTIVE, make_schedule, resample
+from ..schedules import ADAPTIVE, PILOT_SCHEDULES, TUNED, make_schedule, resample, tuned_round_ks
 from ..utils.devices import MEMORY_SHARE, memory_shortfall
 from .result import EstimateResult, attach_log_likelihood, khat_summary
 
@@ -42,6 +42,8 @@ __all__ = [
 #: bytes per step of a schedule of K steps: the K + 1 inverse temperatures, their differences and the
 #: temporaries that build them (:func:`logzbench.schedules.sigmoid`, :func:`~logzbench.schedules.resample`)
 _SCHEDULE_BYTES_PER_STEP = 32
+#: the refusal of a tuned schedule without K (it has no length of its own: K is its final round's)
+_TUNED_NEEDS_K = "{name}: schedule 'tuned' needs a number of steps K (the final round's)"
 #: Peak bytes per chain (per chain and example for RAISE and generative HAIS) and per unit of the
 #: model's state (:func:`state_units`), by family kind: measured as the growth of the peak resident
 #: memory of one-thread CPU runs (784-200 RBM, 784-200-200 DBM / DBN, 64-dimensional continuous
@@ -149,6 +151,15 @@ def planned_sweeps(ctx: "EstimateContext") -> tuple[list[tuple[int, int]], str]:
     return annealing_sweeps(ctx)
 
 
+def tuned_pilot_sweeps(ctx: "EstimateContext") -> int:
+    """Sweeps per chain of the tuned schedule's pilot rounds (:func:`~logzbench.schedules.tuned_round_ks`, at
+    ``sweeps_per_beta`` per step), before they run; 0 for another schedule, or without ``K``."""
+    o = ctx.options
+    if o.schedule != TUNED or o.K is None or "schedule" not in ctx.spec.options:
+        return 0
+    return sum(k - 1 for k in tuned_round_ks(o.K, o.tune_rounds)) * int(o.sweeps_per_beta)
+
+
 def annealing_sweeps(ctx: "EstimateContext", rows: int | None = None, passes: int = 1) -> tuple[list, str]:
     """:func:`planned_sweeps` of ``passes`` annealing runs (forward, reverse) over ``K`` of ``rows`` chains
     (default ``chains``) at ``sweeps_per_beta`` sweeps per temperature."""
@@ -193,7 +204,8 @@ class EstimateContext:
     estimated_seconds: float | None = None
     _betas: np.ndarray | None = field(default=None, repr=False)
     _betas_K: int | None = field(default=None, repr=False)
-    #: the adaptive schedule's pilot run (:class:`logzbench.estimators.adaptive.PilotResult`), once run
+    #: the pilot run of the adaptive or tuned schedule (:class:`logzbench.estimators.adaptive.PilotResult`,
+    #: :class:`logzbench.estimators.tuned.TuneResult`), once run
     pilot: Any = field(default=None, repr=False)
     _log_f: tuple | None = field(default=None, repr=False)
     _log_f_seconds: float | None = field(default=None, repr=False)
@@ -230,7 +242,7 @@ class EstimateContext:
     def check(self) -> None:
         """Refuse, before any work, what the options allow but this run cannot do: no test data for an
         estimator that needs it (``spec.needs_data``), a schedule the
-        estimator needs that cannot be built (``linear`` / ``sigmoid`` without ``K``), more memory
+        estimator needs that cannot be built (``linear`` / ``sigmoid`` / ``tuned`` without ``K``), more memory
         than :data:`MEMORY_SHARE` of what the device has available (:func:`estimated_bytes`), what
         the estimator's module refuses in its own ``check(ctx)`` where it defines one (it then checks its
         schedule itself: the sandwich's doubling; ``exact``'s time budget,
@@ -242,8 +254,10 @@ class EstimateContext:
         own = getattr(self.spec.module, "check", None)
         if own is not None:  # the estimator's own (the sandwich's doubling, exact's time budget)
             own(self)
-        elif "schedule" in self.spec.options and self.options.schedule != ADAPTIVE:
+        elif "schedule" in self.spec.options and self.options.schedule not in PILOT_SCHEDULES:
             self.betas()
+        elif "schedule" in self.spec.options and self.options.schedule == TUNED and self.options.K is None:
+            raise ValueError(_TUNED_NEEDS_K.format(name=self.name))
         self.check_memory()
         self.check_time()
 
@@ -268,6 +282,10 @@ class EstimateContext:
         if math.isinf(budget):  # no limit: nothing to time
             return
         batches, what = planned_sweeps(self)
+        pilot = tuned_pilot_sweeps(self)
+        if pilot:  # the tuned schedule's pilot rounds run before the estimator's own (pilot_chains chains each)
+            batches = [*batches, (int(self.options.pilot_chains), pilot)]
+            what += f", and the tuned schedule's pilot rounds: {pilot} sweeps of {self.options.pilot_chains} chains"
         seconds, per_sweep = 0.0, []
         for rows, sweeps in batches:
             s, how = sweep_seconds(rows)
@@ -322,35 +340,65 @@ class EstimateContext:
         ``schedule="adaptive"`` runs the pilot (:func:`logzbench.estimators.adaptive.pilot_schedule`)
         once, on ``path`` (the estimator's own; ``groups`` populations for batched per-point paths),
         from its own generator, and reads its shape at ``K`` steps (its own length without ``K``);
-        :meth:`record_schedule` adds the pilot's sweeps and keeps the last schedule returned."""
+        ``schedule="tuned"`` runs the pilot rounds of doubling K (:func:`logzbench.estimators.tuned.tune_rounds`)
+        once, likewise, for a final schedule of ``K`` steps (another ``K`` later is refused: the schedule was
+        tuned for one).  :meth:`record_schedule` adds the pilot's sweeps and keeps the last schedule returned."""
         o = self.options
         K = o.K if K is None else int(K)
+        if o.schedule in PILOT_SCHEDULES and self.pilot is None:
+            if path is None:
+                raise ValueError(f"{self.name}: the {o.schedule} schedule needs the annealing path for its pilot run")
+            self.pilot = self._run_pilot(path, groups, K)
         if o.schedule == ADAPTIVE:
-            if self.pilot is None:
-                from .adaptive import pilot_generator, pilot_schedule
-
-                if path is None:
-                    raise ValueError(f"{self.name}: the adaptive schedule needs the annealing path for its pilot run")
-                self.pilot = pilot_schedule(
-                    path,
-                    o.pilot_chains,
-                    pilot_generator(o.seed, self.device),
-                    target_ess=o.target_ess,
-                    sweeps_per_beta=o.sweeps_per_beta,
-                    groups=groups,
-                )
             self._betas = self.pilot.betas.copy() if K is None else resample(self.pilot.betas, K)
+        elif o.schedule == TUNED:
+            own = len(self.pilot.betas) - 1
+            if K is not None and K != own:
+                raise ValueError(f"{self.name}: the tuned schedule was tuned for K = {own} steps, not K = {K}")
+            self._betas = self.pilot.betas.copy()
         elif self._betas is None or K != self._betas_K:  # a schedule file is read once per K
             self._betas, self._betas_K = make_schedule(o.schedule, K), K
         return self._betas.copy()
 
+    def _run_pilot(self, path, groups: int, K: int | None):
+        """The adaptive or tuned schedule's pilot on ``path``, from its own generator (never the run's)."""
+        o = self.options
+        if o.schedule == TUNED:
+            from .tuned import tune_rounds, tuned_generator
+
+            if K is None:
+                raise ValueError(_TUNED_NEEDS_K.format(name=self.name))
+            return tune_rounds(
+                path,
+                K,
+                o.pilot_chains,
+                tuned_generator(o.seed, self.device),
+                rounds=o.tune_rounds,
+                start=o.tuned_start,
+                sweeps_per_beta=o.sweeps_per_beta,
+                groups=groups,
+            )
+        from .adaptive import pilot_generator, pilot_schedule
+
+        return pilot_schedule(
+            path,
+            o.pilot_chains,
+            pilot_generator(o.seed, self.device),
+            target_ess=o.target_ess,
+            sweeps_per_beta=o.sweeps_per_beta,
+            groups=groups,
+        )
+
     def schedule_settings(self) -> dict[str, Any]:
         """What the result records about its schedule: sweeps per temperature and, for the adaptive
-        schedule, the pilot's chains and target CESS."""
+        schedule, the pilot's chains and target CESS; for the tuned one, the pilot's chains, rounds (as
+        asked: ``None`` is as many as K allows) and first schedule."""
         o = self.options
         out: dict[str, Any] = {"sweeps_per_beta": int(o.sweeps_per_beta)}
         if o.schedule == ADAPTIVE:
             out.update(pilot_chains=int(o.pilot_chains), target_ess=float(o.target_ess))
+        elif o.schedule == TUNED:
+            out.update(pilot_chains=int(o.pilot_chains), tune_rounds=o.tune_rounds, tuned_start=o.tuned_start)
         return out
 
     def require_data(self) -> torch.Tensor:
@@ -400,19 +448,14 @@ class EstimateContext:
 
     def record_schedule(self, res: EstimateResult) -> EstimateResult:
         """Keep the schedule the run used with its result (``res.schedule``: the per-chain ``.npz`` and
-        the MLflow artifact) and, for the adaptive schedule, add the pilot's sweeps to ``total_sweeps``
-        (``extra``: ``pilot_sweeps``, ``pilot_K``, ``pilot_seconds``, ``pilot_resampled``)."""
+        the MLflow artifact) and, for the adaptive and tuned schedules, add the pilot's sweeps to
+        ``total_sweeps`` (``extra``: the pilot's :meth:`~logzbench.estimators.adaptive.PilotResult.extras`:
+        ``pilot_sweeps``, ``pilot_K``, ``pilot_seconds`` and the schedule's own diagnostics)."""
         if self._betas is not None and res.schedule is None:
             res.schedule = self._betas.copy()
         if self.pilot is not None and "pilot_sweeps" not in res.extra:
-            p = self.pilot
-            res.total_sweeps = int(res.total_sweeps) + int(p.sweeps)
-            res.extra.update(
-                pilot_sweeps=int(p.sweeps),
-                pilot_K=len(p.betas) - 1,
-                pilot_seconds=float(p.seconds),
-                pilot_resampled=int(p.n_resampled),
-            )
+            res.total_sweeps = int(res.total_sweeps) + int(self.pilot.sweeps)
+            res.extra.update(self.pilot.extras())
         return res
 
 

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from ..models.hamiltonian import HamiltonianPath, gaussian_proposal
-from ..schedules import from_array
+from ..schedules import PILOT_SCHEDULES, from_array
 from . import ais as ais_kernel
 from ._common import timer
 from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
@@ -258,8 +258,9 @@ def pilot_path(ctx, kernel: str | None = None, points: torch.Tensor | None = Non
 
 def schedule(ctx, kernel: str | None = None, K: int | None = None, points: torch.Tensor | None = None) -> np.ndarray:
     """The run's schedule on a continuous model at ``K`` steps (default ``options.K``): the pilot of
-    :func:`pilot_path` (on ``points``, for a generative model) chooses it for ``schedule="adaptive"``."""
-    if ctx.options.schedule != "adaptive" or ctx.pilot is not None:
+    :func:`pilot_path` (on ``points``, for a generative model) chooses it for ``schedule="adaptive"`` and
+    ``"tuned"``."""
+    if ctx.options.schedule not in PILOT_SCHEDULES or ctx.pilot is not None:
         return ctx.betas(K=K)
     path, groups = pilot_path(ctx, kernel, points)
     return ctx.betas(path, groups=groups, K=K)

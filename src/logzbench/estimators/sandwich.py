@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from .. import registry
-from ..schedules import ADAPTIVE
+from ..schedules import ADAPTIVE, TUNED
 from .bracket import Span, make_bracket, noise_z, span
 from .context import annealing_sweeps, chain_bytes, per_example_bytes, test_examples
 from .result import EstimateResult
@@ -111,9 +111,15 @@ def planned_sweeps(ctx) -> tuple[list, str]:
 
 
 def check(ctx) -> None:
-    """Refuse, before any work, what the sandwich cannot do: a schedule of fixed length (it doubles K),
+    """Refuse, before any work, what the sandwich cannot do: a schedule of fixed length (it doubles K), the
+    tuned schedule (tuned for one K; its pilot rounds would not be counted in the sandwich's budget),
     a generative model without data, a model kind without an upper-bound estimator."""
     o = ctx.options
+    if o.schedule == TUNED:
+        raise ValueError(
+            "sandwich doubles K itself, and the tuned schedule's pilot rounds are tuned for one K: use "
+            f"--schedule {' / '.join(DOUBLING_SCHEDULES)} with the sandwich"
+        )
     if o.schedule not in DOUBLING_SCHEDULES:
         raise ValueError(
             f"sandwich doubles K, which a fixed schedule ({o.schedule}) cannot do; use one of {DOUBLING_SCHEDULES}"

@@ -31,8 +31,8 @@ from ..data.sizes import (
     VANHATEREN_N_IMAGES,
 )
 from ..errors import ConfigError
-from ..options import MAX_CHAINS, declared
-from ..schedules import SCHEDULES, from_file
+from ..options import MAX_CHAINS, EstimateOptions, declared
+from ..schedules import SCHEDULES, TUNED, from_file
 from ..training.hyperparams import FAMILY_ONLY, declared_names
 from .sweep import (
     dataset_kind,
@@ -290,6 +290,17 @@ def _check_schedule(name: str, e: Mapping[str, Any], spec: registry.EstimatorSpe
         from_file(path)
     except (ValueError, OSError) as exc:
         raise ConfigError(f"estimator {name}: schedule file {schedule}: {exc}") from None
+
+
+def _check_tuned(name: str, e: Mapping[str, Any], ks) -> None:
+    """The tuned schedule's settings at each K of the sweep, as the estimate jobs will check them
+    (:class:`logzbench.options.EstimateOptions`: a K it can double to, a start that can double)."""
+    keys = ("tune_rounds", "tuned_start", "pilot_chains")
+    for k in ks:
+        try:
+            EstimateOptions(schedule=TUNED, K=int(k), **{o: e[o] for o in keys if o in e})
+        except ValueError as exc:
+            raise ConfigError(f"estimator {name}: {exc}; fix estimators.{name}") from None
 
 
 #: the reproduced papers' published values (:mod:`logzbench.report.published`, which reads them with
@@ -566,4 +577,11 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
                 bad = [k for k in ks if k // e.get("thin", 1) < 1]
                 if bad:
                     raise ConfigError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
+            if "schedule" in spec.options and e.get("schedule", option_default(spec, "schedule")) == TUNED:
+                _check_tuned(name, e, ks)
+        elif "schedule" in spec.options and e.get("schedule") == TUNED and spec.reads_unswept("K"):
+            raise ConfigError(
+                f"estimator {name}: {spec.name} doubles K itself, and the tuned schedule is tuned for one K; "
+                f"fix estimators.{name}.schedule (adaptive, linear or sigmoid)"
+            )
     return warnings

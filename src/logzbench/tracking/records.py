@@ -122,6 +122,19 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
         m[k] = extra.get(k)
     for k in ("Lambda", "round_trips", "log_z_forward", "log_z_backward"):  # parallel tempering (pt): its mixing
         m[k] = extra.get(k)
+    # the tuned schedule's rounds and the barrier they measured (logzbench.estimators.tuned.TuneResult.extras)
+    for k in (
+        "tuned_rounds",
+        "tuned_barrier",
+        "tuned_G",
+        "tuned_barrier_lagged",
+        "tuned_G_lagged",
+        "tuned_lag_inflation",
+        "tuned_lag_inflation_ar1",
+    ):
+        m[k] = extra.get(k)
+    for i, share in enumerate(extra.get("tuned_beta_deciles") or []):  # share of the steps in each tenth of beta
+        m[f"tuned_beta_decile_{i}"] = share
     chains = res.get("n_chains")
     if _finite(m["ess"]) and _finite(chains) and float(chains) > 0:
         m["ess_fraction"] = float(m["ess"]) / float(chains)
