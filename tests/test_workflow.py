@@ -719,6 +719,7 @@ _CLI_FLAGS = {
     "target_width": "--target-width",
     "max_sweeps": "--max-sweeps",
     "confidence": "--confidence",
+    "time_budget": "--time-budget",
 }
 
 

@@ -232,11 +232,12 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        options=_ANNEALED, label="reverse AIS", color="tab:orange", marker="s",
        summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)"),
     _e("sandwich", "sandwich", kinds=KINDS, axes=("seed",), yields="log_z", bound="bracket",
-       options=_ANNEALED + ("n_examples", "target_width", "max_sweeps", "confidence", "step_size", "gamma", "mh_sigma",
-                            "proposal_scale"),
+       options=_ANNEALED + ("n_examples", "target_width", "max_sweeps", "confidence", "time_budget", "step_size",
+                            "gamma", "mh_sigma", "proposal_scale"),
        defaults=(("schedule", "adaptive"),), label="sandwich", color="tab:olive", marker="P",
        summary="a bracket [lower, upper] on log Z (with --data: on the test log-likelihood) from AIS and reverse "
-               "AIS / RAISE, K doubled until target_width or max_sweeps; each end labelled with its guarantee"),
+               "AIS / RAISE, K doubled until target_width, max_sweeps or time_budget; each end labelled with its "
+               "guarantee"),
     _e("is", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
        options=_IS_FAMILY, label="IS", color="tab:blue", marker="o",
        summary="importance sampling from p_0 (init)"),
