@@ -505,6 +505,12 @@ BAD_CONFIGS = [
     ),
     ("    threshold: 0.5\n", "    threshold: .nan\n", "config.datasets.digits.threshold: nan is not a finite number"),
     ("  gap_threshold: 1.0\n", "  gap_threshold: .nan\n", "config.report.gap_threshold: nan is not a finite number"),
+    ("  z: 2.0\n", "  z: 2.0\n  exact_tolerance: -0.1\n", "-0.1 is less than the minimum of 0"),
+    (
+        "    max_sweeps: 100000\n",
+        "    max_sweeps: 100000\n    time_budget: 0\n",
+        "0 is less than or equal to the minimum of 0",
+    ),
     # issue 37, item 11: 100,000 seeds took 106 s and 827 MB to dry-run (each seed an estimate of every sweep)
     (
         "  seeds: [0, 1]\n",
