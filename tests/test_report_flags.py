@@ -404,18 +404,30 @@ def test_off_exact_does_not_repeat_a_wrong_side_flag():
     assert r.startswith("AIS mean test log-likelihood 20.0 s.e. and 1.00 nats above the exact value")
 
 
-def test_off_exact_compares_bdmc_with_its_simulated_points():
-    """BDMC's mean is over points simulated from the model: compared with their own exact mean, not the test
-    rows' (which would flag it by 50 nats)."""
-    sim = {"data": "simulated", "exact_mean_log_likelihood": -50.02}
-    recs = [exact(-100.0, GEN), rec("bdmc", K=10, ll=-50.0, family=GEN, extra=sim)]
-    assert _reasons(OFF_EXACT, recs) == []
+def test_bdmc_is_checked_against_its_simulated_points():
+    """BDMC's mean is over points simulated from the model: not compared with the test rows' exact value
+    (which would flag it by 50 nats, and gave it an ll_minus_exact of 50), but its bracket with the exact mean
+    over its own points."""
+
+    def bdmc(lo, hi):
+        b = {
+            "mean_log_likelihood_lower": lo,
+            "mean_log_likelihood_upper": hi,
+            "mean_log_likelihood_lower_estimate": lo,
+            "mean_log_likelihood_upper_estimate": hi,
+        }
+        sim = {"data": "simulated", "exact_mean_log_likelihood": -50.02, "bracket": b}
+        return rec("bdmc", K=10, ll=(lo + hi) / 2, family=GEN, extra=sim)
+
+    recs = [exact(-100.0, GEN), bdmc(-50.3, -49.9)]
     per_run = report.load_results(recs)
-    assert per_run.set_index("method").loc["bdmc", "ll_minus_exact"] == pytest.approx(0.02)
-    recs[1] = rec("bdmc", K=10, ll=-51.0, family=GEN, extra=sim)
-    (r,) = _reasons(OFF_EXACT, recs)
-    assert r.startswith("BDMC mean test log-likelihood 19.6 s.e. and 0.98 nats below the closed form")
-    assert "the bracket's midpoint" in r
+    assert per_run.set_index("method")["ll_minus_exact"].isna()["bdmc"]
+    assert _reasons(OFF_EXACT, recs) == [] and _reasons(brackets_wrong, recs) == []
+    recs[1] = bdmc(-51.3, -50.9)
+    assert _reasons(brackets_wrong, recs) == [
+        "BDMC mean log-likelihood bracket excludes the exact value of the simulated points -50.02 (seed 0: "
+        "[-51.3, -50.9])"
+    ]
 
 
 # --------------------------------------------------------------------------- the rows of issue 38

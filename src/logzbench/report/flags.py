@@ -390,8 +390,9 @@ def _off_exact(s: pd.Series, th: ReportThresholds) -> str | None:
 
 
 #: any estimator, any family: an estimate off the exact value (closed form) by more than ``z`` standard
-#: errors and ``exact_tolerance`` nats, either side (not the exact estimator itself, nor a mean over other
-#: data than the exact value's: BDMC's simulated points, :func:`~.records.load_results`)
+#: errors and ``exact_tolerance`` nats, either side (not the exact estimator itself; a mean over points
+#: simulated from the model, BDMC's, has no exact value of the test rows: its bracket is checked against
+#: its own, :func:`brackets_wrong`)
 OFF_EXACT = RowRule("estimate off the exact value", lambda s: s["method"] != "exact", _off_exact)
 
 
