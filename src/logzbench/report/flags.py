@@ -516,7 +516,7 @@ def _is(col: pd.Series, value: bool) -> pd.Series:
     return col.astype("boolean").eq(value).fillna(False)
 
 
-def bracket_problems(b: pd.DataFrame, th: ReportThresholds) -> list[str]:
+def bracket_problems(b: pd.DataFrame) -> list[str]:
     """The reasons of one summary row's brackets ``b`` (its rows of ``table_bracket.csv``): the width not
     reached (``width_reached`` false: the sandwich stopped at ``max_sweeps`` or its time budget, or its
     rounds never met the stopping rule), raw ends that cross (an end is wrong), a bracket that excludes the
@@ -570,7 +570,7 @@ def brackets_wrong(inp: FlagInput) -> Iterator[Flag]:
     for i, s in inp.summary.iterrows():
         if s["method"] not in BRACKET_METHODS:
             continue
-        for text in bracket_problems(_bracket_rows(inp.brackets, s), inp.thresholds):
+        for text in bracket_problems(_bracket_rows(inp.brackets, s)):
             yield (i,), text
 
 
