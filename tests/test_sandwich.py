@@ -282,6 +282,7 @@ def test_not_reached_says_so_and_extrapolates_k():
     ).to_dict()
     assert r["width_reached"] is False
     assert "width not reached" in r["reason"] and "max_sweeps" in r["reason"]
+    assert r["stopped_by"] == "max_sweeps" and r["time_budget"] == 600.0  # the default budget did not bind
     assert r["total_sweeps"] <= 60_000
     hist = r["history"]
     assert [h["K"] for h in hist] == [10 * 2**i for i in range(len(hist))] and len(hist) >= 2
@@ -289,6 +290,52 @@ def test_not_reached_says_so_and_extrapolates_k():
     widths = [h["width"] for h in hist]
     if r["K_needed"] is not None:  # extrapolated from shrinking widths: beyond the K reached
         assert r["K_needed"] > r["K"] and widths[-1] < widths[0]
+
+
+def test_a_time_budget_stops_the_doubling_and_says_how_far_it_got():
+    """A budget the first round already spends: that round runs (it always does), the next is not started, and
+    the result is the bracket so far, not reached, with the reason, the K and the time."""
+    rbm = random_rbm(10, 6, seed=1)
+    kw = dict(chains=20, K=10, schedule="linear", target_width=1e-3, max_sweeps=10**9, seed=0)
+    r = estimate(rbm, "sandwich", time_budget=1e-6, **kw).to_dict()
+    assert r["width_reached"] is False and r["stopped_by"] == "time_budget"
+    assert [h["K"] for h in r["history"]] == [10] and r["K"] == 10
+    assert "stopped at the time budget after" in r["reason"] and "at K = 10" in r["reason"]
+    assert "time_budget = 1e-06 s" in r["reason"] and r["time_budget"] == 1e-6
+    assert r["seconds"] >= r["history"][0]["elapsed_seconds"] > 0
+    assert math.isfinite(r["log_z_lower"]) and math.isfinite(r["log_z_upper"])  # the bracket so far
+    # no limit: the same run goes on until max_sweeps
+    r = estimate(rbm, "sandwich", time_budget=math.inf, **{**kw, "max_sweeps": 20_000}).to_dict()
+    assert r["stopped_by"] == "max_sweeps" and len(r["history"]) >= 2 and r["time_budget"] is None
+
+
+def _progress_run(tmp_path, capsys, *flags):
+    """``logzbench estimate`` of a small sandwich (3 rounds): ``(stdout, stderr, record)``."""
+    path = tmp_path / "rbm.npz"
+    save_model(random_rbm(10, 6, seed=1), path)
+    argv = ["estimate", str(path), "--estimator", "sandwich", "--schedule", "linear", "--steps", "10"]
+    argv += ["--chains", "20", "--target-width", "1e-3", "--max-sweeps", "6000", "--json", str(tmp_path / "r.json")]
+    assert main([*argv, *flags]) == 0
+    out, err = capsys.readouterr()
+    return out, err, json.loads((tmp_path / "r.json").read_text())
+
+
+def test_progress_lines_go_to_stderr_once_the_run_is_slow(tmp_path, capsys, monkeypatch):
+    from logzbench.estimators import sandwich
+
+    monkeypatch.setattr(sandwich, "PROGRESS_AFTER", 0.0)  # every run counts as slow
+    out, err, rec = _progress_run(tmp_path, capsys)
+    ends = [line for line in err.splitlines() if line.startswith("sandwich: K = ") and " in [" in line]
+    assert len(ends) == len(rec["history"]) >= 2  # one line per round
+    for line, h in zip(ends, rec["history"]):
+        assert line.startswith(f"sandwich: K = {h['K']}: log Z in [") and "width" in line and " s, " in line
+        assert f"{h['total_sweeps']:.3g} of 6e+03 sweeps x chains" in line
+    assert "sandwich: not reached at K = " in err and "sandwich:" not in out  # never on stdout
+    # a fast run prints nothing, unless asked to (--progress)
+    monkeypatch.setattr(sandwich, "PROGRESS_AFTER", 1e9)
+    assert "sandwich:" not in _progress_run(tmp_path, capsys)[1]
+    out, err, rec = _progress_run(tmp_path, capsys, "--progress")
+    assert sum(" in [" in line for line in err.splitlines()) == len(rec["history"]) and "sandwich:" not in out
 
 
 def test_same_seed_same_bracket_and_the_pilot_is_counted():
@@ -351,6 +398,7 @@ def test_cli_prints_the_bracket_keys(tmp_path, capsys):
         (["--target-width", "0"], ["target_width", "positive"]),
         (["--target-width", "-1"], ["target_width"]),
         (["--max-sweeps", "0"], ["max_sweeps", ">= 1"]),
+        (["--time-budget", "0"], ["time_budget", "> 0"]),
         (["--max-sweeps", "50"], ["max_sweeps = 50", "first round"]),
         (["--schedule", "adaptive", "--pilot-chains", "1"], ["pilot_chains >= 2"]),
         (["--schedule", "sm14500"], ["sandwich doubles K"]),

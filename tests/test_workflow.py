@@ -555,6 +555,12 @@ BAD_CONFIGS = [
         "  sandwich:\n    schedule: tuned\n",
         "estimator sandwich: sandwich doubles K itself, and the tuned schedule is tuned for one K",
     ),
+    ("  z: 2.0\n", "  z: 2.0\n  exact_tolerance: -0.1\n", "-0.1 is less than the minimum of 0"),
+    (
+        "    max_sweeps: 100000\n",
+        "    max_sweeps: 100000\n    time_budget: 0\n",
+        "0 is less than or equal to the minimum of 0",
+    ),
     # issue 37, item 11: 100,000 seeds took 106 s and 827 MB to dry-run (each seed an estimate of every sweep)
     (
         "  seeds: [0, 1]\n",
@@ -771,6 +777,7 @@ _CLI_FLAGS = {
     "target_width": "--target-width",
     "max_sweeps": "--max-sweeps",
     "confidence": "--confidence",
+    "time_budget": "--time-budget",
 }
 
 

@@ -88,6 +88,9 @@ EXACT_PRECISIONS = ("float64", "mixed")
 #: the exact estimator's default time budget (seconds; ``exact_max_seconds=None``): a longer
 #: estimated enumeration is refused before it starts
 EXACT_MAX_SECONDS = 600.0
+#: the sandwich's default time budget (seconds; ``time_budget``): it stops doubling K before a round
+#: that would end past it, and reports how far it got
+SANDWICH_TIME_BUDGET = 600.0
 #: the most chains a workflow config entry may ask for: far above the papers' 5,000, below what
 #: exhausts memory at once
 MAX_CHAINS = 10_000_000
@@ -458,6 +461,10 @@ OPTIONS: tuple[Option, ...] = (
            group=_SANDWICH),
     Option("confidence", 0.95, "confidence in (0, 1) of the Markov slack stated for each guaranteed end "
            "(sandwich, bdmc)", "fraction", group=_SANDWICH),
+    Option("time_budget", SANDWICH_TIME_BUDGET, "sandwich: seconds the run may take; it stops before a doubling "
+           "of K that would end past them (that round's time estimated from the last round's) and returns the "
+           "bracket so far, not reached (inf: no limit; the first round always runs)", "seconds",
+           metavar="SECONDS", group=_SANDWICH, record=_when_not_default),
     Option("init", "uniform", "initial distribution of a binary model's annealing path (and the IS family's p_0)",
            "choice", choices=INITS, config=False, record=None),
     Option("seed", 0, "seeds the run's single torch.Generator", "int", minimum=0, config=False, record=None),

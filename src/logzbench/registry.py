@@ -242,14 +242,16 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        options=_ANNEALED, label="reverse AIS", color="tab:orange", marker="s",
        summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)"),
     _e("sandwich", "sandwich", kinds=KINDS, axes=("seed",), yields="log_z", bound="bracket",
-       options=_ANNEALED + ("n_examples", "target_width", "max_sweeps", "confidence", "step_size", "gamma", "mh_sigma",
-                            "proposal_scale"),
+       options=_ANNEALED + ("n_examples", "target_width", "max_sweeps", "confidence", "time_budget", "step_size",
+                            "gamma", "mh_sigma", "proposal_scale"),
        defaults=(("schedule", "adaptive"),), label="sandwich", color="tab:olive", marker="P",
        summary="a bracket [lower, upper] on log Z (with --data: on the test log-likelihood) from AIS and reverse "
-               "AIS / RAISE, K doubled until target_width or max_sweeps; each end labelled with its guarantee"),
+               "AIS / RAISE, K doubled until target_width, max_sweeps or time_budget; each end labelled with its "
+               "guarantee"),
     _e("smc", "smc", kinds=(*GIBBS_KINDS, "analysis"), axes=("seed",), yields="log_z", bound="none",
-       options=("K", "schedule", "sweeps_per_beta", "target_ess", "chains", "replicas", "ess_threshold", "init",
-                "is_samples", "n_bootstrap", "max_seconds", "step_size", "gamma", "mh_sigma", "proposal_scale"),
+       options=("K", "schedule", "sweeps_per_beta", "target_ess", "pilot_chains", "tune_rounds", "tuned_start",
+                "chains", "replicas", "ess_threshold", "init", "is_samples", "n_bootstrap", "max_seconds", "step_size",
+                "gamma", "mh_sigma", "proposal_scale"),
        defaults=(("schedule", "adaptive"),), declares=(_ESS_THRESHOLD,), label="SMC", color="deeppink", marker="p",
        summary="tempered SMC: systematic resampling when the ESS falls below ess_threshold, replicas for the s.e.; "
                "temperatures by the conditional ESS (default; consistent, slightly biased) or a fixed schedule "

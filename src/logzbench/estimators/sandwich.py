@@ -41,8 +41,17 @@ groups of chains agree within their standard errors (Cochran's Q, :func:`spread_
 between-seed spread test, run inside one run; it catches a mode that some groups miss), and each
 approximate end agrees with its value at half the K (its bias no longer shrinking visibly) -- or until
 the next round would spend more than ``max_sweeps`` (Gibbs sweeps times chains, as ``total_sweeps``
-counts them, the adaptive pilot's included).  When the width is not reached the result says so, why,
-and the K that the widths seen extrapolate to (``K_needed``).
+counts them, the adaptive pilot's included), or would end past ``time_budget`` seconds of the run
+(default 600: its time estimated as the last round's times the ratio of their costs, about 2; the first
+round always runs, so a run ends within the budget unless its first round alone exceeds it).  When the
+width is not reached the result says so, why, what stopped it (``stopped_by``: ``max_sweeps`` or
+``time_budget``), how far it got (the K, sweeps and seconds), and the K that the widths seen
+extrapolate to (``K_needed``).  A time budget makes the result depend on the machine's speed where it
+binds (the same seed gives the same bracket only where ``stopped_by`` is not ``time_budget``).
+
+Progress: once the run has taken more than :data:`PROGRESS_AFTER` seconds (or with ``progress``), each
+round writes one line to standard error -- K, the bracket so far and its width, the seconds and sweeps
+spent -- never to standard output, where the command line writes its JSON.
 
 This module is the loop and the stopping rule; the pairs per model kind, their ends and the spread
 test are in :mod:`logzbench.estimators.sandwich_plans`.
@@ -51,12 +60,15 @@ test are in :mod:`logzbench.estimators.sandwich_plans`.
 from __future__ import annotations
 
 import math
+import sys
+import threading
 import time
 from typing import Any
 
 import numpy as np
 
 from .. import registry
+from ..options import declared
 from ..schedules import ADAPTIVE, TUNED
 from .bracket import Span, make_bracket, noise_z, span
 from .context import annealing_sweeps, chain_bytes, per_example_bytes, test_examples
@@ -71,6 +83,8 @@ START_K = 100
 SPREAD_ALPHA = 0.01
 #: schedules whose length the sandwich can double
 DOUBLING_SCHEDULES = ("linear", "sigmoid", ADAPTIVE)
+#: seconds after which each round writes a progress line to standard error (always with ``progress``)
+PROGRESS_AFTER = 5.0
 
 
 # --------------------------------------------------------------------------- the loop
@@ -221,9 +235,64 @@ def looks(p: Plan, K: int, max_sweeps: int) -> int:
     return max(n, 1)
 
 
+def time_budget(o) -> float:
+    """The run's time budget in seconds (``time_budget``; ``None``: the declared default)."""
+    return float(o.time_budget) if o.time_budget is not None else float(declared()["time_budget"].default)
+
+
+def progress_line(entry: dict, quantity: str, target: float, elapsed: float, max_sweeps: int) -> str:
+    """One round in words for standard error: K, the bracket on ``quantity`` and its width against the target,
+    the seconds and the sweeps x chains spent (of ``max_sweeps``)."""
+    what = "log Z" if quantity == "log_z" else "mean log-likelihood"
+    lo, hi, w = entry.get(f"{quantity}_lower"), entry.get(f"{quantity}_upper"), entry["width"]
+    crossed = " (raw ends cross)" if entry.get(f"{quantity}_crossed") else ""
+    return (
+        f"sandwich: K = {entry['K']}: {what} in [{lo:.6g}, {hi:.6g}], width {w:.3g} nats{crossed} (target "
+        f"{target:g}); {elapsed:.1f} s, {entry['total_sweeps']:.3g} of {max_sweeps:.3g} sweeps x chains"
+    )
+
+
+class Progress:
+    """The run's progress lines on standard error: each round's start (at once where the run has taken more
+    than :data:`PROGRESS_AFTER` seconds, else from a timer that fires then if the round is still running)
+    and its end; with ``forced`` (the ``progress`` option) every line.  Never standard output."""
+
+    def __init__(self, forced: bool, t0: float):
+        self.on, self.t0, self._timer = bool(forced), t0, None
+
+    def _print(self, text: str) -> None:
+        self.on = True
+        print(text, file=sys.stderr, flush=True)
+
+    def _due(self) -> bool:
+        return self.on or time.perf_counter() - self.t0 > PROGRESS_AFTER
+
+    def start(self, K: int, cost: int, guess: float | None) -> None:
+        """A round at ``K`` of ``cost`` sweeps x chains (about ``guess`` seconds) begins."""
+        text = f"sandwich: K = {K}: running a round of {cost:.3g} sweeps x chains" + (
+            f" (about {guess:.3g} s)" if guess is not None else ""
+        )
+        if self._due():
+            self._print(text)
+            return
+        wait = PROGRESS_AFTER - (time.perf_counter() - self.t0)
+        self._timer = threading.Timer(max(wait, 0.0), lambda: self._print(f"{text}; {PROGRESS_AFTER:g} s so far"))
+        self._timer.daemon = True
+        self._timer.start()
+
+    def end(self, text: str) -> None:
+        """A round ended (``text``: :func:`progress_line`), or the run (its verdict)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._due():
+            self._print(text)
+
+
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``sandwich``: double K until the bracket is ``target_width`` wide (see the module
-    docstring), within ``max_sweeps``."""
+    docstring), within ``max_sweeps`` and ``time_budget``; progress on standard error after
+    :data:`PROGRESS_AFTER` seconds."""
     check(ctx)
     o = ctx.options
     p = plan(ctx)
@@ -239,9 +308,12 @@ def estimate(ctx) -> EstimateResult:
     history: list[dict] = []
     rounds: list[Round] = []
     spent = 0
+    budget = time_budget(o)
     t0 = time.perf_counter()
-    reached, reason = False, ""
+    reached, reason, stopped_by = False, "", None
+    progress, guess = Progress(o.progress, t0), None
     while True:
+        progress.start(K, p.cost(K), guess)
         r = p.run(K)
         if not rounds and ctx.pilot is not None:
             spent += int(ctx.pilot.sweeps)
@@ -269,7 +341,10 @@ def estimate(ctx) -> EstimateResult:
             else:
                 entry.update({f"{q}_lower": None, f"{q}_upper": None})
         entry["spread_p_values"] = dict(r.spread)
+        elapsed = time.perf_counter() - t0
+        entry["elapsed_seconds"] = elapsed
         history.append(entry)
+        progress.end(progress_line(entry, p.quantity, o.target_width, elapsed, o.max_sweeps))
         reached, reason = _verdict(r, p.quantity, o.target_width, z, rounds[-2] if len(rounds) > 1 else None)
         if reached:
             break
@@ -279,8 +354,18 @@ def estimate(ctx) -> EstimateResult:
                 f"; stopped: the next round (K = {2 * K}, about {p.cost(2 * K)} sweeps x chains) would bring the "
                 f"total to {nxt} > max_sweeps = {o.max_sweeps}"
             )
+            stopped_by = "max_sweeps"
+            break
+        guess = r.seconds * p.cost(2 * K) / p.cost(K)  # the next round's time, from this one's
+        if elapsed + guess > budget:
+            reason += (
+                f"; stopped at the time budget after {elapsed:.3g} s at K = {K} ({spent} sweeps x chains): the next "
+                f"round (K = {2 * K}) would take about {guess:.3g} s more, past time_budget = {budget:g} s"
+            )
+            stopped_by = "time_budget"
             break
         K *= 2
+    progress.end(f"sandwich: {'reached' if reached else 'not reached'} at K = {K}: {reason}")
     last = rounds[-1]
     k_needed = None if reached else _k_needed(history, o.target_width)
     if not reached:
@@ -305,6 +390,9 @@ def estimate(ctx) -> EstimateResult:
         total_sweeps=int(spent),
         K_needed=k_needed,
         reason=reason,
+        stopped_by=stopped_by,
+        seconds=float(time.perf_counter() - t0),
+        time_budget=budget if math.isfinite(budget) else None,
         max_sweeps=int(o.max_sweeps),
         looks=int(n_looks),
         history=history,

@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from ..models.base import AnnealingPath
-from ..schedules import ADAPTIVE, from_array
+from ..schedules import ADAPTIVE, PILOT_SCHEDULES, from_array
 from ._common import progress_range, timer
 from .adaptive import MAX_PILOT_STEPS, _take
 from .context import annealing_sweeps, chain_bytes, state_units
@@ -424,8 +424,10 @@ def check(ctx) -> None:
                 f"smc's adaptive schedule needs chains >= 2 (the conditional ESS compares weights), "
                 f"got {ctx.options.chains}"
             )
-    else:
+    elif ctx.options.schedule not in PILOT_SCHEDULES:  # the tuned schedule's pilot rounds run with the estimate
         ctx.betas()
+    elif ctx.options.K is None:
+        raise ValueError(f"smc: the {ctx.options.schedule} schedule needs K (--steps), the length of its last round")
 
 
 def _rows(ctx) -> tuple[int, str]:

@@ -58,6 +58,7 @@ BRACKET_COLUMNS = [
     "noise_z",
     "crossed",
     "crossed_by",
+    "stopped_by",
 ]
 #: the bracket columns of ``table_continuous.csv`` (the mean test log-likelihood's; see :func:`continuous_brackets`)
 CONTINUOUS_BRACKET_COLUMNS = ["bracket_lower", "bracket_upper", "bracket_width", "bracket_estimator"]
@@ -180,6 +181,9 @@ def _rows_of(
                 "noise_z": as_float(b.get("noise_z")),
                 "crossed": crossed,
                 "crossed_by": crossed_by,
+                # what ended a sandwich short of its width: max_sweeps or its time budget (empty: reached, or
+                # a record that does not say)
+                "stopped_by": _str_or_empty(b.get("stopped_by")),
             }
         )
     return out
@@ -197,7 +201,8 @@ def make_table_bracket(
     exact mean over those points that the record holds (a closed form), else none.  ``contains_exact`` is
     ``lower <= exact <= upper`` (empty where the exact value is unknown); ``width`` is ``upper - lower``;
     ``crossed``: the raw estimates cross (the bracket is then the span of both ends, never a reached one), by
-    ``crossed_by`` nats.  Sorted by model, estimator, quantity, seed, K."""
+    ``crossed_by`` nats; ``stopped_by``: what stopped a sandwich short of its width (``max_sweeps``,
+    ``time_budget``).  Sorted by model, estimator, quantity, seed, K."""
     exact_z, exact_ll = _exact_values(per_run)
     rows = [r for rec, src in records if is_bracket_record(rec) for r in _rows_of(rec, src, exact_z, exact_ll)]
     t = pd.DataFrame(rows, columns=BRACKET_COLUMNS)

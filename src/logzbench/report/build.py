@@ -19,7 +19,7 @@ from ..plotting import figure_paths
 from ..utils import utc_now, write_csv_atomic, write_json_atomic
 from .bracket import add_continuous_brackets, make_table_bracket, plot_bracket
 from .diagnostics import write_diagnostics
-from .flags import ReportThresholds, apply_flags, split_reasons
+from .flags import EXACT_TOLERANCE, ReportThresholds, apply_flags, split_reasons
 from .learner_plots import plot_learners
 from .learners import learner_models, make_table_learners, make_table_learners_paper
 from .papers import check_paper_rows_match, make_table_papers
@@ -170,6 +170,7 @@ def build_report(
     z: float = 2.0,
     truth_tolerance: float = 0.1,
     khat: float = 0.7,
+    exact_tolerance: float = EXACT_TOLERANCE,
     models: Sequence[str] | None = None,
     plots: bool = True,
     tracking_uri: str | None = None,
@@ -205,6 +206,9 @@ def build_report(
     khat : float
         Flag estimates whose log-weights have a Pareto k-hat above this (their standard error is not
         to be trusted).
+    exact_tolerance : float
+        Flag any estimate more than ``z`` standard errors *and* more than this many nats from the exact
+        value (closed form), on either side (:data:`.flags.OFF_EXACT`).
     truth_tolerance : float
         Models without an exact value: the ground truth of ``annealed_trials.csv`` is the mean of
         AIS and reverse AIS at their largest common K when they agree within this many nats.
@@ -255,15 +259,22 @@ def build_report(
         resolve_tracking_uri(tracking_uri)
     records = find_records(results)
     per_run = load_results(results, records=records)
+    table_b = make_table_bracket(records, per_run)
     per_run, summary = apply_flags(
-        per_run, summarize(per_run), gap_threshold=gap_threshold, ess_fraction=ess_fraction, z=z, khat=khat
+        per_run,
+        summarize(per_run),
+        gap_threshold=gap_threshold,
+        ess_fraction=ess_fraction,
+        z=z,
+        khat=khat,
+        exact_tolerance=exact_tolerance,
+        brackets=table_b,
     )
     if check_papers:
         check_paper_rows_match(summary, paper_rows or {})
     out.mkdir(parents=True, exist_ok=True)
     table1 = make_table1(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE1_COLUMNS)
     table2 = make_table2(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE2_COLUMNS)
-    table_b = make_table_bracket(records, per_run)
     table_c = add_continuous_brackets(make_table_continuous(summary), table_b)
     truth = ground_truth(per_run, tolerance=truth_tolerance)
     trials = annealed_trials(per_run, truth, z=z)
@@ -318,7 +329,7 @@ def build_report(
         "n_flagged_settings": n_flagged,
         "n_flagged_runs": int((per_run["flags"] != "").sum()),
         "mlflow_runs_tagged": tagged,
-        "thresholds": dict(ReportThresholds(gap_threshold, ess_fraction, z, khat)),
+        "thresholds": dict(ReportThresholds(gap_threshold, ess_fraction, z, khat, exact_tolerance)),
         "models": sorted(set(per_run["model"])),
         "flags": [
             {
@@ -402,10 +413,10 @@ def report_job(
 ) -> dict[str, Any]:
     """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
-    ``truth_tolerance``, ``khat``), the flags set on the MLflow runs when ``tracking`` is enabled, and one
-    MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts (its start and end: this job's;
-    ``table_learners.csv`` and the learner figures are added to them, every figure's PDF twin beside its
-    PNG under ``plots``, and ``review.html`` under ``review``).
+    ``truth_tolerance``, ``khat``, ``exact_tolerance``), the flags set on the MLflow runs when ``tracking``
+    is enabled, and one MLflow run ``report`` with the ``tables`` and ``plots`` as artifacts (its start and
+    end: this job's; ``table_learners.csv`` and the learner figures are added to them, every figure's PDF
+    twin beside its PNG under ``plots``, and ``review.html`` under ``review``).
 
     The training records ``<model_dir>/<model>.json`` of ``models`` and the prepared datasets in
     ``data_dir`` feed the learner table and figures; by default the workflow's layout beside
@@ -428,6 +439,7 @@ def report_job(
         z=thresholds["z"],
         truth_tolerance=thresholds["truth_tolerance"],
         khat=thresholds.get("khat", 0.7),
+        exact_tolerance=thresholds.get("exact_tolerance", EXACT_TOLERANCE),
         models=list(models),
         tracking_uri=tracking["uri"] if enabled else None,
         experiment_name=tracking["experiment"] if enabled else None,

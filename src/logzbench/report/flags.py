@@ -22,7 +22,14 @@ The rules:
   errors, the side following from the estimator's registry bound (:func:`beyond_exact`): the
   log-likelihood of a Z-unbiased log Z estimator below it (AIS, IS, HAIS on an analysis model) or
   above it (HAIS on a generative model, whose estimate is per test point), a lower bound of the
-  log-likelihood above it (RAISE, CSL).
+  log-likelihood above it (RAISE, CSL);
+* a bracket (sandwich, BDMC; :func:`bracket_problems`) not reached, whose raw ends cross, or that
+  excludes the exact value;
+* any estimate of any estimator and family, on either side, more than ``z`` standard errors *and*
+  more than ``exact_tolerance`` nats (0.05) from the exact value (:data:`OFF_EXACT`): a wrong answer
+  whose standard error does not cover it, on the side a bound allows too (log Z-hat of AIS or HAIS
+  low by many standard errors: chains that miss a mode).  Rows the wrong-side rules above already
+  flag are not flagged twice.
 
 Bounds are checked only where they are guaranteed: the upper bounds of log Z (reverse AIS,
 reverse IS) hold for exact model samples, which neither has (it runs Markov chains), so they
@@ -40,29 +47,47 @@ import pandas as pd
 
 from ..registry import ESTIMATORS, GIBBS_KINDS
 from ..tracking.records import one_reason, refused_reason
-from .methods import DEEP_FAMILIES, family_kind, label, spec, weight_unit
+from .methods import BRACKET_METHODS, DEEP_FAMILIES, family_kind, label, spec, weight_unit
 from .records import group_key, seed_spread
 
 Flag = tuple[tuple[int, ...], str]
 
 
+#: nats an estimate may lie from the exact value without a flag however small its standard error
+#: (:data:`OFF_EXACT`): below it an error matters to nobody (the issue's audit used 0.05 nat)
+EXACT_TOLERANCE = 0.05
+
+
 class ReportThresholds(dict):
     """Flag thresholds: ``gap_threshold`` (nats), ``ess_fraction``, ``z`` (standard errors), ``khat``
-    (Pareto k-hat)."""
+    (Pareto k-hat), ``exact_tolerance`` (nats)."""
 
-    def __init__(self, gap_threshold: float = 1.0, ess_fraction: float = 0.1, z: float = 2.0, khat: float = 0.7):
+    def __init__(
+        self,
+        gap_threshold: float = 1.0,
+        ess_fraction: float = 0.1,
+        z: float = 2.0,
+        khat: float = 0.7,
+        exact_tolerance: float = EXACT_TOLERANCE,
+    ):
         super().__init__(
-            gap_threshold=float(gap_threshold), ess_fraction=float(ess_fraction), z=float(z), khat=float(khat)
+            gap_threshold=float(gap_threshold),
+            ess_fraction=float(ess_fraction),
+            z=float(z),
+            khat=float(khat),
+            exact_tolerance=float(exact_tolerance),
         )
 
 
 @dataclass(frozen=True)
 class FlagInput:
-    """What the rules look at: the summary (flagged by row index), its runs and the thresholds."""
+    """What the rules look at: the summary (flagged by row index), its runs, the thresholds and the
+    brackets (``table_bracket.csv``'s rows, :func:`.bracket.make_table_bracket`; none: no bracket flags)."""
 
     summary: pd.DataFrame
     per_run: pd.DataFrame
     thresholds: ReportThresholds
+    brackets: pd.DataFrame | None = None
 
 
 def _fmt_k(k) -> str:
@@ -322,6 +347,54 @@ POOR_LOG_F_SAMPLING = RowRule(
 )
 HEAVY_LOG_F_TAILS = RowRule("importance-sampled log f(v) with heavy-tailed weights", lambda s: True, _heavy_log_f_tails)
 
+#: the rules that flag an estimate on the side of the exact value its bound forbids (without a tolerance)
+WRONG_SIDE_RULES = (Z_UNBIASED_BELOW_EXACT, Z_UNBIASED_ABOVE_CLOSED_FORM, LOWER_BOUND_ABOVE_EXACT)
+
+
+def exact_comparison(s: pd.Series) -> tuple[str, float, float, float] | None:
+    """``(what, estimate, its standard error, exact value)`` of a summary row: the mean test log-likelihood
+    where both it and its exact value (of the same rows) are known, else log Z; ``None`` without either."""
+    for what, col, se_col, ex_col in (
+        ("mean test log-likelihood", "mean_test_ll", "mean_test_ll_se", "exact_test_ll"),
+        ("log Z", "log_z", "log_z_se", "exact_log_z"),
+    ):
+        v, ex = float(s[col]), float(s[ex_col])
+        if math.isfinite(v) and math.isfinite(ex):
+            return what, v, float(s[se_col]), ex
+    return None
+
+
+def _off_exact(s: pd.Series, th: ReportThresholds) -> str | None:
+    """The reason of an estimate more than ``z`` standard errors and more than ``exact_tolerance`` nats from
+    the exact value, on either side (an unknown or zero standard error: the tolerance alone)."""
+    c = exact_comparison(s)
+    if c is None:
+        return None
+    what, v, se, ex = c
+    d, z, tol = v - ex, th["z"], th["exact_tolerance"]
+    has_se = math.isfinite(se) and se > 0
+    if not (abs(d) > tol and (not has_se or abs(d) > z * se)):
+        return None
+    if any(rule.applies(s) and rule.message(s, th) for rule in WRONG_SIDE_RULES):
+        return None  # said already, more strongly: a bound on the wrong side
+    exact = "the exact value" if family_kind(s["family"], s["method"]) in GIBBS_KINDS else "the closed form"
+    side = "below" if d < 0 else "above"
+    # a bracket's point estimate is its midpoint, whose standard error is the ends' noise, not the width
+    note = ", the bracket's midpoint" if s["method"] in BRACKET_METHODS else ""
+    if has_se:
+        return (
+            f"{label(s['method'])} {what} {abs(d) / se:.1f} s.e. and {abs(d):.2f} nats {side} {exact} "
+            f"(beyond {z:g} s.e. {se:.2g} and {tol:g} nat{note}): its standard error does not cover its error"
+        )
+    return f"{label(s['method'])} {what} {abs(d):.2f} nats {side} {exact} (beyond {tol:g} nat, no standard error{note})"
+
+
+#: any estimator, any family: an estimate off the exact value (closed form) by more than ``z`` standard
+#: errors and ``exact_tolerance`` nats, either side (not the exact estimator itself; a mean over points
+#: simulated from the model, BDMC's, has no exact value of the test rows: its bracket is checked against
+#: its own, :func:`brackets_wrong`)
+OFF_EXACT = RowRule("estimate off the exact value", lambda s: s["method"] != "exact", _off_exact)
+
 
 # --------------------------------------------------------------------------- rules on pairs of rows
 def same_setting(summary: pd.DataFrame, row: pd.Series, method: str) -> pd.DataFrame:
@@ -413,6 +486,94 @@ def _sandwich_pairs() -> tuple[tuple[str, str], ...]:
 AIS_VS_RAISE = PairRule("AIS vs RAISE", "ais", "raise", (_gap_too_large, _raise_above_ais))
 SANDWICH_RULES = tuple(PairRule(f"{lo} vs {hi}", lo, hi, (_not_sandwiched,)) for lo, hi in _sandwich_pairs())
 
+
+# --------------------------------------------------------------------------- brackets (sandwich, BDMC)
+_QUANTITY_WORDS = {"log_z": "log Z", "mean_log_likelihood": "mean log-likelihood"}
+
+
+def _bracket_rows(brackets: pd.DataFrame, s: pd.Series) -> pd.DataFrame:
+    """The rows of ``brackets`` (:func:`.bracket.make_table_bracket`) of summary row ``s``: its model,
+    estimator and seeds (and K, where the row has one: BDMC; the sandwich's K is the one it reached)."""
+    seeds = {int(x) for x in str(s.get("seeds") or "").split()}
+    m = (brackets["model"] == s["model"]) & (brackets["estimator"] == s["estimator"])
+    m &= brackets["method"] == s["method"]
+    m &= brackets["seed"].isin(seeds).fillna(False) if seeds else brackets["seed"].isna()
+    if not pd.isna(s["K"]):
+        m &= brackets["K"].eq(s["K"]).fillna(False)
+    return brackets[m]
+
+
+def _seeds(rows: pd.DataFrame) -> str:
+    return ",".join(_fmt_k(x) for x in rows["seed"])
+
+
+def _nums(values) -> str:
+    return ", ".join(f"{float(v):.3g}" for v in values)
+
+
+def _is(col: pd.Series, value: bool) -> pd.Series:
+    """Rows whose nullable boolean ``col`` is ``value`` (unknown: neither)."""
+    return col.astype("boolean").eq(value).fillna(False)
+
+
+def bracket_problems(b: pd.DataFrame) -> list[str]:
+    """The reasons of one summary row's brackets ``b`` (its rows of ``table_bracket.csv``): the width not
+    reached (``width_reached`` false: the sandwich stopped at ``max_sweeps`` or its time budget, or its
+    rounds never met the stopping rule), raw ends that cross (an end is wrong), a bracket that excludes the
+    exact value.  Each names the seeds and the quantity."""
+    out: list[str] = []
+    who = label(b["method"].iloc[0]) if len(b) else ""
+    crossed = b[_is(b["crossed"], True)]
+    # one row per record: the quantity its stopping rule watched (the mean log-likelihood where it has one)
+    per_record = b.sort_values("quantity", key=lambda q: q != "mean_log_likelihood", kind="stable")
+    per_record = per_record.drop_duplicates(subset=["seed", "K"])
+    parts = []
+    for _, r in per_record[_is(per_record["width_reached"], False)].iterrows():
+        w, t = float(r["width"]), float(r["target_width"])
+        if not w <= t:
+            why = f"width {w:.3g} nats > target {t:g}"
+        else:
+            mine = crossed[crossed["quantity"] == r["quantity"]]
+            cross = (mine["seed"].eq(r["seed"]).fillna(False) if pd.notna(r["seed"]) else mine["seed"].isna()).any()
+            why = f"width {w:.3g} nats <= target {t:g} but " + (
+                "the raw ends cross" if cross else "the groups of chains disagree or an approximate end still moves"
+            )
+        stopped = r.get("stopped_by")
+        stopped = "" if stopped is None or pd.isna(stopped) else str(stopped)
+        parts.append(
+            f"seed {_fmt_k(r['seed'])} at K = {_fmt_k(r['K'])}: {why}" + (f", stopped by {stopped}" if stopped else "")
+        )
+    if parts:
+        out.append(f"{who} bracket not reached ({', '.join(parts)})")
+    if len(crossed):
+        by = ", ".join(
+            f"{_QUANTITY_WORDS.get(q, q)} by {_nums(g['crossed_by'])} nats (seed {_seeds(g)})"
+            for q, g in crossed.groupby("quantity", sort=False)
+        )
+        out.append(f"{who} bracket's raw ends cross ({by}): an end is wrong, the bracket is the span of both")
+    for q, g in b[_is(b["contains_exact"], False)].groupby("quantity", sort=False):
+        ends = ", ".join(f"[{lo:.4g}, {hi:.4g}]" for lo, hi in zip(g["lower"], g["upper"]))
+        where = " of the simulated points" if (g["data"] == "simulated").any() else ""
+        out.append(
+            f"{who} {_QUANTITY_WORDS.get(q, q)} bracket excludes the exact value{where} "
+            f"{float(g['exact'].iloc[0]):.4g} (seed {_seeds(g)}: {ends})"
+        )
+    return out
+
+
+def brackets_wrong(inp: FlagInput) -> Iterator[Flag]:
+    """A summary row of a bracket estimator (sandwich, BDMC) is flagged when a seed's bracket is not reached,
+    its raw ends cross, or it excludes the exact value (:func:`bracket_problems`); nothing without
+    ``inp.brackets``."""
+    if inp.brackets is None or inp.brackets.empty:
+        return
+    for i, s in inp.summary.iterrows():
+        if s["method"] not in BRACKET_METHODS:
+            continue
+        for text in bracket_problems(_bracket_rows(inp.brackets, s)):
+            yield (i,), text
+
+
 #: Every flag rule, in the order their reasons appear.
 RULES: tuple[Callable[[FlagInput], Iterator[Flag]], ...] = (
     refused,
@@ -426,6 +587,8 @@ RULES: tuple[Callable[[FlagInput], Iterator[Flag]], ...] = (
     Z_UNBIASED_BELOW_EXACT,
     Z_UNBIASED_ABOVE_CLOSED_FORM,
     LOWER_BOUND_ABOVE_EXACT,
+    brackets_wrong,
+    OFF_EXACT,
 )
 
 
@@ -451,14 +614,18 @@ def apply_flags(
     ess_fraction: float = 0.1,
     z: float = 2.0,
     khat: float = 0.7,
+    exact_tolerance: float = EXACT_TOLERANCE,
+    brackets: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fill the ``flags`` columns (and ``gap_ais_minus_raise``) of both tables; returns copies.
 
     A summary row carries the reasons of every rule of :data:`RULES`; a run carries its own ESS
-    and k-hat reasons and its summary row's other reasons (for the MLflow tags).
+    and k-hat reasons and its summary row's other reasons (for the MLflow tags).  ``brackets``
+    (``table_bracket.csv``'s rows, :func:`.bracket.make_table_bracket`) feed the bracket rule
+    (:func:`brackets_wrong`); without them bracket estimates are flagged only by the other rules.
     """
     per_run, summary = per_run.copy(), summary.copy()
-    inp = FlagInput(summary, per_run, ReportThresholds(gap_threshold, ess_fraction, z, khat))
+    inp = FlagInput(summary, per_run, ReportThresholds(gap_threshold, ess_fraction, z, khat, exact_tolerance), brackets)
     reasons: dict[int, list[str]] = {i: [] for i in summary.index}
     for rule in RULES:
         for rows, text in rule(inp):

@@ -80,6 +80,7 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
         "target_width",
         "max_sweeps",
         "confidence",
+        "time_budget",
         # the papers' protocol switches (RAISE's control variate, Upadhya & Sastry's pooled CSL chains)
         "control_variate",
         "csl_protocol",
@@ -176,6 +177,8 @@ def estimate_bracket(record: Mapping[str, Any]) -> dict[str, Any]:
                 "total_sweeps",
                 "K_needed",
                 "reason",
+                "stopped_by",
+                "time_budget",
                 "history",
             )
             if k in res
