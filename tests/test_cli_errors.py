@@ -22,6 +22,7 @@ from conftest import assert_refused, write_tiny_inputs
 from logzbench.cli import main
 
 EST = ["estimate", "model.npz", "--estimator", "exact"]  # a cheap estimate, refused before it runs
+AIS = ["estimate", "model.npz", "--estimator", "ais", "-K", "10"]  # refused before it runs
 TRAIN = ["train", "--data", "data.npz", "--n-hidden", "3", "--epochs", "1"]
 
 
@@ -108,6 +109,31 @@ CASES = [
         lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
         EST + ["--train-data", "trunc.npz", "--init", "base-rate"],
         ["trunc.npz", "not a readable .npz/.npy file"],
+    ),
+    # --- the mixture reference (issue 38)
+    (
+        "mixture-without-train-data",
+        _nothing,
+        AIS + ["--init", "mixture"],
+        ["--init mixture", "training rows", "--train-data"],
+    ),
+    (
+        "mixture-components-above-rows",
+        _nothing,
+        AIS + ["--init", "mixture", "--train-data", "rows.npy", "--mixture-components", "9"],
+        ["--mixture-components 9", "more than the 8 training rows"],
+    ),
+    (
+        "mixture-components-without-mixture",
+        _nothing,
+        AIS + ["--init", "base-rate", "--train-data", "rows.npy", "--mixture-components", "2"],
+        ["mixture_components", "init mixture only", "base-rate"],
+    ),
+    (
+        "mixture-components-zero",
+        _nothing,
+        AIS + ["--init", "mixture", "--train-data", "rows.npy", "--mixture-components", "0"],
+        ["mixture_components", ">= 1"],
     ),
     (
         "train-truncated",

@@ -400,6 +400,12 @@ BAD_CONFIGS = [
         "  digits-rbm8:\n    dataset: digits\n    paper: {burda_raise: mnistCD1-21}\n",
         "model 'digits-rbm8': paper 'burda_raise' has no published row 'mnistCD1-21'",
     ),
+    # issue 38: the mixture reference's components without the mixture init
+    (
+        "  ais:\n    chains: 20\n",
+        "  ais:\n    chains: 20\n    mixture_components: 4\n",
+        "estimator ais: mixture_components applies to init mixture only",
+    ),
     # issue 15: what failed only at run time, after prepare and train
     (
         "  ais:\n    chains: 20\n",

@@ -194,8 +194,8 @@ class EstimatorSpec:
 #: options of every annealed estimator's schedule: its length and shape, sweeps per temperature, the
 #: adaptive schedule's pilot
 _SCHEDULE = ("K", "schedule", "sweeps_per_beta", "pilot_chains", "target_ess")
-_ANNEALED = _SCHEDULE + ("chains", "init", "is_samples", "n_bootstrap", "max_seconds")
-_IS_FAMILY = ("chains", "burn_in", "init", "is_samples", "n_bootstrap", "max_seconds")
+_ANNEALED = _SCHEDULE + ("chains", "init", "mixture_components", "is_samples", "n_bootstrap", "max_seconds")
+_IS_FAMILY = ("chains", "burn_in", "init", "mixture_components", "is_samples", "n_bootstrap", "max_seconds")
 _CONTINUOUS = _SCHEDULE + ("chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap", "max_seconds")
 
 
@@ -509,13 +509,15 @@ _TRAINING = "logzbench.training."
 _MPF = (_CONT, _TRAINING + "mpf:train_mpf")
 _EM = (_CONT, _TRAINING + "em:train_em")
 _EXACT = "logzbench.estimators.exact:"
+#: the starts of a family without the mixture reference's augmented path (a DBM)
+_NO_MIXTURE = tuple(i for i in INITS if i != "mixture")
 _ENERGY = "logzbench.models.energy:"
 #: Every model family, by ``model_type``.
 # fmt: off
 FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     FamilySpec("rbm", "logzbench.models.rbm:BinaryRBM", "logzbench.training:train_rbm", "binary", INITS,
                "n_hidden", _rbm_cost, hyperparams=(_TRAINING + "trainer:RBMTrainer",)),
-    FamilySpec("dbm", "logzbench.models.dbm:DBM", "logzbench.training.dbm:train_dbm", "binary", INITS,
+    FamilySpec("dbm", "logzbench.models.dbm:DBM", "logzbench.training.dbm:train_dbm", "binary", _NO_MIXTURE,
                "hidden_sizes", _dbm_cost, layers=(1, None), hyperparams=(_TRAINING + "dbm:DBMTrainer",),
                exact_time=_EXACT + "dbm_seconds"),
     FamilySpec("dbn", "logzbench.models.dbn:DBN", "logzbench.training.dbn:train_dbn", "binary", ("uniform",),
