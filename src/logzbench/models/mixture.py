@@ -248,7 +248,7 @@ def _em(F: torch.Tensor, n_sites: int, q: int, binary: bool, C: int, g: torch.Ge
         ll = float(norm.mean())
         R = torch.exp(lc - norm[:, None])
         mix = _m_step(R.T @ F, R.sum(0), n_sites, q, binary)
-        if ll - prev < tol * max(1.0, abs(ll)):
+        if ll - prev < tol:
             break
         prev = ll
     return mix.mixture, ll, passes, rows
@@ -298,8 +298,8 @@ def fit_mixture(
     q: int | None = None,
     binary: bool | None = None,
     n_init: int = 3,
-    max_iter: int = 200,
-    tol: float = 1e-7,
+    max_iter: int = 100,
+    tol: float = 1e-5,
     grid: tuple[int, ...] = COMPONENT_GRID,
     heldout_share: float = HELDOUT_SHARE,
 ) -> MixtureFit:
@@ -319,6 +319,9 @@ def fit_mixture(
         Rows are 0./1. floats (default: ``rows`` is a floating-point tensor).
     n_init : int
         EM restarts per ``C``; the best training log-likelihood is kept.
+    max_iter, tol : int, float
+        Each EM run stops after ``max_iter`` iterations, or once an iteration raises the mean training
+        log-likelihood by less than ``tol`` nats per row.
 
     Raises
     ------
