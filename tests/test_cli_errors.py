@@ -96,6 +96,12 @@ def _nothing(tmp, env):
     pass
 
 
+def _dbm(tmp, name):
+    from logzbench.models import DBM, save_model
+
+    save_model(DBM.random([6, 3, 2]), tmp / name)
+
+
 CASES = [
     # --- damaged or foreign data and model files
     (
@@ -128,6 +134,12 @@ CASES = [
         _nothing,
         AIS + ["--init", "base-rate", "--train-data", "rows.npy", "--mixture-components", "2"],
         ["mixture_components", "init mixture only", "base-rate"],
+    ),
+    (
+        "mixture-on-a-dbm",
+        lambda t, e: _dbm(t, "dbm.npz"),
+        ["estimate", "dbm.npz", "--estimator", "ais", "-K", "10", "--init", "mixture", "--train-data", "rows.npy"],
+        ["--init mixture is not available for a dbm"],
     ),
     (
         "mixture-components-zero",
