@@ -232,6 +232,26 @@ def test_augmented_gibbs_kernel_is_invariant_and_reversible():
             assert chisquare(counts, n * K[s].numpy()).pvalue > P_MIN, s
 
 
+def test_categorical_and_energy_mixture_kernels_keep_p_beta():
+    """One transition of the Potts path's (heat bath per component) and of a categorical user energy's
+    (Metropolis-within-Gibbs per component) mixture kernels, from exact ``p_beta`` draws, leaves them
+    ``p_beta``-distributed (chi-square over the 3^5 states)."""
+    potts = PottsModel.random(5, 3, scale=1.0, field_scale=0.5, generator=torch.Generator().manual_seed(9))
+    energy = EnergyModel(lambda x: potts.log_unnormalized_marginal(x.long()), 5, ("categorical", 3))
+    x = _states(5, 3)
+    rows = _exact_rows(potts.log_unnormalized_marginal(x), x, 300, 4)
+    mix = fit_mixture(rows, 3, seed=0, q=3).mixture
+    beta, n = 0.5, 30_000
+    codes = 3 ** torch.arange(4, -1, -1)
+    for k, model in enumerate((potts, energy)):
+        path = model.annealing_path("mixture", reference=mix)
+        p = torch.softmax(path.log_f(path.state_from_data(x), beta), 0)
+        start = path.state_from_data(_exact_rows(torch.log(p), x, n, 10 + k))
+        out = path.transition(start, beta, torch.Generator().manual_seed(11 + k))
+        counts = torch.bincount((out.x.long() * codes).sum(1), minlength=243).double().numpy()
+        assert chisquare(counts, n * p.numpy()).pvalue > P_MIN, type(path).__name__
+
+
 # --------------------------------------------------------------------------- coverage
 def _coverage(model, rows, exact: float, n_components: int, n_seeds: int = 40, K: int = 30, chains: int = 50):
     """AIS on the model's mixture path (the mixture fitted once: the fit is tested above, the estimate's own
