@@ -275,9 +275,9 @@ class MixtureEnergyPath(DiscreteEnergyPath):
 
     def __init__(self, model, mixture):
         super().__init__(model, FactorizedReference.uniform(model.dim, int(model.n_states), model._device))
-        from .mixture import _MixtureTerms
+        from .mixture import MixtureTerms
 
-        self._terms = _MixtureTerms()
+        self._terms = MixtureTerms()
         self._terms._init_mixture(mixture, model._device, 0.0)
         self.mixture = self._terms.mixture
 

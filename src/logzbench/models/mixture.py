@@ -61,6 +61,7 @@ __all__ = [
     "MixtureGibbsPath",
     "MixturePottsPath",
     "MixtureState",
+    "MixtureTerms",
     "ProductMixture",
     "check_reference_shape",
     "fit_mixture",
@@ -449,7 +450,7 @@ class MixtureState(NamedTuple):
         return self.base.pre_h
 
 
-class _MixtureTerms:
+class MixtureTerms:
     """What every mixture path shares: the mixture's linear form, ``log Z_0``, the ``z`` draw and the
     increment of the mixture factor."""
 
@@ -479,7 +480,7 @@ class _MixtureTerms:
         return {"reference": "mixture", "reference_components": int(self.n_components)}
 
 
-class MixtureGibbsPath(_MixtureTerms):
+class MixtureGibbsPath(MixtureTerms):
     """The augmented mixture path (module docstring) of a family with one hidden layer summed out (a
     binary RBM, a Potts RBM).
 
@@ -551,7 +552,7 @@ class MixtureGibbsPath(_MixtureTerms):
         return self._wrap(self.base._state(self._draw_visible(pre_v, generator)))
 
 
-class MixturePottsPath(_MixtureTerms):
+class MixturePottsPath(MixtureTerms):
     """The augmented mixture path of a :class:`~logzbench.models.potts.PottsModel` (no hidden layer):
     ``z ~ p_beta(z | x)``, then the family's palindromic heat-bath sweep with the fields
     ``(1 - beta) log p_z + beta h`` of the chain's component (reversible for ``p_beta(x | z)``, so the

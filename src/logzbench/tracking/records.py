@@ -83,6 +83,10 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
         # the papers' protocol switches (RAISE's control variate, Upadhya & Sastry's pooled CSL chains)
         "control_variate",
         "csl_protocol",
+        # the mixture reference (init mixture): components as given, and as fitted and how chosen
+        "mixture_components",
+        "reference_components",
+        "reference_components_chosen",
     )
     out = {k: record.get(k, settings.get(k)) for k in keys}
     out["method"] = out["method"] or res.get("estimator")
@@ -119,6 +123,8 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     ):  # deep models: the importance-sampled log f(v)
         m[k] = extra.get(k)
     for k in ("pilot_sweeps", "pilot_K", "pilot_seconds", "pilot_resampled"):  # the adaptive schedule's pilot run
+        m[k] = extra.get(k)
+    for k in ("reference_em_passes", "reference_heldout_log_lik", "reference_train_log_lik"):  # the mixture's fit
         m[k] = extra.get(k)
     chains = res.get("n_chains")
     if _finite(m["ess"]) and _finite(chains) and float(chains) > 0:
