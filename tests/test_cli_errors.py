@@ -96,10 +96,10 @@ def _nothing(tmp, env):
     pass
 
 
-def _dbm(tmp, name):
-    from logzbench.models import DBM, save_model
+def _dbn(tmp, name):
+    from logzbench.models import DBN, save_model
 
-    save_model(DBM.random([6, 3, 2]), tmp / name)
+    save_model(DBN.random([6, 3, 2]), tmp / name)
 
 
 CASES = [
@@ -136,10 +136,10 @@ CASES = [
         ["mixture_components", "init mixture only", "base-rate"],
     ),
     (
-        "mixture-on-a-dbm",
-        lambda t, e: _dbm(t, "dbm.npz"),
-        ["estimate", "dbm.npz", "--estimator", "ais", "-K", "10", "--init", "mixture", "--train-data", "rows.npy"],
-        ["--init mixture is not available for a dbm"],
+        "mixture-on-a-dbn",
+        lambda t, e: _dbn(t, "dbn.npz"),
+        ["estimate", "dbn.npz", "--estimator", "ais", "-K", "10", "--init", "mixture", "--train-data", "rows.npy"],
+        ["--init mixture is not available for a dbn"],
     ),
     (
         "mixture-components-zero",

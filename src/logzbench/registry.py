@@ -509,15 +509,13 @@ _TRAINING = "logzbench.training."
 _MPF = (_CONT, _TRAINING + "mpf:train_mpf")
 _EM = (_CONT, _TRAINING + "em:train_em")
 _EXACT = "logzbench.estimators.exact:"
-#: the starts of a family without the mixture reference's augmented path (a DBM)
-_NO_MIXTURE = tuple(i for i in INITS if i != "mixture")
 _ENERGY = "logzbench.models.energy:"
 #: Every model family, by ``model_type``.
 # fmt: off
 FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
     FamilySpec("rbm", "logzbench.models.rbm:BinaryRBM", "logzbench.training:train_rbm", "binary", INITS,
                "n_hidden", _rbm_cost, hyperparams=(_TRAINING + "trainer:RBMTrainer",)),
-    FamilySpec("dbm", "logzbench.models.dbm:DBM", "logzbench.training.dbm:train_dbm", "binary", _NO_MIXTURE,
+    FamilySpec("dbm", "logzbench.models.dbm:DBM", "logzbench.training.dbm:train_dbm", "binary", INITS,
                "hidden_sizes", _dbm_cost, layers=(1, None), hyperparams=(_TRAINING + "dbm:DBMTrainer",),
                exact_time=_EXACT + "dbm_seconds"),
     FamilySpec("dbn", "logzbench.models.dbn:DBN", "logzbench.training.dbn:train_dbn", "binary", ("uniform",),
