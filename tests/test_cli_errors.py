@@ -23,6 +23,7 @@ from logzbench.cli import main
 
 EST = ["estimate", "model.npz", "--estimator", "exact"]  # a cheap estimate, refused before it runs
 SMC = ["estimate", "model.npz", "--estimator", "smc", "--json", "out.json"]  # refused before it runs
+AIS = ["estimate", "model.npz", "--estimator", "ais", "-K", "10"]  # refused before it runs
 TRAIN = ["train", "--data", "data.npz", "--n-hidden", "3", "--epochs", "1"]
 
 
@@ -102,6 +103,12 @@ def _nothing(tmp, env):
     pass
 
 
+def _dbn(tmp, name):
+    from logzbench.models import DBN, save_model
+
+    save_model(DBN.random([6, 3, 2]), tmp / name)
+
+
 CASES = [
     # --- damaged or foreign data and model files
     (
@@ -115,6 +122,37 @@ CASES = [
         lambda t, e: _truncate(t / "data.npz", t / "trunc.npz"),
         EST + ["--train-data", "trunc.npz", "--init", "base-rate"],
         ["trunc.npz", "not a readable .npz/.npy file"],
+    ),
+    # --- the mixture reference (issue 38)
+    (
+        "mixture-without-train-data",
+        _nothing,
+        AIS + ["--init", "mixture"],
+        ["--init mixture", "training rows", "--train-data"],
+    ),
+    (
+        "mixture-components-above-rows",
+        _nothing,
+        AIS + ["--init", "mixture", "--train-data", "rows.npy", "--mixture-components", "9"],
+        ["--mixture-components 9", "more than the 8 training rows"],
+    ),
+    (
+        "mixture-components-without-mixture",
+        _nothing,
+        AIS + ["--init", "base-rate", "--train-data", "rows.npy", "--mixture-components", "2"],
+        ["mixture_components", "init mixture only", "base-rate"],
+    ),
+    (
+        "mixture-on-a-dbn",
+        lambda t, e: _dbn(t, "dbn.npz"),
+        ["estimate", "dbn.npz", "--estimator", "ais", "-K", "10", "--init", "mixture", "--train-data", "rows.npy"],
+        ["--init mixture is not available for a dbn"],
+    ),
+    (
+        "mixture-components-zero",
+        _nothing,
+        AIS + ["--init", "mixture", "--train-data", "rows.npy", "--mixture-components", "0"],
+        ["mixture_components", ">= 1"],
     ),
     (
         "train-truncated",

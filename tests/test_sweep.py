@@ -104,6 +104,24 @@ def test_published_rows_read_without_pandas_are_those_of_the_report():
 
 
 # --------------------------------------------------------------------------- jobs of config/test.yaml
+def test_mixture_init_is_swept_and_its_components_recorded_on_its_estimates_only():
+    """``inits: [base-rate, mixture]`` sweeps both starts; ``mixture_components`` reaches the mixture jobs'
+    settings and options (and the workflow's records), not the base-rate jobs' (which would refuse it); a DBN
+    has no mixture start (nor a base rate), so its sweep leaves it out, and a DBM's keeps it."""
+    from logzbench.pipeline.jobs import estimate_options
+
+    config = load_config()
+    config["estimators"]["ais"].update(inits=["base-rate", "mixture"], mixture_components=3)
+    config["estimators"]["ais-deep"]["inits"] = ["base-rate", "mixture"]
+    settings = sweep.sweep_settings(config, "digits-rbm8", "ais")
+    assert {s["init"] for s in settings} == {"base-rate", "mixture"}
+    for s in settings:
+        opts = estimate_options(s)
+        assert opts.get("mixture_components") == (3 if s["init"] == "mixture" else None)
+    assert "mixture" not in {s["init"] for s in sweep.sweep_settings(config, "digits-dbn8-4", "ais-deep")}
+    assert "mixture" in {s["init"] for s in sweep.sweep_settings(config, "digits-dbm8-4", "ais-deep")}
+
+
 def test_jobs_of_the_test_config():
     config = load_config()
     jobs = sweep.all_jobs(config)

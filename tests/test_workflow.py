@@ -429,6 +429,12 @@ BAD_CONFIGS = [
         "  pt:\n    method: pt\n    models: [digits-rbm8]\n    temperatures: 1\n  ais:\n    chains: 20\n",
         "1 is less than the minimum of 2",
     ),
+    # issue 38: the mixture reference's components without the mixture init
+    (
+        "  ais:\n    chains: 20\n",
+        "  ais:\n    chains: 20\n    mixture_components: 4\n",
+        "estimator ais: mixture_components applies to init mixture only",
+    ),
     # issue 15: what failed only at run time, after prepare and train
     (
         "  ais:\n    chains: 20\n",

@@ -29,6 +29,9 @@ Names
     from ``p_0`` to its one model sample.
 ``init``
     The initial distribution of a binary model's annealing path (and the IS family's ``p_0``).
+``mixture_components``
+    ``init="mixture"``: the number of components of the mixture fitted to the training rows
+    (``None``: chosen by held-out log-likelihood).
 entry and method
     A workflow config's ``estimators.<entry>`` is a named entry whose ``method`` is a registry
     estimator; a workflow record's ``estimator`` is the entry, its ``method`` the registry name.  The
@@ -75,8 +78,9 @@ __all__ = [
     "recorded_options",
 ]
 
-#: initial distributions of the annealing path of a binary model
-INITS = ("uniform", "base-rate")
+#: initial distributions of the annealing path of a binary or categorical model: uniform, the data base
+#: rate, a mixture of product distributions fitted to the training rows (:mod:`logzbench.models.mixture`)
+INITS = ("uniform", "base-rate", "mixture")
 CSL_MODES = ("unbiased", "biased")
 #: RAISE's control-variate coefficient on a subsample: fitted by regression, or the paper's alpha = 1
 CONTROL_VARIATES = ("fitted", "fixed")
@@ -205,6 +209,11 @@ def _when_pilot(opt: "Option", q: SettingQuery) -> Any:
 
 def _when_tuned(opt: "Option", q: SettingQuery) -> Any:
     return q.value(opt.name) if q.reads and q.settings.get("schedule") == TUNED else SKIP
+
+
+def _when_mixture(opt: "Option", q: SettingQuery) -> Any:
+    """Recorded on the estimates from the mixture reference (``init: mixture``) only."""
+    return q.value(opt.name) if q.reads and q.settings.get("init") == "mixture" else SKIP
 
 
 def _when_deep(opt: "Option", q: SettingQuery) -> Any:
@@ -465,8 +474,12 @@ OPTIONS: tuple[Option, ...] = (
            "of K that would end past them (that round's time estimated from the last round's) and returns the "
            "bracket so far, not reached (inf: no limit; the first round always runs)", "seconds",
            metavar="SECONDS", group=_SANDWICH, record=_when_not_default),
-    Option("init", "uniform", "initial distribution of a binary model's annealing path (and the IS family's p_0)",
+    Option("init", "uniform", "initial distribution of a binary model's annealing path (and the IS family's p_0); "
+           "mixture: a mixture of product distributions fitted to the training rows by EM (needs --train-data)",
            "choice", choices=INITS, config=False, record=None),
+    Option("mixture_components", None, "init mixture: components of the mixture fitted to the training rows (at "
+           "most their number; default: chosen by held-out log-likelihood among 1, 2, 4, ..., 32)", "int",
+           minimum=1, nullable=True, metavar="N", record=_when_mixture),
     Option("seed", 0, "seeds the run's single torch.Generator", "int", minimum=0, config=False, record=None),
     Option("device", "cpu", "cpu | cuda[:n] | auto", "str", nullable=True, config=False, record=None),
     Option("exact_max_seconds", None, "exact: refuse an enumeration estimated to take longer than this many "
@@ -555,6 +568,11 @@ class EstimateOptions:
             self._check_tuned()
         if not isinstance(self.schedule, str) or not self.schedule:
             raise ValueError(f"schedule must be a name or a file, got {self.schedule!r}")
+        if self.mixture_components is not None and self.init != "mixture":
+            raise ValueError(
+                f"mixture_components (--mixture-components) = {self.mixture_components} applies to init mixture "
+                f"only, not init {self.init}; drop it or use --init mixture"
+            )
         if self.schedule not in ("linear", "sigmoid", *PILOT_SCHEDULES):
             # sm14500 or a file: its K is fixed; refuse an unknown name, a bad file, another explicit K
             make_schedule(self.schedule, self.K)

@@ -194,8 +194,8 @@ class EstimatorSpec:
 #: options of every annealed estimator's schedule: its length and shape, sweeps per temperature, the
 #: adaptive and tuned schedules' pilots (chains; target CESS; rounds and first schedule)
 _SCHEDULE = ("K", "schedule", "sweeps_per_beta", "pilot_chains", "target_ess", "tune_rounds", "tuned_start")
-_ANNEALED = _SCHEDULE + ("chains", "init", "is_samples", "n_bootstrap", "max_seconds")
-_IS_FAMILY = ("chains", "burn_in", "init", "is_samples", "n_bootstrap", "max_seconds")
+_ANNEALED = _SCHEDULE + ("chains", "init", "mixture_components", "is_samples", "n_bootstrap", "max_seconds")
+_IS_FAMILY = ("chains", "burn_in", "init", "mixture_components", "is_samples", "n_bootstrap", "max_seconds")
 _CONTINUOUS = _SCHEDULE + ("chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap", "max_seconds")
 
 
@@ -589,7 +589,7 @@ FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
                "n_states", lambda nv, h: None, hyperparams=(_TRAINING + "potts:train_potts",),
                exact_time="logzbench.models.potts:exact_seconds"),
     # a binary pairwise MRF on an H x W grid (tables from a file or GridMRF.spin_glass): generated, not trained
-    FamilySpec("grid-mrf", "logzbench.models.grid:GridMRF", _TRAINING + "grid:generate_grid_mrf", "binary", INITS,
+    FamilySpec("grid-mrf", "logzbench.models.grid:GridMRF", _TRAINING + "grid:generate_grid_mrf", "binary", ("uniform", "base-rate"),
                "height", _grid_cost, hyperparams=(_TRAINING + "grid:generate_grid_mrf",),
                exact_time="logzbench.models.grid:exact_seconds", hidden=False),
     # a user's energy (``EnergyModel``, from ``source: FILE.py:NAME`` or a TorchScript file): not trained here

@@ -209,6 +209,8 @@ class EstimateContext:
     pilot: Any = field(default=None, repr=False)
     _log_f: tuple | None = field(default=None, repr=False)
     _log_f_seconds: float | None = field(default=None, repr=False)
+    #: the mixture reference's fit (:class:`logzbench.models.mixture.MixtureFit`), once fitted
+    _mixture: Any = field(default=None, repr=False)
 
     # ----------------------------------------------------------------- settings
     @property
@@ -232,13 +234,81 @@ class EstimateContext:
         return out
 
     def annealed_settings(self) -> dict[str, Any]:
-        """Settings of an estimate on a binary model's annealing path (or its endpoints)."""
+        """Settings of an estimate on a binary model's annealing path (or its endpoints); on the mixture
+        reference also what :meth:`reference_settings` says."""
         out = {**self.settings("init", "schedule", "model_family"), **self.schedule_settings()}
+        out.update(self.reference_settings())
         if self.family.deep:  # deep models: importance samples per example for log f(v)
             out["is_samples"] = int(self.options.is_samples)
         return out
 
+    def reference_settings(self) -> dict[str, Any]:
+        """On the mixture reference (``init="mixture"``, an estimator that reads ``init``): ``reference``
+        ``"mixture"``, ``mixture_components`` (as given; ``None``: chosen), and the fit's
+        ``reference_components``, ``reference_components_chosen`` (``held-out`` or ``given``),
+        ``reference_heldout_log_lik`` / ``reference_train_log_lik`` (nats per row) and
+        ``reference_em_passes`` (EM's component passes over the training rows; :mod:`logzbench.models.mixture`);
+        empty otherwise."""
+        if not self.uses_mixture:
+            return {}
+        return {"mixture_components": self.options.mixture_components, **self.reference().settings()}
+
+    @property
+    def uses_mixture(self) -> bool:
+        """The estimate runs from the mixture reference."""
+        return self.options.init == "mixture" and "init" in self.spec.options
+
+    def reference(self):
+        """The mixture reference's fit (:func:`logzbench.models.mixture.fit_mixture` on the training rows,
+        with ``mixture_components`` and the run's ``seed``), fitted once per estimate on the CPU and kept."""
+        if self._mixture is None:
+            from ..models.mixture import fit_mixture
+
+            rows = self.train_data
+            if rows is None and getattr(self.model, "data", None) is not None:  # a user energy's own rows
+                rows = self.model.data
+            categorical = self.family.data_kind == "categorical"
+            self._mixture = fit_mixture(
+                rows.cpu(),
+                self.options.mixture_components,
+                seed=int(self.options.seed),
+                q=int(self.model.n_states) if categorical else None,
+                binary=not categorical,
+            )
+        return self._mixture
+
+    def add_reference_cost(self, res: EstimateResult) -> EstimateResult:
+        """On the mixture reference, put the fit's figures in ``res.extra`` (``reference_*``: the EM passes
+        counted in component passes over the training rows, not in ``total_sweeps``, whose unit is a chain's
+        sweep)."""
+        if self.uses_mixture and self._mixture is not None:
+            fit = self._mixture
+            res.extra.update(fit.settings())
+            res.extra["reference_heldout_by_components"] = {str(k): v for k, v in fit.heldout_by_components.items()}
+        return res
+
     # ----------------------------------------------------------------- checks
+    def check_reference(self) -> None:
+        """Refuse ``init="mixture"`` where it cannot run: a family without the mixture path (``--init
+        mixture is not available for a dbm``), no training rows, more components than rows."""
+        if not self.uses_mixture:
+            return
+        if "mixture" not in self.family.inits:
+            raise ValueError(f"--init mixture is not available for a {self.family.name}")
+        rows = self.train_data
+        if rows is None and getattr(self.model, "data", None) is not None:
+            rows = self.model.data
+        if rows is None or int(rows.shape[0]) == 0:
+            raise ValueError(
+                "--init mixture needs training rows to fit the mixture to: pass training data (CLI: --train-data X.npy)"
+            )
+        C = self.options.mixture_components
+        if C is not None and int(C) > int(rows.shape[0]):
+            raise ValueError(
+                f"--mixture-components {int(C)} is more than the {int(rows.shape[0])} training rows; give at most "
+                f"{int(rows.shape[0])}"
+            )
+
     def check(self) -> None:
         """Refuse, before any work, what the options allow but this run cannot do: no test data for an
         estimator that needs it (``spec.needs_data``), a schedule the
@@ -250,6 +320,7 @@ class EstimateContext:
         than ``max_seconds`` (:meth:`check_time`).  :func:`logzbench.api.estimate` calls it."""
         if self.spec.needs_data:
             self.require_data()
+        self.check_reference()
         self.check_schedule_memory()
         own = getattr(self.spec.module, "check", None)
         if own is not None:  # the estimator's own (the sandwich's doubling, exact's time budget)
@@ -330,7 +401,9 @@ class EstimateContext:
     # ----------------------------------------------------------------- shared pieces
     def path(self):
         """The model's annealing path from ``options.init`` (base rate from the training rows when
-        the model file has no ``data_mean``)."""
+        the model file has no ``data_mean``; the mixture reference fitted once, :meth:`reference`)."""
+        if self.options.init == "mixture":
+            return self.model.annealing_path("mixture", data=self.train_data, reference=self.reference().mixture)
         return self.model.annealing_path(self.options.init, data=self.train_data)
 
     def betas(self, path=None, groups: int = 1, K: int | None = None) -> np.ndarray:
@@ -450,7 +523,9 @@ class EstimateContext:
         """Keep the schedule the run used with its result (``res.schedule``: the per-chain ``.npz`` and
         the MLflow artifact) and, for the adaptive and tuned schedules, add the pilot's sweeps to
         ``total_sweeps`` (``extra``: the pilot's :meth:`~logzbench.estimators.adaptive.PilotResult.extras`:
-        ``pilot_sweeps``, ``pilot_K``, ``pilot_seconds`` and the schedule's own diagnostics)."""
+        ``pilot_sweeps``, ``pilot_K``, ``pilot_seconds`` and the schedule's own diagnostics). On the mixture
+        reference, its fit's figures (:meth:`add_reference_cost`)."""
+        self.add_reference_cost(res)
         if self._betas is not None and res.schedule is None:
             res.schedule = self._betas.copy()
         if self.pilot is not None and "pilot_sweeps" not in res.extra:

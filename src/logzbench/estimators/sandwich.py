@@ -428,6 +428,7 @@ def _result(ctx, p: Plan, last: Round, bracket: dict, spent: int, seconds: float
             "lower_estimator": p.lower_name,
             "upper_estimator": p.upper_name,
             "model_family": ctx.model.family,
+            **ctx.reference_settings(),
         },
         log_weights=np.asarray(low_res.log_weights) if low_res.log_weights is not None else None,
         extra={"bracket": bracket, "upper_ess": float(up_res.ess), "upper_khat": float(up_res.khat)},

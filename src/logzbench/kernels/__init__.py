@@ -50,6 +50,7 @@ blocks, each from its own NumPy ``PCG64`` generator seeded once from the run's g
 parallel threads; the layout does not depend on the number of threads (:mod:`._uniform`).
 """
 
+from ._categorical import categorical_from_logits
 from ._constants import CHUNK
 from ._dispatch import (
     ENV_NO_TRITON,
@@ -70,6 +71,7 @@ __all__ = [
     "bernoulli",
     "bernoulli_from_logits",
     "bernoulli_from_logits_",
+    "categorical_from_logits",
     "kernel_status",
     "reweight_and_draw",
     "softplus_diff_rows",

@@ -34,6 +34,7 @@ from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_
 from . import enumeration
 from ._arrays import checked_arrays, errors_named
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f
+from .mixture import MixtureGibbsPath, ProductMixture
 from .rbm import BinaryRBM, RBMAnnealingPath, RBMState, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
 #: Exact log f(v) enumerates the even hidden layers; refuse above 2^MAX_EXACT_BITS states.
@@ -344,18 +345,26 @@ class DBM(VisibleRows):
         return enumeration.exact_log_z(self.as_rbm(), **kw)
 
     # ------------------------------------------------------------------ annealing
-    def annealing_path(self, init: str = "uniform", data=None) -> "DBMAnnealingPath":
+    def annealing_path(self, init: str = "uniform", data=None, reference=None):
         """Geometric path from a factorial ``p_0`` to this DBM, on ``x = [v, h_2, ...]`` with odd layers summed out.
 
         ``p_0`` is uniform on every hidden unit; on ``v`` it is uniform (``init="uniform"``) or
         the data base rate (``init="base-rate"``; RAISE Sec. 5, Salakhutdinov & Murray 2008).
+        ``"mixture"``: the augmented path from ``reference`` (a
+        :class:`~logzbench.models.mixture.ProductMixture` over ``v``, else one fitted to ``data``), the even
+        hidden layers uniform in every component (:class:`MixtureDBMPath`).
         """
         view = self.as_rbm()
+        if init == "mixture":
+            from .mixture import mixture_reference
+
+            mix = mixture_reference(reference, data, self._as_input)
+            return MixtureDBMPath.build(view, mix, self.n_visible)
         a0 = torch.zeros(view.n_visible, device=self.device)
         if init in ("base-rate", "base_rate", "dbr"):
             a0[: self.n_visible] = self.base_rate_bias(data)
         elif init != "uniform":
-            raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'base-rate'")
+            raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform', 'base-rate' or 'mixture'")
         return DBMAnnealingPath(view, a0, self.n_visible)
 
 
@@ -394,3 +403,35 @@ class DBMAnnealingPath(RBMAnnealingPath):
         bias = (1.0 - beta) * self.a0[nv:] + beta * rbm.visible_bias[nv:]
         rest = bernoulli_from_logits_(torch.addmm(bias, h, rbm.W[nv:].T, beta=1.0, alpha=beta), generator)
         return self._state(torch.cat([state.v[:, :nv], rest], 1))
+
+
+class MixtureDBMPath(MixtureGibbsPath):
+    """The augmented mixture path (:mod:`logzbench.models.mixture`) of a DBM's even/odd view: the mixture
+    is over ``v`` and uniform on the even hidden layers in every component, so ``log Z_0 = (odd units)
+    log 2 - log C``.  With ``v`` fixed the mixture factor is a constant, so the heating phase of RAISE
+    (Alg. 3) uses the plain path's operators on the hidden layers, and ``p_0(v) = q(v)``."""
+
+    @classmethod
+    def build(cls, view: BinaryRBM, mixture, n_visible: int) -> "MixtureDBMPath":
+        if not mixture.binary or mixture.n_sites != n_visible:
+            raise ValueError(
+                f"the mixture reference has {mixture.n_sites} sites of {mixture.n_states} states; this DBM has "
+                f"{n_visible} binary visible units"
+            )
+        C, rest = mixture.n_components, view.n_visible - n_visible
+        uniform = torch.full((C, rest, 2), -float(np.log(2.0)), dtype=torch.float64, device=mixture.device)
+        wide = ProductMixture(mixture.log_weights, torch.cat([mixture.log_p, uniform], 1), True)
+        base = DBMAnnealingPath(view, torch.zeros(view.n_visible, device=view.device), n_visible)
+        path = cls(base, wide, view.W.T, view.visible_bias, bernoulli_from_logits_, view.n_hidden)
+        path.visible_mixture = mixture.to(view.device)
+        return path
+
+    def log_p0_visible(self, v: torch.Tensor) -> torch.Tensor:
+        """``log p_0(v) = log q(v)``, float64 ``(n,)``."""
+        return self.visible_mixture.log_prob(v[:, : self.base.n_clamped])
+
+    def sample_initial_given_visible(self, v: torch.Tensor, generator: torch.Generator):
+        return self._wrap(self.base.sample_initial_given_visible(v, generator))
+
+    def transition_given_visible(self, state, beta: float, generator: torch.Generator):
+        return self._wrap(self.base.transition_given_visible(state.base, beta, generator))

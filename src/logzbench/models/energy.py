@@ -340,17 +340,34 @@ class EnergyModel:
     def reference_label(self, init: str = "uniform") -> str:
         """What :meth:`default_reference` takes for ``init`` (recorded with every estimate): ``user``,
         ``uniform``, ``base-rate`` (discrete), ``fitted-gaussian`` or ``standard-normal`` (continuous)."""
+        if init == "mixture" and self.discrete:
+            return "mixture"
         if self.reference is not None:
             return "user"
         if self.domain_name == "continuous":
             return "fitted-gaussian" if self.data is not None else "standard-normal"
         return "base-rate" if init in ("base-rate", "base_rate", "dbr") else "uniform"
 
-    def annealing_path(self, init: str = "uniform", data=None) -> "DiscreteEnergyPath":
+    def annealing_path(self, init: str = "uniform", data=None, reference=None) -> "DiscreteEnergyPath":
         """The geometric path from the reference ``init`` names (:meth:`default_reference`) to the model,
-        with Metropolis-within-Gibbs transitions (discrete domains)."""
+        with Metropolis-within-Gibbs transitions (discrete domains).  ``"mixture"``: the augmented path
+        from ``reference`` (a :class:`~logzbench.models.mixture.ProductMixture`, else one fitted to ``data``
+        or the model's own rows; :class:`~logzbench.models.energy_path.MixtureEnergyPath`), even when the
+        energy has a reference of its own."""
         if not self.discrete:
             raise ValueError("a continuous energy anneals with Hamiltonian transitions (hais), not a Gibbs path")
+        if init == "mixture":
+            from .energy_path import MixtureEnergyPath
+            from .mixture import mixture_reference
+
+            rows = data if data is not None else self.data
+            mix = mixture_reference(reference, rows, lambda d: self._rows(d, "training data"))
+            if mix.n_sites != self.dim or mix.n_states != int(self.n_states):
+                raise ValueError(
+                    f"the mixture reference has {mix.n_sites} sites of {mix.n_states} states; this energy has "
+                    f"{self.dim} sites of {int(self.n_states)} states"
+                )
+            return MixtureEnergyPath(self, mix)
         return DiscreteEnergyPath(self, self.default_reference(init, data))
 
     def proposal(self, scale: float = 1.0):

@@ -28,6 +28,7 @@ __all__ = [
     "EnergyState",
     "FactorizedReference",
     "GaussianReference",
+    "MixtureEnergyPath",
     "first_line",
 ]
 
@@ -216,12 +217,17 @@ class DiscreteEnergyPath:
         """One Metropolis-within-Gibbs sweep at ``beta``: every site once, in each chain's own random order;
         at each, propose another state and accept with ``min(1, f_beta(x') / f_beta(x))``; all chains are
         updated together (one call of ``log_f`` per step)."""
-        beta = float(beta)
+        return self._sweep(state, float(beta), generator, self.reference.site_log_p if self.factorized else None)
+
+    def _sweep(self, state: EnergyState, beta: float, generator: torch.Generator, site_log_p) -> EnergyState:
+        """The sweep of :meth:`transition` with the reference's per-site terms ``site_log_p(sites, values)``
+        (``None``: a user reference, called whole; the mixture path passes each chain's component's)."""
         x, lf, lr = state.x.clone(), state.lf, state.lr
         n, dim = x.shape
         dev = x.device
+        factorized = site_log_p is not None
         use_f = beta > 0.0  # f_0 = r: log f is recomputed once after the sweep
-        use_r = beta < 1.0 or self.factorized  # a user reference at beta = 1: once after the sweep
+        use_r = beta < 1.0 or factorized  # a user reference at beta = 1: once after the sweep
         # each chain's own random order of the sites (independent chains, and a reversible sweep)
         keys = torch.rand(n, dim, generator=generator, dtype=torch.float64, device=generator.device)
         orders = torch.argsort(keys, dim=1).to(dev)
@@ -239,8 +245,8 @@ class DiscreteEnergyPath:
             lf_new = self.model.log_f(x) if use_f else lf
             if not use_r:
                 lr_new = lr
-            elif self.factorized:
-                lr_new = lr + self.reference.site_log_p(sites, new) - self.reference.site_log_p(sites, old)
+            elif factorized:
+                lr_new = lr + site_log_p(sites, new) - site_log_p(sites, old)
             else:
                 lr_new = self._log_r(x)
             log_u = torch.log(torch.rand(n, generator=generator, dtype=torch.float64, device=generator.device)).to(dev)
@@ -256,6 +262,71 @@ class DiscreteEnergyPath:
         self.n_proposed += n * dim
         self.n_accepted += accepted
         return EnergyState(x, lf, lr)
+
+
+class MixtureEnergyPath(DiscreteEnergyPath):
+    """The augmented mixture path (:mod:`logzbench.models.mixture`) of a discrete user energy:
+    ``f_beta(x) = f(x)^beta (1/C) sum_z (pi_z q_z(x))^(1 - beta)``, ``log Z_0 = -log C``.  A transition draws
+    each chain's component ``z ~ p_beta(z | x)``, then runs the Metropolis-within-Gibbs sweep of
+    :class:`DiscreteEnergyPath` on ``q_z(x)^(1 - beta) f(x)^beta`` (reversible for ``p_beta(x | z)``), so the
+    kernel on ``x`` leaves ``p_beta(x)`` invariant and is reversible for it.  States are
+    :class:`~logzbench.models.mixture.MixtureState` (``base``: an :class:`EnergyState` whose ``lr`` is
+    ``log q(x)``; ``comp``: ``log pi_z + log q_z(x)`` per component)."""
+
+    def __init__(self, model, mixture):
+        super().__init__(model, FactorizedReference.uniform(model.dim, int(model.n_states), model._device))
+        from .mixture import MixtureTerms
+
+        self._terms = MixtureTerms()
+        self._terms._init_mixture(mixture, model._device, 0.0)
+        self.mixture = self._terms.mixture
+
+    def _wrap(self, x: torch.Tensor, lf: torch.Tensor | None = None):
+        from .mixture import MixtureState
+
+        x = x.to(dtype=self.model.dtype, device=self.model.device)
+        comp = self._terms._comp(x)
+        if lf is None:
+            with torch.no_grad():
+                lf = self.model.log_f(x)
+        return MixtureState(EnergyState(x, lf, torch.logsumexp(comp, 1)), comp)
+
+    def state_from_data(self, data: torch.Tensor):
+        return self._wrap(torch.as_tensor(data))
+
+    def log_z0(self) -> float:
+        return self._terms.log_z0()
+
+    def sample_initial(self, n_chains: int, generator: torch.Generator):
+        return self._wrap(self.mixture.sample(n_chains, generator))
+
+    def log_f(self, state, beta: float) -> torch.Tensor:
+        beta = float(beta)
+        mix = self._terms._mixture_log_f(state.comp, beta)
+        return mix if beta <= 0.0 else beta * state.base.lf + mix
+
+    def log_f_ratio(self, state, beta_from: float, beta_to: float) -> torch.Tensor:
+        from .mixture import mixture_increment
+
+        d = float(beta_to) - float(beta_from)
+        lf = state.base.lf
+        model_part = torch.zeros_like(lf) if d == 0.0 else d * lf
+        return model_part + mixture_increment(state.comp, beta_from, beta_to)
+
+    @torch.no_grad()
+    def transition(self, state, beta: float, generator: torch.Generator):
+        beta = float(beta)
+        z = self._terms._draw_z(state.comp, beta, generator).to(state.comp.device)
+        log_p = self.mixture.log_p  # (C, dim, q)
+        rows = torch.arange(z.shape[0], device=z.device)
+        lr_z = state.comp[rows, z]
+
+        def site_log_p(sites, values):
+            return log_p[z, sites, values.long()]
+
+        base = EnergyState(state.base.x, state.base.lf, lr_z)
+        out = self._sweep(base, beta, generator, site_log_p)
+        return self._wrap(out.x, out.lf)
 
 
 def _mix(lr: torch.Tensor, lf: torch.Tensor, beta: float) -> torch.Tensor:

@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelFileError
+from ..kernels import categorical_from_logits
 from ._arrays import checked_arrays, errors_named
 from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
 
@@ -65,30 +66,6 @@ _CUDA_SPEEDUP = 200.0
 
 
 # --------------------------------------------------------------------------- shared helpers
-def categorical_from_logits(logits: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One draw per row of ``logits`` from ``softmax(logits)`` over the last axis, by inverse CDF.
-
-    The probabilities are formed in float64 and compared with one float64 uniform per row from
-    ``generator`` (``torch.rand``), so the draw is exact to float64 precision and reproducible.
-
-    Parameters
-    ----------
-    logits : torch.Tensor, shape (..., q)
-    generator : torch.Generator
-        On ``logits``' device.
-
-    Returns
-    -------
-    torch.Tensor, shape (...,), int64
-        States in ``0..q-1``.
-    """
-    p = torch.softmax(logits.double(), dim=-1)
-    cdf = torch.cumsum(p, dim=-1)
-    u = torch.rand(p.shape[:-1] + (1,), generator=generator, dtype=torch.float64, device=p.device)
-    # the number of cumulative probabilities (but the last) not above u: 0..q-1
-    return (cdf[..., :-1] <= u).sum(dim=-1)
-
-
 def as_states(x, n_sites: int, n_states: int, device, what: str = "data") -> torch.Tensor:
     """Rows of states as an int64 tensor ``(n, n_sites)`` on ``device`` (one row may be 1-D); refuses
     non-integer values, a wrong row length and states outside ``0..n_states-1`` (ValueError)."""
@@ -153,7 +130,7 @@ def _initial_logits(model, init: str, data, logits_0) -> torch.Tensor:
             )
         a0 = base_rate_logits(freq)
     else:
-        raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'base-rate'")
+        raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform', 'base-rate' or 'mixture'")
     if a0.shape != (L, q):
         raise ValueError(f"initial logits have shape {tuple(a0.shape)}, expected ({L}, {q})")
     if not torch.isfinite(a0).all():
@@ -388,10 +365,18 @@ class PottsModel:
         return gamma * mag + 8 * u * (mag + math.log(max(n_total, 2)) + 1.0) * 2
 
     # ------------------------------------------------------------------ annealing
-    def annealing_path(self, init: str = "uniform", data=None, logits_0=None) -> "PottsAnnealingPath":
+    def annealing_path(self, init: str = "uniform", data=None, logits_0=None, reference=None):
         """The geometric path from ``init`` (``"uniform"`` or ``"base-rate"``: the site frequencies of
         ``data``, default ``data_mean``) to this model; ``logits_0`` ``(L, q)`` overrides the initial
-        distribution's logits."""
+        distribution's logits.  ``"mixture"``: the augmented path from ``reference`` (a
+        :class:`~logzbench.models.mixture.ProductMixture`, else one fitted to ``data``;
+        :class:`~logzbench.models.mixture.MixturePottsPath`)."""
+        if init == "mixture":
+            from .mixture import MixturePottsPath, check_reference_shape, mixture_reference
+
+            mix = mixture_reference(reference, data, lambda d: as_states(d, self.n_visible, self.n_states, self.device))
+            check_reference_shape(mix, self)
+            return MixturePottsPath(PottsAnnealingPath(self, torch.zeros_like(self.h)), mix)
         return PottsAnnealingPath(self, _initial_logits(self, init, data, logits_0))
 
     def gibbs(self, x, generator: torch.Generator, n_sweeps: int = 1) -> torch.Tensor:

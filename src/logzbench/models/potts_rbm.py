@@ -286,9 +286,24 @@ class PottsRBM:
         return state.x
 
     # ------------------------------------------------------------------ annealing
-    def annealing_path(self, init: str = "uniform", data=None, logits_0=None) -> "PottsRBMAnnealingPath":
+    def annealing_path(self, init: str = "uniform", data=None, logits_0=None, reference=None):
         """The geometric path from ``init`` (``"uniform"`` or ``"base-rate"``: the site frequencies of
-        ``data``, default ``data_mean``) to this model; ``logits_0`` ``(L, q)`` overrides the initial logits."""
+        ``data``, default ``data_mean``) to this model; ``logits_0`` ``(L, q)`` overrides the initial logits.
+        ``"mixture"``: the augmented path from ``reference`` (a
+        :class:`~logzbench.models.mixture.ProductMixture`, else one fitted to ``data``;
+        :class:`~logzbench.models.mixture.MixtureGibbsPath`)."""
+        if init == "mixture":
+            from .mixture import MixtureGibbsPath, check_reference_shape, mixture_reference
+
+            mix = mixture_reference(reference, data, lambda d: self.as_rows(d, "training data"))
+            check_reference_shape(mix, self)
+            base = PottsRBMAnnealingPath(self, torch.zeros(self.n_visible, self.n_states, device=self.device))
+            L, q = self.n_visible, self.n_states
+
+            def draw(pre_v, generator):
+                return categorical_from_logits(pre_v.view(pre_v.shape[0], L, q), generator)
+
+            return MixtureGibbsPath(base, mix, self.W_flat.T, self.visible_bias.reshape(-1), draw, self.n_hidden)
         return PottsRBMAnnealingPath(self, _initial_logits(self, init, data, logits_0))
 
 

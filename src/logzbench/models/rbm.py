@@ -253,19 +253,41 @@ class BinaryRBM(VisibleRows):
         return v
 
     # ------------------------------------------------------------------ annealing
-    def annealing_path(self, init: str = "uniform", data=None, visible_bias_0=None) -> "RBMAnnealingPath":
-        """The geometric path from ``init`` (``"uniform"`` or ``"base-rate"``) to this RBM.
+    def annealing_path(self, init: str = "uniform", data=None, visible_bias_0=None, reference=None):
+        """The geometric path from ``init`` (``"uniform"`` or ``"base-rate"``) to this RBM, or the augmented
+        path from a mixture of product distributions (``"mixture"``: ``reference``, a
+        :class:`~logzbench.models.mixture.ProductMixture`, else one fitted to ``data`` with the defaults
+        of :func:`~logzbench.models.mixture.fit_mixture`; :class:`~logzbench.models.mixture.MixtureGibbsPath`).
 
         ``visible_bias_0`` overrides the initial distribution's visible biases.
         """
+        if init == "mixture":
+            from .mixture import mixture_reference
+
+            return self.mixture_path(mixture_reference(reference, data, self._as_input))
         if visible_bias_0 is None:
             if init == "uniform":
                 visible_bias_0 = torch.zeros(self.n_visible, device=self.device)
             elif init in ("base-rate", "base_rate", "dbr"):
                 visible_bias_0 = self.base_rate_bias(data)
             else:
-                raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform' or 'base-rate'")
+                raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform', 'base-rate' or 'mixture'")
         return RBMAnnealingPath(self, visible_bias_0)
+
+    def mixture_path(self, mixture):
+        """The augmented path from ``mixture`` (binary, ``n_visible`` sites) to this RBM
+        (:class:`~logzbench.models.mixture.MixtureGibbsPath`: block Gibbs ``z, h | v`` then ``v | z, h``)."""
+        from .mixture import MixtureGibbsPath
+
+        if not mixture.binary or mixture.n_sites != self.n_visible:
+            raise ValueError(
+                f"the mixture reference has {mixture.n_sites} sites of {mixture.n_states} states; this RBM has "
+                f"{self.n_visible} binary visible units"
+            )
+        base = RBMAnnealingPath(self, torch.zeros(self.n_visible, device=self.device))
+        return MixtureGibbsPath(
+            base, mixture, self.W.T, self.visible_bias, bernoulli_from_logits_, n_hidden=self.n_hidden
+        )
 
 
 def base_rate_bias_from_mean(mean: torch.Tensor, smoothing: float = 0.05) -> torch.Tensor:

@@ -509,11 +509,14 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             skipped = [
                 n
                 for n in estimators_run(config, model, presets)
-                if "init" in estimator_spec(config, n).axes and "base-rate" in listed_values(config, n, "inits")
+                if "init" in estimator_spec(config, n).axes
+                and {"base-rate", "mixture"} & set(listed_values(config, n, "inits"))
             ]
             if skipped:
+                listed = {i for n in skipped for i in listed_values(config, n, "inits")}
+                starts = " and ".join(i for i in ("base-rate", "mixture") if i in listed)
                 warnings.append(
-                    f"model {model} has no training rows (models.{model}.data.train), so its base-rate estimates "
+                    f"model {model} has no training rows (models.{model}.data.train), so its {starts} estimates "
                     f"({', '.join(skipped)}) are skipped"
                 )
         if not model_jobs(config, model, presets):
@@ -523,6 +526,12 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             )
     for name, e in (config.get("estimators") or {}).items():
         spec = estimator_spec(config, name)
+        if e.get("mixture_components") is not None and "mixture" not in listed_values(config, name, "inits"):
+            raise ConfigError(
+                f"estimator {name}: mixture_components applies to init mixture only, and its inits "
+                f"({', '.join(map(str, listed_values(config, name, 'inits'))) or 'none'}) do not list it; add "
+                "mixture to its inits or drop mixture_components"
+            )
         unknown = sorted(set(e.get("models") or []) - set(config.get("models") or {}))
         if unknown:
             raise ConfigError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")

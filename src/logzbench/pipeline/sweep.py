@@ -302,11 +302,11 @@ def lacks_training_rows(config: Mapping, model: str) -> bool:
 
 def model_inits(config: Mapping, model: str, presets: Mapping | None = None) -> tuple[str, ...]:
     """The initial distributions a model's sweep runs from: its family's (a DBN: uniform only), less
-    ``base-rate`` for a source model without training rows (:func:`lacks_training_rows`; the estimate would
-    refuse it)."""
+    ``base-rate`` and ``mixture`` for a source model without training rows (:func:`lacks_training_rows`; the
+    estimate would refuse them)."""
     inits = family_spec(config, model, presets).inits
     if is_source(config, model) and lacks_training_rows(config, model):
-        return tuple(i for i in inits if i != "base-rate")
+        return tuple(i for i in inits if i not in ("base-rate", "mixture"))
     return inits
 
 

@@ -84,6 +84,10 @@ def estimate_params(record: Mapping[str, Any]) -> dict[str, Any]:
         # the papers' protocol switches (RAISE's control variate, Upadhya & Sastry's pooled CSL chains)
         "control_variate",
         "csl_protocol",
+        # the mixture reference (init mixture): components as given, and as fitted and how chosen
+        "mixture_components",
+        "reference_components",
+        "reference_components_chosen",
     )
     out = {k: record.get(k, settings.get(k)) for k in keys}
     out["method"] = out["method"] or res.get("estimator")
@@ -136,6 +140,8 @@ def estimate_metrics(record: Mapping[str, Any]) -> dict[str, float]:
         m[k] = extra.get(k)
     for i, share in enumerate(extra.get("tuned_beta_deciles") or []):  # share of the steps in each tenth of beta
         m[f"tuned_beta_decile_{i}"] = share
+    for k in ("reference_em_passes", "reference_heldout_log_lik", "reference_train_log_lik"):  # the mixture's fit
+        m[k] = extra.get(k)
     chains = res.get("n_chains")
     if _finite(m["ess"]) and _finite(chains) and float(chains) > 0:
         m["ess_fraction"] = float(m["ess"]) / float(chains)
