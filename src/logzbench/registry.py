@@ -589,8 +589,8 @@ FAMILIES: dict[str, FamilySpec] = {s.name: s for s in (
                "n_states", lambda nv, h: None, hyperparams=(_TRAINING + "potts:train_potts",),
                exact_time="logzbench.models.potts:exact_seconds"),
     # a binary pairwise MRF on an H x W grid (tables from a file or GridMRF.spin_glass): generated, not trained
-    FamilySpec("grid-mrf", "logzbench.models.grid:GridMRF", _TRAINING + "grid:generate_grid_mrf", "binary", ("uniform", "base-rate"),
-               "height", _grid_cost, hyperparams=(_TRAINING + "grid:generate_grid_mrf",),
+    FamilySpec("grid-mrf", "logzbench.models.grid:GridMRF", _TRAINING + "grid:generate_grid_mrf", "binary",
+               ("uniform", "base-rate"), "height", _grid_cost, hyperparams=(_TRAINING + "grid:generate_grid_mrf",),
                exact_time="logzbench.models.grid:exact_seconds", hidden=False),
     # a user's energy (``EnergyModel``, from ``source: FILE.py:NAME`` or a TorchScript file): not trained here
     FamilySpec("energy-binary", _ENERGY + "EnergyModel", _ENERGY + "not_trained", "binary", INITS, "dim",
