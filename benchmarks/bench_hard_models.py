@@ -166,7 +166,7 @@ def run_one(bench: bs.Bench, seed: int, K: int, threads: int, chains: int, v: di
     if v["init"] in ("base-rate", "mixture"):
         kw["train_data"] = bench.train
     res = estimate(bench.model, v["method"], **kw)
-    em = int(res.extra.get("reference_em_cost", 0) or 0)
+    em = int(res.extra.get("reference_em_passes", 0) or 0)
     return {
         "seed": seed,
         "K": K,

@@ -176,8 +176,8 @@ EXPECTED_JOBS = {
     # + the sandwich on digits-rbm16, mnist-rbm20 and vh-poe-laplace-8 (2 seeds each), AIS with the adaptive
     #   schedule on digits-rbm16 (1 K x base-rate x 2 seeds), BDMC on vh-linear-gaussian-8 (3 K x 1 seed)
     "config": {
-        "prepare_dataset": 3 + 3,
-        "train_model": 9 + 8,
+        "prepare_dataset": 3 + 3 + 2,
+        "train_model": 9 + 8 + 2,
         "estimate": (2 + 2 + 3)
         + 3 * 1 * 2
         + 3 * 2 * (2 * 2 * 2)
@@ -190,11 +190,19 @@ EXPECTED_JOBS = {
         + (1 + 2 * 1 * 2)
         + 3 * 2
         + 2
-        + 3,
+        + 3
+        # issue 38: clustered-rbm12 as every RBM, the spin glass's exact and ais-grid (2 K x 2 seeds), ais-mixture
+        # (2 K x 2 seeds), smc on two models, pt and pt-grid
+        + 19
+        + (1 + 2 * 2)
+        + 2 * 2
+        + 2
+        + 2,
         "trials_gaussian": 6,
         "trials_grid": 6,
         "report_trials": 1,
-        "diagnose": 9 + 8,  # every trained model: RBMs, the DBMs and DBNs, the continuous models
+        # every trained model: RBMs, the DBMs and DBNs, the continuous models (a generated grid MRF is not trained)
+        "diagnose": 9 + 8 + 1,
     },
     # Sohl-Dickstein & Culpepper: 17 models x HAIS at 5 K, the baselines on the 3 closed-form models
     "hais_table1": {"train_model": 17, "estimate": 3 + 17 * 5 + 2 * 3 * 5},
@@ -266,7 +274,7 @@ def test_default_config_and_profile_without_configfile(tmp_path):
     proc = snakemake(
         tmp_path, "-n", "--workflow-profile", str(REPO / "workflow" / "profiles" / "default"), configfile=None
     )
-    assert job_counts(proc.stdout)["train_model"] == 17
+    assert job_counts(proc.stdout)["train_model"] == 19
 
 
 def test_config_without_models_or_trials_is_refused(tmp_path):
