@@ -160,13 +160,23 @@ def _model_name(model: Any, source: str | os.PathLike | None) -> str:
     return str(model) if model is not None else "?"
 
 
+def _reads_start(method: str, family: Any) -> bool:
+    """Whether ``method`` reads ``init`` without sweeping it (the sandwich, smc, pt: one start each) on a family
+    with a choice of start: the row still says which reference it used."""
+    spec = registry.ESTIMATORS.get(method)
+    fam = registry.FAMILIES.get(str(family)) if family is not None else None
+    return spec is not None and spec.reads_unswept("init") and fam is not None and bool(fam.inits)
+
+
 def _sweep(method: str, pick) -> dict[str, Any]:
-    """The record's ``schedule``, ``K``, ``init`` and ``seed``, each only where ``method`` has that axis."""
+    """The record's ``schedule``, ``K``, ``init`` and ``seed``, each only where ``method`` has that axis (and
+    ``init`` where it reads one start without sweeping it, on a family that has a choice)."""
     schedule, k, init, seed = pick("schedule"), pick("K", "steps", "n_steps"), pick("init"), pick("seed")
+    start = uses_axis(method, "init", init) or _reads_start(method, pick("family", "model_family"))
     return {
         "schedule": (schedule if schedule is not None else "linear") if uses_schedule(method, schedule) else "",
         "K": int_or_none(k) if uses_axis(method, "K", k) else None,
-        "init": str(init if init is not None else "uniform") if uses_axis(method, "init", init) else "",
+        "init": str(init if init is not None else "uniform") if start else "",
         "seed": int_or_none(seed if seed is not None else 0) if uses_axis(method, "seed", seed) else None,
     }
 
