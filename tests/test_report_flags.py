@@ -513,8 +513,8 @@ def test_issue38_rows_are_flagged_everywhere(tmp_path, monkeypatch):
         (row,) = [
             dict(r)
             for r in page.sections[model]["rows"]
-            # (a sandwich's row names the start it read: "sandwich (base-rate)")
-            if r[0][1] in (label_of(method), f"{label_of(method)} (base-rate)")
+            # (a sandwich's row names the start it read: "sandwich (uniform)")
+            if r[0][1] in (label_of(method), f"{label_of(method)} (uniform)")
             and r[1][1] == ("" if K is None else str(K))
         ]
         return row["flag"]
