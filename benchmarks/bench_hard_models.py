@@ -2,8 +2,8 @@
 
 The models researchers train, where temperature annealing from a product distribution misses the data's
 modes, with exact ``log Z``; for each contender, the **total sweeps** (chain-sweeps: transitions times
-chains, every tuning round, pilot and replica included; the mixture reference's EM added as data passes
-times components, stated separately) before the **median over 5 seeds of |log Z_hat - log Z|** falls below
+chains, every tuning round, pilot and replica included; the mixture reference's EM added as its component
+passes, data passes times components, each run's stated as ``em_cost``) before the **median over 5 seeds of |log Z_hat - log Z|** falls below
 ``--tol`` (0.1 nat), confirmed on 5 fresh seeds (1000, ...).  The budget ``K`` is doubled from
 ``--k-start`` up to ``--k-cap`` (:func:`bench_schedules.measure`, the same loop as the schedule benchmark).
 
@@ -153,7 +153,7 @@ def variant(label: str, bench: bs.Bench) -> dict | None:
 
 
 def run_one(bench: bs.Bench, seed: int, K: int, threads: int, chains: int, v: dict, _cache=None) -> dict:
-    """One estimate at budget ``K``: its error, total sweeps (EM passes x components added) and seconds."""
+    """One estimate at budget ``K``: its error, total sweeps (the EM's component passes added) and seconds."""
     t0 = time.perf_counter()
     kw = {"K": K, "chains": chains, "init": v["init"], "seed": seed, "threads": threads, "n_bootstrap": 1}
     if v["schedule"]:
