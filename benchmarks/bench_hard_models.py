@@ -5,7 +5,8 @@ modes, with exact ``log Z``; for each contender, the **total sweeps** (chain-swe
 chains, every tuning round, pilot and replica included; the mixture reference's EM added as its component
 passes, data passes times components, each run's stated as ``em_cost``) before the **median over 5 seeds
 of |log Z_hat - log Z|** falls below ``--tol`` (0.1 nat), confirmed on 5 fresh seeds (1000, ...).  The
-budget ``K`` is doubled from ``--k-start`` up to ``--k-cap`` (:func:`bench_schedules.measure`, the same loop as the schedule benchmark).
+budget ``K`` is doubled from ``--k-start`` up to ``--k-cap`` (:func:`bench_schedules.measure`, the same
+loop as the schedule benchmark).
 
 Contenders (all through :func:`logzbench.api.estimate`, 100 chains):
 
