@@ -84,27 +84,11 @@ def train_clustered(n_visible: int, n_hidden: int, epochs: int, n_protos: int = 
     (:func:`logzbench.data.clustered.make_clustered`: the first ``n_protos`` prototypes of
     :data:`CLUSTER_WEIGHTS` and :data:`CLUSTER_FLIPS`)."""
     from logzbench.data.clustered import make_clustered
-    from logzbench.training import train_model
 
     X = make_clustered(
         n_visible, n_protos, CLUSTER_WEIGHTS[:n_protos], CLUSTER_FLIPS[:n_protos], n_train=2000, n_test=100, seed=seed
     )["train"]
-    model, _ = train_model(
-        X,
-        None,
-        family="rbm",
-        n_hidden=n_hidden,
-        method="pcd",
-        k=1,
-        learning_rate=0.1,
-        batch_size=100,
-        n_epochs=epochs,
-        n_persistent_chains=100,
-        exact_ll_max_units=0,
-        eval_every=10**6,
-        seed=seed,
-    )
-    return model, X
+    return bs.train_pcd(X, n_hidden, epochs, seed), X
 
 
 def build(names, workdir: Path, args) -> list[bs.Bench]:

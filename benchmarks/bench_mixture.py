@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_schedules as bs
 from _machine import machine
 
 from logzbench.estimators import ais
@@ -52,30 +53,9 @@ def prototype_rows(n_visible: int, n_rows: int, seed: int) -> np.ndarray:
 
 def train(n_visible: int, n_hidden: int, epochs: int, seed: int = 0):
     """PCD-1 (learning rate 0.05 decaying linearly, batches of 20, 500 persistent chains) on 2,000 rows."""
-    from logzbench.training import train_model
-
     X = prototype_rows(n_visible, 2000, seed)
-    model, _ = train_model(
-        X,
-        None,
-        family="rbm",
-        n_hidden=n_hidden,
-        method="pcd",
-        k=1,
-        learning_rate=0.05,
-        lr_schedule="linear",
-        batch_size=20,
-        n_epochs=epochs,
-        weight_decay=0.0,
-        n_persistent_chains=500,
-        init="normal",
-        init_scale=0.01,
-        initial_momentum=0.0,
-        final_momentum=0.0,
-        exact_ll_max_units=0,
-        eval_every=10**6,
-        seed=seed,
-    )
+    model = bs.train_pcd(X, n_hidden, epochs, seed, **{**bs.SCRATCH, "learning_rate": 0.05, "batch_size": 20,
+                                                         "n_persistent_chains": 500})  # fmt: skip
     return model, X
 
 

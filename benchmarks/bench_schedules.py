@@ -446,10 +446,19 @@ def _train_digits_dbm(cfg, workdir: Path):
     return model, np.asarray(train, dtype=np.uint8)
 
 
-def _train_synthetic(n_visible: int, n_hidden: int, noises, epochs: int, seed: int = 0):
+#: the from-scratch recipe of the synthetic RBMs: learning rate decaying linearly, no weight decay or momentum,
+#: small normal initial weights
+SCRATCH = dict(lr_schedule="linear", weight_decay=0.0, init="normal", init_scale=0.01, initial_momentum=0.0,
+               final_momentum=0.0)  # fmt: skip
+
+
+def train_pcd(X, n_hidden: int, epochs: int, seed: int = 0, **hyperparams):
+    """An RBM trained by PCD-1 on rows ``X`` (learning rate 0.1, batches of 100, 100 persistent chains unless
+    ``hyperparams`` say otherwise; no per-epoch evaluation); the benchmarks' one trainer of synthetic RBMs."""
     from logzbench.training import train_model
 
-    X = synthetic_prototypes(n_visible, noises, 2000, seed)
+    hp = dict(learning_rate=0.1, batch_size=100, n_persistent_chains=100)
+    hp.update(hyperparams)
     model, _ = train_model(
         X,
         None,
@@ -457,21 +466,18 @@ def _train_synthetic(n_visible: int, n_hidden: int, noises, epochs: int, seed: i
         n_hidden=n_hidden,
         method="pcd",
         k=1,
-        learning_rate=0.1,
-        lr_schedule="linear",
-        batch_size=100,
         n_epochs=epochs,
-        weight_decay=0.0,
-        n_persistent_chains=100,
-        init="normal",
-        init_scale=0.01,
-        initial_momentum=0.0,
-        final_momentum=0.0,
         exact_ll_max_units=0,
         eval_every=10**6,
         seed=seed,
+        **hp,
     )
-    return model, X
+    return model
+
+
+def _train_synthetic(n_visible: int, n_hidden: int, noises, epochs: int, seed: int = 0):
+    X = synthetic_prototypes(n_visible, noises, 2000, seed)
+    return train_pcd(X, n_hidden, epochs, seed, **SCRATCH), X
 
 
 FULL_MODELS = ("digits-rbm16", "mnist-rbm20", "synth-rbm60-14", "mnist-dbm20-10")
