@@ -264,9 +264,7 @@ class EstimateContext:
         if self._mixture is None:
             from ..models.mixture import fit_mixture
 
-            rows = self.train_data
-            if rows is None and getattr(self.model, "data", None) is not None:  # a user energy's own rows
-                rows = self.model.data
+            rows = self._reference_rows()
             categorical = self.family.data_kind == "categorical"
             self._mixture = fit_mixture(
                 rows.cpu(),
@@ -276,6 +274,12 @@ class EstimateContext:
                 binary=not categorical,
             )
         return self._mixture
+
+    def _reference_rows(self) -> torch.Tensor | None:
+        """The rows the mixture is fitted to: the training rows, else a user energy's own (``model.data``)."""
+        if self.train_data is None and getattr(self.model, "data", None) is not None:
+            return self.model.data
+        return self.train_data
 
     def add_reference_cost(self, res: EstimateResult) -> EstimateResult:
         """On the mixture reference, put the fit's figures in ``res.extra`` (``reference_*``: the EM passes
@@ -295,9 +299,7 @@ class EstimateContext:
             return
         if "mixture" not in self.family.inits:
             raise ValueError(f"--init mixture is not available for a {self.family.name}")
-        rows = self.train_data
-        if rows is None and getattr(self.model, "data", None) is not None:
-            rows = self.model.data
+        rows = self._reference_rows()
         if rows is None or int(rows.shape[0]) == 0:
             raise ValueError(
                 "--init mixture needs training rows to fit the mixture to: pass training data (CLI: --train-data X.npy)"
