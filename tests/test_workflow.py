@@ -569,6 +569,12 @@ BAD_CONFIGS = [
         "  sandwich:\n    schedule: tuned\n",
         "estimator sandwich: sandwich doubles K itself, and the tuned schedule is tuned for one K",
     ),
+    # smc takes the tuned schedule at its one K, which it needs
+    (
+        "  ais:\n    chains: 20\n",
+        "  smc:\n    method: smc\n    models: [digits-rbm8]\n    schedule: tuned\n  ais:\n    chains: 20\n",
+        "estimator smc: the tuned schedule needs K, the length of its last round",
+    ),
     ("  z: 2.0\n", "  z: 2.0\n  exact_tolerance: -0.1\n", "-0.1 is less than the minimum of 0"),
     (
         "    max_sweeps: 100000\n",

@@ -589,8 +589,15 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
             if "schedule" in spec.options and e.get("schedule", option_default(spec, "schedule")) == TUNED:
                 _check_tuned(name, e, ks)
         elif "schedule" in spec.options and e.get("schedule") == TUNED and spec.reads_unswept("K"):
-            raise ConfigError(
-                f"estimator {name}: {spec.name} doubles K itself, and the tuned schedule is tuned for one K; "
-                f"fix estimators.{name}.schedule (adaptive, linear or sigmoid)"
-            )
+            if spec.name == "sandwich":  # the one estimator that doubles K itself
+                raise ConfigError(
+                    f"estimator {name}: {spec.name} doubles K itself, and the tuned schedule is tuned for one K; "
+                    f"fix estimators.{name}.schedule (adaptive, linear or sigmoid)"
+                )
+            if not e.get("K"):
+                raise ConfigError(
+                    f"estimator {name}: the tuned schedule needs K, the length of its last round; add "
+                    f"estimators.{name}.K"
+                )
+            _check_tuned(name, e, e["K"])  # smc: its one K, the tuned schedule's last round
     return warnings
