@@ -27,28 +27,8 @@ def test_same_seed_same_rows_and_test_rows_independent_of_n_train(tmp_path):
     assert np.array_equal(a["test"], c["test"]) and np.array_equal(a["train"][:50], c["train"])
     d = make_clustered(30, 4, WEIGHTS, FLIP, n_train=300, n_test=100, seed=6)
     assert not np.array_equal(a["prototypes"], d["prototypes"])
-    p1 = prepare_dataset(
-        "clustered",
-        tmp_path / "a.npz",
-        n_visible=30,
-        prototypes=4,
-        weights=WEIGHTS,
-        flip=FLIP,
-        n_train=300,
-        n_test=100,
-        seed=5,
-    )
-    p2 = prepare_dataset(
-        "clustered",
-        tmp_path / "b.npz",
-        n_visible=30,
-        prototypes=4,
-        weights=WEIGHTS,
-        flip=FLIP,
-        n_train=300,
-        n_test=100,
-        seed=5,
-    )
+    settings = dict(n_visible=30, prototypes=4, weights=WEIGHTS, flip=FLIP, n_train=300, n_test=100, seed=5)
+    p1, p2 = (prepare_dataset("clustered", tmp_path / name, **settings) for name in ("a.npz", "b.npz"))
     with np.load(p1) as f, np.load(p2) as g:
         assert sorted(f.files) == sorted(g.files)
         assert all(np.array_equal(f[k], g[k]) for k in f.files)
