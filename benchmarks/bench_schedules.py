@@ -591,13 +591,16 @@ def measure(
     confirm_seeds=(),
     log=print,
     runner=None,
+    max_seconds: float | None = None,
 ) -> dict:
     """Double ``K`` until the median |error| over ``seeds`` is below ``tol`` (or the cap); ``sm14500`` once.
 
     With ``confirm_seeds`` a ``K`` whose median is below ``tol`` counts only when the median over those
     fresh seeds is below ``tol`` too (else doubling goes on): the first of several noisy medians to dip
     below the tolerance is otherwise often a lucky one.  ``runner(bench, seed, K, threads, chains, variant,
-    ma_cache)`` makes one run (default: AIS, :func:`_ais_run`); ``variant["fixed"]`` runs once at its own K."""
+    ma_cache)`` makes one run (default: AIS, :func:`_ais_run`); ``variant["fixed"]`` runs once at its own K.
+    With ``max_seconds`` doubling also stops where the next level (about twice this one's time) would end
+    past ``max_seconds`` from the start (``"stopped": "time"``)."""
     run = runner or _ais_run
     t0 = time.perf_counter()
     levels = []
@@ -635,6 +638,13 @@ def measure(
                 flush=True,
             )
         if fixed or ok or 2 * K > k_cap:
+            stopped = "tol" if ok else ("fixed" if fixed else "k_cap")
+            break
+        level_seconds = sum(r["seconds"] for r in runs) + sum(
+            r["seconds"] for r in (lvl["confirm"] or {}).get("runs", [])
+        )
+        if max_seconds is not None and time.perf_counter() - t0 + 2 * level_seconds > max_seconds:
+            stopped = "time"
             break
         K *= 2
     last = levels[-1]
@@ -646,6 +656,7 @@ def measure(
         "K": last["K"],
         "reached": ok,
         "capped": not ok,
+        "stopped": stopped,
         "total_sweeps": last["median_total_sweeps"],
         "median_abs_error": last["median_abs_error"],
         "confirm_median_abs_error": None if last["confirm"] is None else last["confirm"]["median_abs_error"],
