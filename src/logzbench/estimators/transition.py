@@ -36,14 +36,12 @@ import numpy as np
 import torch
 
 from ..options import AUTO_TRANSITION
-from ..sources import ENERGY_FAMILIES
+from ..sources import DISCRETE_ENERGY_FAMILIES, ENERGY_FAMILIES
 
 __all__ = ["TransitionChoice", "applies", "check_options", "check_reversible", "choose", "transition_generator"]
 
 #: the transition pilot's stream of the run's seed (:func:`transition_generator`)
 _TRANSITION_STREAM = 0x7452414E
-#: the discrete user-energy families, which take a transition
-_DISCRETE_ENERGY = frozenset(ENERGY_FAMILIES[d] for d in ("binary", "categorical"))
 
 
 def transition_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
@@ -56,7 +54,7 @@ def transition_generator(seed: int, device: torch.device | str = "cpu") -> torch
 def applies(model) -> bool:
     """Whether ``model``'s path takes a transition: a discrete user energy (the families have their own
     samplers; a continuous energy anneals with Hamiltonian transitions)."""
-    return getattr(model, "family", None) in _DISCRETE_ENERGY
+    return getattr(model, "family", None) in DISCRETE_ENERGY_FAMILIES
 
 
 def check_options(transition: str, model) -> None:
