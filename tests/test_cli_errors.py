@@ -123,6 +123,25 @@ CASES = [
         EST + ["--train-data", "trunc.npz", "--init", "base-rate"],
         ["trunc.npz", "not a readable .npz/.npy file"],
     ),
+    # --- a user energy's transition (issue 39)
+    (
+        "transition-gwg-on-an-rbm",
+        _nothing,
+        AIS + ["--transition", "gwg"],
+        ["transition gwg", "rbm model anneals with its own Gibbs sampler"],
+    ),
+    (
+        "transition-dmala-on-a-continuous-energy",
+        lambda t, e: _user(t),
+        ["estimate", "user.py:exit_in_backward", "--estimator", "smc", "--transition", "dmala", "--json", "out.json"],
+        ["transition dmala", "needs a discrete domain", "continuous"],
+    ),
+    (
+        "sample-transition-gwg-on-an-rbm",
+        _nothing,
+        ["sample", "model.npz", "--n", "5", "--exact", "never", "--transition", "gwg", "--out", "s.npz"],
+        ["transition gwg", "rbm model anneals with its own Gibbs sampler"],
+    ),
     # --- the mixture reference (issue 38)
     (
         "mixture-without-train-data",

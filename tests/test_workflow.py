@@ -443,6 +443,17 @@ BAD_CONFIGS = [
         "  ais:\n    chains: 20\n    mixture_components: 4\n",
         "estimator ais: mixture_components applies to init mixture only",
     ),
+    # issue 39: a gradient transition is for a user's discrete energy, not a family's model
+    (
+        "  ais:\n    chains: 20\n",
+        "  ais:\n    chains: 20\n    transition: gwg\n",
+        "estimator ais has transition gwg, which is for a user's discrete energy",
+    ),
+    (
+        "  ais:\n    chains: 20\n",
+        "  ais:\n    chains: 20\n    transition: langevin\n",
+        "'langevin' is not one of ['gibbs', 'gwg', 'dmala', 'auto']",
+    ),
     # issue 15: what failed only at run time, after prepare and train
     (
         "  ais:\n    chains: 20\n",

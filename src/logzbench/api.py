@@ -105,7 +105,7 @@ def estimate(
             device=dev,
         )
         ctx.check()  # schedule, memory, exact's time budget: refused here, before any work
-        res = spec.function(ctx)
+        res = ctx.record_transition(spec.function(ctx))
     res.settings["threads"] = n_threads
     return res
 

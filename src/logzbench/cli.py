@@ -272,6 +272,7 @@ def _add_sample(sub) -> None:
     )
     p.add_argument("--temperatures", type=int, help="--method pt: chains on the ladder (default 16, at least 2)")
     p.add_argument("--rounds", type=int, help="--method pt: ladder-tuning rounds of doubling scans (default 10)")
+    options.declared()["transition"].add_to(p)  # the estimators' flag: a user's discrete energy's transition
     p.add_argument("--out", required=True, help="the samples (.npz, written atomically)")
     p.add_argument("--grid", help="also a PNG grid of the first 100 samples (image-shaped rows only)")
     _add_threads(p)
@@ -332,6 +333,7 @@ def _cmd_sample(args) -> int:
         method=args.method,
         temperatures=args.temperatures,
         rounds=args.rounds,
+        transition=getattr(args, "transition", "gibbs"),
     )
     meta = {
         "model": str(args.model),

@@ -66,6 +66,7 @@ __all__ = [
     "EXACT_MAX_SECONDS",
     "EXACT_PRECISIONS",
     "INITS",
+    "TRANSITIONS",
     "OPTIONS",
     "EstimateOptions",
     "Option",
@@ -81,6 +82,11 @@ __all__ = [
 #: initial distributions of the annealing path of a binary or categorical model: uniform, the data base
 #: rate, a mixture of product distributions fitted to the training rows (:mod:`logzbench.models.mixture`)
 INITS = ("uniform", "base-rate", "mixture")
+#: transitions of a discrete user energy's annealing path (:class:`~logzbench.models.energy_path.DiscreteEnergyPath`):
+#: Metropolis-within-Gibbs (block Gibbs with the model's exact conditional), Gibbs-with-Gradients, discrete
+#: Langevin; :data:`AUTO_TRANSITION` picks one of them by a pilot
+TRANSITIONS = ("gibbs", "gwg", "dmala")
+AUTO_TRANSITION = "auto"
 CSL_MODES = ("unbiased", "biased")
 #: RAISE's control-variate coefficient on a subsample: fitted by regression, or the paper's alpha = 1
 CONTROL_VARIATES = ("fitted", "fixed")
@@ -477,6 +483,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("init", "uniform", "initial distribution of a binary model's annealing path (and the IS family's p_0); "
            "mixture: a mixture of product distributions fitted to the training rows by EM (needs --train-data)",
            "choice", choices=INITS, config=False, record=None),
+    Option("transition", "gibbs", "a user's discrete energy (FILE.py:NAME): gibbs (Metropolis-within-Gibbs; block "
+           "Gibbs with the model's exact conditional) | gwg (Gibbs-with-Gradients) | dmala (discrete Langevin) | auto "
+           "(the one with the most effective samples per second in a short pilot at beta = 1); gwg's flips per move "
+           "and dmala's step size are tuned by a pilot at beta = 1 (its sweeps count in total_sweeps); the families "
+           "have their own samplers", "choice", choices=(*TRANSITIONS, AUTO_TRANSITION), record=_when_not_default),
     Option("mixture_components", None, "init mixture: components of the mixture fitted to the training rows (at "
            "most their number; default: chosen by held-out log-likelihood among 1, 2, 4, ..., 32)", "int",
            minimum=1, nullable=True, metavar="N", record=_when_mixture),

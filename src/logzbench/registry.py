@@ -194,8 +194,10 @@ class EstimatorSpec:
 #: options of every annealed estimator's schedule: its length and shape, sweeps per temperature, the
 #: adaptive and tuned schedules' pilots (chains; target CESS; rounds and first schedule)
 _SCHEDULE = ("K", "schedule", "sweeps_per_beta", "pilot_chains", "target_ess", "tune_rounds", "tuned_start")
-_ANNEALED = _SCHEDULE + ("chains", "init", "mixture_components", "is_samples", "n_bootstrap", "max_seconds")
-_IS_FAMILY = ("chains", "burn_in", "init", "mixture_components", "is_samples", "n_bootstrap", "max_seconds")
+#: what every estimator on a discrete model's annealing path reads about the path: its start and transition
+_PATH = ("init", "mixture_components", "transition")
+_ANNEALED = _SCHEDULE + ("chains", *_PATH, "is_samples", "n_bootstrap", "max_seconds")
+_IS_FAMILY = ("chains", "burn_in", *_PATH, "is_samples", "n_bootstrap", "max_seconds")
 _CONTINUOUS = _SCHEDULE + ("chains", "step_size", "gamma", "mh_sigma", "proposal_scale", "n_bootstrap", "max_seconds")
 
 
@@ -250,8 +252,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
                "guarantee"),
     _e("smc", "smc", kinds=(*GIBBS_KINDS, "analysis"), axes=("seed",), yields="log_z", bound="none",
        options=("K", "schedule", "sweeps_per_beta", "target_ess", "pilot_chains", "tune_rounds", "tuned_start",
-                "chains", "replicas", "ess_threshold", "init", "is_samples", "n_bootstrap", "max_seconds", "step_size",
-                "gamma", "mh_sigma", "proposal_scale"),
+                "chains", "replicas", "ess_threshold", "init", "transition", "is_samples", "n_bootstrap",
+                "max_seconds", "step_size", "gamma", "mh_sigma", "proposal_scale"),
        defaults=(("schedule", "adaptive"),), declares=(_ESS_THRESHOLD,), label="SMC", color="deeppink", marker="p",
        summary="tempered SMC: systematic resampling when the ESS falls below ess_threshold, replicas for the s.e.; "
                "temperatures by the conditional ESS (default; consistent, slightly biased) or a fixed schedule "
@@ -293,8 +295,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="sienna", marker="h",
        summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
     _e("pt", "pt", kinds=GIBBS_KINDS + ("analysis",), axes=("K", "seed"), yields="log_z", bound="none",
-       options=("K", "temperatures", "rounds", "replicas", "sweeps_per_beta", "init", "is_samples", "step_size",
-                "gamma", "proposal_scale", "max_seconds"),
+       options=("K", "temperatures", "rounds", "replicas", "sweeps_per_beta", "init", "transition", "is_samples",
+                "step_size", "gamma", "proposal_scale", "max_seconds"),
        declares=(
            Option("temperatures", 16, "pt: chains on the ladder, at inverse temperatures from 0 to 1 (at least 2; "
                   "about 2 Lambda + 1 keeps the swaps accepted)", "int", minimum=2),

@@ -61,6 +61,10 @@ from .api import as_rows
 from .estimators import ais as ais_kernel
 from .estimators import pt as pt_kernel
 from .estimators.hais import analysis_path
+from .estimators.transition import applies as applies_transition
+from .estimators.transition import check_options as check_transition
+from .estimators.transition import choose as choose_transition
+from .estimators.transition import transition_generator
 from .kernels import bernoulli_from_logits
 from .models.energy_path import DiscreteEnergyPath
 from .models.grbm import GRBMAnnealingPath
@@ -68,6 +72,7 @@ from .models.io import load_model
 from .models.potts import PottsAnnealingPath
 from .models.potts_rbm import PottsRBMAnnealingPath
 from .models.rbm import RBMAnnealingPath
+from .options import AUTO_TRANSITION, TRANSITIONS
 from .schedules import make_schedule
 from .utils import make_generator, resolve_device
 
@@ -192,6 +197,7 @@ def sample(
     method: str = "auto",
     temperatures: int | None = None,
     rounds: int | None = None,
+    transition: str = "gibbs",
 ) -> SampleResult:
     """``n`` samples of ``p_beta`` (or of the annealing model ``p_ann``) of ``model``.
 
@@ -228,6 +234,10 @@ def sample(
         docstring; ``chains`` runs, default ``n``; ``burn_in`` scans after the tuning, default 0).
     temperatures, rounds : int, optional
         ``pt``: chains on the ladder (default 16, at least 2) and ladder-tuning rounds (default 10).
+    transition : {"gibbs", "gwg", "dmala", "auto"}
+        A user's discrete energy: the MCMC, pt and AIS transition (:mod:`logzbench.estimators.transition`;
+        tuned, or picked and tuned, by a pilot at ``beta = 1`` before the run, from a generator of its own;
+        what ran is recorded in ``settings``).  A family's model and a continuous energy keep their own.
 
     Returns
     -------
@@ -241,6 +251,8 @@ def sample(
     """
     n, beta, annealed, burn_in, thin, chains = _check(n, beta, annealed, init, burn_in, thin, chains, exact)
     temperatures, rounds = _check_pt(method, beta, annealed, exact, temperatures, rounds)
+    if transition not in (*TRANSITIONS, AUTO_TRANSITION):
+        raise ValueError(f"unknown transition {transition!r}; choose one of {(*TRANSITIONS, AUTO_TRANSITION)}")
     dev = resolve_device(device)
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model, device=dev)
@@ -248,6 +260,7 @@ def sample(
         raise ValueError(f"cannot sample a {type(model).__name__}: not a logzbench model")
     else:
         model = model.to(dev)
+    check_transition(transition, model)
     fam = registry.family(model.family)
     train = as_rows(data, model, fam, "training data")
     g = make_generator(seed, dev)
@@ -261,6 +274,7 @@ def sample(
         "model_kind": fam.kind,
         "exact": exact,
     }
+    move = _Moves(model, transition, seed, dev, settings)
     init_used = init if init in fam.inits else (fam.inits[0] if fam.inits else "proposal")
     t0 = time.perf_counter()
     if fam.kind == "generative":
@@ -269,7 +283,7 @@ def sample(
         out = _generative(model, n, beta, annealed, exact, g)
         settings.update(init=None, thin=None, chains=None)
     elif method == "pt":
-        path = _path(model, fam, init_used, train)
+        path = move.path(fam, init_used, train, n if chains is None else chains)
         n_runs = n if chains is None else chains
         burn = 0 if burn_in is None else burn_in
         x, h, scans, info = _pt(model, path, n, n_runs, temperatures, rounds, burn, thin, g)
@@ -279,7 +293,7 @@ def sample(
     elif annealed is not None:
         if exact == "always":
             raise ValueError("annealed samples come from AIS, not enumeration: exact='always' does not apply")
-        path = _path(model, fam, init_used, train)
+        path = move.path(fam, init_used, train, n if chains is None else chains)
         betas = make_schedule("linear", annealed)
         state, sweeps = ais_kernel.run(path, betas, n, g, final_move=True)
         x, h = _extract(model, path, state.x, 1.0, g)
@@ -299,7 +313,7 @@ def sample(
         if out is None:
             burn = DEFAULT_BURN_IN if burn_in is None else burn_in
             n_chains = n if chains is None else chains
-            path = _path(model, fam, init_used, train)
+            path = move.path(fam, init_used, train, n if chains is None else chains)
             out = _mcmc(model, path, n, beta, burn, thin, n_chains, g)
             method = "hmc" if fam.kind == "analysis" else "gibbs"
             out = (out[0], out[1], method, burn, out[2])
@@ -333,12 +347,42 @@ def _acceptance(path, settings: dict) -> None:
         settings["acceptance_rate"] = rate
 
 
-def _path(model, fam, init: str, train):
-    """The model's annealing path from ``init``: the Gibbs path of a discrete or Gaussian-binary model,
-    the Hamiltonian path (HAIS's kernel and proposal) of a continuous analysis model."""
+def _path(model, fam, init: str, train, **kw):
+    """The model's annealing path from ``init``: the Gibbs path of a discrete or Gaussian-binary model (``kw``:
+    a user energy's ``transition``), the Hamiltonian path (HAIS's kernel and proposal) of a continuous analysis
+    model."""
     if fam.kind == "analysis":
         return analysis_path(model)
-    return model.annealing_path(init, data=train)
+    return model.annealing_path(init, data=train, **kw)
+
+
+class _Moves:
+    """The paths a sampling run builds: the Gibbs path of a discrete or Gaussian-binary model, the
+    Hamiltonian path (HAIS's kernel and proposal) of a continuous analysis model; a discrete user energy's
+    path with ``transition``, chosen and tuned once on the run's chains from a generator of its own
+    (:func:`logzbench.estimators.transition.choose`), recorded in ``settings`` (the pilots' sweeps as
+    ``transition_pilot_sweeps``, apart from the run's own ``sweeps``)."""
+
+    def __init__(self, model, transition: str, seed: int, device, settings: dict):
+        self.model, self.transition, self.seed, self.device, self.settings = model, transition, seed, device, settings
+        self.choice = None
+
+    def path(self, fam, init: str, train, n_chains: int):
+        if self.transition == "gibbs" or not applies_transition(self.model):
+            return _path(self.model, fam, init, train)
+
+        def build(name: str):
+            return _path(self.model, fam, init, train, transition=name)
+
+        if self.choice is None:
+            g = transition_generator(self.seed, self.device)
+            self.choice = choose_transition(self.transition, build, min(int(n_chains), 100), g)
+            self.settings.update(self.choice.settings())
+            self.settings.update(transition_requested=self.transition, transition_pilot_sweeps=int(self.choice.sweeps))
+        path = build(self.choice.name)
+        if self.choice.param is not None:
+            path.move_param = self.choice.param
+        return path
 
 
 def _generative(model, n: int, beta: float, annealed, exact: str, g):

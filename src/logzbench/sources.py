@@ -7,7 +7,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ENERGY_FAMILIES", "META_FILE", "ModelSource", "SOURCE_KINDS", "TORCHSCRIPT_SUFFIXES", "parse_source"]
+__all__ = [
+    "DISCRETE_ENERGY_FAMILIES",
+    "ENERGY_FAMILIES",
+    "META_FILE",
+    "ModelSource",
+    "SOURCE_KINDS",
+    "TORCHSCRIPT_SUFFIXES",
+    "parse_source",
+]
 
 #: how :func:`logzbench.models.io.load_model` reads a source, by its form: ``FILE.py:NAME`` (imports FILE.py
 #: and calls NAME()), a TorchScript file, an ``.npz`` model file, anything else a Potts text file
@@ -59,3 +67,5 @@ def parse_source(spec: str) -> ModelSource:
 META_FILE = "logzbench.json"
 #: the registry family of a user's energy (:class:`logzbench.models.energy.EnergyModel`) on each domain
 ENERGY_FAMILIES = {"binary": "energy-binary", "categorical": "energy-categorical", "continuous": "energy-continuous"}
+#: the user-energy families on a discrete domain: they take a ``transition`` (:data:`logzbench.options.TRANSITIONS`)
+DISCRETE_ENERGY_FAMILIES = (ENERGY_FAMILIES["binary"], ENERGY_FAMILIES["categorical"])

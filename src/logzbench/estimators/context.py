@@ -211,6 +211,9 @@ class EstimateContext:
     _log_f_seconds: float | None = field(default=None, repr=False)
     #: the mixture reference's fit (:class:`logzbench.models.mixture.MixtureFit`), once fitted
     _mixture: Any = field(default=None, repr=False)
+    #: a discrete user energy's transition, chosen and tuned once
+    #: (:class:`logzbench.estimators.transition.TransitionChoice`)
+    move: Any = field(default=None, repr=False)
 
     # ----------------------------------------------------------------- settings
     @property
@@ -320,8 +323,12 @@ class EstimateContext:
         schedule itself: the sandwich's doubling; ``exact``'s time budget,
         :func:`logzbench.estimators.exact.check_budget`), and a user energy's run estimated to take longer
         than ``max_seconds`` (:meth:`check_time`).  :func:`logzbench.api.estimate` calls it."""
+        from .transition import check_options
+
         if self.spec.needs_data:
             self.require_data()
+        if "transition" in self.spec.options:
+            check_options(self.options.transition, self.model)
         self.check_reference()
         self.check_schedule_memory()
         own = getattr(self.spec.module, "check", None)
@@ -360,8 +367,10 @@ class EstimateContext:
             batches = [*batches, (int(self.options.pilot_chains), pilot)]
             what += f", and the tuned schedule's pilot rounds: {pilot} sweeps of {self.options.pilot_chains} chains"
         seconds, per_sweep = 0.0, []
+        o = self.options
+        kw = {"transition": o.transition} if "transition" in self.spec.options and o.transition != "gibbs" else {}
         for rows, sweeps in batches:
-            s, how = sweep_seconds(rows)
+            s, how = sweep_seconds(rows, **kw)
             seconds += sweeps * s
             per_sweep.append(how)
         self.estimated_seconds = seconds
@@ -403,10 +412,37 @@ class EstimateContext:
     # ----------------------------------------------------------------- shared pieces
     def path(self):
         """The model's annealing path from ``options.init`` (base rate from the training rows when
-        the model file has no ``data_mean``; the mixture reference fitted once, :meth:`reference`)."""
+        the model file has no ``data_mean``; the mixture reference fitted once, :meth:`reference`).  A
+        discrete user energy's path takes ``options.transition``, chosen and tuned once
+        (:func:`logzbench.estimators.transition.choose`; ``auto`` picked by its pilot) and frozen on every
+        path built afterwards; an estimator that runs it backwards refuses a non-reversible one."""
+        from . import transition as tr
+
+        o = self.options
+        if "transition" not in self.spec.options or o.transition == "gibbs" or not tr.applies(self.model):
+            return self._build_path()  # the path as it always was: nothing to choose or tune
+        if self.move is None:
+            g = tr.transition_generator(o.seed, self.device)
+            self.move = tr.choose(o.transition, self._build_path, int(o.pilot_chains), g)
+        path = self._build_path(self.move.name, self.move.param)
+        tr.check_reversible(self, path)
+        return path
+
+    def _build_path(self, transition: str | None = None, param=None):
+        kw = {} if transition is None else {"transition": transition}
         if self.options.init == "mixture":
-            return self.model.annealing_path("mixture", data=self.train_data, reference=self.reference().mixture)
-        return self.model.annealing_path(self.options.init, data=self.train_data)
+            path = self.model.annealing_path("mixture", data=self.train_data, reference=self.reference().mixture, **kw)
+        else:
+            path = self.model.annealing_path(self.options.init, data=self.train_data, **kw)
+        if param is not None:
+            path.move_param = param
+        return path
+
+    def record_transition(self, res: EstimateResult) -> EstimateResult:
+        """A discrete user energy's transition with the result (:meth:`TransitionChoice.record
+        <logzbench.estimators.transition.TransitionChoice.record>`: the pilots' sweeps in ``total_sweeps``,
+        what ran in ``settings``); the result as it is otherwise."""
+        return res if self.move is None else self.move.record(res)
 
     def betas(self, path=None, groups: int = 1, K: int | None = None) -> np.ndarray:
         """The schedule ``0 = beta_0 < ... < beta_K = 1`` from ``options.schedule`` and ``K`` (default

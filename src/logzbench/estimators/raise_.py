@@ -36,6 +36,10 @@ from ._common import progress_range, timer
 from .context import annealing_sweeps, per_example_bytes, test_examples
 from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
 
+#: its reverse chain runs the path's transitions backwards: a non-reversible one is refused
+#: (:func:`logzbench.estimators.transition.check_reversible`)
+NEEDS_REVERSIBLE = True
+
 
 def init(path: AnnealingPath, data: torch.Tensor, n_chains: int):
     """Chains at the data (each example repeated ``n_chains`` times), ``log w = log f_1(v) - log Z_0``."""

@@ -24,6 +24,10 @@ from ._common import progress_range, timer
 from .context import annealing_sweeps
 from .result import EstimateResult, check_finite, summarize_log_weights
 
+#: its reverse chain runs the path's transitions backwards: a non-reversible one is refused
+#: (:func:`logzbench.estimators.transition.check_reversible`)
+NEEDS_REVERSIBLE = True
+
 
 def reverse_ais(
     path: AnnealingPath,

@@ -77,6 +77,10 @@ from .sandwich_plans import GROUPS, Plan, Round, plan, spread_p_value
 
 __all__ = ["GROUPS", "START_K", "SPREAD_ALPHA", "Round", "plan", "spread_p_value", "estimate"]
 
+#: its reverse chain runs the path's transitions backwards: a non-reversible one is refused
+#: (:func:`logzbench.estimators.transition.check_reversible`)
+NEEDS_REVERSIBLE = True
+
 #: K of the first round when ``K`` is not given
 START_K = 100
 #: the spread test's level: groups disagreeing at a smaller p-value keep the width from counting as reached

@@ -31,8 +31,9 @@ from ..data.sizes import (
     VANHATEREN_N_IMAGES,
 )
 from ..errors import ConfigError
-from ..options import MAX_CHAINS, EstimateOptions, declared
+from ..options import AUTO_TRANSITION, MAX_CHAINS, EstimateOptions, declared
 from ..schedules import SCHEDULES, TUNED, from_file
+from ..sources import DISCRETE_ENERGY_FAMILIES
 from ..training.hyperparams import FAMILY_ONLY, declared_names
 from .sweep import (
     dataset_kind,
@@ -504,6 +505,14 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
                     f"({_not_available(spec)}; for a {fam.upper()} use one of {list(registry.estimators_for(fam))}); "
                     f"remove it from models.{model}.estimators (without an explicit list, estimators a family "
                     f"lacks are skipped automatically)"
+                )
+        for name in estimators_run(config, model, presets):
+            t = (config["estimators"].get(name) or {}).get("transition")
+            if t not in (None, "gibbs", AUTO_TRANSITION) and fam not in DISCRETE_ENERGY_FAMILIES:
+                raise ConfigError(
+                    f"model {model}: estimator {name} has transition {t}, which is for a user's discrete energy "
+                    f"(energy-binary, energy-categorical); a {fam} model anneals with its own sampler: give {model} "
+                    f"an estimator entry without transition, or list {name} on energy models only (its `models`)"
                 )
         if m.get("source") is not None and lacks_training_rows(config, model):
             skipped = [
