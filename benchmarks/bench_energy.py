@@ -204,14 +204,7 @@ NATIVE = "native"
 ACCURACY_TRANSITIONS = (NATIVE, "gibbs", "gwg", "dmala", "auto")
 MLP_TRANSITIONS = ("gibbs", "gwg", "dmala", "auto")
 #: what the result's settings and extra say about the transition (its pilot, what ``auto`` picked)
-_KERNEL_KEYS = ("transition", "accept", "flips", "step", "param", "candidates", "pilot", "tun")
-
-
-def api_takes_transition() -> bool:
-    """Whether ``logzbench.api.estimate`` accepts ``transition=`` (issue 39's option)."""
-    from logzbench.options import option_names
-
-    return "transition" in option_names()
+_KERNEL_KEYS = ("transition", "accept", "flip", "step", "param")
 
 
 def energy_path(model: EnergyModel, transition: str, init: str = "uniform", data=None):
@@ -222,43 +215,23 @@ def energy_path(model: EnergyModel, transition: str, init: str = "uniform", data
 
 
 def run_ais(model, transition: str, *, K: int, chains: int, seed: int, init: str, train, schedule: str, threads):
-    """One AIS estimate of ``model`` with ``transition`` (``native``: the model's own path): through
-    ``logzbench.api.estimate``; where that does not take ``transition=`` yet, on the path built here (its
-    pilot ``path.tune`` first), the same estimator functions.  Returns ``(result, wall seconds)``."""
+    """One AIS estimate, ``logzbench.api.estimate(model, "ais", ...)``, with ``transition`` (``native``: the
+    model's own path, no ``transition=``); returns ``(result, wall seconds)``, the transition's pilot
+    (``auto``'s choice, the tuning) included in both."""
     kw = {"K": K, "chains": chains, "seed": seed, "init": init, "schedule": schedule, "threads": threads}
     kw["n_bootstrap"] = 1
     if init == "base-rate":
         kw["train_data"] = train
+    if transition != NATIVE:
+        kw["transition"] = transition
     t0 = time.perf_counter()
-    if transition == NATIVE or (transition == "gibbs" and not api_takes_transition()):
-        res = estimate(model, "ais", **kw)
-    elif api_takes_transition():
-        res = estimate(model, "ais", transition=transition, **kw)
-    else:
-        res = _ais_on_path(model, transition, K, chains, seed, init, train, schedule)
+    res = estimate(model, "ais", **kw)
     return res, time.perf_counter() - t0
 
 
-def _ais_on_path(model, transition, K, chains, seed, init, train, schedule):
-    """AIS with ``transition`` where the API does not take it yet (``auto`` refused: its chooser is the
-    API's)."""
-    from logzbench.estimators import ais as ais_kernel
-    from logzbench.schedules import make_schedule
-
-    if transition == "auto":
-        raise ValueError("transition 'auto' needs logzbench.api.estimate(transition=...), not in this checkout")
-    g = make_generator(seed)
-    path = energy_path(model, transition, init, None if init == "uniform" else train)
-    pilot = path.tune(chains, g) if hasattr(path, "tune") else {}
-    res = ais_kernel.ais(path, make_schedule(schedule, K), chains, g, n_bootstrap=1, settings={"pilot": pilot})
-    res.n_sweeps += int(pilot.get("sweeps", 0))
-    res.total_sweeps = res.n_sweeps * chains
-    return res
-
-
 def kernel_info(res) -> dict:
-    """What ``res`` records about its transition: the settings' and extra's entries whose names say
-    transition, acceptance, flips, step, parameter, candidates, pilot or tuning."""
+    """What ``res`` records about its transition (:class:`logzbench.estimators.transition.TransitionChoice`):
+    the settings' and extra's entries whose names say transition, acceptance, flips, step or parameter."""
     out = {}
     for src in (res.settings, res.extra):
         for k, v in (src or {}).items():
@@ -276,8 +249,12 @@ def _short(v) -> str:
 
 
 def kernel_summary(info: dict) -> str:
-    """One short line of :func:`kernel_info` (candidates left to their own line)."""
-    return "; ".join(f"{k} {_short(v)}" for k, v in info.items() if "candidates" not in k) or "-"
+    """One short line of :func:`kernel_info`: what ran, its tuned parameter, acceptance and pilot sweeps
+    (``auto``'s per-candidate figures and the pilot's seconds left to the JSON)."""
+    skip = ("candidates", "pilot_seconds", "transition_requested")
+    line = "; ".join(f"{k} {_short(v)}" for k, v in info.items() if not any(w in k for w in skip))
+    req = info.get("transition_requested")
+    return (f"requested {req}; " if req and req != info.get("transition") else "") + (line or "-")
 
 
 # --------------------------------------------------------------------------- (a) accuracy
@@ -568,7 +545,7 @@ def ess_at_one(model: EnergyModel, transition: str, args) -> dict:
     g = make_generator(args.seed + 10)
     path = energy_path(model, transition)
     t0 = time.perf_counter()
-    pilot = path.tune(args.chains, g) if hasattr(path, "tune") and transition != "gibbs" else {}
+    pilot = {} if transition == "gibbs" else path.tune(args.chains, g)  # as the estimator does; gibbs: no pilot
     pilot_s = time.perf_counter() - t0
     burn = args.ess_burn if transition == "gibbs" else args.ess_burn_moves
     annealed, _ = ais_kernel.run(path, make_schedule("linear", burn), args.chains, g, final_move=True)
