@@ -204,7 +204,7 @@ NATIVE = "native"
 ACCURACY_TRANSITIONS = (NATIVE, "gibbs", "gwg", "dmala", "auto")
 MLP_TRANSITIONS = ("gibbs", "gwg", "dmala", "auto")
 #: what the result's settings and extra say about the transition (its pilot, what ``auto`` picked)
-_KERNEL_KEYS = ("transition", "accept", "flip", "step", "param")
+_KERNEL_KEYS = ("transition", "accept", "flip", "step", "alpha", "param")
 
 
 def energy_path(model: EnergyModel, transition: str, init: str = "uniform", data=None):
@@ -231,7 +231,8 @@ def run_ais(model, transition: str, *, K: int, chains: int, seed: int, init: str
 
 def kernel_info(res) -> dict:
     """What ``res`` records about its transition (:class:`logzbench.estimators.transition.TransitionChoice`):
-    the settings' and extra's entries whose names say transition, acceptance, flips, step or parameter."""
+    the settings' and extra's entries whose names say transition, acceptance, flips, step size (dmala's
+    ``alpha``) or parameter."""
     out = {}
     for src in (res.settings, res.extra):
         for k, v in (src or {}).items():
@@ -646,7 +647,10 @@ def mlp(args) -> dict:
             continue
         e, a = r.get("ess"), r["ais"]
         acc = None if e is None else e["acceptance"]
-        rec = kernel_summary({**(e or {}).get("pilot", {}), **a["kernel"]})
+        rec = kernel_summary(a["kernel"])
+        p = (e or {}).get("pilot") or {}
+        if p.get("param_name"):  # the ESS run's own pilot (its generator is not the estimate's)
+            rec += f" (ESS run: {p['param_name']} {_short(p['param'])}, acceptance {_short(p.get('acceptance'))})"
         print(
             f"{name:<10} {'-' if e is None else format(e['ess_per_s'], '.3g'):>10} "
             f"{'-' if e is None else format(e['seconds_per_transition'], '.3g'):>12} "
