@@ -318,7 +318,6 @@ def accuracy(args) -> dict:
     from pathlib import Path
 
     import bench_schedules as bs
-    import numpy as np
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -397,7 +396,6 @@ def accuracy(args) -> dict:
         results[name] = summarize_level(r, args.tol)
     ratios_to_native(results)
     print_accuracy(results, args)
-    _ = np  # numpy is bench_schedules' dependency too
     return {
         "model": {"n_visible": rbm.n_visible, "n_hidden": rbm.n_hidden, "note": note, "init": init},
         **{"exact": checks, "results": results},
