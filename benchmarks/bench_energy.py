@@ -389,7 +389,7 @@ def accuracy(args) -> dict:
                 runner=runner,
                 max_seconds=limit,
             )
-        except (ValueError, RuntimeError, TypeError) as e:  # a transition this checkout lacks: say so
+        except (ValueError, RuntimeError, TypeError) as e:  # refused, or not in this checkout: say so, go on
             print(f"    {name:8s} unavailable: {str(e).splitlines()[0] if str(e) else type(e).__name__}", flush=True)
             results[name] = {"unavailable": str(e)}
             continue
