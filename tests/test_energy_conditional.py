@@ -9,6 +9,8 @@ every wrong input the issue names.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -329,3 +331,65 @@ def test_the_categorical_heat_bath_leaves_p_beta_invariant(user):
     path = model.annealing_path("uniform")
     assert path.factorized is not user
     assert _invariance_p(model, path, 0.6, n=30000) > P_MIN
+
+
+# --------------------------------------------------------------------------- time estimate, devices
+SLEEP = 0.01  # seconds each call of a slow function sleeps: a floor under its measured time
+
+
+def test_a_block_sweep_is_estimated_from_timed_calls_of_the_conditional():
+    def slow(f):
+        def conditional(x, c):
+            time.sleep(SLEEP)
+            return f(x, c)
+
+        return conditional
+
+    seconds, what = _joint_rbm(conditional=slow).sweep_seconds(4)
+    assert seconds >= 3 * SLEEP  # 2C - 1 = 3 calls of the conditional
+    assert "3 calls of the conditional per sweep" in what and "1 of log_f" in what and "on 4 chains" in what
+
+
+def test_a_categorical_sweep_is_estimated_on_the_other_states():
+    f = _Counted(dim=5, q=4)
+    seconds, what = EnergyModel(f, 5, ("categorical", 4)).sweep_seconds(6)
+    assert "5 calls of log_f per sweep (each on the 3 other states of a site)" in what
+    assert max(f.rows) == 6 * 3  # timed on the batch one site's update scores
+
+
+class _JointRBM(torch.nn.Module):
+    """The joint RBM-like energy as a module, its conditional a method: both move with the model."""
+
+    def __init__(self):
+        super().__init__()
+        g = _gen(11)
+        self.W = torch.nn.Parameter(torch.randn(V, H, generator=g, dtype=torch.float64))
+        self.a = torch.nn.Parameter(0.5 * torch.randn(V, generator=g, dtype=torch.float64))
+        self.b = torch.nn.Parameter(0.5 * torch.randn(H, generator=g, dtype=torch.float64))
+
+    def forward(self, x):
+        v, h = x[:, :V], x[:, V:]
+        return v @ self.a + h @ self.b + ((v @ self.W) * h).sum(1)
+
+    def conditional(self, x, c):
+        return x[:, V:] @ self.W.T + self.a if c == 0 else x[:, :V] @ self.W + self.b
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_block_gibbs_on_cuda_agrees_with_exact():
+    net = _JointRBM()
+    model = EnergyModel(net, V + H, "binary", conditional=net.conditional, colouring=[range(V), range(V, V + H)])
+    exact = estimate(model, "exact").log_z
+    res = estimate(model, "ais", K=200, chains=200, seed=0, device="cuda")
+    assert res.settings["device"].startswith("cuda")
+    assert abs(res.log_z - exact) <= 4 * res.log_z_stderr + 1e-6, (res.log_z, res.log_z_stderr, exact)
+    on_gpu = model.to("cuda")
+    assert on_gpu.colouring[0].device.type == "cuda" and net.W.device.type == "cuda"
+    path = on_gpu.annealing_path("uniform")
+    state = path.transition(
+        path.sample_initial(8, torch.Generator(device="cuda").manual_seed(0)),
+        0.5,
+        torch.Generator(device="cuda").manual_seed(1),
+    )
+    assert state.x.device.type == "cuda"
