@@ -281,6 +281,28 @@ def test_the_check_tolerates_float32_rounding():
     assert model.check().conditional is conditional
 
 
+def test_a_hard_constraint_across_classes_is_not_a_coupling():
+    """Sites 0 and 1 (one class) may not be 1 with site 2 (the other): log f = -inf there.  Accepted by the
+    check (a value of mass zero says nothing about a coupling), and block Gibbs stays exact."""
+    h = torch.tensor([0.3, -0.4, 0.8], dtype=torch.float64)
+
+    def log_f(x):
+        x = x.double()
+        banned = (x[:, 2] == 1) & ((x[:, 0] == 1) | (x[:, 1] == 1))
+        return torch.where(banned, -torch.inf, x @ h)
+
+    def conditional(x, c):
+        x = x.double()
+        if c == 0:
+            return torch.where(x[:, 2:] == 1, -torch.inf, h[:2].expand(x.shape[0], 2))
+        free = (x[:, :2] == 0).all(1, keepdim=True)
+        return torch.where(free, h[2:].expand(x.shape[0], 1), -torch.inf)
+
+    model = EnergyModel(log_f, 3, "binary", conditional=conditional, colouring=[[0, 1], [2]]).check()
+    path = model.annealing_path("uniform")
+    assert _invariance_p(model, path, 0.5) > P_MIN
+
+
 # --------------------------------------------------------------------------- categorical sites in one call
 class _Counted:
     """A pairwise categorical energy counting its calls and rows."""
