@@ -135,7 +135,7 @@ class EnergyModel:
         the rest, for all chains at once (binary ``(n, len(class))`` log-odds of 1; categorical
         ``(n, len(class), q)`` logits); with it the path's ``gibbs`` transition is block Gibbs over the
         classes (:mod:`logzbench.models.energy_blocks` says exactly what ``fn`` returns).  A
-        :class:`torch.nn.Module` is moved with the model.
+        :class:`torch.nn.Module` is moved with the model (a method of a module ``log_f`` moves with it).
     colouring : sequence of sequences of int, optional
         With ``conditional`` (and only with it): the colour classes, each a sequence of site indices,
         every site in exactly one class, no two sites of one class interacting.

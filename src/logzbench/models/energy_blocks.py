@@ -213,10 +213,12 @@ def check_conditional(model, n: int = 4, seed: int = 0) -> None:
         idx = idx.to(dev)
         m = int(idx.numel())
         # --- coupling: pairs (i, j) of the class, values (u -> v) at i, (b, w) at j
-        pairs = [(a, b) for a in range(m) for b in range(a + 1, m)]
-        if len(pairs) > CHECK_PAIRS:
-            pick = torch.randperm(len(pairs), generator=g, device=dev)[:CHECK_PAIRS].tolist()
-            pairs = [pairs[k] for k in pick]
+        if m * (m - 1) // 2 <= CHECK_PAIRS:
+            pairs = [(a, b) for a in range(m) for b in range(a + 1, m)]
+        else:  # drawn (a wide class has too many pairs to list): i, and j another site of the class
+            first = torch.randint(0, m, (CHECK_PAIRS,), generator=g, device=dev)
+            second = (first + torch.randint(1, m, (CHECK_PAIRS,), generator=g, device=dev)) % m
+            pairs = list(zip(first.tolist(), second.tolist()))
         if pairs:
             P = len(pairs)
             si = idx[torch.tensor([p[0] for p in pairs], device=dev)]
