@@ -104,3 +104,14 @@ def test_the_command_line_imports_siblings_from_another_directory(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["log_z"] == pytest.approx(exact, abs=1e-9)
+
+
+def test_a_sibling_named_like_an_installed_module_does_not_replace_it(tmp_path):
+    """``json.py`` beside the model (it would fail if imported): the standard library's ``json``, already
+    imported, stays what ``import json`` gives, in the block and after it."""
+    _project(tmp_path / "a", 2, 0.5)
+    (tmp_path / "a" / "json.py").write_text("raise RuntimeError('the sibling json.py was imported')\n")
+    (tmp_path / "a" / "energy.py").write_text("import json\nassert json.dumps([1]) == '[1]'\n" + ENERGY)
+    before = sys.modules["json"]
+    assert load_model(f"{tmp_path / 'a' / 'energy.py'}:model").dim == 2
+    assert sys.modules["json"] is before

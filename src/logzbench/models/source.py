@@ -22,7 +22,9 @@ import hashlib
 import importlib.util
 import json
 import os
+import site
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -115,13 +117,18 @@ def _sibling_imports(folder: Path, keep: str):
     file's own module): whoever imported them holds them, and the next model file, in another directory,
     finds its own siblings of the same names.  An imported module that ``folder`` would shadow (its
     ``NAME.py`` or package ``NAME/__init__.py``) but that came from elsewhere (the caller's own ``params``) is
-    set aside for the block and put back after it."""
+    set aside for the block and put back after it; never an installed one (the standard library, an
+    installed package, logzbench itself: code running in the block may need them, and a file beside the
+    model named ``json.py`` should not take their place)."""
     saved_path = list(sys.path)
     regular, _ = _local_names(folder)
     shadowed = {
         m: sys.modules.pop(m)
         for m in list(sys.modules)
-        if m.split(".")[0] in regular and m != keep and not _inside(sys.modules[m], folder)
+        if m.split(".")[0] in regular
+        and m != keep
+        and not _inside(sys.modules[m], folder)
+        and not _installed(m, sys.modules[m])
     }
     before = set(sys.modules)
     sys.path.insert(0, str(folder))
@@ -147,6 +154,17 @@ def _local_names(folder: Path) -> tuple[set[str], set[str]]:
     files = {p.stem for p in entries if p.suffix == ".py"}
     dirs = {p.name for p in entries if p.is_dir()}
     return files | {d for d in dirs if (folder / d / "__init__.py").is_file()}, files | dirs
+
+
+def _installed(name: str, module) -> bool:
+    """Whether the imported ``module`` is of the standard library, an installed package or logzbench."""
+    top = name.split(".")[0]
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == __name__.split(".")[0]:
+        return True
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.add(site.getusersitepackages())
+    return any(_inside(module, Path(r).resolve()) for r in roots)
 
 
 def _inside(module, folder: Path) -> bool:
