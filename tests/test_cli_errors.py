@@ -442,6 +442,22 @@ CASES = [
         )
         for dtype in ("float16", "bfloat16", "int64", "complex64")
     ),
+    # --- an exact conditional (issue 39, item 2): refused at load time, before any estimate
+    *(
+        (
+            f"user-conditional-{name.replace('_', '-')}",
+            lambda t, e: _user(t),
+            ["estimate", f"user.py:{name}", "--estimator", "ais", "-K", "10", "--json", "out.json"],
+            words,
+        )
+        for name, words in (
+            ("wrong_conditional", ["user.py:wrong_conditional", "conditional (halved) is wrong", "log-odds 0.5"]),
+            ("conditional_shape", ["conditional (three_logits) returned shape (4, 3)", "expected (4, 2)"]),
+            ("colouring_not_covering", ["user.py:colouring_not_covering()", "site 3 is in no class"]),
+            ("colouring_repeats", ["colouring: site 1 is in classes 0 and 1"]),
+            ("colouring_couples", ["colouring: class 0 couples sites 0 and 1", "must not interact"]),
+        )
+    ),
     # --- sizes and messages (issue 37, items 9-10)
     (
         "potts-huge-state-index",
@@ -715,6 +731,42 @@ def bad_gaussian():
 
 def no_mass():
     return EnergyModel(lambda x: torch.full((x.shape[0],), -math.inf, dtype=torch.float64), 4, "binary")
+
+
+def _ones(x, c):  # the conditional of _sum's independent sites: log-odds 1 each
+    return torch.ones(x.shape[0], 2, dtype=torch.float64)
+
+
+def halved(x, c):
+    return _ones(x, c) / 2
+
+
+def _with(conditional, colouring, log_f=_sum):
+    return EnergyModel(log_f, 4, "binary", conditional=conditional, colouring=colouring)
+
+
+def wrong_conditional():
+    return _with(halved, [[0, 1], [2, 3]])
+
+
+def three_logits(x, c):  # one too many for a class of two sites
+    return torch.zeros(x.shape[0], 3)
+
+
+def conditional_shape():
+    return _with(three_logits, [[0, 1], [2, 3]])
+
+
+def colouring_not_covering():
+    return _with(_ones, [[0, 1], [2]])
+
+
+def colouring_repeats():
+    return _with(_ones, [[0, 1], [1, 2, 3]])
+
+
+def colouring_couples():
+    return _with(_ones, [[0, 1], [2, 3]], log_f=lambda x: _sum(x) + x[:, 0].double() * x[:, 1].double())
 
 
 def _returning(dtype):

@@ -22,14 +22,20 @@ reference ``r`` (exact samples, normalised ``log_prob``):
 * discrete domains: a factorised distribution: the data base rate (``init="base-rate"``, from the
   training rows or the ``data`` given here) or uniform (``init="uniform"``); or the user's own
   ``reference``.  The transition (:class:`DiscreteEnergyPath`) is one Metropolis-within-Gibbs sweep:
-  every site once, in a random order drawn per sweep for each chain, each proposing another state (a
-  flip; a uniform draw among the other ``q - 1`` states) and accepting with probability
-  ``min(1, f_beta(x') / f_beta(x))``.  Each site update is reversible with respect to ``p_beta``, and
-  the random order makes the sweep reversible too (the average over orders of the composed updates is
-  self-adjoint because the reversed order is as likely), so RAISE's reverse chains are valid; orders
-  drawn per chain keep the chains independent.  A sweep
-  costs ``dim`` calls of ``log_f`` on all chains: far slower than a family's own Gibbs sampler (the
-  benchmark page says by how much), but exact for any energy.
+  every site once, in a random order drawn per sweep for each chain.  A binary site proposes the flip
+  and accepts it with probability ``min(1, f_beta(x') / f_beta(x))``; a categorical site is drawn from
+  its exact conditional under ``p_beta`` (heat bath: its other ``q - 1`` states scored together in one
+  call of ``log_f`` on ``(n * (q - 1), dim)`` states).  Each site update is reversible with respect to
+  ``p_beta``, and the random order makes the sweep reversible too (the average over orders of the
+  composed updates is self-adjoint because the reversed order is as likely), so RAISE's reverse chains
+  are valid; orders drawn per chain keep the chains independent.  A sweep costs ``dim`` calls of
+  ``log_f`` on all chains: far slower than a family's own Gibbs sampler (the benchmark page says by how
+  much), but exact for any energy.
+* with an exact ``conditional`` and its ``colouring`` (:mod:`logzbench.models.energy_blocks`), the
+  transition is instead block Gibbs over the colour classes, each chain scanning them forward or in
+  reverse (1/2 each, so reversible): ``2C - 1`` calls of the conditional and one of ``log_f`` per sweep
+  for ``C`` classes (two for a hand-written RBM), on any factorised reference; a user ``reference``
+  keeps the Metropolis-within-Gibbs sweep.
 * the continuous domain: a diagonal Gaussian fitted to ``data`` (else standard normal), scaled by the
   estimators' ``proposal_scale``; or the user's ``reference``.  The transitions are the Hamiltonian
   kernels of :mod:`logzbench.models.hamiltonian`, gradients by autograd.
@@ -42,7 +48,8 @@ float16 or bfloat16, keeps only 2-3 significant digits of ``log f`` and is refus
 complex numbers) and is called on tensors of ``dtype`` (default: the dtype of its parameters when it is a
 :class:`torch.nn.Module`, else float32).  :meth:`EnergyModel.check` calls ``log_f`` on a few states and
 refuses, with one line, a result that is not a tensor, has the wrong shape or dtype, or holds NaN or
-``+inf``.  An exception raised by ``log_f`` or a user ``reference`` (``sys.exit()`` included) becomes one
+``+inf``, and a conditional that disagrees with ``log f`` (checked also before a model built in code drives
+its first path).  An exception raised by ``log_f`` or a user ``reference`` (``sys.exit()`` included) becomes one
 ValueError line naming the function and the exception.
 """
 
@@ -57,6 +64,7 @@ import torch
 
 from ..errors import ModelFileError
 from ..sources import ENERGY_FAMILIES
+from .energy_blocks import block_gibbs_sweep, check_conditional, conditional_logits, parse_colouring
 from .energy_path import (
     DiscreteEnergyPath,
     FactorizedReference,
@@ -122,6 +130,15 @@ class EnergyModel:
         The annealing path's start: ``log_prob(x) -> (n,)`` (normalised) and
         ``sample(n, generator) -> (n, dim)``.  Default: the data base rate / uniform (discrete; the
         estimators' ``init``), a diagonal Gaussian fitted to ``data`` / standard normal (continuous).
+    conditional : callable, optional
+        Discrete domains: ``fn(x, c) -> logits``, the exact conditional of colour class ``c``'s sites given
+        the rest, for all chains at once (binary ``(n, len(class))`` log-odds of 1; categorical
+        ``(n, len(class), q)`` logits); with it the path's ``gibbs`` transition is block Gibbs over the
+        classes (:mod:`logzbench.models.energy_blocks` says exactly what ``fn`` returns).  A
+        :class:`torch.nn.Module` is moved with the model (a method of a module ``log_f`` moves with it).
+    colouring : sequence of sequences of int, optional
+        With ``conditional`` (and only with it): the colour classes, each a sequence of site indices,
+        every site in exactly one class, no two sites of one class interacting.
     data : array-like, shape (n, dim), optional
         Training rows for the default reference (discrete: they stand in for the estimators'
         ``train_data``, which takes precedence).
@@ -154,6 +171,8 @@ class EnergyModel:
         dtype: torch.dtype | None = None,
         name: str | None = None,
         device=None,
+        conditional: Callable[[torch.Tensor, int], torch.Tensor] | None = None,
+        colouring=None,
     ):
         if not callable(log_f):
             raise ValueError(f"log_f must be callable, got {type(log_f).__name__}")
@@ -164,6 +183,12 @@ class EnergyModel:
             raise ValueError("reference must have log_prob(x) and sample(n, generator) methods")
         if device is not None and isinstance(log_f, torch.nn.Module):
             log_f = log_f.to(device)  # the module's parameters where its inputs will be
+        if (conditional is None) != (colouring is None):
+            raise ValueError("conditional and colouring go together: give both (fn's logits are per class) or neither")
+        if conditional is not None and not callable(conditional):
+            raise ValueError(f"conditional must be callable (x, c) -> logits, got {type(conditional).__name__}")
+        if device is not None and isinstance(conditional, torch.nn.Module):
+            conditional = conditional.to(device)
         self.log_f_fn = log_f
         self.dim = int(dim)
         self.domain_name, self.n_states = _parse_domain(domain)
@@ -176,6 +201,12 @@ class EnergyModel:
         self.name = name or getattr(log_f, "__name__", None) or type(log_f).__name__
         self.data = None if data is None else self._rows(data, "data")
         self.source: str | None = None  # where it was loaded from (load_model)
+        self.conditional, self.colouring = conditional, None
+        if conditional is not None:
+            if not self.discrete:
+                raise ValueError("a conditional (block Gibbs) is for discrete domains; a continuous energy has none")
+            self.colouring = tuple(c.to(self._device) for c in parse_colouring(colouring, self.dim))
+        self._conditional_checked = False
 
     # ------------------------------------------------------------------ identity
     @property
@@ -217,8 +248,19 @@ class EnergyModel:
             return self
         f = self.log_f_fn.to(device) if isinstance(self.log_f_fn, torch.nn.Module) else self.log_f_fn
         ref = _reference_call(self.reference, "to", device) if hasattr(self.reference, "to") else self.reference
-        m = EnergyModel(f, self.dim, self.domain, ref, dtype=self.dtype, name=self.name, device=device)
+        m = EnergyModel(
+            f,
+            self.dim,
+            self.domain,
+            ref,
+            dtype=self.dtype,
+            name=self.name,
+            device=device,
+            conditional=self.conditional,  # a module is moved there (the colouring too)
+            colouring=self.colouring,
+        )
         m.data, m.source = (None if self.data is None else self.data.to(device)), self.source
+        m._conditional_checked = self._conditional_checked
         return m
 
     def _rows(self, x, what: str) -> torch.Tensor:
@@ -262,8 +304,10 @@ class EnergyModel:
         return -self.log_f(x)
 
     def check(self, n: int = 4, seed: int = 0) -> "EnergyModel":
-        """Call ``log_f`` on ``n`` states of the default reference and refuse (ValueError, one line) a
-        non-tensor, a wrong shape, NaN or ``+inf``; returns the model."""
+        """Call ``log_f`` on ``n`` uniform states and refuse (ValueError, one line) a non-tensor, a wrong
+        shape, NaN or ``+inf``; with a ``conditional``, refuse a colouring that couples two sites of a class
+        or logits that disagree with ``log f`` (:func:`~logzbench.models.energy_blocks.check_conditional`);
+        returns the model."""
         g = torch.Generator(device=self._device).manual_seed(int(seed))
         if self.discrete:  # uniform states (drawn directly: a wide domain's reference would hold n x dim x q)
             x = torch.randint(0, int(self.n_states), (n, self.dim), generator=g, device=self._device).to(self.dtype)
@@ -276,19 +320,39 @@ class EnergyModel:
             if not isinstance(s, torch.Tensor) or tuple(s.shape) != (n, self.dim):
                 raise ValueError(f"reference.sample({n}, generator) must return a ({n}, {self.dim}) tensor")
             _checked(_reference_call(self.reference, "log_prob", s), n, "reference.log_prob")
+        if self.conditional is not None:
+            check_conditional(self, n, seed)
+            self._conditional_checked = True
         return self
+
+    def block_gibbs(self, x: torch.Tensor, beta: float, generator: torch.Generator, log_r: torch.Tensor):
+        """One reversible block-Gibbs sweep of the states ``x`` over the colour classes
+        (:func:`~logzbench.models.energy_blocks.block_gibbs_sweep`; ``log_r``: the factorised reference's
+        per-site log-probabilities); the path's ``gibbs`` transition when the model has a ``conditional``."""
+        return block_gibbs_sweep(self, x, beta, generator, log_r)
+
+    def uses_blocks(self, reference) -> bool:
+        """Whether the ``gibbs`` transition from ``reference`` is block Gibbs: a conditional, and a factorised
+        reference (per-site terms; a user's whole-state reference keeps Metropolis-within-Gibbs)."""
+        return self.conditional is not None and (reference is None or isinstance(reference, FactorizedReference))
 
     def sweep_seconds(self, rows: int) -> tuple[float, str]:
         """``(seconds, what)``: the estimated time of one sweep of ``rows`` chains, counting the calls of
-        ``log_f`` only (the sampler's own bookkeeping adds to it): ``dim`` calls on the ``(rows, dim)``
-        batch on a discrete domain (one per site's Metropolis step, :meth:`DiscreteEnergyPath.transition`),
-        one gradient (a leapfrog step; ``ais-mh`` needs only the value) on the continuous one.
+        the user's functions only (the sampler's own bookkeeping adds to it).  On a discrete domain, ``dim``
+        calls of ``log_f`` (one per site, :meth:`DiscreteEnergyPath.transition`): on the ``(rows, dim)``
+        batch (binary: a flip's Metropolis step), on ``(rows * (q - 1), dim)`` (categorical: the site's other
+        states, scored together); with a ``conditional`` (and no user reference), ``2C - 1`` calls of it for
+        ``C`` classes and one of ``log_f`` (:mod:`~logzbench.models.energy_blocks`).  One gradient (a
+        leapfrog step; ``ais-mh`` needs only the value) on the continuous domain.
 
         Measured on states drawn from a generator of its own (the run's is not touched), on the model's
         device; a batch of more than :data:`TIMING_ELEMENTS` states is timed on a sub-batch of its rows (4 at
         least) and scaled by the rows.  ``what`` names the calls and the time of one."""
         rows = max(1, int(rows))
-        sub = max(min(rows, 4), min(rows, TIMING_ELEMENTS // self.dim))  # 4 rows at least, as :meth:`check`
+        if self.discrete and self.uses_blocks(self.reference):
+            return self._block_sweep_seconds(rows)
+        batch = rows * (int(self.n_states) - 1 if self.discrete and self.n_states > 2 else 1)
+        sub = max(min(batch, 4), min(batch, TIMING_ELEMENTS // self.dim))  # 4 rows at least, as :meth:`check`
         g = torch.Generator(device=self._device).manual_seed(0)
         if self.discrete:
             x = torch.randint(0, int(self.n_states), (sub, self.dim), generator=g, device=self._device)
@@ -299,6 +363,8 @@ class EnergyModel:
                     self._call(x)
 
             calls, unit = self.dim, "calls of log_f per sweep"
+            if batch != rows:
+                unit += f" (each on the {int(self.n_states) - 1} other states of a site)"
         else:
             x = torch.randn(sub, self.dim, generator=g, dtype=torch.float64, device=self._device).requires_grad_(True)
 
@@ -308,8 +374,29 @@ class EnergyModel:
                     torch.autograd.grad(y.sum(), x)
 
             calls, unit = 1, "gradient of log_f per transition"
-        per_call = time_call(call, self._device) * rows / sub
+        per_call = time_call(call, self._device) * batch / sub
         return calls * per_call, f"{calls} {unit}, about {_short_duration(per_call)} each on {rows} chains"
+
+    def _block_sweep_seconds(self, rows: int) -> tuple[float, str]:
+        """:meth:`sweep_seconds` of block Gibbs: each class's ``fn`` call timed (twice per sweep but the
+        last class's), and one ``log_f`` call."""
+        sub = max(min(rows, 4), min(rows, TIMING_ELEMENTS // self.dim))
+        g = torch.Generator(device=self._device).manual_seed(0)
+        x = torch.randint(0, int(self.n_states), (sub, self.dim), generator=g, device=self._device).to(self.dtype)
+        scale = rows / sub
+        with torch.no_grad():
+            per_class = [
+                time_call(lambda c=c: conditional_logits(self, x, c), self._device) * scale
+                for c in range(len(self.colouring))
+            ]
+            per_f = time_call(lambda: self._call(x), self._device) * scale
+        total = 2 * sum(per_class) - per_class[-1] + per_f
+        calls = 2 * len(per_class) - 1
+        return total, (
+            f"{calls} calls of the conditional per sweep (block Gibbs over {len(per_class)} classes, "
+            f"about {_short_duration(sum(per_class) / len(per_class))} each) and 1 of log_f "
+            f"(about {_short_duration(per_f)}), on {rows} chains"
+        )
 
     # ------------------------------------------------------------------ references
     def default_reference(self, init: str = "uniform", data=None):
@@ -367,8 +454,17 @@ class EnergyModel:
                     f"the mixture reference has {mix.n_sites} sites of {mix.n_states} states; this energy has "
                     f"{self.dim} sites of {int(self.n_states)} states"
                 )
+            self._check_conditional_once()
             return MixtureEnergyPath(self, mix)
+        self._check_conditional_once()
         return DiscreteEnergyPath(self, self.default_reference(init, data))
+
+    def _check_conditional_once(self) -> None:
+        """A model built in code (not loaded, so never :meth:`check`-ed): its conditional is checked before
+        its first path, so a wrong one is refused before it drives a run."""
+        if self.conditional is not None and not self._conditional_checked:
+            check_conditional(self)
+            self._conditional_checked = True
 
     def proposal(self, scale: float = 1.0):
         """``(energy, sampler, log Z, grad)`` of the continuous path's start (the estimators'

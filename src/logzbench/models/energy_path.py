@@ -215,9 +215,22 @@ class DiscreteEnergyPath:
     @torch.no_grad()
     def transition(self, state: EnergyState, beta: float, generator: torch.Generator) -> EnergyState:
         """One Metropolis-within-Gibbs sweep at ``beta``: every site once, in each chain's own random order;
-        at each, propose another state and accept with ``min(1, f_beta(x') / f_beta(x))``; all chains are
-        updated together (one call of ``log_f`` per step)."""
+        at each, a binary site proposes the flip and accepts with ``min(1, f_beta(x') / f_beta(x))``, a
+        categorical one is drawn from its conditional under ``p_beta`` (its ``q`` states scored in one call of
+        ``log_f``); all chains are updated together (one call of ``log_f`` per step).  With the model's
+        ``conditional`` and a factorised reference: one reversible block-Gibbs sweep over its colour classes
+        (:mod:`logzbench.models.energy_blocks`)."""
+        if self.model.conditional is not None and self.factorized:  # block Gibbs (energy_blocks)
+            return self._block(state, float(beta), generator, self.reference.log_p)
         return self._sweep(state, float(beta), generator, self.reference.site_log_p if self.factorized else None)
+
+    def _block(self, state: EnergyState, beta: float, generator: torch.Generator, log_r: torch.Tensor) -> EnergyState:
+        """The block-Gibbs sweep (:meth:`EnergyModel.block_gibbs`, reference per-site log-probabilities
+        ``log_r``: ``(dim, q)``, or ``(n, dim, q)`` per chain); every site draw counts as accepted."""
+        x = self.model.block_gibbs(state.x, beta, generator, log_r)
+        self.n_proposed += x.numel()
+        self.n_accepted += x.numel()
+        return EnergyState(x, self.model.log_f(x), self._log_r(x))
 
     def _sweep(self, state: EnergyState, beta: float, generator: torch.Generator, site_log_p) -> EnergyState:
         """The sweep of :meth:`transition` with the reference's per-site terms ``site_log_p(sites, values)``
@@ -236,6 +249,10 @@ class DiscreteEnergyPath:
         for t in range(dim):
             sites = orders[:, t]
             old = x[rows, sites]
+            if self.q > 2:  # heat bath: the site's q states scored in one call, drawn from p_beta's conditional
+                lf, lr = self._heat_bath(x, lf, lr, sites, old, beta, generator, site_log_p, use_f, use_r)
+                accepted += n
+                continue
             if self.q == 2:
                 new = 1.0 - old
             else:
@@ -262,6 +279,36 @@ class DiscreteEnergyPath:
         self.n_proposed += n * dim
         self.n_accepted += accepted
         return EnergyState(x, lf, lr)
+
+    def _heat_bath(self, x, lf, lr, sites, old, beta, generator, site_log_p, use_f, use_r):
+        """One categorical site per chain (``sites``, current values ``old``) drawn from its conditional
+        under ``p_beta`` (exact, so reversible): the ``q - 1`` other states of every chain's site scored in
+        one ``(n * (q - 1), dim)`` call of ``log_f`` (and of a user reference's ``log_prob``; a factorised
+        reference's per-site terms otherwise).  Writes ``x`` in place; returns the new ``(lf, lr)``."""
+        n, dim = x.shape
+        q, dev = self.q, x.device
+        rows = torch.arange(n, device=dev)
+        others = (old.long()[:, None] + torch.arange(1, q, device=dev)) % q  # (n, q - 1)
+        batch = x[:, None, :].expand(n, q - 1, dim).clone()
+        batch[rows[:, None], torch.arange(q - 1, device=dev), sites[:, None]] = others.to(x.dtype)
+        batch = batch.reshape(n * (q - 1), dim)
+        lf_o = self.model.log_f(batch).view(n, q - 1) if use_f else lf[:, None].expand(n, q - 1)
+        if not use_r:
+            lr_o = lr[:, None].expand(n, q - 1)
+        elif site_log_p is not None:
+            base = lr - site_log_p(sites, old)
+            lr_o = torch.stack([base + site_log_p(sites, others[:, k]) for k in range(q - 1)], dim=1)
+        else:
+            lr_o = self._log_r(batch).view(n, q - 1)
+        lf_c, lr_c = torch.cat([lf[:, None], lf_o], 1), torch.cat([lr[:, None], lr_o], 1)
+        logits = _mix(lr_c, lf_c, beta)
+        logits = torch.where(torch.isnan(logits), torch.full_like(logits, -math.inf), logits)
+        stuck = torch.isneginf(logits).all(dim=1)  # no state of mass (a chain outside the support): stays
+        logits[:, 0] = torch.where(stuck, torch.zeros_like(logits[:, 0]), logits[:, 0])
+        k = categorical_from_logits(logits.to(generator.device), generator).to(dev)
+        values = torch.cat([old.long()[:, None], others], 1)
+        x[rows, sites] = values[rows, k].to(x.dtype)
+        return lf_c[rows, k], lr_c[rows, k]
 
 
 class MixtureEnergyPath(DiscreteEnergyPath):
@@ -325,7 +372,10 @@ class MixtureEnergyPath(DiscreteEnergyPath):
             return log_p[z, sites, values.long()]
 
         base = EnergyState(state.base.x, state.base.lf, lr_z)
-        out = self._sweep(base, beta, generator, site_log_p)
+        if self.model.conditional is not None:  # block Gibbs on each chain's component's site terms
+            out = self._block(base, beta, generator, log_p[z])
+        else:
+            out = self._sweep(base, beta, generator, site_log_p)
         return self._wrap(out.x, out.lf)
 
 

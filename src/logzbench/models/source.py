@@ -2,7 +2,13 @@
 
 ``FILE.py:NAME`` imports ``FILE.py`` as a module -- which runs its code, as any Python import does --
 and calls ``NAME()`` with no arguments; it must return an :class:`~logzbench.models.energy.EnergyModel`
-(or a model object of a registered family).  A ``.pt`` file holds a TorchScript module whose ``forward``
+(or a model object of a registered family).  While it is imported and ``NAME()`` runs, the file's own
+directory is first on ``sys.path``, as under ``python FILE.py``, so it may import its sibling modules
+(``import params`` beside it); :func:`_sibling_imports` restores ``sys.path`` afterwards and takes the
+siblings out of ``sys.modules`` (the loaded module keeps them), so a second file with a sibling of the same
+name, in another directory, imports its own.  Every way a model file is loaded goes through here: the
+command line, the API, the workflow's ``source:`` entries and the warm server's jobs
+(:func:`~logzbench.models.io.load_model`).  A ``.pt`` file holds a TorchScript module whose ``forward``
 is ``log_f``, with the model's ``dim``, ``domain`` and default-reference data in its extra file
 ``logzbench.json`` (:func:`save_torchscript` writes both; a module with ``dim`` and ``domain`` attributes
 also loads).  Either way the model's ``log_f`` is called once on a few states (:meth:`EnergyModel.check`)
@@ -11,11 +17,14 @@ before it is handed on, so a wrong shape, NaN or a non-tensor is refused at load
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
 import os
+import site
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -80,23 +89,93 @@ def _call(path: Path, name: str):
     if spec is None or spec.loader is None:
         raise ModelFileError(f"{path}: cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses and pickling look the module up
+    with _sibling_imports(path.resolve().parent, keep=module_name):
+        sys.modules[module_name] = module  # dataclasses and pickling look the module up
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:  # the user's code: any failure is reported, not raised through
+            sys.modules.pop(module_name, None)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            raise ModelFileError(f"{path}: raised on import ({first_line(exc)})") from None
+        fn = getattr(module, name, None)
+        if fn is None:
+            raise ModelFileError(f"{path}: has no {name!r} (define `def {name}():` returning an EnergyModel)")
+        if not callable(fn):
+            raise ModelFileError(f"{path}:{name} is a {type(fn).__name__}, not a function returning an EnergyModel")
+        try:
+            return fn()
+        except (Exception, SystemExit) as exc:  # sys.exit() in NAME(): an error, not a silent exit 0
+            raise ModelFileError(f"{path}:{name}() raised {first_line(exc)}") from None
+
+
+@contextlib.contextmanager
+def _sibling_imports(folder: Path, keep: str):
+    """``folder`` first on ``sys.path`` inside the block (as ``python FILE.py`` puts the script's own); after
+    it, ``sys.path`` as it was, and the modules imported from ``folder`` in the block (the file's siblings:
+    a name ``folder`` holds, loaded from under it) out of ``sys.modules`` again, except ``keep`` (the model
+    file's own module): whoever imported them holds them, and the next model file, in another directory,
+    finds its own siblings of the same names.  An imported module that ``folder`` would shadow (its
+    ``NAME.py`` or package ``NAME/__init__.py``) but that came from elsewhere (the caller's own ``params``) is
+    set aside for the block and put back after it; never an installed one (the standard library, an
+    installed package, logzbench itself: code running in the block may need them, and a file beside the
+    model named ``json.py`` should not take their place)."""
+    saved_path = list(sys.path)
+    regular, _ = _local_names(folder)
+    shadowed = {
+        m: sys.modules.pop(m)
+        for m in list(sys.modules)
+        if m.split(".")[0] in regular
+        and m != keep
+        and not _inside(sys.modules[m], folder)
+        and not _installed(m, sys.modules[m])
+    }
+    before = set(sys.modules)
+    sys.path.insert(0, str(folder))
     try:
-        spec.loader.exec_module(module)
-    except BaseException as exc:  # the user's code: any failure is reported, not raised through
-        sys.modules.pop(module_name, None)
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise ModelFileError(f"{path}: raised on import ({first_line(exc)})") from None
-    fn = getattr(module, name, None)
-    if fn is None:
-        raise ModelFileError(f"{path}: has no {name!r} (define `def {name}():` returning an EnergyModel)")
-    if not callable(fn):
-        raise ModelFileError(f"{path}:{name} is a {type(fn).__name__}, not a function returning an EnergyModel")
+        yield
+    finally:
+        sys.path[:] = saved_path
+        _, names = _local_names(folder)
+        for m in set(sys.modules) - before:
+            if m != keep and m.split(".")[0] in names and _inside(sys.modules.get(m), folder):
+                sys.modules.pop(m, None)
+        for m, mod in shadowed.items():
+            sys.modules.setdefault(m, mod)
+
+
+def _local_names(folder: Path) -> tuple[set[str], set[str]]:
+    """The top-level module names ``folder`` holds: those that shadow an import (``NAME.py``, packages with
+    an ``__init__.py``), and all (directories too: namespace packages)."""
     try:
-        return fn()
-    except (Exception, SystemExit) as exc:  # sys.exit() in NAME(): an error, not a silent exit 0
-        raise ModelFileError(f"{path}:{name}() raised {first_line(exc)}") from None
+        entries = list(folder.iterdir())
+    except OSError:
+        return set(), set()
+    files = {p.stem for p in entries if p.suffix == ".py"}
+    dirs = {p.name for p in entries if p.is_dir()}
+    return files | {d for d in dirs if (folder / d / "__init__.py").is_file()}, files | dirs
+
+
+def _installed(name: str, module) -> bool:
+    """Whether the imported ``module`` is of the standard library, an installed package or logzbench."""
+    top = name.split(".")[0]
+    if top in sys.stdlib_module_names or top in sys.builtin_module_names or top == __name__.split(".")[0]:
+        return True
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.add(site.getusersitepackages())
+    return any(_inside(module, Path(r).resolve()) for r in roots)
+
+
+def _inside(module, folder: Path) -> bool:
+    """Whether ``module`` was loaded from a file (or, a package, a directory) under ``folder``."""
+    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or []), None)
+    if not where:
+        return False
+    try:
+        return Path(where).resolve().is_relative_to(folder)
+    except (OSError, ValueError):
+        return False
 
 
 # --------------------------------------------------------------------------- TorchScript
