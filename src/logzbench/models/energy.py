@@ -29,7 +29,10 @@ reference ``r`` (exact samples, normalised ``log_prob``):
   self-adjoint because the reversed order is as likely), so RAISE's reverse chains are valid; orders
   drawn per chain keep the chains independent.  A sweep
   costs ``dim`` calls of ``log_f`` on all chains: far slower than a family's own Gibbs sampler (the
-  benchmark page says by how much), but exact for any energy.
+  benchmark page says by how much), but exact for any energy.  ``transition="gwg"`` or ``"dmala"``
+  (:mod:`logzbench.models.energy_moves`) replaces the sweep by a gradient-informed Metropolis-Hastings move
+  (Gibbs-with-Gradients; discrete Langevin) at one forward and backward pass of ``log_f`` per move, as exact
+  and as reversible, for a ``log_f`` differentiable in its input.
 * the continuous domain: a diagonal Gaussian fitted to ``data`` (else standard normal), scaled by the
   estimators' ``proposal_scale``; or the user's ``reference``.  The transitions are the Hamiltonian
   kernels of :mod:`logzbench.models.hamiltonian`, gradients by autograd.
@@ -57,6 +60,7 @@ import torch
 
 from ..errors import ModelFileError
 from ..sources import ENERGY_FAMILIES
+from .energy_moves import check_transition
 from .energy_path import (
     DiscreteEnergyPath,
     FactorizedReference,
@@ -278,11 +282,13 @@ class EnergyModel:
             _checked(_reference_call(self.reference, "log_prob", s), n, "reference.log_prob")
         return self
 
-    def sweep_seconds(self, rows: int) -> tuple[float, str]:
+    def sweep_seconds(self, rows: int, transition: str = "gibbs") -> tuple[float, str]:
         """``(seconds, what)``: the estimated time of one sweep of ``rows`` chains, counting the calls of
         ``log_f`` only (the sampler's own bookkeeping adds to it): ``dim`` calls on the ``(rows, dim)``
         batch on a discrete domain (one per site's Metropolis step, :meth:`DiscreteEnergyPath.transition`),
-        one gradient (a leapfrog step; ``ais-mh`` needs only the value) on the continuous one.
+        one gradient (a leapfrog step; ``ais-mh`` needs only the value) on the continuous one, and one
+        gradient on a discrete domain with ``transition`` ``gwg`` or ``dmala`` (a move: one forward and backward
+        pass at the proposed state; the current state's is cached).
 
         Measured on states drawn from a generator of its own (the run's is not touched), on the model's
         device; a batch of more than :data:`TIMING_ELEMENTS` states is timed on a sub-batch of its rows (4 at
@@ -290,7 +296,8 @@ class EnergyModel:
         rows = max(1, int(rows))
         sub = max(min(rows, 4), min(rows, TIMING_ELEMENTS // self.dim))  # 4 rows at least, as :meth:`check`
         g = torch.Generator(device=self._device).manual_seed(0)
-        if self.discrete:
+        gradient_move = check_transition(transition, self) != "gibbs"
+        if self.discrete and not gradient_move:
             x = torch.randint(0, int(self.n_states), (sub, self.dim), generator=g, device=self._device)
             x = x.to(self.dtype)
 
@@ -300,14 +307,19 @@ class EnergyModel:
 
             calls, unit = self.dim, "calls of log_f per sweep"
         else:
-            x = torch.randn(sub, self.dim, generator=g, dtype=torch.float64, device=self._device).requires_grad_(True)
+            if self.discrete:  # a gradient move: states of the domain, as the move differentiates them
+                x = torch.randint(0, int(self.n_states), (sub, self.dim), generator=g, device=self._device)
+                x = x.to(self.dtype).requires_grad_(True)
+            else:
+                x = torch.randn(sub, self.dim, generator=g, dtype=torch.float64, device=self._device)
+                x = x.requires_grad_(True)
 
             def call():
                 y = self._call(x)
                 if isinstance(y, torch.Tensor) and y.requires_grad:  # a log_f without a graph fails in the run
                     torch.autograd.grad(y.sum(), x)
 
-            calls, unit = 1, "gradient of log_f per transition"
+            calls, unit = 1, "gradient of log_f per " + ("move" if gradient_move else "transition")
         per_call = time_call(call, self._device) * rows / sub
         return calls * per_call, f"{calls} {unit}, about {_short_duration(per_call)} each on {rows} chains"
 
@@ -348,12 +360,17 @@ class EnergyModel:
             return "fitted-gaussian" if self.data is not None else "standard-normal"
         return "base-rate" if init in ("base-rate", "base_rate", "dbr") else "uniform"
 
-    def annealing_path(self, init: str = "uniform", data=None, reference=None) -> "DiscreteEnergyPath":
+    def annealing_path(
+        self, init: str = "uniform", data=None, reference=None, transition: str = "gibbs"
+    ) -> "DiscreteEnergyPath":
         """The geometric path from the reference ``init`` names (:meth:`default_reference`) to the model,
-        with Metropolis-within-Gibbs transitions (discrete domains).  ``"mixture"``: the augmented path
-        from ``reference`` (a :class:`~logzbench.models.mixture.ProductMixture`, else one fitted to ``data``
-        or the model's own rows; :class:`~logzbench.models.energy_path.MixtureEnergyPath`), even when the
-        energy has a reference of its own."""
+        with ``transition``'s moves (discrete domains): ``gibbs`` (Metropolis-within-Gibbs), ``gwg`` or
+        ``dmala`` (:mod:`~logzbench.models.energy_moves`; refused in one line on a continuous domain, as is an
+        unknown name).  ``"mixture"``: the augmented path from ``reference`` (a
+        :class:`~logzbench.models.mixture.ProductMixture`, else one fitted to ``data`` or the model's own rows;
+        :class:`~logzbench.models.energy_path.MixtureEnergyPath`), even when the energy has a reference of its
+        own."""
+        check_transition(transition, self)
         if not self.discrete:
             raise ValueError("a continuous energy anneals with Hamiltonian transitions (hais), not a Gibbs path")
         if init == "mixture":
@@ -367,8 +384,8 @@ class EnergyModel:
                     f"the mixture reference has {mix.n_sites} sites of {mix.n_states} states; this energy has "
                     f"{self.dim} sites of {int(self.n_states)} states"
                 )
-            return MixtureEnergyPath(self, mix)
-        return DiscreteEnergyPath(self, self.default_reference(init, data))
+            return MixtureEnergyPath(self, mix, transition)
+        return DiscreteEnergyPath(self, self.default_reference(init, data), transition)
 
     def proposal(self, scale: float = 1.0):
         """``(energy, sampler, log Z, grad)`` of the continuous path's start (the estimators'
