@@ -9,6 +9,7 @@ acceptance functions (and the moves' empirical transitions against that matrix),
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -38,7 +39,7 @@ def _gen(seed: int) -> torch.Generator:
 
 
 # --------------------------------------------------------------------------- energies (differentiable in x)
-def _binary_energy(dim: int = 12, seed: int = 0) -> EnergyModel:
+def _binary_energy(dim: int = 12, seed: int = 0, device: str = "cpu") -> EnergyModel:
     """Fields, pairs and three-body terms on ``{0, 1}^dim``: a polynomial, differentiable in ``x``."""
     g = _gen(seed)
     h = torch.randn(dim, generator=g, dtype=torch.float64) * 0.5
@@ -46,12 +47,13 @@ def _binary_energy(dim: int = 12, seed: int = 0) -> EnergyModel:
     J = torch.triu(J, 1)
     triples = torch.randint(0, dim, (dim, 3), generator=g)
     c = torch.randn(dim, generator=g, dtype=torch.float64) * 0.8
+    h, J, triples, c = (t.to(device) for t in (h, J, triples, c))
 
     def three_body(x):
         v = x.double()
         return v @ h + torch.einsum("ni,ij,nj->n", v, J, v) + (v[:, triples].prod(2) * c).sum(1)
 
-    return EnergyModel(three_body, dim, "binary")
+    return EnergyModel(three_body, dim, "binary", device=device)
 
 
 def _one_hot_poly(x: torch.Tensor, q: int) -> torch.Tensor:
@@ -68,7 +70,7 @@ def _one_hot_poly(x: torch.Tensor, q: int) -> torch.Tensor:
     return torch.cat(cols, -1)
 
 
-def _categorical_energy(dim: int = 5, q: int = 4, seed: int = 1) -> EnergyModel:
+def _categorical_energy(dim: int = 5, q: int = 4, seed: int = 1, device: str = "cpu") -> EnergyModel:
     """A Potts energy (fields, couplings) plus a three-body term on the values, differentiable in ``x``."""
     g = _gen(seed)
     h = torch.randn(dim, q, generator=g, dtype=torch.float64) * 0.6
@@ -76,6 +78,7 @@ def _categorical_energy(dim: int = 5, q: int = 4, seed: int = 1) -> EnergyModel:
     J = 0.5 * (J + J.permute(1, 0, 3, 2))
     for i in range(dim):
         J[i, i] = 0.0
+    h, J = h.to(device), J.to(device)
 
     def potts(x):
         oh = _one_hot_poly(x, q)
@@ -84,7 +87,7 @@ def _categorical_energy(dim: int = 5, q: int = 4, seed: int = 1) -> EnergyModel:
             (oh * h).sum((1, 2)) + 0.5 * torch.einsum("nia,ijab,njb->n", oh, J, oh) + 0.1 * v[:, 0] * v[:, 1] * v[:, 2]
         )
 
-    return EnergyModel(potts, dim, ("categorical", q))
+    return EnergyModel(potts, dim, ("categorical", q), device=device)
 
 
 def _rows(model: EnergyModel, n: int = 60, seed: int = 3) -> torch.Tensor:
@@ -109,7 +112,7 @@ class UserReference:
 
 def _codes(x: torch.Tensor, q: int) -> np.ndarray:
     """Index of each state in ``enumerate_states`` (site 0 the fastest digit)."""
-    return (x.long() * (q ** torch.arange(x.shape[1]))).sum(1).numpy()
+    return (x.long().cpu() * (q ** torch.arange(x.shape[1]))).sum(1).numpy()
 
 
 def _chi_square_p(counts: np.ndarray, probs: np.ndarray) -> float:
@@ -152,11 +155,32 @@ INVARIANCE = [
 
 @pytest.mark.parametrize("energy,ref,transition,param,beta", INVARIANCE)
 def test_a_gradient_move_leaves_p_beta_invariant(energy, ref, transition, param, beta):
-    model = _binary_energy() if energy == "binary" else _categorical_energy()
+    _check_invariance(energy, ref, transition, param, beta, "cpu")
+
+
+#: where :func:`test_the_moves_run_on_the_device` runs (``LOGZBENCH_ENERGY_TEST_DEVICE=cpu``: a check of the test
+#: itself on a machine without a GPU)
+DEVICE = os.environ.get("LOGZBENCH_ENERGY_TEST_DEVICE", "cuda")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.parametrize(
+    "energy,ref,transition,param",
+    [("binary", "base-rate", "gwg", 2), ("categorical", "base-rate", "dmala", None), ("binary", "mixture", "gwg", 1)],
+)
+def test_the_moves_run_on_the_device(energy, ref, transition, param):
+    """All chains batched on the device, the generator there too: still invariant."""
+    _check_invariance(energy, ref, transition, param, 0.5, DEVICE)
+
+
+def _check_invariance(energy, ref, transition, param, beta, device):
+    """Chains started from exact draws of ``p_beta`` (enumeration), three moves, chi-square against ``p_beta``."""
+    model = _binary_energy(device=device) if energy == "binary" else _categorical_energy(device=device)
     q = int(model.n_states)
     alpha = 0.6 if energy == "binary" else 0.4  # a step that changes several sites, accepted often enough
     path = _path(model, ref, transition, param if transition == "gwg" else alpha)
-    g = _gen(11)
+    g = torch.Generator(device=device).manual_seed(11)
     xs = model.enumerate_states(0, model.n_enumerated())
     p = torch.softmax(path.log_f(path.state_from_data(xs), beta), 0)
     n = 20000
@@ -165,8 +189,9 @@ def test_a_gradient_move_leaves_p_beta_invariant(energy, ref, transition, param,
     start = state.x.clone()
     for _ in range(3):
         state = path.transition(state, beta, g)
+    assert state.x.device.type == torch.device(device).type
     counts = np.bincount(_codes(state.x, q), minlength=len(p)).astype(float)
-    assert _chi_square_p(counts, p.numpy()) > P_MIN
+    assert _chi_square_p(counts, p.cpu().numpy()) > P_MIN
     # the chains moved (an invariance test of a kernel that never moves could not fail)
     assert (state.x != start).any(1).double().mean() > 0.2, path.acceptance_rate
     base = getattr(state, "base", state)  # the mixture path's state wraps the energy's
@@ -354,11 +379,24 @@ def _one_hot(x):
     ],
 )
 def test_a_log_f_without_a_usable_gradient_is_refused_in_one_line(make, needle):
-    path = make()
-    state = path.sample_initial(4, _gen(0))
-    with pytest.raises(ValueError, match=needle) as err:
-        path.transition(state, 0.5, _gen(0))
+    with pytest.raises(ValueError, match=needle) as err:  # where the path is built
+        make()
     assert "\n" not in str(err.value) and "log_f" in str(err.value)
+
+
+def test_a_nan_gradient_met_during_the_run_is_refused_in_one_line():
+    """A gradient NaN only at one state (all six sites 1), met by a move rather than by the build's check."""
+
+    def nan_at_all_ones(x):
+        v = x.double()
+        bad = torch.sqrt(5.5 - v.sum(1))  # NaN (unselected) only at the all-ones state: its gradient there is NaN
+        return torch.where(v.sum(1) > 7, bad, v[:, 0])
+
+    path = EnergyModel(nan_at_all_ones, 6, "binary").annealing_path(transition="gwg")  # the check's states pass
+    state = path.state_from_data(torch.ones(3, 6))
+    with pytest.raises(ValueError, match="NaN gradient at 3 of 3 states") as err:
+        path.transition(state, 0.5, _gen(0))
+    assert "\n" not in str(err.value) and "nan_at_all_ones" in str(err.value)
 
 
 def _line(v):

@@ -288,7 +288,9 @@ class EnergyModel:
         batch on a discrete domain (one per site's Metropolis step, :meth:`DiscreteEnergyPath.transition`),
         one gradient (a leapfrog step; ``ais-mh`` needs only the value) on the continuous one, and one
         gradient on a discrete domain with ``transition`` ``gwg`` or ``dmala`` (a move: one forward and backward
-        pass at the proposed state; the current state's is cached).
+        pass at the proposed state; the current state's is cached).  ``"auto"``, whose pick is not known before
+        its pilot, is estimated as a gradient move, the cheapest of its candidates per transition (its pilot
+        picks the most effective samples per second, and a gibbs sweep is picked only where it wins that).
 
         Measured on states drawn from a generator of its own (the run's is not touched), on the model's
         device; a batch of more than :data:`TIMING_ELEMENTS` states is timed on a sub-batch of its rows (4 at
@@ -296,6 +298,9 @@ class EnergyModel:
         rows = max(1, int(rows))
         sub = max(min(rows, 4), min(rows, TIMING_ELEMENTS // self.dim))  # 4 rows at least, as :meth:`check`
         g = torch.Generator(device=self._device).manual_seed(0)
+        auto = transition == "auto"
+        if auto:
+            transition = "gwg" if self.discrete else "gibbs"
         gradient_move = check_transition(transition, self) != "gibbs"
         if self.discrete and not gradient_move:
             x = torch.randint(0, int(self.n_states), (sub, self.dim), generator=g, device=self._device)
@@ -320,6 +325,7 @@ class EnergyModel:
                     torch.autograd.grad(y.sum(), x)
 
             calls, unit = 1, "gradient of log_f per " + ("move" if gradient_move else "transition")
+            unit += " (auto: its cheapest candidate per transition)" if auto else ""
         per_call = time_call(call, self._device) * rows / sub
         return calls * per_call, f"{calls} {unit}, about {_short_duration(per_call)} each on {rows} chains"
 

@@ -56,6 +56,7 @@ __all__ = [
     "TARGET_ACCEPTANCE",
     "TRANSITIONS",
     "MoveTarget",
+    "check_gradient",
     "check_param",
     "check_transition",
     "choose_transition",
@@ -93,8 +94,8 @@ MAX_FLIPS = 256
 ALPHA_BRACKET = (1e-3, 1e3)
 ALPHA_HALVINGS = 8
 #: the ``auto`` pilot: transitions from the reference's samples before the measured ones, and measured ones
-PILOT_BURN_IN = 5
-PILOT_TRANSITIONS = 20
+PILOT_BURN_IN = 3
+PILOT_TRANSITIONS = 16
 
 
 def check_transition(name, model=None) -> str:
@@ -171,6 +172,15 @@ def log_f_and_grad(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
                 "finite gradient of log_f (use transition gibbs)"
             )
     return lf, torch.where(finite.unsqueeze(1), grad, torch.zeros_like(grad))
+
+
+def check_gradient(model, n: int = 4, seed: int = 0) -> None:
+    """Refuse, in one line (:func:`log_f_and_grad`'s), a ``log_f`` without a usable gradient: called on ``n``
+    uniform states of the domain from a generator of its own (the run's is not touched), when a gradient
+    move's path is built."""
+    g = torch.Generator(device=model.device).manual_seed(int(seed))
+    x = torch.randint(0, int(model.n_states), (int(n), model.dim), generator=g, device=model.device)
+    log_f_and_grad(model, x.to(model.dtype))
 
 
 def log_acceptance(log_p_new, log_p_old, log_q_reverse, log_q_forward) -> torch.Tensor:
@@ -371,8 +381,9 @@ def choose_transition(
     ``candidates``: a fresh path, its pilot (``path.tune(n_chains, generator)``: the parameter frozen on it),
     ``burn_in`` transitions from the reference's samples at ``beta = 1``, then ``n_transitions`` measured ones;
     the statistic is ``log f`` of each chain after each measured transition, its effective sample size the bulk
-    ESS of ``arviz-stats`` (rank-normalised, from the autocorrelation across the ``n_chains`` chains), divided by
-    the measured transitions' wall time.  A candidate whose ``log_f`` has no usable gradient is recorded with
+    ESS of ``arviz-stats`` (rank-normalised, from the autocorrelation across the ``n_chains`` chains; capped at
+    the number of draws, which a short antithetic trace can appear to exceed), divided by the measured
+    transitions' wall time.  A candidate whose ``log_f`` has no usable gradient is recorded with
     its ``refused`` reason and ``ess_per_s`` 0.  All randomness from ``generator``.
 
     Returns ``{"transition": picked, "candidates": {name: {"ess_per_s", "ess", "seconds", "param_name",
@@ -397,8 +408,8 @@ def choose_transition(
         raise ValueError("choose_transition needs at least one candidate transition")
     out, sweeps = {}, 0
     for name in names:
-        path = factory(name)
         try:
+            path = factory(name)
             tuned = path.tune(n_chains, generator)
             sweeps += int(tuned["sweeps"])
             state = path.sample_initial(n_chains, generator)
@@ -423,6 +434,7 @@ def choose_transition(
         chains = torch.stack(trace, dim=1).cpu().numpy()  # (n_chains, n_transitions)
         ess = float(array_stats.ess(chains, chain_axis=0, draw_axis=1, method="bulk"))
         ess = ess if math.isfinite(ess) else 0.0  # a constant trace (nothing moved): no information
+        ess = min(ess, float(chains.size))  # above the draws: anticorrelation estimated from short chains
         out[name] = {
             "ess_per_s": ess / max(seconds, 1e-9),
             "ess": ess,

@@ -23,8 +23,10 @@ import torch
 
 from .energy_moves import (
     DEFAULT_PARAM,
+    GRADIENT_TRANSITIONS,
     PARAM_NAMES,
     MoveTarget,
+    check_gradient,
     check_param,
     check_transition,
     dmala_move,
@@ -197,6 +199,8 @@ class DiscreteEnergyPath:
         self.factorized = isinstance(reference, FactorizedReference)
         self.q = int(model.n_states)
         self.transition_name = check_transition(transition, model)
+        if self.transition_name in GRADIENT_TRANSITIONS:
+            check_gradient(model)  # a log_f without a usable gradient: refused where the path is built
         self._move_param = None
         self.n_proposed = 0
         self.n_accepted = 0
