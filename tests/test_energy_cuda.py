@@ -37,7 +37,9 @@ class Cubic(torch.nn.Module):
 
 
 class Ordinal(torch.nn.Module):
-    """A 5-site categorical energy (q = 4): fields on the state's value and couplings of neighbours."""
+    """A 5-site categorical energy (q = 4): a field per site and state, and couplings of equal neighbours,
+    written with an ``x``-polynomial one-hot (exact on the integers, differentiable: the gradient moves need
+    it)."""
 
     def __init__(self, dim: int = 5, q: int = 4, seed: int = 4):
         super().__init__()
@@ -46,10 +48,21 @@ class Ordinal(torch.nn.Module):
         self.register_buffer("c", 0.4 * torch.randn(dim - 1, generator=g, dtype=torch.float64))
         self.q = q
 
+    def one_hot(self, x):
+        x = x.double().unsqueeze(-1)
+        cols = []
+        for a in range(self.q):
+            col = torch.ones_like(x)
+            for b in range(self.q):
+                if b != a:
+                    col = col * (x - b) / (a - b)
+            cols.append(col)
+        return torch.cat(cols, dim=-1)  # (n, dim, q)
+
     def forward(self, x):
-        idx = x.long()
-        field = self.h.gather(1, idx.T).T.sum(1)
-        same = (idx[:, 1:] == idx[:, :-1]).double()
+        e = self.one_hot(x)
+        field = (e * self.h).sum((1, 2))
+        same = (e[:, 1:] * e[:, :-1]).sum(-1)
         return field + same @ self.c
 
 

@@ -36,6 +36,9 @@ reference ``r`` (exact samples, normalised ``log_prob``):
   reverse (1/2 each, so reversible): ``2C - 1`` calls of the conditional and one of ``log_f`` per sweep
   for ``C`` classes (two for a hand-written RBM), on any factorised reference; a user ``reference``
   keeps the Metropolis-within-Gibbs sweep.
+* ``transition="gwg"`` or ``"dmala"`` (:mod:`logzbench.models.energy_moves`) replaces the sweep by a
+  gradient-informed Metropolis-Hastings move (Gibbs-with-Gradients; discrete Langevin) at one forward and
+  backward pass of ``log_f`` per move, as exact and as reversible, for a ``log_f`` differentiable in its input.
 * the continuous domain: a diagonal Gaussian fitted to ``data`` (else standard normal), scaled by the
   estimators' ``proposal_scale``; or the user's ``reference``.  The transitions are the Hamiltonian
   kernels of :mod:`logzbench.models.hamiltonian`, gradients by autograd.
@@ -65,6 +68,7 @@ import torch
 from ..errors import ModelFileError
 from ..sources import ENERGY_FAMILIES
 from .energy_blocks import block_gibbs_sweep, check_conditional, conditional_logits, parse_colouring
+from .energy_moves import check_transition
 from .energy_path import (
     DiscreteEnergyPath,
     FactorizedReference,
@@ -336,25 +340,35 @@ class EnergyModel:
         reference (per-site terms; a user's whole-state reference keeps Metropolis-within-Gibbs)."""
         return self.conditional is not None and (reference is None or isinstance(reference, FactorizedReference))
 
-    def sweep_seconds(self, rows: int) -> tuple[float, str]:
+    def sweep_seconds(self, rows: int, transition: str = "gibbs") -> tuple[float, str]:
         """``(seconds, what)``: the estimated time of one sweep of ``rows`` chains, counting the calls of
-        the user's functions only (the sampler's own bookkeeping adds to it).  On a discrete domain, ``dim``
-        calls of ``log_f`` (one per site, :meth:`DiscreteEnergyPath.transition`): on the ``(rows, dim)``
-        batch (binary: a flip's Metropolis step), on ``(rows * (q - 1), dim)`` (categorical: the site's other
-        states, scored together); with a ``conditional`` (and no user reference), ``2C - 1`` calls of it for
-        ``C`` classes and one of ``log_f`` (:mod:`~logzbench.models.energy_blocks`).  One gradient (a
-        leapfrog step; ``ais-mh`` needs only the value) on the continuous domain.
+        the user's functions only (the sampler's own bookkeeping adds to it).  On a discrete domain with the
+        ``gibbs`` transition, ``dim`` calls of ``log_f`` (one per site, :meth:`DiscreteEnergyPath.transition`):
+        on the ``(rows, dim)`` batch (binary: a flip's Metropolis step), on ``(rows * (q - 1), dim)``
+        (categorical: the site's other states, scored together); with a ``conditional`` (and no user
+        reference), ``2C - 1`` calls of it for ``C`` classes and one of ``log_f``
+        (:mod:`~logzbench.models.energy_blocks`).  With ``transition`` ``gwg`` or ``dmala``, one gradient per
+        move (one forward and backward pass at the proposed state; the current state's is cached); ``"auto"``,
+        whose pick is not known before its pilot, is estimated as a gradient move, the cheapest of its
+        candidates per transition (its pilot picks the most effective samples per second, and a gibbs sweep
+        is picked only where it wins that).  One gradient (a leapfrog step; ``ais-mh`` needs only the value)
+        on the continuous domain.
 
         Measured on states drawn from a generator of its own (the run's is not touched), on the model's
         device; a batch of more than :data:`TIMING_ELEMENTS` states is timed on a sub-batch of its rows (4 at
         least) and scaled by the rows.  ``what`` names the calls and the time of one."""
         rows = max(1, int(rows))
-        if self.discrete and self.uses_blocks(self.reference):
+        auto = transition == "auto"
+        if auto:
+            transition = "gwg" if self.discrete else "gibbs"
+        gradient_move = check_transition(transition, self) != "gibbs"
+        if self.discrete and not gradient_move and self.uses_blocks(self.reference):
             return self._block_sweep_seconds(rows)
-        batch = rows * (int(self.n_states) - 1 if self.discrete and self.n_states > 2 else 1)
+        heat_bath = self.discrete and self.n_states > 2 and not gradient_move
+        batch = rows * (int(self.n_states) - 1 if heat_bath else 1)
         sub = max(min(batch, 4), min(batch, TIMING_ELEMENTS // self.dim))  # 4 rows at least, as :meth:`check`
         g = torch.Generator(device=self._device).manual_seed(0)
-        if self.discrete:
+        if self.discrete and not gradient_move:
             x = torch.randint(0, int(self.n_states), (sub, self.dim), generator=g, device=self._device)
             x = x.to(self.dtype)
 
@@ -366,14 +380,20 @@ class EnergyModel:
             if batch != rows:
                 unit += f" (each on the {int(self.n_states) - 1} other states of a site)"
         else:
-            x = torch.randn(sub, self.dim, generator=g, dtype=torch.float64, device=self._device).requires_grad_(True)
+            if self.discrete:  # a gradient move: states of the domain, as the move differentiates them
+                x = torch.randint(0, int(self.n_states), (sub, self.dim), generator=g, device=self._device)
+                x = x.to(self.dtype).requires_grad_(True)
+            else:
+                x = torch.randn(sub, self.dim, generator=g, dtype=torch.float64, device=self._device)
+                x = x.requires_grad_(True)
 
             def call():
                 y = self._call(x)
                 if isinstance(y, torch.Tensor) and y.requires_grad:  # a log_f without a graph fails in the run
                     torch.autograd.grad(y.sum(), x)
 
-            calls, unit = 1, "gradient of log_f per transition"
+            calls, unit = 1, "gradient of log_f per " + ("move" if gradient_move else "transition")
+            unit += " (auto: its cheapest candidate per transition)" if auto else ""
         per_call = time_call(call, self._device) * batch / sub
         return calls * per_call, f"{calls} {unit}, about {_short_duration(per_call)} each on {rows} chains"
 
@@ -435,12 +455,17 @@ class EnergyModel:
             return "fitted-gaussian" if self.data is not None else "standard-normal"
         return "base-rate" if init in ("base-rate", "base_rate", "dbr") else "uniform"
 
-    def annealing_path(self, init: str = "uniform", data=None, reference=None) -> "DiscreteEnergyPath":
+    def annealing_path(
+        self, init: str = "uniform", data=None, reference=None, transition: str = "gibbs"
+    ) -> "DiscreteEnergyPath":
         """The geometric path from the reference ``init`` names (:meth:`default_reference`) to the model,
-        with Metropolis-within-Gibbs transitions (discrete domains).  ``"mixture"``: the augmented path
-        from ``reference`` (a :class:`~logzbench.models.mixture.ProductMixture`, else one fitted to ``data``
-        or the model's own rows; :class:`~logzbench.models.energy_path.MixtureEnergyPath`), even when the
-        energy has a reference of its own."""
+        with ``transition``'s moves (discrete domains): ``gibbs`` (Metropolis-within-Gibbs), ``gwg`` or
+        ``dmala`` (:mod:`~logzbench.models.energy_moves`; refused in one line on a continuous domain, as is an
+        unknown name).  ``"mixture"``: the augmented path from ``reference`` (a
+        :class:`~logzbench.models.mixture.ProductMixture`, else one fitted to ``data`` or the model's own rows;
+        :class:`~logzbench.models.energy_path.MixtureEnergyPath`), even when the energy has a reference of its
+        own."""
+        check_transition(transition, self)
         if not self.discrete:
             raise ValueError("a continuous energy anneals with Hamiltonian transitions (hais), not a Gibbs path")
         if init == "mixture":
@@ -455,9 +480,9 @@ class EnergyModel:
                     f"{self.dim} sites of {int(self.n_states)} states"
                 )
             self._check_conditional_once()
-            return MixtureEnergyPath(self, mix)
+            return MixtureEnergyPath(self, mix, transition)
         self._check_conditional_once()
-        return DiscreteEnergyPath(self, self.default_reference(init, data))
+        return DiscreteEnergyPath(self, self.default_reference(init, data), transition)
 
     def _check_conditional_once(self) -> None:
         """A model built in code (not loaded, so never :meth:`check`-ed): its conditional is checked before

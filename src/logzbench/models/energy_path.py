@@ -7,7 +7,8 @@ discrete domains' Metropolis-within-Gibbs path.
   right shape and dtype, no NaN or ``+inf``) and one wrapper (``_reference_call``: an exception becomes one
   ValueError line, :func:`first_line`);
 * :class:`DiscreteEnergyPath` (with its chain state :class:`EnergyState`): the Metropolis-within-Gibbs
-  sweep on ``{0..q-1}^dim`` (:mod:`logzbench.models.energy`'s docstring says why it is reversible).
+  sweep on ``{0..q-1}^dim`` (:mod:`logzbench.models.energy`'s docstring says why it is reversible), or the
+  gradient-informed Metropolis-Hastings moves of :mod:`logzbench.models.energy_moves` (``transition=``).
 
 The model (:class:`~logzbench.models.energy.EnergyModel`: the domain, ``log_f``, the time estimate, exact
 enumeration) is :mod:`logzbench.models.energy`'s; it builds these.
@@ -20,6 +21,18 @@ from typing import NamedTuple
 
 import torch
 
+from .energy_moves import (
+    DEFAULT_PARAM,
+    GRADIENT_TRANSITIONS,
+    PARAM_NAMES,
+    MoveTarget,
+    check_gradient,
+    check_param,
+    check_transition,
+    dmala_move,
+    gwg_move,
+    tune_param,
+)
 from .potts import base_rate_logits, categorical_from_logits, site_frequencies
 
 __all__ = [
@@ -144,7 +157,9 @@ def _checked(out, n: int, name: str) -> torch.Tensor:
 # --------------------------------------------------------------------------- the discrete path
 class EnergyState(NamedTuple):
     """Chain state on a discrete energy's path: states ``x`` ``(n, dim)`` (the model's dtype), and
-    ``log f(x)`` and ``log r(x)`` (float64 ``(n,)``), so reweighting costs no call of ``log_f``.
+    ``log f(x)`` and ``log r(x)`` (float64 ``(n,)``), so reweighting costs no call of ``log_f``; ``grad``:
+    ``grad log f(x)`` (float64 ``(n, dim)``) where a gradient move (gwg, dmala) computed it, else ``None``
+    (the next gradient move computes it; it does not depend on ``beta``).
 
     The cached values are those of ``log_f`` when the state was made: a trainer that changes ``log_f``'s
     parameters between sweeps (persistent chains) rebuilds the state with ``path.state_from_data(state.x)``
@@ -153,30 +168,102 @@ class EnergyState(NamedTuple):
     x: torch.Tensor
     lf: torch.Tensor
     lr: torch.Tensor
+    grad: torch.Tensor | None = None
 
 
 class DiscreteEnergyPath:
-    """``f_beta = r^(1 - beta) f^beta`` on ``{0..q-1}^dim`` with Metropolis-within-Gibbs transitions
-    (:mod:`logzbench.models.energy`'s docstring): the :class:`~logzbench.models.base.AnnealingPath` of a
-    discrete :class:`~logzbench.models.energy.EnergyModel`.
+    """``f_beta = r^(1 - beta) f^beta`` on ``{0..q-1}^dim``: the :class:`~logzbench.models.base.AnnealingPath`
+    of a discrete :class:`~logzbench.models.energy.EnergyModel`, with one of three transitions:
+
+    * ``"gibbs"`` (default): one Metropolis-within-Gibbs sweep in a random order per chain
+      (:mod:`logzbench.models.energy`'s docstring);
+    * ``"gwg"``: one Gibbs-with-Gradients move of ``n_flips`` single-site changes;
+    * ``"dmala"``: one discrete-Langevin move of all sites with step size ``alpha``
+      (:mod:`logzbench.models.energy_moves`).
+
+    All three are reversible with respect to ``p_beta`` (:attr:`reversible`), so every estimator, RAISE's
+    reverse chains included, may use them.  The gradient moves' parameter is tuned by :meth:`tune` (a pilot by
+    acceptance rate at ``beta = 1``) or set as :attr:`move_param`; untuned, a move uses
+    :data:`~logzbench.models.energy_moves.DEFAULT_PARAM`.
 
     Parameters
     ----------
     model : EnergyModel
     reference : FactorizedReference or a user object with ``log_prob`` / ``sample``
+    transition : {"gibbs", "gwg", "dmala"}
     """
 
-    def __init__(self, model, reference):
+    def __init__(self, model, reference, transition: str = "gibbs"):
         self.model = model
         self.reference = reference
         self.factorized = isinstance(reference, FactorizedReference)
         self.q = int(model.n_states)
+        self.transition_name = check_transition(transition, model)
+        if self.transition_name in GRADIENT_TRANSITIONS:
+            check_gradient(model)  # a log_f without a usable gradient: refused where the path is built
+        self._move_param = None
         self.n_proposed = 0
         self.n_accepted = 0
 
     @property
     def acceptance_rate(self) -> float:
         return self.n_accepted / self.n_proposed if self.n_proposed else float("nan")
+
+    @property
+    def reversible(self) -> bool:
+        """Whether :meth:`transition` is reversible with respect to ``p_beta`` (RAISE needs it): always.  The
+        random-scan sweep (``gibbs``) is, because each site's Metropolis update is and the reversed order of the
+        sites is as likely as the order; ``gwg`` and ``dmala`` are Metropolis-Hastings kernels, reversible with
+        respect to their target by construction (GWG's several changes per move: on the extended space of the
+        changes, marginally on ``x`` too; :mod:`logzbench.models.energy_moves`)."""
+        return True
+
+    @property
+    def transition_description(self) -> str:
+        """What :meth:`transition` runs, in a few words (for messages and records)."""
+        if self.transition_name == "gibbs":
+            return "a Metropolis-within-Gibbs sweep in a random order per chain"
+        param = self._move_param if self._move_param is not None else DEFAULT_PARAM[self.transition_name]
+        what = "a Gibbs-with-Gradients move" if self.transition_name == "gwg" else "a discrete Langevin (DMALA) move"
+        return f"{what}, Metropolis-Hastings corrected, {PARAM_NAMES[self.transition_name]} = {param:g}"
+
+    @property
+    def move_param(self):
+        """The gradient move's parameter (``n_flips`` for gwg, ``alpha`` for dmala): set by :meth:`tune` or
+        directly (then frozen: :meth:`tune` runs no pilot); ``None`` until then (and always for gibbs)."""
+        return self._move_param
+
+    @move_param.setter
+    def move_param(self, value) -> None:
+        self._move_param = None if value is None else check_param(self.transition_name, value)
+
+    def tune(self, n_chains: int, generator: torch.Generator) -> dict:
+        """The pilot of a gradient move (none for gibbs): from ``n_chains`` of the reference's samples, moves at
+        ``beta = 1`` tune the parameter by acceptance rate (:func:`~logzbench.models.energy_moves.tune_param`)
+        and freeze it as :attr:`move_param`.  Uses only ``generator``; leaves the acceptance counters as they
+        were.  Returns ``{"transition", "param_name", "param", "acceptance", "sweeps"}`` (``sweeps``:
+        transitions per chain run; 0 when there is nothing to tune or the parameter is already frozen)."""
+        name = self.transition_name
+        out = {"transition": name, "param_name": PARAM_NAMES[name], "param": self._move_param}
+        if name == "gibbs" or self._move_param is not None:
+            return {**out, "acceptance": float("nan"), "sweeps": 0}
+        counters = (self.n_proposed, self.n_accepted)
+        box = [self.sample_initial(n_chains, generator)]
+
+        def run(param, n_moves: int) -> float:
+            self._move_param = param
+            p0, a0 = self.n_proposed, self.n_accepted
+            for _ in range(int(n_moves)):
+                box[0] = self.transition(box[0], 1.0, generator)
+            return (self.n_accepted - a0) / max(1, self.n_proposed - p0)
+
+        try:
+            tuned = tune_param(name, self.model.dim, run)
+        finally:
+            self._move_param = None
+            self.n_proposed, self.n_accepted = counters
+        self.move_param = tuned["param"]
+        return {**out, **tuned, "param": self._move_param}
 
     def _log_r(self, x: torch.Tensor) -> torch.Tensor:
         if self.factorized:
@@ -214,15 +301,30 @@ class DiscreteEnergyPath:
 
     @torch.no_grad()
     def transition(self, state: EnergyState, beta: float, generator: torch.Generator) -> EnergyState:
-        """One Metropolis-within-Gibbs sweep at ``beta``: every site once, in each chain's own random order;
-        at each, a binary site proposes the flip and accepts with ``min(1, f_beta(x') / f_beta(x))``, a
-        categorical one is drawn from its conditional under ``p_beta`` (its ``q`` states scored in one call of
-        ``log_f``); all chains are updated together (one call of ``log_f`` per step).  With the model's
-        ``conditional`` and a factorised reference: one reversible block-Gibbs sweep over its colour classes
-        (:mod:`logzbench.models.energy_blocks`)."""
-        if self.model.conditional is not None and self.factorized:  # block Gibbs (energy_blocks)
-            return self._block(state, float(beta), generator, self.reference.log_p)
-        return self._sweep(state, float(beta), generator, self.reference.site_log_p if self.factorized else None)
+        """One transition at ``beta`` (:attr:`transition_name`).  gibbs: a Metropolis-within-Gibbs sweep,
+        every site once, in each chain's own random order; at each, a binary site proposes the flip and accepts
+        with ``min(1, f_beta(x') / f_beta(x))``, a categorical one is drawn from its conditional under
+        ``p_beta`` (its other states scored in one call of ``log_f``); all chains are updated together (one
+        call of ``log_f`` per step).  With the model's ``conditional`` and a factorised reference: one
+        reversible block-Gibbs sweep over its colour classes (:mod:`logzbench.models.energy_blocks`).
+        gwg / dmala: one Metropolis-Hastings move of every chain (one forward and backward pass of ``log_f``)."""
+        if self.transition_name == "gibbs":
+            if self.model.conditional is not None and self.factorized:  # block Gibbs (energy_blocks)
+                return self._block(state, float(beta), generator, self.reference.log_p)
+            return self._sweep(state, float(beta), generator, self.reference.site_log_p if self.factorized else None)
+        table = self.reference.log_p if self.factorized else None
+        return self._move(state, MoveTarget(float(beta), table, None if self.factorized else self._log_r), generator)
+
+    def _move(self, state: EnergyState, target: MoveTarget, generator: torch.Generator) -> EnergyState:
+        """The gradient move of :meth:`transition` toward ``target`` (the mixture path passes each chain's
+        component's site table), counting its proposals and acceptances (one per chain and move)."""
+        name = self.transition_name
+        param = self._move_param if self._move_param is not None else DEFAULT_PARAM[name]
+        move = gwg_move if name == "gwg" else dmala_move
+        x, lf, lr, grad, accept = move(self.model, state.x, state.lf, state.lr, state.grad, target, param, generator)
+        self.n_proposed += int(x.shape[0])
+        self.n_accepted += int(accept.sum())
+        return EnergyState(x, lf, lr, grad)
 
     def _block(self, state: EnergyState, beta: float, generator: torch.Generator, log_r: torch.Tensor) -> EnergyState:
         """The block-Gibbs sweep (:meth:`EnergyModel.block_gibbs`, reference per-site log-probabilities
@@ -315,20 +417,21 @@ class MixtureEnergyPath(DiscreteEnergyPath):
     """The augmented mixture path (:mod:`logzbench.models.mixture`) of a discrete user energy:
     ``f_beta(x) = f(x)^beta (1/C) sum_z (pi_z q_z(x))^(1 - beta)``, ``log Z_0 = -log C``.  A transition draws
     each chain's component ``z ~ p_beta(z | x)``, then runs the Metropolis-within-Gibbs sweep of
-    :class:`DiscreteEnergyPath` on ``q_z(x)^(1 - beta) f(x)^beta`` (reversible for ``p_beta(x | z)``), so the
-    kernel on ``x`` leaves ``p_beta(x)`` invariant and is reversible for it.  States are
+    :class:`DiscreteEnergyPath` (or its gwg / dmala move, ``transition``) on ``q_z(x)^(1 - beta) f(x)^beta``
+    (reversible for ``p_beta(x | z)``), so the kernel on ``x`` leaves ``p_beta(x)`` invariant and is reversible
+    for it: ``p(x) p(z | x) K_z(x, x') = p(x, z) K_z(x, x')`` is symmetric in ``x, x'``.  States are
     :class:`~logzbench.models.mixture.MixtureState` (``base``: an :class:`EnergyState` whose ``lr`` is
     ``log q(x)``; ``comp``: ``log pi_z + log q_z(x)`` per component)."""
 
-    def __init__(self, model, mixture):
-        super().__init__(model, FactorizedReference.uniform(model.dim, int(model.n_states), model._device))
+    def __init__(self, model, mixture, transition: str = "gibbs"):
+        super().__init__(model, FactorizedReference.uniform(model.dim, int(model.n_states), model._device), transition)
         from .mixture import MixtureTerms
 
         self._terms = MixtureTerms()
         self._terms._init_mixture(mixture, model._device, 0.0)
         self.mixture = self._terms.mixture
 
-    def _wrap(self, x: torch.Tensor, lf: torch.Tensor | None = None):
+    def _wrap(self, x: torch.Tensor, lf: torch.Tensor | None = None, grad: torch.Tensor | None = None):
         from .mixture import MixtureState
 
         x = x.to(dtype=self.model.dtype, device=self.model.device)
@@ -336,7 +439,7 @@ class MixtureEnergyPath(DiscreteEnergyPath):
         if lf is None:
             with torch.no_grad():
                 lf = self.model.log_f(x)
-        return MixtureState(EnergyState(x, lf, torch.logsumexp(comp, 1)), comp)
+        return MixtureState(EnergyState(x, lf, torch.logsumexp(comp, 1), grad), comp)
 
     def state_from_data(self, data: torch.Tensor):
         return self._wrap(torch.as_tensor(data))
@@ -368,10 +471,14 @@ class MixtureEnergyPath(DiscreteEnergyPath):
         rows = torch.arange(z.shape[0], device=z.device)
         lr_z = state.comp[rows, z]
 
+        base = EnergyState(state.base.x, state.base.lf, lr_z, state.base.grad)
+        if self.transition_name != "gibbs":  # the move on q_z^(1 - beta) f^beta, z's site table exact
+            out = self._move(base, MoveTarget(beta, log_p[z], None), generator)
+            return self._wrap(out.x, out.lf, out.grad)
+
         def site_log_p(sites, values):
             return log_p[z, sites, values.long()]
 
-        base = EnergyState(state.base.x, state.base.lf, lr_z)
         if self.model.conditional is not None:  # block Gibbs on each chain's component's site terms
             out = self._block(base, beta, generator, log_p[z])
         else:
