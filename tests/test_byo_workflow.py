@@ -484,3 +484,26 @@ def test_report_names_the_size_of_a_model_without_hidden_units():
     assert arch("potts-rbm", n_visible=8, n_hidden=20) == "8-20"
     assert arch("rbm", n_visible=784, n_hidden=500) == "784-500"
     assert arch("energy-continuous", n_visible=2) == ""
+
+
+def test_transition_entry_reaches_the_estimate(workdir):
+    """An estimator entry's ``transition`` (issue 39) is recorded with the job and passed to the estimate; a
+    gradient transition is for a discrete energy only, so the continuous model is not given the entry."""
+    from logzbench.pipeline.jobs import estimate_options
+
+    config = json.loads(json.dumps(CONFIG))
+    config["estimators"]["ais-dmala"] = {"method": "ais", "chains": 20, "transition": "dmala"}
+    config["models"]["my-energy"]["estimators"].append("ais-dmala")
+    config = validated(config)
+    assert check_config(config) == []
+    stems = [j.stem for j in sweep.all_jobs(config) if j.entry == "ais-dmala"]
+    assert stems == ["K10_uniform_seed0"]
+    settings = sweep.job_settings(config, "my-energy", "ais-dmala", stems[0])
+    assert settings["transition"] == "dmala"
+    assert estimate_options(settings)["transition"] == "dmala"
+    # the default transition is not recorded: the other jobs' settings (and files, MLflow params) are as before
+    assert "transition" not in sweep.job_settings(config, "my-energy", "ais", stems[0])
+    config["estimators"]["smc-dmala"] = {"method": "smc", "transition": "dmala"}  # smc runs on continuous models
+    config["models"]["my-gauss"]["estimators"].append("smc-dmala")
+    with pytest.raises(ConfigError, match="transition dmala, which is for a user's discrete energy"):
+        check_config(validated(config))

@@ -106,7 +106,8 @@ class SampleResult(NamedTuple):
     h : numpy.ndarray, shape (n, H), or None
         First-layer hidden units (float64 0/1) drawn jointly with ``x`` where the model has them.
     method : str
-        ``"exact"``, ``"gibbs"``, ``"hmc"``, ``"ais-final"`` or ``"pt"`` (module docstring).
+        ``"exact"``, ``"gibbs"`` (a user's discrete energy: its transition, ``"gwg"`` or ``"dmala"``), ``"hmc"``,
+        ``"ais-final"`` or ``"pt"`` (module docstring).
     burn_in : int
         Sweeps discarded before the first kept sample (0 for exact and annealed draws; for ``pt`` the tuning
         scans and ``burn_in``).
@@ -315,7 +316,7 @@ def sample(
             n_chains = n if chains is None else chains
             path = move.path(fam, init_used, train, n if chains is None else chains)
             out = _mcmc(model, path, n, beta, burn, thin, n_chains, g)
-            method = "hmc" if fam.kind == "analysis" else "gibbs"
+            method = "hmc" if fam.kind == "analysis" else getattr(path, "transition_name", "gibbs")
             out = (out[0], out[1], method, burn, out[2])
             settings.update(init=init_used, burn_in_rule="given" if burn_in is not None else "default")
             settings.update(thin=thin, chains=n_chains)

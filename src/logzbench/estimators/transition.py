@@ -29,6 +29,7 @@ respect to each intermediate distribution (RAISE, Burda et al. 2015, Sec. 3), an
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, NamedTuple
 
@@ -83,7 +84,7 @@ def check_reversible(ctx, path) -> None:
     raise ValueError(
         f"{ctx.name} runs its transitions in reverse, which needs a kernel reversible with respect to each "
         f"intermediate distribution; the {name} transition of this path is not ({path.transition_description}): "
-        "use a reversible one (see docs/estimators.md, 'Transitions of a user's energy')"
+        "use a reversible one (gibbs, gwg and dmala are; docs/models.md, 'Gradient-informed transitions')"
     )
 
 
@@ -117,7 +118,7 @@ class TransitionChoice(NamedTuple):
             transition_pilot_sweeps=int(self.sweeps),
             transition_pilot_seconds=float(self.seconds),
         )
-        if self.acceptance is not None:
+        if self.acceptance is not None and math.isfinite(float(self.acceptance)):
             res.extra["transition_acceptance"] = float(self.acceptance)
         if self.candidates is not None:
             res.extra["transition_candidates"] = self.candidates
@@ -129,14 +130,17 @@ def choose(requested: str, build, n_chains: int, generator: torch.Generator) -> 
     ``requested``, then the kernel's tuning on a path from ``build(name)``, both on ``n_chains`` chains
     from ``generator`` (:func:`transition_generator`: not the run's)."""
     t0 = time.perf_counter()
-    name, candidates, sweeps = requested, None, 0
-    if name == AUTO_TRANSITION:
+    if requested == AUTO_TRANSITION:  # each candidate tuned in the pilot: the picked one's parameter is kept
         from ..models.energy_moves import choose_transition
 
         picked = choose_transition(build, n_chains, generator)
-        name, candidates, sweeps = picked["transition"], picked["candidates"], int(picked["sweeps"]) * n_chains
-    tuned = {} if name == "gibbs" else build(name).tune(n_chains, generator)  # gibbs has nothing to tune
-    sweeps += int(tuned.get("sweeps", 0)) * n_chains
+        name, candidates = picked["transition"], picked["candidates"]
+        tuned = {k: candidates[name].get(k) for k in ("param_name", "param", "acceptance")}
+        sweeps = int(picked["sweeps"]) * n_chains
+    else:
+        name, candidates = requested, None
+        tuned = {} if name == "gibbs" else build(name).tune(n_chains, generator)  # gibbs has nothing to tune
+        sweeps = int(tuned.get("sweeps", 0)) * n_chains
     return TransitionChoice(
         name=name,
         requested=requested,
