@@ -164,6 +164,8 @@ def log_f_and_grad(model, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         )
     lf, grad = lf.detach(), grad.double()
     finite = torch.isfinite(lf)
+    if bool(finite.all()) and bool(torch.isfinite(grad).all()):  # the common case: two reductions, no copies
+        return lf, grad
     for bad, what in ((torch.isnan(grad).any(1), "NaN"), (torch.isinf(grad).any(1), "an infinite")):
         k = int((bad & finite).sum())
         if k:
@@ -232,6 +234,78 @@ def _uniforms(shape, generator: torch.Generator, device) -> torch.Tensor:
     return torch.rand(shape, generator=generator, dtype=torch.float64, device=generator.device).to(device)
 
 
+# --------------------------------------------------------------------------- binary sites
+# On {0, 1}^dim the only change of a site is its flip, so ``D(i, 1 - x_i) = s_i c_i`` with ``s = 1 - 2x`` and
+# ``c = beta g + (1 - beta) (log r_i(1) - log r_i(0))``: the moves below work on ``(n, dim)`` arrays instead of
+# the general ``(n, dim, q)`` ones (a softmax over a last axis of 2 costs about ten times an elementwise op).
+# They draw from the same proposals as the general functions, which the tests' transition matrices are built
+# from (``gwg_log_proposal``, ``dmala_log_proposal``).
+def _flip_coef(grad: torch.Tensor, target: MoveTarget, n: int, device) -> torch.Tensor:
+    """``c`` (above), float64 ``(n, dim)``."""
+    beta = float(target.beta)
+    c = beta * grad.to(device) if beta > 0.0 else torch.zeros_like(grad, device=device)
+    if beta < 1.0 and target.table is not None:
+        table = target.table.to(device)
+        c = c + (1.0 - beta) * (table[..., 1] - table[..., 0])
+    return c
+
+
+def _flip_log_r(x: torch.Tensor, x_new: torch.Tensor, lr: torch.Tensor, target: MoveTarget) -> torch.Tensor:
+    """``log r(x')`` after flips: ``lr`` plus the site-table differences, or the user reference's ``log_prob``."""
+    if target.table is None:
+        return target.log_r(x_new)
+    table = target.table.to(x.device)
+    return lr + ((x_new - x).double() * (table[..., 1] - table[..., 0])).sum(1)
+
+
+def _gwg_binary(model, x, lf, lr, grad, target: MoveTarget, n_flips: int, generator: torch.Generator):
+    """:func:`gwg_move` on binary sites: ``n_flips`` sites drawn from ``softmax(s c / 2)``, flipped."""
+    n, dev = x.shape[0], x.device
+    log_q = torch.log_softmax((1.0 - 2.0 * x.double()) * _flip_coef(grad, target, n, dev) / 2.0, dim=1)
+    cdf = torch.cumsum(torch.exp(log_q), dim=1)
+    u = _uniforms((n, int(n_flips)), generator, dev)
+    sites = torch.searchsorted(cdf, u, right=True).clamp_(max=log_q.shape[1] - 1)
+    x_new = x.clone().scatter_(1, sites, 1.0 - x.gather(1, sites))  # a site drawn twice is set once, as gwg_apply
+    lf_new, grad_new = log_f_and_grad(model, x_new)
+    lr_new = _flip_log_r(x, x_new, lr, target)
+    coef_new = _flip_coef(grad_new, target, n, dev)
+    log_q_new = torch.log_softmax((1.0 - 2.0 * x_new.double()) * coef_new / 2.0, dim=1)
+    beta = float(target.beta)
+    log_a = log_acceptance(
+        _log_target(lf_new, lr_new, beta),
+        _log_target(lf, lr, beta),
+        log_q_new.gather(1, sites).sum(1),  # the reverse changes flip the same sites back
+        log_q.gather(1, sites).sum(1),
+    )
+    accept = torch.log(_uniforms(n, generator, dev)) < log_a
+    return _select(accept, (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)) + (accept,)
+
+
+def _dmala_binary(model, x, lf, lr, grad, target: MoveTarget, alpha: float, generator: torch.Generator):
+    """:func:`dmala_move` on binary sites: each site flipped with probability ``sigmoid(a)``,
+    ``a = s c / 2 - 1/(2 alpha)`` (``log q(stay) = log q(flip) - a``: one log-sigmoid per state)."""
+    n, dev = x.shape[0], x.device
+    penalty = torch.tensor(-1.0 / (2.0 * float(alpha)), dtype=torch.float64, device=dev)
+    sign = 1.0 - 2.0 * x.double()
+    a = torch.addcmul(penalty, sign, _flip_coef(grad, target, n, dev), value=0.5)
+    log_flip = torch.nn.functional.logsigmoid(a)
+    flip = (_uniforms(a.shape, generator, dev).log_() < log_flip).double()  # 0./1. masks: cheaper than where
+    x_new = x + (flip * sign).to(x.dtype)
+    lf_new, grad_new = log_f_and_grad(model, x_new)
+    lr_new = _flip_log_r(x, x_new, lr, target)
+    a_new = torch.addcmul(penalty, sign - 2.0 * flip * sign, _flip_coef(grad_new, target, n, dev), value=0.5)
+    log_flip_new = torch.nn.functional.logsigmoid(a_new)
+    beta = float(target.beta)
+    log_a = log_acceptance(
+        _log_target(lf_new, lr_new, beta),
+        _log_target(lf, lr, beta),
+        log_flip_new.sum(1) - (a_new - a_new * flip).sum(1),  # back: the same sites flip, the rest stay
+        log_flip.sum(1) - (a - a * flip).sum(1),
+    )
+    accept = torch.log(_uniforms(n, generator, dev)) < log_a
+    return _select(accept, (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)) + (accept,)
+
+
 # --------------------------------------------------------------------------- GWG
 def gwg_log_proposal(x: torch.Tensor, grad: torch.Tensor | None, target: MoveTarget, q: int) -> torch.Tensor:
     """``log q(i, v | x)`` of GWG's single changes, float64 ``(n, dim * q)`` (index ``i * q + v``):
@@ -261,6 +335,8 @@ def gwg_move(model, x, lf, lr, grad, target: MoveTarget, n_flips: int, generator
     q = int(model.n_states)
     if grad is None:
         lf, grad = log_f_and_grad(model, x)
+    if q == 2:
+        return _gwg_binary(model, x, lf, lr, grad, target, n_flips, generator)
     n, dev = x.shape[0], x.device
     log_q = gwg_log_proposal(x, grad, target, q)
     cdf = torch.cumsum(torch.exp(log_q), dim=1)
@@ -298,6 +374,8 @@ def dmala_move(model, x, lf, lr, grad, target: MoveTarget, alpha: float, generat
     q = int(model.n_states)
     if grad is None:
         lf, grad = log_f_and_grad(model, x)
+    if q == 2:
+        return _dmala_binary(model, x, lf, lr, grad, target, alpha, generator)
     n, dev = x.shape[0], x.device
     log_q = dmala_log_proposal(x, grad, target, q, alpha)
     draw = categorical_from_logits(log_q.to(generator.device), generator).to(dev)  # (n, dim)
