@@ -31,7 +31,9 @@ compared with exact enumeration, within ``--check-z`` standard errors.
 per transition, on a 784-16 RBM (by default trained by PCD-1 on binarized MNIST rows, ``--rbm pcd``;
 ``--rbm random``: ``BinaryRBM.random`` with weights ``N(0, --scale^2)``).  ``native`` is the RBM's own
 block-Gibbs path (``estimate(rbm, "ais", ...)``); ``gibbs``, ``gwg``, ``dmala`` and ``auto`` are the
-:class:`EnergyModel` of its free energy (:func:`energy_twin`) through ``estimate(..., transition=...)``.
+:class:`EnergyModel` of its free energy (:func:`energy_twin`) through ``estimate(..., transition=...)``;
+``conditional`` is the RBM's joint energy over ``(v, h)`` written by hand with its exact conditional
+(:func:`joint_twin`: block Gibbs over the colour classes visible | hidden, from the native path's start).
 Every run is ``logzbench.api.estimate(model, "ais", K=K, chains=C, seed=s, init=..., threads=...)``;
 ``K`` doubles from ``--k-start`` until the median |log Z - exact| over the seeds is below ``--tol``
 (:func:`bench_schedules.measure`), or ``K`` would pass ``--k-cap``, or the method's next level would end
@@ -110,6 +112,52 @@ class RBMFreeEnergy(nn.Module):
 def energy_twin(rbm: BinaryRBM) -> EnergyModel:
     """The :class:`EnergyModel` whose ``log_f`` is ``rbm``'s free energy (float32, as the RBM)."""
     return EnergyModel(RBMFreeEnergy(rbm), rbm.n_visible, "binary", name="rbm-free-energy")
+
+
+class RBMJoint(nn.Module):
+    """``log f(v, h) = v.a + h.b + v W h`` on the ``n_visible + n_hidden`` sites ``x = [v, h]``, with its exact
+    conditional (:meth:`conditional`): the RBM's joint energy written by hand, as a user would."""
+
+    def __init__(self, rbm: BinaryRBM):
+        super().__init__()
+        self.register_buffer("W", rbm.W.detach().float().clone())
+        self.register_buffer("a", rbm.visible_bias.detach().float().clone())
+        self.register_buffer("b", rbm.hidden_bias.detach().float().clone())
+        self.n_visible = rbm.n_visible
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        v, h = x[:, : self.n_visible], x[:, self.n_visible :]
+        return v @ self.a + h @ self.b + ((v @ self.W) * h).sum(1)
+
+    def conditional(self, x: torch.Tensor, c: int) -> torch.Tensor:
+        """Log-odds of colour class ``c`` (0: the visible units, 1: the hidden ones) given the other."""
+        if c == 0:
+            return torch.addmm(self.a, x[:, self.n_visible :], self.W.T)
+        return torch.addmm(self.b, x[:, : self.n_visible], self.W)
+
+
+def joint_twin(rbm: BinaryRBM, rows=None) -> EnergyModel:
+    """The :class:`EnergyModel` of ``rbm``'s joint energy (:class:`RBMJoint`) with its exact conditional and the
+    colouring visible | hidden, from the reference the native path starts from: the smoothed base rate of
+    ``rows`` on the visible sites (uniform without rows), uniform on the hidden ones.  Its ``log Z`` is the
+    RBM's."""
+    from logzbench.models.energy_path import FactorizedReference
+    from logzbench.models.potts import base_rate_logits, site_frequencies
+
+    V, H = rbm.n_visible, rbm.n_hidden
+    log_p = torch.zeros(V + H, 2, dtype=torch.float64)
+    if rows is not None:
+        log_p[:V] = base_rate_logits(site_frequencies(torch.as_tensor(rows).long(), 2), 0.05)
+    f = RBMJoint(rbm)
+    return EnergyModel(
+        f,
+        V + H,
+        "binary",
+        reference=FactorizedReference(log_p),
+        name="rbm-joint-energy",
+        conditional=f.conditional,
+        colouring=[range(V), range(V, V + H)],
+    )
 
 
 def time_sweeps(path, state, beta: float, n: int, g: torch.Generator):
@@ -201,7 +249,9 @@ def equivalence(args) -> dict:
 
 # --------------------------------------------------------------------------- the transitions, by name
 NATIVE = "native"
-ACCURACY_TRANSITIONS = (NATIVE, "gibbs", "gwg", "dmala", "auto")
+#: ``conditional``: the RBM's joint energy with its exact conditional (:func:`joint_twin`), block Gibbs
+CONDITIONAL = "conditional"
+ACCURACY_TRANSITIONS = (NATIVE, CONDITIONAL, "gibbs", "gwg", "dmala", "auto")
 MLP_TRANSITIONS = ("gibbs", "gwg", "dmala", "auto")
 #: what the result's settings and extra say about the transition (its pilot, what ``auto`` picked)
 _KERNEL_KEYS = ("transition", "accept", "flip", "step", "alpha", "param")
@@ -220,9 +270,11 @@ def run_ais(model, transition: str, *, K: int, chains: int, seed: int, init: str
     (``auto``'s choice, the tuning) included in both."""
     kw = {"K": K, "chains": chains, "seed": seed, "init": init, "schedule": schedule, "threads": threads}
     kw["n_bootstrap"] = 1
-    if init == "base-rate":
+    if init == "base-rate" and transition != CONDITIONAL:  # the joint twin carries its own reference
         kw["train_data"] = train
-    if transition != NATIVE:
+    if transition == CONDITIONAL:
+        kw["init"] = "uniform"  # (ignored: the model's reference is the start)
+    elif transition != NATIVE:
         kw["transition"] = transition
     t0 = time.perf_counter()
     res = estimate(model, "ais", **kw)
@@ -342,8 +394,9 @@ def accuracy(args) -> dict:
     )
     seeds = list(range(args.seeds))
     results = {}
+    joint = joint_twin(rbm, X if init == "base-rate" else None) if CONDITIONAL in args.transitions else None
     for name in args.transitions:
-        model = rbm if name == NATIVE else twin
+        model = rbm if name == NATIVE else joint if name == CONDITIONAL else twin
 
         def runner(b, s, K, th, ch, v, cache, name=name, model=model):
             res, wall = run_ais(
