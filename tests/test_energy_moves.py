@@ -360,10 +360,32 @@ def test_choose_transition_picks_and_reports():
     out = choose_transition(model, 20, _gen(0), n_transitions=8, burn_in=2)
     assert out["transition"] in ("gibbs", "gwg", "dmala")
     assert set(out["candidates"]) == {"gibbs", "gwg", "dmala"}
-    assert out["sweeps"] >= 3 * 10
-    best = max(c["ess_per_s"] for c in out["candidates"].values())
+    assert out["sweeps"] >= 2 * 10 + 1
+    measured = [c["ess_per_s"] for c in out["candidates"].values() if c["ess_per_s"] is not None]
+    best = max(measured)
     assert out["candidates"][out["transition"]]["ess_per_s"] == best > 0
     assert out["candidates"]["gwg"]["param"] >= 1 and out["candidates"]["gibbs"]["param"] is None
+    for c in out["candidates"].values():  # a candidate not measured could not have won
+        assert c["ess_per_s"] is not None or c["ess_per_s_bound"] < best
+
+
+def test_choose_transition_does_not_measure_a_sweep_that_cannot_win():
+    """A log_f of 1 ms per call on 400 sites: a gibbs sweep (400 calls, 0.4 s) bounds its effective samples per
+    second at 50 chains / 0.4 s = 125 after one sweep, below what a gradient move (two calls) measures, so it is
+    recorded with that bound and not measured further."""
+    import time
+
+    w = torch.linspace(-0.5, 0.5, 400, dtype=torch.float64)
+
+    def slow(x):
+        time.sleep(1e-3)
+        return x.double() @ w
+
+    model = EnergyModel(slow, 400, "binary")
+    out = choose_transition(model, 50, _gen(2), n_transitions=8, burn_in=2)
+    gibbs, best = out["candidates"]["gibbs"], out["candidates"][out["transition"]]["ess_per_s"]
+    assert out["transition"] in ("gwg", "dmala")
+    assert gibbs["ess_per_s"] is None and gibbs["ess_per_s_bound"] < best and "at most" in gibbs["skipped"]
 
 
 def test_choose_transition_skips_a_log_f_without_gradient():

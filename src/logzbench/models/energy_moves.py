@@ -461,8 +461,12 @@ def choose_transition(
     the statistic is ``log f`` of each chain after each measured transition, its effective sample size the bulk
     ESS of ``arviz-stats`` (rank-normalised, from the autocorrelation across the ``n_chains`` chains; capped at
     the number of draws, which a short antithetic trace can appear to exceed), divided by the measured
-    transitions' wall time.  A candidate whose ``log_f`` has no usable gradient is recorded with
-    its ``refused`` reason and ``ess_per_s`` 0.  All randomness from ``generator``.
+    transitions' wall time.  The gradient moves are measured first; a later candidate whose first transition
+    shows it cannot beat the best so far (its effective samples per second are at most ``n_chains`` per
+    transition's seconds, the ESS being capped at the draws) is recorded with that bound
+    (``ess_per_s_bound``), ``skipped`` and ``ess_per_s`` ``None``, and not measured further.  A candidate whose
+    ``log_f`` has no usable gradient is recorded with its ``refused`` reason and ``ess_per_s`` 0.  All
+    randomness from ``generator``.
 
     Returns ``{"transition": picked, "candidates": {name: {"ess_per_s", "ess", "seconds", "param_name",
     "param", "acceptance"[, "refused"]}}, "sweeps": transitions per chain run by the whole pilot}``.  The picked
@@ -485,13 +489,26 @@ def choose_transition(
     if not names:
         raise ValueError("choose_transition needs at least one candidate transition")
     out, sweeps = {}, 0
-    for name in names:
+    # the gradient moves first: a gibbs sweep (dim calls of log_f) is often the dearest, and once a candidate
+    # is measured, another whose bound cannot beat it is not measured (below)
+    order = [n for n in names if n in GRADIENT_TRANSITIONS] + [n for n in names if n not in GRADIENT_TRANSITIONS]
+    for name in order:
         try:
             path = factory(name)
             tuned = path.tune(n_chains, generator)
             sweeps += int(tuned["sweeps"])
             state = path.sample_initial(n_chains, generator)
-            for _ in range(int(burn_in)):
+            t1 = time.perf_counter()
+            state = path.transition(state, 1.0, generator)
+            sweeps += 1
+            best = max((c["ess_per_s"] for c in out.values() if c["ess_per_s"] is not None), default=0.0)
+            bound = n_chains / max(time.perf_counter() - t1, 1e-9)  # ESS <= the draws (capped below)
+            if bound < best:  # its ESS per second cannot reach the best measured: not measured further
+                out[name] = {"ess_per_s": None, "ess_per_s_bound": bound, "ess": None, "seconds": None}
+                out[name].update(param_name=tuned["param_name"], param=tuned["param"], acceptance=tuned["acceptance"])
+                out[name]["skipped"] = f"at most {bound:.3g} effective samples/s (n_chains per transition's seconds)"
+                continue
+            for _ in range(int(burn_in) - 1):
                 state = path.transition(state, 1.0, generator)
             trace = []
             device = path.log_f(state, 1.0).device
@@ -502,7 +519,7 @@ def choose_transition(
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             seconds = time.perf_counter() - t0
-            sweeps += int(burn_in) + int(n_transitions)
+            sweeps += int(burn_in) - 1 + int(n_transitions)
         except ValueError as exc:
             if name not in GRADIENT_TRANSITIONS or "gradient" not in str(exc):
                 raise
@@ -521,5 +538,5 @@ def choose_transition(
             "param": tuned["param"],
             "acceptance": tuned["acceptance"],
         }
-    picked = max(names, key=lambda k: out[k]["ess_per_s"])
-    return {"transition": picked, "candidates": out, "sweeps": sweeps}
+    picked = max((k for k in names if out[k]["ess_per_s"] is not None), key=lambda k: out[k]["ess_per_s"])
+    return {"transition": picked, "candidates": {k: out[k] for k in names}, "sweeps": sweeps}
