@@ -351,3 +351,15 @@ def short_dir():
     d = Path(tempfile.mkdtemp(prefix="lz"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+def chi_square_p(counts: np.ndarray, probs: np.ndarray) -> float:
+    """Chi-square goodness-of-fit p-value of ``counts`` against ``probs`` (a sampler against enumeration), cells
+    expecting fewer than 5 pooled into one."""
+    from scipy import stats
+
+    keep = probs * counts.sum() >= 5
+    obs = np.append(counts[keep], counts[~keep].sum())
+    exp = np.append(probs[keep], probs[~keep].sum()) * counts.sum()
+    obs, exp = obs[exp > 0], exp[exp > 0]
+    return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import chi_square_p
 from scipy import stats
 
 from logzbench.api import estimate
@@ -149,12 +150,6 @@ def test_the_sandwich_brackets_an_energy_model():
 
 
 # --------------------------------------------------------------------------- the transitions
-def _chi_square_p(counts: np.ndarray, probs: np.ndarray) -> float:
-    keep = probs * counts.sum() >= 5
-    obs = np.append(counts[keep], counts[~keep].sum())
-    exp = np.append(probs[keep], probs[~keep].sum()) * counts.sum()
-    obs, exp = obs[exp > 0], exp[exp > 0]
-    return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
 
 
 @pytest.mark.parametrize("domain,dim", [("binary", 4), (("categorical", 3), 3)])
@@ -184,7 +179,7 @@ def test_metropolis_sweep_leaves_p_beta_invariant(domain, dim):
         state = path.transition(state, beta, g)
     codes = (state.x.long() * (q ** torch.arange(dim))).sum(1).numpy()  # enumerate_states: site 0 fastest
     counts = np.bincount(codes, minlength=len(p)).astype(float)
-    assert _chi_square_p(counts, p) > 1e-3
+    assert chi_square_p(counts, p) > 1e-3
     # the cached log f and log r are those of the new states
     assert torch.allclose(state.lf, model.log_f(state.x))
     assert torch.allclose(state.lr, path.reference.log_prob(state.x))

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import torch
+from conftest import chi_square_p
 from scipy import stats
 
 from logzbench.api import estimate
@@ -73,15 +74,6 @@ def _potts_rbm(q: int = 3, nv: int = 3, nh: int = 2, seed: int = 1, **kw) -> Ene
     return EnergyModel(log_f, nv + nh, ("categorical", q), conditional=potts_conditional, colouring=colouring, **kw)
 
 
-def _chi_square_p(counts: np.ndarray, probs: np.ndarray) -> float:
-    """Goodness of fit, cells expecting fewer than 5 pooled."""
-    keep = probs * counts.sum() >= 5
-    obs = np.append(counts[keep], counts[~keep].sum())
-    exp = np.append(probs[keep], probs[~keep].sum()) * counts.sum()
-    obs, exp = obs[exp > 0], exp[exp > 0]
-    return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
-
-
 def _codes(x: torch.Tensor, q: int) -> np.ndarray:
     """The index of each state in ``enumerate_states`` (site 0 the fastest digit)."""
     return (x.long() * (q ** torch.arange(x.shape[1]))).sum(1).numpy()
@@ -102,7 +94,7 @@ def _invariance_p(model, path, beta, n=20000, sweeps=2, seed=3) -> float:
     assert torch.allclose(state.lf, model.log_f(state.x))
     assert torch.allclose(state.lr, path._log_r(state.x))
     counts = np.bincount(_codes(state.x, int(model.n_states)), minlength=len(p)).astype(float)
-    return _chi_square_p(counts, p.numpy())
+    return chi_square_p(counts, p.numpy())
 
 
 # --------------------------------------------------------------------------- block Gibbs

@@ -14,7 +14,7 @@ import os
 import numpy as np
 import pytest
 import torch
-from scipy import stats
+from conftest import chi_square_p
 
 from logzbench.estimators import ais
 from logzbench.models import EnergyModel
@@ -115,15 +115,6 @@ def _codes(x: torch.Tensor, q: int) -> np.ndarray:
     return (x.long().cpu() * (q ** torch.arange(x.shape[1]))).sum(1).numpy()
 
 
-def _chi_square_p(counts: np.ndarray, probs: np.ndarray) -> float:
-    """Chi-square p-value of ``counts`` against ``probs``, bins expecting fewer than 5 pooled into one."""
-    keep = probs * counts.sum() >= 5
-    obs = np.append(counts[keep], counts[~keep].sum())
-    exp = np.append(probs[keep], probs[~keep].sum()) * counts.sum()
-    obs, exp = obs[exp > 0], exp[exp > 0]
-    return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
-
-
 # --------------------------------------------------------------------------- invariance
 def _path(model, ref: str, transition: str, param):
     rows = _rows(model)
@@ -191,7 +182,7 @@ def _check_invariance(energy, ref, transition, param, beta, device):
         state = path.transition(state, beta, g)
     assert state.x.device.type == torch.device(device).type
     counts = np.bincount(_codes(state.x, q), minlength=len(p)).astype(float)
-    assert _chi_square_p(counts, p.cpu().numpy()) > P_MIN
+    assert chi_square_p(counts, p.cpu().numpy()) > P_MIN
     # the chains moved (an invariance test of a kernel that never moves could not fail)
     assert (state.x != start).any(1).double().mean() > 0.2, path.acceptance_rate
     base = getattr(state, "base", state)  # the mixture path's state wraps the energy's
@@ -285,7 +276,7 @@ def test_the_path_moves_as_the_transition_matrix_says(domain, kernel, param):
     after = _codes(path.transition(state, beta, _gen(4)).x, int(model.n_states))
     counts = np.zeros_like(K)
     np.add.at(counts, (start, after), 1)
-    assert _chi_square_p(counts.ravel(), (K / n_states).ravel()) > P_MIN
+    assert chi_square_p(counts.ravel(), (K / n_states).ravel()) > P_MIN
 
 
 # --------------------------------------------------------------------------- AIS coverage

@@ -52,7 +52,8 @@ import numpy as np
 import torch
 
 from ..kernels import categorical_from_logits
-from .energy_path import _checked, _mix, first_line
+from .energy_moves import log_target
+from .energy_path import _checked, first_line
 
 __all__ = [
     "CHECK_PAIRS",
@@ -164,11 +165,11 @@ def block_gibbs_sweep(model, x: torch.Tensor, beta: float, generator: torch.Gene
         logits = conditional_logits(model, x, c) if beta > 0.0 else None
         if binary:
             r_odds = lr[..., 1] - lr[..., 0]
-            a = _mix(r_odds, logits if logits is not None else r_odds, beta).expand(n, -1)
+            a = log_target(r_odds, logits if logits is not None else r_odds, beta).expand(n, -1)
             u = torch.rand(n, int(idx.numel()), generator=generator, dtype=torch.float64, device=gdev).to(dev)
             new = (u < torch.sigmoid(a)).to(x.dtype)
         else:
-            a = _mix(lr, logits if logits is not None else lr, beta).expand(n, -1, -1)
+            a = log_target(lr, logits if logits is not None else lr, beta).expand(n, -1, -1)
             new = categorical_from_logits(a.to(gdev), generator).to(dev).to(x.dtype)
         x[:, idx] = torch.where(active[:, None], new, x[:, idx])
     return x

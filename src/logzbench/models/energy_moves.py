@@ -67,6 +67,7 @@ __all__ = [
     "gwg_move",
     "log_acceptance",
     "log_f_and_grad",
+    "log_target",
     "tune_param",
 ]
 
@@ -194,8 +195,9 @@ def log_acceptance(log_p_new, log_p_old, log_q_reverse, log_q_forward) -> torch.
     return torch.clamp(a, max=0.0)
 
 
-def _log_target(lf: torch.Tensor, lr: torch.Tensor, beta: float) -> torch.Tensor:
-    """``(1 - beta) lr + beta lf`` with ``0 * (-inf) = 0`` at the ends (as the Gibbs sweep's)."""
+def log_target(lr: torch.Tensor, lf: torch.Tensor, beta: float) -> torch.Tensor:
+    """``log f_beta = (1 - beta) lr + beta lf`` of the geometric path, with ``0 * (-inf) = 0`` at the ends (beta 0
+    ignores ``f``, 1 ignores ``r``): the target of every transition of a discrete energy's path."""
     if beta <= 0.0:
         return lr
     if beta >= 1.0:
@@ -270,15 +272,10 @@ def _gwg_binary(model, x, lf, lr, grad, target: MoveTarget, n_flips: int, genera
     lr_new = _flip_log_r(x, x_new, lr, target)
     coef_new = _flip_coef(grad_new, target, n, dev)
     log_q_new = torch.log_softmax((1.0 - 2.0 * x_new.double()) * coef_new / 2.0, dim=1)
-    beta = float(target.beta)
-    log_a = log_acceptance(
-        _log_target(lf_new, lr_new, beta),
-        _log_target(lf, lr, beta),
-        log_q_new.gather(1, sites).sum(1),  # the reverse changes flip the same sites back
-        log_q.gather(1, sites).sum(1),
-    )
-    accept = torch.log(_uniforms(n, generator, dev)) < log_a
-    return _select(accept, (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)) + (accept,)
+    log_q_reverse = log_q_new.gather(1, sites).sum(1)  # the reverse changes flip the same sites back
+    log_q_forward = log_q.gather(1, sites).sum(1)
+    new, old = (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)
+    return _metropolis(new, old, target, log_q_reverse, log_q_forward, generator)
 
 
 def _dmala_binary(model, x, lf, lr, grad, target: MoveTarget, alpha: float, generator: torch.Generator):
@@ -295,15 +292,10 @@ def _dmala_binary(model, x, lf, lr, grad, target: MoveTarget, alpha: float, gene
     lr_new = _flip_log_r(x, x_new, lr, target)
     a_new = torch.addcmul(penalty, sign - 2.0 * flip * sign, _flip_coef(grad_new, target, n, dev), value=0.5)
     log_flip_new = torch.nn.functional.logsigmoid(a_new)
-    beta = float(target.beta)
-    log_a = log_acceptance(
-        _log_target(lf_new, lr_new, beta),
-        _log_target(lf, lr, beta),
-        log_flip_new.sum(1) - (a_new - a_new * flip).sum(1),  # back: the same sites flip, the rest stay
-        log_flip.sum(1) - (a - a * flip).sum(1),
-    )
-    accept = torch.log(_uniforms(n, generator, dev)) < log_a
-    return _select(accept, (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)) + (accept,)
+    log_q_reverse = log_flip_new.sum(1) - (a_new - a_new * flip).sum(1)  # back: the same sites flip, the rest stay
+    log_q_forward = log_flip.sum(1) - (a - a * flip).sum(1)
+    new, old = (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)
+    return _metropolis(new, old, target, log_q_reverse, log_q_forward, generator)
 
 
 # --------------------------------------------------------------------------- GWG
@@ -347,15 +339,10 @@ def gwg_move(model, x, lf, lr, grad, target: MoveTarget, n_flips: int, generator
     lf_new, grad_new = log_f_and_grad(model, x_new)
     lr_new = _log_r_new(x, x_new, lr, target)
     log_q_new = gwg_log_proposal(x_new, grad_new, target, q)
-    beta = float(target.beta)
-    log_a = log_acceptance(
-        _log_target(lf_new, lr_new, beta),
-        _log_target(lf, lr, beta),
-        log_q_new.gather(1, reverse).sum(1),
-        log_q.gather(1, idx).sum(1),
-    )
-    accept = (torch.log(_uniforms(n, generator, dev)) < log_a) & valid
-    return _select(accept, (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)) + (accept,)
+    log_q_reverse = log_q_new.gather(1, reverse).sum(1)
+    log_q_forward = log_q.gather(1, idx).sum(1)
+    new, old = (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)
+    return _metropolis(new, old, target, log_q_reverse, log_q_forward, generator, valid=valid)
 
 
 # --------------------------------------------------------------------------- DMALA
@@ -376,22 +363,30 @@ def dmala_move(model, x, lf, lr, grad, target: MoveTarget, alpha: float, generat
         lf, grad = log_f_and_grad(model, x)
     if q == 2:
         return _dmala_binary(model, x, lf, lr, grad, target, alpha, generator)
-    n, dev = x.shape[0], x.device
+    dev = x.device
     log_q = dmala_log_proposal(x, grad, target, q, alpha)
     draw = categorical_from_logits(log_q.to(generator.device), generator).to(dev)  # (n, dim)
     x_new = draw.to(x.dtype)
     lf_new, grad_new = log_f_and_grad(model, x_new)
     lr_new = _log_r_new(x, x_new, lr, target)
     log_q_new = dmala_log_proposal(x_new, grad_new, target, q, alpha)
+    log_q_reverse = log_q_new.gather(2, x.long().unsqueeze(2)).sum((1, 2))
+    log_q_forward = log_q.gather(2, draw.unsqueeze(2)).sum((1, 2))
+    new, old = (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)
+    return _metropolis(new, old, target, log_q_reverse, log_q_forward, generator)
+
+
+def _metropolis(new: tuple, old: tuple, target: MoveTarget, log_q_reverse, log_q_forward, generator, valid=None):
+    """Accept each chain's proposal ``new = (x', lf', lr', grad')`` over ``old`` with the Metropolis-Hastings
+    probability for ``p_beta`` (:func:`log_acceptance`; ``valid`` false: rejected); returns the rows kept and
+    ``accepted``."""
     beta = float(target.beta)
-    log_a = log_acceptance(
-        _log_target(lf_new, lr_new, beta),
-        _log_target(lf, lr, beta),
-        log_q_new.gather(2, x.long().unsqueeze(2)).sum((1, 2)),
-        log_q.gather(2, draw.unsqueeze(2)).sum((1, 2)),
-    )
-    accept = torch.log(_uniforms(n, generator, dev)) < log_a
-    return _select(accept, (x_new, lf_new, lr_new, grad_new), (x, lf, lr, grad)) + (accept,)
+    log_p_new, log_p_old = log_target(new[2], new[1], beta), log_target(old[2], old[1], beta)
+    log_a = log_acceptance(log_p_new, log_p_old, log_q_reverse, log_q_forward)
+    accept = torch.log(_uniforms(log_a.shape[0], generator, log_a.device)) < log_a
+    if valid is not None:
+        accept = accept & valid
+    return _select(accept, new, old) + (accept,)
 
 
 def _select(accept: torch.Tensor, new: tuple, old: tuple) -> tuple:

@@ -31,6 +31,7 @@ from .energy_moves import (
     check_transition,
     dmala_move,
     gwg_move,
+    log_target,
     tune_param,
 )
 from .potts import base_rate_logits, categorical_from_logits, site_frequencies
@@ -291,7 +292,7 @@ class DiscreteEnergyPath:
         return self._state(x)
 
     def log_f(self, state: EnergyState, beta: float) -> torch.Tensor:
-        return _mix(state.lr, state.lf, beta)
+        return log_target(state.lr, state.lf, beta)
 
     def log_f_ratio(self, state: EnergyState, beta_from: float, beta_to: float) -> torch.Tensor:
         """``(beta_to - beta_from) (log f(x) - log r(x))``, from the cached values (``0`` where both are
@@ -369,7 +370,7 @@ class DiscreteEnergyPath:
             else:
                 lr_new = self._log_r(x)
             log_u = torch.log(torch.rand(n, generator=generator, dtype=torch.float64, device=generator.device)).to(dev)
-            accept = log_u < _mix(lr_new, lf_new, beta) - _mix(lr, lf, beta)  # NaN (both -inf): rejected
+            accept = log_u < log_target(lr_new, lf_new, beta) - log_target(lr, lf, beta)  # NaN (both -inf): rejected
             x[rows, sites] = torch.where(accept, new, old)
             lf = torch.where(accept, lf_new, lf)
             lr = torch.where(accept, lr_new, lr)
@@ -403,7 +404,7 @@ class DiscreteEnergyPath:
         else:
             lr_o = self._log_r(batch).view(n, q - 1)
         lf_c, lr_c = torch.cat([lf[:, None], lf_o], 1), torch.cat([lr[:, None], lr_o], 1)
-        logits = _mix(lr_c, lf_c, beta)
+        logits = log_target(lr_c, lf_c, beta)
         logits = torch.where(torch.isnan(logits), torch.full_like(logits, -math.inf), logits)
         stuck = torch.isneginf(logits).all(dim=1)  # no state of mass (a chain outside the support): stays
         logits[:, 0] = torch.where(stuck, torch.zeros_like(logits[:, 0]), logits[:, 0])
@@ -484,12 +485,3 @@ class MixtureEnergyPath(DiscreteEnergyPath):
         else:
             out = self._sweep(base, beta, generator, site_log_p)
         return self._wrap(out.x, out.lf)
-
-
-def _mix(lr: torch.Tensor, lf: torch.Tensor, beta: float) -> torch.Tensor:
-    """``(1 - beta) lr + beta lf`` with ``0 * (-inf) = 0`` at the ends (beta 0 ignores f, 1 ignores r)."""
-    if beta <= 0.0:
-        return lr
-    if beta >= 1.0:
-        return lf
-    return (1.0 - beta) * lr + beta * lf
