@@ -495,6 +495,9 @@ def choose_transition(
             state = path.sample_initial(n_chains, generator)
             t1 = time.perf_counter()
             state = path.transition(state, 1.0, generator)
+            device = path.log_f(state, 1.0).device
+            if device.type == "cuda":  # the time of the work, not of its launch
+                torch.cuda.synchronize(device)
             sweeps += 1
             best = max((c["ess_per_s"] for c in out.values() if c["ess_per_s"] is not None), default=0.0)
             bound = n_chains / max(time.perf_counter() - t1, 1e-9)  # ESS <= the draws (capped below)
@@ -506,7 +509,6 @@ def choose_transition(
             for _ in range(int(burn_in) - 1):
                 state = path.transition(state, 1.0, generator)
             trace = []
-            device = path.log_f(state, 1.0).device
             t0 = time.perf_counter()
             for _ in range(int(n_transitions)):
                 state = path.transition(state, 1.0, generator)
