@@ -474,3 +474,17 @@ def test_every_transition_is_reversible_and_says_what_it_runs():
     for t in ("gibbs", "gwg", "dmala"):
         path = model.annealing_path("uniform", transition=t)
         assert path.reversible and path.transition_name == t and path.transition_description
+
+
+def test_sweep_seconds_prices_each_transition():
+    """The time check's unit of work: a gradient move is one gradient of log_f; ``auto`` is priced as one where
+    log_f has a gradient, and as the gibbs sweep (dim calls) where it has none (gibbs is then its only pick)."""
+    model = _binary_energy()
+    assert "calls of log_f per sweep" in model.sweep_seconds(10)[1]
+    for t in ("gwg", "dmala", "auto"):
+        assert "gradient of log_f per move" in model.sweep_seconds(10, transition=t)[1]
+    w = torch.randn(6, 3, generator=_gen(1), dtype=torch.float64)
+    no_grad = EnergyModel(
+        lambda x: (torch.nn.functional.one_hot(x.long(), 3).double() * w).sum((1, 2)), 6, ("categorical", 3)
+    )
+    assert "calls of log_f per sweep" in no_grad.sweep_seconds(10, transition="auto")[1]

@@ -68,7 +68,7 @@ import torch
 from ..errors import ModelFileError
 from ..sources import ENERGY_FAMILIES
 from .energy_blocks import block_gibbs_sweep, check_conditional, conditional_logits, parse_colouring
-from .energy_moves import check_transition
+from .energy_moves import check_gradient, check_transition
 from .energy_path import (
     DiscreteEnergyPath,
     FactorizedReference,
@@ -351,7 +351,8 @@ class EnergyModel:
         move (one forward and backward pass at the proposed state; the current state's is cached); ``"auto"``,
         whose pick is not known before its pilot, is estimated as a gradient move, the cheapest of its
         candidates per transition (its pilot picks the most effective samples per second, and a gibbs sweep
-        is picked only where it wins that).  One gradient (a leapfrog step; ``ais-mh`` needs only the value)
+        is picked only where it wins that), or as a gibbs sweep where ``log_f`` has no usable gradient (then
+        the only candidate).  One gradient (a leapfrog step; ``ais-mh`` needs only the value)
         on the continuous domain.
 
         Measured on states drawn from a generator of its own (the run's is not touched), on the model's
@@ -359,8 +360,8 @@ class EnergyModel:
         least) and scaled by the rows.  ``what`` names the calls and the time of one."""
         rows = max(1, int(rows))
         auto = transition == "auto"
-        if auto:
-            transition = "gwg" if self.discrete else "gibbs"
+        if auto:  # a gradient move where log_f has a usable gradient; else auto can only pick gibbs
+            transition = "gwg" if self.discrete and _has_gradient(self) else "gibbs"
         gradient_move = check_transition(transition, self) != "gibbs"
         if self.discrete and not gradient_move and self.uses_blocks(self.reference):
             return self._block_sweep_seconds(rows)
@@ -561,6 +562,15 @@ class EnergyModel:
         raise ModelFileError(
             f"{source}: an energy model is not an .npz file; give FILE.py:NAME or a TorchScript .pt file"
         )
+
+
+def _has_gradient(model: EnergyModel) -> bool:
+    """Whether the gradient moves can run on ``model`` (:func:`~logzbench.models.energy_moves.check_gradient`)."""
+    try:
+        check_gradient(model)
+    except ValueError:
+        return False
+    return True
 
 
 def _module_device(f) -> torch.device:
