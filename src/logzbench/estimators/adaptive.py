@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from ..models.base import AnnealingPath
+from ..utils import stream_generator
 from . import ais as ais_kernel
 
 __all__ = ["PilotResult", "PilotState", "conditional_ess", "init", "pilot_generator", "pilot_schedule", "step"]
@@ -50,8 +51,7 @@ _MIN_STEP = 1e-12
 def pilot_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """The pilot's own generator: seeded from ``seed`` through a separate stream, so its draws are
     independent of the main run's generator (seeded by ``seed`` itself)."""
-    s = int(np.random.SeedSequence([int(seed), _PILOT_STREAM]).generate_state(1, np.uint64)[0] >> 1)
-    return torch.Generator(device=device).manual_seed(s)
+    return stream_generator(seed, _PILOT_STREAM, device)
 
 
 class PilotState(NamedTuple):

@@ -33,11 +33,11 @@ import math
 import time
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 
 from ..options import AUTO_TRANSITION
 from ..sources import DISCRETE_ENERGY_FAMILIES, ENERGY_FAMILIES
+from ..utils import stream_generator
 
 __all__ = ["TransitionChoice", "applies", "check_options", "check_reversible", "choose", "transition_generator"]
 
@@ -48,8 +48,7 @@ _TRANSITION_STREAM = 0x7452414E
 def transition_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """The transition pilots' generator: seeded from ``seed`` through a separate stream, so their draws are
     independent of the main run's generator and of the schedule pilots'."""
-    s = int(np.random.SeedSequence([int(seed), _TRANSITION_STREAM]).generate_state(1, np.uint64)[0] >> 1)
-    return torch.Generator(device=device).manual_seed(s)
+    return stream_generator(seed, _TRANSITION_STREAM, device)
 
 
 def applies(model) -> bool:

@@ -53,6 +53,7 @@ import torch
 
 from ..models.base import AnnealingPath
 from ..schedules import TUNED_STARTS, from_array, linear, respace, sigmoid, tuned_round_ks
+from ..utils import stream_generator
 from . import ais as ais_kernel
 
 __all__ = [
@@ -77,8 +78,7 @@ FLOOR = 0.05
 def tuned_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
     """The pilot rounds' generator: seeded from ``seed`` through a separate stream, so its draws are
     independent of the main run's generator (seeded by ``seed`` itself) and of the adaptive pilot's."""
-    s = int(np.random.SeedSequence([int(seed), _TUNED_STREAM]).generate_state(1, np.uint64)[0] >> 1)
-    return torch.Generator(device=device).manual_seed(s)
+    return stream_generator(seed, _TUNED_STREAM, device)
 
 
 class Profile(NamedTuple):

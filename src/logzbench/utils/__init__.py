@@ -16,6 +16,7 @@ from .devices import (
     make_generator,
     memory_shortfall,
     resolve_device,
+    stream_generator,
 )
 from .io import (
     OutputTransaction,
@@ -56,6 +57,7 @@ __all__ = [
     "resolve_device",
     "save_npz_atomic",
     "set_threads",
+    "stream_generator",
     "transactional",
     "usable_cpus",
     "using_threads",

@@ -105,6 +105,14 @@ def make_generator(seed: int, device: torch.device | str = "cpu") -> torch.Gener
     return gen
 
 
+def stream_generator(seed: int, stream: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A :class:`torch.Generator` on ``device`` seeded from ``seed`` through the separate stream ``stream``
+    (``numpy.random.SeedSequence([seed, stream])``): a pilot's draws, independent of the main run's generator
+    (:func:`make_generator`, seeded by ``seed`` itself) and of the other streams'."""
+    s = int(np.random.SeedSequence([int(seed), int(stream)]).generate_state(1, np.uint64)[0] >> 1)
+    return torch.Generator(device=device).manual_seed(s)
+
+
 def logmeanexp(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """``log(mean(exp(x)))`` along ``dim``, computed stably (in the dtype of ``x``)."""
     n = x.shape[dim]
