@@ -61,10 +61,8 @@ from .api import as_rows
 from .estimators import ais as ais_kernel
 from .estimators import pt as pt_kernel
 from .estimators.hais import analysis_path
-from .estimators.transition import applies as applies_transition
 from .estimators.transition import check_options as check_transition
-from .estimators.transition import choose as choose_transition
-from .estimators.transition import transition_generator
+from .estimators.transition import transition_path
 from .kernels import bernoulli_from_logits
 from .models.energy_path import DiscreteEnergyPath
 from .models.grbm import GRBMAnnealingPath
@@ -72,7 +70,7 @@ from .models.io import load_model
 from .models.potts import PottsAnnealingPath
 from .models.potts_rbm import PottsRBMAnnealingPath
 from .models.rbm import RBMAnnealingPath
-from .options import AUTO_TRANSITION, TRANSITIONS
+from .options import declared
 from .schedules import make_schedule
 from .utils import make_generator, resolve_device
 
@@ -252,8 +250,7 @@ def sample(
     """
     n, beta, annealed, burn_in, thin, chains = _check(n, beta, annealed, init, burn_in, thin, chains, exact)
     temperatures, rounds = _check_pt(method, beta, annealed, exact, temperatures, rounds)
-    if transition not in (*TRANSITIONS, AUTO_TRANSITION):
-        raise ValueError(f"unknown transition {transition!r}; choose one of {(*TRANSITIONS, AUTO_TRANSITION)}")
+    transition = declared()["transition"].check(transition)
     dev = resolve_device(device)
     if isinstance(model, (str, os.PathLike)):
         model = load_model(model, device=dev)
@@ -275,7 +272,11 @@ def sample(
         "model_kind": fam.kind,
         "exact": exact,
     }
-    move = _Moves(model, transition, seed, dev, settings)
+
+    def moving_path():  # the one path a branch below moves its chains on
+        n_chains = n if chains is None else chains
+        return _moving_path(model, fam, init_used, train, transition, n_chains, seed, dev, settings)
+
     init_used = init if init in fam.inits else (fam.inits[0] if fam.inits else "proposal")
     t0 = time.perf_counter()
     if fam.kind == "generative":
@@ -284,7 +285,7 @@ def sample(
         out = _generative(model, n, beta, annealed, exact, g)
         settings.update(init=None, thin=None, chains=None)
     elif method == "pt":
-        path = move.path(fam, init_used, train, n if chains is None else chains)
+        path = moving_path()
         n_runs = n if chains is None else chains
         burn = 0 if burn_in is None else burn_in
         x, h, scans, info = _pt(model, path, n, n_runs, temperatures, rounds, burn, thin, g)
@@ -294,7 +295,7 @@ def sample(
     elif annealed is not None:
         if exact == "always":
             raise ValueError("annealed samples come from AIS, not enumeration: exact='always' does not apply")
-        path = move.path(fam, init_used, train, n if chains is None else chains)
+        path = moving_path()
         betas = make_schedule("linear", annealed)
         state, sweeps = ais_kernel.run(path, betas, n, g, final_move=True)
         x, h = _extract(model, path, state.x, 1.0, g)
@@ -314,7 +315,7 @@ def sample(
         if out is None:
             burn = DEFAULT_BURN_IN if burn_in is None else burn_in
             n_chains = n if chains is None else chains
-            path = move.path(fam, init_used, train, n if chains is None else chains)
+            path = moving_path()
             out = _mcmc(model, path, n, beta, burn, thin, n_chains, g)
             method = "hmc" if fam.kind == "analysis" else getattr(path, "transition_name", "gibbs")
             out = (out[0], out[1], method, burn, out[2])
@@ -357,33 +358,20 @@ def _path(model, fam, init: str, train, **kw):
     return model.annealing_path(init, data=train, **kw)
 
 
-class _Moves:
-    """The paths a sampling run builds: the Gibbs path of a discrete or Gaussian-binary model, the
-    Hamiltonian path (HAIS's kernel and proposal) of a continuous analysis model; a discrete user energy's
-    path with ``transition``, chosen and tuned once on the run's chains from a generator of its own
-    (:func:`logzbench.estimators.transition.choose`), recorded in ``settings`` (the pilots' sweeps as
-    ``transition_pilot_sweeps``, apart from the run's own ``sweeps``)."""
+def _moving_path(model, fam, init: str, train, transition: str, n_chains: int, seed: int, device, settings: dict):
+    """:func:`_path` with ``transition`` (a discrete user energy's, chosen and tuned once on at most 100 of the
+    run's chains from a generator of its own, :func:`logzbench.estimators.transition.transition_path`), what
+    ran recorded in ``settings`` (the pilots' sweeps as ``transition_pilot_sweeps``, apart from the run's own
+    ``sweeps``)."""
 
-    def __init__(self, model, transition: str, seed: int, device, settings: dict):
-        self.model, self.transition, self.seed, self.device, self.settings = model, transition, seed, device, settings
-        self.choice = None
+    def build(name: str | None):
+        return _path(model, fam, init, train, **({} if name is None else {"transition": name}))
 
-    def path(self, fam, init: str, train, n_chains: int):
-        if self.transition == "gibbs" or not applies_transition(self.model):
-            return _path(self.model, fam, init, train)
-
-        def build(name: str):
-            return _path(self.model, fam, init, train, transition=name)
-
-        if self.choice is None:
-            g = transition_generator(self.seed, self.device)
-            self.choice = choose_transition(self.transition, build, min(int(n_chains), 100), g)
-            self.settings.update(self.choice.settings())
-            self.settings.update(transition_requested=self.transition, transition_pilot_sweeps=int(self.choice.sweeps))
-        path = build(self.choice.name)
-        if self.choice.param is not None:
-            path.move_param = self.choice.param
-        return path
+    path, choice = transition_path(transition, model, build, min(int(n_chains), 100), seed, device)
+    if choice is not None:
+        settings.update(choice.settings())
+        settings.update(transition_requested=transition, transition_pilot_sweeps=int(choice.sweeps))
+    return path
 
 
 def _generative(model, n: int, beta: float, annealed, exact: str, g):

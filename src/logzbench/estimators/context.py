@@ -367,8 +367,7 @@ class EstimateContext:
             batches = [*batches, (int(self.options.pilot_chains), pilot)]
             what += f", and the tuned schedule's pilot rounds: {pilot} sweeps of {self.options.pilot_chains} chains"
         seconds, per_sweep = 0.0, []
-        o = self.options
-        kw = {"transition": o.transition} if "transition" in self.spec.options and o.transition != "gibbs" else {}
+        kw = {"transition": self.options.transition} if "transition" in self.spec.options else {}
         for rows, sweeps in batches:
             s, how = sweep_seconds(rows, **kw)
             seconds += sweeps * s
@@ -419,24 +418,18 @@ class EstimateContext:
         from . import transition as tr
 
         o = self.options
-        if "transition" not in self.spec.options or o.transition == "gibbs" or not tr.applies(self.model):
-            return self._build_path()  # the path as it always was: nothing to choose or tune
-        if self.move is None:
-            g = tr.transition_generator(o.seed, self.device)
-            self.move = tr.choose(o.transition, self._build_path, int(o.pilot_chains), g)
-        path = self._build_path(self.move.name, self.move.param)
+        requested = o.transition if "transition" in self.spec.options else "gibbs"
+        path, self.move = tr.transition_path(
+            requested, self.model, self._build_path, int(o.pilot_chains), o.seed, self.device, self.move
+        )
         tr.check_reversible(self, path)
         return path
 
-    def _build_path(self, transition: str | None = None, param=None):
+    def _build_path(self, transition: str | None = None):
         kw = {} if transition is None else {"transition": transition}
         if self.options.init == "mixture":
-            path = self.model.annealing_path("mixture", data=self.train_data, reference=self.reference().mixture, **kw)
-        else:
-            path = self.model.annealing_path(self.options.init, data=self.train_data, **kw)
-        if param is not None:
-            path.move_param = param
-        return path
+            return self.model.annealing_path("mixture", data=self.train_data, reference=self.reference().mixture, **kw)
+        return self.model.annealing_path(self.options.init, data=self.train_data, **kw)
 
     def record_transition(self, res: EstimateResult) -> EstimateResult:
         """A discrete user energy's transition with the result (:meth:`TransitionChoice.record

@@ -39,7 +39,15 @@ from ..options import AUTO_TRANSITION
 from ..sources import DISCRETE_ENERGY_FAMILIES, ENERGY_FAMILIES
 from ..utils import stream_generator
 
-__all__ = ["TransitionChoice", "applies", "check_options", "check_reversible", "choose", "transition_generator"]
+__all__ = [
+    "TransitionChoice",
+    "applies",
+    "check_options",
+    "check_reversible",
+    "choose",
+    "transition_generator",
+    "transition_path",
+]
 
 #: the transition pilot's stream of the run's seed (:func:`transition_generator`)
 _TRANSITION_STREAM = 0x7452414E
@@ -150,3 +158,19 @@ def choose(requested: str, build, n_chains: int, generator: torch.Generator) -> 
         seconds=time.perf_counter() - t0,
         candidates=candidates,
     )
+
+
+def transition_path(requested: str, model, build, n_chains: int, seed: int, device, choice=None):
+    """``(path, choice)``: the path a run moves its chains on.  ``build(name)`` makes ``model``'s path with
+    transition ``name`` (``None``: the path as it always was, a family's or a continuous model's, and
+    ``gibbs``, which has nothing to choose or tune; ``choice`` is then ``None``).  A discrete user energy's
+    transition is settled by :func:`choose` (on ``n_chains`` chains from :func:`transition_generator` of
+    ``seed``), unless ``choice`` says it already was, and its parameter is frozen on the path."""
+    if requested == "gibbs" or not applies(model):
+        return build(None), None
+    if choice is None:
+        choice = choose(requested, build, n_chains, transition_generator(seed, device))
+    path = build(choice.name)
+    if choice.param is not None:
+        path.move_param = choice.param
+    return path, choice

@@ -48,6 +48,7 @@ from typing import Callable, NamedTuple
 import torch
 
 from ..kernels._categorical import categorical_from_logits
+from ..options import TRANSITIONS  # declared once, with the option (auto resolved by choose_transition)
 
 __all__ = [
     "DEFAULT_PARAM",
@@ -71,8 +72,6 @@ __all__ = [
     "tune_param",
 ]
 
-#: the transitions of a discrete energy's path (``auto`` is resolved to one of them by :func:`choose_transition`)
-TRANSITIONS = ("gibbs", "gwg", "dmala")
 #: the transitions that need ``grad log f``
 GRADIENT_TRANSITIONS = ("gwg", "dmala")
 #: the tuned parameter of each transition
