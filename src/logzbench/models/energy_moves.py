@@ -225,6 +225,8 @@ def _log_r_new(x: torch.Tensor, x_new: torch.Tensor, lr: torch.Tensor, target: M
     if target.table is None:
         return target.log_r(x_new)
     table = target.table.to(x.device)
+    if table.shape[-1] == 2:  # binary: each change is a flip, +-(log r_i(1) - log r_i(0))
+        return lr + ((x_new - x).double() * (table[..., 1] - table[..., 0])).sum(1)
     table = table.expand(x.shape[0], -1, -1) if table.dim() == 2 else table
     old = table.gather(2, x.long().unsqueeze(2)).squeeze(2)
     new = table.gather(2, x_new.long().unsqueeze(2)).squeeze(2)
@@ -251,14 +253,6 @@ def _flip_coef(grad: torch.Tensor, target: MoveTarget, n: int, device) -> torch.
     return c
 
 
-def _flip_log_r(x: torch.Tensor, x_new: torch.Tensor, lr: torch.Tensor, target: MoveTarget) -> torch.Tensor:
-    """``log r(x')`` after flips: ``lr`` plus the site-table differences, or the user reference's ``log_prob``."""
-    if target.table is None:
-        return target.log_r(x_new)
-    table = target.table.to(x.device)
-    return lr + ((x_new - x).double() * (table[..., 1] - table[..., 0])).sum(1)
-
-
 def _gwg_binary(model, x, lf, lr, grad, target: MoveTarget, n_flips: int, generator: torch.Generator):
     """:func:`gwg_move` on binary sites: ``n_flips`` sites drawn from ``softmax(s c / 2)``, flipped."""
     n, dev = x.shape[0], x.device
@@ -268,7 +262,7 @@ def _gwg_binary(model, x, lf, lr, grad, target: MoveTarget, n_flips: int, genera
     sites = torch.searchsorted(cdf, u, right=True).clamp_(max=log_q.shape[1] - 1)
     x_new = x.clone().scatter_(1, sites, 1.0 - x.gather(1, sites))  # a site drawn twice is set once, as gwg_apply
     lf_new, grad_new = log_f_and_grad(model, x_new)
-    lr_new = _flip_log_r(x, x_new, lr, target)
+    lr_new = _log_r_new(x, x_new, lr, target)
     coef_new = _flip_coef(grad_new, target, n, dev)
     log_q_new = torch.log_softmax((1.0 - 2.0 * x_new.double()) * coef_new / 2.0, dim=1)
     log_q_reverse = log_q_new.gather(1, sites).sum(1)  # the reverse changes flip the same sites back
@@ -288,7 +282,7 @@ def _dmala_binary(model, x, lf, lr, grad, target: MoveTarget, alpha: float, gene
     flip = (_uniforms(a.shape, generator, dev).log_() < log_flip).double()  # 0./1. masks: cheaper than where
     x_new = x + (flip * sign).to(x.dtype)
     lf_new, grad_new = log_f_and_grad(model, x_new)
-    lr_new = _flip_log_r(x, x_new, lr, target)
+    lr_new = _log_r_new(x, x_new, lr, target)
     a_new = torch.addcmul(penalty, sign - 2.0 * flip * sign, _flip_coef(grad_new, target, n, dev), value=0.5)
     log_flip_new = torch.nn.functional.logsigmoid(a_new)
     log_q_reverse = log_flip_new.sum(1) - (a_new - a_new * flip).sum(1)  # back: the same sites flip, the rest stay
