@@ -407,3 +407,12 @@ def test_block_gibbs_on_cuda_agrees_with_exact():
         torch.Generator(device="cuda").manual_seed(1),
     )
     assert state.x.device.type == "cuda"
+
+
+def test_the_path_describes_its_block_sweep():
+    """What a refusal or record says the gibbs transition is: block Gibbs with a conditional on a factorised
+    reference, Metropolis-within-Gibbs without one."""
+    model = _joint_rbm()
+    assert "block-Gibbs sweep over 2 colour classes" in model.annealing_path("uniform").transition_description
+    plain = EnergyModel(model.log_f_fn, model.dim, "binary")
+    assert "Metropolis-within-Gibbs" in plain.annealing_path("uniform").transition_description

@@ -222,6 +222,8 @@ class DiscreteEnergyPath:
     @property
     def transition_description(self) -> str:
         """What :meth:`transition` runs, in a few words (for messages and records)."""
+        if self.transition_name == "gibbs" and self.model.conditional is not None and self.factorized:
+            return f"a block-Gibbs sweep over {len(self.model.colouring)} colour classes, forward or reversed per chain"
         if self.transition_name == "gibbs":
             return "a Metropolis-within-Gibbs sweep in a random order per chain"
         param = self._move_param if self._move_param is not None else DEFAULT_PARAM[self.transition_name]
