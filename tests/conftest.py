@@ -363,3 +363,31 @@ def chi_square_p(counts: np.ndarray, probs: np.ndarray) -> float:
     exp = np.append(probs[keep], probs[~keep].sum()) * counts.sum()
     obs, exp = obs[exp > 0], exp[exp > 0]
     return float(stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue)
+
+
+def write_estimate_record(root, settings: dict, res, stem: str):
+    """One estimate's files under ``root/results/estimates/<model>/<estimator>/`` (``<stem>.json`` and
+    ``<stem>.npz``), as :func:`logzbench.pipeline.jobs.run_estimate` writes them, for report tests; returns the
+    JSON file's path."""
+    import json
+
+    from logzbench.tracking import estimate_key
+
+    d = Path(root) / "results" / "estimates" / settings["model"] / settings["estimator"]
+    d.mkdir(parents=True, exist_ok=True)
+    key = estimate_key(
+        settings["model"], settings["estimator"], settings.get("K"), settings.get("init"), settings.get("seed")
+    )
+    record = {
+        "key": key,
+        **settings,
+        "code_version": "test",
+        "arrays": str(d / f"{stem}.npz"),
+        "sweep_stems": [stem],
+        "result": res.to_dict(),
+        "started_at": "2026-11-25T10:00:00+00:00",
+        "finished_at": "2026-11-25T10:00:05+00:00",
+    }
+    np.savez(d / f"{stem}.npz", **(res.arrays() or {"log_weights": np.zeros(0)}))
+    (d / f"{stem}.json").write_text(json.dumps(record))
+    return d / f"{stem}.json"

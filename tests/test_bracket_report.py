@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import write_estimate_record
 
 from logzbench.errors import ConfigError
 from logzbench.estimators.result import EstimateResult
@@ -45,30 +46,6 @@ def _settings(model, estimator, method, *, family="rbm", K=None, init=None, seed
         "n_hidden": 8 if family == "rbm" else None,
         **more,
     }
-
-
-def _write(root: Path, settings: dict, res: EstimateResult, stem: str) -> Path:
-    """One estimate's files, as :func:`logzbench.pipeline.jobs.run_estimate` writes them."""
-    from logzbench.tracking import estimate_key
-
-    d = root / "results" / "estimates" / settings["model"] / settings["estimator"]
-    d.mkdir(parents=True, exist_ok=True)
-    key = estimate_key(
-        settings["model"], settings["estimator"], settings.get("K"), settings.get("init"), settings.get("seed")
-    )
-    record = {
-        "key": key,
-        **settings,
-        "code_version": "test",
-        "arrays": str(d / f"{stem}.npz"),
-        "sweep_stems": [stem],
-        "result": res.to_dict(),
-        "started_at": "2026-11-25T10:00:00+00:00",
-        "finished_at": "2026-11-25T10:00:05+00:00",
-    }
-    np.savez(d / f"{stem}.npz", **(res.arrays() or {"log_weights": np.zeros(0)}))
-    (d / f"{stem}.json").write_text(json.dumps(record))
-    return d / f"{stem}.json"
 
 
 def _end(prefix, value, stderr, estimator, of, words, n=1, confidence=0.95):
@@ -199,8 +176,8 @@ def workflow_results(tmp_path):
         mean_log_likelihood_stderr=0.5,
         per_example_log_likelihood=np.full(20, EXACT_LL),
     )
-    _write(root, _settings("m", "exact", "exact"), exact, "exact")
-    _write(
+    write_estimate_record(root, _settings("m", "exact", "exact"), exact, "exact")
+    write_estimate_record(
         root,
         _settings(
             "m",
@@ -220,7 +197,7 @@ def workflow_results(tmp_path):
         _sandwich_result(0, (9.6, 10.3), (-20.4, -19.7)),
         "seed0",
     )
-    _write(
+    write_estimate_record(
         root,
         _settings(
             "m",
@@ -253,14 +230,14 @@ def workflow_results(tmp_path):
         schedule=np.linspace(0, 1, 21),
         extra={"per_example_ll_sd": 1.0},
     )
-    _write(
+    write_estimate_record(
         root,
         _settings("c", "hais", "hais", family="linear-gaussian", K=20, seed=0, schedule="linear", chains=10),
         hais,
         "K20_seed0",
     )
     for K, ll in ((10, (-6.0, -4.0)), (100, (-5.2, -4.9))):
-        _write(
+        write_estimate_record(
             root,
             _settings(
                 "c",
@@ -357,7 +334,7 @@ def test_plot_draws_history_and_exact(workflow_results, tmp_path, monkeypatch):
 
 def test_empty_table_bracket_without_bracket_estimates(tmp_path):
     res = EstimateResult(estimator="exact", log_z=1.0, mean_log_likelihood=-2.0)
-    _write(tmp_path, _settings("m", "exact", "exact"), res, "exact")
+    write_estimate_record(tmp_path, _settings("m", "exact", "exact"), res, "exact")
     out = tmp_path / "report"
     paths = build_report(tmp_path / "results" / "estimates", out)
     t = pd.read_csv(paths["table_bracket"])
@@ -639,7 +616,7 @@ def test_a_bracket_whose_raw_ends_cross_is_flagged_in_words(tmp_path):
     old.update(target_width=1.0, width_reached=False, quantity="log_z", K=100, total_sweeps=30_000)
     for seed, br in ((0, b), (1, old)):
         res = EstimateResult(estimator="sandwich", log_z=10.0, settings={"seed": seed}, extra={"bracket": br})
-        _write(tmp_path, _settings("m", "sandwich", "sandwich", seed=seed), res, f"sandwich_{seed}")
+        write_estimate_record(tmp_path, _settings("m", "sandwich", "sandwich", seed=seed), res, f"sandwich_{seed}")
     t = make_table_bracket(find_records(tmp_path / "results" / "estimates")).set_index("seed")
     new_row, old_row = t.loc[0], t.loc[1]
     assert bool(new_row["crossed"]) and new_row["crossed_by"] == pytest.approx(0.2)

@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import model_samples, random_rbm
+from conftest import model_samples, random_rbm, write_estimate_record
 from scipy.stats import binom, t
 
 from logzbench.api import estimate
@@ -268,10 +268,6 @@ def test_workflow_sweeps_smc_over_seeds_with_its_own_schedule_and_options():
 # --------------------------------------------------------------------------- the report
 def _write_record(root, model, entry, res, stem, K=None, init=None, seed=None):
     """One estimate's files, as :func:`logzbench.pipeline.jobs.run_estimate` writes them."""
-    from logzbench.tracking import estimate_key
-
-    d = root / "results" / "estimates" / model / entry
-    d.mkdir(parents=True, exist_ok=True)
     settings = {
         "model": model,
         "dataset": "digits",
@@ -286,18 +282,7 @@ def _write_record(root, model, entry, res, stem, K=None, init=None, seed=None):
         "hidden_sizes": [4],
         "n_hidden": 4,
     }
-    record = {
-        "key": estimate_key(model, entry, K, init, seed),
-        **settings,
-        "code_version": "test",
-        "arrays": str(d / f"{stem}.npz"),
-        "sweep_stems": [stem],
-        "result": res.to_dict(),
-        "started_at": "2026-11-25T10:00:00+00:00",
-        "finished_at": "2026-11-25T10:00:05+00:00",
-    }
-    np.savez(d / f"{stem}.npz", **(res.arrays() or {"log_weights": np.zeros(0)}))
-    (d / f"{stem}.json").write_text(json.dumps(record))
+    write_estimate_record(root, settings, res, stem)
 
 
 def test_report_summarises_smc_rows_against_exact(tmp_path):
