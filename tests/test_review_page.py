@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import headless
-from test_bracket_report import EXACT_LL, EXACT_LOG_Z, _sandwich_result, _settings, _write
+from conftest import headless, write_estimate_record
+from test_bracket_report import EXACT_LL, EXACT_LOG_Z, _sandwich_result, _settings
 from test_report import agreeing_model, rec
 
 from logzbench.estimators.result import EstimateResult
@@ -70,8 +70,8 @@ def _bracket_records(root: Path) -> list[Path]:
         confidence=0.95,
     )
     return [
-        _write(root, _settings("m", "exact", "exact"), exact, "exact"),
-        _write(root, sandwich, _sandwich_result(0, (9.6, 10.3), (-20.4, -19.7)), "seed0"),
+        write_estimate_record(root, _settings("m", "exact", "exact"), exact, "exact"),
+        write_estimate_record(root, sandwich, _sandwich_result(0, (9.6, 10.3), (-20.4, -19.7)), "seed0"),
     ]
 
 
