@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from logzbench import api, registry, schedules
+from logzbench import api, plotting, registry, schedules
 from logzbench.estimators import hais as hais_mod
 from logzbench.estimators.bdmc import bdmc
 from logzbench.estimators.bracket import markov_slack
@@ -242,8 +242,8 @@ def test_registry_entries_follow_ais_mh():
     assert (v.kinds, v.yields, v.bound, v.needs_data) == (("generative",), "log_likelihood", "upper", True)
     assert (b.kinds, b.yields, b.bound, b.needs_data) == (("generative",), "log_likelihood", "bracket", False)
     assert "n_examples" in b.options and "sweeps_per_beta" in r.options and b.axes == ("K", "seed")
-    styles = [(s.color, s.marker) for s in registry.ESTIMATORS.values()]
-    assert all(styles.count((s.color, s.marker)) == 1 for s in (r, v, b))
+    styles = [(s.color, s.marker) for s in map(plotting.estimator_style, registry.ESTIMATORS)]
+    assert all(styles.count((s.color, s.marker)) == 1 for s in map(plotting.estimator_style, (r.name, v.name, b.name)))
 
 
 @pytest.mark.parametrize("name", ["raise-hmc", "reverse-hais", "bdmc"])

@@ -78,8 +78,6 @@ def plugin(tmp_path, monkeypatch):
             bound="unbiased-in-z",
             options=("chains", "draws_per_chain"),
             declares=(draws,),
-            label="toy IS",
-            color="tab:pink",
             summary="naive importance sampling from the uniform distribution",
         )
     )

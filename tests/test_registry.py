@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 from conftest import random_rbm
 
-from logzbench import api, cli, registry
+from logzbench import api, cli, plotting, registry
 from logzbench.pipeline import sweep
 
 
@@ -33,8 +33,6 @@ TOY = registry.EstimatorSpec(
     bound="unbiased-in-z",
     options=("chains", "init"),
     summary="test estimator",
-    label="toy IS",
-    color="tab:olive",
 )
 
 
@@ -104,3 +102,20 @@ def test_entries_are_consistent():
         registry.family("nope")
     with pytest.raises(dataclasses.FrozenInstanceError):
         registry.ESTIMATORS["ais"].axes = ()  # type: ignore[misc]
+
+
+def test_an_entry_without_a_style_is_drawn_in_an_automatic_one(toy):
+    """Styling is the report's (plotting.ESTIMATOR_STYLES): a registered estimator with no entry there gets
+    one keyed by its name (label, colour and marker), the same every time, unlike every shipped one."""
+    assert TOY.name not in plotting.ESTIMATOR_STYLES
+    style = plotting.estimator_style(TOY.name)
+    assert style == plotting.estimator_style(TOY.name) and style.label == TOY.name
+    assert style.color in plotting.FALLBACK_COLORS and style.marker in plotting.AUTO_MARKERS
+    shipped = {(s.color, s.marker) for s in plotting.ESTIMATOR_STYLES.values()}
+    assert (style.color, style.marker) not in shipped
+    assert plotting.method_style(TOY.name) == {"color": style.color, "marker": style.marker}
+    assert plotting.method_label(TOY.name) == TOY.name
+    # every shipped estimator has its own entry; a name the registry does not know has none
+    assert set(registry.ESTIMATORS) - {TOY.name} == set(plotting.ESTIMATOR_STYLES)
+    assert plotting.estimator_style("not-an-estimator") is None
+

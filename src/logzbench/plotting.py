@@ -1,9 +1,11 @@
 """Matplotlib helpers shared by the report and the repeated-trial figures, and training curves.
 
 The one place for what every figure shares: how it is saved (:func:`save_figure`: PNG and a PDF
-beside it), how an estimator and its start distribution are drawn and named (:func:`series_style`,
-:func:`series_label`: one colour per (estimator, init) in every figure; the few lines that are no
-registry estimator, :data:`DERIVED_SERIES`, and lines that are none, :func:`other_color`), and how a
+beside it), how an estimator and its start distribution are drawn and named (each estimator's label,
+colour and marker, :data:`ESTIMATOR_STYLES`, and an automatic style for a registry estimator without
+one, :func:`estimator_style`; :func:`series_style`, :func:`series_label`: one colour per (estimator,
+init) in every figure; the few lines that are no registry estimator, :data:`DERIVED_SERIES`, and
+lines that are none, :func:`other_color`), and how a
 panel's y-axis is set (:class:`RobustY`: robust limits that one outlier cannot squeeze a panel with,
 points beyond them drawn at the edge, flagged points circled; built on :func:`robust_limits`,
 :func:`mark_clipped`, :func:`mark_flagged` and :func:`set_robust_ylim`).
@@ -14,25 +16,86 @@ from __future__ import annotations
 import math
 import os
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from . import registry
 from .options import INITS
-from .registry import ESTIMATORS
 from .utils import atomic_path
 
 #: formats every figure is written in (the PNG for the report's pages, the PDF for papers and zooming)
 FIGURE_FORMATS = ("png", "pdf")
 #: line style of each initial distribution (others, and estimators without one: dotted)
 INIT_LINESTYLES = {"uniform": "-", "base-rate": "--"}
-#: how much darker each later initial distribution's colour is than the estimator's registry colour
+#: how much darker each later initial distribution's colour is than the estimator's own colour
 #: (the first, ``uniform``, keeps it): AIS (uniform) and AIS (base rate) differ in colour and line
 INIT_DARKEN = 0.42
-#: colours of methods the registry does not know (chosen by the name's hash, so stable across figures)
+#: colours of methods without a style of their own (chosen by the name's hash, so stable across figures)
 FALLBACK_COLORS = ("tab:pink", "tab:gray", "navy", "gold", "teal", "maroon", "darkkhaki", "slateblue")
+#: markers of registry estimators without a style of their own (chosen by the name's hash, beside the colour)
+AUTO_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "h", "p", "*")
+#: Matplotlib keywords that draw an emphasised estimator heavier and on top
+EMPHASIS_STYLE = {"linewidth": 2.6, "markersize": 10, "zorder": 5}
+
+
+@dataclass(frozen=True)
+class EstimatorStyle:
+    """How an estimator's lines look in every figure (the report's and the repeated trials' alike).
+
+    Attributes
+    ----------
+    label : str
+        Its name in figure legends.
+    color, marker : str
+        Matplotlib colour and marker of its lines.
+    emphasis : bool
+        Drawn heavier and on top (:data:`EMPHASIS_STYLE`): the discriminance estimators the trials
+        figures are about.
+    """
+
+    label: str
+    color: str
+    marker: str = "o"
+    emphasis: bool = False
+
+    @property
+    def keywords(self) -> dict[str, Any]:
+        """Matplotlib keywords of its lines: colour and marker, and :data:`EMPHASIS_STYLE` when emphasised."""
+        return {"color": self.color, "marker": self.marker, **(EMPHASIS_STYLE if self.emphasis else {})}
+
+
+#: Every shipped estimator's style, by registry name; a registry estimator not here (a plugin's) is drawn
+#: in an automatic style (:func:`estimator_style`), and a plugin may add its own entry.
+# fmt: off
+ESTIMATOR_STYLES: dict[str, EstimatorStyle] = {
+    "exact": EstimatorStyle("exact", "black", "_"),
+    "ais": EstimatorStyle("AIS", "tab:blue", "o"),
+    "raise": EstimatorStyle("RAISE", "tab:cyan", "D"),
+    "csl": EstimatorStyle("CSL", "tab:green", "s"),
+    "ads": EstimatorStyle("ADS", "tab:red", "*", emphasis=True),
+    "ads-multinomial": EstimatorStyle("ADS multinomial", "tab:purple", "v"),
+    "reverse-ais": EstimatorStyle("reverse AIS", "tab:orange", "s"),
+    "sandwich": EstimatorStyle("sandwich", "tab:olive", "P"),
+    "smc": EstimatorStyle("SMC", "deeppink", "p"),
+    "is": EstimatorStyle("IS", "tab:blue", "o"),
+    "ris": EstimatorStyle("reverse IS", "tab:orange", "s"),
+    "is-avg": EstimatorStyle("naive average", "tab:green", "^"),
+    "is-weighted": EstimatorStyle("weighted average", "tab:purple", "v"),
+    "is-select": EstimatorStyle("weighted selection", "tab:brown", "D"),
+    "ds": EstimatorStyle("DS", "tab:red", "*", emphasis=True),
+    "hais": EstimatorStyle("HAIS", "tab:blue", "o"),
+    "ais-hmc": EstimatorStyle("AIS (HMC)", "tab:green", "s"),
+    "ais-mh": EstimatorStyle("AIS (MH)", "tab:red", "^"),
+    "raise-hmc": EstimatorStyle("RAISE (HMC)", "tab:cyan", "P"),
+    "reverse-hais": EstimatorStyle("reverse HAIS", "tab:orange", "X"),
+    "bdmc": EstimatorStyle("BDMC", "sienna", "h"),
+    "pt": EstimatorStyle("PT", "darkslateblue", "p"),
+}
+# fmt: on
 #: lines drawn like an estimator's that are no registry estimator: the repeated trials' per-seed average of
 #: AIS and reverse AIS (:data:`logzbench.report.tables.AVERAGE_METHOD`) and the grid MRFs' deterministic
 #: bounds (:data:`logzbench.trials.table.BOUND_METHODS`): style keywords and ``label``
@@ -97,12 +160,30 @@ def save_figure(fig, path: str | os.PathLike, dpi: int = 110) -> Path:
 
 
 # --------------------------------------------------------------------------- estimator styles and names
+def _fallback_color(method: str) -> str:
+    """A fixed colour of :data:`FALLBACK_COLORS` for a method without a style of its own, by its name."""
+    return FALLBACK_COLORS[zlib.crc32(str(method).encode()) % len(FALLBACK_COLORS)]
+
+
+def estimator_style(method: str) -> EstimatorStyle | None:
+    """The style of registry estimator ``method``: its entry in :data:`ESTIMATOR_STYLES`, else an automatic
+    one keyed by its name (the name as label, a colour of :data:`FALLBACK_COLORS` and a marker of
+    :data:`AUTO_MARKERS`, so that a plugin's estimator is drawn distinguishably, the same in every figure);
+    ``None`` for a method that is neither styled nor in the registry."""
+    name = str(method)
+    style = ESTIMATOR_STYLES.get(name)
+    if style is not None or name not in registry.ESTIMATORS:
+        return style
+    marker = AUTO_MARKERS[(zlib.crc32(name.encode()) // len(FALLBACK_COLORS)) % len(AUTO_MARKERS)]
+    return EstimatorStyle(name, _fallback_color(name), marker)
+
+
 def method_label(method: str) -> str:
-    """Display name of ``method`` in every legend (the registry's label, e.g. ``AIS``; the name itself
+    """Display name of ``method`` in every legend (its style's label, e.g. ``AIS``; the name itself
     for a method the registry does not know)."""
-    spec = ESTIMATORS.get(str(method))
-    if spec is not None:
-        return spec.label
+    style = estimator_style(method)
+    if style is not None:
+        return style.label
     return str(DERIVED_SERIES.get(str(method), {}).get("label", method))
 
 
@@ -126,30 +207,31 @@ def series_label(method: str, init: str = "", *, entry: str = "", schedule: str 
 
 
 def series_color(method: str, init: str = "") -> str:
-    """The one colour of ``method`` started from ``init`` in every figure (hex): the registry colour for
-    the first initial distribution (and none), darker for each later one (:data:`INIT_DARKEN`); a method
-    the registry does not know takes a fixed colour from :data:`FALLBACK_COLORS` by its name."""
+    """The one colour of ``method`` started from ``init`` in every figure (hex): its style's colour
+    (:func:`estimator_style`) for the first initial distribution (and none), darker for each later one
+    (:data:`INIT_DARKEN`); a method the registry does not know takes a fixed colour from
+    :data:`FALLBACK_COLORS` by its name."""
     from matplotlib import colors
 
-    spec = ESTIMATORS.get(str(method))
+    style = estimator_style(method)
     derived = DERIVED_SERIES.get(str(method))
-    if spec is not None:
-        base = spec.color
+    if style is not None:
+        base = style.color
     elif derived is not None:
         base = derived["color"]
     else:
-        base = FALLBACK_COLORS[zlib.crc32(str(method).encode()) % len(FALLBACK_COLORS)]
+        base = _fallback_color(method)
     rgb = np.asarray(colors.to_rgb(base))
     step = INITS.index(init) if init in INITS else (len(INITS) if init else 0)
     return colors.to_hex(rgb * (1.0 - INIT_DARKEN) ** step)
 
 
 def method_style(method: str) -> dict[str, Any]:
-    """Matplotlib style of ``method``'s lines (:attr:`~logzbench.registry.EstimatorSpec.style`; a line of
-    :data:`DERIVED_SERIES`: its style; a method the registry does not know: round markers)."""
-    spec = ESTIMATORS.get(str(method))
-    if spec is not None:
-        return dict(spec.style)
+    """Matplotlib style of ``method``'s lines (:attr:`EstimatorStyle.keywords` of :func:`estimator_style`; a
+    line of :data:`DERIVED_SERIES`: its style; a method the registry does not know: round markers)."""
+    style = estimator_style(method)
+    if style is not None:
+        return style.keywords
     derived = DERIVED_SERIES.get(str(method))
     if derived is not None:
         return {k: v for k, v in derived.items() if k != "label"}
@@ -157,7 +239,7 @@ def method_style(method: str) -> dict[str, Any]:
 
 
 def series_style(method: str, init: str = "") -> dict[str, Any]:
-    """Matplotlib keywords of ``method``'s line from ``init``: :func:`series_color`, the registry's marker
+    """Matplotlib keywords of ``method``'s line from ``init``: :func:`series_color`, its style's marker
     (and emphasis, :func:`method_style`), the init's line style (:data:`INIT_LINESTYLES`; without an init
     the method's own, solid unless it is a dashed bound of :data:`DERIVED_SERIES`)."""
     style = method_style(method)

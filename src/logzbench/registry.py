@@ -79,8 +79,6 @@ GIBBS_KINDS = ("binary", "gaussian-binary", "categorical")
 BOUNDS = ("exact", "unbiased-in-z", "lower", "upper", "bracket", "none")
 #: sweep axes an estimator can have in the workflow; each is one component of its result file name
 AXES = ("K", "init", "seed")
-#: Matplotlib keywords that draw an emphasised estimator heavier and on top
-EMPHASIS_STYLE = {"linewidth": 2.6, "markersize": 10, "zorder": 5}
 #: workflow config key holding each axis' values (an estimator's own, else `evaluation`'s)
 AXIS_CONFIG_KEYS = {"K": "K", "init": "inits", "seed": "seeds"}
 
@@ -130,12 +128,11 @@ class EstimatorSpec:
         none; every other option's default is :class:`~logzbench.options.EstimateOptions`'.
     summary : str
         One line for ``logzbench estimate --help``.
-    label : str
-        Its name in figure legends.
-    color, marker : str
-        Matplotlib style of its lines in every figure (report and repeated trials alike).
-    emphasis : bool
-        Drawn heavier than the others (the discriminance estimators the trials figures are about).
+
+    Constructing a spec only checks it (a :class:`ValueError` names what is wrong); its ``declares``
+    become known options when it is registered (:func:`register`).  How its lines look in figures is
+    the report's business (:data:`logzbench.plotting.ESTIMATOR_STYLES`, automatic for an estimator
+    without an entry there).
     """
 
     name: str
@@ -146,10 +143,6 @@ class EstimatorSpec:
     bound: str
     options: tuple[str, ...]
     summary: str
-    label: str
-    color: str
-    marker: str = "o"
-    emphasis: bool = False
     families: tuple[str, ...] | None = None
     needs_data: bool = False
     defaults: tuple[tuple[str, Any], ...] = ()
@@ -167,12 +160,6 @@ class EstimatorSpec:
         """Whether this estimator runs on a model of ``family_name``."""
         fam = family(family_name)
         return fam.kind in self.kinds and (self.families is None or fam.name in self.families)
-
-    @property
-    def style(self) -> dict[str, Any]:
-        """Matplotlib keywords of its lines: colour and marker, and :data:`EMPHASIS_STYLE` when emphasised
-        (the same in the report's and the repeated trials' figures)."""
-        return {"color": self.color, "marker": self.marker, **(EMPHASIS_STYLE if self.emphasis else {})}
 
     @property
     def function(self) -> Callable:
@@ -219,34 +206,32 @@ def _e(name, module, **kw) -> EstimatorSpec:
 # fmt: off
 ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     _e("exact", "exact", kinds=KINDS, axes=(), yields="log_z", bound="exact",
-       options=("exact_precision", "exact_max_seconds"), label="exact",
-       color="black", marker="_",
+       options=("exact_precision", "exact_max_seconds"),
        summary="enumeration (binary models: smaller side <= ~30 units) or a closed form (continuous)"),
     _e("ais", "ais", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_ANNEALED, label="AIS", color="tab:blue", marker="o",
+       options=_ANNEALED,
        summary="annealed importance sampling (log Z errs low, the log-likelihood high)"),
     _e("raise", "raise_", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_likelihood", bound="lower",
-       options=_ANNEALED + ("n_examples", "control_variate"), needs_data=True, label="RAISE", color="tab:cyan",
-       marker="D",
+       options=_ANNEALED + ("n_examples", "control_variate"), needs_data=True,
        summary="reverse AIS estimator of the test log-likelihood (a stochastic lower bound)"),
     _e("csl", "csl", kinds=("binary",), families=("rbm",), axes=("K", "seed"), yields="log_likelihood",
        bound="lower", options=("chains", "csl_mode", "csl_protocol", "burn_in", "thin", "samples_per_chain",
                                "n_examples"),
-       needs_data=True, label="CSL", color="tab:green", marker="s",
+       needs_data=True,
        summary="conservative sampling-based likelihood (RBMs; a stochastic lower bound)"),
     _e("ads", "ads", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="none",
-       options=_ANNEALED, label="ADS", color="tab:red", marker="*", emphasis=True,
+       options=_ANNEALED,
        summary="annealed discriminance sampling, sequential binary (Liu et al. Alg. 1) on one AIS run"),
     _e("ads-multinomial", "ads", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="none",
-       options=_ANNEALED, label="ADS multinomial", color="tab:purple", marker="v",
+       options=_ANNEALED,
        summary="annealed discriminance sampling, multinomial (Liu et al. Alg. 2)"),
     _e("reverse-ais", "reverse_ais", kinds=GIBBS_KINDS, axes=("K", "init", "seed"), yields="log_z", bound="upper",
-       options=_ANNEALED, label="reverse AIS", color="tab:orange", marker="s",
+       options=_ANNEALED,
        summary="log Z from a forward then reverse chain, harmonic aggregation (log Z errs high)"),
     _e("sandwich", "sandwich", kinds=KINDS, axes=("seed",), yields="log_z", bound="bracket",
        options=_ANNEALED + ("n_examples", "target_width", "max_sweeps", "confidence", "time_budget", "step_size",
                             "gamma", "mh_sigma", "proposal_scale"),
-       defaults=(("schedule", "adaptive"),), label="sandwich", color="tab:olive", marker="P",
+       defaults=(("schedule", "adaptive"),),
        summary="a bracket [lower, upper] on log Z (with --data: on the test log-likelihood) from AIS and reverse "
                "AIS / RAISE, K doubled until target_width, max_sweeps or time_budget; each end labelled with its "
                "guarantee"),
@@ -254,45 +239,45 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        options=("K", "schedule", "sweeps_per_beta", "target_ess", "pilot_chains", "tune_rounds", "tuned_start",
                 "chains", "replicas", "ess_threshold", "init", "transition", "is_samples", "n_bootstrap",
                 "max_seconds", "step_size", "gamma", "mh_sigma", "proposal_scale"),
-       defaults=(("schedule", "adaptive"),), declares=(_ESS_THRESHOLD,), label="SMC", color="deeppink", marker="p",
+       defaults=(("schedule", "adaptive"),), declares=(_ESS_THRESHOLD,),
        summary="tempered SMC: systematic resampling when the ESS falls below ess_threshold, replicas for the s.e.; "
                "temperatures by the conditional ESS (default; consistent, slightly biased) or a fixed schedule "
                "(Z-hat unbiased)"),
     _e("is", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_IS_FAMILY, label="IS", color="tab:blue", marker="o",
+       options=_IS_FAMILY,
        summary="importance sampling from p_0 (init)"),
     _e("ris", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="upper",
-       options=_IS_FAMILY, label="reverse IS", color="tab:orange", marker="s",
+       options=_IS_FAMILY,
        summary="reverse importance sampling from model samples"),
     _e("is-avg", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, label="naive average", color="tab:green", marker="^",
+       options=_IS_FAMILY,
        summary="naive average of IS and reverse IS"),
     _e("is-weighted", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, label="weighted average", color="tab:purple", marker="v",
+       options=_IS_FAMILY,
        summary="inverse-variance weighted IS / reverse IS"),
     _e("is-select", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, label="weighted selection", color="tab:brown", marker="D",
+       options=_IS_FAMILY,
        summary="IS or reverse IS, whichever has less variance"),
     _e("ds", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY, label="DS", color="tab:red", marker="*", emphasis=True,
+       options=_IS_FAMILY,
        summary="discriminance sampling between p_0 and the model"),
     _e("hais", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_CONTINUOUS, label="HAIS", color="tab:blue", marker="o",
+       options=_CONTINUOUS,
        summary="Hamiltonian AIS (continuous models; Sohl-Dickstein & Culpepper 2012)"),
     _e("ais-hmc", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
-       bound="unbiased-in-z", options=_CONTINUOUS, label="AIS (HMC)", color="tab:green", marker="s",
+       bound="unbiased-in-z", options=_CONTINUOUS,
        summary="AIS with HMC transitions, momentum resampled every step"),
     _e("ais-mh", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z",
-       bound="unbiased-in-z", options=_CONTINUOUS, label="AIS (MH)", color="tab:red", marker="^",
+       bound="unbiased-in-z", options=_CONTINUOUS,
        summary="AIS with random-walk Metropolis transitions"),
     _e("raise-hmc", "raise_hmc", kinds=("analysis",), axes=("K", "seed"), yields="log_likelihood", bound="lower",
-       options=_CONTINUOUS, needs_data=True, label="RAISE (HMC)", color="tab:cyan", marker="P",
+       options=_CONTINUOUS, needs_data=True,
        summary="RAISE with HAIS transitions on analysis models (a stochastic lower bound of log p_ann)"),
     _e("reverse-hais", "raise_hmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood",
-       bound="upper", options=_CONTINUOUS, needs_data=True, label="reverse HAIS", color="tab:orange", marker="X",
+       bound="upper", options=_CONTINUOUS, needs_data=True,
        summary="forward then reverse HAIS over the latent, per test point (an approximate upper bound)"),
     _e("bdmc", "bdmc", kinds=("generative",), axes=("K", "seed"), yields="log_likelihood", bound="bracket",
-       options=_CONTINUOUS + ("n_examples", "confidence"), label="BDMC", color="sienna", marker="h",
+       options=_CONTINUOUS + ("n_examples", "confidence"),
        summary="bidirectional Monte Carlo on simulated data: stochastic lower and upper bounds of log p(x)"),
     _e("pt", "pt", kinds=GIBBS_KINDS + ("analysis",), axes=("K", "seed"), yields="log_z", bound="none",
        options=("K", "temperatures", "rounds", "replicas", "sweeps_per_beta", "init", "transition", "is_samples",
@@ -303,7 +288,6 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
            Option("rounds", 10, "pt: ladder-tuning rounds before the final round of K scans (round j runs "
                   "2^(j-1) scans, then re-spaces the ladder to equal swap rejection)", "int", minimum=0),
        ),
-       label="PT", color="darkslateblue", marker="p",
        summary="non-reversible parallel tempering on a ladder tuned to equal swap rejection; log Z by stepping "
                "stone over the final K scans (approximate: consistent, no bound), s.e. from replicas"),
 )}

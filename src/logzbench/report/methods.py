@@ -1,4 +1,5 @@
-"""The report's method and family lists, sweep axes and plot styles, all derived from the registry.
+"""The report's method and family lists and sweep axes, all derived from the registry (plot styles:
+:mod:`logzbench.plotting`).
 
 Records name their estimator's method (``ais``, ``raise``, ...); methods that are not in the
 registry (records of older or foreign estimators) still load: their sweep axes are the ones the

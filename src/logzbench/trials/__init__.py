@@ -23,9 +23,10 @@ Modules: :mod:`.table` (the per-trial table, :func:`estimate_all`, :func:`summar
 :mod:`.gaussian` (Fig. 1), :mod:`.grid` (Fig. 2), :mod:`.plots` (figures, :func:`report_trials`).
 """
 
+from ..plotting import EMPHASIS_STYLE
 from .gaussian import gaussian_trials, run_trial, sweep, trial_errors
 from .grid import grid_reference, grid_trials, trial_seeds
-from .plots import EMPHASIS_STYLE, FIGURES, METHOD_STYLES, TRIAL_LABELS, estimator_style, plot_trials, report_trials
+from .plots import FIGURES, METHOD_STYLES, TRIAL_LABELS, estimator_style, plot_trials, report_trials
 from .table import (
     BOUND_METHODS,
     GRID_REFERENCES,

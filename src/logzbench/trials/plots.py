@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import registry
+from .. import plotting, registry
 from ..plotting import (
+    DERIVED_SERIES,
     RobustY,
     init_label,
     method_label,
@@ -30,13 +31,10 @@ from ..plotting import (
 from ..utils import write_csv_atomic
 from .table import BOUND_METHODS, GRID_REFERENCES, METHODS, SUMMARY_COLUMNS, summarize_trials
 
-#: How an emphasised estimator (:attr:`~logzbench.registry.EstimatorSpec.emphasis`) is drawn.
-EMPHASIS_STYLE = registry.EMPHASIS_STYLE
-
 
 def estimator_style(name: str, label: str | None = None) -> dict:
-    """Plot style of ``name`` (:func:`logzbench.plotting.method_style`: the registry's
-    :attr:`~logzbench.registry.EstimatorSpec.style`, or the style of a line of
+    """Plot style of ``name`` (:func:`logzbench.plotting.method_style`: its
+    :func:`~logzbench.plotting.estimator_style`, or the style of a line of
     :data:`~logzbench.plotting.DERIVED_SERIES`) with its label (:func:`~logzbench.plotting.method_label`,
     or ``label``)."""
     return {**method_style(name), "label": method_label(name) if label is None else label}
@@ -45,22 +43,26 @@ def estimator_style(name: str, label: str | None = None) -> dict:
 #: Labels of the trials figures that differ from the registry's (DS uses half of each side's samples).
 TRIAL_LABELS = {"ds": "DS (n/2 per side)"}
 
+
+def _annealed_order() -> tuple[str, ...]:
+    """The registry's estimators of log Z from one annealing run (swept over the initial distribution: Liu et
+    al. Figs 3-4, the report's annealed_trials table) in legend order: those with a bound first, then the
+    average of AIS and reverse AIS (:data:`~logzbench.plotting.DERIVED_SERIES`), then those without a
+    direction, the emphasised ones last (drawn on top)."""
+    annealed = registry.methods_where(yields="log_z", axes="init")
+    annealed = [m for m in annealed if m not in METHODS]
+    bounded = [m for m in annealed if registry.estimator(m).bound != "none"]
+    rest = sorted((m for m in annealed if m not in bounded), key=lambda m: plotting.estimator_style(m).emphasis)
+    average = [m for m in DERIVED_SERIES if m not in BOUND_METHODS.values()]
+    return (*bounded, *average, *rest)
+
+
 #: Plot style per method, in legend order (same colours and markers in every figure; DS and ADS
-#: drawn prominently): the IS family, then the annealed estimators (Figs 3-4; the report's
-#: annealed_trials table) and the deterministic bounds of the grid MRFs.  Every style is
-#: :func:`estimator_style`'s, defined in :mod:`logzbench.plotting`, not here.
+#: drawn prominently): the IS family, then the annealed estimators (:func:`_annealed_order`) and the
+#: deterministic bounds of the grid MRFs.  Every style is :func:`estimator_style`'s, defined in
+#: :mod:`logzbench.plotting`, not here.
 METHOD_STYLES = {
-    m: estimator_style(m, TRIAL_LABELS.get(m))
-    for m in (
-        *METHODS,
-        "ais",
-        "reverse-ais",
-        "avg-ais-reverse-ais",
-        "ads-multinomial",
-        "ads",
-        "mf-bound",
-        "trw-bound",
-    )
+    m: estimator_style(m, TRIAL_LABELS.get(m)) for m in (*METHODS, *_annealed_order(), *BOUND_METHODS.values())
 }
 
 
