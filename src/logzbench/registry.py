@@ -35,9 +35,6 @@ from .options import INITS, Option
 __all__ = [
     "AXES",
     "BOUNDS",
-    "COMPARED_FAMILY",
-    "COMPARED_LEARNERS",
-    "EMPHASIS_STYLE",
     "ESTIMATORS",
     "FAMILIES",
     "GIBBS_KINDS",
@@ -48,7 +45,6 @@ __all__ = [
     "FamilySpec",
     "LearnerSpec",
     "Option",
-    "compared_learner_datasets",
     "estimator",
     "estimator_names",
     "estimators_for",
@@ -605,8 +601,6 @@ class LearnerSpec:
         ``history`` a dict of equal-length lists, one entry per logged iteration.
     families : tuple of str
         The families it trains.
-    label : str
-        Legend and table label.
     bound : str
         What its running ``log Z`` estimate is (``lower``: AVIL's decoder; ``upper``: NVIL's chi-square
         bound; ``none``: VCD has none).
@@ -615,16 +609,15 @@ class LearnerSpec:
     name: str
     entry: str
     families: tuple[str, ...]
-    label: str
     bound: str
 
 
 #: Every learner, by name (Li et al. "Adversarial Variational Inference and Learning in MRFs").
 # fmt: off
 LEARNERS: dict[str, LearnerSpec] = {s.name: s for s in (
-    LearnerSpec("avil", "logzbench.training.avil:train_avil", ("rbm", "dbm", "grbm"), "AVIL", "lower"),
-    LearnerSpec("nvil", "logzbench.training.nvil:train_nvil", ("rbm", "grbm"), "NVIL", "upper"),
-    LearnerSpec("vcd", "logzbench.training.vcd:train_vcd", ("dbm",), "VCD-1", "none"),
+    LearnerSpec("avil", "logzbench.training.avil:train_avil", ("rbm", "dbm", "grbm"), "lower"),
+    LearnerSpec("nvil", "logzbench.training.nvil:train_nvil", ("rbm", "grbm"), "upper"),
+    LearnerSpec("vcd", "logzbench.training.vcd:train_vcd", ("dbm",), "none"),
 )}
 # fmt: on
 
@@ -637,21 +630,6 @@ def learner(name: str, family_name: str | None = None) -> LearnerSpec:
     if family_name is not None and str(family_name).lower() not in spec.families:
         raise ValueError(f"learner {spec.name} trains {', '.join(spec.families)} models, not a {family_name}")
     return spec
-
-
-#: the learners whose bounds of log Z the AVIL paper's Fig. 5 compares on one dataset, and their family
-COMPARED_LEARNERS, COMPARED_FAMILY = ("nvil", "avil"), "rbm"
-
-
-def compared_learner_datasets(models) -> list[str]:
-    """The datasets, sorted, on which a :data:`COMPARED_FAMILY` model was trained by each of
-    :data:`COMPARED_LEARNERS` (the report's ``plots/<dataset>_bounds_vs_ais.png``); ``models`` are
-    ``(dataset, family, learner)`` triples."""
-    seen: dict[str, set] = {}
-    for dataset, family_name, learner_name in models:
-        if str(family_name).lower() == COMPARED_FAMILY:
-            seen.setdefault(str(dataset), set()).add(str(learner_name).lower())
-    return sorted(d for d, names in seen.items() if set(COMPARED_LEARNERS) <= names)
 
 
 def family(name: str) -> FamilySpec:

@@ -19,6 +19,7 @@ from logzbench.pipeline import usage as job_usage
 from logzbench.pipeline.warm_common import ENV_WORKFLOW as WARM_JOBS_ENV
 from logzbench.pipeline.config import check_config
 from logzbench.pipeline.config_schema import load_config
+from logzbench.report.compared import compared_learner_datasets
 
 
 def _load_config():
@@ -383,7 +384,7 @@ def learner_report_plots():
     learner-trained model, plots/<dataset>_bounds_vs_ais.png of each dataset with an NVIL- and an
     AVIL-trained RBM (the sample and filter figures depend on files and image shapes: undeclared)."""
     learned = learner_models()
-    paired = registry.compared_learner_datasets(
+    paired = compared_learner_datasets(
         (model_dataset(m), hp.get("family", "rbm"), hp["learner"]) for m, hp in learned.items())
     return [f"{REPORT_DIR}/plots/{m}_bounds.png" for m in learned] + [
         f"{REPORT_DIR}/plots/{d}_bounds_vs_ais.png" for d in paired]

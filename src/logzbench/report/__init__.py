@@ -77,8 +77,8 @@ The flags are the rules of :data:`.flags.RULES` (see :mod:`.flags`).  With a ``t
 they are also set as tags (``logzbench.flag``, all reasons; ``logzbench.flag_reason``, the first in at
 most 80 characters; ``logzbench.flagged``) on the runs of the affected estimates, and every estimate of
 a model with an exact value gets the metrics ``log_z_minus_exact`` and ``mean_test_ll_minus_exact``
-(its difference from the exact value, full precision).  Method and family lists and plot styles come
-from :mod:`logzbench.registry` (see :mod:`.methods`).
+(its difference from the exact value, full precision).  Method and family lists come from
+:mod:`logzbench.registry` (see :mod:`.methods`), plot styles from :mod:`logzbench.plotting`.
 
 Modules: :mod:`.build` (:func:`build_report`, :func:`report_job`), :mod:`.records` (loading, per-run table,
 summary over seeds), :mod:`.flags`,
@@ -89,37 +89,73 @@ diagnostics' tables and figures), :mod:`.timing`
 (the learners' training times), :mod:`.review` (``review.html``).
 """
 
-from ..plotting import plot_history
-from .bracket import BRACKET_COLUMNS, make_table_bracket, plot_bracket
-from .build import build_report, report_job
-from .flags import RULES, ReportThresholds, apply_flags
-from .learners import make_table_learners, make_table_learners_paper
-from .methods import (
-    ANALYSIS_FAMILIES,
-    ANNEALED_METHODS,
-    CONTINUOUS_FAMILIES,
-    CONTINUOUS_METHODS,
-    DEEP_FAMILIES,
-    GENERATIVE_FAMILIES,
-    INIT_ORDER,
-    K_METHODS,
-    LOG_Z_METHODS,
-    LOWER_BOUND_METHODS,
-)
-from .papers import make_table_papers
-from .plots import plot_annealed_trials, plot_model, plot_model_size
-from .records import GROUP_COLUMNS, LOG_F_COLUMNS, PER_RUN_COLUMNS, load_results, normalize_record, summarize
-from .tables import (
-    ANNEALED_TRIAL_COLUMNS,
-    AVERAGE_METHOD,
-    annealed_trials,
-    flag_rows,
-    ground_truth,
-    make_table1,
-    make_table2,
-    make_table_continuous,
-    make_table_csl,
-)
+import importlib
+
+#: where each name this package exports is defined: the package imports a module when one of its names
+#: is first asked for, so that a light module (:mod:`.compared`, which the workflow reads while it builds
+#: its job graph) is importable without loading the whole report (pandas, Matplotlib, torch)
+_EXPORTS = {
+    "plot_history": "..plotting",
+    **dict.fromkeys(("BRACKET_COLUMNS", "make_table_bracket", "plot_bracket"), ".bracket"),
+    **dict.fromkeys(("build_report", "report_job"), ".build"),
+    **dict.fromkeys(("RULES", "ReportThresholds", "apply_flags"), ".flags"),
+    **dict.fromkeys(("make_table_learners", "make_table_learners_paper"), ".learners"),
+    **dict.fromkeys(
+        (
+            "ANALYSIS_FAMILIES",
+            "ANNEALED_METHODS",
+            "CONTINUOUS_FAMILIES",
+            "CONTINUOUS_METHODS",
+            "DEEP_FAMILIES",
+            "GENERATIVE_FAMILIES",
+            "INIT_ORDER",
+            "K_METHODS",
+            "LOG_Z_METHODS",
+            "LOWER_BOUND_METHODS",
+        ),
+        ".methods",
+    ),
+    "make_table_papers": ".papers",
+    **dict.fromkeys(("plot_annealed_trials", "plot_model", "plot_model_size"), ".plots"),
+    **dict.fromkeys(
+        ("GROUP_COLUMNS", "LOG_F_COLUMNS", "PER_RUN_COLUMNS", "load_results", "normalize_record", "summarize"),
+        ".records",
+    ),
+    **dict.fromkeys(
+        (
+            "ANNEALED_TRIAL_COLUMNS",
+            "AVERAGE_METHOD",
+            "annealed_trials",
+            "flag_rows",
+            "ground_truth",
+            "make_table1",
+            "make_table2",
+            "make_table_continuous",
+            "make_table_csl",
+        ),
+        ".tables",
+    ),
+}
+
+
+def __getattr__(name: str):
+    """An exported name (imported from its module on first use) or a submodule of the package."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    else:
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
+
 
 __all__ = [
     "ReportThresholds",

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from ..plotting import RobustY, other_color, pyplot, save_figure, series_color
-from ..registry import LEARNERS
+from .compared import learner_label
 from .learners import LearnerModel, _history, bounds_vs_ais_datasets, final_ais
 from .methods import label
 from .plots import _placeholder
@@ -221,12 +221,9 @@ def _finish_panel(ax, title: str, drawn: bool) -> None:
 
 
 def _title(m: LearnerModel) -> str:
-    spec = LEARNERS.get(m.learner)
     arch = "-".join(str(h) for h in m.hidden_sizes)
     ablation = f", {m.ablation.replace('_', ' ')}" if m.ablation else ""
-    return (
-        f"{m.model}: {m.family.upper()} ({arch} hidden) by {spec.label if spec else m.learner}{ablation} on {m.source}"
-    )
+    return f"{m.model}: {m.family.upper()} ({arch} hidden) by {learner_label(m.learner)}{ablation} on {m.source}"
 
 
 def plot_bounds(m: LearnerModel, hist: pd.DataFrame | None, ais: Mapping[str, Any], path: str | os.PathLike) -> Path:
@@ -276,7 +273,7 @@ def plot_bounds_vs_ais(
             drawn = _draw_panel(ax, hist, panel, ais, color=other_color(i), prefix=prefix, robust=robust) or drawn
         robust.finish()
         bound = "upper" if lrn == "nvil" else "lower"
-        _finish_panel(ax, f"({letter}) {LEARNERS[lrn].label}: {bound} bound of log Z", drawn)
+        _finish_panel(ax, f"({letter}) {learner_label(lrn)}: {bound} bound of log Z", drawn)
     fig.suptitle(f"{dataset}: log Z bounds of the black-box learners vs exact / AIS", fontsize=10)
     fig.tight_layout()
     return save_figure(fig, path, dpi=110)

@@ -33,7 +33,8 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..registry import COMPARED_FAMILY, COMPARED_LEARNERS, LEARNERS, compared_learner_datasets
+from ..registry import LEARNERS
+from .compared import COMPARED_FAMILY, COMPARED_LEARNERS, compared_learner_datasets, learner_label
 from .published import load_published, lookup, within_uncertainty
 from .records import as_float, int_or_none
 
@@ -211,7 +212,7 @@ def learner_models(
 
 
 def bounds_vs_ais_datasets(models: Sequence[LearnerModel]) -> dict[str, list[LearnerModel]]:
-    """Datasets with an NVIL-trained and an AVIL-trained RBM (:func:`logzbench.registry.compared_learner_datasets`):
+    """Datasets with an NVIL-trained and an AVIL-trained RBM (:func:`.compared.compared_learner_datasets`):
     {dataset: those RBMs, NVIL first}."""
     datasets = compared_learner_datasets((m.dataset, m.family, m.learner) for m in models)
     return {
@@ -448,7 +449,7 @@ def make_table_learners_paper(table: pd.DataFrame, published: pd.DataFrame | Non
     rows = [
         {
             "table": k[0],
-            "learner": LEARNERS[k[1]].label if k[1] in LEARNERS else k[1],
+            "learner": learner_label(k[1]),
             "value": k[2],
             **{c: cells[k].get(c, float("nan")) for c in sources},
         }
