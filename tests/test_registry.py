@@ -119,3 +119,31 @@ def test_an_entry_without_a_style_is_drawn_in_an_automatic_one(toy):
     assert set(registry.ESTIMATORS) - {TOY.name} == set(plotting.ESTIMATOR_STYLES)
     assert plotting.estimator_style("not-an-estimator") is None
 
+
+@pytest.mark.parametrize(
+    "change, what",
+    [
+        ({"kinds": ("binary", "tertiary")}, "unknown kinds \\['tertiary'\\]"),
+        ({"axes": ("K", "temperature")}, "unknown axes \\['temperature'\\]"),
+        ({"yields": "log_p"}, "unknown yields \\['log_p'\\]"),
+        ({"bound": "sideways"}, "unknown bound \\['sideways'\\]"),
+        ({"options": ("chains", "no_such_option")}, "unknown options \\['no_such_option'\\]"),
+    ],
+)
+def test_a_bad_spec_raises_value_error(change, what):
+    with pytest.raises(ValueError, match=f"estimator 'toy-is': {what}"):
+        dataclasses.replace(TOY, **change)
+
+
+def test_constructing_a_spec_changes_no_global_state(monkeypatch):
+    """A spec's own options are declared when it is registered, not when it is built."""
+    from logzbench import options
+
+    monkeypatch.setattr(registry, "ESTIMATORS", dict(registry.ESTIMATORS))
+    monkeypatch.setattr(options, "_TABLE", dict(options._TABLE))
+    before = (dict(options.declared()), dict(registry.ESTIMATORS), dict(registry.FAMILIES))
+    own = options.Option("toy_draws", 1, "toy-is: draws per chain", "int", minimum=1)
+    spec = dataclasses.replace(TOY, options=("chains", "init", "toy_draws"), declares=(own,))
+    assert (dict(options.declared()), dict(registry.ESTIMATORS), dict(registry.FAMILIES)) == before
+    registry.register(spec)
+    assert options.declared()["toy_draws"] is own and registry.estimator("toy-is") is spec

@@ -145,12 +145,18 @@ class EstimatorSpec:
     declares: tuple[Option, ...] = ()
 
     def __post_init__(self) -> None:
-        _options.declare(*self.declares)
-        assert set(self.options) <= set(_options.option_names()), self
-        assert set(self.kinds) <= set(KINDS), self
-        assert set(self.axes) <= set(AXES), self
-        assert self.yields in ("log_z", "log_likelihood"), self
-        assert self.bound in BOUNDS, self
+        known = {*_options.option_names(), *(o.name for o in self.declares)}
+        for what, have, allowed in (
+            ("options", self.options, known),
+            ("kinds", self.kinds, KINDS),
+            ("axes", self.axes, AXES),
+            ("yields", (self.yields,), ("log_z", "log_likelihood")),
+            ("bound", (self.bound,), BOUNDS),
+        ):
+            bad = [v for v in have if v not in allowed]
+            if bad:
+                choices = f"; choose from {list(allowed)}" if what != "options" else " (declare it in `declares`)"
+                raise ValueError(f"estimator {self.name!r}: unknown {what} {bad}{choices}")
 
     def applies_to(self, family_name: str) -> bool:
         """Whether this estimator runs on a model of ``family_name``."""
@@ -288,6 +294,7 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
                "stone over the final K scans (approximate: consistent, no bound), s.e. from replicas"),
 )}
 # fmt: on
+_options.declare(*(o for s in ESTIMATORS.values() for o in s.declares))
 
 
 def register(spec: "EstimatorSpec | FamilySpec") -> None:
@@ -295,11 +302,14 @@ def register(spec: "EstimatorSpec | FamilySpec") -> None:
 
     Everything that lists estimators or families reads these tables when it runs, so the entry
     reaches the API, the command line (built after this call), the config check and the workflow's
-    sweep; an estimator's declared options become keywords, flags and config keys.
+    sweep; an estimator's declared options (``declares``) are declared here
+    (:func:`logzbench.options.declare`) and become keywords, flags and config keys.
     """
     table: dict = ESTIMATORS if isinstance(spec, EstimatorSpec) else FAMILIES
     if spec.name in table:
         raise ValueError(f"{spec.name!r} is already registered")
+    if isinstance(spec, EstimatorSpec):
+        _options.declare(*spec.declares)
     table[spec.name] = spec
 
 
