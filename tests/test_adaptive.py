@@ -156,3 +156,22 @@ def test_cli_refuses_adaptive_with_one_pilot_chain(tmp_path, capsys):
         tmp_path,
         capsys,
     )
+
+
+def test_the_schedule_search_takes_an_injected_root_finder():
+    """next_beta's root finder is a parameter (brentq by default): a plain bisection lands in the same CESS
+    band, and the pilot passes the finder through to every step."""
+    rbm = random_rbm(16, 8, seed=2, scale=1.5)
+    path = rbm.annealing_path("uniform")
+    calls = []
+
+    def bisect(f, a, b):
+        calls.append((a, b))
+        for _ in range(60):
+            a, b = ((a + b) / 2, b) if f((a + b) / 2) > 0 else (a, (a + b) / 2)
+        return a
+
+    default = adaptive.pilot_schedule(path, 200, adaptive.pilot_generator(0), target_ess=0.9)
+    mine = adaptive.pilot_schedule(path, 200, adaptive.pilot_generator(0), target_ess=0.9, root_finder=bisect)
+    assert len(calls) == len(mine.betas) - 2  # every step but the last, which reaches beta = 1 directly
+    assert len(mine.betas) == len(default.betas) and np.allclose(mine.betas, default.betas, atol=1e-3)

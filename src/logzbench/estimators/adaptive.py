@@ -1,8 +1,8 @@
 """The adaptive schedule: an independent pilot run chooses the inverse temperatures.
 
 A pilot population of ``pilot_chains`` chains anneals along the estimator's own path.  At each
-inverse temperature ``beta`` it chooses the next one, ``beta'``, by bisection so that the
-incremental weights ``w_i = f_{beta'}(x_i) / f_beta(x_i)`` keep a target *conditional* effective
+inverse temperature ``beta`` it chooses the next one, ``beta'``, with a root finder
+(:func:`scipy.optimize.brentq` unless another is given) so that the incremental weights ``w_i = f_{beta'}(x_i) / f_beta(x_i)`` keep a target *conditional* effective
 sample size (Zhou, Johansen & Aston 2016, the criterion of blackjax's adaptive tempered SMC):
 
     CESS(beta') = (sum_i W_i w_i)^2 / sum_i W_i w_i^2  in (0, 1],
@@ -27,25 +27,47 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
+from scipy.optimize import brentq
 
 from ..models.base import AnnealingPath
 from ..utils import stream_generator
 from . import ais as ais_kernel
 
-__all__ = ["PilotResult", "PilotState", "conditional_ess", "init", "pilot_generator", "pilot_schedule", "step"]
+__all__ = [
+    "PilotResult",
+    "PilotState",
+    "RootFinder",
+    "brentq_root",
+    "conditional_ess",
+    "init",
+    "next_beta",
+    "pilot_generator",
+    "pilot_schedule",
+    "step",
+]
 
 #: a fixed word mixed into the seed of the pilot's stream (any other stream of the run differs)
 _PILOT_STREAM = 0x9170_7A5C
 #: the pilot gives up after this many temperatures (a path whose CESS cannot be kept: a bug)
 MAX_PILOT_STEPS = 200_000
-#: bisection stops within this fraction of ``1 - target_ess`` of the target
+#: the next temperature's CESS lies above the target by at most this fraction of ``1 - target_ess``
 _TOLERANCE = 0.05
-#: smallest step in beta the bisection considers
+#: smallest step in beta the search considers
 _MIN_STEP = 1e-12
+#: how closely the root finder locates ``log(beta' - beta)``: far finer than the CESS band of :data:`_TOLERANCE`
+_XTOL = 1e-6
+
+#: a root finder ``(f, a, b) -> x`` with ``f(x) = 0`` in ``[a, b]``, where ``f(a) > 0 > f(b)``
+RootFinder = Callable[[Callable[[float], float], float, float], float]
+
+
+def brentq_root(f: Callable[[float], float], a: float, b: float) -> float:
+    """The schedule search's default root finder: :func:`scipy.optimize.brentq` to within :data:`_XTOL`."""
+    return brentq(f, a, b, xtol=_XTOL)
 
 
 def pilot_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
@@ -113,29 +135,25 @@ def _cess_at(path: AnnealingPath, state: PilotState, beta_next: float) -> float:
     return float(conditional_ess(state.log_w, inc).min())
 
 
-def next_beta(path: AnnealingPath, state: PilotState, target_ess: float) -> float:
-    """The next inverse temperature: 1 if the step there keeps ``target_ess``, else the one (found by
-    bisection in ``log(beta' - beta)``) whose CESS is within a small tolerance of it (the smallest
-    group's, with several groups)."""
+def next_beta(
+    path: AnnealingPath, state: PilotState, target_ess: float, root_finder: RootFinder = brentq_root
+) -> float:
+    """The next inverse temperature: 1 if the step there keeps ``target_ess``, else the one whose CESS
+    (the smallest group's, with several groups) lies in the band from ``target_ess`` up by
+    :data:`_TOLERANCE` of ``1 - target_ess``: ``root_finder`` aims at the band's middle, searching
+    ``log(beta' - beta)``."""
     beta = state.beta
     if _cess_at(path, state, 1.0) >= target_ess:
         return 1.0
+    aim = target_ess + 0.5 * _TOLERANCE * (1.0 - target_ess)
+
+    def gap(log_step: float) -> float:
+        return _cess_at(path, state, min(1.0, beta + math.exp(log_step))) - aim
+
     lo, hi = math.log(_MIN_STEP), math.log(1.0 - beta)  # log step sizes: CESS(lo) >= target > CESS(hi)
-    if _cess_at(path, state, beta + _MIN_STEP) < target_ess:
+    if gap(lo) <= 0.0:  # the smallest step keeps no more than the band's middle
         return min(1.0, beta + _MIN_STEP)
-    tol = _TOLERANCE * (1.0 - target_ess)
-    for _ in range(80):
-        mid = 0.5 * (lo + hi)
-        c = _cess_at(path, state, min(1.0, beta + math.exp(mid)))
-        if c >= target_ess:
-            lo = mid
-            if c - target_ess <= tol:
-                break
-        else:
-            hi = mid
-        if hi - lo < 1e-9:
-            break
-    return min(1.0, beta + math.exp(lo))
+    return min(1.0, beta + math.exp(root_finder(gap, lo, hi)))
 
 
 def _take(x: Any, idx: torch.Tensor) -> Any:
@@ -149,12 +167,17 @@ def _take(x: Any, idx: torch.Tensor) -> Any:
 
 
 def step(
-    path: AnnealingPath, state: PilotState, target_ess: float, generator: torch.Generator, sweeps_per_beta: int = 1
+    path: AnnealingPath,
+    state: PilotState,
+    target_ess: float,
+    generator: torch.Generator,
+    sweeps_per_beta: int = 1,
+    root_finder: RootFinder = brentq_root,
 ) -> tuple[PilotState, bool]:
-    """Choose the next temperature, reweight, resample (multinomially, within each group) when the
-    pilot's ESS is below half, and move with ``sweeps_per_beta`` transitions (none at beta = 1).
-    Returns the new state and whether it resampled."""
-    b = next_beta(path, state, target_ess)
+    """Choose the next temperature (:func:`next_beta`, with ``root_finder``), reweight, resample
+    (multinomially, within each group) when the pilot's ESS is below half, and move with
+    ``sweeps_per_beta`` transitions (none at beta = 1).  Returns the new state and whether it resampled."""
+    b = next_beta(path, state, target_ess, root_finder)
     inc = path.log_f_ratio(state.x, state.beta, b).reshape(state.log_w.shape)
     log_w = _normalise(state.log_w + inc)
     x = state.x
@@ -182,6 +205,7 @@ def pilot_schedule(
     sweeps_per_beta: int = 1,
     groups: int = 1,
     max_steps: int = MAX_PILOT_STEPS,
+    root_finder: RootFinder = brentq_root,
 ) -> PilotResult:
     """Run the pilot along ``path`` and return its schedule.
 
@@ -199,6 +223,9 @@ def pilot_schedule(
         Transitions at each temperature (as the main run).
     groups : int
         Independent populations sharing one schedule (the smallest group CESS decides).
+    root_finder : callable
+        ``(f, a, b) -> x`` with ``f(x) = 0``, where ``f(a) > 0 > f(b)``: how each next temperature is
+        searched (:func:`brentq_root` by default).
     """
     if int(n_chains) < 2:
         raise ValueError(f"the adaptive schedule needs pilot_chains >= 2, got {n_chains}")
@@ -213,7 +240,7 @@ def pilot_schedule(
                 f"the adaptive pilot needed more than {max_steps} temperatures to keep a conditional "
                 f"ESS of {target_ess} (reached beta = {state.beta:.3g}); lower target_ess"
             )
-        state, r = step(path, state, float(target_ess), generator, sweeps_per_beta)
+        state, r = step(path, state, float(target_ess), generator, sweeps_per_beta, root_finder)
         betas.append(state.beta)
         n_resampled += int(r)
     ais_kernel.check_finite(state.log_w, "adaptive pilot log-weights")
