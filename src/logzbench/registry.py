@@ -2,8 +2,11 @@
 
 Everything that needs to know which estimators or families exist derives it from here: the
 API's dispatch (:func:`logzbench.api.estimate`), the command line's ``--estimator`` choices,
-the config schema's enums (checked against this module by a test), the workflow's sweep
-tables, estimate rule and script, and the report's method lists, flag rules and plot styles.
+the config check (an estimator entry's ``method`` and a model's ``family`` are names of the tables
+here, checked when the config is loaded: the schema lists none of them), the workflow's sweep
+tables, estimate rule and script, and the report's method lists and flag rules.  How an estimator
+is drawn is not here but in :data:`logzbench.plotting.ESTIMATOR_STYLES` (an entry without one is
+drawn in an automatic style).
 
 Adding an estimator
     Write its module under ``estimators/`` with an ``estimate(ctx)`` function (see
@@ -447,7 +450,7 @@ class FamilySpec:
     trainer : str
         ``"module:function"`` with ``(train, test=None, **hyperparams) -> (model, history)``.
     kind : str
-        ``binary``, ``gaussian-binary``, ``analysis`` or ``generative`` (:data:`KINDS`).
+        ``binary``, ``gaussian-binary``, ``categorical``, ``analysis`` or ``generative`` (:data:`KINDS`).
     inits : tuple of str
         Initial distributions of its annealing path (:data:`INITS`; none for continuous models).
     size_key : str
