@@ -4,7 +4,8 @@ All statistics are computed from per-chain log-weights in float64:
 
 * ``log Ẑ = logmeanexp(log w)``;
 * its standard error by the delta method, ``sd(w) / (sqrt(M) mean(w))``;
-* a percentile bootstrap interval over chains (seeded);
+* a percentile bootstrap interval over chains (seeded; its resamples drawn in chunks of bounded
+  memory, :func:`bootstrap_bytes`, which the estimators' memory estimate counts);
 * the effective sample size ``(sum w)^2 / sum w^2``;
 * the Pareto k-hat of the weights' tail (:func:`~logzbench.stats.pareto_khat`; above 0.7 the
   standard error is not to be trusted).
@@ -25,6 +26,38 @@ import torch
 
 from ..errors import EstimatorError
 from ..stats import ess_from_log_weights, log_mean_stderr, pareto_khat
+
+#: bytes the bootstrap holds per resampled weight: its index (int64) and the weight it picks (float64)
+_BOOTSTRAP_BYTES_PER_DRAW = 16
+#: the bootstrap draws its resamples in chunks of at most this many bytes (one resample at least)
+BOOTSTRAP_CHUNK_BYTES = 1 << 26
+
+
+def bootstrap_chunk(m: int, n_bootstrap: int) -> int:
+    """Resamples of ``m`` weights the bootstrap draws at once: as many as fit in :data:`BOOTSTRAP_CHUNK_BYTES`,
+    at least one, at most ``n_bootstrap``."""
+    return max(1, min(int(n_bootstrap), BOOTSTRAP_CHUNK_BYTES // (_BOOTSTRAP_BYTES_PER_DRAW * max(int(m), 1))))
+
+
+def bootstrap_bytes(m: int, n_bootstrap: int) -> int:
+    """Peak bytes of the bootstrap of ``m`` weights with ``n_bootstrap`` resamples: one chunk of resamples
+    (:func:`bootstrap_chunk`) and the resampled statistics; 0 when it draws none."""
+    if n_bootstrap <= 0 or m <= 1:
+        return 0
+    return bootstrap_chunk(m, n_bootstrap) * int(m) * _BOOTSTRAP_BYTES_PER_DRAW + 8 * int(n_bootstrap)
+
+
+def _bootstrap_log_means(log_w: torch.Tensor, n_bootstrap: int, generator: torch.Generator) -> torch.Tensor:
+    """``log mean exp`` of ``n_bootstrap`` resamples (with replacement) of the weights ``log_w`` ``(M,)``, drawn
+    in chunks of :func:`bootstrap_chunk` resamples: the draws, in order, are those of one
+    ``(n_bootstrap, M)`` draw from ``generator``, without holding it."""
+    m = log_w.numel()
+    rows = bootstrap_chunk(m, n_bootstrap)
+    out = []
+    for start in range(0, n_bootstrap, rows):
+        idx = torch.randint(0, m, (min(rows, n_bootstrap - start), m), generator=generator)
+        out.append(torch.logsumexp(log_w[idx], dim=1))
+    return torch.cat(out) - math.log(m)
 
 
 class WeightSummary(NamedTuple):
@@ -58,9 +91,7 @@ def summarize_log_weights(log_w, n_bootstrap: int = 1000, seed: int = 0, what: s
     log_mean, se = log_mean_stderr(log_w)
     m = log_w.numel()
     if n_bootstrap > 0 and m > 1:
-        g = torch.Generator().manual_seed(int(seed))
-        idx = torch.randint(0, m, (n_bootstrap, m), generator=g)
-        boot = torch.logsumexp(log_w[idx], dim=1) - math.log(m)
+        boot = _bootstrap_log_means(log_w, int(n_bootstrap), torch.Generator().manual_seed(int(seed)))
         lo, hi = torch.quantile(boot, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
     else:
         lo = hi = float("nan")
