@@ -24,7 +24,7 @@ from ..options import EstimateOptions
 from ..registry import EstimatorSpec, FamilySpec
 from ..schedules import ADAPTIVE, PILOT_SCHEDULES, TUNED, make_schedule, resample, tuned_round_ks
 from ..utils.devices import MEMORY_SHARE, memory_shortfall
-from .result import EstimateResult, attach_log_likelihood, khat_summary
+from .result import EstimateResult, attach_log_likelihood, bootstrap_bytes, khat_summary
 
 __all__ = [
     "EstimateContext",
@@ -78,13 +78,18 @@ def estimated_bytes(ctx: "EstimateContext") -> tuple[int, str]:
     """``(bytes, what drives them)``: the memory an estimate needs at its peak, roughly.  An estimator
     module's own ``peak_bytes(ctx)`` answers where it defines one; otherwise :func:`chain_bytes`, the
     state of all chains (see :data:`_BYTES_PER_UNIT`).  Any other estimator without ``chains`` (``exact``
-    enumerates in chunks of bounded size) is not counted (0)."""
+    enumerates in chunks of bounded size) is not counted (0).  An estimator that reads ``n_bootstrap``
+    adds its bootstrap's chunk over ``chains`` weights (:func:`~.result.bootstrap_bytes`)."""
     own = getattr(ctx.spec.module, "peak_bytes", None)
     if own is not None:  # the estimator's own (pt: replicas x temperatures, without ``chains``)
-        return own(ctx)
-    if "chains" not in ctx.spec.options:
+        need, what = own(ctx)
+    elif "chains" not in ctx.spec.options:
         return 0, ""
-    return chain_bytes(ctx)
+    else:
+        need, what = chain_bytes(ctx)
+    if {"chains", "n_bootstrap"} <= set(ctx.spec.options):
+        need += bootstrap_bytes(ctx.options.chains, ctx.options.n_bootstrap)
+    return need, what
 
 
 def chain_bytes(
