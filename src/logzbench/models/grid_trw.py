@@ -52,7 +52,8 @@ import torch
 from scipy.sparse.csgraph import breadth_first_order, connected_components, minimum_spanning_tree
 
 from ..kernels import uniform
-from .grid import GridMRF, _states_like
+from .grid import GridMRF
+from .grid_reference import _states_like
 
 __all__ = [
     "TRWResult",
