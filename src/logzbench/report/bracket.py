@@ -23,6 +23,7 @@ from ..estimators.bracket import QUANTITIES
 from ..plotting import RobustY, pyplot, save_figure, series_color, series_label
 from ..tracking import estimate_bracket
 from .methods import BRACKET_METHODS
+from .plots import _placeholder
 from .records import as_float, int_or_none, normalize_record
 
 #: columns of ``table_bracket.csv``: one row per bracket estimate and bracketed quantity
@@ -338,90 +339,88 @@ def plot_bracket(
     ends (:class:`~logzbench.plotting.RobustY`), so that the first rounds' wide brackets do not flatten the
     converged ones (points beyond are drawn at the edge); an end on the wrong side of the exact value, or
     both ends of a round whose raw estimates cross, circled (:data:`BRACKET_FLAG_LABEL`)."""
-    plt = pyplot()
-    from matplotlib.ticker import NullFormatter
-
     mine = [
         (rec, src) for rec, src in records if is_bracket_record(rec) and normalize_record(rec, src)["model"] == model
     ]
     panels = [(q, pts) for q in QUANTITIES if (pts := _history_points(mine, q))]
     if not panels:
-        fig, ax = plt.subplots(figsize=(6.4, 3.0))
-        ax.text(
-            0.5,
-            0.5,
-            f"{model}: no bracket estimates (sandwich, BDMC)",
-            transform=ax.transAxes,
-            ha="center",
-            va="center",
-        )
-        ax.set_axis_off()
-        return save_figure(fig, path, dpi=110)
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False)
+        return _placeholder(f"{model}: no bracket estimates (sandwich, BDMC)", path, (6.4, 3.0))
+    fig, axes = pyplot().subplots(1, len(panels), figsize=(6.4 * len(panels), 4.4), squeeze=False)
     for ax, (q, groups) in zip(axes[0], panels):
-        entries = {m: sorted({e for mm, e, _, _ in groups if mm == m}) for m, _, _, _ in groups}
-        seeds = {
-            (m, e): [s for mm, ee, s, _ in groups if (mm, ee) == (m, e) and s is not None] for m, e, _, _ in groups
-        }
-        robust = RobustY(ax, flag_label=BRACKET_FLAG_LABEL)
-        labelled: set[tuple[str, str]] = set()
-        for method, est, seed, df in groups:
-            color = series_color(method)
-            hollow = {"markerfacecolor": "none"} if entries[method].index(est) else {}
-            name = series_label(method, entry=est if len(entries[method]) > 1 else "")
-            n_seeds = len(seeds[(method, est)])
-            if n_seeds:
-                name += f" (seed{'s' if n_seeds > 1 else ''} {', '.join(str(s) for s in seeds[(method, est)])})"
-            first = (method, est) not in labelled  # one legend entry per estimator: its seeds share its colour
-            labelled.add((method, est))
-            x = df["total_sweeps"].to_numpy(dtype=float)
-            lo, hi = df["lower"].to_numpy(dtype=float), df["upper"].to_numpy(dtype=float)
-            bad_lo, bad_hi = _bracket_flags(
-                lo, hi, _exact_at(table, model, q, est, seed, x), df["crossed"].to_numpy(dtype=bool)
-            )
-            for y, marker, linestyle, end, bad in ((lo, "^", "-", "lower", bad_lo), (hi, "v", "--", "upper", bad_hi)):
-                ax.plot(
-                    x,
-                    y,
-                    marker=marker,
-                    markersize=4,
-                    linestyle=linestyle,
-                    color=color,
-                    label=f"{name}: {end}" if first else None,
-                    **hollow,
-                )
-                robust.add(x, y, color, flagged=bad)
-            both = np.isfinite(lo) & np.isfinite(hi)
-            if both.any():
-                ax.fill_between(x[both], lo[both], hi[both], color=color, alpha=0.15, linewidth=0)
-                # each round's bracket as a bar (one round alone has no area to shade)
-                ax.vlines(x[both], lo[both], hi[both], color=color, alpha=0.4, linewidth=3)
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())  # (labelled minor ticks of a short range overlap)
-        if table is not None and len(table):  # the exact value of the test rows; BDMC's of its simulated points
-            ex = table[(table["model"] == model) & (table["quantity"] == q) & table["exact"].notna()]
-            for data, g in ex.groupby("data", sort=True):
-                for i, v in enumerate(sorted(set(np.round(g["exact"].to_numpy(dtype=float), 12)))):
-                    ax.axhline(
-                        v,
-                        color=series_color("exact"),
-                        linewidth=1.2,
-                        linestyle="-" if data == "test" else ":",
-                        label=None
-                        if i
-                        else (
-                            series_label("exact") if data == "test" else f"{series_label('exact')} (simulated points)"
-                        ),
-                    )
-                    robust.add_level(v)
-        robust.finish()
-        ax.set_xlabel("Gibbs sweeps x chains spent (total_sweeps)")
-        ax.set_ylabel(QUANTITY_LABELS.get(q, q))
-        ax.set_title(f"{model}: bracket on {'log Z' if q == 'log_z' else 'the mean log-likelihood'}")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
+        _bracket_panel(ax, model, q, groups, table)
     fig.tight_layout()
     return save_figure(fig, path, dpi=110)
+
+
+def _bracket_panel(ax, model: str, q: str, groups: list, table: pd.DataFrame | None) -> None:
+    """One quantity's panel of :func:`plot_bracket`: every estimate's ends (:func:`_draw_ends`), one legend
+    entry per estimator (its seeds share its colour), the exact levels (:func:`_draw_exact_levels`), robust
+    y-limits and the labels."""
+    from matplotlib.ticker import NullFormatter
+
+    entries = {m: sorted({e for mm, e, _, _ in groups if mm == m}) for m, _, _, _ in groups}
+    seeds = {(m, e): [s for mm, ee, s, _ in groups if (mm, ee) == (m, e) and s is not None] for m, e, _, _ in groups}
+    robust = RobustY(ax, flag_label=BRACKET_FLAG_LABEL)
+    labelled: set[tuple[str, str]] = set()
+    for method, est, seed, df in groups:
+        name = series_label(method, entry=est if len(entries[method]) > 1 else "")
+        n_seeds = len(seeds[(method, est)])
+        if n_seeds:
+            name += f" (seed{'s' if n_seeds > 1 else ''} {', '.join(str(s) for s in seeds[(method, est)])})"
+        first = (method, est) not in labelled  # one legend entry per estimator: its seeds share its colour
+        labelled.add((method, est))
+        exact = _exact_at(table, model, q, est, seed, df["total_sweeps"].to_numpy(dtype=float))
+        hollow = bool(entries[method].index(est))
+        _draw_ends(ax, robust, df, exact, series_color(method), name if first else None, hollow=hollow)
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # (labelled minor ticks of a short range overlap)
+    if table is not None and len(table):
+        _draw_exact_levels(ax, robust, table[(table["model"] == model) & (table["quantity"] == q)])
+    robust.finish()
+    ax.set_xlabel("Gibbs sweeps x chains spent (total_sweeps)")
+    ax.set_ylabel(QUANTITY_LABELS.get(q, q))
+    ax.set_title(f"{model}: bracket on {'log Z' if q == 'log_z' else 'the mean log-likelihood'}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+
+
+def _draw_ends(
+    ax, robust: RobustY, df: pd.DataFrame, exact: np.ndarray, color: str, name: str | None, *, hollow: bool
+) -> None:
+    """One estimate's bracket history: lower ends ``^`` solid and upper ends ``v`` dashed in ``color`` (hollow
+    markers for a second config entry of its method; legend entries ``name: lower`` / ``upper`` unless
+    ``name`` is ``None``), shaded between with a bar per round, the flagged ends (:func:`_bracket_flags`
+    against ``exact``) circled by ``robust``."""
+    x = df["total_sweeps"].to_numpy(dtype=float)
+    lo, hi = df["lower"].to_numpy(dtype=float), df["upper"].to_numpy(dtype=float)
+    bad_lo, bad_hi = _bracket_flags(lo, hi, exact, df["crossed"].to_numpy(dtype=bool))
+    face = {"markerfacecolor": "none"} if hollow else {}
+    for y, marker, linestyle, end, bad in ((lo, "^", "-", "lower", bad_lo), (hi, "v", "--", "upper", bad_hi)):
+        label = f"{name}: {end}" if name is not None else None
+        ax.plot(x, y, marker=marker, markersize=4, linestyle=linestyle, color=color, label=label, **face)
+        robust.add(x, y, color, flagged=bad)
+    both = np.isfinite(lo) & np.isfinite(hi)
+    if both.any():
+        ax.fill_between(x[both], lo[both], hi[both], color=color, alpha=0.15, linewidth=0)
+        # each round's bracket as a bar (one round alone has no area to shade)
+        ax.vlines(x[both], lo[both], hi[both], color=color, alpha=0.4, linewidth=3)
+
+
+def _draw_exact_levels(ax, robust: RobustY, rows: pd.DataFrame) -> None:
+    """Horizontal lines at the exact values of one panel's :func:`make_table_bracket` ``rows``: the test rows'
+    solid, BDMC's simulated points' dotted, each kind labelled once."""
+    exact_label = series_label("exact")
+    for data, g in rows[rows["exact"].notna()].groupby("data", sort=True):
+        label = exact_label if data == "test" else f"{exact_label} (simulated points)"
+        for i, v in enumerate(sorted(set(np.round(g["exact"].to_numpy(dtype=float), 12)))):
+            ax.axhline(
+                v,
+                color=series_color("exact"),
+                linewidth=1.2,
+                linestyle="-" if data == "test" else ":",
+                label=None if i else label,
+            )
+            robust.add_level(v)
 
 
 # --------------------------------------------------------------------------- table_continuous.csv
