@@ -149,6 +149,34 @@ def plot_trials(
         Empty summary, missing columns, no rows for ``methods``, or several rows for one
         (panel value, method, ``x``).
     """
+    methods = list(methods) if methods is not None else None
+    s = _checked_summary(summary, x, panel, methods)
+    panels = _panel_order(s[panel]) if panel is not None else [None]
+    order = _method_order(methods if methods is not None else pd.unique(s["method"]))
+    ncol = len(panels)
+    fig, axes = pyplot().subplots(2, ncol, figsize=(4.6 * ncol + 0.6, 7.2), squeeze=False, sharex="col")
+    for j, pv in enumerate(panels):
+        sp = s if panel is None else s[s[panel] == pv]
+        _trials_panel(axes[0, j], axes[1, j], sp, order, x, str(pv) if panel == "init" else "")
+        _trials_x_axes((axes[0, j], axes[1, j]), sp[x].to_numpy(dtype=float), x, log_x)
+        if panel is not None:
+            axes[0, j].set_title(f"p0 = {pv}" if panel == "reference" else f"{panel} = {pv}")
+        if j == 0:
+            axes[0, j].set_ylabel("bias of log Ẑ (nats)")
+            axes[1, j].set_ylabel("MSE of log Ẑ")
+    handles, labels = _legend_entries(axes)
+    leg_cols = max(1, min(len(labels), 4 if ncol > 1 else 2))
+    fig.legend(handles, labels, loc="lower center", ncol=leg_cols, fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=9 if ncol == 1 else 11, wrap=True)
+    n_rows_legend = math.ceil(len(labels) / leg_cols) if labels else 0
+    fig.tight_layout(rect=(0, 0.03 * n_rows_legend + 0.01, 1, 0.96 if title else 1))
+    return save_figure(fig, path, dpi=110)
+
+
+def _checked_summary(summary: pd.DataFrame, x: str, panel: str | None, methods) -> pd.DataFrame:
+    """The rows of ``summary`` that :func:`plot_trials` draws (those of ``methods``), or the ValueError it
+    documents: an empty summary, a missing column, no rows for ``methods``, several rows per point."""
     if len(summary) == 0:
         raise ValueError("summary is empty: nothing to plot")
     need = {x, "method", "bias", "bias_se", "mse"} | ({panel} if panel is not None else set())
@@ -157,7 +185,6 @@ def plot_trials(
         raise ValueError(f"summary lacks column(s) {missing}")
     s = summary
     if methods is not None:
-        methods = list(methods)
         s = s[s["method"].isin(methods)]
         if len(s) == 0:
             raise ValueError(f"summary has no rows for methods {methods}")
@@ -173,81 +200,78 @@ def plot_trials(
             f"summary has several rows per ({', '.join(keys)}); filter it to one setting first "
             f"(varying: {varying or 'unknown'})"
         )
-    panels = _panel_order(s[panel]) if panel is not None else [None]
-    order = _method_order(methods if methods is not None else pd.unique(s["method"]))
-    bounds = set(BOUND_METHODS.values())
+    return s
 
-    plt = pyplot()
+
+def _trials_panel(ax_b, ax_m, sp: pd.DataFrame, order: list[str], x: str, init: str) -> None:
+    """One column of :func:`plot_trials`: each method's bias with ``+-2 bias_se`` error bars on ``ax_b``
+    and its MSE on ``ax_m`` (log axis; not the deterministic bounds'), in its :func:`_style` (from
+    ``init``: that start's colour and name), both rows' y-limits robust (:class:`~logzbench.plotting.RobustY`)."""
+    bounds = set(BOUND_METHODS.values())
+    # robust y-limits: one setting far off (a diverged K) is drawn at the edge, not squeezing the rest
+    robust_b, robust_m = RobustY(ax_b), RobustY(ax_m, log=True)
+    robust_b.add_level(0.0)  # the zero line, unless it is far from the bulk itself
+    for method in order:
+        g = sp[sp["method"] == method].sort_values(x)
+        if g.empty:
+            continue
+        st = _style(method, init)
+        xs = g[x].to_numpy(dtype=float)
+        bias = g["bias"].to_numpy(dtype=float)
+        err = 2.0 * g["bias_se"].to_numpy(dtype=float)
+        err = np.where(np.isfinite(err), err, 0.0)
+        kw = {
+            "color": st["color"],
+            "marker": st["marker"],
+            "linestyle": st["linestyle"],
+            "linewidth": st["linewidth"],
+            "markersize": st["markersize"],
+            "zorder": st.get("zorder", 2),
+        }
+        ax_b.errorbar(xs, bias, yerr=err, capsize=2.5, label=st["label"], **kw)
+        robust_b.add(xs, bias, st["color"], err=err)
+        if method in bounds or str(method).endswith("-bound"):
+            continue
+        mse = g["mse"].to_numpy(dtype=float)
+        ok = np.isfinite(mse) & (mse > 0)
+        if ok.any():
+            ax_m.plot(xs[ok], mse[ok], label=st["label"], **kw)
+            robust_m.add(xs[ok], mse[ok], st["color"])
+    ax_b.axhline(0.0, color="black", linewidth=0.8, zorder=1)
+    ax_m.set_yscale("log")
+    robust_b.finish()
+    robust_m.finish()
+
+
+def _trials_x_axes(axes, xvals: np.ndarray, x: str, log_x: bool | None) -> None:
+    """The x-axes of one column (bias row, then MSE row): logarithmic where :func:`plot_trials` says
+    (plain labels at up to 12 data points), a grid (the MSE row's at minor ticks too), ``x`` as the label."""
     from matplotlib import ticker
 
-    ncol = len(panels)
-    fig, axes = plt.subplots(2, ncol, figsize=(4.6 * ncol + 0.6, 7.2), squeeze=False, sharex="col")
-    for j, pv in enumerate(panels):
-        sp = s if panel is None else s[s[panel] == pv]
-        ax_b, ax_m = axes[0, j], axes[1, j]
-        # robust y-limits: one setting far off (a diverged K) is drawn at the edge, not squeezing the rest
-        robust_b, robust_m = RobustY(ax_b), RobustY(ax_m, log=True)
-        robust_b.add_level(0.0)  # the zero line, unless it is far from the bulk itself
-        for method in order:
-            g = sp[sp["method"] == method].sort_values(x)
-            if g.empty:
-                continue
-            st = _style(method, str(pv) if panel == "init" else "")
-            xs = g[x].to_numpy(dtype=float)
-            bias = g["bias"].to_numpy(dtype=float)
-            err = 2.0 * g["bias_se"].to_numpy(dtype=float)
-            err = np.where(np.isfinite(err), err, 0.0)
-            kw = {
-                "color": st["color"],
-                "marker": st["marker"],
-                "linestyle": st["linestyle"],
-                "linewidth": st["linewidth"],
-                "markersize": st["markersize"],
-                "zorder": st.get("zorder", 2),
-            }
-            ax_b.errorbar(xs, bias, yerr=err, capsize=2.5, label=st["label"], **kw)
-            robust_b.add(xs, bias, st["color"], err=err)
-            if method in bounds or str(method).endswith("-bound"):
-                continue
-            mse = g["mse"].to_numpy(dtype=float)
-            ok = np.isfinite(mse) & (mse > 0)
-            if ok.any():
-                ax_m.plot(xs[ok], mse[ok], label=st["label"], **kw)
-                robust_m.add(xs[ok], mse[ok], st["color"])
-        ax_b.axhline(0.0, color="black", linewidth=0.8, zorder=1)
-        ax_m.set_yscale("log")
-        robust_b.finish()
-        robust_m.finish()
-        xvals = np.unique(sp[x].to_numpy(dtype=float))
-        for ax in (ax_b, ax_m):
-            if (x == "sigma0") if log_x is None else log_x:
-                ax.set_xscale("log", base=2 if x == "K" else 10)
-                if 1 < xvals.size <= 12:  # plain labels at the data points instead of crowded 10^k ones
-                    ax.set_xticks(xvals)
-                    ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-                    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
-            ax.grid(True, alpha=0.3, which="both" if ax is ax_m else "major")
-        ax_m.set_xlabel(x)
-        if panel is not None:
-            ax_b.set_title(f"p0 = {pv}" if panel == "reference" else f"{panel} = {pv}")
-        if j == 0:
-            ax_b.set_ylabel("bias of log Ẑ (nats)")
-            ax_m.set_ylabel("MSE of log Ẑ")
+    xvals = np.unique(xvals)
+    for ax in axes:
+        if (x == "sigma0") if log_x is None else log_x:
+            ax.set_xscale("log", base=2 if x == "K" else 10)
+            if 1 < xvals.size <= 12:  # plain labels at the data points instead of crowded 10^k ones
+                ax.set_xticks(xvals)
+                ax.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+                ax.xaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.grid(True, alpha=0.3, which="both" if ax is axes[-1] else "major")
+    axes[-1].set_xlabel(x)
+
+
+def _legend_entries(axes) -> tuple[list, list[str]]:
+    """The figure legend's handles and labels: the first panel's, then those of methods absent from it and
+    of the MSE row's clipped points, each label once."""
     handles, labels = axes[0, 0].get_legend_handles_labels()
     seen = set(labels)
-    for ax in [*axes[0, 1:], *axes[1, :]]:  # methods absent from the first panel; the MSE row's clipped points
+    for ax in [*axes[0, 1:], *axes[1, :]]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in seen:
                 handles.append(h)
                 labels.append(lab)
                 seen.add(lab)
-    leg_cols = max(1, min(len(labels), 4 if ncol > 1 else 2))
-    fig.legend(handles, labels, loc="lower center", ncol=leg_cols, fontsize=8, frameon=False)
-    if title:
-        fig.suptitle(title, fontsize=9 if ncol == 1 else 11, wrap=True)
-    n_rows_legend = math.ceil(len(labels) / leg_cols) if labels else 0
-    fig.tight_layout(rect=(0, 0.03 * n_rows_legend + 0.01, 1, 0.96 if title else 1))
-    return save_figure(fig, path, dpi=110)
+    return handles, labels
 
 
 # --------------------------------------------------------------------------- workflow report
