@@ -207,6 +207,21 @@ def _e(name, module, **kw) -> EstimatorSpec:
     return EstimatorSpec(name=name, entry=f"logzbench.estimators.{module}:estimate", **kw)
 
 
+def _is_family(name: str, bound: str, summary: str) -> EstimatorSpec:
+    """An estimator of the importance-sampling family (:mod:`logzbench.estimators.is_family`): log Z from
+    exact draws of the path's start and model samples, swept over init and seed."""
+    return _e(
+        name,
+        "is_family",
+        kinds=GIBBS_KINDS,
+        axes=("init", "seed"),
+        yields="log_z",
+        bound=bound,
+        options=_IS_FAMILY,
+        summary=summary,
+    )
+
+
 #: Every estimator, by name, in the order the command line lists them.
 # fmt: off
 ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
@@ -248,24 +263,12 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
        summary="tempered SMC: systematic resampling when the ESS falls below ess_threshold, replicas for the s.e.; "
                "temperatures by the conditional ESS (default; consistent, slightly biased) or a fixed schedule "
                "(Z-hat unbiased)"),
-    _e("is", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="unbiased-in-z",
-       options=_IS_FAMILY,
-       summary="importance sampling from p_0 (init)"),
-    _e("ris", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="upper",
-       options=_IS_FAMILY,
-       summary="reverse importance sampling from model samples"),
-    _e("is-avg", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY,
-       summary="naive average of IS and reverse IS"),
-    _e("is-weighted", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY,
-       summary="inverse-variance weighted IS / reverse IS"),
-    _e("is-select", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY,
-       summary="IS or reverse IS, whichever has less variance"),
-    _e("ds", "is_family", kinds=GIBBS_KINDS, axes=("init", "seed"), yields="log_z", bound="none",
-       options=_IS_FAMILY,
-       summary="discriminance sampling between p_0 and the model"),
+    _is_family("is", "unbiased-in-z", "importance sampling from p_0 (init)"),
+    _is_family("ris", "upper", "reverse importance sampling from model samples"),
+    _is_family("is-avg", "none", "naive average of IS and reverse IS"),
+    _is_family("is-weighted", "none", "inverse-variance weighted IS / reverse IS"),
+    _is_family("is-select", "none", "IS or reverse IS, whichever has less variance"),
+    _is_family("ds", "none", "discriminance sampling between p_0 and the model"),
     _e("hais", "hais", kinds=("analysis", "generative"), axes=("K", "seed"), yields="log_z", bound="unbiased-in-z",
        options=_CONTINUOUS,
        summary="Hamiltonian AIS (continuous models; Sohl-Dickstein & Culpepper 2012)"),
