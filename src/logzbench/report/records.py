@@ -26,6 +26,9 @@ LOG_F_COLUMNS = {
     "log_f_is_khat": "is_khat_median",
 }
 
+#: the size and sampling settings of a run, in the per-run and the summary table alike
+_RUN_SIZE_COLUMNS = ("chains", "n_weights", "n_examples", "csl_mode", "csl_protocol", "burn_in", "thin")
+
 PER_RUN_COLUMNS = [
     "model",
     "family",
@@ -38,13 +41,7 @@ PER_RUN_COLUMNS = [
     "K",
     "init",
     "seed",
-    "chains",
-    "n_weights",
-    "n_examples",
-    "csl_mode",
-    "csl_protocol",
-    "burn_in",
-    "thin",
+    *_RUN_SIZE_COLUMNS,
     "mean_test_ll",
     "mean_test_ll_stderr",
     "log_z",
@@ -78,13 +75,7 @@ _SUMMARY_COLUMNS = GROUP_COLUMNS + [
     "architecture",
     "n_seeds",
     "seeds",
-    "chains",
-    "n_weights",
-    "n_examples",
-    "csl_mode",
-    "csl_protocol",
-    "burn_in",
-    "thin",
+    *_RUN_SIZE_COLUMNS,
     "mean_test_ll",
     "mean_test_ll_sd",
     "mean_test_ll_se",
