@@ -73,7 +73,8 @@ def weight_unit(method: str) -> str:
 
 
 def family_kind(family: str, method: str = "") -> str | None:
-    """Kind (``binary``, ``analysis``, ``generative``) of ``family``; a family the registry does not
+    """Kind (:data:`logzbench.registry.KINDS`: ``binary``, ``gaussian-binary``, ``categorical``, ``analysis``,
+    ``generative``) of ``family``; a family the registry does not
     know takes the kind of ``method`` when that applies to one kind only, else ``None``."""
     f = FAMILIES.get(str(family))
     if f is not None:
