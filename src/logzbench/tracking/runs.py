@@ -222,23 +222,9 @@ def log_run(
     ``parent`` (:func:`~logzbench.tracking.keys.sweep_parent` of an estimate's key) makes the run a child
     of its sweep's parent run (``mlflow.parentRunId``), found or else created (:meth:`TrackingSession.log_run`).
     """
-    if session is not None:
-        return session.log_run(
-            key,
-            run_name=run_name,
-            kind=kind,
-            params=params,
-            metrics=metrics,
-            step_metrics=step_metrics,
-            step_key=step_key,
-            tags=tags,
-            artifacts=artifacts,
-            start_time=start_time,
-            end_time=end_time,
-            parent=parent,
-        )
-    with TrackingSession(uri, experiment_name) as own:
-        return own.log_run(
+    # a session given stays open (its close does the replacing); otherwise one of its own, closed here
+    with contextlib.nullcontext(session) if session is not None else TrackingSession(uri, experiment_name) as s:
+        return s.log_run(
             key,
             run_name=run_name,
             kind=kind,
