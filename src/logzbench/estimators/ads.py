@@ -283,19 +283,4 @@ def peak_bytes(ctx) -> tuple[int, str]:
 
 def estimate(ctx) -> EstimateResult:
     """Registry entries ``ads`` (Alg. 1) and ``ads-multinomial`` (Alg. 2) on one AIS run."""
-    path = ctx.path()
-    betas = ctx.betas(path)
-    ctx.log_f()  # drawn before the kernel (importance-sampled log f(v) of deep models)
-    run = ads_multinomial if ctx.name == "ads-multinomial" else ads
-    o = ctx.options
-    res = run(
-        path,
-        betas,
-        o.chains,
-        ctx.generator,
-        n_bootstrap=o.n_bootstrap,
-        progress=o.progress,
-        settings=ctx.annealed_settings(),
-        sweeps_per_beta=o.sweeps_per_beta,
-    )
-    return ctx.finish(res)
+    return ctx.run_annealed(ads_multinomial if ctx.name == "ads-multinomial" else ads)
