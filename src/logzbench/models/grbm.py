@@ -206,24 +206,9 @@ class GaussianBernoulliRBM(VisibleRows):
         W, b, c = self._params64()
         return -((v - b) ** 2).sum(dim=1) / (2.0 * self.sigma**2) + h @ c + ((v @ W) * h).sum(dim=1) / self.sigma
 
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
-        """``log Z`` by enumerating the ``2^H`` hidden states (:func:`exact_log_z`)."""
-        return exact_log_z(
-            self,
-            chunk_size=chunk_size,
-            precision=precision,
-            progress=progress,
-            return_bound=return_bound,
-            device=device,
-        )
+    def exact_log_z(self, *args, **kwargs) -> float | ExactLogZ:
+        """``log Z`` by enumerating the ``2^H`` hidden states: :func:`exact_log_z` of this model (its arguments)."""
+        return exact_log_z(self, *args, **kwargs)
 
     # ------------------------------------------------------------------ conditionals / sampling
     def prob_h_given_v(self, v) -> torch.Tensor:
