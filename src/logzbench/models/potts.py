@@ -156,7 +156,63 @@ def _to64(x) -> np.ndarray | None:
 
 
 # --------------------------------------------------------------------------- the model
-class PottsModel:
+class ChunkedEnumeration:
+    """``exact_log_z`` of a discrete model by enumerating its states in chunks, in float64 (a log-sum-exp per
+    chunk, then of the chunks).  The model gives ``_EXACT_NAME`` (its name in messages), ``_EXACT_STEP``
+    (the default states per chunk), ``_enumeration()`` (how many states, and what they are, for the
+    progress bar; it refuses a model with too many), ``_enumerated_log_f(start, stop)`` and
+    ``_rounding_bound(n_total)``."""
+
+    def exact_log_z(
+        self,
+        chunk_size: int | None = None,
+        precision: str = "float64",
+        progress: bool = False,
+        *,
+        return_bound: bool = False,
+        device=None,
+    ) -> float | ExactLogZ:
+        """``log Z`` by enumerating the model's states in chunks, float64 (a log-sum-exp per chunk).
+
+        Parameters
+        ----------
+        chunk_size : int, optional
+            States per step (default ``2^16`` for a Potts model, ``2^14`` for a Potts RBM).
+        precision : {"float64"}
+            Only float64 (``"mixed"`` is refused).
+        progress : bool
+            Progress bar, one tick per step.
+        return_bound : bool
+            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)``: an a-priori
+            bound on the float64 rounding error (nats).
+        device : optional
+            Where to enumerate (default the model's device).
+
+        Raises
+        ------
+        ValueError
+            Above ``2^MAX_ENUMERATION_BITS`` states, or another precision.
+        """
+        if precision != "float64":
+            raise ValueError(f"exact enumeration of a {self._EXACT_NAME} is float64 only, not precision={precision!r}")
+        n_total, what = self._enumeration()
+        model = self if device is None or torch.device(device) == self.device else self.to(device)
+        step = self._EXACT_STEP if chunk_size is None else int(chunk_size)
+        if step < 1:
+            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        starts = range(0, n_total, step)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=f"exact log Z ({what} states)", unit="step")
+        parts = [torch.logsumexp(model._enumerated_log_f(s, min(s + step, n_total)), dim=0) for s in starts]
+        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
+        if not return_bound:
+            return log_z
+        return ExactLogZ(log_z, self._rounding_bound(n_total))
+
+
+class PottsModel(ChunkedEnumeration):
     """A pairwise Potts model (module docstring).
 
     Parameters
@@ -180,6 +236,8 @@ class PottsModel:
     """
 
     family = "potts"
+    _EXACT_NAME = "Potts model"
+    _EXACT_STEP = _STEP_STATES
 
     def __init__(self, h, J, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
@@ -300,58 +358,16 @@ class PottsModel:
         field = self._JT[site][self._site.unsqueeze(0), x].sum(dim=1)  # (n, q)
         return h[site] + beta * field
 
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
-        """``log Z`` by enumerating the ``q^L`` states in chunks, float64 (a log-sum-exp per chunk).
-
-        Parameters
-        ----------
-        chunk_size : int, optional
-            States per step (default ``2^16``).
-        precision : {"float64"}
-            Only float64 (``"mixed"`` is refused).
-        progress : bool
-            Progress bar, one tick per step.
-        return_bound : bool
-            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)``: an a-priori
-            bound on the float64 rounding error (nats).
-        device : optional
-            Where to enumerate (default the model's device).
-
-        Raises
-        ------
-        ValueError
-            Above ``2^MAX_ENUMERATION_BITS`` states, or another precision.
-        """
-        if precision != "float64":
-            raise ValueError(f"exact enumeration of a Potts model is float64 only, not precision={precision!r}")
+    def _enumeration(self) -> tuple[int, str]:
+        """The ``q^L`` states (refused above ``2^MAX_ENUMERATION_BITS``)."""
         L, q = self.n_visible, self.n_states
         check_enumerable(L, q, "Potts model")
-        model = self if device is None or torch.device(device) == self.device else self.to(device)
-        n_total = q**L
-        step = _STEP_STATES if chunk_size is None else int(chunk_size)
-        if step < 1:
-            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-        parts = []
-        starts = range(0, n_total, step)
-        if progress:
-            from tqdm.auto import tqdm
+        return q**L, f"{q}^{L}"
 
-            starts = tqdm(starts, desc=f"exact log Z ({q}^{L} states)", unit="step")
-        for s in starts:
-            x = states_range(s, min(s + step, n_total), L, q, model.device)
-            parts.append(torch.logsumexp(model.field_energy(x) + model.pair_energy(x), dim=0))
-        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
-        if not return_bound:
-            return log_z
-        return ExactLogZ(log_z, self._rounding_bound(n_total))
+    def _enumerated_log_f(self, start: int, stop: int) -> torch.Tensor:
+        """``log f`` of states ``start .. stop - 1``, float64."""
+        x = states_range(start, stop, self.n_visible, self.n_states, self.device)
+        return self.field_energy(x) + self.pair_energy(x)
 
     def _rounding_bound(self, n_total: int) -> float:
         """A-priori bound on the float64 error of :meth:`exact_log_z`: each ``log f`` sums ``L + L^2``

@@ -44,8 +44,9 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import checked_arrays, errors_named
-from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
+from .enumeration import MAX_ENUMERATION_BITS
 from .potts import (
+    ChunkedEnumeration,
     _check_data_mean,
     _initial_logits,
     _to64,
@@ -64,7 +65,7 @@ _MATMUL_RATE = 5e9
 _TRANSCENDENTAL_RATE = 1e8
 
 
-class PottsRBM:
+class PottsRBM(ChunkedEnumeration):
     """A Potts RBM (module docstring).
 
     Parameters
@@ -84,6 +85,8 @@ class PottsRBM:
     """
 
     family = "potts-rbm"
+    _EXACT_NAME = "Potts RBM"
+    _EXACT_STEP = _STEP_STATES
 
     def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
@@ -189,39 +192,10 @@ class PottsRBM:
         pre = (h @ self.W_flat.double().T).reshape(h.shape[0], self.n_visible, self.n_states)
         return h @ self.hidden_bias.double() + torch.logsumexp(pre + self.visible_bias.double(), dim=2).sum(dim=1)
 
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
-        """``log Z`` by enumeration in float64: the ``2^H`` hidden states with the visible sites summed out
-        (:meth:`log_unnormalized_hidden_marginal`), or the ``q^L`` visible states with ``h`` summed out
-        when there are fewer of those; in chunks of ``chunk_size`` states (default ``2^14``).
-
-        Parameters
-        ----------
-        chunk_size : int, optional
-        precision : {"float64"}
-            Only float64 (``"mixed"`` is refused).
-        progress : bool
-            Progress bar, one tick per chunk.
-        return_bound : bool
-            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)`` with an
-            a-priori bound on the float64 rounding error (nats).
-        device : optional
-            Where to enumerate (default the model's device).
-
-        Raises
-        ------
-        ValueError
-            When both layers have more than ``2^MAX_ENUMERATION_BITS`` states, or another precision.
-        """
-        if precision != "float64":
-            raise ValueError(f"exact enumeration of a Potts RBM is float64 only, not precision={precision!r}")
+    def _enumeration(self) -> tuple[int, str]:
+        """The ``2^H`` hidden states with the visible sites summed out
+        (:meth:`log_unnormalized_hidden_marginal`), or the ``q^L`` visible states with ``h`` summed out when
+        there are fewer of those (refused when both pass ``2^MAX_ENUMERATION_BITS``)."""
         L, q, H = self.n_visible, self.n_states, self.n_hidden
         hidden = _hidden_is_smaller(L, q, H)
         if hidden and H > MAX_ENUMERATION_BITS:
@@ -231,31 +205,14 @@ class PottsRBM:
             )
         if not hidden:
             check_enumerable(L, q, "Potts RBM")
-        model = self if device is None or torch.device(device) == self.device else self.to(device)
-        n_total = 2**H if hidden else q**L
-        step = _STEP_STATES if chunk_size is None else int(chunk_size)
-        if step < 1:
-            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-        starts = range(0, n_total, step)
-        if progress:
-            from tqdm.auto import tqdm
+        return (2**H, f"2^{H} hidden") if hidden else (q**L, f"{q}^{L} visible")
 
-            what = f"2^{H} hidden" if hidden else f"{q}^{L} visible"
-            starts = tqdm(starts, desc=f"exact log Z ({what} states)", unit="step")
-        parts = []
-        for s in starts:
-            e = min(s + step, n_total)
-            if hidden:
-                x = states_range(s, e, H, 2, model.device).double()
-                parts.append(torch.logsumexp(model.log_unnormalized_hidden_marginal(x), dim=0))
-            else:
-                parts.append(
-                    torch.logsumexp(model.log_unnormalized_marginal(states_range(s, e, L, q, model.device)), 0)
-                )
-        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
-        if not return_bound:
-            return log_z
-        return ExactLogZ(log_z, self._rounding_bound(n_total))
+    def _enumerated_log_f(self, start: int, stop: int) -> torch.Tensor:
+        """``log f`` of the enumerated states ``start .. stop - 1`` (:meth:`_enumeration`), float64."""
+        L, q, H = self.n_visible, self.n_states, self.n_hidden
+        if _hidden_is_smaller(L, q, H):
+            return self.log_unnormalized_hidden_marginal(states_range(start, stop, H, 2, self.device).double())
+        return self.log_unnormalized_marginal(states_range(start, stop, L, q, self.device))
 
     def _rounding_bound(self, n_total: int) -> float:
         """A-priori float64 error bound of :meth:`exact_log_z`: each state's term sums
