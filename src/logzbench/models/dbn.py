@@ -26,6 +26,7 @@ from ..errors import ModelFileError
 from . import enumeration
 from ._arrays import checked_arrays, errors_named
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f, sample_factorial
+from ._shape import Axis, DeviceOf
 from .rbm import BinaryRBM, RBMAnnealingPath, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
 #: Exact ``log f(v)`` enumerates ``h_1``; refuse above 2^MAX_EXACT_BITS states.
@@ -110,17 +111,13 @@ class DBN(VisibleRows):
         self.top = BinaryRBM(W_2, bias_1, bias_2, device=device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.W_1.shape[0])
+    n_visible = Axis("W_1", 0)
 
     @property
     def layer_sizes(self) -> tuple[int, int, int]:
         return self.n_visible, self.top.n_visible, self.top.n_hidden
 
-    @property
-    def device(self) -> torch.device:
-        return self.W_1.device
+    device = DeviceOf("W_1")
 
     def to(self, device) -> "DBN":
         return DBN(

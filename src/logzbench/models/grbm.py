@@ -55,6 +55,7 @@ from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import checked_arrays, errors_named
 from ._continuous import as_rows
+from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, PRECISIONS, ExactLogZ, state_bits
 from .linear_generative import check_array
 from .rbm import RBMState, VisibleRows, as_float64, as_param
@@ -114,20 +115,13 @@ class GaussianBernoulliRBM(VisibleRows):
         self.c = as_param(c, device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.W.shape[0])
-
-    @property
-    def n_hidden(self) -> int:
-        return int(self.W.shape[1])
+    n_visible = Axis("W", 0)
+    n_hidden = Axis("W", 1)
 
     n_dims = n_visible
     size = n_hidden
 
-    @property
-    def device(self) -> torch.device:
-        return self.W.device
+    device = DeviceOf("W")
 
     def to(self, device) -> "GaussianBernoulliRBM":
         """A copy on ``device``."""

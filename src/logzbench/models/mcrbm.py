@@ -53,6 +53,7 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ._continuous import as_rows
+from ._shape import Axis, DeviceOf
 from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type, _resolve_generator
 
 #: Parameter arrays of a model file, in order.
@@ -118,29 +119,16 @@ class MCRBM:
             self.sigma = torch.tensor(float(checked["sigma"]), dtype=torch.float64, device=device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_dims(self) -> int:
-        return int(self.C.shape[1])
-
-    @property
-    def n_mean(self) -> int:
-        return int(self.W.shape[0])
-
-    @property
-    def n_cov(self) -> int:
-        return int(self.P.shape[1])
-
-    @property
-    def n_factors(self) -> int:
-        return int(self.C.shape[0])
+    n_dims = Axis("C", 1)
+    n_mean = Axis("W", 0)
+    n_cov = Axis("P", 1)
+    n_factors = Axis("C", 0)
 
     @property
     def size(self) -> int:
         return self.n_mean + self.n_cov
 
-    @property
-    def device(self) -> torch.device:
-        return self.C.device
+    device = DeviceOf("C")
 
     def to(self, device) -> "MCRBM":
         """A copy on ``device``."""

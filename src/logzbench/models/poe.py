@@ -44,6 +44,7 @@ import torch
 
 from ..errors import ModelFileError
 from ._continuous import as_rows
+from ._shape import Axis, DeviceOf
 
 #: expert name -> model family (``model_type`` in model files)
 EXPERTS = {"laplace": "poe-laplace", "student-t": "poe-student-t"}
@@ -191,17 +192,9 @@ class ProductOfExperts:
         self.lam = _as_tensor(lam_np if lam is None else lam, device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_dims(self) -> int:
-        return int(self.Phi.shape[1])
-
-    @property
-    def size(self) -> int:
-        return int(self.Phi.shape[0])
-
-    @property
-    def device(self) -> torch.device:
-        return self.Phi.device
+    n_dims = Axis("Phi", 1)
+    size = Axis("Phi", 0)
+    device = DeviceOf("Phi")
 
     def to(self, device) -> "ProductOfExperts":
         """A copy on ``device``."""

@@ -42,6 +42,7 @@ import torch
 from ..errors import ModelFileError
 from ..kernels import categorical_from_logits
 from ._arrays import checked_arrays, errors_named
+from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
 
 __all__ = [
@@ -262,17 +263,9 @@ class PottsModel(ChunkedEnumeration):
         self._site = torch.arange(L, device=device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.h.shape[0])
-
-    @property
-    def n_states(self) -> int:
-        return int(self.h.shape[1])
-
-    @property
-    def device(self) -> torch.device:
-        return self.h.device
+    n_visible = Axis("h", 0)
+    n_states = Axis("h", 1)
+    device = DeviceOf("h")
 
     def to(self, device) -> "PottsModel":
         """A copy on ``device``."""

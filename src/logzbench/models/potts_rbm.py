@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import checked_arrays, errors_named
+from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS
 from .potts import (
     ChunkedEnumeration,
@@ -98,21 +99,10 @@ class PottsRBM(ChunkedEnumeration):
         self.data_mean = None if dm64 is None else torch.as_tensor(dm64, device=device, dtype=torch.float64)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.W.shape[0])
-
-    @property
-    def n_states(self) -> int:
-        return int(self.W.shape[1])
-
-    @property
-    def n_hidden(self) -> int:
-        return int(self.W.shape[2])
-
-    @property
-    def device(self) -> torch.device:
-        return self.W.device
+    n_visible = Axis("W", 0)
+    n_states = Axis("W", 1)
+    n_hidden = Axis("W", 2)
+    device = DeviceOf("W")
 
     @property
     def W_flat(self) -> torch.Tensor:

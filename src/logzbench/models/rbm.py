@@ -25,6 +25,7 @@ from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
 from ._arrays import checked_arrays, errors_named
+from ._shape import Axis, DeviceOf
 
 
 def as_param(x, device) -> torch.Tensor:
@@ -117,17 +118,9 @@ class BinaryRBM(VisibleRows):
         self.data_mean = None if data_mean is None else as_param(data_mean, device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.W.shape[0])
-
-    @property
-    def n_hidden(self) -> int:
-        return int(self.W.shape[1])
-
-    @property
-    def device(self) -> torch.device:
-        return self.W.device
+    n_visible = Axis("W", 0)
+    n_hidden = Axis("W", 1)
+    device = DeviceOf("W")
 
     def to(self, device) -> "BinaryRBM":
         """A copy on ``device``."""
