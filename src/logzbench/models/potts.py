@@ -41,7 +41,7 @@ import torch
 
 from ..errors import ModelFileError
 from ..kernels import categorical_from_logits
-from ._arrays import checked_arrays, errors_named
+from ._arrays import as_float64, checked_arrays, errors_named
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
 
@@ -148,14 +148,6 @@ def _check_data_mean(dm: np.ndarray | None, L: int, q: int) -> None:
         raise ModelFileError("'data_mean' must hold finite frequencies in [0, 1]")
 
 
-def _to64(x) -> np.ndarray | None:
-    if x is None:
-        return None
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=np.float64)
-
-
 # --------------------------------------------------------------------------- the model
 class ChunkedEnumeration:
     """``exact_log_z`` of a discrete model by enumerating its states in chunks, in float64 (a log-sum-exp per
@@ -242,7 +234,7 @@ class PottsModel(ChunkedEnumeration):
 
     def __init__(self, h, J, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        h64, J64, dm64 = _to64(h), _to64(J), _to64(data_mean)
+        h64, J64, dm64 = as_float64(h), as_float64(J), as_float64(data_mean)
         if h64.ndim == 2:  # the model's copies of J (beyond the arrays given), before any is made
             from ..utils import memory_shortfall
 

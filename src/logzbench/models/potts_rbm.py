@@ -43,14 +43,13 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
-from ._arrays import checked_arrays, errors_named
+from ._arrays import as_float64, checked_arrays, errors_named
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS
 from .potts import (
     ChunkedEnumeration,
     _check_data_mean,
     _initial_logits,
-    _to64,
     as_states,
     categorical_from_logits,
     check_enumerable,
@@ -91,7 +90,7 @@ class PottsRBM(ChunkedEnumeration):
 
     def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        W64, a64, b64, dm64 = _to64(W), _to64(visible_bias), _to64(hidden_bias), _to64(data_mean)
+        W64, a64, b64, dm64 = as_float64(W), as_float64(visible_bias), as_float64(hidden_bias), as_float64(data_mean)
         validate_potts_rbm_arrays(W64, a64, b64, dm64)
         self.W = torch.as_tensor(W64, device=device).to(torch.float32).contiguous()
         self.visible_bias = torch.as_tensor(a64, device=device).to(torch.float32).contiguous()

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
-from ._arrays import checked_arrays, errors_named
+from ._arrays import as_float64, checked_arrays, errors_named
 from ._shape import Axis, DeviceOf
 
 
@@ -32,16 +32,6 @@ def as_param(x, device) -> torch.Tensor:
     """A float32 parameter tensor on ``device`` (from an array or a tensor)."""
     t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
     return t.to(device=device, dtype=torch.float32).contiguous()
-
-
-def as_float64(x) -> np.ndarray | None:
-    """A float64 NumPy copy of an array or tensor (``None`` stays ``None``), for validation
-    *before* the float32 cast, so that overflowing values are reported as such, not as inf."""
-    if x is None:
-        return None
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 class VisibleRows:
