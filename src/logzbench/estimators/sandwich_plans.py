@@ -258,16 +258,22 @@ def _gibbs_plan(ctx) -> Plan:
     return Plan("mean_log_likelihood", "raise", "ais", run, cost)
 
 
+def _hmc_options(ctx) -> tuple[dict, dict]:
+    """What the plans of a continuous model pass every run: the HAIS kernel and its step options, and the
+    settings they record."""
+    o = ctx.options
+    kw = dict(kernel="hais", step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
+    return kw, {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
+
+
 def _analysis_plan(ctx) -> Plan:
     from . import hais as hais_mod
 
     o, data, g = ctx.options, ctx.data, ctx.generator
-    kernel = "hais"
-    kw = dict(kernel=kernel, step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
-    settings = {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
+    kw, settings = _hmc_options(ctx)
 
     def betas_at(K):
-        return hais_mod.schedule(ctx, kernel=kernel, K=K)
+        return hais_mod.schedule(ctx, kernel=kw["kernel"], K=K)
 
     def forward(K, betas):
         path = hais_mod.analysis_path(ctx.model, proposal_scale=o.proposal_scale, **kw)
@@ -315,14 +321,11 @@ def _analysis_plan(ctx) -> Plan:
             o.chains,
             g,
             data=data,
-            kernel=kernel,
-            step_size=o.step_size,
-            gamma=o.gamma,
-            mh_sigma=o.mh_sigma,
             proposal_scale=o.proposal_scale,
             sweeps_per_beta=o.sweeps_per_beta,
             settings=settings,
             n_bootstrap=0,
+            **kw,
         )
         ends = {
             "mean_log_likelihood": (_raise_ll_end(lo, "raise-hmc"), _implied_ll_end(hi, True, "hais")),
@@ -343,11 +346,10 @@ def _generative_plan(ctx) -> Plan:
     o, g = ctx.options, ctx.generator
     data = ctx.require_data()
     n = data.shape[0]
-    settings = {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
-    kernel = "hais"
+    kw, settings = _hmc_options(ctx)
 
     def run(K: int) -> Round:
-        betas = hais_mod.schedule(ctx, kernel=kernel, K=K)
+        betas = hais_mod.schedule(ctx, kernel=kw["kernel"], K=K)
         t0 = time.perf_counter()
         hi = raise_hmc.reverse_hais(
             ctx.model,
@@ -355,13 +357,10 @@ def _generative_plan(ctx) -> Plan:
             o.chains,
             g,
             data=data,
-            kernel=kernel,
-            step_size=o.step_size,
-            gamma=o.gamma,
-            mh_sigma=o.mh_sigma,
             sweeps_per_beta=o.sweeps_per_beta,
             settings=settings,
             n_bootstrap=0,
+            **kw,
         )
         fwd = hi.extra["forward_mean_log_likelihood"], hi.extra["forward_mean_log_likelihood_stderr"]
         lower = End(
