@@ -81,3 +81,12 @@ def as_float64(x) -> np.ndarray | None:
     if isinstance(x, torch.Tensor):
         return x.detach().cpu().double().numpy()
     return np.asarray(x, dtype=np.float64)
+
+
+def file_arrays(params: Mapping[str, torch.Tensor], data_mean: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+    """A model file's arrays (a family's ``to_arrays``): each parameter tensor as NumPy, in order, then
+    ``data_mean`` when the model has one."""
+    out = dict(params)
+    if data_mean is not None:
+        out["data_mean"] = data_mean
+    return {k: v.detach().cpu().numpy() for k, v in out.items()}

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_
 from . import enumeration
-from ._arrays import checked_arrays, errors_named
+from ._arrays import checked_arrays, errors_named, file_arrays
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f
 from .mixture import MixtureGibbsPath, ProductMixture
 from .rbm import BinaryRBM, RBMAnnealingPath, RBMState, VisibleRows, as_float64, as_param, validate_rbm_arrays
@@ -145,11 +145,8 @@ class DBM(VisibleRows):
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model-file arrays: ``W_1..W_L``, ``bias_0..bias_L`` and optional ``data_mean``."""
-        out = {f"W_{l}": W.detach().cpu().numpy() for l, W in enumerate(self.weights, start=1)}
-        out.update({f"bias_{l}": b.detach().cpu().numpy() for l, b in enumerate(self.biases)})
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean.detach().cpu().numpy()
-        return out
+        weights = {f"W_{l}": W for l, W in enumerate(self.weights, start=1)}
+        return file_arrays({**weights, **{f"bias_{l}": b for l, b in enumerate(self.biases)}}, self.data_mean)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "DBM":

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from . import enumeration
-from ._arrays import checked_arrays, errors_named
+from ._arrays import checked_arrays, errors_named, file_arrays
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f, sample_factorial
 from ._shape import Axis, DeviceOf
 from .rbm import BinaryRBM, RBMAnnealingPath, VisibleRows, as_float64, as_param, validate_rbm_arrays
@@ -161,7 +161,7 @@ class DBN(VisibleRows):
         )
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        out = {
+        params = {
             "W_1": self.W_1,
             "bias_0": self.bias_0,
             "W_2": self.top.W,
@@ -170,9 +170,7 @@ class DBN(VisibleRows):
             "recognition_W": self.recognition_W,
             "recognition_bias": self.recognition_bias,
         }
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean
-        return {k: v.detach().cpu().numpy() for k, v in out.items()}
+        return file_arrays(params, self.data_mean)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "DBN":

@@ -41,7 +41,7 @@ import torch
 
 from ..errors import ModelFileError
 from ..kernels import categorical_from_logits
-from ._arrays import as_float64, checked_arrays, errors_named
+from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
 
@@ -286,10 +286,7 @@ class PottsModel(ChunkedEnumeration):
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model-file arrays ``h``, ``J`` and (when set) ``data_mean``."""
-        out = {"h": self.h.cpu().numpy(), "J": self.J.cpu().numpy()}
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean.cpu().numpy()
-        return out
+        return file_arrays({"h": self.h, "J": self.J}, self.data_mean)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "PottsModel":

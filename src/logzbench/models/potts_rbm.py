@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
-from ._arrays import as_float64, checked_arrays, errors_named
+from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS
 from .potts import (
@@ -134,14 +134,9 @@ class PottsRBM(ChunkedEnumeration):
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model-file arrays (module docstring)."""
-        out = {
-            "W": self.W.cpu().numpy(),
-            "visible_bias": self.visible_bias.cpu().numpy(),
-            "hidden_bias": self.hidden_bias.cpu().numpy(),
-        }
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean.cpu().numpy()
-        return out
+        return file_arrays(
+            {"W": self.W, "visible_bias": self.visible_bias, "hidden_bias": self.hidden_bias}, self.data_mean
+        )
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "PottsRBM":

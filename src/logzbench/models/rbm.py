@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
-from ._arrays import as_float64, checked_arrays, errors_named
+from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
 from ._shape import Axis, DeviceOf
 
 
@@ -141,14 +141,9 @@ class BinaryRBM(VisibleRows):
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model-file arrays (see "Model files" in the documentation)."""
-        out = {
-            "W": self.W.detach().cpu().numpy(),
-            "visible_bias": self.visible_bias.detach().cpu().numpy(),
-            "hidden_bias": self.hidden_bias.detach().cpu().numpy(),
-        }
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean.detach().cpu().numpy()
-        return out
+        return file_arrays(
+            {"W": self.W, "visible_bias": self.visible_bias, "hidden_bias": self.hidden_bias}, self.data_mean
+        )
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "BinaryRBM":
