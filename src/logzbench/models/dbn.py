@@ -26,6 +26,7 @@ from ..errors import ModelFileError
 from . import enumeration
 from ._arrays import checked_arrays, errors_named, file_arrays
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f, sample_factorial
+from ._random import normal, resolve_generator
 from ._shape import Axis, DeviceOf
 from .rbm import BinaryRBM, RBMAnnealingPath, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
@@ -143,20 +144,16 @@ class DBN(VisibleRows):
         tied: bool = True,
     ) -> "DBN":
         """Random parameters, for tests; ``tied=False`` draws recognition weights separately from ``W_1``."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0)
+        g = resolve_generator(generator)
         nv, n1, n2 = (int(n) for n in layer_sizes)
-
-        def r(*shape, s):
-            return torch.randn(*shape, generator=g, dtype=torch.float64) * s
-
         return cls(
-            r(nv, n1, s=scale),
-            r(nv, s=bias_scale),
-            r(n1, n2, s=scale),
-            r(n1, s=bias_scale),
-            r(n2, s=bias_scale),
-            r(n1, s=bias_scale),
-            None if tied else r(nv, n1, s=scale),
+            normal(g, nv, n1, scale=scale),
+            normal(g, nv, scale=bias_scale),
+            normal(g, n1, n2, scale=scale),
+            normal(g, n1, scale=bias_scale),
+            normal(g, n2, scale=bias_scale),
+            normal(g, n1, scale=bias_scale),
+            None if tied else normal(g, nv, n1, scale=scale),
             device=device,
         )
 

@@ -55,6 +55,7 @@ from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import checked_arrays, errors_named
 from ._continuous import as_rows
+from ._random import normal, resolve_generator
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, PRECISIONS, ExactLogZ, state_bits
 from .linear_generative import check_array
@@ -139,10 +140,10 @@ class GaussianBernoulliRBM(VisibleRows):
         device=None,
     ) -> "GaussianBernoulliRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0)
-        W = torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64) * scale
-        b = torch.randn(n_visible, generator=g, dtype=torch.float64) * bias_scale
-        c = torch.randn(n_hidden, generator=g, dtype=torch.float64) * bias_scale
+        g = resolve_generator(generator)
+        W = normal(g, n_visible, n_hidden, scale=scale)
+        b = normal(g, n_visible, scale=bias_scale)
+        c = normal(g, n_hidden, scale=bias_scale)
         return cls(W, b, c, sigma, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:

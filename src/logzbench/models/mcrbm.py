@@ -53,8 +53,9 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ._continuous import as_rows
+from ._random import resolve_generator
 from ._shape import Axis, DeviceOf
-from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type, _resolve_generator
+from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type
 
 #: Parameter arrays of a model file, in order.
 ARRAYS = ("P", "C", "W", "b_m", "b_c", "b_v", "sigma")
@@ -176,7 +177,7 @@ class MCRBM:
             Biases ``N(0, bias_scale^2)``.
         sigma : float
         """
-        g = _resolve_generator(generator, seed)
+        g = resolve_generator(generator, seed)
         J = size // 2 if n_mean is None else int(n_mean)
         K = int(size) - J
         if J < 0 or K < 0:

@@ -42,6 +42,7 @@ import torch
 from ..errors import ModelFileError
 from ..kernels import categorical_from_logits
 from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
+from ._random import normal, resolve_generator
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
 
@@ -276,12 +277,12 @@ class PottsModel(ChunkedEnumeration):
     ) -> "PottsModel":
         """Couplings ``N(0, scale^2)`` (symmetrised, zero diagonal blocks) and fields
         ``N(0, field_scale^2)`` (tests, initialisation); ``seed`` stands for a generator seeded with it."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0 if seed is None else int(seed))
+        g = resolve_generator(generator, seed)
         L, q = int(n_sites), int(n_states)
-        J = torch.randn(L, L, q, q, generator=g, dtype=torch.float64) * scale
+        J = normal(g, L, L, q, q, scale=scale)
         J = torch.triu(torch.ones(L, L, dtype=torch.float64), diagonal=1)[:, :, None, None] * J
         J = J + J.permute(1, 0, 3, 2)
-        h = torch.randn(L, q, generator=g, dtype=torch.float64) * field_scale
+        h = normal(g, L, q, scale=field_scale)
         return cls(h, J, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:

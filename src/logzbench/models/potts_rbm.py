@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
+from ._random import normal, resolve_generator
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS
 from .potts import (
@@ -126,10 +127,10 @@ class PottsRBM(ChunkedEnumeration):
     ) -> "PottsRBM":
         """Weights ``N(0, scale^2)``, biases ``N(0, bias_scale^2)`` (tests, initialisation); ``seed``
         stands for a generator seeded with it."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0 if seed is None else int(seed))
-        W = torch.randn(n_sites, n_states, n_hidden, generator=g, dtype=torch.float64) * scale
-        a = torch.randn(n_sites, n_states, generator=g, dtype=torch.float64) * bias_scale
-        b = torch.randn(n_hidden, generator=g, dtype=torch.float64) * bias_scale
+        g = resolve_generator(generator, seed)
+        W = normal(g, n_sites, n_states, n_hidden, scale=scale)
+        a = normal(g, n_sites, n_states, scale=bias_scale)
+        b = normal(g, n_hidden, scale=bias_scale)
         return cls(W, a, b, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:

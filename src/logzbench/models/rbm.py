@@ -25,6 +25,7 @@ from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
 from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
+from ._random import normal, resolve_generator
 from ._shape import Axis, DeviceOf
 
 
@@ -133,10 +134,10 @@ class BinaryRBM(VisibleRows):
         device=None,
     ) -> "BinaryRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0)
-        W = torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64) * scale
-        a = torch.randn(n_visible, generator=g, dtype=torch.float64) * bias_scale
-        b = torch.randn(n_hidden, generator=g, dtype=torch.float64) * bias_scale
+        g = resolve_generator(generator)
+        W = normal(g, n_visible, n_hidden, scale=scale)
+        a = normal(g, n_visible, scale=bias_scale)
+        b = normal(g, n_hidden, scale=bias_scale)
         return cls(W, a, b, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
