@@ -124,30 +124,34 @@ class _Parameters:
     def _error(self, n: int, what: str) -> ModelFileError:
         return ModelFileError(f"{self.src}, line {n}: {what}")
 
-    def _index(self, v: int, n: int, what: str) -> int:
+    def _index(self, tok: str, n: int, what: str, not_integer) -> int:
+        """A 0-based ``what`` index written as an integer; ``not_integer(tok, n)`` answers (or refuses) a
+        token that is no integer."""
+        try:
+            v = int(tok)
+        except ValueError:
+            return not_integer(tok, n)
         if v < 0:
             raise self._error(n, f"{what} index {v} is negative (indices are 0-based)")
         return v
 
+    def _letter(self, tok: str, n: int) -> int:
+        if tok in self.letter:
+            return self.letter[tok]
+        raise self._error(
+            n, f"state {tok!r} is neither an integer nor a letter of the alphabet {self.alphabet!r}"
+        ) from None
+
+    def _no_site(self, tok: str, n: int) -> int:
+        raise self._error(n, f"site index {tok!r} is not an integer") from None
+
     def state(self, tok: str, n: int) -> int:
         """A state: a 0-based integer, or a letter of the alphabet."""
-        try:
-            v = int(tok)
-        except ValueError:
-            if tok in self.letter:
-                return self.letter[tok]
-            raise self._error(
-                n, f"state {tok!r} is neither an integer nor a letter of the alphabet {self.alphabet!r}"
-            ) from None
-        return self._index(v, n, "state")
+        return self._index(tok, n, "state", self._letter)
 
     def site(self, tok: str, n: int) -> int:
         """A 0-based site index."""
-        try:
-            v = int(tok)
-        except ValueError:
-            raise self._error(n, f"site index {tok!r} is not an integer") from None
-        return self._index(v, n, "site")
+        return self._index(tok, n, "site", self._no_site)
 
     def value(self, tok: str, n: int) -> float:
         """A parameter value: a finite number within ``PARAM_LIMIT``."""
