@@ -266,6 +266,13 @@ def _hmc_options(ctx) -> tuple[dict, dict]:
     return kw, {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
 
 
+def _per_row(ctx, kw: dict, settings: dict) -> dict:
+    """The keywords of a round's raise-hmc or reverse-hais run: the test rows, the kernel's options, the
+    settings, and no bootstrap (the bracket has its own interval)."""
+    o = ctx.options
+    return dict(data=ctx.data, sweeps_per_beta=o.sweeps_per_beta, settings=settings, n_bootstrap=0, **kw)
+
+
 def _analysis_plan(ctx) -> Plan:
     from . import hais as hais_mod
 
@@ -316,16 +323,7 @@ def _analysis_plan(ctx) -> Plan:
         hi = forward(K, betas)
         ais_kernel.attach_log_likelihood(hi, neg_e)
         lo = raise_hmc.raise_hmc(
-            ctx.model,
-            betas,
-            o.chains,
-            g,
-            data=data,
-            proposal_scale=o.proposal_scale,
-            sweeps_per_beta=o.sweeps_per_beta,
-            settings=settings,
-            n_bootstrap=0,
-            **kw,
+            ctx.model, betas, o.chains, g, proposal_scale=o.proposal_scale, **_per_row(ctx, kw, settings)
         )
         ends = {
             "mean_log_likelihood": (_raise_ll_end(lo, "raise-hmc"), _implied_ll_end(hi, True, "hais")),
@@ -351,17 +349,7 @@ def _generative_plan(ctx) -> Plan:
     def run(K: int) -> Round:
         betas = hais_mod.schedule(ctx, kernel=kw["kernel"], K=K)
         t0 = time.perf_counter()
-        hi = raise_hmc.reverse_hais(
-            ctx.model,
-            betas,
-            o.chains,
-            g,
-            data=data,
-            sweeps_per_beta=o.sweeps_per_beta,
-            settings=settings,
-            n_bootstrap=0,
-            **kw,
-        )
+        hi = raise_hmc.reverse_hais(ctx.model, betas, o.chains, g, **_per_row(ctx, kw, settings))
         fwd = hi.extra["forward_mean_log_likelihood"], hi.extra["forward_mean_log_likelihood_stderr"]
         lower = End(
             "hais",
