@@ -94,21 +94,24 @@ def _ais_log_z_end(res: EstimateResult, name: str = "ais") -> End:
     )
 
 
+def _ll_end(res: EstimateResult, name: str, guaranteed: bool, of, words: str, **kw) -> End:
+    """The end of a bracket of the mean test log-likelihood at ``res``'s estimate and standard error."""
+    return End(name, res.mean_log_likelihood, res.mean_log_likelihood_stderr, guaranteed, of, words, **kw)
+
+
 def _implied_ll_end(res: EstimateResult, exact_log_f: bool, name: str = "ais") -> End:
     if exact_log_f:
-        return End(
+        return _ll_end(
+            res,
             name,
-            res.mean_log_likelihood,
-            res.mean_log_likelihood_stderr,
             True,
             "p",
             "guaranteed: stochastic upper bound of the mean test log-likelihood of p (log f(v) exact, "
             "log Z-hat a stochastic lower bound)",
         )
-    return End(
+    return _ll_end(
+        res,
         name,
-        res.mean_log_likelihood,
-        res.mean_log_likelihood_stderr,
         False,
         None,
         "approximate: log f(v) is importance-sampled (itself a stochastic lower bound), so the "
@@ -119,19 +122,17 @@ def _implied_ll_end(res: EstimateResult, exact_log_f: bool, name: str = "ais") -
 def _raise_ll_end(res: EstimateResult, name: str = "raise") -> End:
     n, n_all = int(res.settings.get("n_examples", 0)), int(res.settings.get("n_test", 0))
     if n_all and n < n_all:
-        return End(
+        return _ll_end(
+            res,
             name,
-            res.mean_log_likelihood,
-            res.mean_log_likelihood_stderr,
             False,
             None,
             f"approximate: a control-variate mean over {n} of {n_all} test rows (lower bounds p_ann "
             "per row, but the subsample mean is no bound)",
         )
-    return End(
+    return _ll_end(
+        res,
         name,
-        res.mean_log_likelihood,
-        res.mean_log_likelihood_stderr,
         True,
         "p_ann",
         f"guaranteed of p_ann, not p: stochastic lower bound of the mean test log-likelihood under the "
@@ -160,26 +161,18 @@ def _reverse_end(res: EstimateResult, quantity: str, name: str, from_rows: bool 
     value = res.log_z if quantity == "log_z" else res.mean_log_likelihood
     se = res.log_z_stderr if quantity == "log_z" else res.mean_log_likelihood_stderr
     if from_rows:
-        return End(
-            name,
-            value,
-            se,
-            False,
-            None,
-            "approximate: reverse AIS from training rows (an upper bound of "
-            "log Z only where they are samples of the model)",
+        words = (
+            "approximate: reverse AIS from training rows (an upper bound of log Z only where they are samples of "
+            "the model)"
         )
-    what = "log Z" if quantity == "log_z" else "the mean test log-likelihood"
-    return End(
-        name,
-        value,
-        se,
-        False,
-        None,
-        f"approximate: upper estimate of {what} from a reverse chain started at a forward chain's states, "
-        "not exact samples (an upper bound only from exact samples; it can miss what the forward chain "
-        "missed)",
-    )
+    else:
+        what = "log Z" if quantity == "log_z" else "the mean test log-likelihood"
+        words = (
+            f"approximate: upper estimate of {what} from a reverse chain started at a forward chain's states, "
+            "not exact samples (an upper bound only from exact samples; it can miss what the forward chain "
+            "missed)"
+        )
+    return End(name, value, se, False, None, words)
 
 
 # --------------------------------------------------------------------------- plans per model kind
