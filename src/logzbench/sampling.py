@@ -252,12 +252,7 @@ def sample(
     temperatures, rounds = _check_pt(method, beta, annealed, exact, temperatures, rounds)
     transition = declared()["transition"].check(transition)
     dev = resolve_device(device)
-    if isinstance(model, (str, os.PathLike)):
-        model = load_model(model, device=dev)
-    elif not callable(getattr(model, "to", None)) or getattr(model, "family", None) is None:
-        raise ValueError(f"cannot sample a {type(model).__name__}: not a logzbench model")
-    else:
-        model = model.to(dev)
+    model = _as_model(model, dev)
     check_transition(transition, model)
     fam = registry.family(model.family)
     train = as_rows(data, model, fam, "training data")
@@ -285,45 +280,71 @@ def sample(
         out = _generative(model, n, beta, annealed, exact, g)
         settings.update(init=None, thin=None, chains=None)
     elif method == "pt":
-        path = moving_path()
-        n_runs = n if chains is None else chains
-        burn = 0 if burn_in is None else burn_in
-        x, h, scans, info = _pt(model, path, n, n_runs, temperatures, rounds, burn, thin, g)
-        out = (x, h, "pt", int(2**rounds - 1 + burn), scans)
-        settings.update(init=init_used, thin=thin, chains=n_runs, temperatures=temperatures, rounds=rounds, **info)
-        _acceptance(path, settings)
+        out = _by_pt(model, moving_path(), n, chains, burn_in, thin, temperatures, rounds, g, init_used, settings)
     elif annealed is not None:
-        if exact == "always":
-            raise ValueError("annealed samples come from AIS, not enumeration: exact='always' does not apply")
-        path = moving_path()
-        betas = make_schedule("linear", annealed)
-        state, sweeps = ais_kernel.run(path, betas, n, g, final_move=True)
-        x, h = _extract(model, path, state.x, 1.0, g)
-        out = (x, h, "ais-final", 0, int(sweeps))
-        settings.update(init=init_used, schedule="linear", chains=n, thin=None)
-        _acceptance(path, settings)
+        out = _by_ais(model, moving_path, n, annealed, exact, g, init_used, settings)
     else:
-        out = None
-        if exact != "never":
-            out = _exact(model, fam, n, beta, init_used, train, g, settings)
-            if out is None and exact == "always":
-                raise ValueError(
-                    f"this {model.family} model cannot be sampled exactly at beta = {beta} (enumeration is "
-                    f"limited to 2^{EXACT_SAMPLE_BITS} states; closed forms at beta = 1: complete PoE, linear / "
-                    f"bilinear models); use exact='auto' or 'never' (MCMC)"
-                )
+        out = _exact(model, fam, n, beta, init_used, train, g, settings) if exact != "never" else None
+        if out is None and exact == "always":
+            raise ValueError(
+                f"this {model.family} model cannot be sampled exactly at beta = {beta} (enumeration is "
+                f"limited to 2^{EXACT_SAMPLE_BITS} states; closed forms at beta = 1: complete PoE, linear / "
+                f"bilinear models); use exact='auto' or 'never' (MCMC)"
+            )
         if out is None:
-            burn = DEFAULT_BURN_IN if burn_in is None else burn_in
-            n_chains = n if chains is None else chains
-            path = moving_path()
-            out = _mcmc(model, path, n, beta, burn, thin, n_chains, g)
-            method = "hmc" if fam.kind == "analysis" else getattr(path, "transition_name", "gibbs")
-            out = (out[0], out[1], method, burn, out[2])
-            settings.update(init=init_used, burn_in_rule="given" if burn_in is not None else "default")
-            settings.update(thin=thin, chains=n_chains)
-            _acceptance(path, settings)
+            out = _by_mcmc(model, fam, moving_path(), n, beta, burn_in, thin, chains, g, init_used, settings)
+    return _result(out, fam, time.perf_counter() - t0, settings)
+
+
+def _as_model(model, dev):
+    """``model`` on ``dev``: loaded when it is a path, refused when it is no logzbench model."""
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(model, device=dev)
+    if not callable(getattr(model, "to", None)) or getattr(model, "family", None) is None:
+        raise ValueError(f"cannot sample a {type(model).__name__}: not a logzbench model")
+    return model.to(dev)
+
+
+def _by_pt(
+    model, path, n: int, chains, burn_in, thin: int, temperatures: int, rounds: int, g, init_used: str, settings: dict
+):
+    """``method="pt"``: ``(x, h, method, burn_in, sweeps)`` of parallel tempering on ``path``."""
+    n_runs = n if chains is None else chains
+    burn = 0 if burn_in is None else burn_in
+    x, h, scans, info = _pt(model, path, n, n_runs, temperatures, rounds, burn, thin, g)
+    settings.update(init=init_used, thin=thin, chains=n_runs, temperatures=temperatures, rounds=rounds, **info)
+    _acceptance(path, settings)
+    return x, h, "pt", int(2**rounds - 1 + burn), scans
+
+
+def _by_ais(model, moving_path, n: int, annealed: int, exact: str, g, init_used: str, settings: dict):
+    """``annealed``: the final states of ``n`` AIS chains over the linear schedule of ``annealed`` steps."""
+    if exact == "always":
+        raise ValueError("annealed samples come from AIS, not enumeration: exact='always' does not apply")
+    path = moving_path()
+    betas = make_schedule("linear", annealed)
+    state, sweeps = ais_kernel.run(path, betas, n, g, final_move=True)
+    x, h = _extract(model, path, state.x, 1.0, g)
+    settings.update(init=init_used, schedule="linear", chains=n, thin=None)
+    _acceptance(path, settings)
+    return x, h, "ais-final", 0, int(sweeps)
+
+
+def _by_mcmc(model, fam, path, n: int, beta: float, burn_in, thin: int, chains, g, init_used: str, settings: dict):
+    """MCMC at ``beta`` on ``path``: ``n`` states, ``thin`` sweeps apart, after the burn-in."""
+    burn = DEFAULT_BURN_IN if burn_in is None else burn_in
+    n_chains = n if chains is None else chains
+    x, h, sweeps = _mcmc(model, path, n, beta, burn, thin, n_chains, g)
+    method = "hmc" if fam.kind == "analysis" else getattr(path, "transition_name", "gibbs")
+    settings.update(init=init_used, burn_in_rule="given" if burn_in is not None else "default")
+    settings.update(thin=thin, chains=n_chains)
+    _acceptance(path, settings)
+    return x, h, method, burn, sweeps
+
+
+def _result(out: tuple, fam, seconds: float, settings: dict) -> SampleResult:
+    """The :class:`SampleResult` of a branch's ``(x, h, method, burn_in, sweeps)``; ``settings`` completed."""
     x, h, method, burn, sweeps = out
-    seconds = time.perf_counter() - t0
     for key in ("init", "schedule", "thin", "chains"):
         settings.setdefault(key, None)
     settings.update(method=method, burn_in=int(burn), sweeps=int(sweeps))

@@ -107,25 +107,8 @@ def prepare_dataset(
     DatasetError
         For an unknown data set or method, impossible sizes, or missing/corrupt sources.
     """
-    if name in CONTINUOUS_DATASETS:
-        raise DatasetError(f"{name} is a continuous data set: use logzbench.data.prepare_patches")
-    if name not in DATASETS:
-        raise DatasetError(f"unknown dataset {name!r}; choose from {DATASETS + CONTINUOUS_DATASETS}")
-    if binarize not in BINARIZE_METHODS:
-        raise DatasetError(f"unknown binarization {binarize!r}; choose from {BINARIZE_METHODS}")
-    if shift_augment is not None and name != "digits-avil":
-        raise DatasetError(f"shift_augment applies to digits-avil only, not to {name}")
-    if binarize == "threshold" and name not in UCI_SETS:  # (the UCI sets are binary already)
-        try:
-            check_threshold(threshold)
-        except ValueError as exc:
-            raise DatasetError(f"{name}: {exc}") from None
     clustered = {"n_visible": n_visible, "prototypes": prototypes, "weights": weights, "flip": flip}
-    given = [k for k, v in clustered.items() if v is not None]
-    if given and name != "clustered":
-        raise DatasetError(
-            f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to clustered only, not to {name}"
-        )
+    _check_options(name, binarize, threshold, shift_augment, clustered)
     if name == "clustered":
         try:
             from .clustered import make_clustered
@@ -144,8 +127,42 @@ def prepare_dataset(
     if name != "clustered":
         raw = _load_raw(name, mirror, cache_dir, shift_augment)
     parts = raw["parts"]
+    n_valid = _split(name, parts, raw["fixed_valid"], n_valid, n_train, n_test)
+    arrays = _arrays(parts, raw, binarize, threshold, seed)
+    meta = _meta(name, parts, arrays, raw, binarize, threshold, seed)
+    image_shape = raw["image_shape"]
+    extra = {} if image_shape is None else {"image_shape": np.asarray(image_shape, dtype=np.int64)}
+    output = Path(output)
+    save_npz_atomic(output, **arrays, **extra, meta=np.asarray(json.dumps(meta)))
+    return output
 
-    if raw["fixed_valid"]:
+
+def _check_options(name: str, binarize: str, threshold: float, shift_augment, clustered: dict) -> None:
+    """Refuse an unknown data set or binarization, a bad threshold, and options of another data set."""
+    if name in CONTINUOUS_DATASETS:
+        raise DatasetError(f"{name} is a continuous data set: use logzbench.data.prepare_patches")
+    if name not in DATASETS:
+        raise DatasetError(f"unknown dataset {name!r}; choose from {DATASETS + CONTINUOUS_DATASETS}")
+    if binarize not in BINARIZE_METHODS:
+        raise DatasetError(f"unknown binarization {binarize!r}; choose from {BINARIZE_METHODS}")
+    if shift_augment is not None and name != "digits-avil":
+        raise DatasetError(f"shift_augment applies to digits-avil only, not to {name}")
+    if binarize == "threshold" and name not in UCI_SETS:  # (the UCI sets are binary already)
+        try:
+            check_threshold(threshold)
+        except ValueError as exc:
+            raise DatasetError(f"{name}: {exc}") from None
+    given = [k for k, v in clustered.items() if v is not None]
+    if given and name != "clustered":
+        raise DatasetError(
+            f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to clustered only, not to {name}"
+        )
+
+
+def _split(name: str, parts: dict, fixed_valid: bool, n_valid, n_train, n_test) -> int:
+    """Move the last ``n_valid`` training rows to ``valid`` (unless the source fixes its validation split)
+    and keep the first ``n_train`` / ``n_test`` rows, in ``parts``; returns ``n_valid``."""
+    if fixed_valid:
         if int(n_valid):
             raise DatasetError(
                 f"{name} has a fixed validation split ({len(parts['valid'][0])} rows); n_valid must be 0, got {n_valid}"
@@ -166,8 +183,13 @@ def prepare_dataset(
             if not 1 <= int(limit) <= len(xs):
                 raise DatasetError(f"n_{split}={limit} must be in [1, {len(xs)}] for {name} (n_valid={n_valid})")
             parts[split] = (xs[: int(limit)], None if ys is None else ys[: int(limit)])
+    return n_valid
 
-    scale, image_shape = raw["scale"], raw["image_shape"]
+
+def _arrays(parts: dict, raw: dict, binarize: str, threshold: float, seed: int) -> dict:
+    """Each split's rows, binarized from its own stream (a binary source's as they are), and labels; the
+    source's copied splits (digits-avil: test is valid)."""
+    scale = raw["scale"]
     arrays = {}
     for split, (xs, ys) in parts.items():
         if xs is None:  # digits-avil: test is a copy of valid
@@ -183,8 +205,14 @@ def prepare_dataset(
         arrays[split] = arrays[same]
         if f"{same}_labels" in arrays:
             arrays[f"{split}_labels"] = arrays[f"{same}_labels"]
-    binary = scale is None
-    meta = {
+    return arrays
+
+
+def _meta(name: str, parts: dict, arrays: dict, raw: dict, binarize: str, threshold: float, seed: int) -> dict:
+    """The file's ``meta`` record: format, source, binarization and its seeds, sizes and shape."""
+    binary = raw["scale"] is None
+    image_shape = raw["image_shape"]
+    return {
         "format_version": FORMAT_VERSION,
         "dataset": name,
         "binarize": None if binary else binarize,
@@ -199,10 +227,6 @@ def prepare_dataset(
         "logzbench_version": __version__,
         **raw.get("meta", {}),
     }
-    extra = {} if image_shape is None else {"image_shape": np.asarray(image_shape, dtype=np.int64)}
-    output = Path(output)
-    save_npz_atomic(output, **arrays, **extra, meta=np.asarray(json.dumps(meta)))
-    return output
 
 
 #: Continuous sources: module, its settings, its prepare and save functions (names in that module).

@@ -51,9 +51,54 @@ def _jackknife_se(steps: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarr
         keep = np.ones(n_chains, dtype=bool)
         keep[g] = False
         estimates.append(sum(discriminance(l0[keep], l1[keep], w0[keep], w1[keep]).log_z for l0, l1, w0, w1 in steps))
+    return _delete_one_se(estimates)
+
+
+def _delete_one_se(estimates) -> float:
+    """The jackknife standard error from the delete-one-group estimates (NaN from fewer than two)."""
     est = np.asarray(estimates)
     G = len(est)
-    return float(math.sqrt((G - 1) / G * np.sum((est - est.mean()) ** 2)))
+    return float(math.sqrt((G - 1) / G * np.sum((est - est.mean()) ** 2))) if G > 1 else float("nan")
+
+
+#: The ``version`` setting of each ADS.
+_VERSION = {"ads": "sequential-binary", "ads-multinomial": "multinomial"}
+
+
+def _result(
+    estimator: str,
+    log_z: float,
+    se: float,
+    ess: float | None,
+    state,
+    generator: torch.Generator,
+    n_bootstrap: int,
+    K: int,
+    sweeps_per_beta: int,
+    seconds: float,
+    settings: dict | None,
+    extra: dict,
+) -> EstimateResult:
+    """Either ADS's result: its ``log Z`` and standard error, with the AIS estimate of the same run
+    (``ais_*`` in ``extra``; its effective sample size where ``ess`` is ``None``)."""
+    n_chains = int(state.log_w.shape[0])
+    s = summarize_log_weights(
+        state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights"
+    )
+    return EstimateResult(
+        estimator=estimator,
+        log_z=log_z,
+        log_z_stderr=se,
+        log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
+        ess=s.ess if ess is None else ess,
+        n_chains=n_chains,
+        seconds=seconds,
+        n_sweeps=K * int(sweeps_per_beta),
+        total_sweeps=K * int(sweeps_per_beta) * n_chains,
+        settings={"K": K, "chains": n_chains, "version": _VERSION[estimator], **(settings or {})},
+        log_weights=state.log_w.cpu().numpy(),
+        extra={"ais_log_z": s.log_mean, "ais_log_z_stderr": s.stderr, "ais_khat": s.khat, **extra},
+    )
 
 
 def ads(
@@ -111,32 +156,17 @@ def ads(
             state = ais_kernel.AISState(x1, log_w1)
         se = _jackknife_se(steps, n_chains) if keep else math.sqrt(var)
     check_finite(state.log_w, "ADS (AIS) log-weights")
-    s = summarize_log_weights(
-        state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights"
-    )
-    return EstimateResult(
-        estimator="ads",
-        log_z=float(log_z),
-        log_z_stderr=se,
-        log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
-        ess=float(np.min(n_effs)),
-        n_chains=n_chains,
-        seconds=t[0],
-        n_sweeps=K * int(sweeps_per_beta),
-        total_sweeps=K * int(sweeps_per_beta) * n_chains,
-        settings={"K": K, "chains": n_chains, "version": "sequential-binary", **(settings or {})},
-        log_weights=state.log_w.cpu().numpy(),
-        extra={
-            "ais_log_z": s.log_mean,
-            "ais_log_z_stderr": s.stderr,
-            "ais_khat": s.khat,
-            "min_gamma": float(np.min(gammas)),
-            "min_population_ess": float(np.min(n_effs)),
-            "stderr_method": f"jackknife over {N_GROUPS} groups of chains"
-            if keep
-            else "independent ratios (understates the error)",
-            "stderr_independent_ratios": math.sqrt(var),
-        },
+    extra = {
+        "min_gamma": float(np.min(gammas)),
+        "min_population_ess": float(np.min(n_effs)),
+        "stderr_method": f"jackknife over {N_GROUPS} groups of chains"
+        if keep
+        else "independent ratios (understates the error)",
+        "stderr_independent_ratios": math.sqrt(var),
+    }
+    n_eff = float(np.min(n_effs))
+    return _result(
+        "ads", float(log_z), se, n_eff, state, generator, n_bootstrap, K, sweeps_per_beta, t[0], settings, extra
     )
 
 
@@ -243,31 +273,11 @@ def ads_multinomial(
             lw = log_w.clone()
             lw[:, torch.as_tensor(g, device=dev)] = -math.inf
             jk.append(_multinomial_fit(A, lw, log_z0, x0=c[1:])[-1])
-        jk = np.asarray(jk)
-        se = float(math.sqrt((len(jk) - 1) / len(jk) * np.sum((jk - jk.mean()) ** 2))) if len(jk) > 1 else float("nan")
+        se = _delete_one_se(jk)
+    extra = {"log_z_path": c.tolist(), "stderr_method": f"jackknife over {N_GROUPS} groups of chains"}
     log_z = float(c[-1])
-    s = summarize_log_weights(
-        state.log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights"
-    )
-    return EstimateResult(
-        estimator="ads-multinomial",
-        log_z=log_z,
-        log_z_stderr=se,
-        log_z_ci=(log_z - 1.96 * se, log_z + 1.96 * se),
-        ess=s.ess,
-        n_chains=n_chains,
-        seconds=t[0],
-        n_sweeps=K * int(sweeps_per_beta),
-        total_sweeps=K * int(sweeps_per_beta) * n_chains,
-        settings={"K": K, "chains": n_chains, "version": "multinomial", **(settings or {})},
-        log_weights=state.log_w.cpu().numpy(),
-        extra={
-            "ais_log_z": s.log_mean,
-            "ais_log_z_stderr": s.stderr,
-            "ais_khat": s.khat,
-            "log_z_path": c.tolist(),
-            "stderr_method": f"jackknife over {N_GROUPS} groups of chains",
-        },
+    return _result(
+        "ads-multinomial", log_z, se, None, state, generator, n_bootstrap, K, sweeps_per_beta, t[0], settings, extra
     )
 
 
@@ -283,19 +293,4 @@ def peak_bytes(ctx) -> tuple[int, str]:
 
 def estimate(ctx) -> EstimateResult:
     """Registry entries ``ads`` (Alg. 1) and ``ads-multinomial`` (Alg. 2) on one AIS run."""
-    path = ctx.path()
-    betas = ctx.betas(path)
-    ctx.log_f()  # drawn before the kernel (importance-sampled log f(v) of deep models)
-    run = ads_multinomial if ctx.name == "ads-multinomial" else ads
-    o = ctx.options
-    res = run(
-        path,
-        betas,
-        o.chains,
-        ctx.generator,
-        n_bootstrap=o.n_bootstrap,
-        progress=o.progress,
-        settings=ctx.annealed_settings(),
-        sweeps_per_beta=o.sweeps_per_beta,
-    )
-    return ctx.finish(res)
+    return ctx.run_annealed(ads_multinomial if ctx.name == "ads-multinomial" else ads)

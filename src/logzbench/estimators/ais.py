@@ -176,11 +176,7 @@ def result(
     s = summarize_log_weights(log_w, n_bootstrap=n_bootstrap, seed=generator.initial_seed(), what="AIS log-weights")
     res = EstimateResult(
         estimator="ais",
-        log_z=s.log_mean,
-        log_z_stderr=s.stderr,
-        log_z_ci=(s.ci_low, s.ci_high),
-        ess=s.ess,
-        khat=s.khat,
+        **s.log_z_fields(),
         n_chains=n_chains,
         seconds=seconds,
         n_sweeps=n_sweeps,

@@ -72,6 +72,58 @@ def simulate(model, n: int, generator: torch.Generator) -> tuple[torch.Tensor, t
     return a.double(), x.double()
 
 
+def _check_generative(model) -> None:
+    """Refuse a model that is not a directed generative one (BDMC simulates its data)."""
+    if getattr(model, "kind", None) != "generative":
+        raise ValueError(
+            f"bdmc simulates data from a directed generative model (linear-gaussian, linear-laplace, "
+            f"bilinear); this is a {getattr(model, 'kind', None)!r} model"
+        )
+
+
+def _forward_and_reverse(model, A, X, betas, M: int, s: int, generator, kernel_opts: dict, progress: bool):
+    """Forward HAIS from the prior and reverse HAIS from the exact latents ``A`` of the simulated rows ``X``,
+    ``M`` chains each: ``(forward path, reverse path, log_w, log_v, forward sweeps)``, weights flat."""
+    P = int(X.shape[0])
+    fpath = hais_mod.latent_path(model, X, M, **kernel_opts)
+    rpath = hais_mod.latent_path(model, X, M, **kernel_opts)
+    _, log_w, n_fwd = forward(
+        fpath, betas, P * M, generator, sweeps_per_beta=s, progress=progress, desc="BDMC (forward)"
+    )
+    state = with_fresh_momentum(rpath.state_from_data(A.repeat_interleave(M, dim=0)), generator)
+    log_v = torch.zeros(P * M, dtype=torch.float64, device=state.x.device)
+    state, log_v = raise_kernel.reverse(
+        rpath, state, log_v, betas, generator, sweeps_per_beta=s, progress=progress, desc="BDMC (reverse)"
+    )
+    return fpath, rpath, log_w, log_v, n_fwd
+
+
+def _extra(model, X, bracket: dict, lo: dict, hi: dict, fpath, rpath) -> dict:
+    """The result's ``extra``: the bracket, each side's estimate and diagnostics, and the exact mean
+    log-likelihood of the simulated rows where the model has one."""
+    extra = {
+        "bracket": bracket,
+        "data": "simulated",
+        "n_simulated": int(X.shape[0]),
+        "lower": lo["mean"],
+        "lower_stderr": lo["stderr"],
+        "upper": hi["mean"],
+        "upper_stderr": hi["stderr"],
+        "width": hi["mean"] - lo["mean"],
+        "forward_ess": lo["ess"],
+        "forward_khat": lo["khat"],
+        "reverse_ess": hi["ess"],
+        "reverse_khat": hi["khat"],
+        "forward_acceptance_rate": fpath.acceptance_rate,
+        "reverse_acceptance_rate": rpath.acceptance_rate,
+        **lo["khat_extra"],
+    }
+    exact = model.exact_log_likelihood(X) if hasattr(model, "exact_log_likelihood") else None
+    if exact is not None:
+        extra["exact_mean_log_likelihood"] = float(torch.as_tensor(exact).double().mean())
+    return extra
+
+
 def bdmc(
     model,
     betas,
@@ -111,28 +163,18 @@ def bdmc(
     """
     from .bracket import End, make_bracket
 
-    if getattr(model, "kind", None) != "generative":
-        raise ValueError(
-            f"bdmc simulates data from a directed generative model (linear-gaussian, linear-laplace, "
-            f"bilinear); this is a {getattr(model, 'kind', None)!r} model"
-        )
+    _check_generative(model)
     n = DEFAULT_N_EXAMPLES if n_examples is None else int(n_examples)
     if n < 1:
         raise ValueError(f"bdmc needs n_examples >= 1, got {n_examples}")
     betas = from_array(betas)
     K, M, s = len(betas) - 1, int(n_chains), int(sweeps_per_beta)
+    kernel_opts = dict(kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
     with timer(generator.device) as t:
         A, X = simulate(model, n, generator) if simulated is None else simulated
         P = int(X.shape[0])
-        fpath = hais_mod.latent_path(model, X, M, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
-        rpath = hais_mod.latent_path(model, X, M, kernel=kernel, step_size=step_size, gamma=gamma, mh_sigma=mh_sigma)
-        _, log_w, n_fwd = forward(
-            fpath, betas, P * M, generator, sweeps_per_beta=s, progress=progress, desc="BDMC (forward)"
-        )
-        state = with_fresh_momentum(rpath.state_from_data(A.repeat_interleave(M, dim=0)), generator)
-        log_v = torch.zeros(P * M, dtype=torch.float64, device=state.x.device)
-        state, log_v = raise_kernel.reverse(
-            rpath, state, log_v, betas, generator, sweeps_per_beta=s, progress=progress, desc="BDMC (reverse)"
+        fpath, rpath, log_w, log_v, n_fwd = _forward_and_reverse(
+            model, A, X, betas, M, s, generator, kernel_opts, progress
         )
     log_w, log_v = log_w.reshape(P, M), log_v.reshape(P, M)
     check_finite(log_w, "bdmc forward log-weights")
@@ -150,26 +192,7 @@ def bdmc(
     # the reported interval: the bracket's ends widened by their noise (as the sandwich's); its midpoint
     ci = (bracket["mean_log_likelihood_lower"], bracket["mean_log_likelihood_upper"])
     mid = 0.5 * (ci[0] + ci[1])
-    extra = {
-        "bracket": bracket,
-        "data": "simulated",
-        "n_simulated": P,
-        "lower": lower,
-        "lower_stderr": lo["stderr"],
-        "upper": upper,
-        "upper_stderr": hi["stderr"],
-        "width": upper - lower,
-        "forward_ess": lo["ess"],
-        "forward_khat": lo["khat"],
-        "reverse_ess": hi["ess"],
-        "reverse_khat": hi["khat"],
-        "forward_acceptance_rate": fpath.acceptance_rate,
-        "reverse_acceptance_rate": rpath.acceptance_rate,
-        **lo["khat_extra"],
-    }
-    exact = model.exact_log_likelihood(X) if hasattr(model, "exact_log_likelihood") else None
-    if exact is not None:
-        extra["exact_mean_log_likelihood"] = float(torch.as_tensor(exact).double().mean())
+    extra = _extra(model, X, bracket, lo, hi, fpath, rpath)
     n_sweeps = n_fwd + K * s
     return EstimateResult(
         estimator="bdmc",

@@ -555,6 +555,26 @@ class EstimateContext:
             res.extra["log_f_seconds"] = self._log_f_seconds
         return res
 
+    def run_annealed(self, run) -> EstimateResult:
+        """The registry entry of an estimator of ``log Z`` on one annealing run: ``run(path, betas, chains,
+        generator, n_bootstrap=, progress=, settings=, sweeps_per_beta=)`` on the model's path and schedule,
+        after ``log f(v)`` of the test rows is drawn (it draws from the generator first), then :meth:`finish`."""
+        path = self.path()
+        betas = self.betas(path)
+        self.log_f()  # drawn before the kernel (importance-sampled log f(v) of deep models)
+        o = self.options
+        res = run(
+            path,
+            betas,
+            o.chains,
+            self.generator,
+            n_bootstrap=o.n_bootstrap,
+            progress=o.progress,
+            settings=self.annealed_settings(),
+            sweeps_per_beta=o.sweeps_per_beta,
+        )
+        return self.finish(res)
+
     def record_schedule(self, res: EstimateResult) -> EstimateResult:
         """Keep the schedule the run used with its result (``res.schedule``: the per-chain ``.npz`` and
         the MLflow artifact) and, for the adaptive and tuned schedules, add the pilot's sweeps to

@@ -47,6 +47,7 @@ examples' errors instead of bounding it (``extra["per_example_stderr_mean"]`` ke
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -60,6 +61,92 @@ from .result import EstimateResult, check_finite, khat_per_example
 CSL_MODES = ("unbiased", "biased")
 #: test examples whose ``S`` terms ``log p(v | h_s)`` are kept for the k-hat (at most 2e6 terms in all)
 KHAT_EXAMPLES = 100
+
+
+def _check_arguments(mode: str, protocol: str, n_chains: int, samples_per_chain: int, burn_in: int, thin: int):
+    """Refuse an unknown mode or protocol, and counts below their least."""
+    if mode not in CSL_MODES:
+        raise ValueError(f"unknown CSL mode {mode!r}; choose one of {CSL_MODES}")
+    if protocol not in CSL_PROTOCOLS:
+        raise ValueError(f"unknown csl_protocol {protocol!r}; choose one of {CSL_PROTOCOLS}")
+    for name, val, lo in (
+        ("n_chains", n_chains, 1),
+        ("samples_per_chain", samples_per_chain, 1),
+        ("burn_in", burn_in, 0),
+        ("thin", thin, 1),
+    ):
+        if int(val) < lo:
+            raise ValueError(f"CSL {name} must be >= {lo}, got {val}")
+    if protocol == "pooled" and n_chains < 2:
+        raise ValueError(f"pooled CSL needs chains >= 2 (its standard error compares chains), got {n_chains}")
+
+
+def _start_chains(rbm: BinaryRBM, n_chains: int, mode: str, train_data, generator: torch.Generator):
+    """The chains' first visible states: uniform random (``unbiased``) or random training rows (``biased``)."""
+    if mode == "biased":
+        if train_data is None:
+            raise ValueError("biased CSL starts its chains at training examples: pass train_data")
+        train_data = rbm._as_input(train_data)
+        pick = torch.randint(0, train_data.shape[0], (n_chains,), generator=generator, device=generator.device)
+        return train_data[pick]
+    return torch.bernoulli(torch.full((n_chains, rbm.n_visible), 0.5, device=rbm.device), generator=generator)
+
+
+class _Sums(NamedTuple):
+    """What the chains leave: per test row, ``log sum_s p(v | h_s)`` and ``log sum_s p(v | h_s)^2``; with
+    ``pooled``, each chain's own ``log sum p(v | h_s)`` ``(N, M)``; the kept rows' ``log p(v | h_s)``."""
+
+    lse: torch.Tensor
+    lse2: torch.Tensor
+    chain_lse: torch.Tensor | None
+    kept: list
+
+
+def _run_chains(rbm, data, v, generator, n_sweeps: int, start: int, thin: int, pooled: bool, keep, progress) -> _Sums:
+    """Run the Gibbs chains ``n_sweeps`` sweeps from ``v``, summing ``p(v | h)`` of every test row over the
+    hidden samples kept (every ``thin``-th sweep after ``start``)."""
+    N, n_chains = data.shape[0], v.shape[0]
+    lse = torch.full((N,), -math.inf, dtype=torch.float64, device=rbm.device)
+    lse2 = torch.full((N,), -math.inf, dtype=torch.float64, device=rbm.device)
+    # pooled: each chain's own sum of p(v | h_s), the batch of its batch means
+    chain_lse = torch.full((N, n_chains), -math.inf, dtype=torch.float64, device=rbm.device) if pooled else None
+    kept = []  # (n_keep, M) log p(v | h_s) per kept sweep, for the k-hat
+    for sweep in progress_range(n_sweeps, progress, "CSL"):
+        h = rbm.sample_h_given_v(v, generator)
+        v = rbm.sample_v_given_h(h, generator)
+        if sweep >= start and (sweep - start + 1) % thin == 0:
+            lp = rbm.log_prob_v_given_h(data, h)  # (N, M)
+            lse = torch.logaddexp(lse, torch.logsumexp(lp, dim=1))
+            lse2 = torch.logaddexp(lse2, torch.logsumexp(2 * lp, dim=1))
+            if chain_lse is not None:
+                torch.logaddexp(chain_lse, lp, out=chain_lse)
+            if keep is not None:
+                kept.append(lp[keep])
+    return _Sums(lse, lse2, chain_lse, kept)
+
+
+def _standard_errors(sums: _Sums, per_ex: torch.Tensor, S: int, samples_per_chain: int, n_chains: int):
+    """``(ess, mean_se, pooled_extra)``: the effective sample size per test row and the standard error of the
+    mean log-likelihood -- by the delta method, or with ``pooled`` from batch means, one batch per chain
+    (module docstring), keeping the delta method's figures in ``pooled_extra``."""
+    lse, lse2 = sums.lse, sums.lse2
+    ess = torch.exp(2 * lse - lse2)  # per example, in samples
+    # delta-method standard error per example, treating the S samples as independent
+    # (they are not within a chain, so this is optimistic; more chains help)
+    rel_var = torch.clamp(torch.exp(lse2 - 2 * lse) * S - 1.0, min=0.0) / max(S - 1, 1)
+    per_ex_se = torch.sqrt(rel_var)
+    # the same samples serve every example, so their errors are correlated: the mean of
+    # the per-example errors bounds the error of the mean
+    mean_se = float(per_ex_se.mean())
+    pooled_extra: dict = {}
+    if sums.chain_lse is not None:  # batch means, one batch per chain (module docstring)
+        chain_mean = sums.chain_lse - math.log(samples_per_chain)  # (N, M): log of each chain's mean p(v | h)
+        _, per_ex_se = log_mean_stderr(chain_mean, dim=1)
+        pooled_extra = {"ess_independent": float(ess.mean()), "per_example_stderr_mean": float(per_ex_se.mean())}
+        ess = 1.0 / (per_ex_se**2 + 1.0 / S)
+        u = torch.exp(chain_mean - per_ex[:, None]).mean(dim=0)  # (M,): each chain's share, mean 1
+        mean_se = float(u.std() / math.sqrt(n_chains))
+    return ess, mean_se, pooled_extra
 
 
 def csl(
@@ -103,30 +190,9 @@ def csl(
         module docstring).  ``pooled`` records ``settings["burn_in_drawn"]`` (``B``) and
         ``settings["pool_sweeps"]`` (``S_T``); ``n_sweeps`` is the sweeps each chain ran.
     """
-    if mode not in CSL_MODES:
-        raise ValueError(f"unknown CSL mode {mode!r}; choose one of {CSL_MODES}")
-    if protocol not in CSL_PROTOCOLS:
-        raise ValueError(f"unknown csl_protocol {protocol!r}; choose one of {CSL_PROTOCOLS}")
-    for name, val, lo in (
-        ("n_chains", n_chains, 1),
-        ("samples_per_chain", samples_per_chain, 1),
-        ("burn_in", burn_in, 0),
-        ("thin", thin, 1),
-    ):
-        if int(val) < lo:
-            raise ValueError(f"CSL {name} must be >= {lo}, got {val}")
-    if protocol == "pooled" and n_chains < 2:
-        raise ValueError(f"pooled CSL needs chains >= 2 (its standard error compares chains), got {n_chains}")
+    _check_arguments(mode, protocol, n_chains, samples_per_chain, burn_in, thin)
     data = rbm._as_input(data)
-    if mode == "biased":
-        if train_data is None:
-            raise ValueError("biased CSL starts its chains at training examples: pass train_data")
-        train_data = rbm._as_input(train_data)
-        pick = torch.randint(0, train_data.shape[0], (n_chains,), generator=generator, device=generator.device)
-        v = train_data[pick]
-    else:
-        v = torch.bernoulli(torch.full((n_chains, rbm.n_visible), 0.5, device=rbm.device), generator=generator)
-
+    v = _start_chains(rbm, n_chains, mode, train_data, generator)
     pooled = protocol == "pooled"
     protocol_settings: dict = {"csl_protocol": protocol}
     start = burn_in  # sweeps before the first kept sample's thinning interval
@@ -136,46 +202,16 @@ def csl(
 
     N = data.shape[0]
     S = n_chains * samples_per_chain
-    lse = torch.full((N,), -math.inf, dtype=torch.float64, device=rbm.device)
-    lse2 = torch.full((N,), -math.inf, dtype=torch.float64, device=rbm.device)
-    # pooled: each chain's own sum of p(v | h_s), the batch of its batch means
-    chain_lse = torch.full((N, n_chains), -math.inf, dtype=torch.float64, device=rbm.device) if pooled else None
     n_sweeps = start + thin * samples_per_chain
     n_keep = min(N, KHAT_EXAMPLES, 2_000_000 // S) if S >= KHAT_MIN_WEIGHTS else 0
     keep = torch.linspace(0, N - 1, n_keep, device=rbm.device).round().long() if n_keep else None
-    kept = []  # (n_keep, M) log p(v | h_s) per kept sweep, for the k-hat
     with timer(generator.device) as t:
-        for sweep in progress_range(n_sweeps, progress, "CSL"):
-            h = rbm.sample_h_given_v(v, generator)
-            v = rbm.sample_v_given_h(h, generator)
-            if sweep >= start and (sweep - start + 1) % thin == 0:
-                lp = rbm.log_prob_v_given_h(data, h)  # (N, M)
-                lse = torch.logaddexp(lse, torch.logsumexp(lp, dim=1))
-                lse2 = torch.logaddexp(lse2, torch.logsumexp(2 * lp, dim=1))
-                if chain_lse is not None:
-                    torch.logaddexp(chain_lse, lp, out=chain_lse)
-                if keep is not None:
-                    kept.append(lp[keep])
-    per_ex = lse - math.log(S)
+        sums = _run_chains(rbm, data, v, generator, n_sweeps, start, thin, pooled, keep, progress)
+    per_ex = sums.lse - math.log(S)
     check_finite(per_ex, "CSL log-likelihoods")
-    ess = torch.exp(2 * lse - lse2)  # per example, in samples
-    # delta-method standard error per example, treating the S samples as independent
-    # (they are not within a chain, so this is optimistic; more chains help)
-    rel_var = torch.clamp(torch.exp(lse2 - 2 * lse) * S - 1.0, min=0.0) / max(S - 1, 1)
-    per_ex_se = torch.sqrt(rel_var)
-    # the same samples serve every example, so their errors are correlated: the mean of
-    # the per-example errors bounds the error of the mean
-    mean_se = float(per_ex_se.mean())
-    pooled_extra: dict = {}
-    if chain_lse is not None:  # batch means, one batch per chain (module docstring)
-        chain_mean = chain_lse - math.log(samples_per_chain)  # (N, M): log of each chain's mean p(v | h)
-        _, per_ex_se = log_mean_stderr(chain_mean, dim=1)
-        pooled_extra = {"ess_independent": float(ess.mean()), "per_example_stderr_mean": float(per_ex_se.mean())}
-        ess = 1.0 / (per_ex_se**2 + 1.0 / S)
-        u = torch.exp(chain_mean - per_ex[:, None]).mean(dim=0)  # (M,): each chain's share, mean 1
-        mean_se = float(u.std() / math.sqrt(n_chains))
+    ess, mean_se, pooled_extra = _standard_errors(sums, per_ex, S, samples_per_chain, n_chains)
     per_ex_np = per_ex.cpu().numpy()
-    khat, khat_extra = khat_per_example(torch.cat(kept, dim=1) if kept else torch.empty(0, 0))
+    khat, khat_extra = khat_per_example(torch.cat(sums.kept, dim=1) if sums.kept else torch.empty(0, 0))
     return EstimateResult(
         estimator="csl",
         ess=float(ess.mean()),

@@ -102,11 +102,7 @@ def importance_sampling(l0, *, n_bootstrap: int = 1000, seed: int = 0, settings:
     seconds = time.perf_counter() - t0
     return EstimateResult(
         estimator="is",
-        log_z=s.log_mean,
-        log_z_stderr=s.stderr,
-        log_z_ci=(s.ci_low, s.ci_high),
-        ess=s.ess,
-        khat=s.khat,
+        **s.log_z_fields(),
         n_chains=int(l0.size),
         seconds=seconds,
         settings={"n0": int(l0.size), "n1": 0, "n_bootstrap": n_bootstrap, "seed": seed, **(settings or {})},

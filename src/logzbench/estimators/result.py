@@ -70,6 +70,17 @@ class WeightSummary(NamedTuple):
     ess: float  #: effective sample size, in chains
     khat: float  #: Pareto k-hat of the weights (NaN with fewer than 25)
 
+    def log_z_fields(self) -> dict:
+        """The fields of an :class:`EstimateResult` whose ``log Z`` is this ``log_mean``: the estimate, its
+        standard error and interval, ESS and k-hat."""
+        return dict(
+            log_z=self.log_mean,
+            log_z_stderr=self.stderr,
+            log_z_ci=(self.ci_low, self.ci_high),
+            ess=self.ess,
+            khat=self.khat,
+        )
+
 
 def check_finite(log_w: torch.Tensor, what: str = "log-weights") -> None:
     """Raise :class:`EstimatorError` when any log-weight is NaN or +-inf."""

@@ -101,18 +101,4 @@ def planned_sweeps(ctx) -> tuple[list, str]:
 
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``reverse-ais``: log Z from a forward then reverse chain."""
-    path = ctx.path()
-    betas = ctx.betas(path)
-    ctx.log_f()
-    o = ctx.options
-    res = reverse_ais(
-        path,
-        betas,
-        o.chains,
-        ctx.generator,
-        n_bootstrap=o.n_bootstrap,
-        progress=o.progress,
-        settings=ctx.annealed_settings(),
-        sweeps_per_beta=o.sweeps_per_beta,
-    )
-    return ctx.finish(res)
+    return ctx.run_annealed(reverse_ais)

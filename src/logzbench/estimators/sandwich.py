@@ -293,6 +293,79 @@ class Progress:
             self._print(text)
 
 
+def _check_first_round(p: Plan, K: int, o) -> None:
+    """Refuse a run whose first round at ``K`` alone would pass ``max_sweeps``."""
+    first = p.cost(K)
+    if first > o.max_sweeps:
+        raise ValueError(
+            f"max_sweeps = {o.max_sweeps} is less than the first round of the sandwich at K = {K} "
+            f"({first} sweeps x chains with {o.chains} chains): raise max_sweeps or lower K or chains"
+        )
+
+
+def _history_entry(r: Round, quantity: str, z: float, K: int, spent: int) -> dict[str, Any]:
+    """One round's row of the history: its K, the sweeps so far, and each quantity's bracket ends (``None``
+    for a quantity the plan does not bracket)."""
+    entry: dict[str, Any] = {
+        "K": K,
+        "total_sweeps": spent,
+        "seconds": r.seconds,
+        "width": _span(r, quantity, z).width,
+    }
+    for q in ("log_z", "mean_log_likelihood"):
+        if q in r.ends:
+            s = _span(r, q, z)
+            entry.update(
+                {
+                    f"{q}_lower": s.lower,
+                    f"{q}_upper": s.upper,
+                    f"{q}_lower_estimate": r.ends[q][0].value,
+                    f"{q}_upper_estimate": r.ends[q][1].value,
+                    f"{q}_crossed": s.crossed,
+                }
+            )
+        else:
+            entry.update({f"{q}_lower": None, f"{q}_upper": None})
+    entry["spread_p_values"] = dict(r.spread)
+    return entry
+
+
+def _next_round_refused(
+    p: Plan, r: Round, K: int, spent: int, elapsed: float, o, budget: float
+) -> tuple[str, str | None, float | None]:
+    """Whether the round at ``2 K`` may run: ``(reason, stopped_by, guess)``, with ``stopped_by``
+    ``"max_sweeps"`` or ``"time_budget"`` and ``reason`` saying why when it may not (else ``None`` and
+    ``""``); ``guess`` is the next round's time, from this one's."""
+    nxt = spent + p.cost(2 * K)
+    if nxt > o.max_sweeps:
+        reason = (
+            f"; stopped: the next round (K = {2 * K}, about {p.cost(2 * K)} sweeps x chains) would bring the "
+            f"total to {nxt} > max_sweeps = {o.max_sweeps}"
+        )
+        return reason, "max_sweeps", None
+    guess = r.seconds * p.cost(2 * K) / p.cost(K)
+    if elapsed + guess > budget:
+        reason = (
+            f"; stopped at the time budget after {elapsed:.3g} s at K = {K} ({spent} sweeps x chains): the next "
+            f"round (K = {2 * K}) would take about {guess:.3g} s more, past time_budget = {budget:g} s"
+        )
+        return reason, "time_budget", guess
+    return "", None, guess
+
+
+def _not_reached_reason(reason: str, k_needed: int | None) -> str:
+    """The reason of a run that stopped short of the width, with where the widths seen extrapolate to."""
+    return (
+        "width not reached: "
+        + reason
+        + (
+            f"; the widths seen extrapolate to K of about {k_needed}"
+            if k_needed
+            else "; the widths seen give no extrapolation"
+        )
+    )
+
+
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``sandwich``: double K until the bracket is ``target_width`` wide (see the module
     docstring), within ``max_sweeps`` and ``time_budget``; progress on standard error after
@@ -301,12 +374,7 @@ def estimate(ctx) -> EstimateResult:
     o = ctx.options
     p = plan(ctx)
     K = int(o.K) if o.K is not None else START_K
-    first = p.cost(K)
-    if first > o.max_sweeps:
-        raise ValueError(
-            f"max_sweeps = {o.max_sweeps} is less than the first round of the sandwich at K = {K} "
-            f"({first} sweeps x chains with {o.chains} chains): raise max_sweeps or lower K or chains"
-        )
+    _check_first_round(p, K, o)
     n_looks = looks(p, K, o.max_sweeps)
     z = noise_z(o.confidence, n_looks)
     history: list[dict] = []
@@ -323,28 +391,7 @@ def estimate(ctx) -> EstimateResult:
             spent += int(ctx.pilot.sweeps)
         rounds.append(r)
         spent += int(r.sweeps)
-        lo, hi = r.ends[p.quantity]
-        entry: dict[str, Any] = {
-            "K": K,
-            "total_sweeps": spent,
-            "seconds": r.seconds,
-            "width": _span(r, p.quantity, z).width,
-        }
-        for q in ("log_z", "mean_log_likelihood"):
-            if q in r.ends:
-                s = _span(r, q, z)
-                entry.update(
-                    {
-                        f"{q}_lower": s.lower,
-                        f"{q}_upper": s.upper,
-                        f"{q}_lower_estimate": r.ends[q][0].value,
-                        f"{q}_upper_estimate": r.ends[q][1].value,
-                        f"{q}_crossed": s.crossed,
-                    }
-                )
-            else:
-                entry.update({f"{q}_lower": None, f"{q}_upper": None})
-        entry["spread_p_values"] = dict(r.spread)
+        entry = _history_entry(r, p.quantity, z, K, spent)
         elapsed = time.perf_counter() - t0
         entry["elapsed_seconds"] = elapsed
         history.append(entry)
@@ -352,36 +399,16 @@ def estimate(ctx) -> EstimateResult:
         reached, reason = _verdict(r, p.quantity, o.target_width, z, rounds[-2] if len(rounds) > 1 else None)
         if reached:
             break
-        nxt = spent + p.cost(2 * K)
-        if nxt > o.max_sweeps:
-            reason += (
-                f"; stopped: the next round (K = {2 * K}, about {p.cost(2 * K)} sweeps x chains) would bring the "
-                f"total to {nxt} > max_sweeps = {o.max_sweeps}"
-            )
-            stopped_by = "max_sweeps"
-            break
-        guess = r.seconds * p.cost(2 * K) / p.cost(K)  # the next round's time, from this one's
-        if elapsed + guess > budget:
-            reason += (
-                f"; stopped at the time budget after {elapsed:.3g} s at K = {K} ({spent} sweeps x chains): the next "
-                f"round (K = {2 * K}) would take about {guess:.3g} s more, past time_budget = {budget:g} s"
-            )
-            stopped_by = "time_budget"
+        refusal, stopped_by, guess = _next_round_refused(p, r, K, spent, elapsed, o, budget)
+        if stopped_by is not None:
+            reason += refusal
             break
         K *= 2
     progress.end(f"sandwich: {'reached' if reached else 'not reached'} at K = {K}: {reason}")
     last = rounds[-1]
     k_needed = None if reached else _k_needed(history, o.target_width)
     if not reached:
-        reason = (
-            "width not reached: "
-            + reason
-            + (
-                f"; the widths seen extrapolate to K of about {k_needed}"
-                if k_needed
-                else "; the widths seen give no extrapolation"
-            )
-        )
+        reason = _not_reached_reason(reason, k_needed)
     bracket: dict[str, Any] = {}
     for q, (lower, upper) in last.ends.items():
         bracket.update(make_bracket(q, lower, upper, o.confidence, looks=n_looks))

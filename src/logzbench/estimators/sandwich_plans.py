@@ -94,21 +94,24 @@ def _ais_log_z_end(res: EstimateResult, name: str = "ais") -> End:
     )
 
 
+def _ll_end(res: EstimateResult, name: str, guaranteed: bool, of, words: str, **kw) -> End:
+    """The end of a bracket of the mean test log-likelihood at ``res``'s estimate and standard error."""
+    return End(name, res.mean_log_likelihood, res.mean_log_likelihood_stderr, guaranteed, of, words, **kw)
+
+
 def _implied_ll_end(res: EstimateResult, exact_log_f: bool, name: str = "ais") -> End:
     if exact_log_f:
-        return End(
+        return _ll_end(
+            res,
             name,
-            res.mean_log_likelihood,
-            res.mean_log_likelihood_stderr,
             True,
             "p",
             "guaranteed: stochastic upper bound of the mean test log-likelihood of p (log f(v) exact, "
             "log Z-hat a stochastic lower bound)",
         )
-    return End(
+    return _ll_end(
+        res,
         name,
-        res.mean_log_likelihood,
-        res.mean_log_likelihood_stderr,
         False,
         None,
         "approximate: log f(v) is importance-sampled (itself a stochastic lower bound), so the "
@@ -119,19 +122,17 @@ def _implied_ll_end(res: EstimateResult, exact_log_f: bool, name: str = "ais") -
 def _raise_ll_end(res: EstimateResult, name: str = "raise") -> End:
     n, n_all = int(res.settings.get("n_examples", 0)), int(res.settings.get("n_test", 0))
     if n_all and n < n_all:
-        return End(
+        return _ll_end(
+            res,
             name,
-            res.mean_log_likelihood,
-            res.mean_log_likelihood_stderr,
             False,
             None,
             f"approximate: a control-variate mean over {n} of {n_all} test rows (lower bounds p_ann "
             "per row, but the subsample mean is no bound)",
         )
-    return End(
+    return _ll_end(
+        res,
         name,
-        res.mean_log_likelihood,
-        res.mean_log_likelihood_stderr,
         True,
         "p_ann",
         f"guaranteed of p_ann, not p: stochastic lower bound of the mean test log-likelihood under the "
@@ -160,26 +161,18 @@ def _reverse_end(res: EstimateResult, quantity: str, name: str, from_rows: bool 
     value = res.log_z if quantity == "log_z" else res.mean_log_likelihood
     se = res.log_z_stderr if quantity == "log_z" else res.mean_log_likelihood_stderr
     if from_rows:
-        return End(
-            name,
-            value,
-            se,
-            False,
-            None,
-            "approximate: reverse AIS from training rows (an upper bound of "
-            "log Z only where they are samples of the model)",
+        words = (
+            "approximate: reverse AIS from training rows (an upper bound of log Z only where they are samples of "
+            "the model)"
         )
-    what = "log Z" if quantity == "log_z" else "the mean test log-likelihood"
-    return End(
-        name,
-        value,
-        se,
-        False,
-        None,
-        f"approximate: upper estimate of {what} from a reverse chain started at a forward chain's states, "
-        "not exact samples (an upper bound only from exact samples; it can miss what the forward chain "
-        "missed)",
-    )
+    else:
+        what = "log Z" if quantity == "log_z" else "the mean test log-likelihood"
+        words = (
+            f"approximate: upper estimate of {what} from a reverse chain started at a forward chain's states, "
+            "not exact samples (an upper bound only from exact samples; it can miss what the forward chain "
+            "missed)"
+        )
+    return End(name, value, se, False, None, words)
 
 
 # --------------------------------------------------------------------------- plans per model kind
@@ -258,16 +251,29 @@ def _gibbs_plan(ctx) -> Plan:
     return Plan("mean_log_likelihood", "raise", "ais", run, cost)
 
 
+def _hmc_options(ctx) -> tuple[dict, dict]:
+    """What the plans of a continuous model pass every run: the HAIS kernel and its step options, and the
+    settings they record."""
+    o = ctx.options
+    kw = dict(kernel="hais", step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
+    return kw, {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
+
+
+def _per_row(ctx, kw: dict, settings: dict) -> dict:
+    """The keywords of a round's raise-hmc or reverse-hais run: the test rows, the kernel's options, the
+    settings, and no bootstrap (the bracket has its own interval)."""
+    o = ctx.options
+    return dict(data=ctx.data, sweeps_per_beta=o.sweeps_per_beta, settings=settings, n_bootstrap=0, **kw)
+
+
 def _analysis_plan(ctx) -> Plan:
     from . import hais as hais_mod
 
     o, data, g = ctx.options, ctx.data, ctx.generator
-    kernel = "hais"
-    kw = dict(kernel=kernel, step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
-    settings = {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
+    kw, settings = _hmc_options(ctx)
 
     def betas_at(K):
-        return hais_mod.schedule(ctx, kernel=kernel, K=K)
+        return hais_mod.schedule(ctx, kernel=kw["kernel"], K=K)
 
     def forward(K, betas):
         path = hais_mod.analysis_path(ctx.model, proposal_scale=o.proposal_scale, **kw)
@@ -310,19 +316,7 @@ def _analysis_plan(ctx) -> Plan:
         hi = forward(K, betas)
         ais_kernel.attach_log_likelihood(hi, neg_e)
         lo = raise_hmc.raise_hmc(
-            ctx.model,
-            betas,
-            o.chains,
-            g,
-            data=data,
-            kernel=kernel,
-            step_size=o.step_size,
-            gamma=o.gamma,
-            mh_sigma=o.mh_sigma,
-            proposal_scale=o.proposal_scale,
-            sweeps_per_beta=o.sweeps_per_beta,
-            settings=settings,
-            n_bootstrap=0,
+            ctx.model, betas, o.chains, g, proposal_scale=o.proposal_scale, **_per_row(ctx, kw, settings)
         )
         ends = {
             "mean_log_likelihood": (_raise_ll_end(lo, "raise-hmc"), _implied_ll_end(hi, True, "hais")),
@@ -343,26 +337,12 @@ def _generative_plan(ctx) -> Plan:
     o, g = ctx.options, ctx.generator
     data = ctx.require_data()
     n = data.shape[0]
-    settings = {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
-    kernel = "hais"
+    kw, settings = _hmc_options(ctx)
 
     def run(K: int) -> Round:
-        betas = hais_mod.schedule(ctx, kernel=kernel, K=K)
+        betas = hais_mod.schedule(ctx, kernel=kw["kernel"], K=K)
         t0 = time.perf_counter()
-        hi = raise_hmc.reverse_hais(
-            ctx.model,
-            betas,
-            o.chains,
-            g,
-            data=data,
-            kernel=kernel,
-            step_size=o.step_size,
-            gamma=o.gamma,
-            mh_sigma=o.mh_sigma,
-            sweeps_per_beta=o.sweeps_per_beta,
-            settings=settings,
-            n_bootstrap=0,
-        )
+        hi = raise_hmc.reverse_hais(ctx.model, betas, o.chains, g, **_per_row(ctx, kw, settings))
         fwd = hi.extra["forward_mean_log_likelihood"], hi.extra["forward_mean_log_likelihood_stderr"]
         lower = End(
             "hais",

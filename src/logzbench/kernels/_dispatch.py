@@ -229,6 +229,18 @@ def softplus_diff_rows(
         return None if res is None else torch.from_numpy(res)
     out = torch.empty(rows, dtype=torch.float64)
     coarse = lib.lz_softplus_diff_f32(
+        *_softplus_diff_args(xc, beta_to, d, vc, dc, out), max(1, torch.get_num_threads())
+    )
+    return None if coarse else out
+
+
+def _softplus_diff_args(xc: torch.Tensor, beta_to: float, d: float, vc, dc, out: torch.Tensor) -> tuple:
+    """The arguments ``lz_softplus_diff_f32`` and ``lz_hidden_step_f32`` begin with: the contiguous float32
+    pre-activations ``xc``, ``beta_to`` and ``-d``, the linear term's rows ``vc`` and coefficients ``dc``
+    (``None``: none), ``d`` and the float64 output."""
+    rows, cols = xc.shape
+    linear = vc is not None
+    return (
         xc.data_ptr(),
         rows,
         cols,
@@ -239,9 +251,7 @@ def softplus_diff_rows(
         dc.data_ptr() if linear else None,
         d,
         out.data_ptr(),
-        max(1, torch.get_num_threads()),
     )
-    return None if coarse else out
 
 
 def reweight_and_draw(
@@ -326,16 +336,7 @@ def reweight_and_draw(
     h = torch.empty((rows, cols), dtype=torch.float32)
     if h.numel():
         coarse = lib.lz_hidden_step_f32(
-            xc.data_ptr(),
-            rows,
-            cols,
-            beta_to,
-            -d,
-            vc.data_ptr() if linear else None,
-            vc.shape[1] if linear else 0,
-            dc.data_ptr() if linear else None,
-            d,
-            out.data_ptr(),
+            *_softplus_diff_args(xc, beta_to, d, vc, dc, out),
             _table_address(np.float32),
             key[0],
             key[1],

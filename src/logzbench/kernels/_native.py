@@ -73,37 +73,11 @@ def _load(path: Path):
     lib.lz_bernoulli_f32.restype = None
     lib.lz_bernoulli_f64.argtypes = [P, ctypes.c_double, INT, P, U32, U32, P, P, I64, INT]
     lib.lz_bernoulli_f64.restype = None
-    lib.lz_softplus_diff_f32.argtypes = [
-        P,
-        I64,
-        I64,
-        ctypes.c_float,
-        ctypes.c_float,
-        P,
-        I64,
-        P,
-        ctypes.c_double,
-        P,
-        INT,
-    ]
+    # lz_hidden_step_f32 takes lz_softplus_diff_f32's arguments, with the draw's (table, k0, k1, h) before nthreads
+    softplus_diff = [P, I64, I64, ctypes.c_float, ctypes.c_float, P, I64, P, ctypes.c_double, P]
+    lib.lz_softplus_diff_f32.argtypes = [*softplus_diff, INT]
     lib.lz_softplus_diff_f32.restype = INT
-    lib.lz_hidden_step_f32.argtypes = [
-        P,
-        I64,
-        I64,
-        ctypes.c_float,
-        ctypes.c_float,
-        P,
-        I64,
-        P,
-        ctypes.c_double,
-        P,
-        P,
-        U32,
-        U32,
-        P,
-        INT,
-    ]
+    lib.lz_hidden_step_f32.argtypes = [*softplus_diff, P, U32, U32, P, INT]
     lib.lz_hidden_step_f32.restype = INT
     lib.lz_philox.argtypes = [ctypes.c_uint64, I64, U32, U32, U32, P]
     lib.lz_philox.restype = None

@@ -3,7 +3,8 @@
 A model file (see :mod:`logzbench.models.io`) is a mapping of array names to arrays plus an
 optional ``model_type``; each family's ``from_arrays`` names its required and optional arrays,
 :func:`checked_arrays` refuses anything else, and :func:`errors_named` puts the file's name in
-front of whatever the family's constructor then refuses.
+front of whatever the family's constructor then refuses; :func:`as_float64` is the float64 copy the
+constructors validate before their own cast.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import contextlib
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
+import torch
 
 from ..errors import ModelFileError
 
@@ -69,3 +71,22 @@ def errors_named(source: str) -> Iterator[None]:
     except ModelFileError as exc:
         msg = str(exc)
         raise ModelFileError(msg if msg.startswith(source) else f"{source}: {msg}") from None
+
+
+def as_float64(x) -> np.ndarray | None:
+    """A float64 NumPy copy of an array or tensor (``None`` stays ``None``), for validation
+    *before* the float32 cast, so that overflowing values are reported as such, not as inf."""
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def file_arrays(params: Mapping[str, torch.Tensor], data_mean: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+    """A model file's arrays (a family's ``to_arrays``): each parameter tensor as NumPy, in order, then
+    ``data_mean`` when the model has one."""
+    out = dict(params)
+    if data_mean is not None:
+        out["data_mean"] = data_mean
+    return {k: v.detach().cpu().numpy() for k, v in out.items()}

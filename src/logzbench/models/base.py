@@ -57,3 +57,16 @@ class AnnealingPath(Protocol):
 
     def state_from_data(self, data: torch.Tensor) -> Any:
         """A state whose observed part is ``data`` (rows), for estimators that start at data."""
+
+
+class AcceptanceCounts:
+    """A path whose transitions propose and accept or reject: its ``n_proposed`` and ``n_accepted`` (set to
+    0 by the path, counted by its transitions) and their ratio."""
+
+    n_proposed: int
+    n_accepted: int
+
+    @property
+    def acceptance_rate(self) -> float:
+        """Fraction of accepted moves over all transitions so far (NaN before any)."""
+        return self.n_accepted / self.n_proposed if self.n_proposed else float("nan")

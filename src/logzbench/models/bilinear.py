@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelFileError
+from ._shape import Axis, DeviceOf
 from .linear_generative import (
     LOG_2PI,
     check_array,
@@ -114,22 +115,10 @@ class BilinearGenerative:
         self.Psi = torch.as_tensor(Psi_np, dtype=torch.float64, device=device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_dims(self) -> int:
-        return int(self.Phi.shape[0])
-
-    @property
-    def n_coefficients(self) -> int:
-        """``L``, the length of ``a``."""
-        return int(self.Phi.shape[1])
-
-    @property
-    def n_c(self) -> int:
-        return int(self.Theta.shape[1])
-
-    @property
-    def n_d(self) -> int:
-        return int(self.Psi.shape[1])
+    n_dims = Axis("Phi", 0)
+    n_coefficients = Axis("Phi", 1, "``L``, the length of ``a``.")
+    n_c = Axis("Theta", 1)
+    n_d = Axis("Psi", 1)
 
     @property
     def n_latent(self) -> int:
@@ -141,9 +130,7 @@ class BilinearGenerative:
         """The paper's model size: the number of latent variables ``Kc + Kd``."""
         return self.n_latent
 
-    @property
-    def device(self) -> torch.device:
-        return self.Phi.device
+    device = DeviceOf("Phi")
 
     def __repr__(self) -> str:
         return (

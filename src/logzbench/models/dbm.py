@@ -32,8 +32,9 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_
 from . import enumeration
-from ._arrays import checked_arrays, errors_named
+from ._arrays import checked_arrays, errors_named, file_arrays
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f
+from ._random import normal, resolve_generator
 from .mixture import MixtureGibbsPath, ProductMixture
 from .rbm import BinaryRBM, RBMAnnealingPath, RBMState, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
@@ -135,21 +136,16 @@ class DBM(VisibleRows):
         device=None,
     ) -> "DBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0)
+        g = resolve_generator(generator)
         sizes = [int(n) for n in layer_sizes]
-        Ws = [
-            torch.randn(sizes[l], sizes[l + 1], generator=g, dtype=torch.float64) * scale for l in range(len(sizes) - 1)
-        ]
-        bs = [torch.randn(n, generator=g, dtype=torch.float64) * bias_scale for n in sizes]
+        Ws = [normal(g, sizes[l], sizes[l + 1], scale=scale) for l in range(len(sizes) - 1)]
+        bs = [normal(g, n, scale=bias_scale) for n in sizes]
         return cls(Ws, bs, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model-file arrays: ``W_1..W_L``, ``bias_0..bias_L`` and optional ``data_mean``."""
-        out = {f"W_{l}": W.detach().cpu().numpy() for l, W in enumerate(self.weights, start=1)}
-        out.update({f"bias_{l}": b.detach().cpu().numpy() for l, b in enumerate(self.biases)})
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean.detach().cpu().numpy()
-        return out
+        weights = {f"W_{l}": W for l, W in enumerate(self.weights, start=1)}
+        return file_arrays({**weights, **{f"bias_{l}": b for l, b in enumerate(self.biases)}}, self.data_mean)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "DBM":

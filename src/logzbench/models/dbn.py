@@ -24,8 +24,10 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from . import enumeration
-from ._arrays import checked_arrays, errors_named
+from ._arrays import checked_arrays, errors_named, file_arrays
 from ._importance import PROPOSAL_CLIP, LogFEstimate, clip_logits, importance_log_f, sample_factorial
+from ._random import normal, resolve_generator
+from ._shape import Axis, DeviceOf
 from .rbm import BinaryRBM, RBMAnnealingPath, VisibleRows, as_float64, as_param, validate_rbm_arrays
 
 #: Exact ``log f(v)`` enumerates ``h_1``; refuse above 2^MAX_EXACT_BITS states.
@@ -110,17 +112,13 @@ class DBN(VisibleRows):
         self.top = BinaryRBM(W_2, bias_1, bias_2, device=device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.W_1.shape[0])
+    n_visible = Axis("W_1", 0)
 
     @property
     def layer_sizes(self) -> tuple[int, int, int]:
         return self.n_visible, self.top.n_visible, self.top.n_hidden
 
-    @property
-    def device(self) -> torch.device:
-        return self.W_1.device
+    device = DeviceOf("W_1")
 
     def to(self, device) -> "DBN":
         return DBN(
@@ -146,25 +144,21 @@ class DBN(VisibleRows):
         tied: bool = True,
     ) -> "DBN":
         """Random parameters, for tests; ``tied=False`` draws recognition weights separately from ``W_1``."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0)
+        g = resolve_generator(generator)
         nv, n1, n2 = (int(n) for n in layer_sizes)
-
-        def r(*shape, s):
-            return torch.randn(*shape, generator=g, dtype=torch.float64) * s
-
         return cls(
-            r(nv, n1, s=scale),
-            r(nv, s=bias_scale),
-            r(n1, n2, s=scale),
-            r(n1, s=bias_scale),
-            r(n2, s=bias_scale),
-            r(n1, s=bias_scale),
-            None if tied else r(nv, n1, s=scale),
+            normal(g, nv, n1, scale=scale),
+            normal(g, nv, scale=bias_scale),
+            normal(g, n1, n2, scale=scale),
+            normal(g, n1, scale=bias_scale),
+            normal(g, n2, scale=bias_scale),
+            normal(g, n1, scale=bias_scale),
+            None if tied else normal(g, nv, n1, scale=scale),
             device=device,
         )
 
     def to_arrays(self) -> dict[str, np.ndarray]:
-        out = {
+        params = {
             "W_1": self.W_1,
             "bias_0": self.bias_0,
             "W_2": self.top.W,
@@ -173,9 +167,7 @@ class DBN(VisibleRows):
             "recognition_W": self.recognition_W,
             "recognition_bias": self.recognition_bias,
         }
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean
-        return {k: v.detach().cpu().numpy() for k, v in out.items()}
+        return file_arrays(params, self.data_mean)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "DBN":

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import torch
 
+from .base import AcceptanceCounts
 from .energy_moves import (
     DEFAULT_PARAM,
     GRADIENT_TRANSITIONS,
@@ -172,7 +173,7 @@ class EnergyState(NamedTuple):
     grad: torch.Tensor | None = None
 
 
-class DiscreteEnergyPath:
+class DiscreteEnergyPath(AcceptanceCounts):
     """``f_beta = r^(1 - beta) f^beta`` on ``{0..q-1}^dim``: the :class:`~logzbench.models.base.AnnealingPath`
     of a discrete :class:`~logzbench.models.energy.EnergyModel`, with one of three transitions:
 
@@ -205,10 +206,6 @@ class DiscreteEnergyPath:
         self._move_param = None
         self.n_proposed = 0
         self.n_accepted = 0
-
-    @property
-    def acceptance_rate(self) -> float:
-        return self.n_accepted / self.n_proposed if self.n_proposed else float("nan")
 
     @property
     def reversible(self) -> bool:

@@ -55,6 +55,8 @@ from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import checked_arrays, errors_named
 from ._continuous import as_rows
+from ._random import normal, resolve_generator
+from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, PRECISIONS, ExactLogZ, state_bits
 from .linear_generative import check_array
 from .rbm import RBMState, VisibleRows, as_float64, as_param
@@ -114,20 +116,13 @@ class GaussianBernoulliRBM(VisibleRows):
         self.c = as_param(c, device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.W.shape[0])
-
-    @property
-    def n_hidden(self) -> int:
-        return int(self.W.shape[1])
+    n_visible = Axis("W", 0)
+    n_hidden = Axis("W", 1)
 
     n_dims = n_visible
     size = n_hidden
 
-    @property
-    def device(self) -> torch.device:
-        return self.W.device
+    device = DeviceOf("W")
 
     def to(self, device) -> "GaussianBernoulliRBM":
         """A copy on ``device``."""
@@ -145,10 +140,10 @@ class GaussianBernoulliRBM(VisibleRows):
         device=None,
     ) -> "GaussianBernoulliRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0)
-        W = torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64) * scale
-        b = torch.randn(n_visible, generator=g, dtype=torch.float64) * bias_scale
-        c = torch.randn(n_hidden, generator=g, dtype=torch.float64) * bias_scale
+        g = resolve_generator(generator)
+        W = normal(g, n_visible, n_hidden, scale=scale)
+        b = normal(g, n_visible, scale=bias_scale)
+        c = normal(g, n_hidden, scale=bias_scale)
         return cls(W, b, c, sigma, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -206,24 +201,9 @@ class GaussianBernoulliRBM(VisibleRows):
         W, b, c = self._params64()
         return -((v - b) ** 2).sum(dim=1) / (2.0 * self.sigma**2) + h @ c + ((v @ W) * h).sum(dim=1) / self.sigma
 
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
-        """``log Z`` by enumerating the ``2^H`` hidden states (:func:`exact_log_z`)."""
-        return exact_log_z(
-            self,
-            chunk_size=chunk_size,
-            precision=precision,
-            progress=progress,
-            return_bound=return_bound,
-            device=device,
-        )
+    def exact_log_z(self, *args, **kwargs) -> float | ExactLogZ:
+        """``log Z`` by enumerating the ``2^H`` hidden states: :func:`exact_log_z` of this model (its arguments)."""
+        return exact_log_z(self, *args, **kwargs)
 
     # ------------------------------------------------------------------ conditionals / sampling
     def prob_h_given_v(self, v) -> torch.Tensor:

@@ -43,6 +43,8 @@ from typing import Callable, NamedTuple
 
 import torch
 
+from .base import AcceptanceCounts
+
 #: Transition kernels of :class:`HamiltonianPath`.
 KERNELS = ("hais", "hmc", "mh")
 
@@ -77,7 +79,7 @@ def autograd_grad(energy: EnergyFn) -> EnergyFn:
     return grad
 
 
-class HamiltonianPath:
+class HamiltonianPath(AcceptanceCounts):
     """The path ``E_beta = (1 - beta) E_q + beta E_p`` with a Hamiltonian or random-walk kernel.
 
     Parameters
@@ -144,12 +146,6 @@ class HamiltonianPath:
         self.lower = lower
         self.n_proposed = 0
         self.n_accepted = 0
-
-    # ------------------------------------------------------------------ bookkeeping
-    @property
-    def acceptance_rate(self) -> float:
-        """Fraction of accepted moves over all transitions so far (NaN before any)."""
-        return self.n_accepted / self.n_proposed if self.n_proposed else float("nan")
 
     def settings(self) -> dict:
         out = {"kernel": self.kernel, "step_size": self.step_size, "n_leapfrog": self.n_leapfrog}

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelFileError
+from ._shape import Axis, DeviceOf
 
 #: prior name -> family name
 PRIORS = {"gaussian": "linear-gaussian", "laplace": "linear-laplace"}
@@ -201,24 +202,15 @@ class LinearGenerative:
         self.Phi = torch.as_tensor(Phi_np, dtype=torch.float64, device=device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_dims(self) -> int:
-        """``M``, the data dimension."""
-        return int(self.Phi.shape[0])
-
-    @property
-    def n_latent(self) -> int:
-        """``L``, the dimension of the latent vector ``a`` (the HAIS state)."""
-        return int(self.Phi.shape[1])
+    n_dims = Axis("Phi", 0, "``M``, the data dimension.")
+    n_latent = Axis("Phi", 1, "``L``, the dimension of the latent vector ``a`` (the HAIS state).")
 
     @property
     def size(self) -> int:
         """The paper's model size: the number of latent variables, ``L``."""
         return self.n_latent
 
-    @property
-    def device(self) -> torch.device:
-        return self.Phi.device
+    device = DeviceOf("Phi")
 
     def __repr__(self) -> str:
         return f"LinearGenerative(M={self.n_dims}, L={self.n_latent}, prior={self.prior!r}, sigma_n={self.sigma_n})"

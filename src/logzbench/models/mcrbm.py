@@ -53,7 +53,9 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ._continuous import as_rows
-from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type, _resolve_generator
+from ._random import resolve_generator
+from ._shape import Axis, DeviceOf
+from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type
 
 #: Parameter arrays of a model file, in order.
 ARRAYS = ("P", "C", "W", "b_m", "b_c", "b_v", "sigma")
@@ -118,29 +120,16 @@ class MCRBM:
             self.sigma = torch.tensor(float(checked["sigma"]), dtype=torch.float64, device=device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_dims(self) -> int:
-        return int(self.C.shape[1])
-
-    @property
-    def n_mean(self) -> int:
-        return int(self.W.shape[0])
-
-    @property
-    def n_cov(self) -> int:
-        return int(self.P.shape[1])
-
-    @property
-    def n_factors(self) -> int:
-        return int(self.C.shape[0])
+    n_dims = Axis("C", 1)
+    n_mean = Axis("W", 0)
+    n_cov = Axis("P", 1)
+    n_factors = Axis("C", 0)
 
     @property
     def size(self) -> int:
         return self.n_mean + self.n_cov
 
-    @property
-    def device(self) -> torch.device:
-        return self.C.device
+    device = DeviceOf("C")
 
     def to(self, device) -> "MCRBM":
         """A copy on ``device``."""
@@ -188,7 +177,7 @@ class MCRBM:
             Biases ``N(0, bias_scale^2)``.
         sigma : float
         """
-        g = _resolve_generator(generator, seed)
+        g = resolve_generator(generator, seed)
         J = size // 2 if n_mean is None else int(n_mean)
         K = int(size) - J
         if J < 0 or K < 0:

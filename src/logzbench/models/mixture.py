@@ -52,6 +52,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..kernels import categorical_from_logits
+from ._shape import Axis, DeviceOf
 
 __all__ = [
     "COMPONENT_GRID",
@@ -107,21 +108,10 @@ class ProductMixture:
         self.log_p = lp - torch.logsumexp(lp, 2, keepdim=True)
         self.binary = bool(binary)
 
-    @property
-    def n_components(self) -> int:
-        return int(self.log_p.shape[0])
-
-    @property
-    def n_sites(self) -> int:
-        return int(self.log_p.shape[1])
-
-    @property
-    def n_states(self) -> int:
-        return int(self.log_p.shape[2])
-
-    @property
-    def device(self) -> torch.device:
-        return self.log_p.device
+    n_components = Axis("log_p", 0)
+    n_sites = Axis("log_p", 1)
+    n_states = Axis("log_p", 2)
+    device = DeviceOf("log_p")
 
     def to(self, device) -> "ProductMixture":
         return ProductMixture(self.log_weights.to(device), self.log_p.to(device), self.binary)

@@ -44,6 +44,8 @@ import torch
 
 from ..errors import ModelFileError
 from ._continuous import as_rows
+from ._random import resolve_generator
+from ._shape import Axis, DeviceOf
 
 #: expert name -> model family (``model_type`` in model files)
 EXPERTS = {"laplace": "poe-laplace", "student-t": "poe-student-t"}
@@ -96,12 +98,6 @@ def _model_type(arrays: Mapping) -> str | None:
 def _as_tensor(x, device) -> torch.Tensor:
     t = x if isinstance(x, torch.Tensor) else torch.as_tensor(np.asarray(x, dtype=np.float64))
     return t.detach().to(device=device, dtype=torch.float64).clone().contiguous()
-
-
-def _resolve_generator(generator: torch.Generator | None, seed: int | None) -> torch.Generator:
-    if generator is not None:
-        return generator
-    return torch.Generator().manual_seed(0 if seed is None else int(seed))
 
 
 # ---------------------------------------------------------------------- the model
@@ -191,17 +187,9 @@ class ProductOfExperts:
         self.lam = _as_tensor(lam_np if lam is None else lam, device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_dims(self) -> int:
-        return int(self.Phi.shape[1])
-
-    @property
-    def size(self) -> int:
-        return int(self.Phi.shape[0])
-
-    @property
-    def device(self) -> torch.device:
-        return self.Phi.device
+    n_dims = Axis("Phi", 1)
+    size = Axis("Phi", 0)
+    device = DeviceOf("Phi")
 
     def to(self, device) -> "ProductOfExperts":
         """A copy on ``device``."""
@@ -240,7 +228,7 @@ class ProductOfExperts:
         lam : float or (low, high)
             Every ``lambda_l`` equal to ``lam``, or uniform in ``[low, high)``.
         """
-        g = _resolve_generator(generator, seed)
+        g = resolve_generator(generator, seed)
         L = n_dims if size is None else int(size)
         eye = torch.zeros(L, n_dims, dtype=torch.float64)
         eye[: min(L, n_dims), : min(L, n_dims)] = torch.eye(min(L, n_dims), dtype=torch.float64)
@@ -344,7 +332,7 @@ class ProductOfExperts:
         """
         if self.size != self.n_dims:
             raise ValueError("exact sampling needs a complete model (L = M)")
-        g = _resolve_generator(generator, seed)
+        g = resolve_generator(generator, seed)
         L = self.size
         if self.expert == "laplace":
             r = 2.0 * torch.rand(n, L, generator=g, dtype=torch.float64) - 1.0

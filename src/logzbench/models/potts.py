@@ -41,7 +41,9 @@ import torch
 
 from ..errors import ModelFileError
 from ..kernels import categorical_from_logits
-from ._arrays import checked_arrays, errors_named
+from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
+from ._random import normal, resolve_generator
+from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
 
 __all__ = [
@@ -147,16 +149,64 @@ def _check_data_mean(dm: np.ndarray | None, L: int, q: int) -> None:
         raise ModelFileError("'data_mean' must hold finite frequencies in [0, 1]")
 
 
-def _to64(x) -> np.ndarray | None:
-    if x is None:
-        return None
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=np.float64)
-
-
 # --------------------------------------------------------------------------- the model
-class PottsModel:
+class ChunkedEnumeration:
+    """``exact_log_z`` of a discrete model by enumerating its states in chunks, in float64 (a log-sum-exp per
+    chunk, then of the chunks).  The model gives ``_EXACT_NAME`` (its name in messages), ``_EXACT_STEP``
+    (the default states per chunk), ``_enumeration()`` (how many states, and what they are, for the
+    progress bar; it refuses a model with too many), ``_enumerated_log_f(start, stop)`` and
+    ``_rounding_bound(n_total)``."""
+
+    def exact_log_z(
+        self,
+        chunk_size: int | None = None,
+        precision: str = "float64",
+        progress: bool = False,
+        *,
+        return_bound: bool = False,
+        device=None,
+    ) -> float | ExactLogZ:
+        """``log Z`` by enumerating the model's states in chunks, float64 (a log-sum-exp per chunk).
+
+        Parameters
+        ----------
+        chunk_size : int, optional
+            States per step (default ``2^16`` for a Potts model, ``2^14`` for a Potts RBM).
+        precision : {"float64"}
+            Only float64 (``"mixed"`` is refused).
+        progress : bool
+            Progress bar, one tick per step.
+        return_bound : bool
+            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)``: an a-priori
+            bound on the float64 rounding error (nats).
+        device : optional
+            Where to enumerate (default the model's device).
+
+        Raises
+        ------
+        ValueError
+            Above ``2^MAX_ENUMERATION_BITS`` states, or another precision.
+        """
+        if precision != "float64":
+            raise ValueError(f"exact enumeration of a {self._EXACT_NAME} is float64 only, not precision={precision!r}")
+        n_total, what = self._enumeration()
+        model = self if device is None or torch.device(device) == self.device else self.to(device)
+        step = self._EXACT_STEP if chunk_size is None else int(chunk_size)
+        if step < 1:
+            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        starts = range(0, n_total, step)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=f"exact log Z ({what} states)", unit="step")
+        parts = [torch.logsumexp(model._enumerated_log_f(s, min(s + step, n_total)), dim=0) for s in starts]
+        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
+        if not return_bound:
+            return log_z
+        return ExactLogZ(log_z, self._rounding_bound(n_total))
+
+
+class PottsModel(ChunkedEnumeration):
     """A pairwise Potts model (module docstring).
 
     Parameters
@@ -180,10 +230,12 @@ class PottsModel:
     """
 
     family = "potts"
+    _EXACT_NAME = "Potts model"
+    _EXACT_STEP = _STEP_STATES
 
     def __init__(self, h, J, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        h64, J64, dm64 = _to64(h), _to64(J), _to64(data_mean)
+        h64, J64, dm64 = as_float64(h), as_float64(J), as_float64(data_mean)
         if h64.ndim == 2:  # the model's copies of J (beyond the arrays given), before any is made
             from ..utils import memory_shortfall
 
@@ -204,17 +256,9 @@ class PottsModel:
         self._site = torch.arange(L, device=device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.h.shape[0])
-
-    @property
-    def n_states(self) -> int:
-        return int(self.h.shape[1])
-
-    @property
-    def device(self) -> torch.device:
-        return self.h.device
+    n_visible = Axis("h", 0)
+    n_states = Axis("h", 1)
+    device = DeviceOf("h")
 
     def to(self, device) -> "PottsModel":
         """A copy on ``device``."""
@@ -233,20 +277,17 @@ class PottsModel:
     ) -> "PottsModel":
         """Couplings ``N(0, scale^2)`` (symmetrised, zero diagonal blocks) and fields
         ``N(0, field_scale^2)`` (tests, initialisation); ``seed`` stands for a generator seeded with it."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0 if seed is None else int(seed))
+        g = resolve_generator(generator, seed)
         L, q = int(n_sites), int(n_states)
-        J = torch.randn(L, L, q, q, generator=g, dtype=torch.float64) * scale
+        J = normal(g, L, L, q, q, scale=scale)
         J = torch.triu(torch.ones(L, L, dtype=torch.float64), diagonal=1)[:, :, None, None] * J
         J = J + J.permute(1, 0, 3, 2)
-        h = torch.randn(L, q, generator=g, dtype=torch.float64) * field_scale
+        h = normal(g, L, q, scale=field_scale)
         return cls(h, J, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model-file arrays ``h``, ``J`` and (when set) ``data_mean``."""
-        out = {"h": self.h.cpu().numpy(), "J": self.J.cpu().numpy()}
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean.cpu().numpy()
-        return out
+        return file_arrays({"h": self.h, "J": self.J}, self.data_mean)
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "PottsModel":
@@ -300,58 +341,16 @@ class PottsModel:
         field = self._JT[site][self._site.unsqueeze(0), x].sum(dim=1)  # (n, q)
         return h[site] + beta * field
 
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
-        """``log Z`` by enumerating the ``q^L`` states in chunks, float64 (a log-sum-exp per chunk).
-
-        Parameters
-        ----------
-        chunk_size : int, optional
-            States per step (default ``2^16``).
-        precision : {"float64"}
-            Only float64 (``"mixed"`` is refused).
-        progress : bool
-            Progress bar, one tick per step.
-        return_bound : bool
-            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)``: an a-priori
-            bound on the float64 rounding error (nats).
-        device : optional
-            Where to enumerate (default the model's device).
-
-        Raises
-        ------
-        ValueError
-            Above ``2^MAX_ENUMERATION_BITS`` states, or another precision.
-        """
-        if precision != "float64":
-            raise ValueError(f"exact enumeration of a Potts model is float64 only, not precision={precision!r}")
+    def _enumeration(self) -> tuple[int, str]:
+        """The ``q^L`` states (refused above ``2^MAX_ENUMERATION_BITS``)."""
         L, q = self.n_visible, self.n_states
         check_enumerable(L, q, "Potts model")
-        model = self if device is None or torch.device(device) == self.device else self.to(device)
-        n_total = q**L
-        step = _STEP_STATES if chunk_size is None else int(chunk_size)
-        if step < 1:
-            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-        parts = []
-        starts = range(0, n_total, step)
-        if progress:
-            from tqdm.auto import tqdm
+        return q**L, f"{q}^{L}"
 
-            starts = tqdm(starts, desc=f"exact log Z ({q}^{L} states)", unit="step")
-        for s in starts:
-            x = states_range(s, min(s + step, n_total), L, q, model.device)
-            parts.append(torch.logsumexp(model.field_energy(x) + model.pair_energy(x), dim=0))
-        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
-        if not return_bound:
-            return log_z
-        return ExactLogZ(log_z, self._rounding_bound(n_total))
+    def _enumerated_log_f(self, start: int, stop: int) -> torch.Tensor:
+        """``log f`` of states ``start .. stop - 1``, float64."""
+        x = states_range(start, stop, self.n_visible, self.n_states, self.device)
+        return self.field_energy(x) + self.pair_energy(x)
 
     def _rounding_bound(self, n_total: int) -> float:
         """A-priori bound on the float64 error of :meth:`exact_log_z`: each ``log f`` sums ``L + L^2``

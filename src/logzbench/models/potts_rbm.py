@@ -43,12 +43,14 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
-from ._arrays import checked_arrays, errors_named
-from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
+from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
+from ._random import normal, resolve_generator
+from ._shape import Axis, DeviceOf
+from .enumeration import MAX_ENUMERATION_BITS
 from .potts import (
+    ChunkedEnumeration,
     _check_data_mean,
     _initial_logits,
-    _to64,
     as_states,
     categorical_from_logits,
     check_enumerable,
@@ -64,7 +66,7 @@ _MATMUL_RATE = 5e9
 _TRANSCENDENTAL_RATE = 1e8
 
 
-class PottsRBM:
+class PottsRBM(ChunkedEnumeration):
     """A Potts RBM (module docstring).
 
     Parameters
@@ -84,10 +86,12 @@ class PottsRBM:
     """
 
     family = "potts-rbm"
+    _EXACT_NAME = "Potts RBM"
+    _EXACT_STEP = _STEP_STATES
 
     def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
-        W64, a64, b64, dm64 = _to64(W), _to64(visible_bias), _to64(hidden_bias), _to64(data_mean)
+        W64, a64, b64, dm64 = as_float64(W), as_float64(visible_bias), as_float64(hidden_bias), as_float64(data_mean)
         validate_potts_rbm_arrays(W64, a64, b64, dm64)
         self.W = torch.as_tensor(W64, device=device).to(torch.float32).contiguous()
         self.visible_bias = torch.as_tensor(a64, device=device).to(torch.float32).contiguous()
@@ -95,21 +99,10 @@ class PottsRBM:
         self.data_mean = None if dm64 is None else torch.as_tensor(dm64, device=device, dtype=torch.float64)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.W.shape[0])
-
-    @property
-    def n_states(self) -> int:
-        return int(self.W.shape[1])
-
-    @property
-    def n_hidden(self) -> int:
-        return int(self.W.shape[2])
-
-    @property
-    def device(self) -> torch.device:
-        return self.W.device
+    n_visible = Axis("W", 0)
+    n_states = Axis("W", 1)
+    n_hidden = Axis("W", 2)
+    device = DeviceOf("W")
 
     @property
     def W_flat(self) -> torch.Tensor:
@@ -134,22 +127,17 @@ class PottsRBM:
     ) -> "PottsRBM":
         """Weights ``N(0, scale^2)``, biases ``N(0, bias_scale^2)`` (tests, initialisation); ``seed``
         stands for a generator seeded with it."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0 if seed is None else int(seed))
-        W = torch.randn(n_sites, n_states, n_hidden, generator=g, dtype=torch.float64) * scale
-        a = torch.randn(n_sites, n_states, generator=g, dtype=torch.float64) * bias_scale
-        b = torch.randn(n_hidden, generator=g, dtype=torch.float64) * bias_scale
+        g = resolve_generator(generator, seed)
+        W = normal(g, n_sites, n_states, n_hidden, scale=scale)
+        a = normal(g, n_sites, n_states, scale=bias_scale)
+        b = normal(g, n_hidden, scale=bias_scale)
         return cls(W, a, b, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model-file arrays (module docstring)."""
-        out = {
-            "W": self.W.cpu().numpy(),
-            "visible_bias": self.visible_bias.cpu().numpy(),
-            "hidden_bias": self.hidden_bias.cpu().numpy(),
-        }
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean.cpu().numpy()
-        return out
+        return file_arrays(
+            {"W": self.W, "visible_bias": self.visible_bias, "hidden_bias": self.hidden_bias}, self.data_mean
+        )
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "PottsRBM":
@@ -189,39 +177,10 @@ class PottsRBM:
         pre = (h @ self.W_flat.double().T).reshape(h.shape[0], self.n_visible, self.n_states)
         return h @ self.hidden_bias.double() + torch.logsumexp(pre + self.visible_bias.double(), dim=2).sum(dim=1)
 
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
-        """``log Z`` by enumeration in float64: the ``2^H`` hidden states with the visible sites summed out
-        (:meth:`log_unnormalized_hidden_marginal`), or the ``q^L`` visible states with ``h`` summed out
-        when there are fewer of those; in chunks of ``chunk_size`` states (default ``2^14``).
-
-        Parameters
-        ----------
-        chunk_size : int, optional
-        precision : {"float64"}
-            Only float64 (``"mixed"`` is refused).
-        progress : bool
-            Progress bar, one tick per chunk.
-        return_bound : bool
-            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)`` with an
-            a-priori bound on the float64 rounding error (nats).
-        device : optional
-            Where to enumerate (default the model's device).
-
-        Raises
-        ------
-        ValueError
-            When both layers have more than ``2^MAX_ENUMERATION_BITS`` states, or another precision.
-        """
-        if precision != "float64":
-            raise ValueError(f"exact enumeration of a Potts RBM is float64 only, not precision={precision!r}")
+    def _enumeration(self) -> tuple[int, str]:
+        """The ``2^H`` hidden states with the visible sites summed out
+        (:meth:`log_unnormalized_hidden_marginal`), or the ``q^L`` visible states with ``h`` summed out when
+        there are fewer of those (refused when both pass ``2^MAX_ENUMERATION_BITS``)."""
         L, q, H = self.n_visible, self.n_states, self.n_hidden
         hidden = _hidden_is_smaller(L, q, H)
         if hidden and H > MAX_ENUMERATION_BITS:
@@ -231,31 +190,14 @@ class PottsRBM:
             )
         if not hidden:
             check_enumerable(L, q, "Potts RBM")
-        model = self if device is None or torch.device(device) == self.device else self.to(device)
-        n_total = 2**H if hidden else q**L
-        step = _STEP_STATES if chunk_size is None else int(chunk_size)
-        if step < 1:
-            raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-        starts = range(0, n_total, step)
-        if progress:
-            from tqdm.auto import tqdm
+        return (2**H, f"2^{H} hidden") if hidden else (q**L, f"{q}^{L} visible")
 
-            what = f"2^{H} hidden" if hidden else f"{q}^{L} visible"
-            starts = tqdm(starts, desc=f"exact log Z ({what} states)", unit="step")
-        parts = []
-        for s in starts:
-            e = min(s + step, n_total)
-            if hidden:
-                x = states_range(s, e, H, 2, model.device).double()
-                parts.append(torch.logsumexp(model.log_unnormalized_hidden_marginal(x), dim=0))
-            else:
-                parts.append(
-                    torch.logsumexp(model.log_unnormalized_marginal(states_range(s, e, L, q, model.device)), 0)
-                )
-        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
-        if not return_bound:
-            return log_z
-        return ExactLogZ(log_z, self._rounding_bound(n_total))
+    def _enumerated_log_f(self, start: int, stop: int) -> torch.Tensor:
+        """``log f`` of the enumerated states ``start .. stop - 1`` (:meth:`_enumeration`), float64."""
+        L, q, H = self.n_visible, self.n_states, self.n_hidden
+        if _hidden_is_smaller(L, q, H):
+            return self.log_unnormalized_hidden_marginal(states_range(start, stop, H, 2, self.device).double())
+        return self.log_unnormalized_marginal(states_range(start, stop, L, q, self.device))
 
     def _rounding_bound(self, n_total: int) -> float:
         """A-priori float64 error bound of :meth:`exact_log_z`: each state's term sums

@@ -109,6 +109,137 @@ def _text_lines(fh, src: str):
             ) from None
 
 
+class _Parameters:
+    """The parameters read so far from one Potts text file, each line's fields checked as it is added:
+    ``h`` by ``(i, a)``; ``J`` by ``(i, j, a, b)`` with ``i < j``, as ``(value, line, written mirrored)``;
+    the largest site and state index seen, with their lines (``L`` and ``q``, named when too large)."""
+
+    def __init__(self, src: str, alphabet: str):
+        self.src, self.alphabet = src, alphabet
+        self.letter = {c: k for k, c in enumerate(alphabet)}
+        self.h: dict[tuple[int, int], float] = {}
+        self.J: dict[tuple[int, int, int, int], tuple[float, int, bool]] = {}
+        self.top_site, self.top_state = (-1, 0), (-1, 0)  # (largest index, its line)
+
+    def _error(self, n: int, what: str) -> ModelFileError:
+        return ModelFileError(f"{self.src}, line {n}: {what}")
+
+    def _index(self, tok: str, n: int, what: str, not_integer) -> int:
+        """A 0-based ``what`` index written as an integer; ``not_integer(tok, n)`` answers (or refuses) a
+        token that is no integer."""
+        try:
+            v = int(tok)
+        except ValueError:
+            return not_integer(tok, n)
+        if v < 0:
+            raise self._error(n, f"{what} index {v} is negative (indices are 0-based)")
+        return v
+
+    def _letter(self, tok: str, n: int) -> int:
+        if tok in self.letter:
+            return self.letter[tok]
+        raise self._error(
+            n, f"state {tok!r} is neither an integer nor a letter of the alphabet {self.alphabet!r}"
+        ) from None
+
+    def _no_site(self, tok: str, n: int) -> int:
+        raise self._error(n, f"site index {tok!r} is not an integer") from None
+
+    def state(self, tok: str, n: int) -> int:
+        """A state: a 0-based integer, or a letter of the alphabet."""
+        return self._index(tok, n, "state", self._letter)
+
+    def site(self, tok: str, n: int) -> int:
+        """A 0-based site index."""
+        return self._index(tok, n, "site", self._no_site)
+
+    def value(self, tok: str, n: int) -> float:
+        """A parameter value: a finite number within ``PARAM_LIMIT``."""
+        try:
+            v = float(tok)
+        except ValueError:
+            raise self._error(n, f"value {tok!r} is not a number") from None
+        if not math.isfinite(v):
+            raise self._error(n, f"value {tok!r} is not finite")
+        if abs(v) > PARAM_LIMIT:
+            raise self._error(
+                n,
+                f"value {tok!r} is beyond +-{PARAM_LIMIT:.0e}; parameters this large overflow "
+                "log f (not a usable model)",
+            )
+        return v
+
+    def _note(self, n: int, sites: tuple[int, ...], states: tuple[int, ...]) -> None:
+        self.top_site = max(self.top_site, (max(sites), n), key=lambda t: t[0])
+        self.top_state = max(self.top_state, (max(states), n), key=lambda t: t[0])
+
+    def add_coupling(self, f: list[str], n: int) -> None:
+        """A ``J i j a b value`` line; the same coupling may be written once each way round, alike."""
+        if len(f) != 6:
+            raise self._error(n, f"a 'J' line has 6 fields (J i j a b value), got {len(f)}")
+        i, j, a, b, v = (
+            self.site(f[1], n),
+            self.site(f[2], n),
+            self.state(f[3], n),
+            self.state(f[4], n),
+            self.value(f[5], n),
+        )
+        if i == j:
+            raise self._error(n, f"coupling of site {i} with itself (i = j)")
+        mirrored = i > j
+        key = (j, i, b, a) if mirrored else (i, j, a, b)
+        if key in self.J:
+            v0, n0, m0 = self.J[key]
+            if m0 == mirrored or v0 != v:
+                raise self._error(n, f"duplicate coupling J {i} {j} {f[3]} {f[4]} (also given on line {n0})")
+        self.J[key] = (v, n, mirrored)
+        self._note(n, (i, j), (a, b))
+
+    def add_field(self, f: list[str], n: int) -> None:
+        """An ``h i a value`` line."""
+        if len(f) != 4:
+            raise self._error(n, f"an 'h' line has 4 fields (h i a value), got {len(f)}")
+        key = (self.site(f[1], n), self.state(f[2], n))
+        v = self.value(f[3], n)
+        if key in self.h:
+            raise self._error(n, f"duplicate field h {f[1]} {f[2]}")
+        self.h[key] = v
+        self._note(n, key[:1], key[1:])
+
+    def add(self, f: list[str], n: int) -> None:
+        """Line ``n``'s fields ``f``: a coupling or a field."""
+        if f[0] == "J":
+            self.add_coupling(f, n)
+        elif f[0] == "h":
+            self.add_field(f, n)
+        else:
+            raise self._error(
+                n, f"unknown parameter {f[0]!r}; lines start with 'J' (J i j a b value) or 'h' (h i a value)"
+            )
+
+    def arrays(self, device) -> tuple[np.ndarray, np.ndarray]:
+        """The dense ``h`` ``(L, q)`` and symmetric ``J`` ``(L, L, q, q)``; refused when there are no
+        parameters, one state, or more than memory holds."""
+        src = self.src
+        if not self.h and not self.J:
+            raise ModelFileError(
+                f"{src}: no parameters: no 'J' or 'h' lines (the file is empty or holds only comments and blank "
+                "lines); not a Potts parameter file"
+            )
+        L, q = self.top_site[0] + 1, self.top_state[0] + 1
+        if q < 2:
+            raise ModelFileError(f"{src}: every state index is 0; a Potts model has at least 2 states")
+        _check_dense_memory(L, q, src, self.top_site[1], self.top_state[1], device)
+        h = np.zeros((L, q))
+        J = np.zeros((L, L, q, q))
+        for (i, a), v in self.h.items():
+            h[i, a] = v
+        for (i, j, a, b), (v, _, _) in self.J.items():
+            J[i, j, a, b] = v
+            J[j, i, b, a] = v
+        return h, J
+
+
 def read_potts_text(path: str | os.PathLike, device=None, alphabet: str = DEFAULT_ALPHABET) -> PottsModel:
     """Read a plain-text Potts parameter file (adabmDCA / bmDCA ``J i j a b value`` / ``h i a value``;
     module docstring).
@@ -132,106 +263,15 @@ def read_potts_text(path: str | os.PathLike, device=None, alphabet: str = DEFAUL
         ``"PATH, line N: ..."`` for a malformed line; ``"PATH: ..."`` for an unreadable or empty file.
     """
     src = str(path)
-    letter = {c: k for k, c in enumerate(alphabet)}
-    fields_h: dict[tuple[int, int], float] = {}
-    fields_J: dict[tuple[int, int, int, int], tuple[float, int, bool]] = {}
-
-    def state(tok: str, n: int) -> int:
-        try:
-            v = int(tok)
-        except ValueError:
-            if tok in letter:
-                return letter[tok]
-            raise ModelFileError(
-                f"{src}, line {n}: state {tok!r} is neither an integer nor a letter of the alphabet {alphabet!r}"
-            ) from None
-        if v < 0:
-            raise ModelFileError(f"{src}, line {n}: state index {v} is negative (indices are 0-based)")
-        return v
-
-    def site(tok: str, n: int) -> int:
-        try:
-            v = int(tok)
-        except ValueError:
-            raise ModelFileError(f"{src}, line {n}: site index {tok!r} is not an integer") from None
-        if v < 0:
-            raise ModelFileError(f"{src}, line {n}: site index {v} is negative (indices are 0-based)")
-        return v
-
-    def value(tok: str, n: int) -> float:
-        try:
-            v = float(tok)
-        except ValueError:
-            raise ModelFileError(f"{src}, line {n}: value {tok!r} is not a number") from None
-        if not math.isfinite(v):
-            raise ModelFileError(f"{src}, line {n}: value {tok!r} is not finite")
-        if abs(v) > PARAM_LIMIT:
-            raise ModelFileError(
-                f"{src}, line {n}: value {tok!r} is beyond +-{PARAM_LIMIT:.0e}; parameters this large overflow "
-                "log f (not a usable model)"
-            )
-        return v
-
-    top_site, top_state = (-1, 0), (-1, 0)  # (largest index, its line): L and q, named when too large
-
-    def note(n: int, sites: tuple[int, ...], states: tuple[int, ...]) -> None:
-        nonlocal top_site, top_state
-        top_site = max(top_site, (max(sites), n), key=lambda t: t[0])
-        top_state = max(top_state, (max(states), n), key=lambda t: t[0])
-
+    params = _Parameters(src, alphabet)
     try:
         fh = open(path, "rb")
     except OSError as exc:
         raise ModelFileError(f"{src}: cannot read the Potts parameter file ({exc.strerror or exc})") from None
     with fh:
         for n, f in _content_lines(_text_lines(fh, src)):
-            kind = f[0]
-            if kind == "J":
-                if len(f) != 6:
-                    raise ModelFileError(f"{src}, line {n}: a 'J' line has 6 fields (J i j a b value), got {len(f)}")
-                i, j, a, b, v = site(f[1], n), site(f[2], n), state(f[3], n), state(f[4], n), value(f[5], n)
-                if i == j:
-                    raise ModelFileError(f"{src}, line {n}: coupling of site {i} with itself (i = j)")
-                mirrored = i > j
-                key = (j, i, b, a) if mirrored else (i, j, a, b)
-                if key in fields_J:
-                    v0, n0, m0 = fields_J[key]
-                    if m0 == mirrored or v0 != v:
-                        raise ModelFileError(
-                            f"{src}, line {n}: duplicate coupling J {i} {j} {f[3]} {f[4]} (also given on line {n0})"
-                        )
-                fields_J[key] = (v, n, mirrored)
-                note(n, (i, j), (a, b))
-            elif kind == "h":
-                if len(f) != 4:
-                    raise ModelFileError(f"{src}, line {n}: an 'h' line has 4 fields (h i a value), got {len(f)}")
-                key = (site(f[1], n), state(f[2], n))
-                v = value(f[3], n)
-                if key in fields_h:
-                    raise ModelFileError(f"{src}, line {n}: duplicate field h {f[1]} {f[2]}")
-                fields_h[key] = v
-                note(n, key[:1], key[1:])
-            else:
-                raise ModelFileError(
-                    f"{src}, line {n}: unknown parameter {kind!r}; lines start with 'J' (J i j a b value) "
-                    f"or 'h' (h i a value)"
-                )
-    if not fields_h and not fields_J:
-        raise ModelFileError(
-            f"{src}: no parameters: no 'J' or 'h' lines (the file is empty or holds only comments and blank "
-            "lines); not a Potts parameter file"
-        )
-    L, q = top_site[0] + 1, top_state[0] + 1
-    if q < 2:
-        raise ModelFileError(f"{src}: every state index is 0; a Potts model has at least 2 states")
-    _check_dense_memory(L, q, src, top_site[1], top_state[1], device)
-    h = np.zeros((L, q))
-    J = np.zeros((L, L, q, q))
-    for (i, a), v in fields_h.items():
-        h[i, a] = v
-    for (i, j, a, b), (v, _, _) in fields_J.items():
-        J[i, j, a, b] = v
-        J[j, i, b, a] = v
+            params.add(f, n)
+    h, J = params.arrays(device)
     with errors_named(src):
         return PottsModel(h, J, device=device)
 

@@ -24,23 +24,15 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
-from ._arrays import checked_arrays, errors_named
+from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
+from ._random import normal, resolve_generator
+from ._shape import Axis, DeviceOf
 
 
 def as_param(x, device) -> torch.Tensor:
     """A float32 parameter tensor on ``device`` (from an array or a tensor)."""
     t = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
     return t.to(device=device, dtype=torch.float32).contiguous()
-
-
-def as_float64(x) -> np.ndarray | None:
-    """A float64 NumPy copy of an array or tensor (``None`` stays ``None``), for validation
-    *before* the float32 cast, so that overflowing values are reported as such, not as inf."""
-    if x is None:
-        return None
-    if isinstance(x, torch.Tensor):
-        return x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 class VisibleRows:
@@ -117,17 +109,9 @@ class BinaryRBM(VisibleRows):
         self.data_mean = None if data_mean is None else as_param(data_mean, device)
 
     # ------------------------------------------------------------------ basics
-    @property
-    def n_visible(self) -> int:
-        return int(self.W.shape[0])
-
-    @property
-    def n_hidden(self) -> int:
-        return int(self.W.shape[1])
-
-    @property
-    def device(self) -> torch.device:
-        return self.W.device
+    n_visible = Axis("W", 0)
+    n_hidden = Axis("W", 1)
+    device = DeviceOf("W")
 
     def to(self, device) -> "BinaryRBM":
         """A copy on ``device``."""
@@ -150,22 +134,17 @@ class BinaryRBM(VisibleRows):
         device=None,
     ) -> "BinaryRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = generator if generator is not None else torch.Generator().manual_seed(0)
-        W = torch.randn(n_visible, n_hidden, generator=g, dtype=torch.float64) * scale
-        a = torch.randn(n_visible, generator=g, dtype=torch.float64) * bias_scale
-        b = torch.randn(n_hidden, generator=g, dtype=torch.float64) * bias_scale
+        g = resolve_generator(generator)
+        W = normal(g, n_visible, n_hidden, scale=scale)
+        a = normal(g, n_visible, scale=bias_scale)
+        b = normal(g, n_hidden, scale=bias_scale)
         return cls(W, a, b, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The model-file arrays (see "Model files" in the documentation)."""
-        out = {
-            "W": self.W.detach().cpu().numpy(),
-            "visible_bias": self.visible_bias.detach().cpu().numpy(),
-            "hidden_bias": self.hidden_bias.detach().cpu().numpy(),
-        }
-        if self.data_mean is not None:
-            out["data_mean"] = self.data_mean.detach().cpu().numpy()
-        return out
+        return file_arrays(
+            {"W": self.W, "visible_bias": self.visible_bias, "hidden_bias": self.hidden_bias}, self.data_mean
+        )
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "BinaryRBM":

@@ -156,66 +156,31 @@ def serve(address: str | os.PathLike, idle: float = DEFAULT_IDLE, preload=PRELOA
 def _serve(sock: socket.socket, address: Path, ours, idle: float, t0: float) -> None:
     """The server's loop: accept, fork, reap, until idle, stopped or its socket replaced (``ours``)."""
     _say(f"pid {os.getpid()} serving {address} after {time.perf_counter() - t0:.1f} s of imports")
-
-    def terminate(signum, frame):
-        raise SystemExit(0)
-
-    signal.signal(signal.SIGTERM, terminate)
-    # a job that ends wakes the loop (its status goes back at once): SIGCHLD writes to this pipe
-    wake_r, wake_w = os.pipe()
-    for fd in (wake_r, wake_w):
-        os.set_blocking(fd, False)
-    signal.set_wakeup_fd(wake_w)
-    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    wake = _install_signals()
     allowed = _allowed_jobs()
     children: dict[int, tuple[socket.socket, float]] = {}  # pid -> the client's connection, the fork's time
     last, stopping = time.monotonic(), False
     while True:
-        for pid in list(children):
-            try:  # the job's own rusage: what the client's benchmark cannot see
-                done, wstatus, ru = os.wait4(pid, os.WNOHANG)
-            except ChildProcessError:
-                done, wstatus, ru = pid, 1 << 8, None
-            if done:
-                conn, started = children.pop(pid)
-                row = None if ru is None else measure(ru, time.monotonic() - started, pid, warm=True)
-                with contextlib.suppress(OSError):  # os._exit and signals included
-                    code = os.waitstatus_to_exitcode(wstatus)
-                    _send(conn, {"status": code if code >= 0 else 128 - code, "usage": row})
-                conn.close()
-                last = time.monotonic()
+        if _reap(children):
+            last = time.monotonic()
         if not children and (stopping or time.monotonic() - last > idle or not ours()):
             break
         if stopping:
             time.sleep(0.1)
             continue
         try:
-            ready, _, _ = select.select([sock, wake_r], [], [], 0.5)
+            ready, _, _ = select.select([sock, wake[0]], [], [], 0.5)
         except InterruptedError:
             continue
-        if wake_r in ready:
+        if wake[0] in ready:
             with contextlib.suppress(BlockingIOError):
-                os.read(wake_r, 4096)
+                os.read(wake[0], 4096)
         if sock not in ready:
             continue
         conn, _ = sock.accept()
         last = time.monotonic()
-        peer = _peer_uid(conn)
-        if peer != os.getuid():  # only this user's own processes may run jobs here
-            _say(f"refused a connection from uid {peer}")
-            conn.close()
-            continue
-        try:
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = conn.recv(1 << 20)
-                if not chunk:
-                    break
-                line += chunk
-            request = json.loads(line) if line.strip() else {}
-        except (OSError, ValueError) as exc:
-            _say(f"bad request: {exc}")
-            conn.close()
+        request = _read_request(conn)
+        if request is None:
             continue
         if request.get("op") == "stop":
             if ours():
@@ -233,19 +198,84 @@ def _serve(sock: socket.socket, address: Path, ours, idle: float, t0: float) -> 
             conn.close()
             continue
         started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:  # the job's process
-            sock.close()
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            os.close(wake_r)
-            os.close(wake_w)
-            status = 1
-            try:
-                status = _child(conn, request)
-            finally:
-                os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
+        pid = _fork_job(sock, conn, request, wake)
         children[pid] = (conn, started)  # the job's status goes back on it when the server reaps the child
         with contextlib.suppress(OSError):
             _send(conn, {"pid": pid})
         _say(f"job {pid}: {target} (log {request.get('log')})")
+
+
+def _install_signals() -> tuple[int, int]:
+    """SIGTERM ends the server; a job that ends wakes the loop (its status goes back at once): SIGCHLD
+    writes to the pipe returned, ``(read end, write end)``."""
+
+    def terminate(signum, frame):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, terminate)
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    return wake_r, wake_w
+
+
+def _reap(children: dict[int, tuple[socket.socket, float]]) -> bool:
+    """Send each ended job's exit status and usage to its client and close its connection; whether any
+    ended."""
+    reaped = False
+    for pid in list(children):
+        try:  # the job's own rusage: what the client's benchmark cannot see
+            done, wstatus, ru = os.wait4(pid, os.WNOHANG)
+        except ChildProcessError:
+            done, wstatus, ru = pid, 1 << 8, None
+        if done:
+            conn, started = children.pop(pid)
+            row = None if ru is None else measure(ru, time.monotonic() - started, pid, warm=True)
+            with contextlib.suppress(OSError):  # os._exit and signals included
+                code = os.waitstatus_to_exitcode(wstatus)
+                _send(conn, {"status": code if code >= 0 else 128 - code, "usage": row})
+            conn.close()
+            reaped = True
+    return reaped
+
+
+def _read_request(conn: socket.socket) -> dict | None:
+    """The connection's one JSON request line; ``None`` (the connection closed) when another user's process
+    sent it or it is no JSON."""
+    peer = _peer_uid(conn)
+    if peer != os.getuid():  # only this user's own processes may run jobs here
+        _say(f"refused a connection from uid {peer}")
+        conn.close()
+        return None
+    try:
+        line = b""
+        while not line.endswith(b"\n"):
+            chunk = conn.recv(1 << 20)
+            if not chunk:
+                break
+            line += chunk
+        return json.loads(line) if line.strip() else {}
+    except (OSError, ValueError) as exc:
+        _say(f"bad request: {exc}")
+        conn.close()
+        return None
+
+
+def _fork_job(sock: socket.socket, conn: socket.socket, request: Mapping[str, Any], wake: tuple[int, int]) -> int:
+    """Fork the job's process, which drops the server's socket, signals and pipe, runs the request and exits
+    with its status; the child's pid."""
+    pid = os.fork()
+    if pid == 0:  # the job's process
+        sock.close()
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.close(wake[0])
+        os.close(wake[1])
+        status = 1
+        try:
+            status = _child(conn, request)
+        finally:
+            os._exit(status if isinstance(status, int) and 0 <= status < 256 else 1)
+    return pid

@@ -190,20 +190,14 @@ def log_run(
     *,
     uri: str | None = None,
     experiment_name: str = DEFAULT_EXPERIMENT,
-    run_name: str | None = None,
-    kind: str = "estimate",
-    params: Mapping[str, Any] | None = None,
-    metrics: Mapping[str, Any] | None = None,
-    step_metrics: Iterable[Mapping[str, Any]] | None = None,
-    step_key: str = "epoch",
-    tags: Mapping[str, Any] | None = None,
-    artifacts: Iterable[str | os.PathLike] | Mapping[str, str | os.PathLike] | None = None,
     session: "TrackingSession | None" = None,
-    start_time: Any = None,
-    end_time: Any = None,
-    parent: Mapping[str, Any] | None = None,
+    **fields: Any,
 ) -> str:
     """Record one run under the deterministic ``key`` and return its run id.
+
+    ``fields`` are :meth:`TrackingSession.log_run`'s keywords: ``run_name``, ``kind`` (default
+    ``"estimate"``), ``params``, ``metrics``, ``step_metrics``, ``step_key`` (default ``"epoch"``), ``tags``,
+    ``artifacts``, ``start_time``, ``end_time`` and ``parent``.
 
     ``params`` and ``metrics`` are flat mappings (non-finite or ``None`` metrics are
     skipped).  ``step_metrics`` is a sequence of dicts (e.g. a training history), each
@@ -222,36 +216,9 @@ def log_run(
     ``parent`` (:func:`~logzbench.tracking.keys.sweep_parent` of an estimate's key) makes the run a child
     of its sweep's parent run (``mlflow.parentRunId``), found or else created (:meth:`TrackingSession.log_run`).
     """
-    if session is not None:
-        return session.log_run(
-            key,
-            run_name=run_name,
-            kind=kind,
-            params=params,
-            metrics=metrics,
-            step_metrics=step_metrics,
-            step_key=step_key,
-            tags=tags,
-            artifacts=artifacts,
-            start_time=start_time,
-            end_time=end_time,
-            parent=parent,
-        )
-    with TrackingSession(uri, experiment_name) as own:
-        return own.log_run(
-            key,
-            run_name=run_name,
-            kind=kind,
-            params=params,
-            metrics=metrics,
-            step_metrics=step_metrics,
-            step_key=step_key,
-            tags=tags,
-            artifacts=artifacts,
-            start_time=start_time,
-            end_time=end_time,
-            parent=parent,
-        )
+    # a session given stays open (its close does the replacing); otherwise one of its own, closed here
+    with contextlib.nullcontext(session) if session is not None else TrackingSession(uri, experiment_name) as s:
+        return s.log_run(key, **fields)
 
 
 def _superseded(client, run_id: str) -> bool:
