@@ -66,3 +66,21 @@ def test_anything_else_is_the_file_kind_and_refused_by_make_schedule():
 def test_a_pilot_schedule_is_not_built_by_name(name):
     with pytest.raises(ValueError, match=f"the {name} schedule is chosen by .*, not by name alone"):
         schedules.make_schedule(name, 10)
+
+
+@pytest.mark.parametrize("name", schedules.SM14500_NAMES)
+def test_the_workflow_knows_every_name_of_sm14500(name):
+    """The workflow's K of a fixed schedule (pipeline.sweep.fixed_schedule_K) takes sm14500's aliases too."""
+    from logzbench.pipeline.sweep import fixed_schedule_K
+
+    assert fixed_schedule_K({"method": "ais", "schedule": name}) == 14500
+
+
+def test_the_workflow_fixed_K_of_the_other_schedules(tmp_path):
+    from logzbench.pipeline.sweep import fixed_schedule_K
+
+    path = tmp_path / "betas.npy"
+    np.save(path, np.linspace(0.0, 1.0, 11))
+    assert fixed_schedule_K({"schedule": str(path)}) == 10
+    for schedule in (None, "linear", "sigmoid", "adaptive", "tuned", str(tmp_path / "missing.npy"), str(tmp_path)):
+        assert fixed_schedule_K({"schedule": schedule} if schedule else {}) is None

@@ -52,9 +52,9 @@ from typing import Any, Callable, Mapping
 from .schedules import (
     ADAPTIVE,
     PILOT_SCHEDULES,
-    SM14500_NAMES,
     TUNED,
     TUNED_STARTS,
+    kind_of,
     make_schedule,
     tuned_round_ks,
 )
@@ -584,7 +584,7 @@ class EstimateOptions:
                 f"mixture_components (--mixture-components) = {self.mixture_components} applies to init mixture "
                 f"only, not init {self.init}; drop it or use --init mixture"
             )
-        if self.schedule not in ("linear", "sigmoid", *PILOT_SCHEDULES):
+        if kind_of(self.schedule).fixed:
             # sm14500 or a file: its K is fixed; refuse an unknown name, a bad file, another explicit K
             make_schedule(self.schedule, self.K)
 
@@ -598,10 +598,11 @@ class EstimateOptions:
                 f"got {self.pilot_chains}"
             )
         start = self.tuned_start
-        if start not in TUNED_STARTS:
-            if start in PILOT_SCHEDULES:
+        kind = kind_of(start)
+        if not kind.starts_tuned:
+            if kind.pilot:
                 why = "an adaptive or tuned schedule is not a starting shape"
-            elif isinstance(start, str) and (start in SM14500_NAMES or os.path.exists(start)):
+            elif kind.steps is not None or (isinstance(start, str) and os.path.exists(start)):
                 why = "a schedule with a length of its own (sm14500, a schedule file) cannot double"
             else:
                 why = "that is not a schedule"
