@@ -155,19 +155,10 @@ def _add_estimate(sub) -> None:
 
 
 def _estimate_options(args) -> dict:
-    """The API options of ``logzbench estimate``: K defaults to 1000 for a schedule without its own length
-    (linear, sigmoid, tuned, adaptive: the pilot's own length, kept by the API without K, is too coarse for an
-    accurate estimate); ``sm14500`` and a schedule file keep theirs (a different ``--steps`` is refused);
-    an estimator that reads K without sweeping it (the sandwich) starts from its own."""
+    """The API options of ``logzbench estimate``: the flags given; the rest take their defaults there (K's:
+    :func:`logzbench.options.default_K`, the API's too)."""
     names = options.option_names()
-    opts = {k: v for k, v in vars(args).items() if k in names}  # the flags given; the rest take their defaults
-    spec = registry.estimator(args.estimator)
-    schedule = opts.get("schedule") or dict(spec.defaults).get("schedule", "linear")
-    if opts.get("K") is None and schedule in ("linear", "sigmoid", "adaptive", "tuned") and not spec.reads_unswept("K"):
-        from .schedules import DEFAULT_K
-
-        opts["K"] = DEFAULT_K
-    return opts
+    return {k: v for k, v in vars(args).items() if k in names}
 
 
 def _model_file(spec: str) -> Path:

@@ -51,6 +51,7 @@ from typing import Any, Callable, Mapping
 
 from .schedules import (
     ADAPTIVE,
+    DEFAULT_K,
     PILOT_SCHEDULES,
     TUNED,
     TUNED_STARTS,
@@ -545,6 +546,15 @@ def canonical_name(name: str, *, warn: bool = True) -> str:
 
 
 # --------------------------------------------------------------------------- the estimate's options
+def default_K(schedule: Any, *, own_start: bool = False) -> int | None:
+    """``K`` where none is given, for the API and the command line alike: :data:`~logzbench.schedules.DEFAULT_K`
+    for a schedule without a length of its own (linear, sigmoid, tuned; adaptive too: the pilot's own length
+    is too coarse for an accurate estimate); ``None`` for ``sm14500`` and a schedule file (their own length),
+    and for an estimator that reads K without sweeping it (``own_start``: the sandwich starts from its own,
+    SMC's adaptive schedule needs none)."""
+    return None if own_start or kind_of(schedule).fixed else DEFAULT_K
+
+
 class EstimateOptions:
     """The checked settings of one estimate: one attribute per declared option (:func:`declared`).
 
@@ -614,14 +624,17 @@ class EstimateOptions:
             tuned_round_ks(self.K, self.tune_rounds)
 
     @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> "EstimateOptions":
-        """Build from keywords, accepting ``steps`` for ``K``."""
+    def from_kwargs(cls, *, own_start_K: bool = False, **kwargs: Any) -> "EstimateOptions":
+        """Build from keywords, accepting ``steps`` for ``K``; without either, ``K`` is :func:`default_K`'s
+        (``own_start_K``: the estimator reads K as its own start, without sweeping it)."""
         if "steps" in kwargs:
             steps = kwargs.pop("steps")
             if kwargs.get("K") is not None and steps is not None and int(kwargs["K"]) != int(steps):
                 raise ValueError(f"give K or steps, not both (K={kwargs['K']}, steps={steps})")
             if kwargs.get("K") is None:
                 kwargs["K"] = steps
+        if kwargs.get("K") is None:
+            kwargs["K"] = default_K(kwargs.get("schedule", _TABLE["schedule"].default), own_start=own_start_K)
         return cls(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
