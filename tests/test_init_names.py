@@ -1,0 +1,58 @@
+"""``init`` is canonical past the boundary: the option check, the sampler and the config refuse any other
+spelling, and the models take the canonical names only (``uniform``, ``base-rate``, ``mixture``; a grid's
+``mean-field``), parsing no aliases of their own."""
+
+import pytest
+import torch
+
+from logzbench.models.dbm import DBM
+from logzbench.models.energy import EnergyModel
+from logzbench.models.grid import GridMRF
+from logzbench.models.potts import PottsModel
+from logzbench.models.potts_rbm import PottsRBM
+from logzbench.models.rbm import BinaryRBM
+from logzbench.options import INITS, EstimateOptions
+
+FORMER = ("base_rate", "dbr", "Base-Rate")
+
+
+def _models():
+    g = torch.Generator().manual_seed(0)
+    return {
+        "rbm": BinaryRBM.random(6, 3, generator=g),
+        "dbm": DBM.random([6, 4, 4], generator=g),
+        "potts": PottsModel.random(5, 3, generator=g),
+        "potts-rbm": PottsRBM.random(5, 3, 4, generator=g),
+        "grid": GridMRF.random(3, 3, 0.5, generator=g),
+        "energy-binary": EnergyModel(lambda x: -(x.double() ** 2).sum(-1), 5, "binary"),
+    }
+
+
+@pytest.mark.parametrize("family", sorted(_models()))
+def test_a_model_takes_the_canonical_base_rate_only(family):
+    model = _models()[family]
+    n = int(getattr(model, "n_visible", None) or model.dim)
+    rows = torch.zeros(4, n) if family != "potts" and family != "potts-rbm" else torch.zeros(4, n, dtype=torch.int64)
+    model.annealing_path("base-rate", data=rows)  # the canonical name
+    for name in FORMER:
+        with pytest.raises(ValueError, match=f"unknown initial distribution '{name}'"):
+            model.annealing_path(name, data=rows)
+
+
+def test_a_grid_takes_the_canonical_mean_field_only():
+    model = _models()["grid"]
+    model.annealing_path("mean-field")
+    for name in ("mean_field", "mf"):
+        with pytest.raises(ValueError, match=f"unknown initial distribution '{name}'"):
+            model.annealing_path(name)
+
+
+@pytest.mark.parametrize("name", FORMER)
+def test_the_boundaries_refuse_another_spelling(name):
+    assert INITS == ("uniform", "base-rate", "mixture")
+    with pytest.raises(ValueError, match=f"unknown initial distribution '{name}'; choose one of"):
+        EstimateOptions(init=name)
+    from logzbench.sampling import sample
+
+    with pytest.raises(ValueError, match=f"unknown initial distribution '{name}'; choose one of"):
+        sample(_models()["rbm"], 3, init=name)
