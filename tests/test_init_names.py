@@ -56,3 +56,21 @@ def test_the_boundaries_refuse_another_spelling(name):
 
     with pytest.raises(ValueError, match=f"unknown initial distribution '{name}'; choose one of"):
         sample(_models()["rbm"], 3, init=name)
+
+
+def test_a_former_option_name_warns_with_a_deprecation_warning(monkeypatch):
+    """Option.aliases: a former name is taken as the current one, with a DeprecationWarning naming both that
+    points at the caller (here: this test), not at logzbench's own frames."""
+    import warnings
+
+    from logzbench import options
+
+    monkeypatch.setitem(options._ALIASES, "n_chains", "chains")
+    with pytest.warns(DeprecationWarning, match="option 'n_chains' is deprecated; use 'chains'") as rec:
+        assert EstimateOptions(n_chains=7).chains == 7
+    assert rec[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match="'n_chains'"):
+        assert options.rename_deprecated({"n_chains": 3, "K": [5]}) == {"chains": 3, "K": [5]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert options.canonical_name("chains") == "chains"

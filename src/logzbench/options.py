@@ -46,6 +46,7 @@ import math
 import numbers
 import os
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -280,7 +281,7 @@ class Option:
         ``None`` for options that are not settings of an estimate (they are sweep axes, or choose how
         it runs rather than what it computes).
     aliases : tuple of str
-        Former names, still accepted with a one-line deprecation message.
+        Former names, still accepted with a :class:`DeprecationWarning` naming the current one.
     old_flags : tuple of str
         Former command-line flags, still accepted with a one-line deprecation message.
     """
@@ -536,13 +537,23 @@ def recorded_options() -> tuple[Option, ...]:
 
 
 def canonical_name(name: str, *, warn: bool = True) -> str:
-    """An option's current name for ``name`` (a former name prints a one-line deprecation note)."""
+    """An option's current name for ``name``; a former name (:attr:`Option.aliases`) warns with a
+    :class:`DeprecationWarning` naming both, attributed to the first caller outside logzbench (shown by
+    Python's default filters when that is ``__main__``)."""
     new = _ALIASES.get(name)
     if new is None:
         return name
     if warn:
-        print(f"logzbench: option {name!r} is deprecated; use {new!r}", file=sys.stderr)
+        warnings.warn(f"option {name!r} is deprecated; use {new!r}", DeprecationWarning, stacklevel=_caller_level())
     return new
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside logzbench, seen from :func:`warnings.warn`'s caller."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("logzbench."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 # --------------------------------------------------------------------------- the estimate's options
@@ -702,7 +713,7 @@ def config_schema(base: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def rename_deprecated(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A config entry with former option names replaced by the current ones (one note each)."""
+    """A config entry with former option names replaced by the current ones (a DeprecationWarning each)."""
     return {canonical_name(k): v for k, v in entry.items()}
 
 
