@@ -107,41 +107,18 @@ def run(args) -> int:
     check_outputs([("--out", args.out)])
     _prepare_settings(args)  # an option the dataset does not take is refused, not ignored
     check_mirror(args.mirror)  # a mistyped mirror would fall back to downloading
+    sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
     if args.name == "frey":  # standardized faces: only the split sizes apply
-        sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
         path = prepare_patches(args.name, args.out, mirror=args.mirror, seed=args.seed, **sizes)
-        print(json.dumps({"prepared": str(path)}))
-        return 0
-    if args.name in CONTINUOUS_DATASETS:
-        sizes = {k: v for k, v in (("n_train", args.n_train), ("n_test", args.n_test)) if v is not None}
+    elif args.name in CONTINUOUS_DATASETS:
+        patches = {k: getattr(args, k) for k in ("n_images", "n_test_images", "patch_size", "n_components")}
         path = prepare_patches(
-            args.name,
-            args.out,
-            mirror=args.mirror,
-            n_images=args.n_images,
-            n_test_images=args.n_test_images,
-            patch_size=args.patch_size,
-            n_components=args.n_components,
-            remove_dc=args.remove_dc,
-            seed=args.seed,
-            **sizes,
+            args.name, args.out, mirror=args.mirror, remove_dc=args.remove_dc, seed=args.seed, **patches, **sizes
         )
-        print(json.dumps({"prepared": str(path)}))
-        return 0
-    path = prepare_dataset(
-        args.name,
-        args.out,
-        mirror=args.mirror,
-        binarize=args.binarize,
-        threshold=args.threshold,
-        seed=args.seed,
-        n_train=args.n_train,
-        n_test=args.n_test,
-        n_valid=args.n_valid,
-        n_visible=args.n_visible,
-        prototypes=args.prototypes,
-        weights=args.weights,
-        flip=args.flip[0] if args.flip is not None and len(args.flip) == 1 else args.flip,
-    )
+    else:
+        keys = ("binarize", "threshold", "seed", "n_train", "n_test", "n_valid", "n_visible", "prototypes", "weights")
+        flip = args.flip[0] if args.flip is not None and len(args.flip) == 1 else args.flip
+        given = {k: getattr(args, k) for k in keys}
+        path = prepare_dataset(args.name, args.out, mirror=args.mirror, flip=flip, **given)
     print(json.dumps({"prepared": str(path)}))
     return 0
