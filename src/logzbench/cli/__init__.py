@@ -2,7 +2,8 @@
 
 Every subcommand is a thin layer over a documented Python function; bad input ends with a
 one-line error naming the problem and exit status 2.  Each subcommand is a module of this package
-with ``add(subparsers)``, which declares its flags, and ``run(args)``, which runs it.
+with ``HELP`` (and ``DESCRIPTION``), ``add(parser)``, which declares its flags, and ``run(args)``, which
+runs it.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="logzbench", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"logzbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for command in _COMMANDS.values():
-        command.add(sub)
+    for name, command in _COMMANDS.items():
+        command.add(sub.add_parser(name, help=command.HELP, description=getattr(command, "DESCRIPTION", None)))
     return parser
 
 

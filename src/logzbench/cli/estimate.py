@@ -9,16 +9,17 @@ from .. import options, registry
 from .outputs import check_outputs, model_path, pin_paths, result_stream
 from .threads import add_threads
 
+HELP = "estimate log Z / test log-likelihood of a model file"
+DESCRIPTION = (
+    "Estimate log Z and, with --data, the mean test log-likelihood of a model "
+    "(an .npz, a Potts text file, FILE.py:NAME or a TorchScript .pt; see the documentation, Models and "
+    "file formats). Prints one JSON object. FILE.py:NAME imports FILE.py -- running its code, as any "
+    "Python import does: give only files you trust -- and calls NAME()."
+)
 
-def add(sub) -> None:
-    p = sub.add_parser(
-        "estimate",
-        help="estimate log Z / test log-likelihood of a model file",
-        description="Estimate log Z and, with --data, the mean test log-likelihood of a model "
-        "(an .npz, a Potts text file, FILE.py:NAME or a TorchScript .pt; see the documentation, Models and "
-        "file formats). Prints one JSON object. FILE.py:NAME imports FILE.py -- running its code, as any "
-        "Python import does: give only files you trust -- and calls NAME().",
-    )
+
+def add(p) -> None:
+    """The flags of ``logzbench estimate`` on its parser ``p``."""
     p.add_argument(
         "model",
         help="the model: an .npz file (an RBM, DBM, DBN, Potts or continuous model); a Potts text file "

@@ -6,9 +6,11 @@ import json
 
 from .outputs import check_outputs
 
+HELP = "download/verify and binarise a dataset (or cut whitened image patches)"
 
-def add(sub) -> None:
-    p = sub.add_parser("prepare", help="download/verify and binarise a dataset (or cut whitened image patches)")
+
+def add(p) -> None:
+    """The flags of ``logzbench prepare`` on its parser ``p``."""
     p.add_argument(
         "name",
         help="dataset name (mnist, omniglot, digits, digits-avil, the UCI sets adult, connect4, "

@@ -6,9 +6,11 @@ import json
 
 from .outputs import check_outputs
 
+HELP = "tables and plots from estimate JSON files"
 
-def add(sub) -> None:
-    p = sub.add_parser("report", help="tables and plots from estimate JSON files")
+
+def add(p) -> None:
+    """The flags of ``logzbench report`` on its parser ``p``."""
     p.add_argument("results", nargs="+", help="estimate .json files or directories holding them")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument(

@@ -9,16 +9,17 @@ from .. import options, registry
 from .outputs import check_outputs, model_path, pin_paths, result_stream
 from .threads import add_threads
 
+HELP = "draw samples from a model file (exact, MCMC, parallel tempering, or the final states of AIS)"
+DESCRIPTION = (
+    "Draw samples from a model (the same MODEL argument as estimate): exact draws where "
+    "enumeration is cheap, else MCMC on the model's annealing path at --beta; with --annealed K the final "
+    "states of AIS (the annealing model p_ann). Writes x, h (hidden units, where the model has them) and a "
+    "JSON 'meta' string to --out (.npz) and prints one summary line."
+)
 
-def add(sub) -> None:
-    p = sub.add_parser(
-        "sample",
-        help="draw samples from a model file (exact, MCMC, parallel tempering, or the final states of AIS)",
-        description="Draw samples from a model (the same MODEL argument as estimate): exact draws where "
-        "enumeration is cheap, else MCMC on the model's annealing path at --beta; with --annealed K the final "
-        "states of AIS (the annealing model p_ann). Writes x, h (hidden units, where the model has them) and a "
-        "JSON 'meta' string to --out (.npz) and prints one summary line.",
-    )
+
+def add(p) -> None:
+    """The flags of ``logzbench sample`` on its parser ``p``."""
     p.add_argument(
         "model", help="the model, as for logzbench estimate (an .npz, a Potts text file, FILE.py:NAME, a .pt)"
     )

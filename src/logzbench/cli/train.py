@@ -8,16 +8,17 @@ from .. import registry
 from .outputs import check_outputs
 from .threads import add_threads
 
+HELP = "train a model of any family (RBM, DBM, DBN, continuous models)"
+DESCRIPTION = (
+    "Train a model with logzbench.training.train_model and save it (.npz). "
+    "RBM: --n-hidden; DBM / DBN: --family and --hidden-sizes, or a --preset "
+    "(logzbench.training.MODEL_PRESETS); continuous families: --family and "
+    "--set size=N on prepared patches."
+)
 
-def add(sub) -> None:
-    p = sub.add_parser(
-        "train",
-        help="train a model of any family (RBM, DBM, DBN, continuous models)",
-        description="Train a model with logzbench.training.train_model and save it (.npz). "
-        "RBM: --n-hidden; DBM / DBN: --family and --hidden-sizes, or a --preset "
-        "(logzbench.training.MODEL_PRESETS); continuous families: --family and "
-        "--set size=N on prepared patches.",
-    )
+
+def add(p) -> None:
+    """The flags of ``logzbench train`` on its parser ``p``."""
     p.add_argument("--data", required=True, help="prepared dataset .npz (uses its train and test splits)")
     p.add_argument("--out", required=True, help="output model .npz")
     p.add_argument(
