@@ -83,7 +83,7 @@ def test_adaptive_ais_agrees_with_exact_and_counts_the_pilot():
 
 
 def test_adaptive_without_k_reads_the_pilot_at_the_default_k():
-    """Without K the API reads the pilot's shape at the command line's default K (options.default_K); the
+    """Without K the API reads the pilot's shape at the command line's default K (schedules.default_K); the
     pilot's own length is recorded as pilot_K."""
     from logzbench.schedules import DEFAULT_K
 

@@ -1,4 +1,4 @@
-"""The API and the command line take K's default from one declaration (logzbench.options.default_K)."""
+"""The API and the command line take K's default from one declaration (logzbench.schedules.default_K)."""
 
 import json
 
@@ -9,8 +9,8 @@ from logzbench import cli
 from logzbench.api import estimate
 from logzbench.models.io import save_model
 from logzbench.models.rbm import BinaryRBM
-from logzbench.options import EstimateOptions, default_K
-from logzbench.schedules import DEFAULT_K
+from logzbench.options import EstimateOptions
+from logzbench.schedules import DEFAULT_K, default_K
 
 
 def test_default_K_by_schedule_and_estimator():

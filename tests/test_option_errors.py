@@ -127,7 +127,7 @@ CASES = [
     ("file-garbage", _est(schedule="{inp}/garbage.npy"), ["garbage.npy", "cannot be read"]),
     ("file-missing", _est(schedule="{inp}/nothere.npy"), ["schedule file not found", "nothere.npy"]),
     ("schedule-unknown", _est(schedule="cubic", K=5), ["unknown schedule 'cubic'"]),
-    # without K, K defaults to 1000 (options.default_K) but for an estimator that reads it unswept (smc)
+    # without K, K defaults to 1000 (schedules.default_K) but for an estimator that reads it unswept (smc)
     ("linear-without-K", _est(RBM, "smc", schedule="linear"), ["'linear'", "needs", "K"]),
     ("tuned-without-K", _est(RBM, "smc", schedule="tuned"), ["tuned", "needs", "K"]),
     ("tuned-K-15", _est(schedule="tuned", K=15), ["K (--steps) = 15", "too small to double from", "K >= 16"]),

@@ -84,3 +84,20 @@ def test_the_workflow_fixed_K_of_the_other_schedules(tmp_path):
     assert fixed_schedule_K({"schedule": str(path)}) == 10
     for schedule in (None, "linear", "sigmoid", "adaptive", "tuned", str(tmp_path / "missing.npy"), str(tmp_path)):
         assert fixed_schedule_K({"schedule": schedule} if schedule else {}) is None
+
+
+def test_the_tuned_schedule_starts_from_a_shape_that_doubles(tmp_path):
+    path = tmp_path / "betas.txt"
+    np.savetxt(path, np.linspace(0.0, 1.0, 5))
+    for start in schedules.TUNED_STARTS:
+        schedules.check_tuned_start(start)
+    for start, why in [
+        ("adaptive", "not a starting shape"),
+        ("tuned", "not a starting shape"),
+        ("salakhutdinov-murray", "length of its own"),
+        (str(path), "length of its own"),
+        ("cubic", "not a schedule"),
+        (None, "not a schedule"),
+    ]:
+        with pytest.raises(ValueError, match=f"tuned_start \\(--tuned-start\\) .*first round is one of .*; .*{why}"):
+            schedules.check_tuned_start(start)

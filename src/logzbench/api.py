@@ -62,7 +62,7 @@ def estimate(
     **options
         Estimator options (:func:`logzbench.options.declared`: each one's default, values and meaning),
         validated by :class:`logzbench.options.EstimateOptions` before any work; ``steps`` is accepted
-        for ``K``, whose default is :func:`logzbench.options.default_K`'s (the command line's too: 1000
+        for ``K``, whose default is :func:`logzbench.schedules.default_K`'s (the command line's too: 1000
         for a schedule without a length of its own, unless the estimator starts from its own K).
         Then, still before any work (:meth:`~logzbench.estimators.context.EstimateContext.check`): a
         fixed schedule (``sm14500``, a file) with another explicit ``K`` is refused, so is a run whose

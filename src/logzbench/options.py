@@ -44,7 +44,6 @@ import argparse
 import difflib
 import math
 import numbers
-import os
 import sys
 import warnings
 from dataclasses import dataclass, field
@@ -52,10 +51,10 @@ from typing import Any, Callable, Mapping
 
 from .schedules import (
     ADAPTIVE,
-    DEFAULT_K,
     PILOT_SCHEDULES,
     TUNED,
-    TUNED_STARTS,
+    check_tuned_start,
+    default_K,
     kind_of,
     make_schedule,
     tuned_round_ks,
@@ -124,14 +123,19 @@ def _int(name: str, v: Any, lo: int, allow_none: bool = False) -> int | None:
     return int(v)
 
 
+def _float(name: str, v: Any, what: str) -> float:
+    """``float(v)``, or a ValueError saying that ``name`` must be ``what``."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {what}, got {v!r}") from None
+
+
 def _budget(name: str, v: Any) -> float | None:
     """A time budget in seconds: ``None`` (the default budget), or a number > 0 (``inf``: no limit)."""
     if v is None:
         return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number of seconds, got {v!r}") from None
+    x = _float(name, v, "a number of seconds")
     if isinstance(v, bool) or not x > 0:  # NaN fails too
         raise ValueError(f"{name} must be > 0 seconds (inf: no limit), got {v!r}")
     return x
@@ -140,10 +144,7 @@ def _budget(name: str, v: Any) -> float | None:
 def _positive(name: str, v: Any, allow_none: bool = False, upper: float | None = None) -> float | None:
     if v is None and allow_none:
         return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {v!r}") from None
+    x = _float(name, v, "a number")
     if not (math.isfinite(x) and x > 0) or (upper is not None and x > upper):
         rng = f"in (0, {upper:g}]" if upper is not None else "positive and finite"
         raise ValueError(f"{name} must be {rng}, got {v!r}")
@@ -152,10 +153,7 @@ def _positive(name: str, v: Any, allow_none: bool = False, upper: float | None =
 
 def _fraction(name: str, v: Any) -> float:
     """A number strictly between 0 and 1."""
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in (0, 1), got {v!r}") from None
+    x = _float(name, v, "a number in (0, 1)")
     if isinstance(v, bool) or not 0.0 < x < 1.0:
         raise ValueError(f"{name} must be in (0, 1), got {v!r}")
     return x
@@ -207,21 +205,14 @@ def _when_not_default(opt: "Option", q: SettingQuery) -> Any:
     return q.value(opt.name) if q.reads and q.value(opt.name) != opt.default else SKIP
 
 
-def _when_adaptive(opt: "Option", q: SettingQuery) -> Any:
-    return q.value(opt.name) if q.reads and q.settings.get("schedule") == ADAPTIVE else SKIP
+def _when_setting(key: str, *values: str) -> Callable[["Option", SettingQuery], Any]:
+    """Recorded on the estimates whose setting ``key`` is one of ``values`` only: the adaptive schedule's, the
+    pilot schedules', the tuned schedule's and the mixture reference's (``init: mixture``) options."""
 
+    def record(opt: "Option", q: SettingQuery) -> Any:
+        return q.value(opt.name) if q.reads and q.settings.get(key) in values else SKIP
 
-def _when_pilot(opt: "Option", q: SettingQuery) -> Any:
-    return q.value(opt.name) if q.reads and q.settings.get("schedule") in PILOT_SCHEDULES else SKIP
-
-
-def _when_tuned(opt: "Option", q: SettingQuery) -> Any:
-    return q.value(opt.name) if q.reads and q.settings.get("schedule") == TUNED else SKIP
-
-
-def _when_mixture(opt: "Option", q: SettingQuery) -> Any:
-    """Recorded on the estimates from the mixture reference (``init: mixture``) only."""
-    return q.value(opt.name) if q.reads and q.settings.get("init") == "mixture" else SKIP
+    return record
 
 
 def _when_deep(opt: "Option", q: SettingQuery) -> Any:
@@ -431,16 +422,16 @@ OPTIONS: tuple[Option, ...] = (
            "papers' one sweep per temperature)", "int", minimum=1, record=_when_not_default),
     Option("pilot_chains", 100, "adaptive and tuned schedules: chains of the independent pilot run (each tuning "
            "round) that chooses it (at least 2: the conditional ESS compares weights, the tuning measures "
-           "variances)", "int", minimum=1, record=_when_pilot),
+           "variances)", "int", minimum=1, record=_when_setting("schedule", *PILOT_SCHEDULES)),
     Option("tune_rounds", None, "tuned schedule: pilot rounds before the final one, each about doubling K, the "
            "first with at least 8 steps (default: as many as K allows; K below 16, or below 8 x 2^rounds, is "
-           "refused)", "int", minimum=1, nullable=True, record=_when_tuned),
+           "refused)", "int", minimum=1, nullable=True, record=_when_setting("schedule", TUNED)),
     Option("tuned_start", "linear", "tuned schedule: the first round's schedule, linear or sigmoid (sm14500 and "
            "schedule files have their own length, which cannot double, and are refused)", "str",
-           record=_when_tuned),
+           record=_when_setting("schedule", TUNED)),
     Option("target_ess", 0.95, "adaptive schedule: the conditional effective sample size, a fraction in (0, 1), "
            "kept between successive inverse temperatures (Zhou, Johansen & Aston 2016)", "fraction",
-           record=_when_adaptive),
+           record=_when_setting("schedule", ADAPTIVE)),
     Option("chains", 100, "independent chains: AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test "
            "example, CSL chains, IS-family chains (each an exact p_0 sample and, after burn_in sweeps, a model "
            "sample)", "int", minimum=1, config_maximum=MAX_CHAINS),
@@ -492,7 +483,7 @@ OPTIONS: tuple[Option, ...] = (
            "have their own samplers", "choice", choices=(*TRANSITIONS, AUTO_TRANSITION), record=_when_not_default),
     Option("mixture_components", None, "init mixture: components of the mixture fitted to the training rows (at "
            "most their number; default: chosen by held-out log-likelihood among 1, 2, 4, ..., 32)", "int",
-           minimum=1, nullable=True, metavar="N", record=_when_mixture),
+           minimum=1, nullable=True, metavar="N", record=_when_setting("init", "mixture")),
     Option("seed", 0, "seeds the run's single torch.Generator", "int", minimum=0, config=False, record=None),
     Option("device", "cpu", "cpu | cuda[:n] | auto", "str", nullable=True, config=False, record=None),
     Option("exact_max_seconds", None, "exact: refuse an enumeration estimated to take longer than this many "
@@ -557,15 +548,6 @@ def _caller_level() -> int:
 
 
 # --------------------------------------------------------------------------- the estimate's options
-def default_K(schedule: Any, *, own_start: bool = False) -> int | None:
-    """``K`` where none is given, for the API and the command line alike: :data:`~logzbench.schedules.DEFAULT_K`
-    for a schedule without a length of its own (linear, sigmoid, tuned; adaptive too: the pilot's own length
-    is too coarse for an accurate estimate); ``None`` for ``sm14500`` and a schedule file (their own length),
-    and for an estimator that reads K without sweeping it (``own_start``: the sandwich starts from its own,
-    SMC's adaptive schedule needs none)."""
-    return None if own_start or kind_of(schedule).fixed else DEFAULT_K
-
-
 class EstimateOptions:
     """The checked settings of one estimate: one attribute per declared option (:func:`declared`).
 
@@ -618,19 +600,7 @@ class EstimateOptions:
                 f"the tuned schedule needs pilot_chains >= 2 (each round measures variances over its chains), "
                 f"got {self.pilot_chains}"
             )
-        start = self.tuned_start
-        kind = kind_of(start)
-        if not kind.starts_tuned:
-            if kind.pilot:
-                why = "an adaptive or tuned schedule is not a starting shape"
-            elif kind.steps is not None or (isinstance(start, str) and os.path.exists(start)):
-                why = "a schedule with a length of its own (sm14500, a schedule file) cannot double"
-            else:
-                why = "that is not a schedule"
-            raise ValueError(
-                f"tuned_start (--tuned-start) {start!r}: the tuned schedule's first round is one of "
-                f"{TUNED_STARTS}; {why}"
-            )
+        check_tuned_start(self.tuned_start)
         if self.K is not None:
             tuned_round_ks(self.K, self.tune_rounds)
 

@@ -225,6 +225,32 @@ def own_steps(name: str) -> int | None:
     return kind.steps if kind.steps is not None else len(from_file(name)) - 1
 
 
+def default_K(schedule, *, own_start: bool = False) -> int | None:
+    """``K`` where none is given, for the API and the command line alike
+    (:meth:`logzbench.options.EstimateOptions.from_kwargs`): :data:`DEFAULT_K` for a schedule without a length
+    of its own (linear, sigmoid, tuned; adaptive too: the pilot's own length is too coarse for an accurate
+    estimate); ``None`` for ``sm14500`` and a schedule file (their own length), and for an estimator that reads
+    K without sweeping it (``own_start``: the sandwich starts from its own, SMC's adaptive schedule needs none)."""
+    return None if own_start or kind_of(schedule).fixed else DEFAULT_K
+
+
+def check_tuned_start(start) -> None:
+    """Refuse a first round of the tuned schedule that cannot double (ValueError saying why): it is one of
+    :data:`TUNED_STARTS`."""
+    kind = kind_of(start)
+    if kind.starts_tuned:
+        return
+    if kind.pilot:
+        why = "an adaptive or tuned schedule is not a starting shape"
+    elif kind.steps is not None or (isinstance(start, str) and os.path.exists(start)):
+        why = "a schedule with a length of its own (sm14500, a schedule file) cannot double"
+    else:
+        why = "that is not a schedule"
+    raise ValueError(
+        f"tuned_start (--tuned-start) {start!r}: the tuned schedule's first round is one of {TUNED_STARTS}; {why}"
+    )
+
+
 def make_schedule(name: str, n_steps: int | None = None) -> np.ndarray:
     """Schedule by name: ``linear``, ``sigmoid``, ``sm14500`` (the 14,500-step
     Salakhutdinov–Murray schedule) or a path to a file.

@@ -54,7 +54,7 @@ def add(p) -> None:
 
 def _estimate_options(args) -> dict:
     """The API options of ``logzbench estimate``: the flags given; the rest take their defaults there (K's:
-    :func:`logzbench.options.default_K`, the API's too)."""
+    :func:`logzbench.schedules.default_K`, the API's too)."""
     names = options.option_names()
     return {k: v for k, v in vars(args).items() if k in names}
 
