@@ -82,10 +82,15 @@ def test_adaptive_ais_agrees_with_exact_and_counts_the_pilot():
     assert np.abs(z).max() < 4.5 and abs(z.mean()) < 3 / math.sqrt(len(z)) + 1.0
 
 
-def test_adaptive_without_k_uses_the_pilot_length():
+def test_adaptive_without_k_reads_the_pilot_at_the_default_k():
+    """Without K the API reads the pilot's shape at the command line's default K (schedules.default_K); the
+    pilot's own length is recorded as pilot_K."""
+    from logzbench.schedules import DEFAULT_K
+
     rbm = random_rbm(12, 6, seed=1)
     r = estimate(rbm, "ais", chains=20, seed=0, schedule="adaptive", target_ess=0.99, pilot_chains=20)
-    assert r.settings["K"] == r.extra["pilot_K"] == len(r.schedule) - 1
+    assert r.settings["K"] == DEFAULT_K == len(r.schedule) - 1
+    assert r.extra["pilot_sweeps"] == (r.extra["pilot_K"] - 1) * 20
 
 
 @pytest.mark.parametrize("name", ["raise", "reverse-ais", "ads", "ads-multinomial"])

@@ -175,7 +175,7 @@ def test_the_cycle_finder_finds_cycles():
 @pytest.mark.parametrize(
     "statement, importer, expected",
     [
-        ("from . import registry", "logzbench.cli", "logzbench.registry"),
+        ("from .. import registry", "logzbench.cli.estimate", "logzbench.registry"),
         ("from .. import __version__", "logzbench.data", "logzbench"),
         ("from ..errors import DatasetError", "logzbench.data.digits", "logzbench.errors"),
         ("from .rbm import BinaryRBM", "logzbench.models.dbm", "logzbench.models.rbm"),

@@ -127,8 +127,9 @@ CASES = [
     ("file-garbage", _est(schedule="{inp}/garbage.npy"), ["garbage.npy", "cannot be read"]),
     ("file-missing", _est(schedule="{inp}/nothere.npy"), ["schedule file not found", "nothere.npy"]),
     ("schedule-unknown", _est(schedule="cubic", K=5), ["unknown schedule 'cubic'"]),
-    ("linear-without-K", _est(schedule="linear"), ["'linear'", "needs", "K"]),
-    ("tuned-without-K", _est(schedule="tuned"), ["'tuned'", "needs", "K"]),
+    # without K, K defaults to 1000 (schedules.default_K) but for an estimator that reads it unswept (smc)
+    ("linear-without-K", _est(RBM, "smc", schedule="linear"), ["'linear'", "needs", "K"]),
+    ("tuned-without-K", _est(RBM, "smc", schedule="tuned"), ["tuned", "needs", "K"]),
     ("tuned-K-15", _est(schedule="tuned", K=15), ["K (--steps) = 15", "too small to double from", "K >= 16"]),
     ("tuned-rounds", _est(schedule="tuned", K=64, tune_rounds=4), ["4 round(s)", "K >= 128"]),
     ("tuned-start-sm14500", _est(schedule="tuned", K=64, tuned_start="sm14500"), ["'sm14500'", "length of its own"]),

@@ -62,7 +62,8 @@ def estimate(
     **options
         Estimator options (:func:`logzbench.options.declared`: each one's default, values and meaning),
         validated by :class:`logzbench.options.EstimateOptions` before any work; ``steps`` is accepted
-        for ``K``.
+        for ``K``, whose default is :func:`logzbench.schedules.default_K`'s (the command line's too: 1000
+        for a schedule without a length of its own, unless the estimator starts from its own K).
         Then, still before any work (:meth:`~logzbench.estimators.context.EstimateContext.check`): a
         fixed schedule (``sm14500``, a file) with another explicit ``K`` is refused, so is a run whose
         chains need more than 80 % of the memory available on the device, an ``exact``
@@ -88,7 +89,7 @@ def estimate(
             options[key] = value
     if "schedule" in options and options["schedule"] is None:  # not given: EstimateOptions' default
         del options["schedule"]
-    opts = EstimateOptions.from_kwargs(**options)
+    opts = EstimateOptions.from_kwargs(own_start_K=spec.reads_unswept("K"), **options)
     with using_threads(threads) as n_threads:
         dev = resolve_device(opts.device)
         m = load_model(model, device=dev) if isinstance(model, (str, os.PathLike)) else model.to(dev)

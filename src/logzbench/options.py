@@ -44,17 +44,18 @@ import argparse
 import difflib
 import math
 import numbers
-import os
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .schedules import (
     ADAPTIVE,
     PILOT_SCHEDULES,
-    SM14500_NAMES,
     TUNED,
-    TUNED_STARTS,
+    check_tuned_start,
+    default_K,
+    kind_of,
     make_schedule,
     tuned_round_ks,
 )
@@ -122,14 +123,19 @@ def _int(name: str, v: Any, lo: int, allow_none: bool = False) -> int | None:
     return int(v)
 
 
+def _float(name: str, v: Any, what: str) -> float:
+    """``float(v)``, or a ValueError saying that ``name`` must be ``what``."""
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be {what}, got {v!r}") from None
+
+
 def _budget(name: str, v: Any) -> float | None:
     """A time budget in seconds: ``None`` (the default budget), or a number > 0 (``inf``: no limit)."""
     if v is None:
         return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number of seconds, got {v!r}") from None
+    x = _float(name, v, "a number of seconds")
     if isinstance(v, bool) or not x > 0:  # NaN fails too
         raise ValueError(f"{name} must be > 0 seconds (inf: no limit), got {v!r}")
     return x
@@ -138,10 +144,7 @@ def _budget(name: str, v: Any) -> float | None:
 def _positive(name: str, v: Any, allow_none: bool = False, upper: float | None = None) -> float | None:
     if v is None and allow_none:
         return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {v!r}") from None
+    x = _float(name, v, "a number")
     if not (math.isfinite(x) and x > 0) or (upper is not None and x > upper):
         rng = f"in (0, {upper:g}]" if upper is not None else "positive and finite"
         raise ValueError(f"{name} must be {rng}, got {v!r}")
@@ -150,10 +153,7 @@ def _positive(name: str, v: Any, allow_none: bool = False, upper: float | None =
 
 def _fraction(name: str, v: Any) -> float:
     """A number strictly between 0 and 1."""
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in (0, 1), got {v!r}") from None
+    x = _float(name, v, "a number in (0, 1)")
     if isinstance(v, bool) or not 0.0 < x < 1.0:
         raise ValueError(f"{name} must be in (0, 1), got {v!r}")
     return x
@@ -205,21 +205,14 @@ def _when_not_default(opt: "Option", q: SettingQuery) -> Any:
     return q.value(opt.name) if q.reads and q.value(opt.name) != opt.default else SKIP
 
 
-def _when_adaptive(opt: "Option", q: SettingQuery) -> Any:
-    return q.value(opt.name) if q.reads and q.settings.get("schedule") == ADAPTIVE else SKIP
+def _when_setting(key: str, *values: str) -> Callable[["Option", SettingQuery], Any]:
+    """Recorded on the estimates whose setting ``key`` is one of ``values`` only: the adaptive schedule's, the
+    pilot schedules', the tuned schedule's and the mixture reference's (``init: mixture``) options."""
 
+    def record(opt: "Option", q: SettingQuery) -> Any:
+        return q.value(opt.name) if q.reads and q.settings.get(key) in values else SKIP
 
-def _when_pilot(opt: "Option", q: SettingQuery) -> Any:
-    return q.value(opt.name) if q.reads and q.settings.get("schedule") in PILOT_SCHEDULES else SKIP
-
-
-def _when_tuned(opt: "Option", q: SettingQuery) -> Any:
-    return q.value(opt.name) if q.reads and q.settings.get("schedule") == TUNED else SKIP
-
-
-def _when_mixture(opt: "Option", q: SettingQuery) -> Any:
-    """Recorded on the estimates from the mixture reference (``init: mixture``) only."""
-    return q.value(opt.name) if q.reads and q.settings.get("init") == "mixture" else SKIP
+    return record
 
 
 def _when_deep(opt: "Option", q: SettingQuery) -> Any:
@@ -279,7 +272,7 @@ class Option:
         ``None`` for options that are not settings of an estimate (they are sweep axes, or choose how
         it runs rather than what it computes).
     aliases : tuple of str
-        Former names, still accepted with a one-line deprecation message.
+        Former names, still accepted with a :class:`DeprecationWarning` naming the current one.
     old_flags : tuple of str
         Former command-line flags, still accepted with a one-line deprecation message.
     """
@@ -429,16 +422,16 @@ OPTIONS: tuple[Option, ...] = (
            "papers' one sweep per temperature)", "int", minimum=1, record=_when_not_default),
     Option("pilot_chains", 100, "adaptive and tuned schedules: chains of the independent pilot run (each tuning "
            "round) that chooses it (at least 2: the conditional ESS compares weights, the tuning measures "
-           "variances)", "int", minimum=1, record=_when_pilot),
+           "variances)", "int", minimum=1, record=_when_setting("schedule", *PILOT_SCHEDULES)),
     Option("tune_rounds", None, "tuned schedule: pilot rounds before the final one, each about doubling K, the "
            "first with at least 8 steps (default: as many as K allows; K below 16, or below 8 x 2^rounds, is "
-           "refused)", "int", minimum=1, nullable=True, record=_when_tuned),
+           "refused)", "int", minimum=1, nullable=True, record=_when_setting("schedule", TUNED)),
     Option("tuned_start", "linear", "tuned schedule: the first round's schedule, linear or sigmoid (sm14500 and "
            "schedule files have their own length, which cannot double, and are refused)", "str",
-           record=_when_tuned),
+           record=_when_setting("schedule", TUNED)),
     Option("target_ess", 0.95, "adaptive schedule: the conditional effective sample size, a fraction in (0, 1), "
            "kept between successive inverse temperatures (Zhou, Johansen & Aston 2016)", "fraction",
-           record=_when_adaptive),
+           record=_when_setting("schedule", ADAPTIVE)),
     Option("chains", 100, "independent chains: AIS / ADS / reverse-AIS / HAIS chains, RAISE chains per test "
            "example, CSL chains, IS-family chains (each an exact p_0 sample and, after burn_in sweeps, a model "
            "sample)", "int", minimum=1, config_maximum=MAX_CHAINS),
@@ -490,7 +483,7 @@ OPTIONS: tuple[Option, ...] = (
            "have their own samplers", "choice", choices=(*TRANSITIONS, AUTO_TRANSITION), record=_when_not_default),
     Option("mixture_components", None, "init mixture: components of the mixture fitted to the training rows (at "
            "most their number; default: chosen by held-out log-likelihood among 1, 2, 4, ..., 32)", "int",
-           minimum=1, nullable=True, metavar="N", record=_when_mixture),
+           minimum=1, nullable=True, metavar="N", record=_when_setting("init", "mixture")),
     Option("seed", 0, "seeds the run's single torch.Generator", "int", minimum=0, config=False, record=None),
     Option("device", "cpu", "cpu | cuda[:n] | auto", "str", nullable=True, config=False, record=None),
     Option("exact_max_seconds", None, "exact: refuse an enumeration estimated to take longer than this many "
@@ -535,13 +528,23 @@ def recorded_options() -> tuple[Option, ...]:
 
 
 def canonical_name(name: str, *, warn: bool = True) -> str:
-    """An option's current name for ``name`` (a former name prints a one-line deprecation note)."""
+    """An option's current name for ``name``; a former name (:attr:`Option.aliases`) warns with a
+    :class:`DeprecationWarning` naming both, attributed to the first caller outside logzbench (shown by
+    Python's default filters when that is ``__main__``)."""
     new = _ALIASES.get(name)
     if new is None:
         return name
     if warn:
-        print(f"logzbench: option {name!r} is deprecated; use {new!r}", file=sys.stderr)
+        warnings.warn(f"option {name!r} is deprecated; use {new!r}", DeprecationWarning, stacklevel=_caller_level())
     return new
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first frame outside logzbench, seen from :func:`warnings.warn`'s caller."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("logzbench."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 # --------------------------------------------------------------------------- the estimate's options
@@ -584,7 +587,7 @@ class EstimateOptions:
                 f"mixture_components (--mixture-components) = {self.mixture_components} applies to init mixture "
                 f"only, not init {self.init}; drop it or use --init mixture"
             )
-        if self.schedule not in ("linear", "sigmoid", *PILOT_SCHEDULES):
+        if kind_of(self.schedule).fixed:
             # sm14500 or a file: its K is fixed; refuse an unknown name, a bad file, another explicit K
             make_schedule(self.schedule, self.K)
 
@@ -597,30 +600,22 @@ class EstimateOptions:
                 f"the tuned schedule needs pilot_chains >= 2 (each round measures variances over its chains), "
                 f"got {self.pilot_chains}"
             )
-        start = self.tuned_start
-        if start not in TUNED_STARTS:
-            if start in PILOT_SCHEDULES:
-                why = "an adaptive or tuned schedule is not a starting shape"
-            elif isinstance(start, str) and (start in SM14500_NAMES or os.path.exists(start)):
-                why = "a schedule with a length of its own (sm14500, a schedule file) cannot double"
-            else:
-                why = "that is not a schedule"
-            raise ValueError(
-                f"tuned_start (--tuned-start) {start!r}: the tuned schedule's first round is one of "
-                f"{TUNED_STARTS}; {why}"
-            )
+        check_tuned_start(self.tuned_start)
         if self.K is not None:
             tuned_round_ks(self.K, self.tune_rounds)
 
     @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> "EstimateOptions":
-        """Build from keywords, accepting ``steps`` for ``K``."""
+    def from_kwargs(cls, *, own_start_K: bool = False, **kwargs: Any) -> "EstimateOptions":
+        """Build from keywords, accepting ``steps`` for ``K``; without either, ``K`` is :func:`default_K`'s
+        (``own_start_K``: the estimator reads K as its own start, without sweeping it)."""
         if "steps" in kwargs:
             steps = kwargs.pop("steps")
             if kwargs.get("K") is not None and steps is not None and int(kwargs["K"]) != int(steps):
                 raise ValueError(f"give K or steps, not both (K={kwargs['K']}, steps={steps})")
             if kwargs.get("K") is None:
                 kwargs["K"] = steps
+        if kwargs.get("K") is None:
+            kwargs["K"] = default_K(kwargs.get("schedule", _TABLE["schedule"].default), own_start=own_start_K)
         return cls(**kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -688,7 +683,7 @@ def config_schema(base: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def rename_deprecated(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A config entry with former option names replaced by the current ones (one note each)."""
+    """A config entry with former option names replaced by the current ones (a DeprecationWarning each)."""
     return {canonical_name(k): v for k, v in entry.items()}
 
 

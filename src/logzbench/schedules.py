@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -114,20 +116,139 @@ ADAPTIVE = "adaptive"
 #: the schedule tuned in rounds of doubling K on independent pilot runs
 #: (:func:`logzbench.estimators.tuned.tune_rounds`); this module only re-spaces (:func:`respace`)
 TUNED = "tuned"
-SCHEDULES = ("linear", "sigmoid", "sm14500", ADAPTIVE, TUNED)
-#: the schedules chosen by a pilot run on the model's own path, not by name and K alone
-PILOT_SCHEDULES = (ADAPTIVE, TUNED)
-#: the schedules the tuned schedule's first round may use: they have no length of their own, so K can double
-TUNED_STARTS = ("linear", "sigmoid")
 #: the fewest steps of the tuned schedule's first round (its variance profile has one value per step)
 TUNED_MIN_START_K = 8
-#: K of the ``linear`` and ``sigmoid`` schedules on the command line when ``--steps`` is not given
-#: (the Python API has no default: ``K`` is required by these schedules).
+#: K of a schedule without a length of its own (linear, sigmoid, adaptive, tuned) where none is given, for an
+#: estimator that sweeps K (:func:`logzbench.options.default_K`; the sandwich and SMC start from their own)
 DEFAULT_K = 1000
 
 
+@dataclass(frozen=True)
+class ScheduleKind:
+    """What the estimators, the option checks and the workflow need to know of a schedule besides its
+    inverse temperatures, declared once per named schedule (:data:`KINDS`) and once for a schedule file
+    (:data:`FILE`); :func:`kind_of` finds a name's.
+
+    Attributes
+    ----------
+    name : str
+        Its name (a schedule file's kind: ``"file"``, the file's own path being the schedule's name).
+    aliases : tuple of str
+        Other names accepted for it.
+    fixed : bool
+        It has a length of its own (``sm14500``, a file): an explicit other ``K`` is refused, and ``K``
+        cannot double.
+    steps : int, optional
+        That length where the name alone gives it (``sm14500``: 14500); a file's is read from the file
+        (:func:`own_steps`).
+    doubles : bool
+        It can be read at any ``K``, so ``K`` can double (linear, sigmoid, adaptive; not the tuned
+        schedule, tuned for one ``K``).
+    chosen_by : str, optional
+        What chooses it on the model's own path, for a schedule a pilot run chooses (adaptive, tuned):
+        it is not built from its name and ``K`` alone.
+    build : callable, optional
+        Its inverse temperatures: ``build(K)``, or ``build()`` for a fixed schedule named by its name.
+    """
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    fixed: bool = False
+    steps: int | None = None
+    doubles: bool = False
+    chosen_by: str | None = None
+    build: Callable[..., np.ndarray] | None = field(default=None, repr=False)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Its name and its aliases."""
+        return (self.name, *self.aliases)
+
+    @property
+    def pilot(self) -> bool:
+        """Whether a pilot run on the model's own path chooses it (adaptive, tuned)."""
+        return self.chosen_by is not None
+
+    @property
+    def starts_tuned(self) -> bool:
+        """Whether the tuned schedule's first round may take it: a shape that doubles, chosen by no pilot."""
+        return self.doubles and not self.pilot
+
+
+LINEAR = ScheduleKind("linear", doubles=True, build=linear)
+SIGMOID = ScheduleKind("sigmoid", doubles=True, build=sigmoid)
+#: the fixed Salakhutdinov–Murray schedule
+SM14500 = ScheduleKind(
+    "sm14500",
+    aliases=("salakhutdinov-murray", "salakhutdinov_murray"),
+    fixed=True,
+    steps=14500,
+    build=salakhutdinov_murray,
+)
+ADAPTIVE_KIND = ScheduleKind(
+    ADAPTIVE,
+    doubles=True,
+    chosen_by="a pilot run on the model's annealing path (logzbench.estimators.adaptive.pilot_schedule)",
+)
+TUNED_KIND = ScheduleKind(
+    TUNED, chosen_by="pilot rounds on the model's annealing path (logzbench.estimators.tuned.tune_rounds)"
+)
+#: every named schedule, in the order they are listed to the user
+KINDS = (LINEAR, SIGMOID, SM14500, ADAPTIVE_KIND, TUNED_KIND)
+#: a file of inverse temperatures (:func:`from_file`): its length is its own
+FILE = ScheduleKind("file", fixed=True)
+_BY_NAME = {n: k for k in KINDS for n in k.names}
+
+SCHEDULES = tuple(k.name for k in KINDS)
+#: the schedules chosen by a pilot run on the model's own path, not by name and K alone
+PILOT_SCHEDULES = tuple(k.name for k in KINDS if k.pilot)
+#: the schedules whose K can double (the sandwich's)
+DOUBLING_SCHEDULES = tuple(k.name for k in KINDS if k.doubles)
+#: the schedules the tuned schedule's first round may use: they have no length of their own, so K can double
+TUNED_STARTS = tuple(k.name for k in KINDS if k.starts_tuned)
 #: Names of the fixed Salakhutdinov–Murray schedule.
-SM14500_NAMES = ("sm14500", "salakhutdinov-murray", "salakhutdinov_murray")
+SM14500_NAMES = SM14500.names
+
+
+def kind_of(name) -> ScheduleKind:
+    """The kind of schedule ``name``: a named schedule's (by its name or an alias), else :data:`FILE`
+    (whether or not such a file exists: :func:`make_schedule` says)."""
+    return _BY_NAME.get(name, FILE) if isinstance(name, str) else FILE
+
+
+def own_steps(name: str) -> int | None:
+    """The length of schedule ``name`` where it has its own (``sm14500``: 14500; a file: its number of steps,
+    read from it: ValueError for a file that is missing or not a schedule); ``None`` for the others."""
+    kind = kind_of(name)
+    if not kind.fixed:
+        return None
+    return kind.steps if kind.steps is not None else len(from_file(name)) - 1
+
+
+def default_K(schedule, *, own_start: bool = False) -> int | None:
+    """``K`` where none is given, for the API and the command line alike
+    (:meth:`logzbench.options.EstimateOptions.from_kwargs`): :data:`DEFAULT_K` for a schedule without a length
+    of its own (linear, sigmoid, tuned; adaptive too: the pilot's own length is too coarse for an accurate
+    estimate); ``None`` for ``sm14500`` and a schedule file (their own length), and for an estimator that reads
+    K without sweeping it (``own_start``: the sandwich starts from its own, SMC's adaptive schedule needs none)."""
+    return None if own_start or kind_of(schedule).fixed else DEFAULT_K
+
+
+def check_tuned_start(start) -> None:
+    """Refuse a first round of the tuned schedule that cannot double (ValueError saying why): it is one of
+    :data:`TUNED_STARTS`."""
+    kind = kind_of(start)
+    if kind.starts_tuned:
+        return
+    if kind.pilot:
+        why = "an adaptive or tuned schedule is not a starting shape"
+    elif kind.steps is not None or (isinstance(start, str) and os.path.exists(start)):
+        why = "a schedule with a length of its own (sm14500, a schedule file) cannot double"
+    else:
+        why = "that is not a schedule"
+    raise ValueError(
+        f"tuned_start (--tuned-start) {start!r}: the tuned schedule's first round is one of {TUNED_STARTS}; {why}"
+    )
 
 
 def make_schedule(name: str, n_steps: int | None = None) -> np.ndarray:
@@ -137,22 +258,13 @@ def make_schedule(name: str, n_steps: int | None = None) -> np.ndarray:
     A fixed schedule (``sm14500``, a file) has its own number of steps: ``n_steps`` may be
     ``None`` (not given) or equal to it; any other value is refused, naming both numbers.
     """
-    if name == "linear":
-        return linear(_need(n_steps, name))
-    if name == "sigmoid":
-        return sigmoid(_need(n_steps, name))
-    if name == ADAPTIVE:
-        raise ValueError(
-            "the adaptive schedule is chosen by a pilot run on the model's annealing path "
-            "(logzbench.estimators.adaptive.pilot_schedule), not by name alone"
-        )
-    if name == TUNED:
-        raise ValueError(
-            "the tuned schedule is chosen by pilot rounds on the model's annealing path "
-            "(logzbench.estimators.tuned.tune_rounds), not by name alone"
-        )
-    if name in SM14500_NAMES:
-        return _fixed(salakhutdinov_murray(), n_steps, f"schedule {name!r}")
+    kind = kind_of(name)
+    if kind.pilot:
+        raise ValueError(f"the {kind.name} schedule is chosen by {kind.chosen_by}, not by name alone")
+    if kind is not FILE:
+        if kind.fixed:
+            return _fixed(kind.build(), n_steps, f"schedule {name!r}")
+        return kind.build(_need(n_steps, name))
     if Path(name).exists():
         return _fixed(from_file(name), n_steps, f"schedule file {name}")
     if os.sep in name or Path(name).suffix in (".npy", ".txt", ".csv", ".dat"):

@@ -69,7 +69,7 @@ import numpy as np
 
 from .. import registry
 from ..options import declared
-from ..schedules import ADAPTIVE, TUNED
+from ..schedules import DOUBLING_SCHEDULES, TUNED, kind_of
 from .bracket import Span, make_bracket, noise_z, span
 from .context import annealing_sweeps, chain_bytes, per_example_bytes, test_examples
 from .result import EstimateResult
@@ -85,8 +85,6 @@ NEEDS_REVERSIBLE = True
 START_K = 100
 #: the spread test's level: groups disagreeing at a smaller p-value keep the width from counting as reached
 SPREAD_ALPHA = 0.01
-#: schedules whose length the sandwich can double
-DOUBLING_SCHEDULES = ("linear", "sigmoid", ADAPTIVE)
 #: seconds after which each round writes a progress line to standard error (always with ``progress``)
 PROGRESS_AFTER = 5.0
 
@@ -138,7 +136,7 @@ def check(ctx) -> None:
             "sandwich doubles K itself, and the tuned schedule's pilot rounds are tuned for one K: use "
             f"--schedule {' / '.join(DOUBLING_SCHEDULES)} with the sandwich"
         )
-    if o.schedule not in DOUBLING_SCHEDULES:
+    if not kind_of(o.schedule).doubles:
         raise ValueError(
             f"sandwich doubles K, which a fixed schedule ({o.schedule}) cannot do; use one of {DOUBLING_SCHEDULES}"
         )

@@ -357,7 +357,7 @@ class DBM(VisibleRows):
             mix = mixture_reference(reference, data, self._as_input)
             return MixtureDBMPath.build(view, mix, self.n_visible)
         a0 = torch.zeros(view.n_visible, device=self.device)
-        if init in ("base-rate", "base_rate", "dbr"):
+        if init == "base-rate":
             a0[: self.n_visible] = self.base_rate_bias(data)
         elif init != "uniform":
             raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform', 'base-rate' or 'mixture'")

@@ -436,7 +436,7 @@ class EnergyModel:
             return GaussianReference.fit(torch.as_tensor(rows, device=self._device))
         if init == "uniform":
             return FactorizedReference.uniform(self.dim, self.n_states, self._device)
-        if init in ("base-rate", "base_rate", "dbr"):
+        if init == "base-rate":
             if rows is None:
                 raise ValueError(
                     "the data-base-rate initial distribution needs training rows: pass training data (CLI: "
@@ -454,7 +454,7 @@ class EnergyModel:
             return "user"
         if self.domain_name == "continuous":
             return "fitted-gaussian" if self.data is not None else "standard-normal"
-        return "base-rate" if init in ("base-rate", "base_rate", "dbr") else "uniform"
+        return "base-rate" if init == "base-rate" else "uniform"
 
     def annealing_path(
         self, init: str = "uniform", data=None, reference=None, transition: str = "gibbs"

@@ -473,7 +473,7 @@ class GridMRF:
         ``"mean-field"`` (:func:`mean_field`, keywords ``kw``; the trials' reference)."""
         if init == "uniform":
             ref = uniform_reference(self)
-        elif init in ("base-rate", "base_rate", "dbr"):
+        elif init == "base-rate":
             if data is None:
                 raise ValueError(
                     "the data-base-rate initial distribution of a grid MRF needs training rows (CLI: --train-data "
@@ -483,7 +483,7 @@ class GridMRF:
 
             mean = self.as_states(data).mean(dim=0)
             ref = FactorialReference(base_rate_bias_from_mean(mean).double(), name="base-rate")
-        elif init in ("mean-field", "mean_field", "mf"):
+        elif init == "mean-field":
             ref = mean_field(self, **kw)
         else:
             raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform', 'base-rate' or 'mean-field'")

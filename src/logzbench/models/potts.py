@@ -120,7 +120,7 @@ def _initial_logits(model, init: str, data, logits_0) -> torch.Tensor:
         a0 = torch.as_tensor(logits_0, device=model.device, dtype=torch.float64)
     elif init == "uniform":
         a0 = torch.zeros(L, q, device=model.device, dtype=torch.float64)
-    elif init in ("base-rate", "base_rate", "dbr"):
+    elif init == "base-rate":
         if data is not None:
             freq = site_frequencies(as_states(data, L, q, model.device, "training data"), q)
         elif model.data_mean is not None:

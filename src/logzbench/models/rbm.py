@@ -247,7 +247,7 @@ class BinaryRBM(VisibleRows):
         if visible_bias_0 is None:
             if init == "uniform":
                 visible_bias_0 = torch.zeros(self.n_visible, device=self.device)
-            elif init in ("base-rate", "base_rate", "dbr"):
+            elif init == "base-rate":
                 visible_bias_0 = self.base_rate_bias(data)
             else:
                 raise ValueError(f"unknown initial distribution {init!r}; choose 'uniform', 'base-rate' or 'mixture'")

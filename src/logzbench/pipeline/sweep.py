@@ -29,14 +29,13 @@ from __future__ import annotations
 import functools
 import itertools
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .. import registry
 from ..data.sizes import DEFAULT_N_COMPONENTS, N_FEATURES, SOURCE_DATA_KINDS
 from ..errors import ConfigError
 from ..options import SKIP, SettingQuery, declared, recorded_options
-from ..schedules import SCHEDULES, from_file
+from ..schedules import own_steps
 from ..sources import ENERGY_FAMILIES, META_FILE, ModelSource, parse_source
 
 __all__ = [
@@ -497,22 +496,21 @@ def exact_applies(config: Mapping, model: str, name: str, presets: Mapping | Non
 
 
 @functools.lru_cache(maxsize=None)
-def _schedule_file_steps(path: str) -> int:
-    return len(from_file(path)) - 1
+def _own_steps(schedule: str) -> int | None:
+    return own_steps(schedule)
 
 
 def fixed_schedule_K(e: Mapping[str, Any]) -> int | None:
-    """K of an estimator entry's fixed schedule: 14500 for ``sm14500``, a schedule file's own number of steps
-    (``None`` for ``linear``, ``sigmoid``, and a file that cannot be read: :func:`check_config` refuses it)."""
+    """K of an estimator entry's fixed schedule (:func:`logzbench.schedules.own_steps`): 14500 for ``sm14500``
+    and its aliases, a schedule file's own number of steps (``None`` for ``linear``, ``sigmoid``, the pilot
+    schedules, and a file that cannot be read: :func:`check_config` refuses it)."""
     schedule = e.get("schedule")
-    if schedule == "sm14500":
-        return 14500
-    if schedule and schedule not in SCHEDULES and Path(str(schedule)).is_file():
-        try:
-            return _schedule_file_steps(str(schedule))
-        except (ValueError, OSError):
-            return None
-    return None
+    if not schedule:
+        return None
+    try:
+        return _own_steps(str(schedule))
+    except (ValueError, OSError):
+        return None
 
 
 def unswept_options(spec: registry.EstimatorSpec, e: Mapping[str, Any], fam: registry.FamilySpec) -> dict[str, Any]:
