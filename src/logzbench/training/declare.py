@@ -1,0 +1,167 @@
+"""Declaring hyperparameters once: a frozen keyword-only dataclass per trainer or learner whose fields carry
+their bound and one-line doc, and what is made from it -- a function's signature (:func:`takes`), a
+trainer's scikit-learn constructor (:class:`Hyperparameters`), the bounds (:func:`rules`).
+
+Torch-free: a config or a command line is checked from the declarations
+(:mod:`logzbench.training.hyperparams`) before any trainer is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, Mapping, Sequence
+
+__all__ = ["REQUIRED", "Hyperparameters", "Rule", "declare", "defaults", "hp", "rules", "signature_of", "takes"]
+
+#: the default of a parameter that has none
+REQUIRED = ...
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one hyperparameter may be.
+
+    ``kind``: ``int`` (an integer in ``[low, high]``), ``real`` (a finite number between ``low`` and
+    ``high``, each end open when ``low_open`` / ``high_open``), ``pair`` (two such numbers),
+    ``choice`` (one of ``choices``) or ``bool``; ``none``: ``None`` is allowed too (the default);
+    ``why``: said when the value is above ``high``."""
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    choices: tuple = ()
+    none: bool = False
+    why: str = ""
+
+
+def hp(default: Any = REQUIRED, *, rule: Rule | None = None, doc: str | None = None) -> Any:
+    """A declared hyperparameter whose bound or doc is not ``about``'s (the field's metadata)."""
+    meta = {k: v for k, v in (("rule", rule), ("doc", doc)) if v is not None}
+    return field(metadata=meta) if default is REQUIRED else field(default=default, metadata=meta)
+
+
+def declare(cls: type, about: Mapping[str, tuple[Rule | None, str]]) -> type:
+    """``cls`` as a frozen keyword-only dataclass whose fields carry their bound (``rule``) and one-line
+    ``doc`` in their metadata: the field's own (:func:`hp`), else ``about``'s."""
+    for name in cls.__dict__.get("__annotations__", {}):
+        value = cls.__dict__.get(name, REQUIRED)
+        own = value.metadata if isinstance(value, Field) else {}
+        rule, doc = about.get(name, (None, ""))
+        meta = {"rule": own.get("rule", rule), "doc": own.get("doc", doc)}
+        if isinstance(value, Field):
+            value = REQUIRED if value.default is MISSING else value.default
+        setattr(cls, name, field(metadata=meta) if value is REQUIRED else field(default=value, metadata=meta))
+    return dataclass(frozen=True, kw_only=True)(cls)
+
+
+def defaults(declaration: type) -> dict[str, Any]:
+    """``name -> default`` of a declaration's fields, in order (:data:`REQUIRED` where there is none)."""
+    return {f.name: REQUIRED if f.default is MISSING else f.default for f in fields(declaration)}
+
+
+def rules(*declarations: type) -> dict[str, Rule]:
+    """``name -> bound`` of the fields of these declarations that have one."""
+    return {f.name: f.metadata["rule"] for d in declarations for f in fields(d) if f.metadata["rule"] is not None}
+
+
+def signature_of(declaration: type, data: Sequence[tuple[str, Any]] = (), tail: Sequence[tuple[str, Any]] = ()):
+    """The signature ``(data..., *, declared keywords..., tail...)``: the data arguments (``name, default``;
+    :data:`REQUIRED`: none) positional, the declared ones and ``tail`` keyword-only."""
+    P = inspect.Parameter
+
+    def param(name, default, kind):
+        return P(name, kind, **({} if default is REQUIRED else {"default": default}))
+
+    return inspect.Signature(
+        [param(n, d, P.POSITIONAL_OR_KEYWORD) for n, d in data]
+        + [param(n, d, P.KEYWORD_ONLY) for n, d in (*defaults(declaration).items(), *tail)]
+    )
+
+
+def takes(declaration: type, *data: tuple[str, Any], tail: Sequence[tuple[str, Any]] = ()):
+    """Decorate ``f(*data, hp, **tail)`` into a function of the signature :func:`signature_of` (each
+    declared hyperparameter a keyword with its default), which calls ``f`` with the declared keywords
+    gathered into one ``hp = declaration(...)``."""
+    sig = signature_of(declaration, data, tail)
+    names = {f.name for f in fields(declaration)}
+
+    def wrap(f):
+        @functools.wraps(f)
+        def call(*args, **kwargs):
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{f.__name__}() {exc}") from None
+            bound.apply_defaults()
+            given = bound.arguments
+            hp = declaration(**{n: v for n, v in given.items() if n in names})
+            return f(*(given[n] for n, _ in data), hp, **{n: given[n] for n, _ in tail})
+
+        call.__signature__ = sig
+        return call
+
+    return wrap
+
+
+class Hyperparameters:
+    """scikit-learn style: a trainer's constructor takes its declared hyperparameters (a subclass names
+    its declaration: ``class RBMTrainer(Hyperparameters, declaration=RBMTrainerParams)``) and stores each
+    unchanged as an attribute; ``get_params`` / ``set_params`` / ``repr`` read them, and ``fit`` checks
+    them.  :meth:`params` gathers them into the declaration's frozen object."""
+
+    _declaration: type
+
+    def __init_subclass__(cls, declaration: type | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if declaration is None:
+            return
+        cls._declaration = declaration
+        sig = signature_of(declaration)
+        self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        sig = sig.replace(
+            parameters=[self_param]
+            + [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in sig.parameters.values()]
+        )
+
+        def __init__(self, *args, **kwargs):
+            try:
+                bound = sig.bind(self, *args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{cls.__name__}.__init__() {exc}") from None
+            bound.apply_defaults()
+            for name, value in list(bound.arguments.items())[1:]:
+                setattr(self, name, value)
+
+        __init__.__signature__ = sig
+        __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+        cls.__init__ = __init__
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        return [f.name for f in fields(cls._declaration)]
+
+    def params(self):
+        """The hyperparameters as one frozen object of the declaration."""
+        return self._declaration(**self.get_params())
+
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor arguments as a dict (``deep`` is accepted for scikit-learn and unused)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        """Set hyperparameters by name; returns ``self``."""
+        unknown = sorted(set(params) - set(self._param_names()))
+        if unknown:
+            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {sorted(self._param_names())}")
+        for name, value in params.items():
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        default = defaults(self._declaration)
+        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != default[k])
+        return f"{type(self).__name__}({changed})"
