@@ -42,10 +42,9 @@ from ..models.dbm import DBM
 from ..models.dbm import MAX_EXACT_BITS as DBM_MAX_EXACT_BITS
 from ..models.enumeration import MAX_ENUMERATION_BITS
 from ..utils import make_generator, resolve_device
-from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite, _Hyperparameters
+from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite
 from .dbm_pretrain import _DBMPretraining
-from .hyperparams import DBM_TRAINER as _DEFAULTS
-from .hyperparams import per_layer_epochs
+from .hyperparams import DBMTrainerParams, Hyperparameters, per_layer_epochs
 from .trainer import _as_binary_data, _check_int, _check_real, _elapsed, _spawn_seed
 
 __all__ = ["DBMTrainer", "train_dbm"]
@@ -63,7 +62,7 @@ def _schedule(lr: float, schedule: str, decay: float, epoch: int, n_epochs: int)
     return float(lr)
 
 
-class DBMTrainer(_DBMPretraining, _Hyperparameters):
+class DBMTrainer(_DBMPretraining, Hyperparameters, declaration=DBMTrainerParams):
     """Train a binary :class:`~logzbench.models.dbm.DBM`: layer-wise pretraining, then joint PCD.
 
     See the module docstring (and :mod:`.dbm_pretrain`'s) for the algorithm.  Every hyperparameter is a constructor
@@ -145,62 +144,6 @@ class DBMTrainer(_DBMPretraining, _Hyperparameters):
         The DBM composed from the pretrained RBMs (before joint training).
     n_features_in_ : int
     """
-
-    def __init__(
-        self,
-        hidden_sizes=_DEFAULTS["hidden_sizes"],
-        pretrain_epochs: int | list[int] = _DEFAULTS["pretrain_epochs"],
-        pretrain_k: int = _DEFAULTS["pretrain_k"],
-        pretrain_learning_rate: float = _DEFAULTS["pretrain_learning_rate"],
-        pretrain_weight_decay: float = _DEFAULTS["pretrain_weight_decay"],
-        pretrain_activities: str = _DEFAULTS["pretrain_activities"],
-        n_epochs: int = _DEFAULTS["n_epochs"],
-        learning_rate: float = _DEFAULTS["learning_rate"],
-        lr_schedule: str = _DEFAULTS["lr_schedule"],
-        lr_decay: float = _DEFAULTS["lr_decay"],
-        batch_size: int = _DEFAULTS["batch_size"],
-        k: int = _DEFAULTS["k"],
-        n_persistent_chains: int = _DEFAULTS["n_persistent_chains"],
-        n_mean_field_iter: int = _DEFAULTS["n_mean_field_iter"],
-        initial_momentum: float = _DEFAULTS["initial_momentum"],
-        final_momentum: float = _DEFAULTS["final_momentum"],
-        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
-        weight_decay: float = _DEFAULTS["weight_decay"],
-        init_scale: float = _DEFAULTS["init_scale"],
-        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
-        eval_subsample: int = _DEFAULTS["eval_subsample"],
-        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
-        eval_every: int = _DEFAULTS["eval_every"],
-        seed: int = _DEFAULTS["seed"],
-        device: str | torch.device = _DEFAULTS["device"],
-        progress: bool = _DEFAULTS["progress"],
-    ):
-        self.hidden_sizes = hidden_sizes
-        self.pretrain_epochs = pretrain_epochs
-        self.pretrain_k = pretrain_k
-        self.pretrain_learning_rate = pretrain_learning_rate
-        self.pretrain_weight_decay = pretrain_weight_decay
-        self.pretrain_activities = pretrain_activities
-        self.n_epochs = n_epochs
-        self.learning_rate = learning_rate
-        self.lr_schedule = lr_schedule
-        self.lr_decay = lr_decay
-        self.batch_size = batch_size
-        self.k = k
-        self.n_persistent_chains = n_persistent_chains
-        self.n_mean_field_iter = n_mean_field_iter
-        self.initial_momentum = initial_momentum
-        self.final_momentum = final_momentum
-        self.momentum_switch_epoch = momentum_switch_epoch
-        self.weight_decay = weight_decay
-        self.init_scale = init_scale
-        self.visible_bias_init = visible_bias_init
-        self.eval_subsample = eval_subsample
-        self.exact_ll_max_units = exact_ll_max_units
-        self.eval_every = eval_every
-        self.seed = seed
-        self.device = device
-        self.progress = progress
 
     # ------------------------------------------------------------------ public
     def fit(self, train, test=None, callback: Callable[[dict, DBM], None] | None = None) -> "DBMTrainer":

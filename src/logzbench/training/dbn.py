@@ -32,8 +32,8 @@ from ..kernels import bernoulli
 from ..models.dbn import DBN
 from ..models.dbn import MAX_EXACT_BITS as DBN_MAX_EXACT_BITS
 from ..utils import make_generator, resolve_device
-from .common import _check_hidden_sizes, _Hyperparameters
-from .hyperparams import DBN_TRAINER as _DEFAULTS
+from .common import _check_hidden_sizes
+from .hyperparams import DBNTrainerParams, Hyperparameters
 from .trainer import (
     RBMTrainer,
     TrainingDivergedError,
@@ -50,7 +50,7 @@ _BOUND_SAMPLES = 10
 _STEP_KEYS = ("epoch", "learning_rate", "momentum", "seconds", "eval_seconds")
 
 
-class DBNTrainer(_Hyperparameters):
+class DBNTrainer(Hyperparameters, declaration=DBNTrainerParams):
     """Train a :class:`~logzbench.models.dbn.DBN` greedily, one :class:`RBMTrainer` per layer.
 
     Parameters
@@ -93,66 +93,6 @@ class DBNTrainer(_Hyperparameters):
         One record per epoch of each layer; see :meth:`fit`.
     n_features_in_ : int
     """
-
-    def __init__(
-        self,
-        hidden_sizes=_DEFAULTS["hidden_sizes"],
-        method: str = _DEFAULTS["method"],
-        k: int = _DEFAULTS["k"],
-        learning_rate: float = _DEFAULTS["learning_rate"],
-        lr_schedule: str = _DEFAULTS["lr_schedule"],
-        lr_decay: float = _DEFAULTS["lr_decay"],
-        batch_size: int = _DEFAULTS["batch_size"],
-        n_epochs: int = _DEFAULTS["n_epochs"],
-        initial_momentum: float = _DEFAULTS["initial_momentum"],
-        final_momentum: float = _DEFAULTS["final_momentum"],
-        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
-        weight_decay: float = _DEFAULTS["weight_decay"],
-        init: str = _DEFAULTS["init"],
-        init_scale: float = _DEFAULTS["init_scale"],
-        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
-        n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"],
-        top_method: str = _DEFAULTS["top_method"],
-        top_k: int | None = _DEFAULTS["top_k"],
-        top_learning_rate: float | None = _DEFAULTS["top_learning_rate"],
-        top_lr_schedule: str | None = _DEFAULTS["top_lr_schedule"],
-        top_n_epochs: int | None = _DEFAULTS["top_n_epochs"],
-        top_samples_per_row: int = _DEFAULTS["top_samples_per_row"],
-        eval_subsample: int = _DEFAULTS["eval_subsample"],
-        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
-        eval_every: int = _DEFAULTS["eval_every"],
-        seed: int = _DEFAULTS["seed"],
-        device: str | torch.device = _DEFAULTS["device"],
-        progress: bool = _DEFAULTS["progress"],
-    ):
-        self.hidden_sizes = hidden_sizes
-        self.method = method
-        self.k = k
-        self.learning_rate = learning_rate
-        self.lr_schedule = lr_schedule
-        self.lr_decay = lr_decay
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.initial_momentum = initial_momentum
-        self.final_momentum = final_momentum
-        self.momentum_switch_epoch = momentum_switch_epoch
-        self.weight_decay = weight_decay
-        self.init = init
-        self.init_scale = init_scale
-        self.visible_bias_init = visible_bias_init
-        self.n_persistent_chains = n_persistent_chains
-        self.top_method = top_method
-        self.top_k = top_k
-        self.top_learning_rate = top_learning_rate
-        self.top_lr_schedule = top_lr_schedule
-        self.top_n_epochs = top_n_epochs
-        self.top_samples_per_row = top_samples_per_row
-        self.eval_subsample = eval_subsample
-        self.exact_ll_max_units = exact_ll_max_units
-        self.eval_every = eval_every
-        self.seed = seed
-        self.device = device
-        self.progress = progress
 
     # ------------------------------------------------------------------ public
     def layer_trainers(self, seeds=(0, 0)) -> tuple[RBMTrainer, RBMTrainer]:

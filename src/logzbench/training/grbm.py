@@ -30,7 +30,7 @@ import torch
 
 from ..models.grbm import GaussianBernoulliRBM
 from ..utils import make_generator, resolve_device
-from .hyperparams import GRBM as _DEFAULTS
+from .hyperparams import GRBMParams
 from .trainer import TrainingDivergedError, _check_int, _check_real, _elapsed
 
 __all__ = ["GRBMHyperparams", "train_grbm"]
@@ -39,8 +39,7 @@ _METHODS = ("cd", "pcd")
 _OPTIMIZERS = ("adam", "sgd")
 
 
-@dataclasses.dataclass(frozen=True)
-class GRBMHyperparams:
+class GRBMHyperparams(GRBMParams):
     """The hyperparameters of :func:`train_grbm` (its keyword arguments), with their defaults.
 
     Parameters
@@ -82,25 +81,6 @@ class GRBMHyperparams:
     progress : bool
         Progress bar over epochs.
     """
-
-    n_hidden: int = _DEFAULTS["n_hidden"]
-    sigma: float = _DEFAULTS["sigma"]
-    method: str = _DEFAULTS["method"]
-    k: int = _DEFAULTS["k"]
-    optimizer: str = _DEFAULTS["optimizer"]
-    learning_rate: float = _DEFAULTS["learning_rate"]
-    adam_betas: tuple = _DEFAULTS["adam_betas"]
-    momentum: float = _DEFAULTS["momentum"]
-    batch_size: int = _DEFAULTS["batch_size"]
-    n_epochs: int = _DEFAULTS["n_epochs"]
-    weight_decay: float = _DEFAULTS["weight_decay"]
-    init_scale: float = _DEFAULTS["init_scale"]
-    n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"]
-    exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"]
-    eval_subsample: int = _DEFAULTS["eval_subsample"]
-    seed: int = _DEFAULTS["seed"]
-    device: str = _DEFAULTS["device"]
-    progress: bool = _DEFAULTS["progress"]
 
     def check(self) -> None:
         """Raise ``ValueError`` naming the first invalid hyperparameter."""

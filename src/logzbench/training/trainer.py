@@ -26,7 +26,6 @@ draw (initial weights, persistent chains, epoch shuffles, Gibbs sampling) comes 
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 import time
@@ -40,7 +39,7 @@ from ..kernels import bernoulli, bernoulli_from_logits_
 from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from ..models.rbm import BinaryRBM
 from ..utils import atomic_path, make_generator, resolve_device
-from .hyperparams import RBM_TRAINER as _DEFAULTS
+from .hyperparams import Hyperparameters, RBMTrainerParams
 from .metrics import _pseudo_log_likelihood_at, reconstruction_error
 
 __all__ = ["RBMTrainer", "TrainingDivergedError", "history_to_csv"]
@@ -58,7 +57,7 @@ class TrainingDivergedError(LogzbenchError, RuntimeError):
     """The parameters became NaN or infinite during training (learning rate too high)."""
 
 
-class RBMTrainer:
+class RBMTrainer(Hyperparameters, declaration=RBMTrainerParams):
     """Train a :class:`~logzbench.models.rbm.BinaryRBM` by CD-k or PCD-k.
 
     Every hyperparameter is a constructor argument, stored unchanged (scikit-learn
@@ -132,73 +131,7 @@ class RBMTrainer:
         Number of visible units seen by ``fit``.
     """
 
-    def __init__(
-        self,
-        n_hidden: int = _DEFAULTS["n_hidden"],
-        method: str = _DEFAULTS["method"],
-        k: int = _DEFAULTS["k"],
-        learning_rate: float = _DEFAULTS["learning_rate"],
-        lr_schedule: str = _DEFAULTS["lr_schedule"],
-        lr_decay: float = _DEFAULTS["lr_decay"],
-        batch_size: int = _DEFAULTS["batch_size"],
-        n_epochs: int = _DEFAULTS["n_epochs"],
-        initial_momentum: float = _DEFAULTS["initial_momentum"],
-        final_momentum: float = _DEFAULTS["final_momentum"],
-        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
-        weight_decay: float = _DEFAULTS["weight_decay"],
-        init: str = _DEFAULTS["init"],
-        init_scale: float = _DEFAULTS["init_scale"],
-        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
-        n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"],
-        eval_subsample: int = _DEFAULTS["eval_subsample"],
-        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
-        eval_every: int = _DEFAULTS["eval_every"],
-        seed: int = _DEFAULTS["seed"],
-        device: str | torch.device = _DEFAULTS["device"],
-        progress: bool = _DEFAULTS["progress"],
-    ):
-        self.n_hidden = n_hidden
-        self.method = method
-        self.k = k
-        self.learning_rate = learning_rate
-        self.lr_schedule = lr_schedule
-        self.lr_decay = lr_decay
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.initial_momentum = initial_momentum
-        self.final_momentum = final_momentum
-        self.momentum_switch_epoch = momentum_switch_epoch
-        self.weight_decay = weight_decay
-        self.init = init
-        self.init_scale = init_scale
-        self.visible_bias_init = visible_bias_init
-        self.n_persistent_chains = n_persistent_chains
-        self.eval_subsample = eval_subsample
-        self.exact_ll_max_units = exact_ll_max_units
-        self.eval_every = eval_every
-        self.seed = seed
-        self.device = device
-        self.progress = progress
-
     # ------------------------------------------------------------------ public
-    def get_params(self, deep: bool = True) -> dict:
-        """The constructor arguments as a dict (``deep`` is accepted for scikit-learn and unused)."""
-        return {name: getattr(self, name) for name in _hyperparameter_names()}
-
-    def set_params(self, **params) -> "RBMTrainer":
-        """Set hyperparameters by name; returns ``self``."""
-        unknown = sorted(set(params) - set(_hyperparameter_names()))
-        if unknown:
-            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {sorted(_hyperparameter_names())}")
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = {name: p.default for name, p in inspect.signature(RBMTrainer).parameters.items()}
-        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k])
-        return f"RBMTrainer({changed})"
-
     def fit(self, train, test=None, callback: Callable[[dict, BinaryRBM], None] | None = None) -> "RBMTrainer":
         """Train on ``train``, monitoring ``test`` when given.
 
@@ -390,10 +323,6 @@ class RBMTrainer:
         history.append(row)
         if callback is not None:
             callback(row, rbm)
-
-
-def _hyperparameter_names() -> list[str]:
-    return list(inspect.signature(RBMTrainer).parameters)
 
 
 class _Evaluator:
