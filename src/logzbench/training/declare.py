@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["REQUIRED", "Hyperparameters", "Rule", "declare", "defaults", "hp", "rules", "signature_of", "takes"]
 
@@ -68,9 +68,15 @@ def rules(*declarations: type) -> dict[str, Rule]:
     return {f.name: f.metadata["rule"] for d in declarations for f in fields(d) if f.metadata["rule"] is not None}
 
 
-def signature_of(declaration: type, data: Sequence[tuple[str, Any]] = (), tail: Sequence[tuple[str, Any]] = ()):
-    """The signature ``(data..., *, declared keywords..., tail...)``: the data arguments (``name, default``;
-    :data:`REQUIRED`: none) positional, the declared ones and ``tail`` keyword-only."""
+def signature_of(
+    declaration: type,
+    data: Sequence[tuple[str, Any]] = (),
+    tail: Sequence[tuple[str, Any]] = (),
+    more: str | None = None,
+) -> inspect.Signature:
+    """The signature ``(data..., *, declared keywords..., tail..., **more)``: the data arguments (``name,
+    default``; :data:`REQUIRED`: none) positional, the declared ones and ``tail`` keyword-only, and with
+    ``more`` the keywords the function passes on."""
     P = inspect.Parameter
 
     def param(name, default, kind):
@@ -79,14 +85,18 @@ def signature_of(declaration: type, data: Sequence[tuple[str, Any]] = (), tail: 
     return inspect.Signature(
         [param(n, d, P.POSITIONAL_OR_KEYWORD) for n, d in data]
         + [param(n, d, P.KEYWORD_ONLY) for n, d in (*defaults(declaration).items(), *tail)]
+        + ([P(more, P.VAR_KEYWORD)] if more else [])
     )
 
 
-def takes(declaration: type, *data: tuple[str, Any], tail: Sequence[tuple[str, Any]] = ()):
-    """Decorate ``f(*data, hp, **tail)`` into a function of the signature :func:`signature_of` (each
-    declared hyperparameter a keyword with its default), which calls ``f`` with the declared keywords
-    gathered into one ``hp = declaration(...)``."""
-    sig = signature_of(declaration, data, tail)
+def takes(
+    declaration: type, *data: tuple[str, Any], tail: Sequence[tuple[str, Any]] = (), more: str | None = None
+) -> Callable[[Callable], Callable]:
+    """Decorate ``f(*data, hp, **tail_and_more)`` into a function of the signature :func:`signature_of`
+    (each declared hyperparameter a keyword with its default), which calls ``f`` with the declared
+    keywords gathered into one frozen ``hp = declaration(...)``; an unknown keyword is the TypeError
+    Python gives."""
+    sig = signature_of(declaration, data, tail, more)
     names = {f.name for f in fields(declaration)}
 
     def wrap(f):
@@ -99,7 +109,8 @@ def takes(declaration: type, *data: tuple[str, Any], tail: Sequence[tuple[str, A
             bound.apply_defaults()
             given = bound.arguments
             hp = declaration(**{n: v for n, v in given.items() if n in names})
-            return f(*(given[n] for n, _ in data), hp, **{n: given[n] for n, _ in tail})
+            rest = {n: given[n] for n, _ in tail} | (given[more] if more else {})
+            return f(*(given[n] for n, _ in data), hp, **rest)
 
         call.__signature__ = sig
         return call
