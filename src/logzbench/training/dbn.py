@@ -142,10 +142,8 @@ class DBNTrainer(Hyperparameters, declaration=DBNTrainerParams):
 
         Parameters
         ----------
-        train : array-like, shape (n_train, n_visible)
-            Binary training data.
-        test : array-like, shape (n_test, n_visible), optional
-            Held-out binary data, only evaluated.
+        train, test : array-like, shape (n, n_visible)
+            Binary rows, as :meth:`RBMTrainer.fit` takes them (``test`` optional, only evaluated).
 
         Returns
         -------

@@ -23,10 +23,8 @@ def train_rbm(train, test=None, **hyperparams) -> tuple[BinaryRBM, list[dict]]:
 
     Parameters
     ----------
-    train : array-like, shape (n_train, n_visible)
-        Binary training data.
-    test : array-like, shape (n_test, n_visible), optional
-        Held-out binary data to monitor.
+    train, test
+        As :func:`train_model`.
     **hyperparams
         :class:`RBMTrainer` arguments (e.g. ``**TRAIN_PRESETS[name]``).
 
