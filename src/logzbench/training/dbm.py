@@ -45,13 +45,9 @@ from ..utils import make_generator, resolve_device
 from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite
 from .dbm_pretrain import _DBMPretraining
 from .hyperparams import DBMTrainerParams, Hyperparameters, per_layer_epochs
-from .trainer import _as_binary_data, _check_int, _check_real, _elapsed, _spawn_seed
+from .trainer import _as_binary_data, _check_declared, _elapsed, _spawn_seed
 
 __all__ = ["DBMTrainer", "train_dbm"]
-
-_LR_SCHEDULES = ("constant", "linear", "exponential")
-_ACTIVITIES = ("mean", "sample")
-_VISIBLE_BIAS_INITS = ("base_rate", "zero")
 
 
 def _schedule(lr: float, schedule: str, decay: float, epoch: int, n_epochs: int) -> float:
@@ -360,41 +356,16 @@ class DBMTrainer(_DBMPretraining, Hyperparameters, declaration=DBMTrainerParams)
         """Raise ``ValueError`` naming the first invalid hyperparameter; returns the hidden sizes."""
         sizes = _check_hidden_sizes(self.hidden_sizes)
         per_layer_epochs(self.pretrain_epochs, len(sizes))
-        for name, minimum in (
-            ("pretrain_k", 1),
-            ("n_epochs", 0),
-            ("batch_size", 1),
-            ("k", 1),
-            ("n_persistent_chains", 1),
-            ("n_mean_field_iter", 0),
-            ("momentum_switch_epoch", 0),
-            ("eval_subsample", 1),
-            ("exact_ll_max_units", 0),
-            ("eval_every", 1),
-            ("seed", None),
-        ):
-            _check_int(name, getattr(self, name), minimum)
+        _check_declared(self, "pretrain_k n_epochs batch_size k n_persistent_chains n_mean_field_iter")
+        _check_declared(self, "momentum_switch_epoch eval_subsample exact_ll_max_units eval_every seed")
         limit = min(MAX_ENUMERATION_BITS, DBM_MAX_EXACT_BITS)
         if self.exact_ll_max_units > limit:
             raise ValueError(
                 f"exact_ll_max_units={self.exact_ll_max_units}: exact evaluation enumerates at most "
                 f"2^{limit} states; use a value <= {limit}"
             )
-        for name, choices in (
-            ("lr_schedule", _LR_SCHEDULES),
-            ("pretrain_activities", _ACTIVITIES),
-            ("visible_bias_init", _VISIBLE_BIAS_INITS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of {list(choices)}")
-        _check_real("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
-        _check_real("pretrain_learning_rate", self.pretrain_learning_rate, 0.0, math.inf, low_open=True)
-        _check_real("lr_decay", self.lr_decay, 0.0, 1.0, low_open=True)
-        _check_real("initial_momentum", self.initial_momentum, 0.0, 1.0, high_open=True)
-        _check_real("final_momentum", self.final_momentum, 0.0, 1.0, high_open=True)
-        _check_real("weight_decay", self.weight_decay, 0.0, math.inf)
-        _check_real("pretrain_weight_decay", self.pretrain_weight_decay, 0.0, math.inf)
-        _check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
+        _check_declared(self, "lr_schedule pretrain_activities visible_bias_init learning_rate pretrain_learning_rate")
+        _check_declared(self, "lr_decay initial_momentum final_momentum weight_decay pretrain_weight_decay init_scale")
         return sizes
 
 

@@ -92,6 +92,13 @@ def _at_least_0(kind: str = "int") -> Rule:
     return Rule(kind, 0) if kind == "int" else Rule(kind, 0.0, _INF, high_open=True)
 
 
+#: the SGD trainers' bounds of a rate or scale: above 0 (``(0.0, inf]``), and of a penalty: ``[0.0, inf]``
+_ABOVE_0 = Rule("real", 0.0, _INF, low_open=True)
+_PENALTY = Rule("real", 0.0, _INF)
+#: the RBM and DBM trainers take any integer seed
+_ANY_SEED = Rule("int")
+
+
 #: what each hyperparameter name means wherever it is declared: ``name -> (bound, one-line doc)``; a
 #: declaration says otherwise with :func:`hp`.  The learners check their values by these bounds
 #: (:mod:`logzbench.training.learner_options`); a trainer's own check names the same bounds.
@@ -106,7 +113,7 @@ ABOUT: dict[str, tuple[Rule | None, str]] = {
     # stochastic-gradient training of the RBM-like families
     "method": (Rule("choice", choices=("cd", "pcd")), "contrastive divergence or persistent CD"),
     "k": (_positive(), "Gibbs sweeps per update"),
-    "learning_rate": (_positive("real"), "step size of the gradient updates"),
+    "learning_rate": (_ABOVE_0, "step size of the gradient updates"),
     "lr_schedule": (Rule("choice", choices=("constant", "linear", "exponential")), "learning-rate schedule"),
     "lr_decay": (Rule("real", 0.0, 1.0, low_open=True), "per-epoch factor of the exponential schedule"),
     "batch_size": (_positive(), "rows per minibatch"),
@@ -115,7 +122,7 @@ ABOUT: dict[str, tuple[Rule | None, str]] = {
     "final_momentum": (Rule("real", 0.0, 1.0, high_open=True), "momentum after momentum_switch_epoch"),
     "momentum_switch_epoch": (_at_least_0(), "last epoch of initial_momentum"),
     "momentum": (Rule("real", 0.0, 1.0, high_open=True), "SGD momentum"),
-    "weight_decay": (_at_least_0("real"), "L2 penalty on the weights"),
+    "weight_decay": (_PENALTY, "L2 penalty on the weights"),
     "init": (Rule("choice", choices=("uniform_sqrt", "normal")), "initial weights"),
     "init_scale": (_at_least_0("real"), "standard deviation of the initial weights"),
     "visible_bias_init": (Rule("choice", choices=("base_rate", "zero")), "initial visible biases"),
@@ -125,10 +132,10 @@ ABOUT: dict[str, tuple[Rule | None, str]] = {
     # a DBM's pretraining and mean field, a DBN's top RBM
     "pretrain_epochs": (None, "greedy pretraining epochs: one for every layer, or one per layer"),
     "pretrain_k": (_positive(), "Gibbs sweeps per pretraining update"),
-    "pretrain_learning_rate": (_positive("real"), "pretraining learning rate"),
-    "pretrain_weight_decay": (_at_least_0("real"), "pretraining weight decay"),
+    "pretrain_learning_rate": (_ABOVE_0, "pretraining learning rate"),
+    "pretrain_weight_decay": (_PENALTY, "pretraining weight decay"),
     "pretrain_activities": (Rule("choice", choices=("mean", "sample")), "what a layer passes up as data"),
-    "n_mean_field_iter": (_positive(), "mean-field sweeps of the positive phase"),
+    "n_mean_field_iter": (_at_least_0(), "mean-field sweeps of the positive phase"),
     "top_method": (Rule("choice", choices=("cd", "pcd")), "the top RBM's training method"),
     "top_k": (Rule("int", 1, none=True), "the top RBM's k (None: k)"),
     "top_learning_rate": (Rule("real", 0.0, _INF, low_open=True, none=True), "the top RBM's learning rate"),
@@ -234,7 +241,7 @@ class RBMTrainerParams:
     momentum_switch_epoch: int = 5
     weight_decay: float = 2e-4
     init: str = "uniform_sqrt"
-    init_scale: float = hp(0.01, rule=_positive("real"))
+    init_scale: float = hp(0.01, rule=_ABOVE_0)
     visible_bias_init: str = "base_rate"
     n_persistent_chains: int | None = None
     eval_subsample: int = 10000
@@ -268,12 +275,12 @@ class DBMTrainerParams:
     final_momentum: float = 0.9
     momentum_switch_epoch: int = 5
     weight_decay: float = 2e-4
-    init_scale: float = 0.01
+    init_scale: float = hp(0.01, rule=_ABOVE_0)
     visible_bias_init: str = "base_rate"
     eval_subsample: int = 1000
     exact_ll_max_units: int = 20
     eval_every: int = 1
-    seed: int = 0
+    seed: int = hp(0, rule=_ANY_SEED)
     device: str = "cpu"
     progress: bool = False
 
@@ -321,12 +328,12 @@ class GRBMParams:
     method: str = "pcd"
     k: int = 1
     optimizer: str = "adam"
-    learning_rate: float = 1e-3
+    learning_rate: float = hp(1e-3, rule=_positive("real"))
     adam_betas: tuple = (0.9, 0.999)
     momentum: float = 0.5
     batch_size: int = 100
     n_epochs: int = 10
-    weight_decay: float = 0.0
+    weight_decay: float = hp(0.0, rule=_at_least_0("real"))
     init_scale: float = 0.01
     n_persistent_chains: int | None = None
     exact_ll_max_units: int = 20

@@ -26,6 +26,7 @@ draw (initial weights, persistent chains, epoch shuffles, Gibbs sampling) comes 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -44,10 +45,6 @@ from .metrics import _pseudo_log_likelihood_at, reconstruction_error
 
 __all__ = ["RBMTrainer", "TrainingDivergedError", "history_to_csv"]
 
-_METHODS = ("cd", "pcd")
-_LR_SCHEDULES = ("constant", "linear", "exponential")
-_INITS = ("uniform_sqrt", "normal")
-_VISIBLE_BIAS_INITS = ("base_rate", "zero")
 #: Base rates are clipped to [c, 1 - c] before the logit, so always-off pixels get a
 #: finite visible bias (logit(1e-3) = -6.9).
 _BASE_RATE_CLIP = 1e-3
@@ -282,40 +279,16 @@ class RBMTrainer(Hyperparameters, declaration=RBMTrainerParams):
 
     # ------------------------------------------------------------------ validation and bookkeeping
     def _check_params(self) -> None:
-        """Raise ``ValueError`` naming the first invalid hyperparameter."""
-        for name, minimum in (
-            ("n_hidden", 1),
-            ("k", 1),
-            ("batch_size", 1),
-            ("n_epochs", 0),
-            ("momentum_switch_epoch", 0),
-            ("eval_subsample", 1),
-            ("eval_every", 1),
-            ("seed", None),
-        ):
-            _check_int(name, getattr(self, name), minimum)
-        if self.n_persistent_chains is not None:
-            _check_int("n_persistent_chains", self.n_persistent_chains, 1)
-        _check_int("exact_ll_max_units", self.exact_ll_max_units, 0)
+        """Raise ``ValueError`` naming the first invalid hyperparameter (their declared bounds)."""
+        _check_declared(self, "n_hidden k batch_size n_epochs momentum_switch_epoch eval_subsample eval_every seed")
+        _check_declared(self, "n_persistent_chains exact_ll_max_units")
         if self.exact_ll_max_units > MAX_ENUMERATION_BITS:
             raise ValueError(
                 f"exact_ll_max_units={self.exact_ll_max_units}: exact log Z enumerates at most "
                 f"2^{MAX_ENUMERATION_BITS} states; use a value <= {MAX_ENUMERATION_BITS}"
             )
-        for name, choices in (
-            ("method", _METHODS),
-            ("lr_schedule", _LR_SCHEDULES),
-            ("init", _INITS),
-            ("visible_bias_init", _VISIBLE_BIAS_INITS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of {list(choices)}")
-        _check_real("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
-        _check_real("lr_decay", self.lr_decay, 0.0, 1.0, low_open=True)
-        _check_real("initial_momentum", self.initial_momentum, 0.0, 1.0, high_open=True)
-        _check_real("final_momentum", self.final_momentum, 0.0, 1.0, high_open=True)
-        _check_real("weight_decay", self.weight_decay, 0.0, math.inf)
-        _check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
+        _check_declared(self, "method lr_schedule init visible_bias_init")
+        _check_declared(self, "learning_rate lr_decay initial_momentum final_momentum weight_decay init_scale")
 
     @staticmethod
     def _record(history: list[dict], row: dict, metrics: dict, rbm: BinaryRBM, callback) -> None:
@@ -393,6 +366,23 @@ def _as_binary_data(data, what: str, device: torch.device, n_visible: int | None
 
     arr = check_binary_rows(data, f"{what} data", n_visible)
     return torch.as_tensor(arr, device=device).to(torch.float32)
+
+
+def _check_declared(obj, names: str) -> None:
+    """Check ``obj``'s hyperparameters ``names`` (space-separated), in order, by their declared bounds
+    (:mod:`logzbench.training.hyperparams`): ValueError naming the first out of bounds."""
+    declaration = getattr(obj, "_declaration", type(obj))
+    rules = {f.name: f.metadata["rule"] for f in dataclasses.fields(declaration)}
+    for name in names.split():
+        value, r = getattr(obj, name), rules[name]
+        if value is None and r.none:
+            continue
+        if r.kind == "int":
+            _check_int(name, value, r.low)
+        elif r.kind == "real":
+            _check_real(name, value, r.low, r.high, r.low_open, r.high_open)
+        elif value not in r.choices:
+            raise ValueError(f"unknown {name} {value!r}; choose one of {list(r.choices)}")
 
 
 def _check_int(name: str, value, minimum: int | None) -> None:
