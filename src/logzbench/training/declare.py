@@ -10,10 +10,23 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
+import numbers
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["REQUIRED", "Hyperparameters", "Rule", "declare", "defaults", "hp", "rules", "signature_of", "takes"]
+__all__ = [
+    "REQUIRED",
+    "Hyperparameters",
+    "Rule",
+    "check",
+    "declare",
+    "defaults",
+    "hp",
+    "rules",
+    "signature_of",
+    "takes",
+]
 
 #: the default of a parameter that has none
 REQUIRED = ...
@@ -36,6 +49,49 @@ class Rule:
     choices: tuple = ()
     none: bool = False
     why: str = ""
+
+
+def _interval(r: Rule) -> str:
+    hi = "inf" if r.high == math.inf else f"{r.high}"
+    return f"{'(' if r.low_open else '['}{r.low}, {hi}{')' if r.high_open else ']'}"
+
+
+def _real_ok(r: Rule, x: Any) -> bool:
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
+        return False
+    return (x > r.low if r.low_open else x >= r.low) and (x < r.high if r.high_open else x <= r.high)
+
+
+def check(name: str, value: Any, r: Rule) -> None:
+    """Raise ValueError naming ``name``, the value and what it may be, unless the bound ``r`` allows it."""
+    if value is None and r.none:
+        return
+    if r.kind == "int":
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ValueError(f"{name} must be an integer, got {value!r}")
+        if r.low is not None and value < r.low:
+            raise ValueError(f"{name} must be >= {r.low}, got {value}")
+        if r.high is not None and value > r.high:
+            raise ValueError(f"{name} must be <= {r.high}, got {value}" + (f" ({r.why})" if r.why else ""))
+    elif r.kind == "real":
+        if not _real_ok(r, value):
+            raise ValueError(f"{name} must be a finite number in {_interval(r)}, got {value!r}")
+    elif r.kind == "pair":
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+            raise ValueError(f"{name} must be a pair ({name}[0], {name}[1]), got {value!r}")
+        for i, x in enumerate(value):
+            if not _real_ok(r, x):
+                raise ValueError(f"{name}[{i}] must be a finite number in {_interval(r)}, got {x!r}")
+    elif r.kind == "bool":
+        if not isinstance(value, bool):
+            raise ValueError(f"{name} must be true or false, got {value!r}")
+    elif r.kind == "choice":
+        if not isinstance(value, str) or value not in r.choices:
+            raise ValueError(
+                f"unknown {name} {value!r}; choose one of {list(r.choices)}" + (" (or none)" if r.none else "")
+            )
+    else:  # pragma: no cover - a rule of an unknown kind
+        raise AssertionError(f"rule of unknown kind {r.kind!r}")
 
 
 def hp(default: Any = REQUIRED, *, rule: Rule | None = None, doc: str | None = None) -> Any:

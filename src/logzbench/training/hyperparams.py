@@ -27,7 +27,7 @@ import numbers
 from typing import Any
 
 from ..options import INITS
-from .declare import REQUIRED, Hyperparameters, Rule, declare, defaults, hp, rules, signature_of, takes
+from .declare import REQUIRED, Hyperparameters, Rule, check, declare, defaults, hp, rules, signature_of, takes
 
 __all__ = [
     "ABOUT",
@@ -573,6 +573,10 @@ def declared_parameters(target: str) -> tuple[tuple[str, Any], ...]:
     )
 
 
+#: a layer's epoch count
+_EPOCHS = Rule("int", 0)
+
+
 def per_layer_epochs(value: Any, n_layers: int, name: str = "pretrain_epochs") -> list[int]:
     """One epoch count per layer from ``value``: an integer (every layer) or a list of ``n_layers`` integers.
 
@@ -601,10 +605,7 @@ def per_layer_epochs(value: Any, n_layers: int, name: str = "pretrain_epochs") -
     """
 
     def one(x: Any, where: str) -> int:
-        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
-            raise ValueError(f"{where} must be an integer, got {x!r}")
-        if x < 0:
-            raise ValueError(f"{where} must be >= 0, got {x}")
+        check(where, x, _EPOCHS)
         return int(x)
 
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):

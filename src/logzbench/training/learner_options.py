@@ -22,8 +22,6 @@ minibatch is then every row, and the decoder still draws ``batch_size`` samples 
 from __future__ import annotations
 
 import difflib
-import math
-import numbers
 from typing import Any, Mapping
 
 from .. import registry
@@ -40,6 +38,7 @@ from .hyperparams import (
     NVILParams,
     Rule,
     VCDParams,
+    check,
     declared_names,
     declared_parameters,
     rules,
@@ -73,7 +72,6 @@ FIGURE_KEYS = ("figure_samples", "figure_sweeps")
 NOT_RULED = frozenset({"train", "valid", "return_state", "family", "hidden_sizes", "device"})
 
 
-_INF = math.inf
 #: every learner hyperparameter's rule, their declared bounds (:data:`~logzbench.training.hyperparams.ABOUT`),
 #: and the figure keys' (tests/test_learner_errors.py checks that each keyword of each learner has one, less
 #: :data:`NOT_RULED`)
@@ -84,48 +82,9 @@ RULES: dict[str, Rule] = {
 }
 
 
-def _interval(r: Rule) -> str:
-    hi = "inf" if r.high == _INF else f"{r.high}"
-    return f"{'(' if r.low_open else '['}{r.low}, {hi}{')' if r.high_open else ']'}"
-
-
-def _real_ok(r: Rule, x: Any) -> bool:
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
-        return False
-    return (x > r.low if r.low_open else x >= r.low) and (x < r.high if r.high_open else x <= r.high)
-
-
 def check_value(name: str, value: Any) -> None:
     """Raise ValueError naming ``name``, the value and what it may be, unless :data:`RULES` allows it."""
-    r = RULES[name]
-    if value is None and r.none:
-        return
-    if r.kind == "int":
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-        if r.low is not None and value < r.low:
-            raise ValueError(f"{name} must be >= {r.low}, got {value}")
-        if r.high is not None and value > r.high:
-            raise ValueError(f"{name} must be <= {r.high}, got {value}" + (f" ({r.why})" if r.why else ""))
-    elif r.kind == "real":
-        if not _real_ok(r, value):
-            raise ValueError(f"{name} must be a finite number in {_interval(r)}, got {value!r}")
-    elif r.kind == "pair":
-        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
-            raise ValueError(f"{name} must be a pair ({name}[0], {name}[1]), got {value!r}")
-        for i, x in enumerate(value):
-            if not _real_ok(r, x):
-                raise ValueError(f"{name}[{i}] must be a finite number in {_interval(r)}, got {x!r}")
-    elif r.kind == "bool":
-        if not isinstance(value, bool):
-            raise ValueError(f"{name} must be true or false, got {value!r}")
-    elif r.kind == "choice":
-        if not isinstance(value, str) or value not in r.choices:
-            raise ValueError(
-                f"unknown {name} {value!r}; choose one of {list(r.choices)}" + (" (or none)" if r.none else "")
-            )
-    else:  # pragma: no cover - a rule of an unknown kind
-        raise AssertionError(f"rule of unknown kind {r.kind!r}")
+    check(name, value, RULES[name])
 
 
 def check_values(values: Mapping[str, Any]) -> None:
