@@ -45,7 +45,7 @@ from ..utils import make_generator, resolve_device
 from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite
 from .dbm_pretrain import _DBMPretraining
 from .hyperparams import DBMTrainerParams, Hyperparameters, per_layer_epochs
-from .trainer import _as_binary_data, _check_declared, _elapsed, _spawn_seed
+from .trainer import _as_binary_data, _check_declared, _check_exact_units, _elapsed, _spawn_seed, _subsamples
 
 __all__ = ["DBMTrainer", "train_dbm"]
 
@@ -358,12 +358,7 @@ class DBMTrainer(_DBMPretraining, Hyperparameters, declaration=DBMTrainerParams)
         per_layer_epochs(self.pretrain_epochs, len(sizes))
         _check_declared(self, "pretrain_k n_epochs batch_size k n_persistent_chains n_mean_field_iter")
         _check_declared(self, "momentum_switch_epoch eval_subsample exact_ll_max_units eval_every seed")
-        limit = min(MAX_ENUMERATION_BITS, DBM_MAX_EXACT_BITS)
-        if self.exact_ll_max_units > limit:
-            raise ValueError(
-                f"exact_ll_max_units={self.exact_ll_max_units}: exact evaluation enumerates at most "
-                f"2^{limit} states; use a value <= {limit}"
-            )
+        _check_exact_units(self.exact_ll_max_units, min(MAX_ENUMERATION_BITS, DBM_MAX_EXACT_BITS), "exact evaluation")
         _check_declared(self, "lr_schedule pretrain_activities visible_bias_init learning_rate pretrain_learning_rate")
         _check_declared(self, "lr_decay initial_momentum final_momentum weight_decay pretrain_weight_decay init_scale")
         return sizes
@@ -381,11 +376,7 @@ class _DBMEvaluator:
         gen: torch.Generator,
     ):
         self.max_units = exact_ll_max_units
-        self.sets = {}
-        for name, x in (("train", x_train), ("test", x_test)):
-            if x is not None:
-                rows = torch.randperm(x.shape[0], generator=gen, device=x.device)[:max_rows]
-                self.sets[name] = x[rows]
+        self.sets = _subsamples(x_train, x_test, max_rows, gen)
         self._keys: list[str] | None = None
 
     def exact_ok(self, model: DBM) -> bool:

@@ -38,9 +38,11 @@ from .trainer import (
     RBMTrainer,
     TrainingDivergedError,
     _as_binary_data,
+    _check_exact_units,
     _check_int,
     _elapsed,
     _spawn_seed,
+    _subsamples,
 )
 
 __all__ = ["DBNTrainer", "train_dbn"]
@@ -232,11 +234,7 @@ class DBNTrainer(Hyperparameters, declaration=DBNTrainerParams):
         _check_hidden_sizes(self.hidden_sizes, n_layers=2)
         _check_int("top_samples_per_row", self.top_samples_per_row, 1)
         _check_int("exact_ll_max_units", self.exact_ll_max_units, 0)
-        if self.exact_ll_max_units > DBN_MAX_EXACT_BITS:
-            raise ValueError(
-                f"exact_ll_max_units={self.exact_ll_max_units}: exact DBN evaluation enumerates at most "
-                f"2^{DBN_MAX_EXACT_BITS} states of h_1; use a value <= {DBN_MAX_EXACT_BITS}"
-            )
+        _check_exact_units(self.exact_ll_max_units, DBN_MAX_EXACT_BITS, "exact DBN evaluation", " of h_1")
         first, top = self.layer_trainers()
         first._check_params()
         try:
@@ -251,11 +249,7 @@ class _DBNEvaluator:
     def __init__(self, x_train, x_test, max_rows: int, exact_ll_max_units: int, gen: torch.Generator, bound_seed: int):
         self.max_units = exact_ll_max_units
         self.bound_seed = bound_seed
-        self.sets = {}
-        for name, x in (("train", x_train), ("test", x_test)):
-            if x is not None:
-                rows = torch.randperm(x.shape[0], generator=gen, device=x.device)[:max_rows]
-                self.sets[name] = x[rows]
+        self.sets = _subsamples(x_train, x_test, max_rows, gen)
 
     def enabled(self, n1: int, n2: int) -> bool:
         return 0 < self.max_units and n1 <= self.max_units and min(n1, n2) <= self.max_units

@@ -30,7 +30,7 @@ import torch
 from ..models.grbm import GaussianBernoulliRBM
 from ..utils import make_generator, resolve_device
 from .hyperparams import GRBMParams, rules
-from .trainer import TrainingDivergedError, _check_declared, _check_real, _elapsed
+from .trainer import TrainingDivergedError, _check_declared, _check_real, _elapsed, _subsamples
 
 __all__ = ["GRBMHyperparams", "train_grbm"]
 
@@ -158,11 +158,7 @@ def train_grbm(train, test=None, *, family: str = "grbm", **hyperparams) -> tupl
     # evaluation subsamples come from a generator spawned from the training one: the monitoring
     # settings never change the trained model
     eval_gen = make_generator(int(torch.randint(2**62, (1,), generator=gen, device=device).item()), device)
-    sets = {
-        name: x[torch.randperm(x.shape[0], generator=eval_gen, device=device)[: hp.eval_subsample]]
-        for name, x in (("train", x_train), ("test", x_test))
-        if x is not None
-    }
+    sets = _subsamples(x_train, x_test, hp.eval_subsample, eval_gen)
     exact = hp.n_hidden <= hp.exact_ll_max_units
 
     history = [{"epoch": 0, "learning_rate": 0.0, "seconds": 0.0, **_evaluate(model, sets, exact)}]

@@ -282,11 +282,7 @@ class RBMTrainer(Hyperparameters, declaration=RBMTrainerParams):
         """Raise ``ValueError`` naming the first invalid hyperparameter (their declared bounds)."""
         _check_declared(self, "n_hidden k batch_size n_epochs momentum_switch_epoch eval_subsample eval_every seed")
         _check_declared(self, "n_persistent_chains exact_ll_max_units")
-        if self.exact_ll_max_units > MAX_ENUMERATION_BITS:
-            raise ValueError(
-                f"exact_ll_max_units={self.exact_ll_max_units}: exact log Z enumerates at most "
-                f"2^{MAX_ENUMERATION_BITS} states; use a value <= {MAX_ENUMERATION_BITS}"
-            )
+        _check_exact_units(self.exact_ll_max_units, MAX_ENUMERATION_BITS)
         _check_declared(self, "method lr_schedule init visible_bias_init")
         _check_declared(self, "learning_rate lr_decay initial_momentum final_momentum weight_decay init_scale")
 
@@ -383,6 +379,25 @@ def _check_declared(obj, names: str) -> None:
             _check_real(name, value, r.low, r.high, r.low_open, r.high_open)
         elif value not in r.choices:
             raise ValueError(f"unknown {name} {value!r}; choose one of {list(r.choices)}")
+
+
+def _check_exact_units(value: int, limit: int, what: str = "exact log Z", of: str = "") -> None:
+    """ValueError unless ``exact_ll_max_units`` (``value``) is at most the ``limit`` on the bits ``what``
+    enumerates (the states ``of`` a layer, when said)."""
+    if value > limit:
+        raise ValueError(
+            f"exact_ll_max_units={value}: {what} enumerates at most 2^{limit} states{of}; use a value <= {limit}"
+        )
+
+
+def _subsamples(x_train: torch.Tensor, x_test: torch.Tensor | None, max_rows: int, gen: torch.Generator) -> dict:
+    """``{"train": rows, "test": rows}``: at most ``max_rows`` rows of each data set given, drawn once from
+    ``gen`` (the fixed rows an evaluation reads every epoch)."""
+    return {
+        name: x[torch.randperm(x.shape[0], generator=gen, device=x.device)[:max_rows]]
+        for name, x in (("train", x_train), ("test", x_test))
+        if x is not None
+    }
 
 
 def _check_int(name: str, value, minimum: int | None) -> None:
