@@ -12,6 +12,7 @@ import functools
 import inspect
 import math
 import numbers
+import re
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Callable, Mapping, Sequence
 
@@ -100,14 +101,16 @@ def hp(default: Any = REQUIRED, *, rule: Rule | None = None, doc: str | None = N
     return field(metadata=meta) if default is REQUIRED else field(default=default, metadata=meta)
 
 
-def declare(cls: type, about: Mapping[str, tuple[Rule | None, str]]) -> type:
+def declare(cls: type, about: Mapping[str, tuple[Rule | None, str]], bounded: str | None = None) -> type:
     """``cls`` as a frozen keyword-only dataclass whose fields carry their bound (``rule``) and one-line
-    ``doc`` in their metadata: the field's own (:func:`hp`), else ``about``'s."""
+    ``doc`` in their metadata: the field's own (:func:`hp`), else ``about``'s.  With ``bounded`` (names,
+    space-separated) only those fields have a bound: the ones the trainer checks."""
     for name in cls.__dict__.get("__annotations__", {}):
         value = cls.__dict__.get(name, REQUIRED)
         own = value.metadata if isinstance(value, Field) else {}
         rule, doc = about.get(name, (None, ""))
-        meta = {"rule": own.get("rule", rule), "doc": own.get("doc", doc)}
+        rule = own.get("rule", rule) if bounded is None or name in bounded.split() else None
+        meta = {"rule": rule, "doc": own.get("doc", doc)}
         if isinstance(value, Field):
             value = REQUIRED if value.default is MISSING else value.default
         setattr(cls, name, field(metadata=meta) if value is REQUIRED else field(default=value, metadata=meta))
@@ -232,3 +235,48 @@ class Hyperparameters:
         default = defaults(self._declaration)
         changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != default[k])
         return f"{type(self).__name__}({changed})"
+
+
+def describe(rule: Rule | None) -> str:
+    """A bound in words, for the documentation's table: ``integer >= 1``, ``number in (0.0, inf]``, ..."""
+    if rule is None:
+        return ""
+    if rule.kind == "int":
+        if rule.low is None:
+            text = "integer"
+        elif rule.high is None:
+            text = f"integer >= {rule.low}"
+        else:
+            text = f"integer in [{rule.low}, {rule.high}]"
+    elif rule.kind == "real":
+        text = f"number in {_interval(rule)}"
+    elif rule.kind == "pair":
+        text = f"two numbers in {_interval(rule)}"
+    elif rule.kind == "bool":
+        text = "true or false"
+    else:
+        text = "one of " + ", ".join(f"`{c}`" for c in rule.choices)
+    return text + (", or none" if rule.none else "")
+
+
+def markdown(declarations: Mapping[str, type], intro: str) -> str:
+    """The documentation's page of these declarations (``"module:object"`` -> declaration): ``intro``, then
+    per target a table of its hyperparameters -- name, type, default, bound and doc."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    parts = [intro.strip() + "\n"]
+    for target, declaration in declarations.items():
+        module, _, name = target.partition(":")
+        summary = re.sub(r":\w+:`~?([^`]+)`", lambda m: f"`{m.group(1).rsplit('.', 1)[-1]}`", declaration.__doc__ or "")
+        summary = " ".join(summary.replace("``", "`").split()).removeprefix(f"`{name}`").strip(" :")
+        if summary.startswith("(") and summary.endswith(")"):
+            summary = summary[1:-1]
+        parts.append(f"\n## `{name}`\n\n`{module}.{name}`" + (f": {summary}" if summary else "") + "\n")
+        parts.append("\n| name | type | default | bound | meaning |\n|---|---|---|---|---|\n")
+        for f in fields(declaration):
+            default = "required" if f.default is MISSING else f"`{f.default!r}`"
+            row = (f"`{f.name}`", f"`{f.type}`", default, describe(f.metadata["rule"]), f.metadata["doc"])
+            parts.append("| " + " | ".join(cell(c) for c in row) + " |\n")
+    return "".join(parts)

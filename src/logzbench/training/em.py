@@ -71,12 +71,12 @@ import torch
 from ..models.bilinear import BilinearGenerative
 from ..models.hamiltonian import HamiltonianPath
 from ..models.linear_generative import LinearGenerative
-from .hyperparams import REQUIRED, EMParams, takes
+from .hyperparams import REQUIRED, EMParams, rules, takes
 
 GenerativeModel = LinearGenerative | BilinearGenerative
 
 #: E-step kernels accepted by :func:`train_em`
-EM_KERNELS = ("hmc", "hais")
+EM_KERNELS = rules(EMParams)["kernel"].choices
 
 
 def _check_data(X, model) -> torch.Tensor:

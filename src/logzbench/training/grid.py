@@ -9,12 +9,12 @@ estimators evaluate (``H W`` values per row, the grid row-major; ``log p`` of an
 
 from __future__ import annotations
 
-from .hyperparams import GRID_MRF, GridMRFParams, takes
+from .hyperparams import GRID_MRF, GridMRFParams, rules, takes
 
 __all__ = ["check_grid_hyperparams", "generate_grid_mrf"]
 
-#: ``couplings`` of :meth:`logzbench.models.grid.GridMRF.spin_glass` (declared here too, without torch)
-COUPLINGS = ("gaussian", "pm1")
+#: ``couplings`` of :meth:`logzbench.models.grid.GridMRF.spin_glass` (its declared bound, without torch)
+COUPLINGS = rules(GridMRFParams)["couplings"].choices
 
 
 def check_grid_hyperparams(hp, n_visible: int | None = None) -> str | None:

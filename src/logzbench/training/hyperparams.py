@@ -28,6 +28,7 @@ from typing import Any
 
 from ..options import INITS
 from .declare import REQUIRED, Hyperparameters, Rule, check, declare, defaults, hp, rules, signature_of, takes
+from .declare import markdown as declare_markdown
 
 __all__ = [
     "ABOUT",
@@ -139,7 +140,10 @@ ABOUT: dict[str, tuple[Rule | None, str]] = {
     "top_method": (Rule("choice", choices=("cd", "pcd")), "the top RBM's training method"),
     "top_k": (Rule("int", 1, none=True), "the top RBM's k (None: k)"),
     "top_learning_rate": (Rule("real", 0.0, _INF, low_open=True, none=True), "the top RBM's learning rate"),
-    "top_lr_schedule": (None, "the top RBM's learning-rate schedule (None: lr_schedule)"),
+    "top_lr_schedule": (
+        Rule("choice", choices=("constant", "linear", "exponential"), none=True),
+        "the top RBM's learning-rate schedule (None: lr_schedule)",
+    ),
     "top_n_epochs": (Rule("int", 0, none=True), "the top RBM's epochs (None: n_epochs)"),
     "top_samples_per_row": (_positive(), "h_1 samples per training row as the top RBM's data"),
     # monitoring
@@ -160,7 +164,7 @@ ABOUT: dict[str, tuple[Rule | None, str]] = {
     "n_iter": (_positive(), "iterations of the fit"),
     "height": (_positive(), "grid rows"),
     "width": (_positive(), "grid columns"),
-    "couplings": (None, "how the couplings are drawn"),
+    "couplings": (Rule("choice", choices=("gaussian", "pm1")), "couplings drawn N(0, 1) or +-1"),
     "beta": (_at_least_0("real"), "inverse temperature"),
     "field": (_at_least_0("real"), "scale of the fields"),
     "learn_sigma": (Rule("bool"), "learn the mcRBM's sigma (mcrbm only)"),
@@ -169,11 +173,11 @@ ABOUT: dict[str, tuple[Rule | None, str]] = {
     "step_size": (None, "the sampler's leapfrog step size (auto: adapted)"),
     "n_leapfrog": (_positive(), "leapfrog steps per transition"),
     "antithetic": (Rule("bool"), "antithetic momenta"),
-    "min_acceptance": (Rule("real", 0.0, 1.0), "acceptance below which the step size shrinks"),
+    "min_acceptance": (Rule("real", 0.0, 1.0, high_open=True), "acceptance below which the step size shrinks"),
     "gtol": (_positive("real"), "L-BFGS gradient tolerance"),
     "fixed": (None, "parameters held at their initial values"),
     # Monte Carlo EM
-    "kernel": (Rule("choice", choices=("hmc", "gibbs")), "the E-step's posterior sampler"),
+    "kernel": (Rule("choice", choices=("hmc", "hais")), "the E-step's posterior transitions"),
     "n_transitions": (_positive(), "posterior transitions per E-step"),
     "n_burnin": (_at_least_0(), "E-step transitions discarded first"),
     "n_map": (_at_least_0(), "MAP steps that start the chains"),
@@ -222,6 +226,11 @@ ABOUT: dict[str, tuple[Rule | None, str]] = {
 
 def _declare(cls: type) -> type:
     return declare(cls, ABOUT)
+
+
+def _bounds(names: str):
+    """Declare a trainer that checks the bounds of these fields only (its others are its own, or none)."""
+    return lambda cls: declare(cls, ABOUT, names)
 
 
 @_declare
@@ -302,7 +311,7 @@ class DBNTrainerParams:
     momentum_switch_epoch: int = 5
     weight_decay: float = 2e-4
     init: str = "normal"
-    init_scale: float = 0.01
+    init_scale: float = hp(0.01, rule=_ABOVE_0)
     visible_bias_init: str = "base_rate"
     n_persistent_chains: int | None = None
     top_method: str = "pcd"
@@ -314,7 +323,7 @@ class DBNTrainerParams:
     eval_subsample: int = 10000
     exact_ll_max_units: int = 20
     eval_every: int = 1
-    seed: int = 0
+    seed: int = hp(0, rule=_ANY_SEED)
     device: str = "cpu"
     progress: bool = False
 
@@ -343,7 +352,7 @@ class GRBMParams:
     progress: bool = False
 
 
-@_declare
+@_bounds("n_hidden method k learning_rate batch_size n_epochs n_persistent_chains")
 class PottsRBMParams:
     """:func:`~logzbench.training.potts.train_potts_rbm` (the Potts RBM: CD / PCD with Adam)"""
 
@@ -365,7 +374,7 @@ class PottsRBMParams:
     progress: bool = False
 
 
-@_declare
+@_bounds("n_states l2 l2_fields n_iter")
 class PottsParams:
     """:func:`~logzbench.training.potts.train_potts` (pairwise Potts: pseudo-likelihood, L-BFGS, L2 penalty)"""
 
@@ -373,14 +382,14 @@ class PottsParams:
     n_states: int | None = None
     l2: float = 0.01
     l2_fields: float = 0.01
-    n_iter: int = 50
+    n_iter: int = hp(50, rule=_at_least_0())
     exact_ll_max_bits: int = 16
     seed: int = 0
     device: str = "cpu"
     progress: bool = False
 
 
-@_declare
+@_bounds("height width couplings beta field")
 class GridMRFParams:
     """:func:`~logzbench.training.grid.generate_grid_mrf` (a grid MRF is generated, not trained: the spin
     glass of :meth:`~logzbench.models.grid.GridMRF.spin_glass`)"""
@@ -395,7 +404,7 @@ class GridMRFParams:
     progress: bool = False
 
 
-@_declare
+@_bounds("learn_sigma")
 class ContinuousParams:
     """:func:`~logzbench.training.continuous.train_continuous`: a continuous model of ``size`` and its fit's
     keywords (:data:`MPF` for the analysis families, :data:`EM` for the generative ones)"""
@@ -413,7 +422,7 @@ class ContinuousParams:
 FAMILY_ONLY = {"learn_sigma": ("mcrbm",)}
 
 
-@_declare
+@_bounds("n_iter n_rounds n_leapfrog min_acceptance weight_decay")
 class MPFParams:
     """:func:`~logzbench.training.mpf.train_mpf` (minimum probability flow, Sohl-Dickstein et al.)"""
 
@@ -426,16 +435,16 @@ class MPFParams:
     min_acceptance: float = 0.5
     gtol: float = 1e-10
     fixed: tuple = ()
-    weight_decay: float = 0.0
+    weight_decay: float = hp(0.0, rule=_at_least_0("real"))
     callback: Any = None
     verbose: bool = False
 
 
-@_declare
+@_bounds("kernel n_iter n_transitions n_leapfrog n_burnin n_map n_mstep target_accept")
 class EMParams:
     """:func:`~logzbench.training.em.train_em` (EM with HMC or Gibbs posterior samples)"""
 
-    n_iter: int
+    n_iter: int = hp(rule=_at_least_0())
     seed: int = 0
     kernel: str = "hmc"
     n_transitions: int = 5
@@ -629,3 +638,25 @@ def declared_names(*targets: str) -> frozenset[str]:
 
 #: parameters a training job fills in itself (the data, the initial model), never hyperparameters
 JOB_ARGUMENTS = frozenset({"train", "test", "valid", "model", "X_train", "return_state", "self"})
+
+
+#: the documentation page's opening (docs/hyperparameters.md, the rest generated by :func:`markdown`)
+_PAGE_INTRO = """
+# Trainer hyperparameters
+
+Every trainer's and black-box learner's hyperparameters, as declared once in
+`logzbench.training.hyperparams`: the keys of a workflow model's `hyperparams`, of
+`logzbench train --set KEY=VALUE` and of `train_model(...)`.  A learner checks each value against its
+bound before any data is read; the trainers check theirs when they start.  This page is generated
+(`python -m logzbench.training.hyperparams > docs/hyperparameters.md`), and a test checks that it is
+current.
+"""
+
+
+def markdown() -> str:
+    """The documentation's page of every declaration (docs/hyperparameters.md)."""
+    return declare_markdown(DECLARATIONS, _PAGE_INTRO)
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
