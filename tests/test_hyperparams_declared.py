@@ -106,3 +106,17 @@ def test_learner_rules_are_the_declared_bounds():
 
     declared = hyperparams.rules(hyperparams.AVILParams, hyperparams.NVILParams, hyperparams.VCDParams)
     assert {k: v for k, v in RULES.items() if k not in FIGURE_KEYS} == declared
+
+
+def test_train_set_refuses_an_undeclared_name_before_reading_data(tmp_path, capsys):
+    """``logzbench train --set`` names a family trainer's hyperparameter by its declaration, checked
+    before the data are read (here there are none)."""
+    from logzbench.cli import main
+
+    out = tmp_path / "m.npz"
+    rc = main(["train", "--data", str(tmp_path / "missing.npz"), "--out", str(out), "--n-hidden", "3", "--set", "k=2"])
+    assert rc == 2 and "unknown hyperparameter" not in capsys.readouterr().err  # a declared name: the data's error
+    rc = main(["train", "--data", str(tmp_path / "missing.npz"), "--out", str(out), "--n-hidden", "3", "--set", "kk=2"])
+    err = capsys.readouterr().err
+    assert rc == 2 and not out.exists()
+    assert "unknown hyperparameter(s) ['kk'] for family 'rbm' (RBMTrainer)" in err
