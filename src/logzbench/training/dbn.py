@@ -33,7 +33,7 @@ from ..models.dbn import DBN
 from ..models.dbn import MAX_EXACT_BITS as DBN_MAX_EXACT_BITS
 from ..utils import make_generator, resolve_device
 from .common import _check_hidden_sizes
-from .hyperparams import DBNTrainerParams, Hyperparameters
+from .hyperparams import RBM_TRAINER, DBNTrainerParams, Hyperparameters
 from .trainer import (
     RBMTrainer,
     TrainingDivergedError,
@@ -100,43 +100,13 @@ class DBNTrainer(Hyperparameters, declaration=DBNTrainerParams):
     def layer_trainers(self, seeds=(0, 0)) -> tuple[RBMTrainer, RBMTrainer]:
         """The two :class:`RBMTrainer` objects (unfitted) this trainer runs, with the given seeds."""
         n1, n2 = _check_hidden_sizes(self.hidden_sizes, n_layers=2)
-        common = dict(
-            lr_decay=self.lr_decay,
-            batch_size=self.batch_size,
-            initial_momentum=self.initial_momentum,
-            final_momentum=self.final_momentum,
-            momentum_switch_epoch=self.momentum_switch_epoch,
-            weight_decay=self.weight_decay,
-            init=self.init,
-            init_scale=self.init_scale,
-            visible_bias_init=self.visible_bias_init,
-            n_persistent_chains=self.n_persistent_chains,
-            eval_subsample=self.eval_subsample,
-            exact_ll_max_units=self.exact_ll_max_units,
-            eval_every=self.eval_every,
-            device=self.device,
-            progress=self.progress,
-        )
-        first = RBMTrainer(
-            n_hidden=n1,
-            method=self.method,
-            k=self.k,
-            learning_rate=self.learning_rate,
-            lr_schedule=self.lr_schedule,
-            n_epochs=self.n_epochs,
-            seed=seeds[0],
-            **common,
-        )
-        top = RBMTrainer(
-            n_hidden=n2,
-            method=self.top_method,
-            k=self.k if self.top_k is None else self.top_k,
-            learning_rate=self.learning_rate if self.top_learning_rate is None else self.top_learning_rate,
-            lr_schedule=self.lr_schedule if self.top_lr_schedule is None else self.top_lr_schedule,
-            n_epochs=self.n_epochs if self.top_n_epochs is None else self.top_n_epochs,
-            seed=seeds[1],
-            **common,
-        )
+        # the first RBM takes the DBN's values of the RBM trainer's hyperparameters; the top one the
+        # top_* values where set
+        first_params = {n: v for n, v in self.get_params().items() if n in RBM_TRAINER}
+        first = RBMTrainer(**{**first_params, "n_hidden": n1, "seed": seeds[0]})
+        top_params = {name: getattr(self, f"top_{name}") for name in ("k", "learning_rate", "lr_schedule", "n_epochs")}
+        top_params = {n: v for n, v in top_params.items() if v is not None}
+        top = RBMTrainer(**{**first_params, **top_params, "method": self.top_method, "n_hidden": n2, "seed": seeds[1]})
         return first, top
 
     def fit(self, train, test=None) -> "DBNTrainer":
