@@ -176,10 +176,8 @@ class DBMTrainer(_DBMPretraining, Hyperparameters, declaration=DBMTrainerParams)
 
         Raises
         ------
-        ValueError
-            On an invalid hyperparameter or invalid data.
-        TrainingDivergedError
-            When the parameters become NaN or infinite.
+        ValueError, TrainingDivergedError
+            As :meth:`RBMTrainer.fit`: an invalid hyperparameter or invalid data; NaN or infinite parameters.
         """
         sizes_h = self._check_params()
         device = resolve_device(self.device)
