@@ -143,6 +143,7 @@ def _check_learner_params(args, params: dict, family: str) -> None:
 def run(args) -> int:
     from ..models.io import save_model
     from ..training import get_preset, history_to_csv, train_model
+    from ..training.dispatch import check_family_hyperparams
 
     check_outputs([("--out", args.out), ("--history", args.history)], inputs=[("--data", args.data)])
     params: dict = get_preset(args.preset) if args.preset else {}
@@ -171,6 +172,8 @@ def run(args) -> int:
         _check_learner_params(args, params, spec.name)
     elif args.progress:
         params["progress"] = True
+    if params.get("learner") is None:  # a name the trainer does not take: refused before any data is read
+        check_family_hyperparams(spec.name, params)
     train, test = _training_rows(args.data, spec.data_kind, spec.name)
     if params.get("learner") is not None:
         from ..data import load_split_if_present

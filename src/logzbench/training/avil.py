@@ -26,23 +26,22 @@ drops the entropy bound from the decoder's.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
-from .hyperparams import AVIL as _DEFAULTS
+from .hyperparams import REQUIRED, AVILParams, takes
 from .variational import (
     AISMonitor,
     Decoder,
     Encoder,
     ExactMonitor,
-    History,
     adam,
     check_ablation,
     decoder_bounds,
     exact_decoder_entropy,
     free_energy_bound,
-    logged,
     mean_stderr,
     setup,
     step,
@@ -69,40 +68,8 @@ HISTORY_KEYS = (
 )
 
 
-def train_avil(
-    train,
-    valid=None,
-    *,
-    family: str = _DEFAULTS["family"],
-    hidden_sizes=_DEFAULTS["hidden_sizes"],
-    aux_size: int = _DEFAULTS["aux_size"],
-    z: str = _DEFAULTS["z"],
-    iterations: int = _DEFAULTS["iterations"],
-    K1: int = _DEFAULTS["K1"],
-    K2: int = _DEFAULTS["K2"],
-    lr: float = _DEFAULTS["lr"],
-    betas=_DEFAULTS["betas"],
-    batch_size: int = _DEFAULTS["batch_size"],
-    seed: int = _DEFAULTS["seed"],
-    device=_DEFAULTS["device"],
-    log_every: int = _DEFAULTS["log_every"],
-    ablation: str | None = _DEFAULTS["ablation"],
-    temperature: float = _DEFAULTS["temperature"],
-    straight_through: bool = _DEFAULTS["straight_through"],
-    mlp_hidden: int | None = _DEFAULTS["mlp_hidden"],
-    init_scale: float = _DEFAULTS["init_scale"],
-    sigma: float = _DEFAULTS["sigma"],
-    visible_std: float | None = _DEFAULTS["visible_std"],
-    exact_max_units: int = _DEFAULTS["exact_max_units"],
-    monitor_samples: int | None = _DEFAULTS["monitor_samples"],
-    ais_every: int = _DEFAULTS["ais_every"],
-    ais_K: int = _DEFAULTS["ais_K"],
-    ais_chains: int = _DEFAULTS["ais_chains"],
-    ais_init: str | None = _DEFAULTS["ais_init"],
-    ais_is_samples: int = _DEFAULTS["ais_is_samples"],
-    select: str = _DEFAULTS["select"],
-    return_state: bool = False,
-):
+@takes(AVILParams, ("train", REQUIRED), ("valid", None), tail=(("return_state", False),))
+def train_avil(train, valid, hp: AVILParams, return_state: bool = False):
     """Train an energy-based model by AVIL (Algorithm 1).
 
     Parameters
@@ -188,94 +155,22 @@ def train_avil(
     TrainingDivergedError
         When a parameter becomes NaN / inf.
     """
-    ablation = check_ablation(ablation)
-    s = setup(
-        train,
-        valid,
-        family=family,
-        hidden_sizes=hidden_sizes,
-        iterations=iterations,
-        batch_size=batch_size,
-        lr=lr,
-        betas=betas,
-        seed=seed,
-        device=device,
-        log_every=log_every,
-        temperature=temperature,
-        straight_through=straight_through,
-        mlp_hidden=mlp_hidden,
-        init_scale=init_scale,
-        exact_max_units=exact_max_units,
-        family_options={"sigma": sigma},
-        own={
-            "K1": K1,
-            "K2": K2,
-            "aux_size": aux_size,
-            "monitor_samples": monitor_samples,
-            "z": z,
-            "ablation": ablation,
-            "sigma": sigma,
-            "visible_std": visible_std,
-        },
-        ais_every=ais_every,
-        ais_K=ais_K,
-        ais_chains=ais_chains,
-        ais_init=ais_init,
-        ais_is_samples=ais_is_samples,
-        select=select,
-    )
-    energy, relax, gen = s.energy, s.relax, s.gen
-    n_visible = s.train.shape[1]
-    encoder = Encoder(n_visible, s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device)
-    decoder = Decoder(
-        n_visible, s.hidden_sizes, aux_size, z, s.family.visible, s.mlp_hidden, s.init_gen, visible_std
-    ).to(s.device)
-    opt_theta = adam(energy.parameters(), lr, betas)
-    opt_enc = adam(encoder.parameters(), lr, betas)
-    opt_dec = adam(decoder.parameters(), lr, betas)
-    use_hq, use_hQ = ablation != "no_decoder_entropy", ablation != "no_encoder_entropy"
-    n_draws = int(batch_size)
+    hp = dataclasses.replace(hp, ablation=check_ablation(hp.ablation))
+    s = setup(train, valid, hp, family_options={"sigma": hp.sigma})
+    energy, encoder, decoder = s.energy, *_networks(s, hp)
+    opt_theta, opt_enc, opt_dec = (adam(m.parameters(), hp.lr, hp.betas) for m in (energy, encoder, decoder))
+    use_hq, use_hQ = hp.ablation != "no_decoder_entropy", hp.ablation != "no_encoder_entropy"
+    n_draws, gen, relax = int(hp.batch_size), s.gen, s.relax
 
-    monitor_batch = s.monitor
-    entropy_exact = (
-        z == "discrete" and aux_size <= 12 and 0 < exact_max_units and sum(s.hidden_sizes) <= exact_max_units
-    )
-    history = History()
-
-    def record(it: int) -> None:
-        fe = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen)
-        pos = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen, entropy=False)
-        db = decoder_bounds(energy, decoder, monitor_samples or n_draws, s.eval_gen)
-        f = mean_stderr(fe.value)  # over the monitoring batch's rows
-        f_mean = float(f.value)
-        row = {
-            "iteration": it,
-            "free_energy_bound": f_mean,
-            "free_energy_bound_stderr": float(f.stderr),
-            "log_z_bound": float(db.log_z.value),
-            "log_z_bound_stderr": float(db.log_z.stderr),
-            "entropy_bound": float(db.entropy.value),
-            "positive_phase": float(pos.value.mean()),
-            "negative_phase": float(db.energy.value),
-            "model_loss": float(pos.value.mean()) - float(db.energy.value),
-            "nll_estimate": f_mean + float(db.log_z.value),
-            "valid_free_energy_bound": math.nan
-            if s.valid is None
-            else float(free_energy_bound(energy, encoder, s.valid, s.eval_gen).value.mean()),
-            "exact_entropy": exact_decoder_entropy(decoder) if entropy_exact else math.nan,
-        }
-        s.observe(history, it, row)
-
-    record(0)
-    for it in range(1, int(iterations) + 1):
+    def update() -> None:
         energy.requires_grad_(False)
-        for _ in range(int(K1)):  # decoder q and r: maximise E_q[-E] + H_bound(q)
+        for _ in range(int(hp.K1)):  # decoder q and r: maximise E_q[-E] + H_bound(q)
             d = decoder.sample(n_draws, gen, relax)
             loss = energy(d.v, d.hs).mean()
             if use_hq:
                 loss = loss - d.entropy_bound().mean()
             step(opt_dec, loss)
-        for _ in range(int(K2)):  # encoder Q: minimise E_Q[E] - H(Q)
+        for _ in range(int(hp.K2)):  # encoder Q: minimise E_Q[E] - H(Q)
             v = s.batches.next()
             e = encoder.sample(v, gen, relax)
             loss = energy(v, e.hs).mean()
@@ -288,8 +183,49 @@ def train_avil(
             h_pos = encoder.sample(v, gen).hs
             d = decoder.sample(n_draws, gen)
         step(opt_theta, energy(v, h_pos).mean() - energy(d.v, d.hs).mean())
-        energy.check_finite(f"AVIL iteration {it}")
-        if logged(it, iterations, log_every):
-            record(it)
 
+    history = s.iterate("AVIL", hp, update, lambda it: _row(s, hp, encoder, decoder, it))
     return s.finish(history, {"energy": energy, "encoder": encoder, "decoder": decoder}, return_state)
+
+
+def _networks(s, hp: AVILParams) -> tuple[Encoder, Decoder]:
+    """AVIL's encoder ``Q(h | v)`` and decoder ``q(v, h)`` with its auxiliary ``z``, on the run's device."""
+    n_visible = s.train.shape[1]
+    encoder = Encoder(n_visible, s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device)
+    decoder = Decoder(
+        n_visible, s.hidden_sizes, hp.aux_size, hp.z, s.family.visible, s.mlp_hidden, s.init_gen, hp.visible_std
+    ).to(s.device)
+    return encoder, decoder
+
+
+def _row(s, hp: AVILParams, encoder: Encoder, decoder: Decoder, it: int) -> dict:
+    """The logged row of iteration ``it``: both bounds on the monitoring batch and the decoder's draws
+    (:data:`HISTORY_KEYS`; the exact decoder entropy where ``z`` is discrete and small)."""
+    energy, monitor_batch = s.energy, s.monitor
+    fe = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen)
+    pos = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen, entropy=False)
+    db = decoder_bounds(energy, decoder, hp.monitor_samples or int(hp.batch_size), s.eval_gen)
+    f = mean_stderr(fe.value)  # over the monitoring batch's rows
+    f_mean = float(f.value)
+    entropy_exact = (
+        hp.z == "discrete"
+        and hp.aux_size <= 12
+        and 0 < hp.exact_max_units
+        and sum(s.hidden_sizes) <= hp.exact_max_units
+    )
+    return {
+        "iteration": it,
+        "free_energy_bound": f_mean,
+        "free_energy_bound_stderr": float(f.stderr),
+        "log_z_bound": float(db.log_z.value),
+        "log_z_bound_stderr": float(db.log_z.stderr),
+        "entropy_bound": float(db.entropy.value),
+        "positive_phase": float(pos.value.mean()),
+        "negative_phase": float(db.energy.value),
+        "model_loss": float(pos.value.mean()) - float(db.energy.value),
+        "nll_estimate": f_mean + float(db.log_z.value),
+        "valid_free_energy_bound": math.nan
+        if s.valid is None
+        else float(free_energy_bound(energy, encoder, s.valid, s.eval_gen).value.mean()),
+        "exact_entropy": exact_decoder_entropy(decoder) if entropy_exact else math.nan,
+    }

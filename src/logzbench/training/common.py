@@ -1,9 +1,8 @@
-"""What the deep and variational learners share: scikit-learn style hyperparameters, hidden-layer
-sizes, the data base rate as logits, and the check that training has not diverged."""
+"""What the deep and variational learners share: hidden-layer sizes, the data base rate as logits, and
+the check that training has not diverged."""
 
 from __future__ import annotations
 
-import inspect
 import math
 
 import numpy as np
@@ -14,32 +13,6 @@ from .trainer import _BASE_RATE_CLIP, TrainingDivergedError
 #: Parameters larger than this in absolute value count as diverged (the model files refuse
 #: weights above 1e15; a trained model stays far below).
 _DIVERGED_ABS = 1e12
-
-
-class _Hyperparameters:
-    """scikit-learn style ``get_params`` / ``set_params`` / ``repr`` from the constructor signature."""
-
-    @classmethod
-    def _param_names(cls) -> list[str]:
-        return list(inspect.signature(cls).parameters)
-
-    def get_params(self, deep: bool = True) -> dict:
-        """The constructor arguments as a dict (``deep`` is accepted for scikit-learn and unused)."""
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params):
-        """Set hyperparameters by name; returns ``self``."""
-        unknown = sorted(set(params) - set(self._param_names()))
-        if unknown:
-            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {sorted(self._param_names())}")
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = {name: p.default for name, p in inspect.signature(type(self)).parameters.items()}
-        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k])
-        return f"{type(self).__name__}({changed})"
 
 
 def _check_hidden_sizes(hidden_sizes, n_layers: int | None = None) -> list[int]:

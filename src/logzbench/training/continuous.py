@@ -22,8 +22,7 @@ import numpy as np
 import torch
 
 from .. import registry
-from .hyperparams import CONTINUOUS as _DEFAULTS
-from .hyperparams import FAMILY_ONLY
+from .hyperparams import FAMILY_ONLY, REQUIRED, ContinuousParams, takes
 
 #: continuous family -> its kind (``analysis`` or ``generative``), from the registry
 CONTINUOUS_FAMILIES = {name: registry.family(name).kind for name in registry.family_names(("analysis", "generative"))}
@@ -60,19 +59,8 @@ def initial_model(family: str, n_dims: int, size: int, *, seed: int = 0, device=
     raise ValueError(f"unknown continuous family {family!r}; choose one of {sorted(CONTINUOUS_FAMILIES)}")
 
 
-def train_continuous(
-    train,
-    test=None,
-    *,
-    family: str,
-    size: int,
-    seed: int = _DEFAULTS["seed"],
-    n_iter: int = _DEFAULTS["n_iter"],
-    learn_sigma: bool = _DEFAULTS["learn_sigma"],
-    device=_DEFAULTS["device"],
-    progress: bool = _DEFAULTS["progress"],
-    **trainer_kwargs,
-):
+@takes(ContinuousParams, ("train", REQUIRED), ("test", None), more="trainer_kwargs")
+def train_continuous(train, test, hp: ContinuousParams, **trainer_kwargs):
     """Train a continuous model; returns ``(model, history)``.
 
     Parameters
@@ -97,31 +85,33 @@ def train_continuous(
         Further keyword arguments of :func:`~logzbench.training.mpf.train_mpf` or
         :func:`~logzbench.training.em.train_em`.
     """
-    if family not in CONTINUOUS_FAMILIES:
-        raise ValueError(f"unknown continuous family {family!r}; choose one of {sorted(CONTINUOUS_FAMILIES)}")
+    if hp.family not in CONTINUOUS_FAMILIES:
+        raise ValueError(f"unknown continuous family {hp.family!r}; choose one of {sorted(CONTINUOUS_FAMILIES)}")
     X = np.asarray(train, dtype=np.float64)
     if X.ndim != 2:  # the trainers check the values (NaN / inf, naming the row)
         raise ValueError(f"training data must be real rows (n, M), got shape {X.shape}")
-    if CONTINUOUS_FAMILIES[family] == "analysis":
+    if CONTINUOUS_FAMILIES[hp.family] == "analysis":
         from .mpf import train_mpf as fit
     else:
         from .em import train_em as fit
     valid = set(inspect.signature(fit).parameters) - {"model", "X_train", "n_iter", "seed"}
     unknown = sorted(set(trainer_kwargs) - valid)
     if unknown:
-        raise ValueError(f"unknown hyperparameter(s) {unknown} for {family} ({fit.__name__}); valid: {sorted(valid)}")
-    if learn_sigma not in (True, False):
-        raise ValueError(f"learn_sigma must be true or false, got {learn_sigma!r}")
-    if family not in FAMILY_ONLY["learn_sigma"]:
-        if learn_sigma:
+        raise ValueError(
+            f"unknown hyperparameter(s) {unknown} for {hp.family} ({fit.__name__}); valid: {sorted(valid)}"
+        )
+    if hp.learn_sigma not in (True, False):
+        raise ValueError(f"learn_sigma must be true or false, got {hp.learn_sigma!r}")
+    if hp.family not in FAMILY_ONLY["learn_sigma"]:
+        if hp.learn_sigma:
             raise ValueError(
-                f"learn_sigma applies to the {'/'.join(FAMILY_ONLY['learn_sigma'])} family only, not {family!r}"
+                f"learn_sigma applies to the {'/'.join(FAMILY_ONLY['learn_sigma'])} family only, not {hp.family!r}"
             )
-    elif not learn_sigma:
+    elif not hp.learn_sigma:
         trainer_kwargs["fixed"] = (*tuple(trainer_kwargs.get("fixed", ())), "log_sigma")
-    model0 = initial_model(family, X.shape[1], int(size), seed=seed, device=device)
+    model0 = initial_model(hp.family, X.shape[1], int(hp.size), seed=hp.seed, device=hp.device)
     t0 = time.perf_counter()
-    model, history = fit(model0, X, n_iter=int(n_iter), seed=int(seed), **trainer_kwargs)
+    model, history = fit(model0, X, n_iter=int(hp.n_iter), seed=int(hp.seed), **trainer_kwargs)
     history = [dict(r) for r in history]
     if test is not None and history:
         Xt = torch.as_tensor(np.asarray(test, dtype=np.float64), device=model.device)

@@ -42,17 +42,12 @@ from ..models.dbm import DBM
 from ..models.dbm import MAX_EXACT_BITS as DBM_MAX_EXACT_BITS
 from ..models.enumeration import MAX_ENUMERATION_BITS
 from ..utils import make_generator, resolve_device
-from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite, _Hyperparameters
+from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite
 from .dbm_pretrain import _DBMPretraining
-from .hyperparams import DBM_TRAINER as _DEFAULTS
-from .hyperparams import per_layer_epochs
-from .trainer import _as_binary_data, _check_int, _check_real, _elapsed, _spawn_seed
+from .hyperparams import DBMTrainerParams, Hyperparameters, per_layer_epochs
+from .trainer import _as_binary_data, _check_declared, _check_exact_units, _elapsed, _spawn_seed, _subsamples
 
 __all__ = ["DBMTrainer", "train_dbm"]
-
-_LR_SCHEDULES = ("constant", "linear", "exponential")
-_ACTIVITIES = ("mean", "sample")
-_VISIBLE_BIAS_INITS = ("base_rate", "zero")
 
 
 def _schedule(lr: float, schedule: str, decay: float, epoch: int, n_epochs: int) -> float:
@@ -63,7 +58,7 @@ def _schedule(lr: float, schedule: str, decay: float, epoch: int, n_epochs: int)
     return float(lr)
 
 
-class DBMTrainer(_DBMPretraining, _Hyperparameters):
+class DBMTrainer(_DBMPretraining, Hyperparameters, declaration=DBMTrainerParams):
     """Train a binary :class:`~logzbench.models.dbm.DBM`: layer-wise pretraining, then joint PCD.
 
     See the module docstring (and :mod:`.dbm_pretrain`'s) for the algorithm.  Every hyperparameter is a constructor
@@ -146,62 +141,6 @@ class DBMTrainer(_DBMPretraining, _Hyperparameters):
     n_features_in_ : int
     """
 
-    def __init__(
-        self,
-        hidden_sizes=_DEFAULTS["hidden_sizes"],
-        pretrain_epochs: int | list[int] = _DEFAULTS["pretrain_epochs"],
-        pretrain_k: int = _DEFAULTS["pretrain_k"],
-        pretrain_learning_rate: float = _DEFAULTS["pretrain_learning_rate"],
-        pretrain_weight_decay: float = _DEFAULTS["pretrain_weight_decay"],
-        pretrain_activities: str = _DEFAULTS["pretrain_activities"],
-        n_epochs: int = _DEFAULTS["n_epochs"],
-        learning_rate: float = _DEFAULTS["learning_rate"],
-        lr_schedule: str = _DEFAULTS["lr_schedule"],
-        lr_decay: float = _DEFAULTS["lr_decay"],
-        batch_size: int = _DEFAULTS["batch_size"],
-        k: int = _DEFAULTS["k"],
-        n_persistent_chains: int = _DEFAULTS["n_persistent_chains"],
-        n_mean_field_iter: int = _DEFAULTS["n_mean_field_iter"],
-        initial_momentum: float = _DEFAULTS["initial_momentum"],
-        final_momentum: float = _DEFAULTS["final_momentum"],
-        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
-        weight_decay: float = _DEFAULTS["weight_decay"],
-        init_scale: float = _DEFAULTS["init_scale"],
-        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
-        eval_subsample: int = _DEFAULTS["eval_subsample"],
-        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
-        eval_every: int = _DEFAULTS["eval_every"],
-        seed: int = _DEFAULTS["seed"],
-        device: str | torch.device = _DEFAULTS["device"],
-        progress: bool = _DEFAULTS["progress"],
-    ):
-        self.hidden_sizes = hidden_sizes
-        self.pretrain_epochs = pretrain_epochs
-        self.pretrain_k = pretrain_k
-        self.pretrain_learning_rate = pretrain_learning_rate
-        self.pretrain_weight_decay = pretrain_weight_decay
-        self.pretrain_activities = pretrain_activities
-        self.n_epochs = n_epochs
-        self.learning_rate = learning_rate
-        self.lr_schedule = lr_schedule
-        self.lr_decay = lr_decay
-        self.batch_size = batch_size
-        self.k = k
-        self.n_persistent_chains = n_persistent_chains
-        self.n_mean_field_iter = n_mean_field_iter
-        self.initial_momentum = initial_momentum
-        self.final_momentum = final_momentum
-        self.momentum_switch_epoch = momentum_switch_epoch
-        self.weight_decay = weight_decay
-        self.init_scale = init_scale
-        self.visible_bias_init = visible_bias_init
-        self.eval_subsample = eval_subsample
-        self.exact_ll_max_units = exact_ll_max_units
-        self.eval_every = eval_every
-        self.seed = seed
-        self.device = device
-        self.progress = progress
-
     # ------------------------------------------------------------------ public
     def fit(self, train, test=None, callback: Callable[[dict, DBM], None] | None = None) -> "DBMTrainer":
         """Pretrain and jointly train on ``train``, monitoring ``test`` when given.
@@ -237,10 +176,8 @@ class DBMTrainer(_DBMPretraining, _Hyperparameters):
 
         Raises
         ------
-        ValueError
-            On an invalid hyperparameter or invalid data.
-        TrainingDivergedError
-            When the parameters become NaN or infinite.
+        ValueError, TrainingDivergedError
+            As :meth:`RBMTrainer.fit`: an invalid hyperparameter or invalid data; NaN or infinite parameters.
         """
         sizes_h = self._check_params()
         device = resolve_device(self.device)
@@ -417,41 +354,11 @@ class DBMTrainer(_DBMPretraining, _Hyperparameters):
         """Raise ``ValueError`` naming the first invalid hyperparameter; returns the hidden sizes."""
         sizes = _check_hidden_sizes(self.hidden_sizes)
         per_layer_epochs(self.pretrain_epochs, len(sizes))
-        for name, minimum in (
-            ("pretrain_k", 1),
-            ("n_epochs", 0),
-            ("batch_size", 1),
-            ("k", 1),
-            ("n_persistent_chains", 1),
-            ("n_mean_field_iter", 0),
-            ("momentum_switch_epoch", 0),
-            ("eval_subsample", 1),
-            ("exact_ll_max_units", 0),
-            ("eval_every", 1),
-            ("seed", None),
-        ):
-            _check_int(name, getattr(self, name), minimum)
-        limit = min(MAX_ENUMERATION_BITS, DBM_MAX_EXACT_BITS)
-        if self.exact_ll_max_units > limit:
-            raise ValueError(
-                f"exact_ll_max_units={self.exact_ll_max_units}: exact evaluation enumerates at most "
-                f"2^{limit} states; use a value <= {limit}"
-            )
-        for name, choices in (
-            ("lr_schedule", _LR_SCHEDULES),
-            ("pretrain_activities", _ACTIVITIES),
-            ("visible_bias_init", _VISIBLE_BIAS_INITS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of {list(choices)}")
-        _check_real("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
-        _check_real("pretrain_learning_rate", self.pretrain_learning_rate, 0.0, math.inf, low_open=True)
-        _check_real("lr_decay", self.lr_decay, 0.0, 1.0, low_open=True)
-        _check_real("initial_momentum", self.initial_momentum, 0.0, 1.0, high_open=True)
-        _check_real("final_momentum", self.final_momentum, 0.0, 1.0, high_open=True)
-        _check_real("weight_decay", self.weight_decay, 0.0, math.inf)
-        _check_real("pretrain_weight_decay", self.pretrain_weight_decay, 0.0, math.inf)
-        _check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
+        _check_declared(self, "pretrain_k n_epochs batch_size k n_persistent_chains n_mean_field_iter")
+        _check_declared(self, "momentum_switch_epoch eval_subsample exact_ll_max_units eval_every seed")
+        _check_exact_units(self.exact_ll_max_units, min(MAX_ENUMERATION_BITS, DBM_MAX_EXACT_BITS), "exact evaluation")
+        _check_declared(self, "lr_schedule pretrain_activities visible_bias_init learning_rate pretrain_learning_rate")
+        _check_declared(self, "lr_decay initial_momentum final_momentum weight_decay pretrain_weight_decay init_scale")
         return sizes
 
 
@@ -467,11 +374,7 @@ class _DBMEvaluator:
         gen: torch.Generator,
     ):
         self.max_units = exact_ll_max_units
-        self.sets = {}
-        for name, x in (("train", x_train), ("test", x_test)):
-            if x is not None:
-                rows = torch.randperm(x.shape[0], generator=gen, device=x.device)[:max_rows]
-                self.sets[name] = x[rows]
+        self.sets = _subsamples(x_train, x_test, max_rows, gen)
         self._keys: list[str] | None = None
 
     def exact_ok(self, model: DBM) -> bool:

@@ -32,15 +32,17 @@ from ..kernels import bernoulli
 from ..models.dbn import DBN
 from ..models.dbn import MAX_EXACT_BITS as DBN_MAX_EXACT_BITS
 from ..utils import make_generator, resolve_device
-from .common import _check_hidden_sizes, _Hyperparameters
-from .hyperparams import DBN_TRAINER as _DEFAULTS
+from .common import _check_hidden_sizes
+from .hyperparams import RBM_TRAINER, DBNTrainerParams, Hyperparameters
 from .trainer import (
     RBMTrainer,
     TrainingDivergedError,
     _as_binary_data,
+    _check_exact_units,
     _check_int,
     _elapsed,
     _spawn_seed,
+    _subsamples,
 )
 
 __all__ = ["DBNTrainer", "train_dbn"]
@@ -50,7 +52,7 @@ _BOUND_SAMPLES = 10
 _STEP_KEYS = ("epoch", "learning_rate", "momentum", "seconds", "eval_seconds")
 
 
-class DBNTrainer(_Hyperparameters):
+class DBNTrainer(Hyperparameters, declaration=DBNTrainerParams):
     """Train a :class:`~logzbench.models.dbn.DBN` greedily, one :class:`RBMTrainer` per layer.
 
     Parameters
@@ -94,107 +96,17 @@ class DBNTrainer(_Hyperparameters):
     n_features_in_ : int
     """
 
-    def __init__(
-        self,
-        hidden_sizes=_DEFAULTS["hidden_sizes"],
-        method: str = _DEFAULTS["method"],
-        k: int = _DEFAULTS["k"],
-        learning_rate: float = _DEFAULTS["learning_rate"],
-        lr_schedule: str = _DEFAULTS["lr_schedule"],
-        lr_decay: float = _DEFAULTS["lr_decay"],
-        batch_size: int = _DEFAULTS["batch_size"],
-        n_epochs: int = _DEFAULTS["n_epochs"],
-        initial_momentum: float = _DEFAULTS["initial_momentum"],
-        final_momentum: float = _DEFAULTS["final_momentum"],
-        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
-        weight_decay: float = _DEFAULTS["weight_decay"],
-        init: str = _DEFAULTS["init"],
-        init_scale: float = _DEFAULTS["init_scale"],
-        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
-        n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"],
-        top_method: str = _DEFAULTS["top_method"],
-        top_k: int | None = _DEFAULTS["top_k"],
-        top_learning_rate: float | None = _DEFAULTS["top_learning_rate"],
-        top_lr_schedule: str | None = _DEFAULTS["top_lr_schedule"],
-        top_n_epochs: int | None = _DEFAULTS["top_n_epochs"],
-        top_samples_per_row: int = _DEFAULTS["top_samples_per_row"],
-        eval_subsample: int = _DEFAULTS["eval_subsample"],
-        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
-        eval_every: int = _DEFAULTS["eval_every"],
-        seed: int = _DEFAULTS["seed"],
-        device: str | torch.device = _DEFAULTS["device"],
-        progress: bool = _DEFAULTS["progress"],
-    ):
-        self.hidden_sizes = hidden_sizes
-        self.method = method
-        self.k = k
-        self.learning_rate = learning_rate
-        self.lr_schedule = lr_schedule
-        self.lr_decay = lr_decay
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.initial_momentum = initial_momentum
-        self.final_momentum = final_momentum
-        self.momentum_switch_epoch = momentum_switch_epoch
-        self.weight_decay = weight_decay
-        self.init = init
-        self.init_scale = init_scale
-        self.visible_bias_init = visible_bias_init
-        self.n_persistent_chains = n_persistent_chains
-        self.top_method = top_method
-        self.top_k = top_k
-        self.top_learning_rate = top_learning_rate
-        self.top_lr_schedule = top_lr_schedule
-        self.top_n_epochs = top_n_epochs
-        self.top_samples_per_row = top_samples_per_row
-        self.eval_subsample = eval_subsample
-        self.exact_ll_max_units = exact_ll_max_units
-        self.eval_every = eval_every
-        self.seed = seed
-        self.device = device
-        self.progress = progress
-
     # ------------------------------------------------------------------ public
     def layer_trainers(self, seeds=(0, 0)) -> tuple[RBMTrainer, RBMTrainer]:
         """The two :class:`RBMTrainer` objects (unfitted) this trainer runs, with the given seeds."""
         n1, n2 = _check_hidden_sizes(self.hidden_sizes, n_layers=2)
-        common = dict(
-            lr_decay=self.lr_decay,
-            batch_size=self.batch_size,
-            initial_momentum=self.initial_momentum,
-            final_momentum=self.final_momentum,
-            momentum_switch_epoch=self.momentum_switch_epoch,
-            weight_decay=self.weight_decay,
-            init=self.init,
-            init_scale=self.init_scale,
-            visible_bias_init=self.visible_bias_init,
-            n_persistent_chains=self.n_persistent_chains,
-            eval_subsample=self.eval_subsample,
-            exact_ll_max_units=self.exact_ll_max_units,
-            eval_every=self.eval_every,
-            device=self.device,
-            progress=self.progress,
-        )
-        first = RBMTrainer(
-            n_hidden=n1,
-            method=self.method,
-            k=self.k,
-            learning_rate=self.learning_rate,
-            lr_schedule=self.lr_schedule,
-            n_epochs=self.n_epochs,
-            seed=seeds[0],
-            **common,
-        )
-        top = RBMTrainer(
-            n_hidden=n2,
-            method=self.top_method,
-            k=self.k if self.top_k is None else self.top_k,
-            learning_rate=self.learning_rate if self.top_learning_rate is None else self.top_learning_rate,
-            lr_schedule=self.lr_schedule if self.top_lr_schedule is None else self.top_lr_schedule,
-            n_epochs=self.n_epochs if self.top_n_epochs is None else self.top_n_epochs,
-            seed=seeds[1],
-            **common,
-        )
+        # the first RBM takes the DBN's values of the RBM trainer's hyperparameters; the top one the
+        # top_* values where set
+        first_params = {n: v for n, v in self.get_params().items() if n in RBM_TRAINER}
+        first = RBMTrainer(**{**first_params, "n_hidden": n1, "seed": seeds[0]})
+        top_params = {name: getattr(self, f"top_{name}") for name in ("k", "learning_rate", "lr_schedule", "n_epochs")}
+        top_params = {n: v for n, v in top_params.items() if v is not None}
+        top = RBMTrainer(**{**first_params, **top_params, "method": self.top_method, "n_hidden": n2, "seed": seeds[1]})
         return first, top
 
     def fit(self, train, test=None) -> "DBNTrainer":
@@ -202,10 +114,8 @@ class DBNTrainer(_Hyperparameters):
 
         Parameters
         ----------
-        train : array-like, shape (n_train, n_visible)
-            Binary training data.
-        test : array-like, shape (n_test, n_visible), optional
-            Held-out binary data, only evaluated.
+        train, test : array-like, shape (n, n_visible)
+            Binary rows, as :meth:`RBMTrainer.fit` takes them (``test`` optional, only evaluated).
 
         Returns
         -------
@@ -294,11 +204,7 @@ class DBNTrainer(_Hyperparameters):
         _check_hidden_sizes(self.hidden_sizes, n_layers=2)
         _check_int("top_samples_per_row", self.top_samples_per_row, 1)
         _check_int("exact_ll_max_units", self.exact_ll_max_units, 0)
-        if self.exact_ll_max_units > DBN_MAX_EXACT_BITS:
-            raise ValueError(
-                f"exact_ll_max_units={self.exact_ll_max_units}: exact DBN evaluation enumerates at most "
-                f"2^{DBN_MAX_EXACT_BITS} states of h_1; use a value <= {DBN_MAX_EXACT_BITS}"
-            )
+        _check_exact_units(self.exact_ll_max_units, DBN_MAX_EXACT_BITS, "exact DBN evaluation", " of h_1")
         first, top = self.layer_trainers()
         first._check_params()
         try:
@@ -313,11 +219,7 @@ class _DBNEvaluator:
     def __init__(self, x_train, x_test, max_rows: int, exact_ll_max_units: int, gen: torch.Generator, bound_seed: int):
         self.max_units = exact_ll_max_units
         self.bound_seed = bound_seed
-        self.sets = {}
-        for name, x in (("train", x_train), ("test", x_test)):
-            if x is not None:
-                rows = torch.randperm(x.shape[0], generator=gen, device=x.device)[:max_rows]
-                self.sets[name] = x[rows]
+        self.sets = _subsamples(x_train, x_test, max_rows, gen)
 
     def enabled(self, n1: int, n2: int) -> bool:
         return 0 < self.max_units and n1 <= self.max_units and min(n1, n2) <= self.max_units

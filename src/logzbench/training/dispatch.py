@@ -7,7 +7,7 @@ declared in :mod:`logzbench.training.hyperparams`); an unknown one is refused be
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .. import registry
 from .hyperparams import declared_names
@@ -15,7 +15,7 @@ from .hyperparams import declared_names
 if TYPE_CHECKING:
     from ..models.rbm import BinaryRBM
 
-__all__ = ["train_model", "train_rbm", "train_with_learner"]
+__all__ = ["check_family_hyperparams", "train_model", "train_rbm", "train_with_learner"]
 
 
 def train_rbm(train, test=None, **hyperparams) -> tuple[BinaryRBM, list[dict]]:
@@ -23,10 +23,8 @@ def train_rbm(train, test=None, **hyperparams) -> tuple[BinaryRBM, list[dict]]:
 
     Parameters
     ----------
-    train : array-like, shape (n_train, n_visible)
-        Binary training data.
-    test : array-like, shape (n_test, n_visible), optional
-        Held-out binary data to monitor.
+    train, test
+        As :func:`train_model`.
     **hyperparams
         :class:`RBMTrainer` arguments (e.g. ``**TRAIN_PRESETS[name]``).
 
@@ -126,6 +124,15 @@ def train_with_learner(train, valid=None, *, family: str, learner: str, **hyperp
     columns = list(history)
     rows = [dict(zip(columns, values)) for values in zip(*(history[c] for c in columns))]
     return model, rows, state
+
+
+def check_family_hyperparams(family: str, hyperparams: Mapping[str, Any]) -> None:
+    """Refuse, before any data is read, a hyperparameter a binary family's trainer does not take (the
+    names its declaration gives; :func:`train_model`'s own check and message).  ``family`` and ``learner``
+    keys are :func:`train_model`'s; other families' trainers check their names themselves."""
+    spec = registry.family(family)
+    if spec.kind == "binary":
+        _binary_hyperparams(spec.name, {k: v for k, v in hyperparams.items() if k not in ("family", "learner")})
 
 
 def _binary_hyperparams(name: str, hyperparams: dict) -> dict:

@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
 
 import numpy as np
 import torch
@@ -72,12 +71,12 @@ import torch
 from ..models.bilinear import BilinearGenerative
 from ..models.hamiltonian import HamiltonianPath
 from ..models.linear_generative import LinearGenerative
-from .hyperparams import EM as _DEFAULTS
+from .hyperparams import REQUIRED, EMParams, rules, takes
 
 GenerativeModel = LinearGenerative | BilinearGenerative
 
 #: E-step kernels accepted by :func:`train_em`
-EM_KERNELS = ("hmc", "hais")
+EM_KERNELS = rules(EMParams)["kernel"].choices
 
 
 def _check_data(X, model) -> torch.Tensor:
@@ -232,28 +231,8 @@ def _descend(model, X: torch.Tensor, Z: torch.Tensor, n_steps: int, lr: float) -
 
 
 # ---------------------------------------------------------------------- driver
-def train_em(
-    model: GenerativeModel,
-    X_train,
-    *,
-    n_iter: int,
-    seed: int = _DEFAULTS["seed"],
-    kernel: str = _DEFAULTS["kernel"],
-    n_transitions: int = _DEFAULTS["n_transitions"],
-    n_leapfrog: int = _DEFAULTS["n_leapfrog"],
-    n_burnin: int = _DEFAULTS["n_burnin"],
-    n_map: int = _DEFAULTS["n_map"],
-    map_lr: float = _DEFAULTS["map_lr"],
-    step_size: float | None = _DEFAULTS["step_size"],
-    target_accept: float = _DEFAULTS["target_accept"],
-    adapt_rate: float = _DEFAULTS["adapt_rate"],
-    parameter_expansion: bool = _DEFAULTS["parameter_expansion"],
-    ridge: float = _DEFAULTS["ridge"],
-    lr: float = _DEFAULTS["lr"],
-    n_mstep: int = _DEFAULTS["n_mstep"],
-    monitor_exact: bool = _DEFAULTS["monitor_exact"],
-    callback: Callable[[int, GenerativeModel, dict], None] | None = _DEFAULTS["callback"],
-) -> tuple[GenerativeModel, list[dict]]:
+@takes(EMParams, ("model", REQUIRED), ("X_train", REQUIRED))
+def train_em(model: GenerativeModel, X_train, hp: EMParams) -> tuple[GenerativeModel, list[dict]]:
     """Fit a generative model by Monte Carlo EM with an HMC E-step (see the module docstring).
 
     Parameters
@@ -314,95 +293,104 @@ def train_em(
     FloatingPointError
         If the joint energy becomes non-finite (divergence).
     """
-    if not isinstance(model, (LinearGenerative, BilinearGenerative)):
-        raise ValueError(f"train_em needs a LinearGenerative or BilinearGenerative model, got {type(model).__name__}")
-    if kernel not in EM_KERNELS:
-        raise ValueError(f"kernel must be one of {EM_KERNELS}, got {kernel!r}")
-    for name, value, least in (
-        ("n_iter", n_iter, 0),
-        ("n_transitions", n_transitions, 1),
-        ("n_leapfrog", n_leapfrog, 1),
-        ("n_burnin", n_burnin, 0),
-        ("n_map", n_map, 0),
-        ("n_mstep", n_mstep, 1),
-    ):
-        if isinstance(value, bool) or int(value) != value or value < least:
-            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
-    if not (0.0 < target_accept < 1.0):
-        raise ValueError(f"target_accept must be in (0, 1), got {target_accept!r}")
+    _check_hyperparams(model, hp)
     X = _check_data(X_train, model)
     n = X.shape[0]
-    eps = float(model.sigma_n if step_size is None else step_size)
+    eps = float(model.sigma_n if hp.step_size is None else hp.step_size)
     if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"step_size must be > 0, got {step_size!r}")
-    gen = torch.Generator(device=model.device).manual_seed(int(seed))
+        raise ValueError(f"step_size must be > 0, got {hp.step_size!r}")
+    gen = torch.Generator(device=model.device).manual_seed(int(hp.seed))
     bilinear = isinstance(model, BilinearGenerative)
     model = model.normalized() if bilinear else model.copy()
-    mstep = _BilinearMStep(model, lr) if bilinear else None
+    mstep = _BilinearMStep(model, hp.lr) if bilinear else None
 
     Z = model.sample_prior(n, gen)
     V = torch.randn(Z.shape, generator=gen, dtype=torch.float64, device=Z.device)
-
-    def e_step(model, Z, V, eps):
-        """``n_transitions`` transitions at beta = 1; returns samples, momenta, acceptance, the
-        adapted step size and sufficient statistics averaged over rows and transitions."""
-        path = posterior_path(model, X, kernel=kernel, step_size=eps, n_leapfrog=n_leapfrog)
-        state = path.state_from_data(Z)._replace(v=V)
-        D = model.n_latent
-        stats = {
-            "xa": torch.zeros(model.n_dims, D, dtype=torch.float64, device=X.device),
-            "aa": torch.zeros(D, D, dtype=torch.float64, device=X.device),
-            "abs": torch.zeros(D, dtype=torch.float64, device=X.device),
-        }
-        for _ in range(int(n_transitions)):
-            n_prop, n_acc = path.n_proposed, path.n_accepted
-            state = path.transition(state, 1.0, gen)
-            acc_t = (path.n_accepted - n_acc) / max(path.n_proposed - n_prop, 1)
-            eps = eps * math.exp(adapt_rate * (acc_t - target_accept))
-            path.step_size = eps
-            if not bilinear:
-                stats["xa"] += X.T @ state.x
-                stats["aa"] += state.x.T @ state.x
-            stats["abs"] += state.x.abs().sum(dim=0)
-        for v in stats.values():
-            v /= n * n_transitions
-        return state.x, state.v, path.acceptance_rate, eps, stats
-
     t0 = time.perf_counter()
-    if n_map:
-        Z = _descend(model, X, Z, int(n_map), map_lr)
-    for _ in range(int(n_burnin)):
-        Z, V, _acc, eps, _ = e_step(model, Z, V, eps)
+    if hp.n_map:
+        Z = _descend(model, X, Z, int(hp.n_map), hp.map_lr)
+    for _ in range(int(hp.n_burnin)):
+        Z, V, _acc, eps, _ = _e_step(model, X, Z, V, eps, hp, gen)
 
     history: list[dict] = []
-    for it in range(int(n_iter)):
+    for it in range(int(hp.n_iter)):
         eps_used = eps
-        Z, V, acc, eps, stats = e_step(model, Z, V, eps)
+        Z, V, acc, eps, stats = _e_step(model, X, Z, V, eps, hp, gen)
         if bilinear:
-            mstep.step(X, Z, int(n_mstep))
-            if parameter_expansion:
+            mstep.step(X, Z, int(hp.n_mstep))
+            if hp.parameter_expansion:
                 Z = mstep.expand(Z, stats["abs"])
             model = mstep.model()
         else:
-            model, Z = _linear_mstep(model, stats, Z, ridge, parameter_expansion)
-        with torch.no_grad():
-            joint = model.prior_energy(Z) + model.prior_log_z() + model.likelihood_energy(X, Z)
-            recon = ((X - model.mean(Z)) ** 2).sum(dim=1)
-        if not bool(torch.isfinite(joint).all()):
-            raise FloatingPointError(f"EM iteration {it}: non-finite joint energy (the model diverged)")
-        rec = {
-            "iteration": it,
-            "objective": float(joint.mean()),
-            "recon": float(recon.mean()),
-            "acceptance": float(acc),
-            "step_size": eps_used,
-        }
-        if monitor_exact:
-            ll = model.exact_log_likelihood(X)
-            if ll is not None:
-                rec["exact_log_likelihood"] = float(ll.mean())
+            model, Z = _linear_mstep(model, stats, Z, hp.ridge, hp.parameter_expansion)
+        rec = _row(model, X, Z, it, {"acceptance": float(acc), "step_size": eps_used}, hp.monitor_exact)
         rec["seconds"] = time.perf_counter() - t0
         history.append(rec)
-        if callback is not None:
-            callback(it, model, rec)
+        if hp.callback is not None:
+            hp.callback(it, model, rec)
     return model, history
+
+
+def _check_hyperparams(model, hp: EMParams) -> None:
+    """ValueError naming the model's type or the first hyperparameter EM cannot train it with."""
+    if not isinstance(model, (LinearGenerative, BilinearGenerative)):
+        raise ValueError(f"train_em needs a LinearGenerative or BilinearGenerative model, got {type(model).__name__}")
+    if hp.kernel not in EM_KERNELS:
+        raise ValueError(f"kernel must be one of {EM_KERNELS}, got {hp.kernel!r}")
+    for name, least in (
+        ("n_iter", 0),
+        ("n_transitions", 1),
+        ("n_leapfrog", 1),
+        ("n_burnin", 0),
+        ("n_map", 0),
+        ("n_mstep", 1),
+    ):
+        value = getattr(hp, name)
+        if isinstance(value, bool) or int(value) != value or value < least:
+            raise ValueError(f"{name} must be an integer >= {least}, got {value!r}")
+    if not (0.0 < hp.target_accept < 1.0):
+        raise ValueError(f"target_accept must be in (0, 1), got {hp.target_accept!r}")
+
+
+def _e_step(model, X: torch.Tensor, Z: torch.Tensor, V: torch.Tensor, eps: float, hp: EMParams, gen):
+    """``n_transitions`` transitions at beta = 1 from ``(Z, V)``; returns samples, momenta, acceptance, the
+    adapted step size and sufficient statistics averaged over rows and transitions."""
+    bilinear = isinstance(model, BilinearGenerative)
+    path = posterior_path(model, X, kernel=hp.kernel, step_size=eps, n_leapfrog=hp.n_leapfrog)
+    state = path.state_from_data(Z)._replace(v=V)
+    D = model.n_latent
+    stats = {
+        "xa": torch.zeros(model.n_dims, D, dtype=torch.float64, device=X.device),
+        "aa": torch.zeros(D, D, dtype=torch.float64, device=X.device),
+        "abs": torch.zeros(D, dtype=torch.float64, device=X.device),
+    }
+    for _ in range(int(hp.n_transitions)):
+        n_prop, n_acc = path.n_proposed, path.n_accepted
+        state = path.transition(state, 1.0, gen)
+        acc_t = (path.n_accepted - n_acc) / max(path.n_proposed - n_prop, 1)
+        eps = eps * math.exp(hp.adapt_rate * (acc_t - hp.target_accept))
+        path.step_size = eps
+        if not bilinear:
+            stats["xa"] += X.T @ state.x
+            stats["aa"] += state.x.T @ state.x
+        stats["abs"] += state.x.abs().sum(dim=0)
+    for v in stats.values():
+        v /= X.shape[0] * hp.n_transitions
+    return state.x, state.v, path.acceptance_rate, eps, stats
+
+
+def _row(model, X: torch.Tensor, Z: torch.Tensor, it: int, sampler: dict, monitor_exact: bool) -> dict:
+    """Iteration ``it``'s row: the mean joint energy and reconstruction error (FloatingPointError where the
+    joint energy is not finite: the model diverged), the E-step's ``sampler`` values, and the exact
+    log-likelihood when asked and tractable."""
+    with torch.no_grad():
+        joint = model.prior_energy(Z) + model.prior_log_z() + model.likelihood_energy(X, Z)
+        recon = ((X - model.mean(Z)) ** 2).sum(dim=1)
+    if not bool(torch.isfinite(joint).all()):
+        raise FloatingPointError(f"EM iteration {it}: non-finite joint energy (the model diverged)")
+    row = {"iteration": it, "objective": float(joint.mean()), "recon": float(recon.mean()), **sampler}
+    if monitor_exact:
+        ll = model.exact_log_likelihood(X)
+        if ll is not None:
+            row["exact_log_likelihood"] = float(ll.mean())
+    return row

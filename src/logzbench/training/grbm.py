@@ -22,7 +22,6 @@ exact mean log-likelihoods, so training can be watched against the truth.
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 
 import numpy as np
@@ -30,17 +29,16 @@ import torch
 
 from ..models.grbm import GaussianBernoulliRBM
 from ..utils import make_generator, resolve_device
-from .hyperparams import GRBM as _DEFAULTS
-from .trainer import TrainingDivergedError, _check_int, _check_real, _elapsed
+from .hyperparams import GRBMParams, rules
+from .trainer import TrainingDivergedError, _check_declared, _check_real, _elapsed, _subsamples
 
 __all__ = ["GRBMHyperparams", "train_grbm"]
 
-_METHODS = ("cd", "pcd")
-_OPTIMIZERS = ("adam", "sgd")
+#: the declared choices (tuples, as the messages show them)
+_METHODS, _OPTIMIZERS = (rules(GRBMParams)[name].choices for name in ("method", "optimizer"))
 
 
-@dataclasses.dataclass(frozen=True)
-class GRBMHyperparams:
+class GRBMHyperparams(GRBMParams):
     """The hyperparameters of :func:`train_grbm` (its keyword arguments), with their defaults.
 
     Parameters
@@ -83,48 +81,16 @@ class GRBMHyperparams:
         Progress bar over epochs.
     """
 
-    n_hidden: int = _DEFAULTS["n_hidden"]
-    sigma: float = _DEFAULTS["sigma"]
-    method: str = _DEFAULTS["method"]
-    k: int = _DEFAULTS["k"]
-    optimizer: str = _DEFAULTS["optimizer"]
-    learning_rate: float = _DEFAULTS["learning_rate"]
-    adam_betas: tuple = _DEFAULTS["adam_betas"]
-    momentum: float = _DEFAULTS["momentum"]
-    batch_size: int = _DEFAULTS["batch_size"]
-    n_epochs: int = _DEFAULTS["n_epochs"]
-    weight_decay: float = _DEFAULTS["weight_decay"]
-    init_scale: float = _DEFAULTS["init_scale"]
-    n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"]
-    exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"]
-    eval_subsample: int = _DEFAULTS["eval_subsample"]
-    seed: int = _DEFAULTS["seed"]
-    device: str = _DEFAULTS["device"]
-    progress: bool = _DEFAULTS["progress"]
-
     def check(self) -> None:
-        """Raise ``ValueError`` naming the first invalid hyperparameter."""
-        for name, minimum in (
-            ("n_hidden", 1),
-            ("k", 1),
-            ("batch_size", 1),
-            ("n_epochs", 0),
-            ("exact_ll_max_units", 0),
-            ("eval_subsample", 1),
-            ("seed", 0),
-        ):
-            _check_int(name, getattr(self, name), minimum)
-        if self.n_persistent_chains is not None:
-            _check_int("n_persistent_chains", self.n_persistent_chains, 1)
+        """Raise ``ValueError`` naming the first invalid hyperparameter (their declared bounds)."""
+        _check_declared(
+            self, "n_hidden k batch_size n_epochs exact_ll_max_units eval_subsample seed n_persistent_chains"
+        )
         if self.method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}")
         if self.optimizer not in _OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {_OPTIMIZERS}, got {self.optimizer!r}")
-        _check_real("sigma", self.sigma, 0.0, math.inf, low_open=True, high_open=True)
-        _check_real("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True, high_open=True)
-        _check_real("momentum", self.momentum, 0.0, 1.0, high_open=True)
-        _check_real("weight_decay", self.weight_decay, 0.0, math.inf, high_open=True)
-        _check_real("init_scale", self.init_scale, 0.0, math.inf, high_open=True)
+        _check_declared(self, "sigma learning_rate momentum weight_decay init_scale")
         betas = tuple(self.adam_betas) if isinstance(self.adam_betas, (tuple, list)) else ()
         if len(betas) != 2:
             raise ValueError(f"adam_betas must be two numbers in [0, 1), got {self.adam_betas!r}")
@@ -192,11 +158,7 @@ def train_grbm(train, test=None, *, family: str = "grbm", **hyperparams) -> tupl
     # evaluation subsamples come from a generator spawned from the training one: the monitoring
     # settings never change the trained model
     eval_gen = make_generator(int(torch.randint(2**62, (1,), generator=gen, device=device).item()), device)
-    sets = {
-        name: x[torch.randperm(x.shape[0], generator=eval_gen, device=device)[: hp.eval_subsample]]
-        for name, x in (("train", x_train), ("test", x_test))
-        if x is not None
-    }
+    sets = _subsamples(x_train, x_test, hp.eval_subsample, eval_gen)
     exact = hp.n_hidden <= hp.exact_ll_max_units
 
     history = [{"epoch": 0, "learning_rate": 0.0, "seconds": 0.0, **_evaluate(model, sets, exact)}]

@@ -9,12 +9,12 @@ estimators evaluate (``H W`` values per row, the grid row-major; ``log p`` of an
 
 from __future__ import annotations
 
-from .hyperparams import GRID_MRF
+from .hyperparams import GRID_MRF, GridMRFParams, rules, takes
 
 __all__ = ["check_grid_hyperparams", "generate_grid_mrf"]
 
-#: ``couplings`` of :meth:`logzbench.models.grid.GridMRF.spin_glass` (declared here too, without torch)
-COUPLINGS = ("gaussian", "pm1")
+#: ``couplings`` of :meth:`logzbench.models.grid.GridMRF.spin_glass` (its declared bound, without torch)
+COUPLINGS = rules(GridMRFParams)["couplings"].choices
 
 
 def check_grid_hyperparams(hp, n_visible: int | None = None) -> str | None:
@@ -41,19 +41,8 @@ def check_grid_hyperparams(hp, n_visible: int | None = None) -> str | None:
     return None
 
 
-def generate_grid_mrf(
-    train=None,
-    test=None,
-    *,
-    height: int,
-    width: int,
-    couplings: str = GRID_MRF["couplings"],
-    beta: float = GRID_MRF["beta"],
-    field: float = GRID_MRF["field"],
-    seed: int = GRID_MRF["seed"],
-    device: str = GRID_MRF["device"],
-    progress: bool = GRID_MRF["progress"],
-):
+@takes(GridMRFParams, ("train", None), ("test", None))
+def generate_grid_mrf(train, test, hp: GridMRFParams):
     """An ``height x width`` spin glass at inverse temperature ``beta``; returns ``(model, history)``.
 
     Parameters
@@ -85,16 +74,18 @@ def generate_grid_mrf(
     from ..models.grid import GridMRF
 
     why = check_grid_hyperparams(
-        {"height": height, "width": width, "couplings": couplings, "beta": beta, "field": field}
+        {"height": hp.height, "width": hp.width, "couplings": hp.couplings, "beta": hp.beta, "field": hp.field}
     )
     if why is not None:
         raise ValueError(why)
     for name, rows in (("training", train), ("test", test)):
         cols = getattr(rows, "shape", (0, None))[-1] if rows is not None else None
-        if cols is not None and int(cols) != int(height) * int(width):
+        if cols is not None and int(cols) != int(hp.height) * int(hp.width):
             raise ValueError(
-                f"the {name} rows have {int(cols)} columns; a {height}x{width} grid MRF takes rows of "
-                f"{int(height) * int(width)} (the grid row-major)"
+                f"the {name} rows have {int(cols)} columns; a {hp.height}x{hp.width} grid MRF takes rows of "
+                f"{int(hp.height) * int(hp.width)} (the grid row-major)"
             )
-    model = GridMRF.spin_glass(height, width, beta=beta, couplings=couplings, field=field, seed=seed, device=device)
+    model = GridMRF.spin_glass(
+        hp.height, hp.width, beta=hp.beta, couplings=hp.couplings, field=hp.field, seed=hp.seed, device=hp.device
+    )
     return model, []

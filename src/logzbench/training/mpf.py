@@ -56,13 +56,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.optimize
 import torch
 
-from .hyperparams import MPF as _DEFAULTS
+from .hyperparams import REQUIRED, MPFParams, takes
 from .trainer import TrainingDivergedError
 
 _SEED_TAG = 0x4D5046  # "MPF"
@@ -170,23 +170,8 @@ def mpf_log_objective(
     return torch.logsumexp(a, dim=0) - math.log(n)
 
 
-def train_mpf(
-    model,
-    X_train,
-    *,
-    n_iter: int = _DEFAULTS["n_iter"],
-    seed: int = _DEFAULTS["seed"],
-    n_rounds: int = _DEFAULTS["n_rounds"],
-    step_size: float | str = _DEFAULTS["step_size"],
-    n_leapfrog: int = _DEFAULTS["n_leapfrog"],
-    antithetic: bool = _DEFAULTS["antithetic"],
-    min_acceptance: float = _DEFAULTS["min_acceptance"],
-    gtol: float = _DEFAULTS["gtol"],
-    fixed: Sequence[str] = _DEFAULTS["fixed"],
-    weight_decay: float = _DEFAULTS["weight_decay"],
-    callback=_DEFAULTS["callback"],
-    verbose: bool = _DEFAULTS["verbose"],
-) -> tuple[Any, list[dict]]:
+@takes(MPFParams, ("model", REQUIRED), ("X_train", REQUIRED))
+def train_mpf(model, X_train, hp: MPFParams) -> tuple[Any, list[dict]]:
     """Fit ``model`` to ``X_train`` by minimum probability flow with L-BFGS (module docstring).
 
     Parameters
@@ -249,29 +234,73 @@ def train_mpf(
     TrainingDivergedError
         When the objective or the parameters become non-finite.
     """
-    if int(n_iter) != n_iter or n_iter < 1:
-        raise ValueError(f"n_iter must be a positive integer, got {n_iter!r}")
-    if int(n_rounds) != n_rounds or n_rounds < 1:
-        raise ValueError(f"n_rounds must be a positive integer, got {n_rounds!r}")
-    auto = isinstance(step_size, str)
-    if auto and step_size != "auto":
-        raise ValueError(f"step_size must be a positive float or 'auto', got {step_size!r}")
-    eps = 0.5 if auto else float(step_size)
+    eps, auto = _checked_step_size(hp)
+    _check_hyperparams(hp, model)
+    x = _training_rows(X_train, model)
+    # Mix the seed with a tag so that the connectivity's random stream is not the very stream
+    # another component seeded with the same integer used (e.g. to sample the training data).
+    seed = int(np.random.SeedSequence([int(hp.seed), _SEED_TAG]).generate_state(1)[0])
+    generator = torch.Generator().manual_seed(seed)
+    x_pair = torch.cat([x, x]) if hp.antithetic else x
+    log = _Log(hp.callback)
+    n_iter, n_rounds = hp.n_iter, hp.n_rounds
+    per_round = [n_iter // n_rounds + (1 if r < n_iter % n_rounds else 0) for r in range(n_rounds)]
+    for r, iters in enumerate(per_round):
+        if iters == 0:
+            continue
+        for _ in range(12):  # the connectivity, halving an adapted step until enough is accepted
+            x_new, delta_ref, acc = hmc_connectivity(
+                model, x_pair, generator, step_size=eps, n_leapfrog=hp.n_leapfrog, antithetic=hp.antithetic
+            )
+            if not auto or acc >= hp.min_acceptance:
+                break
+            eps *= 0.5
+        info = {"step_size": eps, "acceptance": acc}
+        model, res = _fit_round(model, hp, r, iters, (x_pair, x_new, delta_ref), log, info)
+        if hp.verbose:
+            print(
+                f"MPF round {r + 1}/{n_rounds}: step {eps:.3g}, acceptance {acc:.3f}, K {math.exp(res.fun):.6f} "
+                f"after {res.nit} iterations ({time.perf_counter() - log.t0:.1f} s)"
+            )
+        if auto and acc > 0.95:
+            eps *= 1.5
+    return model, log.history
+
+
+def _checked_step_size(hp: MPFParams) -> tuple[float, bool]:
+    """The first round's leapfrog step and whether it is adapted (``step_size="auto"``: from 0.5)."""
+    for name in ("n_iter", "n_rounds"):
+        value = getattr(hp, name)
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    auto = isinstance(hp.step_size, str)
+    if auto and hp.step_size != "auto":
+        raise ValueError(f"step_size must be a positive float or 'auto', got {hp.step_size!r}")
+    eps = 0.5 if auto else float(hp.step_size)
     if not (math.isfinite(eps) and eps > 0):
-        raise ValueError(f"step_size must be > 0, got {step_size!r}")
-    if int(n_leapfrog) != n_leapfrog or n_leapfrog < 1:
-        raise ValueError(f"n_leapfrog must be a positive integer, got {n_leapfrog!r}")
-    if not 0.0 <= min_acceptance < 1.0:
-        raise ValueError(f"min_acceptance must be in [0, 1), got {min_acceptance!r}")
-    fixed = tuple(fixed)
-    if not (isinstance(weight_decay, (int, float)) and math.isfinite(weight_decay) and weight_decay >= 0):
-        raise ValueError(f"weight_decay must be a finite number >= 0, got {weight_decay!r}")
+        raise ValueError(f"step_size must be > 0, got {hp.step_size!r}")
+    return eps, auto
+
+
+def _check_hyperparams(hp: MPFParams, model) -> None:
+    """ValueError naming the first of MPF's other hyperparameters that cannot train ``model``."""
+    if int(hp.n_leapfrog) != hp.n_leapfrog or hp.n_leapfrog < 1:
+        raise ValueError(f"n_leapfrog must be a positive integer, got {hp.n_leapfrog!r}")
+    if not 0.0 <= hp.min_acceptance < 1.0:
+        raise ValueError(f"min_acceptance must be in [0, 1), got {hp.min_acceptance!r}")
+    wd = hp.weight_decay
+    if not (isinstance(wd, (int, float)) and math.isfinite(wd) and wd >= 0):
+        raise ValueError(f"weight_decay must be a finite number >= 0, got {wd!r}")
     names, kind = list(model.train_parameters()), type(model).__name__
-    unknown = sorted(set(fixed) - set(names))
+    unknown = sorted(set(hp.fixed) - set(names))
     if unknown:
         raise ValueError(f"fixed names {unknown} are not parameters of {kind}; its parameters are {names}")
-    if not set(names) - set(fixed):
+    if not set(names) - set(hp.fixed):
         raise ValueError(f"fixed holds every parameter of {kind} ({names}): nothing to train")
+
+
+def _training_rows(X_train, model) -> torch.Tensor:
+    """``X_train`` as float64 rows of the model's dimension on its device (ValueError: wrong shape, NaN, inf)."""
     x = X_train if isinstance(X_train, torch.Tensor) else torch.as_tensor(np.asarray(X_train, dtype=np.float64))
     x = x.detach().to(device=model.device, dtype=torch.float64)
     if x.ndim != 2 or x.shape[1] != model.n_dims or x.shape[0] < 1:
@@ -283,94 +312,72 @@ def train_mpf(
             f"X_train contains {int(torch.isnan(x).sum())} NaN and {int(torch.isinf(x).sum())} inf "
             f"entries (in {rows} of {x.shape[0]} rows); clean the data before training"
         )
+    return x
 
-    # Mix the seed with a tag so that the connectivity's random stream is not the very stream
-    # another component seeded with the same integer used (e.g. to sample the training data).
-    generator = torch.Generator().manual_seed(int(np.random.SeedSequence([int(seed), _SEED_TAG]).generate_state(1)[0]))
-    x_pair = torch.cat([x, x]) if antithetic else x
-    history: list[dict] = []
-    t0 = time.perf_counter()
-    per_round = [n_iter // n_rounds + (1 if r < n_iter % n_rounds else 0) for r in range(n_rounds)]
-    iteration = 0
 
-    def record(row):
-        history.append(row)
-        if callback is not None:
-            callback(row)
+class _Log:
+    """MPF's history: one row per L-BFGS iteration (numbered across rounds), each passed to ``callback``."""
 
-    for r, iters in enumerate(per_round):
-        if iters == 0:
-            continue
-        for _ in range(12):
-            x_new, delta_ref, acc = hmc_connectivity(
-                model, x_pair, generator, step_size=eps, n_leapfrog=n_leapfrog, antithetic=antithetic
-            )
-            if not auto or acc >= min_acceptance:
-                break
-            eps *= 0.5
-        theta0 = model.train_parameters()
-        flat = _Flat(theta0, fixed)
-        cache: dict[bytes, float] = {}
+    def __init__(self, callback):
+        self.history: list[dict] = []
+        self.callback = callback
+        self.t0 = time.perf_counter()
+        self.iteration = 0
 
-        def fun(vec):
-            theta = flat.unpack(vec, requires_grad=True)
-            with torch.enable_grad():
-                f = mpf_log_objective(model, theta, x_pair, x_new, delta_ref)
-                if weight_decay:
-                    f = f + 0.5 * weight_decay * sum((theta[k] ** 2).sum() for k in flat.keys if theta[k].ndim == 2)
-                grads = torch.autograd.grad(f, [theta[k] for k in flat.keys])
-            fv = float(f.detach())
-            g = np.concatenate([gi.detach().cpu().reshape(-1).numpy() for gi in grads])
-            if not (math.isfinite(fv) and np.isfinite(g).all()):
-                return math.inf, np.zeros_like(vec)  # the line search backs off
-            cache[vec.tobytes()] = fv
-            return fv, g
+    def record(self, r: int, objective: float, log_objective: float, info: dict) -> None:
+        row = {
+            "round": r,
+            "iteration": self.iteration,
+            "objective": objective,
+            "log_objective": log_objective,
+            **info,
+            "seconds": time.perf_counter() - self.t0,
+        }
+        self.history.append(row)
+        if self.callback is not None:
+            self.callback(row)
 
-        info = {"step_size": eps, "acceptance": acc}
-        record(
-            {
-                "round": r,
-                "iteration": iteration,
-                "objective": 1.0,
-                "log_objective": 0.0,
-                **info,
-                "seconds": time.perf_counter() - t0,
-            }
-        )
 
-        def on_iter(xk):
-            nonlocal iteration
-            iteration += 1
-            fv = cache.get(np.asarray(xk).tobytes())
-            if fv is None:
-                fv = fun(np.asarray(xk, dtype=np.float64))[0]
-            record(
-                {
-                    "round": r,
-                    "iteration": iteration,
-                    "objective": math.exp(fv),
-                    "log_objective": fv,
-                    **info,
-                    "seconds": time.perf_counter() - t0,
-                }
-            )
+def _fit_round(model, hp: MPFParams, r: int, iters: int, connectivity: tuple, log: _Log, info: dict):
+    """Round ``r``: ``iters`` L-BFGS iterations on MPF's log objective of the fixed ``connectivity``
+    ``(x_pair, x_new, delta_ref)``, logged (with ``info``) before the first and after each.  Returns
+    ``(model, scipy result)``; TrainingDivergedError when the parameters or the objective are not finite."""
+    theta0 = model.train_parameters()
+    flat = _Flat(theta0, tuple(hp.fixed))
+    cache: dict[bytes, float] = {}
+    x_pair, x_new, delta_ref = connectivity
 
-        res = scipy.optimize.minimize(
-            fun,
-            flat.pack(theta0),
-            jac=True,
-            method="L-BFGS-B",
-            callback=on_iter,
-            options={"maxiter": int(iters), "gtol": gtol, "ftol": 0.0},
-        )
-        if not (np.isfinite(res.x).all() and math.isfinite(res.fun)):
-            raise TrainingDivergedError(f"MPF round {r}: the parameters or the objective became non-finite")
-        model = model.with_parameters(flat.unpack(np.asarray(res.x, dtype=np.float64)))
-        if verbose:
-            print(
-                f"MPF round {r + 1}/{n_rounds}: step {eps:.3g}, acceptance {acc:.3f}, K {math.exp(res.fun):.6f} "
-                f"after {res.nit} iterations ({time.perf_counter() - t0:.1f} s)"
-            )
-        if auto and acc > 0.95:
-            eps *= 1.5
-    return model, history
+    def fun(vec):
+        theta = flat.unpack(vec, requires_grad=True)
+        with torch.enable_grad():
+            f = mpf_log_objective(model, theta, x_pair, x_new, delta_ref)
+            if hp.weight_decay:
+                f = f + 0.5 * hp.weight_decay * sum((theta[k] ** 2).sum() for k in flat.keys if theta[k].ndim == 2)
+            grads = torch.autograd.grad(f, [theta[k] for k in flat.keys])
+        fv = float(f.detach())
+        g = np.concatenate([gi.detach().cpu().reshape(-1).numpy() for gi in grads])
+        if not (math.isfinite(fv) and np.isfinite(g).all()):
+            return math.inf, np.zeros_like(vec)  # the line search backs off
+        cache[vec.tobytes()] = fv
+        return fv, g
+
+    log.record(r, 1.0, 0.0, info)
+
+    def on_iter(xk):
+        log.iteration += 1
+        fv = cache.get(np.asarray(xk).tobytes())
+        if fv is None:
+            fv = fun(np.asarray(xk, dtype=np.float64))[0]
+        log.record(r, math.exp(fv), fv, info)
+
+    res = scipy.optimize.minimize(
+        fun,
+        flat.pack(theta0),
+        jac=True,
+        method="L-BFGS-B",
+        callback=on_iter,
+        options={"maxiter": int(iters), "gtol": hp.gtol, "ftol": 0.0},
+    )
+    if not (np.isfinite(res.x).all() and math.isfinite(res.fun)):
+        raise TrainingDivergedError(f"MPF round {r}: the parameters or the objective became non-finite")
+    return model.with_parameters(flat.unpack(np.asarray(res.x, dtype=np.float64))), res

@@ -75,7 +75,7 @@ import torch
 
 from ..models.enumeration import state_bits
 from .common import _base_rate_logit
-from .hyperparams import NVIL as _DEFAULTS
+from .hyperparams import REQUIRED, NVILParams, takes
 from .learner_options import NVIL_VARIANTS
 from .variational import (
     AISMonitor,
@@ -84,12 +84,10 @@ from .variational import (
     Encoder,
     EnergyModel,
     ExactMonitor,
-    History,
     adam,
     bernoulli_log_prob,
     bernoulli_log_prob_table,
     float64_copy,
-    logged,
     sample_bernoulli,
     setup,
     step,
@@ -284,38 +282,8 @@ def exact_log_chi2_bound(energy: EnergyModel, proposal: NVILProposal | Bernoulli
     return float(torch.logsumexp((f2[:, None] + 2 * log_r_h_v - log_q_v_h + c[None]).reshape(-1), 0))
 
 
-def train_nvil(
-    train,
-    valid=None,
-    *,
-    family: str = _DEFAULTS["family"],
-    hidden_sizes=_DEFAULTS["hidden_sizes"],
-    aux_size: int = _DEFAULTS["aux_size"],
-    z: str = _DEFAULTS["z"],
-    iterations: int = _DEFAULTS["iterations"],
-    K1: int = _DEFAULTS["K1"],
-    lr: float = _DEFAULTS["lr"],
-    betas=_DEFAULTS["betas"],
-    batch_size: int = _DEFAULTS["batch_size"],
-    seed: int = _DEFAULTS["seed"],
-    device=_DEFAULTS["device"],
-    log_every: int = _DEFAULTS["log_every"],
-    mlp_hidden: int | None = _DEFAULTS["mlp_hidden"],
-    init_scale: float = _DEFAULTS["init_scale"],
-    sigma: float = _DEFAULTS["sigma"],
-    visible_std: float | None = _DEFAULTS["visible_std"],
-    exact_max_units: int = _DEFAULTS["exact_max_units"],
-    monitor_samples: int | None = _DEFAULTS["monitor_samples"],
-    ais_every: int = _DEFAULTS["ais_every"],
-    ais_K: int = _DEFAULTS["ais_K"],
-    ais_chains: int = _DEFAULTS["ais_chains"],
-    ais_init: str | None = _DEFAULTS["ais_init"],
-    ais_is_samples: int = _DEFAULTS["ais_is_samples"],
-    select: str = _DEFAULTS["select"],
-    nvil_variant: str = _DEFAULTS["nvil_variant"],
-    mixture_components: int = _DEFAULTS["mixture_components"],
-    return_state: bool = False,
-):
+@takes(NVILParams, ("train", REQUIRED), ("valid", None), tail=(("return_state", False),))
+def train_nvil(train, valid, hp: NVILParams, return_state: bool = False):
     """Train an RBM (or GRBM) by NVIL with a neural auxiliary-variable ``q`` or a mixture of Bernoullis
     (see the module docstring).
 
@@ -364,87 +332,16 @@ ais_init, ais_is_samples, select, return_state
         Bad data or hyperparameters; a family without a tractable free energy (DBM).
     TrainingDivergedError
     """
-    s = setup(
-        train,
-        valid,
-        family=family,
-        hidden_sizes=hidden_sizes,
-        iterations=iterations,
-        batch_size=batch_size,
-        lr=lr,
-        betas=betas,
-        seed=seed,
-        device=device,
-        log_every=log_every,
-        temperature=0.1,
-        straight_through=False,
-        mlp_hidden=mlp_hidden,
-        init_scale=init_scale,
-        exact_max_units=exact_max_units,
-        family_options={"sigma": sigma},
-        own={
-            "K1": K1,
-            "aux_size": aux_size,
-            "monitor_samples": monitor_samples,
-            "z": z,
-            "sigma": sigma,
-            "visible_std": visible_std,
-            "nvil_variant": nvil_variant,
-            "mixture_components": mixture_components,
-        },
-        ais_every=ais_every,
-        ais_K=ais_K,
-        ais_chains=ais_chains,
-        ais_init=ais_init,
-        ais_is_samples=ais_is_samples,
-        select=select,
-    )
+    s = setup(train, valid, hp, family_options={"sigma": hp.sigma})
     if s.family.free_energy is None:
         raise ValueError(f"NVIL needs a tractable free energy; family {s.family.name!r} has none (use AVIL or VCD)")
-    energy, gen = s.energy, s.gen
-    n_visible = s.train.shape[1]
-    if nvil_variant == "mixture":
-        if s.family.visible != "binary":
-            raise ValueError(
-                f"nvil_variant='mixture' is a mixture of Bernoullis: it needs binary visible units, "
-                f"family {s.family.name!r} has real ones (use nvil_variant='auxiliary')"
-            )
-        base = _base_rate_logit(s.train.mean(0).cpu())
-        proposal = BernoulliMixture(n_visible, mixture_components, base, s.init_gen).to(s.device)
-    else:
-        decoder = Decoder(
-            n_visible, s.hidden_sizes, aux_size, z, s.family.visible, s.mlp_hidden, s.init_gen, visible_std
-        ).to(s.device)
-        proposal = NVILProposal(decoder, Encoder(n_visible, s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device))
-    opt_theta = adam(energy.parameters(), lr, betas)
-    opt_q = adam(proposal.parameters(), lr, betas)
-    n_draws = int(batch_size)
-    monitor_batch = s.monitor
-    history = History()
+    energy, gen, proposal = s.energy, s.gen, _proposal(s, hp)
+    opt_theta, opt_q = adam(energy.parameters(), hp.lr, hp.betas), adam(proposal.parameters(), hp.lr, hp.betas)
+    n_draws = int(hp.batch_size)
 
-    def record(it: int) -> None:
-        with torch.no_grad():
-            d = proposal.draw(monitor_samples or n_draws, s.eval_gen)
-            log_w = proposal.log_weights(energy.free_energy, d).double()
-            log_u = float(log_chi2_bound(log_w))
-            free = float(energy.free_energy(monitor_batch.double()).mean())
-        lw = log_w - log_w.max()
-        ess = float(torch.exp(lw).sum() ** 2 / torch.exp(2 * lw).sum())
-        row = {
-            "iteration": it,
-            "log_z_upper_bound": 0.5 * log_u,
-            "log_chi2_bound": log_u,
-            "log_z_importance": float(torch.logsumexp(log_w, 0) - math.log(log_w.shape[0])),
-            "ess": ess,
-            "free_energy": free,
-            "model_loss": free + 0.5 * log_u,
-        }
-        s.observe(history, it, row)
-
-    record(0)
-    for it in range(1, int(iterations) + 1):
+    def update() -> None:
         energy.requires_grad_(False)
-        for _ in range(int(K1)):  # q: minimise log U (score function); r: maximum likelihood on q's draws
+        for _ in range(int(hp.K1)):  # q: minimise log U (score function); r: maximum likelihood on q's draws
             with torch.no_grad():
                 d = proposal.draw(n_draws, gen)
             step(opt_q, q_loss(proposal, energy.free_energy, d))
@@ -455,8 +352,46 @@ ais_init, ais_is_samples, select, return_state
             log_rest = proposal.log_rest(d).double()
         log_w = -energy.free_energy(proposal.visible(d)).double() + log_rest  # depends on theta through F only
         step(opt_theta, energy.free_energy(v).mean() + 0.5 * log_chi2_bound(log_w))
-        energy.check_finite(f"NVIL iteration {it}")
-        if logged(it, iterations, log_every):
-            record(it)
 
+    history = s.iterate("NVIL", hp, update, lambda it: _row(s, proposal, hp.monitor_samples or n_draws, it))
     return s.finish(history, {"energy": energy, "proposal": proposal}, return_state)
+
+
+def _proposal(s, hp: NVILParams) -> "NVILProposal | BernoulliMixture":
+    """NVIL's proposal ``q`` (``hp.nvil_variant``): a mixture of Bernoullis from the data's base rate, or the
+    neural auxiliary-variable decoder with its encoder ``r``."""
+    n_visible = s.train.shape[1]
+    if hp.nvil_variant == "mixture":
+        if s.family.visible != "binary":
+            raise ValueError(
+                f"nvil_variant='mixture' is a mixture of Bernoullis: it needs binary visible units, "
+                f"family {s.family.name!r} has real ones (use nvil_variant='auxiliary')"
+            )
+        base = _base_rate_logit(s.train.mean(0).cpu())
+        return BernoulliMixture(n_visible, hp.mixture_components, base, s.init_gen).to(s.device)
+    decoder = Decoder(
+        n_visible, s.hidden_sizes, hp.aux_size, hp.z, s.family.visible, s.mlp_hidden, s.init_gen, hp.visible_std
+    ).to(s.device)
+    return NVILProposal(decoder, Encoder(n_visible, s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device))
+
+
+def _row(s, proposal, n_draws: int, it: int) -> dict:
+    """The logged row of iteration ``it``: the chi^2 bound and importance estimate of ``log Z`` from
+    ``n_draws`` of the proposal, their effective sample size, and the monitoring batch's free energy."""
+    energy = s.energy
+    with torch.no_grad():
+        d = proposal.draw(n_draws, s.eval_gen)
+        log_w = proposal.log_weights(energy.free_energy, d).double()
+        log_u = float(log_chi2_bound(log_w))
+        free = float(energy.free_energy(s.monitor.double()).mean())
+    lw = log_w - log_w.max()
+    ess = float(torch.exp(lw).sum() ** 2 / torch.exp(2 * lw).sum())
+    return {
+        "iteration": it,
+        "log_z_upper_bound": 0.5 * log_u,
+        "log_chi2_bound": log_u,
+        "log_z_importance": float(torch.logsumexp(log_w, 0) - math.log(log_w.shape[0])),
+        "ess": ess,
+        "free_energy": free,
+        "model_loss": free + 0.5 * log_u,
+    }

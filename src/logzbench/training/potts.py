@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ..models.potts import PottsModel, base_rate_logits, site_frequencies
 from ..models.potts_rbm import PottsRBM, _hidden_is_smaller
-from .hyperparams import POTTS, POTTS_RBM
+from .hyperparams import REQUIRED, PottsParams, PottsRBMParams, takes
 from .trainer import TrainingDivergedError
 
 __all__ = ["pseudo_log_likelihood", "train_potts", "train_potts_rbm"]
@@ -94,27 +94,8 @@ def _evaluate(model, sets: dict, max_bits: int) -> dict:
     return out
 
 
-def train_potts_rbm(
-    train,
-    test=None,
-    *,
-    family: str = POTTS_RBM["family"],
-    n_hidden: int = POTTS_RBM["n_hidden"],
-    n_states: int | None = POTTS_RBM["n_states"],
-    method: str = POTTS_RBM["method"],
-    k: int = POTTS_RBM["k"],
-    learning_rate: float = POTTS_RBM["learning_rate"],
-    batch_size: int = POTTS_RBM["batch_size"],
-    n_epochs: int = POTTS_RBM["n_epochs"],
-    weight_decay: float = POTTS_RBM["weight_decay"],
-    init_scale: float = POTTS_RBM["init_scale"],
-    n_persistent_chains: int | None = POTTS_RBM["n_persistent_chains"],
-    exact_ll_max_units: int = POTTS_RBM["exact_ll_max_units"],
-    eval_subsample: int = POTTS_RBM["eval_subsample"],
-    seed: int = POTTS_RBM["seed"],
-    device: str = POTTS_RBM["device"],
-    progress: bool = POTTS_RBM["progress"],
-) -> tuple[PottsRBM, list[dict]]:
+@takes(PottsRBMParams, ("train", REQUIRED), ("test", None))
+def train_potts_rbm(train, test, hp: PottsRBMParams) -> tuple[PottsRBM, list[dict]]:
     """Train a :class:`~logzbench.models.potts_rbm.PottsRBM` by contrastive divergence (``method="cd"``:
     chains restarted at the batch) or persistent CD (``"pcd"``), ``k`` block-Gibbs sweeps per update, with
     Adam on the log-likelihood gradient (data statistics minus model statistics, hidden units averaged
@@ -154,56 +135,58 @@ def train_potts_rbm(
         ``train_pseudo_log_likelihood``, ``train_log_likelihood`` (NaN when not enumerable) and the
         same for ``test``.
     """
-    if family != "potts-rbm":
-        raise ValueError(f"train_potts_rbm trains the potts-rbm family, not {family!r}")
-    if method not in ("cd", "pcd"):
-        raise ValueError(f"method must be 'cd' or 'pcd', got {method!r}")
-    n_hidden, k = _positive_int("n_hidden", n_hidden), _positive_int("k", k)
-    batch_size = _positive_int("batch_size", batch_size)
-    n_epochs = int(n_epochs)
+    if hp.family != "potts-rbm":
+        raise ValueError(f"train_potts_rbm trains the potts-rbm family, not {hp.family!r}")
+    if hp.method not in ("cd", "pcd"):
+        raise ValueError(f"method must be 'cd' or 'pcd', got {hp.method!r}")
+    n_hidden, k = _positive_int("n_hidden", hp.n_hidden), _positive_int("k", hp.k)
+    batch_size = _positive_int("batch_size", hp.batch_size)
+    n_epochs = int(hp.n_epochs)
     if n_epochs < 0:
         raise ValueError(f"n_epochs must be >= 0, got {n_epochs}")
-    if not (learning_rate > 0 and math.isfinite(learning_rate)):
-        raise ValueError(f"learning_rate must be a positive number, got {learning_rate!r}")
-    dev = torch.device(device)
-    arr, q = _rows(train, n_states, "training data")
+    if not (hp.learning_rate > 0 and math.isfinite(hp.learning_rate)):
+        raise ValueError(f"learning_rate must be a positive number, got {hp.learning_rate!r}")
+    dev = torch.device(hp.device)
+    arr, q = _rows(train, hp.n_states, "training data")
     n, L = arr.shape
     X = torch.as_tensor(arr, device=dev)
-    sets = {"train": X[: int(eval_subsample)]}
+    sets = {"train": X[: int(hp.eval_subsample)]}
     if test is not None:
         tarr, _ = _rows(test, q, "test data", L)
-        sets["test"] = torch.as_tensor(tarr[: int(eval_subsample)], device=dev)
-    g = torch.Generator(device=dev).manual_seed(int(seed))
+        sets["test"] = torch.as_tensor(tarr[: int(hp.eval_subsample)], device=dev)
+    g = torch.Generator(device=dev).manual_seed(int(hp.seed))
     freq = site_frequencies(X, q)
-    W = torch.randn(L, q, n_hidden, generator=g, device=dev, dtype=torch.float32) * float(init_scale)
+    W = torch.randn(L, q, n_hidden, generator=g, device=dev, dtype=torch.float32) * float(hp.init_scale)
     a = base_rate_logits(freq).to(torch.float32)
     a = a - a.mean(dim=1, keepdim=True)
     b = torch.zeros(n_hidden, device=dev)
     params = [W.requires_grad_(), a.requires_grad_(), b.requires_grad_()]
-    opt = torch.optim.Adam(params, lr=float(learning_rate))
+    opt = torch.optim.Adam(params, lr=float(hp.learning_rate))
 
     def snapshot() -> PottsRBM:
         return PottsRBM(W.detach(), a.detach(), b.detach(), device=dev, data_mean=freq)
 
     model = snapshot()
-    history = [{"epoch": 0, "seconds": 0.0, "learning_rate": 0.0, **_evaluate(model, sets, exact_ll_max_units)}]
-    n_chains = batch_size if n_persistent_chains is None else _positive_int("n_persistent_chains", n_persistent_chains)
-    chains = X[torch.randint(0, n, (n_chains,), generator=g, device=dev)] if method == "pcd" else None
+    history = [{"epoch": 0, "seconds": 0.0, "learning_rate": 0.0, **_evaluate(model, sets, hp.exact_ll_max_units)}]
+    n_chains = (
+        batch_size if hp.n_persistent_chains is None else _positive_int("n_persistent_chains", hp.n_persistent_chains)
+    )
+    chains = X[torch.randint(0, n, (n_chains,), generator=g, device=dev)] if hp.method == "pcd" else None
     epochs = range(1, n_epochs + 1)
-    if progress:
+    if hp.progress:
         from tqdm.auto import tqdm
 
-        epochs = tqdm(epochs, desc=f"train Potts RBM {L}x{q}x{n_hidden} {method.upper()}-{k}", unit="epoch")
+        epochs = tqdm(epochs, desc=f"train Potts RBM {L}x{q}x{n_hidden} {hp.method.upper()}-{k}", unit="epoch")
     t0 = time.perf_counter()
     for epoch in epochs:
         perm = torch.randperm(n, generator=g, device=dev)
         for s in range(0, n, batch_size):
             batch = X[perm[s : s + batch_size]]
             path = model.annealing_path("uniform")
-            neg = path.state_from_data(chains if method == "pcd" else batch)
+            neg = path.state_from_data(chains if hp.method == "pcd" else batch)
             for _ in range(k):
                 neg = path.transition(neg, 1.0, g)
-            if method == "pcd":
+            if hp.method == "pcd":
                 chains = neg.x
             Vp = model.one_hot(batch)
             ph_pos = torch.sigmoid(Vp @ model.W_flat + model.hidden_bias)
@@ -211,7 +194,7 @@ def train_potts_rbm(
             gW = (Vp.T @ ph_pos / Vp.shape[0] - neg.v.T @ ph_neg / neg.v.shape[0]).view(L, q, n_hidden)
             ga = (Vp.mean(0) - neg.v.mean(0)).view(L, q)
             gb = ph_pos.mean(0) - ph_neg.mean(0)
-            W.grad = -(gW - float(weight_decay) * W.detach())
+            W.grad = -(gW - float(hp.weight_decay) * W.detach())
             a.grad = -ga
             b.grad = -gb
             opt.step()
@@ -224,27 +207,15 @@ def train_potts_rbm(
             {
                 "epoch": epoch,
                 "seconds": time.perf_counter() - t0,
-                "learning_rate": float(learning_rate),
-                **_evaluate(model, sets, exact_ll_max_units),
+                "learning_rate": float(hp.learning_rate),
+                **_evaluate(model, sets, hp.exact_ll_max_units),
             }
         )
     return model, history
 
 
-def train_potts(
-    train,
-    test=None,
-    *,
-    family: str = POTTS["family"],
-    n_states: int | None = POTTS["n_states"],
-    l2: float = POTTS["l2"],
-    l2_fields: float = POTTS["l2_fields"],
-    n_iter: int = POTTS["n_iter"],
-    exact_ll_max_bits: int = POTTS["exact_ll_max_bits"],
-    seed: int = POTTS["seed"],
-    device: str = POTTS["device"],
-    progress: bool = POTTS["progress"],
-) -> tuple[PottsModel, list[dict]]:
+@takes(PottsParams, ("train", REQUIRED), ("test", None))
+def train_potts(train, test, hp: PottsParams) -> tuple[PottsModel, list[dict]]:
     """Fit a pairwise :class:`~logzbench.models.potts.PottsModel` by pseudo-likelihood maximisation
     (plmDCA's objective, symmetric couplings optimised jointly): minimise
 
@@ -280,17 +251,16 @@ def train_potts(
         ``train_pseudo_log_likelihood``, ``train_log_likelihood`` (NaN when not enumerable) and the
         same for ``test``.
     """
-    del seed
-    if family != "potts":
-        raise ValueError(f"train_potts trains the potts family, not {family!r}")
-    n_iter = int(n_iter)
+    if hp.family != "potts":
+        raise ValueError(f"train_potts trains the potts family, not {hp.family!r}")
+    n_iter = int(hp.n_iter)
     if n_iter < 0:
         raise ValueError(f"n_iter must be >= 0, got {n_iter}")
-    for name, v in (("l2", l2), ("l2_fields", l2_fields)):
+    for name, v in (("l2", hp.l2), ("l2_fields", hp.l2_fields)):
         if not (v >= 0 and math.isfinite(v)):
             raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-    dev = torch.device(device)
-    arr, q = _rows(train, n_states, "training data")
+    dev = torch.device(hp.device)
+    arr, q = _rows(train, hp.n_states, "training data")
     n, L = arr.shape
     X = torch.as_tensor(arr, device=dev)
     sets = {"train": X}
@@ -312,7 +282,7 @@ def train_potts(
         Jm = J.permute(0, 2, 1, 3).reshape(L * q, L * q)
         logits = (V @ Jm).view(n, L, q) + h  # row r, site i: h_i + sum_j J[i, j, :, x_j]
         nll = -torch.log_softmax(logits, dim=2).gather(2, X.unsqueeze(2)).sum() / n
-        return nll + 0.5 * l2 * (Jp * upper).pow(2).sum() + 0.5 * l2_fields * h.pow(2).sum()
+        return nll + 0.5 * hp.l2 * (Jp * upper).pow(2).sum() + 0.5 * hp.l2_fields * h.pow(2).sum()
 
     opt = torch.optim.LBFGS([h, Jp], lr=1.0, max_iter=1, history_size=20, line_search_fn="strong_wolfe")
 
@@ -328,9 +298,9 @@ def train_potts(
     with torch.no_grad():
         obj0 = float(objective())
     model = snapshot()
-    history = [{"epoch": 0, "seconds": 0.0, "objective": obj0, **_evaluate(model, sets, exact_ll_max_bits)}]
+    history = [{"epoch": 0, "seconds": 0.0, "objective": obj0, **_evaluate(model, sets, hp.exact_ll_max_bits)}]
     its = range(1, n_iter + 1)
-    if progress:
+    if hp.progress:
         from tqdm.auto import tqdm
 
         its = tqdm(its, desc=f"train Potts {L}x{q} (pseudo-likelihood)", unit="it")
@@ -343,5 +313,5 @@ def train_potts(
             raise TrainingDivergedError(f"Potts pseudo-likelihood training diverged at iteration {it}")
         model = snapshot()
         row = {"epoch": it, "seconds": time.perf_counter() - t0, "objective": obj}
-        history.append({**row, **_evaluate(model, sets, exact_ll_max_bits)})
+        history.append({**row, **_evaluate(model, sets, hp.exact_ll_max_bits)})
     return model, history

@@ -46,14 +46,14 @@ from __future__ import annotations
 
 __all__ = ["DEEP_TRAIN_PRESETS", "MODEL_PRESETS", "TRAIN_PRESETS", "get_preset"]
 
+#: Hinton's guide: momentum 0.5, then 0.9 after epoch 5 (every preset)
+_MOMENTUM = dict(initial_momentum=0.5, final_momentum=0.9, momentum_switch_epoch=5)
 _RAISE_COMMON = dict(
     learning_rate=0.05,
     lr_schedule="constant",
     batch_size=100,
     n_epochs=100,
-    initial_momentum=0.5,
-    final_momentum=0.9,
-    momentum_switch_epoch=5,
+    **_MOMENTUM,
     weight_decay=2e-4,
     init="normal",
     init_scale=0.01,
@@ -68,9 +68,7 @@ _UPADHYA_SASTRY = dict(
     lr_schedule="constant",
     batch_size=100,
     n_epochs=50,
-    initial_momentum=0.5,
-    final_momentum=0.9,
-    momentum_switch_epoch=5,
+    **_MOMENTUM,
     weight_decay=1e-3,
     init="uniform_sqrt",
     visible_bias_init="base_rate",
@@ -89,6 +87,8 @@ TRAIN_PRESETS: dict[str, dict] = {
     "us-rbm500": {**_UPADHYA_SASTRY, "n_hidden": 500},
 }
 
+#: the deep models are not enumerable: no exact evaluation, metrics every 10 epochs on 1,000 rows
+_DEEP_EVAL = dict(eval_subsample=1000, exact_ll_max_units=0, eval_every=10)
 _DBM = dict(
     family="dbm",
     pretrain_epochs=100,
@@ -103,31 +103,18 @@ _DBM = dict(
     k=5,
     n_persistent_chains=100,
     n_mean_field_iter=10,
-    initial_momentum=0.5,
-    final_momentum=0.9,
-    momentum_switch_epoch=5,
+    **_MOMENTUM,
     weight_decay=2e-4,
     init_scale=0.01,
     visible_bias_init="base_rate",
-    eval_subsample=1000,
-    exact_ll_max_units=0,
-    eval_every=10,
+    **_DEEP_EVAL,
 )
+#: the first RBM by the RAISE recipe, the top one by PCD-1 (Tieleman 2008)
 _DBN = dict(
     family="dbn",
     method="cd",
     k=1,
-    learning_rate=0.05,
-    lr_schedule="constant",
-    batch_size=100,
-    n_epochs=100,
-    initial_momentum=0.5,
-    final_momentum=0.9,
-    momentum_switch_epoch=5,
-    weight_decay=2e-4,
-    init="normal",
-    init_scale=0.01,
-    visible_bias_init="base_rate",
+    **_RAISE_COMMON,
     n_persistent_chains=100,
     top_method="pcd",
     top_k=1,
@@ -135,9 +122,7 @@ _DBN = dict(
     top_lr_schedule="linear",
     top_n_epochs=100,
     top_samples_per_row=1,
-    eval_subsample=1000,
-    exact_ll_max_units=0,
-    eval_every=10,
+    **_DEEP_EVAL,
 )
 
 #: name -> ``train_model`` keyword arguments of the deep models (see the module docstring).

@@ -26,7 +26,7 @@ draw (initial weights, persistent chains, epoch shuffles, Gibbs sampling) comes 
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import math
 import os
 import time
@@ -40,15 +40,11 @@ from ..kernels import bernoulli, bernoulli_from_logits_
 from ..models.enumeration import MAX_ENUMERATION_BITS, exact_log_z
 from ..models.rbm import BinaryRBM
 from ..utils import atomic_path, make_generator, resolve_device
-from .hyperparams import RBM_TRAINER as _DEFAULTS
+from .hyperparams import Hyperparameters, RBMTrainerParams
 from .metrics import _pseudo_log_likelihood_at, reconstruction_error
 
 __all__ = ["RBMTrainer", "TrainingDivergedError", "history_to_csv"]
 
-_METHODS = ("cd", "pcd")
-_LR_SCHEDULES = ("constant", "linear", "exponential")
-_INITS = ("uniform_sqrt", "normal")
-_VISIBLE_BIAS_INITS = ("base_rate", "zero")
 #: Base rates are clipped to [c, 1 - c] before the logit, so always-off pixels get a
 #: finite visible bias (logit(1e-3) = -6.9).
 _BASE_RATE_CLIP = 1e-3
@@ -58,7 +54,7 @@ class TrainingDivergedError(LogzbenchError, RuntimeError):
     """The parameters became NaN or infinite during training (learning rate too high)."""
 
 
-class RBMTrainer:
+class RBMTrainer(Hyperparameters, declaration=RBMTrainerParams):
     """Train a :class:`~logzbench.models.rbm.BinaryRBM` by CD-k or PCD-k.
 
     Every hyperparameter is a constructor argument, stored unchanged (scikit-learn
@@ -132,73 +128,7 @@ class RBMTrainer:
         Number of visible units seen by ``fit``.
     """
 
-    def __init__(
-        self,
-        n_hidden: int = _DEFAULTS["n_hidden"],
-        method: str = _DEFAULTS["method"],
-        k: int = _DEFAULTS["k"],
-        learning_rate: float = _DEFAULTS["learning_rate"],
-        lr_schedule: str = _DEFAULTS["lr_schedule"],
-        lr_decay: float = _DEFAULTS["lr_decay"],
-        batch_size: int = _DEFAULTS["batch_size"],
-        n_epochs: int = _DEFAULTS["n_epochs"],
-        initial_momentum: float = _DEFAULTS["initial_momentum"],
-        final_momentum: float = _DEFAULTS["final_momentum"],
-        momentum_switch_epoch: int = _DEFAULTS["momentum_switch_epoch"],
-        weight_decay: float = _DEFAULTS["weight_decay"],
-        init: str = _DEFAULTS["init"],
-        init_scale: float = _DEFAULTS["init_scale"],
-        visible_bias_init: str = _DEFAULTS["visible_bias_init"],
-        n_persistent_chains: int | None = _DEFAULTS["n_persistent_chains"],
-        eval_subsample: int = _DEFAULTS["eval_subsample"],
-        exact_ll_max_units: int = _DEFAULTS["exact_ll_max_units"],
-        eval_every: int = _DEFAULTS["eval_every"],
-        seed: int = _DEFAULTS["seed"],
-        device: str | torch.device = _DEFAULTS["device"],
-        progress: bool = _DEFAULTS["progress"],
-    ):
-        self.n_hidden = n_hidden
-        self.method = method
-        self.k = k
-        self.learning_rate = learning_rate
-        self.lr_schedule = lr_schedule
-        self.lr_decay = lr_decay
-        self.batch_size = batch_size
-        self.n_epochs = n_epochs
-        self.initial_momentum = initial_momentum
-        self.final_momentum = final_momentum
-        self.momentum_switch_epoch = momentum_switch_epoch
-        self.weight_decay = weight_decay
-        self.init = init
-        self.init_scale = init_scale
-        self.visible_bias_init = visible_bias_init
-        self.n_persistent_chains = n_persistent_chains
-        self.eval_subsample = eval_subsample
-        self.exact_ll_max_units = exact_ll_max_units
-        self.eval_every = eval_every
-        self.seed = seed
-        self.device = device
-        self.progress = progress
-
     # ------------------------------------------------------------------ public
-    def get_params(self, deep: bool = True) -> dict:
-        """The constructor arguments as a dict (``deep`` is accepted for scikit-learn and unused)."""
-        return {name: getattr(self, name) for name in _hyperparameter_names()}
-
-    def set_params(self, **params) -> "RBMTrainer":
-        """Set hyperparameters by name; returns ``self``."""
-        unknown = sorted(set(params) - set(_hyperparameter_names()))
-        if unknown:
-            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {sorted(_hyperparameter_names())}")
-        for name, value in params.items():
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self) -> str:
-        defaults = {name: p.default for name, p in inspect.signature(RBMTrainer).parameters.items()}
-        changed = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k])
-        return f"RBMTrainer({changed})"
-
     def fit(self, train, test=None, callback: Callable[[dict, BinaryRBM], None] | None = None) -> "RBMTrainer":
         """Train on ``train``, monitoring ``test`` when given.
 
@@ -349,40 +279,12 @@ class RBMTrainer:
 
     # ------------------------------------------------------------------ validation and bookkeeping
     def _check_params(self) -> None:
-        """Raise ``ValueError`` naming the first invalid hyperparameter."""
-        for name, minimum in (
-            ("n_hidden", 1),
-            ("k", 1),
-            ("batch_size", 1),
-            ("n_epochs", 0),
-            ("momentum_switch_epoch", 0),
-            ("eval_subsample", 1),
-            ("eval_every", 1),
-            ("seed", None),
-        ):
-            _check_int(name, getattr(self, name), minimum)
-        if self.n_persistent_chains is not None:
-            _check_int("n_persistent_chains", self.n_persistent_chains, 1)
-        _check_int("exact_ll_max_units", self.exact_ll_max_units, 0)
-        if self.exact_ll_max_units > MAX_ENUMERATION_BITS:
-            raise ValueError(
-                f"exact_ll_max_units={self.exact_ll_max_units}: exact log Z enumerates at most "
-                f"2^{MAX_ENUMERATION_BITS} states; use a value <= {MAX_ENUMERATION_BITS}"
-            )
-        for name, choices in (
-            ("method", _METHODS),
-            ("lr_schedule", _LR_SCHEDULES),
-            ("init", _INITS),
-            ("visible_bias_init", _VISIBLE_BIAS_INITS),
-        ):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"unknown {name} {getattr(self, name)!r}; choose one of {list(choices)}")
-        _check_real("learning_rate", self.learning_rate, 0.0, math.inf, low_open=True)
-        _check_real("lr_decay", self.lr_decay, 0.0, 1.0, low_open=True)
-        _check_real("initial_momentum", self.initial_momentum, 0.0, 1.0, high_open=True)
-        _check_real("final_momentum", self.final_momentum, 0.0, 1.0, high_open=True)
-        _check_real("weight_decay", self.weight_decay, 0.0, math.inf)
-        _check_real("init_scale", self.init_scale, 0.0, math.inf, low_open=True)
+        """Raise ``ValueError`` naming the first invalid hyperparameter (their declared bounds)."""
+        _check_declared(self, "n_hidden k batch_size n_epochs momentum_switch_epoch eval_subsample eval_every seed")
+        _check_declared(self, "n_persistent_chains exact_ll_max_units")
+        _check_exact_units(self.exact_ll_max_units, MAX_ENUMERATION_BITS)
+        _check_declared(self, "method lr_schedule init visible_bias_init")
+        _check_declared(self, "learning_rate lr_decay initial_momentum final_momentum weight_decay init_scale")
 
     @staticmethod
     def _record(history: list[dict], row: dict, metrics: dict, rbm: BinaryRBM, callback) -> None:
@@ -390,10 +292,6 @@ class RBMTrainer:
         history.append(row)
         if callback is not None:
             callback(row, rbm)
-
-
-def _hyperparameter_names() -> list[str]:
-    return list(inspect.signature(RBMTrainer).parameters)
 
 
 class _Evaluator:
@@ -464,6 +362,42 @@ def _as_binary_data(data, what: str, device: torch.device, n_visible: int | None
 
     arr = check_binary_rows(data, f"{what} data", n_visible)
     return torch.as_tensor(arr, device=device).to(torch.float32)
+
+
+def _check_declared(obj, names: str) -> None:
+    """Check ``obj``'s hyperparameters ``names`` (space-separated), in order, by their declared bounds
+    (:mod:`logzbench.training.hyperparams`): ValueError naming the first out of bounds."""
+    declaration = getattr(obj, "_declaration", type(obj))
+    rules = {f.name: f.metadata["rule"] for f in dataclasses.fields(declaration)}
+    for name in names.split():
+        value, r = getattr(obj, name), rules[name]
+        if value is None and r.none:
+            continue
+        if r.kind == "int":
+            _check_int(name, value, r.low)
+        elif r.kind == "real":
+            _check_real(name, value, r.low, r.high, r.low_open, r.high_open)
+        elif value not in r.choices:
+            raise ValueError(f"unknown {name} {value!r}; choose one of {list(r.choices)}")
+
+
+def _check_exact_units(value: int, limit: int, what: str = "exact log Z", of: str = "") -> None:
+    """ValueError unless ``exact_ll_max_units`` (``value``) is at most the ``limit`` on the bits ``what``
+    enumerates (the states ``of`` a layer, when said)."""
+    if value > limit:
+        raise ValueError(
+            f"exact_ll_max_units={value}: {what} enumerates at most 2^{limit} states{of}; use a value <= {limit}"
+        )
+
+
+def _subsamples(x_train: torch.Tensor, x_test: torch.Tensor | None, max_rows: int, gen: torch.Generator) -> dict:
+    """``{"train": rows, "test": rows}``: at most ``max_rows`` rows of each data set given, drawn once from
+    ``gen`` (the fixed rows an evaluation reads every epoch)."""
+    return {
+        name: x[torch.randperm(x.shape[0], generator=gen, device=x.device)[:max_rows]]
+        for name, x in (("train", x_train), ("test", x_test))
+        if x is not None
+    }
 
 
 def _check_int(name: str, value, minimum: int | None) -> None:

@@ -25,15 +25,13 @@ import math
 
 import torch
 
-from .hyperparams import VCD as _DEFAULTS
+from .hyperparams import REQUIRED, VCDParams, takes
 from .variational import (
     AISMonitor,
     Encoder,
     ExactMonitor,
-    History,
     adam,
     free_energy_bound,
-    logged,
     sample_bernoulli,
     setup,
     step,
@@ -67,34 +65,8 @@ def visible_logits(energy, hs) -> torch.Tensor:
     return -grad.detach()
 
 
-def train_vcd(
-    train,
-    valid=None,
-    *,
-    family: str = _DEFAULTS["family"],
-    hidden_sizes=_DEFAULTS["hidden_sizes"],
-    iterations: int = _DEFAULTS["iterations"],
-    K2: int = _DEFAULTS["K2"],
-    cd_k: int = _DEFAULTS["cd_k"],
-    lr: float = _DEFAULTS["lr"],
-    betas=_DEFAULTS["betas"],
-    batch_size: int = _DEFAULTS["batch_size"],
-    seed: int = _DEFAULTS["seed"],
-    device=_DEFAULTS["device"],
-    log_every: int = _DEFAULTS["log_every"],
-    temperature: float = _DEFAULTS["temperature"],
-    straight_through: bool = _DEFAULTS["straight_through"],
-    mlp_hidden: int | None = _DEFAULTS["mlp_hidden"],
-    init_scale: float = _DEFAULTS["init_scale"],
-    exact_max_units: int = _DEFAULTS["exact_max_units"],
-    ais_every: int = _DEFAULTS["ais_every"],
-    ais_K: int = _DEFAULTS["ais_K"],
-    ais_chains: int = _DEFAULTS["ais_chains"],
-    ais_init: str | None = _DEFAULTS["ais_init"],
-    ais_is_samples: int = _DEFAULTS["ais_is_samples"],
-    select: str = _DEFAULTS["select"],
-    return_state: bool = False,
-):
+@takes(VCDParams, ("train", REQUIRED), ("valid", None), tail=(("return_state", False),))
+def train_vcd(train, valid, hp: VCDParams, return_state: bool = False):
     """Train a DBM (or RBM) by variational CD (VCD-``cd_k``).
 
     Parameters
@@ -132,53 +104,28 @@ ais_init, ais_is_samples, select, return_state
         Bad data or hyperparameters, or a family with real-valued ``v``.
     TrainingDivergedError
     """
-    s = setup(
-        train,
-        valid,
-        family=family,
-        hidden_sizes=hidden_sizes,
-        iterations=iterations,
-        batch_size=batch_size,
-        lr=lr,
-        betas=betas,
-        seed=seed,
-        device=device,
-        log_every=log_every,
-        temperature=temperature,
-        straight_through=straight_through,
-        mlp_hidden=mlp_hidden,
-        init_scale=init_scale,
-        exact_max_units=exact_max_units,
-        own={"K2": K2, "cd_k": cd_k},
-        ais_every=ais_every,
-        ais_K=ais_K,
-        ais_chains=ais_chains,
-        ais_init=ais_init,
-        ais_is_samples=ais_is_samples,
-        select=select,
-    )
+    s = setup(train, valid, hp)
     if s.family.visible != "binary":
         raise ValueError(f"VCD needs binary visible units; family {s.family.name!r} has real ones")
     energy, relax, gen = s.energy, s.relax, s.gen
     encoder = Encoder(s.train.shape[1], s.hidden_sizes, s.mlp_hidden, s.init_gen).to(s.device)
-    opt_theta = adam(energy.parameters(), lr, betas)
-    opt_enc = adam(encoder.parameters(), lr, betas)
+    opt_theta = adam(energy.parameters(), hp.lr, hp.betas)
+    opt_enc = adam(encoder.parameters(), hp.lr, hp.betas)
     monitor_batch = s.monitor
-    history = History()
 
     def negatives(v: torch.Tensor, g: torch.Generator) -> torch.Tensor:
         with torch.no_grad():
-            for _ in range(int(cd_k)):
+            for _ in range(int(hp.cd_k)):
                 v = sample_bernoulli(visible_logits(energy, encoder.sample(v, g).hs), g)
         return v
 
-    def record(it: int) -> None:
+    def record(it: int) -> dict:
         neg = negatives(monitor_batch, s.eval_gen)
         pos_g = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen).value.mean()
         neg_g = free_energy_bound(energy, encoder, neg, s.eval_gen).value.mean()
         pos_e = free_energy_bound(energy, encoder, monitor_batch, s.eval_gen, entropy=False).value.mean()
         neg_e = free_energy_bound(energy, encoder, neg, s.eval_gen, entropy=False).value.mean()
-        row = {
+        return {
             "iteration": it,
             "free_energy_bound": float(pos_g),
             "negative_free_energy_bound": float(neg_g),
@@ -187,12 +134,10 @@ ais_init, ais_is_samples, select, return_state
             if s.valid is None
             else float(free_energy_bound(energy, encoder, s.valid, s.eval_gen).value.mean()),
         }
-        s.observe(history, it, row)
 
-    record(0)
-    for it in range(1, int(iterations) + 1):
+    def update() -> None:
         energy.requires_grad_(False)
-        for _ in range(int(K2)):  # encoder: minimise G(v) = E_Q[E] - H(Q)
+        for _ in range(int(hp.K2)):  # encoder: minimise G(v) = E_Q[E] - H(Q)
             v = s.batches.next()
             e = encoder.sample(v, gen, relax)
             step(opt_enc, (energy(v, e.hs) - e.entropy).mean())
@@ -202,8 +147,6 @@ ais_init, ais_is_samples, select, return_state
             v_neg = negatives(v, gen)
             h_pos, h_neg = encoder.sample(v, gen).hs, encoder.sample(v_neg, gen).hs
         step(opt_theta, energy(v, h_pos).mean() - energy(v_neg, h_neg).mean())
-        energy.check_finite(f"VCD iteration {it}")
-        if logged(it, iterations, log_every):
-            record(it)
 
+    history = s.iterate("VCD", hp, update, record)
     return s.finish(history, {"energy": energy, "encoder": encoder}, return_state)

@@ -6,8 +6,9 @@ minibatches and monitors (:class:`Setup`); :func:`adam` and :func:`step` are its
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Any, Mapping, NamedTuple
+from typing import Callable, Mapping, NamedTuple
 
 import numpy as np
 import torch
@@ -15,11 +16,11 @@ from torch import nn
 
 from ...utils import make_generator, resolve_device
 from ..common import _check_hidden_sizes
-from ..learner_options import ABLATION_ALIASES, ABLATIONS, check_values
+from ..learner_options import ABLATION_ALIASES, ABLATIONS, RULES, check_values
 from ..trainer import TrainingDivergedError, _as_binary_data, _spawn_seed
 from .distributions import Relaxation
 from .energies import EnergyFamily, EnergyModel, get_family
-from .monitors import AISMonitor, BestSnapshot, ExactMonitor, History
+from .monitors import AISMonitor, BestSnapshot, ExactMonitor, History, logged
 
 # ABLATIONS and their aliases: logzbench.training.learner_options (with every learner hyperparameter's rule)
 
@@ -93,6 +94,20 @@ class Setup(NamedTuple):
         self.best.offer(it, row, self.energy)
         history.add(row)
 
+    def iterate(self, name: str, hp, update: Callable[[], None], record: Callable[[int], dict]) -> "History":
+        """A learner's loop, which every learner shares: the logged row of iteration 0, then
+        ``hp.iterations`` times its ``update`` of the networks and the model, a check that the model is
+        finite (naming ``name``), and the row of each logged iteration (every ``hp.log_every``-th and the
+        last; :meth:`observe` completes each)."""
+        history = History()
+        self.observe(history, 0, record(0))
+        for it in range(1, int(hp.iterations) + 1):
+            update()
+            self.energy.check_finite(f"{name} iteration {it}")
+            if logged(it, hp.iterations, hp.log_every):
+                self.observe(history, it, record(it))
+        return history
+
     def finish(self, history: "History", state: Mapping[str, nn.Module], return_state: bool):
         """``(model, history)`` -- plus ``state`` (the trained modules and ``selected_iteration``) when
         ``return_state`` -- with the model's ``data_mean`` set to the training means (binary families).
@@ -107,73 +122,28 @@ class Setup(NamedTuple):
         return model, history.result(), {**dict(state), "selected_iteration": selected}
 
 
-def setup(
-    train,
-    valid,
-    *,
-    family,
-    hidden_sizes,
-    iterations,
-    batch_size,
-    lr,
-    betas,
-    seed,
-    device,
-    log_every,
-    temperature,
-    straight_through,
-    mlp_hidden,
-    init_scale,
-    exact_max_units,
-    family_options=None,
-    own: Mapping[str, Any] | None = None,
-    ais_every: int = 0,
-    ais_K: int = 1000,
-    ais_chains: int = 100,
-    ais_init: str | None = None,
-    ais_is_samples: int = 100,
-    select: str = "last",
-) -> Setup:
-    """Validate a learner's common arguments and build its data, generators and :class:`EnergyModel`.
+def setup(train, valid, hp, *, family_options=None) -> Setup:
+    """Validate a learner's hyperparameters ``hp`` (its declaration,
+    :mod:`logzbench.training.hyperparams`) and build its data, generators and :class:`EnergyModel`.
 
     The trained parameters' initial values, the data order, the monitoring batch (``monitor``:
     ``batch_size`` training rows) and the networks' initial weights come from a CPU generator
     seeded by ``seed``; the sampling noise from a generator on
     ``device`` spawned from it, and the monitoring draws from a third one (so the monitoring
     never changes the trained model).  ``ais_*`` configure :class:`AISMonitor` (``ais_every=0``: off) and
-    ``select`` the model returned (:class:`BestSnapshot`); ``own``: the learner's other hyperparameters
-    (``K1``, ``aux_size``, ``z``, ...), checked with these by their rules
-    (:func:`logzbench.training.learner_options.check_values`).
+    ``select`` the model returned (:class:`BestSnapshot`); every value with a rule is checked by it
+    (:func:`logzbench.training.learner_options.check_values`).  A learner without ``temperature`` /
+    ``straight_through`` (NVIL) gets the relaxation at their defaults.
 
     Raises
     ------
     ValueError
         Naming the argument or data problem.
     """
-    fam = get_family(family)
+    fam = get_family(hp.family)
     # every value by its rule (logzbench.training.learner_options, also the workflow's config check)
-    check_values(
-        {
-            "iterations": iterations,
-            "batch_size": batch_size,
-            "seed": seed,
-            "log_every": log_every,
-            "exact_max_units": exact_max_units,
-            "ais_every": ais_every,
-            "ais_K": ais_K,
-            "ais_chains": ais_chains,
-            "ais_init": ais_init,
-            "ais_is_samples": ais_is_samples,
-            "select": select,
-            "lr": lr,
-            "betas": betas,
-            "temperature": temperature,
-            "straight_through": straight_through,
-            "init_scale": init_scale,
-            "mlp_hidden": mlp_hidden,
-            **(own or {}),
-        }
-    )
+    check_values({f.name: getattr(hp, f.name) for f in dataclasses.fields(hp) if f.name in RULES})
+    hidden_sizes, seed, mlp_hidden = hp.hidden_sizes, hp.seed, hp.mlp_hidden
     sizes = _check_hidden_sizes(hidden_sizes)
     lo, hi = fam.n_layers
     if len(sizes) < lo or (hi is not None and len(sizes) > hi):
@@ -183,25 +153,35 @@ def setup(
         )
     if mlp_hidden is None:
         mlp_hidden = max(1, sizes[0] // 2)
-    dev = resolve_device(device)
+    dev = resolve_device(hp.device)
     x_train = _as_data(train, "training", fam, dev)
     x_valid = None if valid is None else _as_data(valid, "validation", fam, dev, x_train.shape[1])
     init_gen = torch.Generator().manual_seed(int(seed))
-    params, buffers = fam.init(x_train.shape[1], sizes, x_train, init_gen, init_scale, dict(family_options or {}))
+    params, buffers = fam.init(x_train.shape[1], sizes, x_train, init_gen, hp.init_scale, dict(family_options or {}))
     energy = EnergyModel(fam, {k: t.float() for k, t in params.items()}, {k: t.float() for k, t in buffers.items()}).to(
         dev
     )
     gen = make_generator(_spawn_seed(init_gen), dev)
     eval_gen = make_generator(_spawn_seed(init_gen), dev)
-    batches = Batches(x_train, min(int(batch_size), x_train.shape[0]), init_gen)
+    batches = Batches(x_train, min(int(hp.batch_size), x_train.shape[0]), init_gen)
     monitor = x_train[torch.randperm(x_train.shape[0], generator=init_gen)[: batches.batch_size].to(dev)]
-    relax = Relaxation(float(temperature), bool(straight_through))
+    relax = Relaxation(float(getattr(hp, "temperature", 0.1)), bool(getattr(hp, "straight_through", False)))
     data_mean = x_train.mean(0).cpu().numpy() if fam.visible == "binary" else None
     ais = AISMonitor(
-        ais_every, ais_K, ais_chains, ais_init, ais_is_samples, int(seed), iterations, x_train, x_valid, data_mean, fam
+        hp.ais_every,
+        hp.ais_K,
+        hp.ais_chains,
+        hp.ais_init,
+        hp.ais_is_samples,
+        int(seed),
+        hp.iterations,
+        x_train,
+        x_valid,
+        data_mean,
+        fam,
     )
-    exact = ExactMonitor(x_train, monitor, x_valid, exact_max_units)
-    best = BestSnapshot(select)
+    exact = ExactMonitor(x_train, monitor, x_valid, hp.exact_max_units)
+    best = BestSnapshot(hp.select)
     if best.select == "best-valid" and x_valid is None:
         raise ValueError("select='best-valid' needs validation rows (the dataset has no validation split)")
     return Setup(
