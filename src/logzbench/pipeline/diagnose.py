@@ -197,6 +197,7 @@ def hidden_mass_exact(rbm, top: Sequence[int] = TOP, *, chunk: int = 1 << 14) ->
         ``top_log_p`` (their ``log p(h)``).
     """
     import torch
+    from scipy.special import logsumexp
 
     from ..models.enumeration import MAX_ENUMERATION_BITS, state_bits
 
@@ -223,16 +224,10 @@ def hidden_mass_exact(rbm, top: Sequence[int] = TOP, *, chunk: int = 1 << 14) ->
     log_p = best_v.numpy() - log_z
     out: dict[str, Any] = {"method": "exact", "H": H, "n_states": n_states, "log_z": log_z}
     for k in top:
-        out[f"top{k}"] = float(math.exp(_logsumexp(log_p[:k])))
+        out[f"top{k}"] = float(math.exp(logsumexp(log_p[:k])))
     out["top_states"] = ((best_i.numpy()[:, None] >> np.arange(H)) & 1).astype(np.uint8)
     out["top_log_p"] = log_p
     return out
-
-
-def _logsumexp(x: np.ndarray) -> float:
-    x = np.asarray(x, dtype=np.float64)
-    m = float(x.max())
-    return m + math.log(float(np.exp(x - m).sum()))
 
 
 def hidden_mass_from_samples(h: np.ndarray, top: Sequence[int] = TOP, *, chains: int | None = None) -> dict[str, Any]:
