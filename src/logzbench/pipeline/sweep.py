@@ -37,7 +37,8 @@ from ..data.sizes import DEFAULT_N_COMPONENTS, N_FEATURES, SOURCE_DATA_KINDS
 from ..errors import ConfigError
 from ..options import SKIP, SettingQuery, declared, recorded_options
 from ..schedules import SCHEDULES, from_file
-from ..sources import ENERGY_FAMILIES, META_FILE, ModelSource, parse_source
+from ..sources import ModelSource, parse_source
+from .model_files import SOURCE_WHAT, npz_model, rows_shape, source_families, torchscript_family
 
 __all__ = [
     "ConfigError",
@@ -67,7 +68,6 @@ __all__ = [
     "model_n_visible",
     "model_source",
     "n_visible",
-    "source_families",
     "source_family",
     "option_default",
     "setting_keys",
@@ -141,52 +141,6 @@ def model_source(config: Mapping, model: str) -> ModelSource | None:
         raise ConfigError(f"model {model}: {exc} (models.{model}.source)") from None
 
 
-def source_families(kind: str) -> tuple[str, ...]:
-    """The families a source of ``kind`` may hold: a TorchScript file, the user's energies (the families
-    whose model class is :class:`logzbench.models.energy.EnergyModel`); a Potts text file, ``potts``;
-    ``FILE.py:NAME`` (an EnergyModel or a model object of a registered family) and an ``.npz``, every family."""
-    if kind == "torchscript":
-        return tuple(n for n, f in registry.FAMILIES.items() if f.model.endswith(":EnergyModel"))
-    if kind == "potts-text":
-        return tuple(n for n in ("potts",) if n in registry.FAMILIES)
-    return tuple(registry.FAMILIES)
-
-
-def _torchscript_family(path: str) -> str | None:
-    """The energy family a TorchScript file's ``logzbench.json`` extra file says (its ``domain``), read from
-    the zip archive without torch; ``None`` where the file has none or it cannot be read."""
-    import json
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(path) as z:
-            meta = [n for n in z.namelist() if n.endswith(f"/extra/{META_FILE}")]
-            if len(meta) != 1:
-                return None
-            domain = json.loads(z.read(meta[0]).decode()).get("domain")
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, AttributeError):
-        return None
-    name = domain[0] if isinstance(domain, list) and domain else domain
-    return ENERGY_FAMILIES.get(name) if isinstance(name, str) else None
-
-
-def _npz_model_type(path: str) -> str:
-    """The ``model_type`` of an ``.npz`` model file (``rbm`` when absent), read with NumPy only; ValueError
-    for a file that is not a readable ``.npz``."""
-    import zipfile
-
-    import numpy as np
-
-    try:
-        with zipfile.ZipFile(path) as z:
-            if "model_type.npy" not in z.namelist():
-                return "rbm"
-        with np.load(path, allow_pickle=False) as f:
-            return str(f["model_type"]).lower()
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"not a readable .npz model file ({type(exc).__name__}: {exc})") from None
-
-
 def source_family(config: Mapping, model: str) -> str:
     """A source model's family, known without importing it: ``family`` as the entry states it (required for
     ``FILE.py:NAME``: ``energy-binary``, ``energy-categorical``, ``energy-continuous``, or the registered
@@ -200,12 +154,12 @@ def source_family(config: Mapping, model: str) -> str:
     allowed = source_families(src.kind)
     if stated is not None and stated not in registry.FAMILIES:
         raise ConfigError(
-            f"model {model}: unknown family {stated!r} (models.{model}.family); a {_SOURCE_WHAT[src.kind]} "
+            f"model {model}: unknown family {stated!r} (models.{model}.family); a {SOURCE_WHAT[src.kind]} "
             f"source holds one of {list(allowed)}"
         )
     if src.kind == "npz":
         try:
-            found = _npz_model_type(src.path)
+            found = npz_model(src.path).model_type
         except ValueError as exc:
             raise ConfigError(f"model {model}: source {src.path}: {exc} (models.{model}.source)") from None
         if stated is not None and stated != found:
@@ -214,7 +168,7 @@ def source_family(config: Mapping, model: str) -> str:
                 f"(its model_type); remove family or fix it"
             )
         stated = found
-    elif src.kind == "torchscript" and (found := _torchscript_family(src.path)) is not None:
+    elif src.kind == "torchscript" and (found := torchscript_family(src.path)) is not None:
         if stated is not None and stated != found:
             raise ConfigError(
                 f"model {model}: models.{model}.family is {stated!r} but {src.path} holds a {found!r} model "
@@ -226,12 +180,12 @@ def source_family(config: Mapping, model: str) -> str:
             stated = "potts"
         else:
             raise ConfigError(
-                f"model {model}: a {_SOURCE_WHAT[src.kind]} source needs `family` (one of {list(allowed)}): it is "
+                f"model {model}: a {SOURCE_WHAT[src.kind]} source needs `family` (one of {list(allowed)}): it is "
                 f"only known once the model is loaded, which the workflow does not do before its jobs run"
             )
     if stated not in allowed:
         raise ConfigError(
-            f"model {model}: a {_SOURCE_WHAT[src.kind]} source cannot hold a {stated!r} model; "
+            f"model {model}: a {SOURCE_WHAT[src.kind]} source cannot hold a {stated!r} model; "
             f"models.{model}.family must be one of {list(allowed)}"
         )
     if stated not in registry.FAMILIES:  # an .npz of an unknown model_type
@@ -239,9 +193,6 @@ def source_family(config: Mapping, model: str) -> str:
             f"model {model}: {src.path} holds an unknown model_type {stated!r}; known: {list(registry.family_names())}"
         )
     return stated
-
-
-_SOURCE_WHAT = {"python": "FILE.py:NAME", "torchscript": "TorchScript", "npz": ".npz", "potts-text": "Potts text"}
 
 
 def model_data_files(config: Mapping, model: str) -> dict[str, str] | None:
@@ -253,35 +204,6 @@ def model_data_files(config: Mapping, model: str) -> dict[str, str] | None:
     return {k: str(data[k]) for k in ("test", "train") if data.get(k) is not None}
 
 
-def _npy_shape(fh) -> tuple[int, ...]:
-    """The shape in the header of the ``.npy`` data open in ``fh`` (its data not read)."""
-    from numpy.lib import format as npy
-
-    major, _ = npy.read_magic(fh)
-    read = npy.read_array_header_1_0 if major == 1 else npy.read_array_header_2_0
-    return tuple(int(n) for n in read(fh)[0])
-
-
-def _rows_shape(path: str, split: str) -> tuple[int, ...]:
-    """The shape of the rows in ``path`` without reading them: an ``.npy`` file's, or an ``.npz``'s array
-    ``split`` (else its only array); ValueError naming what is wrong."""
-    import zipfile
-
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as z:
-                names = [n for n in z.namelist() if n.endswith(".npy")]
-                member = f"{split}.npy" if f"{split}.npy" in names else (names[0] if len(names) == 1 else None)
-                if member is None:
-                    raise ValueError(f"holds no {split!r} array (arrays: {[n[:-4] for n in names]})")
-                with z.open(member) as fh:
-                    return _npy_shape(fh)
-        with open(path, "rb") as fh:
-            return _npy_shape(fh)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"not a readable .npy / .npz file of rows ({exc})") from None
-
-
 def lacks_training_rows(config: Mapping, model: str) -> bool:
     """Whether a source model has, as far as the workflow can tell, no training rows for the data base rate:
     its rows are files without ``train``, and its source is not an ``.npz`` holding ``data_mean``."""
@@ -290,12 +212,9 @@ def lacks_training_rows(config: Mapping, model: str) -> bool:
         return False
     src = model_source(config, model)
     if src is not None and src.kind == "npz":
-        import zipfile
-
         try:
-            with zipfile.ZipFile(src.path) as z:
-                return "data_mean.npy" not in z.namelist()
-        except (OSError, zipfile.BadZipFile):
+            return not npz_model(src.path).has_data_mean
+        except ValueError:
             return True
     return True
 
@@ -317,7 +236,7 @@ def model_n_visible(config: Mapping, model: str) -> int:
     if files is None:
         return n_visible(config, model_dataset(config, model))
     try:
-        shape = _rows_shape(files["test"], "test")
+        shape = rows_shape(files["test"], "test")
     except ValueError as exc:
         raise ConfigError(f"model {model}: data.test {files['test']}: {exc}") from None
     if len(shape) != 2 or not shape[0] or not shape[1]:
@@ -332,22 +251,9 @@ def _source_hidden_sizes(config: Mapping, model: str, family: str) -> list[int]:
     src = model_source(config, model)
     if src.kind != "npz":
         return []
-    import zipfile
-
     try:
-        with zipfile.ZipFile(src.path) as z:
-            names = set(z.namelist())
-            keys = ["W"] if "W.npy" in names else []
-            i = 1
-            while f"W_{i}.npy" in names:
-                keys.append(f"W_{i}")
-                i += 1
-            sizes = []
-            for k in keys:
-                with z.open(f"{k}.npy") as fh:
-                    sizes.append(int(_npy_shape(fh)[-1]))
-            return sizes
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return list(npz_model(src.path).hidden_sizes)
+    except ValueError:
         return []
 
 
