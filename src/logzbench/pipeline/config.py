@@ -35,19 +35,18 @@ from ..options import AUTO_TRANSITION, MAX_CHAINS, EstimateOptions, declared
 from ..schedules import SCHEDULES, TUNED, from_file
 from ..sources import DISCRETE_ENERGY_FAMILIES
 from ..training.hyperparams import FAMILY_ONLY, declared_names
+from .entries import ModelEntry
 from .sweep import (
     dataset_kind,
     estimator_spec,
     estimators_of,
-    estimators_run,
-    family_spec,
     fixed_schedule_K,
     lacks_training_rows,
     listed_values,
     model_data_files,
     model_dataset,
+    model_entry,
     model_hyperparams,
-    model_jobs,
     model_n_visible,
     model_source,
     option_default,
@@ -58,6 +57,7 @@ __all__ = [
     "MAX_CHAINS",
     "PUBLISHED_CSV",
     "check_config",
+    "checked_models",
     "check_paper_rows",
     "check_source_model",
     "hyperparam_names",
@@ -444,7 +444,23 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     source model's keys (``family``, ``data``).  Warns of a model left
     with no estimate (e.g. a DBN with only base-rate inits) and of sweep keys an estimator has no axis
     for."""
+    return checked_models(config, presets)[1]
+
+
+def checked_models(config: Mapping, presets: Mapping | None = None) -> tuple[dict[str, ModelEntry], list[str]]:
+    """:func:`check_config`, and the entry of each model it checked (:func:`logzbench.pipeline.sweep.model_entry`,
+    built once, in config order): what :func:`logzbench.pipeline.plan.load` makes its plan of."""
     warnings: list[str] = []
+    _check_sections(config)
+    models = {model: _checked_model(config, model, presets, warnings) for model in config.get("models") or {}}
+    for name, e in (config.get("estimators") or {}).items():
+        _check_estimator(config, name, e, models, warnings)
+    return models, warnings
+
+
+def _check_sections(config: Mapping) -> None:
+    """What is checked before the models: something to run, the tracking URI, names told apart by case only,
+    the datasets' dimensions and sizes, the estimators' methods."""
     if not config.get("models") and not (config.get("trials") or {}):
         raise ConfigError("the config defines no models and no trials: nothing to run")
     _check_tracking_uri(config)
@@ -455,158 +471,210 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
         _check_dataset_sizes(d, spec)
     for name in config.get("estimators") or {}:
         estimator_spec(config, name)  # a known method
-    for model, m in (config.get("models") or {}).items():
-        if m.get("source") is not None:
-            check_source_model(config, model)
-        else:
-            given = [k for k in _SOURCE_KEYS if m.get(k) is not None]
-            if given:
-                raise ConfigError(
-                    f"model {model}: models.{model}.{given[0]} applies to a model read from a `source` file only; "
-                    "a trained model's family is hyperparams.family (or its preset's) and its rows its `dataset`"
-                )
-            if m.get("dataset") is None:
-                raise ConfigError(
-                    f"model {model}: give its `dataset` (or a `source` file for a model the workflow does not train)"
-                )
-            if m["dataset"] not in config["datasets"]:
-                raise ConfigError(
-                    f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}"
-                )
-        for name in estimators_of(config, model):
-            if name not in config["estimators"]:
-                raise ConfigError(f"model {model}: unknown estimator {name!r}; defined: {sorted(config['estimators'])}")
-        hp = model_hyperparams(config, model, presets)
-        fam = hp["family"]
-        if m.get("source") is None:
-            _check_hyperparam_names(config, model, hp)
-        if hp.get("learner") is not None:
-            _check_learner_values(config, model, hp)
-        if fam == "dbm" and hp.get("pretrain_epochs") is not None and hp.get("hidden_sizes") is not None:
-            from ..training.hyperparams import per_layer_epochs
 
-            try:
-                per_layer_epochs(hp["pretrain_epochs"], len(hp["hidden_sizes"]))
-            except ValueError as exc:
-                raise ConfigError(f"model {model}: hyperparams.{exc}") from None
-        if fam == "grid-mrf" and m.get("source") is None:
-            from ..training.grid import check_grid_hyperparams
 
-            why = check_grid_hyperparams(hp, model_n_visible(config, model))
-            if why is not None:
-                raise ConfigError(f"model {model}: {why}")
-        if m.get("paper"):
-            check_paper_rows({model: m["paper"]})
-        for name in m.get("estimators") or []:
-            spec = estimator_spec(config, name)
-            if not spec.applies_to(fam):
-                raise ConfigError(
-                    f"model {model}: estimator {name!r} ({spec.name}) is not available for a {fam.upper()} "
-                    f"({_not_available(spec)}; for a {fam.upper()} use one of {list(registry.estimators_for(fam))}); "
-                    f"remove it from models.{model}.estimators (without an explicit list, estimators a family "
-                    f"lacks are skipped automatically)"
-                )
-        for name in estimators_run(config, model, presets):
-            t = (config["estimators"].get(name) or {}).get("transition")
-            if t not in (None, "gibbs", AUTO_TRANSITION) and fam not in DISCRETE_ENERGY_FAMILIES:
-                raise ConfigError(
-                    f"model {model}: estimator {name} has transition {t}, which is for a user's discrete energy "
-                    f"(energy-binary, energy-categorical); a {fam} model anneals with its own sampler: give {model} "
-                    f"an estimator entry without transition, or list {name} on energy models only (its `models`)"
-                )
-        if m.get("source") is not None and lacks_training_rows(config, model):
-            skipped = [
-                n
-                for n in estimators_run(config, model, presets)
-                if "init" in estimator_spec(config, n).axes
-                and {"base-rate", "mixture"} & set(listed_values(config, n, "inits"))
-            ]
-            if skipped:
-                listed = {i for n in skipped for i in listed_values(config, n, "inits")}
-                starts = " and ".join(i for i in ("base-rate", "mixture") if i in listed)
-                warnings.append(
-                    f"model {model} has no training rows (models.{model}.data.train), so its {starts} estimates "
-                    f"({', '.join(skipped)}) are skipped"
-                )
-        if not model_jobs(config, model, presets):
-            warnings.append(
-                f"model {model} ({fam}) has no estimate to run (a DBN supports the uniform initial "
-                f"distribution only; check the estimators' inits and the exact limits)"
-            )
-    for name, e in (config.get("estimators") or {}).items():
+def _check_trained_model(config: Mapping, model: str, m: Mapping[str, Any]) -> None:
+    """A trained model's entry: no source model's keys, a known ``dataset``."""
+    given = [k for k in _SOURCE_KEYS if m.get(k) is not None]
+    if given:
+        raise ConfigError(
+            f"model {model}: models.{model}.{given[0]} applies to a model read from a `source` file only; "
+            "a trained model's family is hyperparams.family (or its preset's) and its rows its `dataset`"
+        )
+    if m.get("dataset") is None:
+        raise ConfigError(
+            f"model {model}: give its `dataset` (or a `source` file for a model the workflow does not train)"
+        )
+    if m["dataset"] not in config["datasets"]:
+        raise ConfigError(f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}")
+
+
+def _check_hyperparams(config: Mapping, model: str, m: Mapping[str, Any], hp: Mapping[str, Any]) -> None:
+    """The model's training hyperparameters: names its trainer takes, a learner's values, a DBM's per-layer
+    pretraining epochs, a grid MRF's sides against its data."""
+    fam = hp["family"]
+    if m.get("source") is None:
+        _check_hyperparam_names(config, model, hp)
+    if hp.get("learner") is not None:
+        _check_learner_values(config, model, hp)
+    if fam == "dbm" and hp.get("pretrain_epochs") is not None and hp.get("hidden_sizes") is not None:
+        from ..training.hyperparams import per_layer_epochs
+
+        try:
+            per_layer_epochs(hp["pretrain_epochs"], len(hp["hidden_sizes"]))
+        except ValueError as exc:
+            raise ConfigError(f"model {model}: hyperparams.{exc}") from None
+    if fam == "grid-mrf" and m.get("source") is None:
+        from ..training.grid import check_grid_hyperparams
+
+        why = check_grid_hyperparams(hp, model_n_visible(config, model))
+        if why is not None:
+            raise ConfigError(f"model {model}: {why}")
+
+
+def _check_model_estimators(config: Mapping, entry: ModelEntry, m: Mapping[str, Any]) -> None:
+    """The estimators of a model: each it lists applies to its family; a ``transition`` of a user's discrete
+    energy only on such a model."""
+    model, fam = entry.name, entry.family.name
+    for name in m.get("estimators") or []:
         spec = estimator_spec(config, name)
-        if e.get("mixture_components") is not None and "mixture" not in listed_values(config, name, "inits"):
+        if not spec.applies_to(fam):
             raise ConfigError(
-                f"estimator {name}: mixture_components applies to init mixture only, and its inits "
-                f"({', '.join(map(str, listed_values(config, name, 'inits'))) or 'none'}) do not list it; add "
-                "mixture to its inits or drop mixture_components"
+                f"model {model}: estimator {name!r} ({spec.name}) is not available for a {fam.upper()} "
+                f"({_not_available(spec)}; for a {fam.upper()} use one of {list(registry.estimators_for(fam))}); "
+                f"remove it from models.{model}.estimators (without an explicit list, estimators a family "
+                f"lacks are skipped automatically)"
             )
-        unknown = sorted(set(e.get("models") or []) - set(config.get("models") or {}))
-        if unknown:
-            raise ConfigError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
-        if e.get("test_subset"):
-            for model in config.get("models") or {}:
-                dataset = model_dataset(config, model)
-                source = config["datasets"][dataset]["source"] if dataset is not None else "rows from data files"
-                if source not in LABELLED_SOURCES and name in estimators_run(config, model, presets):
-                    raise ConfigError(
-                        f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
-                        f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
-                        f"test_subset or run {name} on other models (its `models`)"
-                    )
-                if name in estimators_run(config, model, presets):
-                    _check_per_class(config, name, model, int(e["test_subset"]["per_class"]))
-        if "schedule" in spec.options:
-            _check_schedule(name, e, spec)
-        for axis, key in registry.AXIS_CONFIG_KEYS.items():
-            if axis in ("K", "init") and spec.reads_unswept(axis):  # unswept_options
-                if len(e.get(key) or []) > 1:
-                    what = (
-                        "it reads one K (the sandwich: its starting K, doubled by itself; smc: its fixed "
-                        "schedule's steps, or the cap of its adaptive temperatures)"
-                        if axis == "K"
-                        else "it runs from one initial distribution"
-                    )
-                    raise ConfigError(
-                        f"estimator {name}: {spec.name} is not swept over {key}; {what}: give one "
-                        f"value, e.g. {key}: [{e[key][0]}]"
-                    )
-                if axis == "init" and e.get(key):
-                    for model in config.get("models") or {}:
-                        fam = family_spec(config, model, presets)
-                        if name in estimators_run(config, model, presets) and fam.inits and e[key][0] not in fam.inits:
-                            raise ConfigError(
-                                f"estimator {name}: model {model} ({fam.name}) has no initial "
-                                f"distribution {e[key][0]!r} (its: {', '.join(fam.inits)}); run "
-                                f"{name} on other models (its `models`) or change its inits"
-                            )
-                continue
-            if e.get(key) and axis not in spec.axes:
-                warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")
-        if "K" in spec.axes:
-            fixed = fixed_schedule_K(e)
-            ks = [fixed] if fixed is not None and not e.get("K") else listed_values(config, name, "K")
-            if fixed is not None and ks != [fixed]:
+    for name in entry.estimators:
+        t = (config["estimators"].get(name) or {}).get("transition")
+        if t not in (None, "gibbs", AUTO_TRANSITION) and fam not in DISCRETE_ENERGY_FAMILIES:
+            raise ConfigError(
+                f"model {model}: estimator {name} has transition {t}, which is for a user's discrete energy "
+                f"(energy-binary, energy-categorical); a {fam} model anneals with its own sampler: give {model} "
+                f"an estimator entry without transition, or list {name} on energy models only (its `models`)"
+            )
+
+
+def _model_warnings(config: Mapping, entry: ModelEntry) -> list[str]:
+    """Warnings of a model: the base-rate and mixture estimates a source model without training rows skips,
+    no estimate to run at all."""
+    model, out = entry.name, []
+    if entry.is_source and lacks_training_rows(config, model):
+        skipped = [
+            n
+            for n in entry.estimators
+            if "init" in estimator_spec(config, n).axes
+            and {"base-rate", "mixture"} & set(listed_values(config, n, "inits"))
+        ]
+        if skipped:
+            listed = {i for n in skipped for i in listed_values(config, n, "inits")}
+            starts = " and ".join(i for i in ("base-rate", "mixture") if i in listed)
+            out.append(
+                f"model {model} has no training rows (models.{model}.data.train), so its {starts} estimates "
+                f"({', '.join(skipped)}) are skipped"
+            )
+    if not entry.jobs:
+        out.append(
+            f"model {model} ({entry.family.name}) has no estimate to run (a DBN supports the uniform initial "
+            f"distribution only; check the estimators' inits and the exact limits)"
+        )
+    return out
+
+
+def _checked_model(config: Mapping, model: str, presets: Mapping | None, warnings: list[str]) -> ModelEntry:
+    """Check one model's entry (appending its warnings) and return it (:func:`.sweep.model_entry`)."""
+    m = config["models"][model]
+    if m.get("source") is not None:
+        check_source_model(config, model)
+    else:
+        _check_trained_model(config, model, m)
+    for name in estimators_of(config, model):
+        if name not in config["estimators"]:
+            raise ConfigError(f"model {model}: unknown estimator {name!r}; defined: {sorted(config['estimators'])}")
+    hp = model_hyperparams(config, model, presets)
+    _check_hyperparams(config, model, m, hp)
+    if m.get("paper"):
+        check_paper_rows({model: m["paper"]})
+    entry = model_entry(config, model, presets, hyperparams=hp)
+    _check_model_estimators(config, entry, m)
+    warnings += _model_warnings(config, entry)
+    return entry
+
+
+def _check_estimator_models(config: Mapping, name: str, e: Mapping[str, Any], models: Mapping[str, ModelEntry]) -> None:
+    """An estimator entry against the models: ``mixture_components`` only with the mixture init, known
+    ``models``, a ``test_subset`` only on models with test labels and a ``per_class`` they can give."""
+    if e.get("mixture_components") is not None and "mixture" not in listed_values(config, name, "inits"):
+        raise ConfigError(
+            f"estimator {name}: mixture_components applies to init mixture only, and its inits "
+            f"({', '.join(map(str, listed_values(config, name, 'inits'))) or 'none'}) do not list it; add "
+            "mixture to its inits or drop mixture_components"
+        )
+    unknown = sorted(set(e.get("models") or []) - set(config.get("models") or {}))
+    if unknown:
+        raise ConfigError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
+    if not e.get("test_subset"):
+        return
+    for model, entry in models.items():
+        dataset = entry.dataset
+        source = config["datasets"][dataset]["source"] if dataset is not None else "rows from data files"
+        if source not in LABELLED_SOURCES and name in entry.estimators:
+            raise ConfigError(
+                f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
+                f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
+                f"test_subset or run {name} on other models (its `models`)"
+            )
+        if name in entry.estimators:
+            _check_per_class(config, name, model, int(e["test_subset"]["per_class"]))
+
+
+def _check_axes(
+    name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec, models: Mapping[str, ModelEntry], warnings: list[str]
+) -> None:
+    """An estimator entry's sweep keys: one value of an option it reads without sweeping it (the sandwich's K
+    and init; an init each model it runs on has), a warning for keys of axes it has not."""
+    for axis, key in registry.AXIS_CONFIG_KEYS.items():
+        if axis in ("K", "init") and spec.reads_unswept(axis):  # unswept_options
+            if len(e.get(key) or []) > 1:
                 what = (
-                    "the sm14500 schedule" if e.get("schedule") == "sm14500" else f"the schedule file {e['schedule']}"
+                    "it reads one K (the sandwich: its starting K, doubled by itself; smc: its fixed "
+                    "schedule's steps, or the cap of its adaptive temperatures)"
+                    if axis == "K"
+                    else "it runs from one initial distribution"
                 )
-                raise ConfigError(f"estimator {name}: {what} has K = {fixed}; set K: [{fixed}] or omit K")
-            if "samples_per_chain" in spec.options:  # CSL: K sweeps per chain, one sample kept every `thin`
-                bad = [k for k in ks if k // e.get("thin", 1) < 1]
-                if bad:
-                    raise ConfigError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
-            if "schedule" in spec.options and e.get("schedule", option_default(spec, "schedule")) == TUNED:
-                _check_tuned(name, e, ks)
-        elif "schedule" in spec.options and e.get("schedule") == TUNED and spec.reads_unswept("K"):
-            if spec.name == "sandwich":  # the one estimator that doubles K itself
                 raise ConfigError(
-                    f"estimator {name}: {spec.name} doubles K itself, and the tuned schedule is tuned for one K; "
-                    f"fix estimators.{name}.schedule (adaptive, linear or sigmoid)"
+                    f"estimator {name}: {spec.name} is not swept over {key}; {what}: give one "
+                    f"value, e.g. {key}: [{e[key][0]}]"
                 )
-            if not e.get("K"):
-                raise ConfigError(
-                    f"estimator {name}: the tuned schedule needs K, the length of its last round; add "
-                    f"estimators.{name}.K"
-                )
-            _check_tuned(name, e, e["K"])  # smc: its one K, the tuned schedule's last round
-    return warnings
+            if axis == "init" and e.get(key):
+                for model, entry in models.items():
+                    fam = entry.family
+                    if name in entry.estimators and fam.inits and e[key][0] not in fam.inits:
+                        raise ConfigError(
+                            f"estimator {name}: model {model} ({fam.name}) has no initial "
+                            f"distribution {e[key][0]!r} (its: {', '.join(fam.inits)}); run "
+                            f"{name} on other models (its `models`) or change its inits"
+                        )
+            continue
+        if e.get(key) and axis not in spec.axes:
+            warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")
+
+
+def _check_K(config: Mapping, name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec) -> None:
+    """An estimator entry's K: a fixed schedule's own, CSL's at least ``thin``, the tuned schedule's settings
+    at each K (or the one K it needs where K is not swept)."""
+    if "K" in spec.axes:
+        fixed = fixed_schedule_K(e)
+        ks = [fixed] if fixed is not None and not e.get("K") else listed_values(config, name, "K")
+        if fixed is not None and ks != [fixed]:
+            what = "the sm14500 schedule" if e.get("schedule") == "sm14500" else f"the schedule file {e['schedule']}"
+            raise ConfigError(f"estimator {name}: {what} has K = {fixed}; set K: [{fixed}] or omit K")
+        if "samples_per_chain" in spec.options:  # CSL: K sweeps per chain, one sample kept every `thin`
+            bad = [k for k in ks if k // e.get("thin", 1) < 1]
+            if bad:
+                raise ConfigError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
+        if "schedule" in spec.options and e.get("schedule", option_default(spec, "schedule")) == TUNED:
+            _check_tuned(name, e, ks)
+    elif "schedule" in spec.options and e.get("schedule") == TUNED and spec.reads_unswept("K"):
+        if spec.name == "sandwich":  # the one estimator that doubles K itself
+            raise ConfigError(
+                f"estimator {name}: {spec.name} doubles K itself, and the tuned schedule is tuned for one K; "
+                f"fix estimators.{name}.schedule (adaptive, linear or sigmoid)"
+            )
+        if not e.get("K"):
+            raise ConfigError(
+                f"estimator {name}: the tuned schedule needs K, the length of its last round; add estimators.{name}.K"
+            )
+        _check_tuned(name, e, e["K"])  # smc: its one K, the tuned schedule's last round
+
+
+def _check_estimator(
+    config: Mapping, name: str, e: Mapping[str, Any], models: Mapping[str, ModelEntry], warnings: list[str]
+) -> None:
+    """Check one estimator entry (appending its warnings) against the models' entries."""
+    spec = estimator_spec(config, name)
+    _check_estimator_models(config, name, e, models)
+    if "schedule" in spec.options:
+        _check_schedule(name, e, spec)
+    _check_axes(name, e, spec, models, warnings)
+    _check_K(config, name, e, spec)
