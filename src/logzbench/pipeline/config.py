@@ -137,12 +137,10 @@ def _too_many(dataset: str, key: str, value: int, most: int, what: str) -> Confi
     )
 
 
-def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
-    """Refuse sizes the data set does not have (:data:`SOURCE_ROWS`, :data:`DIGITS_AVIL_ROWS`,
-    :data:`FREY_FACES`, the van Hateren settings), which :mod:`logzbench.data` would refuse only when it
-    prepares the data set."""
+def _check_dataset_keys(name: str, d: Mapping[str, Any]) -> None:
+    """Refuse keys of one source on a dataset of another: ``shift_augment`` (digits-avil), the clustered
+    source's own settings (:data:`CLUSTERED_KEYS`)."""
     source = d["source"]
-    n_train, n_test, n_valid = d.get("n_train"), d.get("n_test"), int(d.get("n_valid") or 0)
     if d.get("shift_augment") is not None and source != "digits-avil":
         raise ConfigError(f"dataset {name}: shift_augment applies to digits-avil only, not to {source}; remove it")
     own = [k for k in CLUSTERED_KEYS if d.get(k) is not None]
@@ -151,79 +149,83 @@ def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
             f"dataset {name}: {', '.join(own)} appl{'y' if len(own) > 1 else 'ies'} to clustered only, "
             f"not to {source}; remove {'them' if len(own) > 1 else 'it'}"
         )
-    if source == "clustered":
-        from ..data.clustered import check_settings
 
-        try:
-            check_settings(d.get("n_visible"), *(d.get(k) for k in CLUSTERED_KEYS))
-        except ValueError as exc:
-            raise ConfigError(f"dataset {name}: {exc} (datasets.{name})") from None
-        return
-    if source == "vanhateren":
-        v = {**VANHATEREN_DEFAULTS, **{k: d[k] for k in VANHATEREN_DEFAULTS if d.get(k) is not None}}
-        if v["n_images"] > VANHATEREN_N_IMAGES:
-            raise _too_many(
-                name,
-                "n_images",
-                v["n_images"],
-                VANHATEREN_N_IMAGES,
-                f"the {VANHATEREN_N_IMAGES} registered van Hateren images",
-            )
-        if v["n_test_images"] >= v["n_images"]:
-            raise ConfigError(
-                f"dataset {name}: n_test_images={v['n_test_images']} leaves no training image of "
-                f"n_images={v['n_images']}; set datasets.{name}.n_test_images to at most "
-                f"{v['n_images'] - 1}"
-            )
-        if v["patch_size"] > VANHATEREN_IMAGE_SIDE:
-            raise _too_many(
-                name,
-                "patch_size",
-                v["patch_size"],
-                VANHATEREN_IMAGE_SIDE,
-                f"the images' side ({VANHATEREN_IMAGE_SIDE} pixels)",
-            )
-        pixels = v["patch_size"] ** 2 - int(bool(v["remove_dc"]))
-        if v["n_components"] > pixels:
-            raise _too_many(
-                name,
-                "n_components",
-                v["n_components"],
-                pixels,
-                f"the {pixels} pixels of a {v['patch_size']}x{v['patch_size']} patch"
-                + (" less its mean (remove_dc)" if v["remove_dc"] else ""),
-            )
-        if v["n_train"] <= v["n_components"]:
-            raise ConfigError(
-                f"dataset {name}: n_train={v['n_train']} training patches cannot fit "
-                f"n_components={v['n_components']} PCA components; set datasets.{name}.n_train above "
-                f"{v['n_components']}"
-            )
-        return
-    if source == "frey":
-        n_test = 0 if n_test is None else int(n_test)
-        if n_test > FREY_FACES - 2:
-            raise _too_many(name, "n_test", n_test, FREY_FACES - 2, f"the {FREY_FACES} Frey faces less two to train on")
-        if n_train is not None and int(n_train) > FREY_FACES - n_test:
-            raise _too_many(
-                name,
-                "n_train",
-                n_train,
-                FREY_FACES - n_test,
-                f"the {FREY_FACES - n_test} Frey faces left after n_test={n_test}",
-            )
-        return
-    if source == "digits-avil":
-        if n_test is not None:
-            raise ConfigError(
-                f"dataset {name}: digits-avil has no n_test (its test split is its validation split); "
-                f"remove datasets.{name}.n_test"
-            )
-        rows = DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"]
-    elif source in SOURCE_ROWS:
-        rows = SOURCE_ROWS[source]
-    else:
-        return
+
+def _check_clustered(name: str, d: Mapping[str, Any]) -> None:
+    """The clustered source's settings (:func:`logzbench.data.clustered.check_settings`)."""
+    from ..data.clustered import check_settings
+
+    try:
+        check_settings(d.get("n_visible"), *(d.get(k) for k in CLUSTERED_KEYS))
+    except ValueError as exc:
+        raise ConfigError(f"dataset {name}: {exc} (datasets.{name})") from None
+
+
+def _check_vanhateren(name: str, d: Mapping[str, Any]) -> None:
+    """The van Hateren settings (:data:`VANHATEREN_DEFAULTS` where not given): images the registry has, a
+    training image left, patches within an image, PCA components within a patch's pixels and below its
+    training patches."""
+    v = {**VANHATEREN_DEFAULTS, **{k: d[k] for k in VANHATEREN_DEFAULTS if d.get(k) is not None}}
+    if v["n_images"] > VANHATEREN_N_IMAGES:
+        raise _too_many(
+            name,
+            "n_images",
+            v["n_images"],
+            VANHATEREN_N_IMAGES,
+            f"the {VANHATEREN_N_IMAGES} registered van Hateren images",
+        )
+    if v["n_test_images"] >= v["n_images"]:
+        raise ConfigError(
+            f"dataset {name}: n_test_images={v['n_test_images']} leaves no training image of "
+            f"n_images={v['n_images']}; set datasets.{name}.n_test_images to at most "
+            f"{v['n_images'] - 1}"
+        )
+    if v["patch_size"] > VANHATEREN_IMAGE_SIDE:
+        raise _too_many(
+            name,
+            "patch_size",
+            v["patch_size"],
+            VANHATEREN_IMAGE_SIDE,
+            f"the images' side ({VANHATEREN_IMAGE_SIDE} pixels)",
+        )
+    pixels = v["patch_size"] ** 2 - int(bool(v["remove_dc"]))
+    if v["n_components"] > pixels:
+        raise _too_many(
+            name,
+            "n_components",
+            v["n_components"],
+            pixels,
+            f"the {pixels} pixels of a {v['patch_size']}x{v['patch_size']} patch"
+            + (" less its mean (remove_dc)" if v["remove_dc"] else ""),
+        )
+    if v["n_train"] <= v["n_components"]:
+        raise ConfigError(
+            f"dataset {name}: n_train={v['n_train']} training patches cannot fit "
+            f"n_components={v['n_components']} PCA components; set datasets.{name}.n_train above "
+            f"{v['n_components']}"
+        )
+
+
+def _check_frey(name: str, d: Mapping[str, Any]) -> None:
+    """Frey faces: two left to train on after ``n_test``, ``n_train`` within those left."""
+    n_train, n_test = d.get("n_train"), int(d.get("n_test") or 0)
+    if n_test > FREY_FACES - 2:
+        raise _too_many(name, "n_test", n_test, FREY_FACES - 2, f"the {FREY_FACES} Frey faces less two to train on")
+    if n_train is not None and int(n_train) > FREY_FACES - n_test:
+        raise _too_many(
+            name,
+            "n_train",
+            n_train,
+            FREY_FACES - n_test,
+            f"the {FREY_FACES - n_test} Frey faces left after n_test={n_test}",
+        )
+
+
+def _check_rows(name: str, d: Mapping[str, Any], rows: Mapping[str, int]) -> None:
+    """A binary source's splits of ``rows`` (``train``, and ``test`` / ``valid`` where fixed): ``n_valid`` of a
+    source without a fixed validation split, below its training rows; ``n_train`` and ``n_test`` within them."""
+    source = d["source"]
+    n_train, n_test, n_valid = d.get("n_train"), d.get("n_test"), int(d.get("n_valid") or 0)
     if "valid" in rows and n_valid:
         raise ConfigError(
             f"dataset {name}: {source} has a fixed validation split ({rows['valid']} rows); "
@@ -240,6 +242,30 @@ def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
         )
     if n_test is not None and "test" in rows and int(n_test) > rows["test"]:
         raise _too_many(name, "n_test", n_test, rows["test"], f"the {rows['test']} test rows of {source}")
+
+
+def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
+    """Refuse sizes the data set does not have (:data:`SOURCE_ROWS`, :data:`DIGITS_AVIL_ROWS`,
+    :data:`FREY_FACES`, the van Hateren settings), which :mod:`logzbench.data` would refuse only when it
+    prepares the data set."""
+    source = d["source"]
+    _check_dataset_keys(name, d)
+    if source in _SOURCE_CHECKS:
+        _SOURCE_CHECKS[source](name, d)
+        return
+    if source == "digits-avil":
+        if d.get("n_test") is not None:
+            raise ConfigError(
+                f"dataset {name}: digits-avil has no n_test (its test split is its validation split); "
+                f"remove datasets.{name}.n_test"
+            )
+        _check_rows(name, d, DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"])
+    elif source in SOURCE_ROWS:
+        _check_rows(name, d, SOURCE_ROWS[source])
+
+
+#: the sources whose sizes are checked their own way
+_SOURCE_CHECKS = {"clustered": _check_clustered, "vanhateren": _check_vanhateren, "frey": _check_frey}
 
 
 def _test_rows(d: Mapping[str, Any]) -> int | None:
