@@ -40,12 +40,14 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .. import registry
-from . import sweep
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 __all__ = [
     "FILTERS",
@@ -87,15 +89,15 @@ _DEEP_REASON = (
 
 
 # --------------------------------------------------------------------------- which jobs (no torch)
-def diagnosed_models(config: Mapping) -> list[str]:
+def diagnosed_models(plan: Plan) -> list[str]:
     """The models with a diagnose job, in config order: none when ``diagnostics.enabled`` is false; else
     every trained model (not a source model) of a binary RBM, a deep family (its record says what is not
     available) or a continuous family with filters (:data:`FILTERS`)."""
-    d = config.get("diagnostics") or {}
+    d = plan.config.get("diagnostics") or {}
     if not d.get("enabled", True):
         return []
     families = {*SAMPLED_FAMILIES, "dbm", "dbn", *FILTERS}
-    return [m for m in config["models"] if not sweep.is_source(config, m) and sweep.model_family(config, m) in families]
+    return [name for name, m in plan.models.items() if not m.is_source and m.family.name in families]
 
 
 def figure_names(family: str, learner: str | None = None) -> tuple[str, ...]:
@@ -109,40 +111,38 @@ def figure_names(family: str, learner: str | None = None) -> tuple[str, ...]:
     return ("filters",) if family in FILTERS else ()
 
 
-def diagnostic_figures(config: Mapping) -> list[str]:
+def diagnostic_figures(plan: Plan) -> list[str]:
     """The file stems (``<model>_<name>``) of every diagnostics figure of the config's report, in config
     order (:func:`figure_names` of each of :func:`diagnosed_models`)."""
     return [
         f"{m}_{name}"
-        for m in diagnosed_models(config)
-        for name in figure_names(sweep.model_family(config, m), sweep.model_hyperparams(config, m).get("learner"))
+        for m in diagnosed_models(plan)
+        for name in figure_names(plan.models[m].family.name, plan.models[m].learner)
     ]
 
 
-def diagnose_estimators(config: Mapping, model: str) -> list[str]:
+def diagnose_estimators(plan: Plan, model: str) -> list[str]:
     """The estimators of the model's sweep whose records :func:`log_z_for` may read: exact and AIS
     (method ``ais``), in config order (their directories are the rule's inputs); none for a deep model,
     whose per-class log-likelihoods are not available."""
-    if registry.family(sweep.model_family(config, model)).deep:
+    if plan.models[model].family.deep:
         return []
-    return [
-        e for m, e in sweep.sweep_pairs(config) if m == model and sweep.estimator_method(config, e) in ("exact", "ais")
-    ]
+    return [e for m, e in plan.sweep_pairs if m == model and plan.estimators[e].method in ("exact", "ais")]
 
 
-def _annealed_K(config: Mapping, model: str) -> int:
+def _annealed_K(plan: Plan, model: str) -> int:
     """The largest K of the model's AIS sweep (every entry of method ``ais``), else of ``evaluation.K``."""
     ks = [
-        int(k)
-        for e in diagnose_estimators(config, model)
-        if sweep.estimator_method(config, e) == "ais"
-        for k in sweep.sweep_values(config, model, e).get("K", [])
-        if k is not None
+        int(j.K)
+        for e in diagnose_estimators(plan, model)
+        if plan.estimators[e].method == "ais"
+        for j in plan.models[model].jobs_of(e)
+        if j.K is not None
     ]
-    return max(ks) if ks else int(max(config["evaluation"]["K"]))
+    return max(ks) if ks else int(max(plan.config["evaluation"]["K"]))
 
 
-def diagnose_settings(config: Mapping, model: str) -> dict[str, Any]:
+def diagnose_settings(plan: Plan, model: str) -> dict[str, Any]:
     """The settings of one model's diagnose job (the rule's params: changing one reruns the job).
 
     Returns
@@ -154,19 +154,17 @@ def diagnose_settings(config: Mapping, model: str) -> dict[str, Any]:
         (``n_samples``, ``burn_in``, ``hidden_samples``, ``hidden_chains``, ``exact_max_units``,
         ``ais_chains``, ``seed``).
     """
-    d = dict(config["diagnostics"])
+    d = dict(plan.config["diagnostics"])
     d.pop("enabled", None)
-    hp = sweep.model_hyperparams(config, model)
-    fam = sweep.model_family(config, model)
-    inits = sweep.model_inits(config, model)
+    m = plan.models[model]
     return {
         "model": model,
-        "family": fam,
-        "dataset": sweep.model_dataset(config, model),
-        "learner": hp.get("learner"),
-        "init": "base-rate" if "base-rate" in inits else "uniform",
-        "annealed_K": _annealed_K(config, model),
-        "device": str(config.get("device", "cpu")),
+        "family": m.family.name,
+        "dataset": m.dataset,
+        "learner": m.learner,
+        "init": "base-rate" if "base-rate" in m.inits else "uniform",
+        "annealed_K": _annealed_K(plan, model),
+        "device": str(plan.config.get("device", "cpu")),
         **d,
     }
 
