@@ -1,8 +1,9 @@
 """From a workflow config to the jobs of its estimator sweep (importable without torch).
 
 The Snakemake workflow validates its config against ``workflow/schemas/config.schema.yaml``
-(which fills in the defaults), checks it (:func:`logzbench.pipeline.config.check_config`), then asks
-this module what it means (``workflow/rules/common.smk``):
+(which fills in the defaults) and reads it once into its plan (:func:`logzbench.pipeline.plan.load`), whose check
+(:func:`logzbench.pipeline.config.checked_models`) works out each model's entry here (:func:`model_entry`:
+every fact below of one model, once):
 
 * a model's dataset, training hyperparameters (preset overridden by ``hyperparams``), family,
   hidden sizes and data dimension (:func:`model_hyperparams`, :func:`model_family`,
@@ -21,7 +22,9 @@ this module what it means (``workflow/rules/common.smk``):
 Which estimators exist, the models they apply to, their sweep axes and the options they read are
 the registry's (:mod:`logzbench.registry`): an estimator added there is swept by the workflow
 with no change here.  Every function takes the config (a mapping) first; ``presets`` is the
-training presets mapping (``logzbench.training.MODEL_PRESETS``, plain data, imported on first use).
+training presets mapping (``logzbench.training.MODEL_PRESETS``, plain data, imported on first use).  A function of
+one model (:func:`model_jobs`, :func:`job_settings`, ...) builds its entry and reads it; the workflow reads the
+plan's entries instead.
 """
 
 from __future__ import annotations
