@@ -35,7 +35,6 @@ from .sweep import (
     estimator_spec,
     estimators_of,
     fixed_schedule_K,
-    lacks_training_rows,
     listed_values,
     model_data_files,
     model_entry,
@@ -336,9 +335,10 @@ def _check_trained_model(config: Mapping, model: str, m: Mapping[str, Any]) -> N
         raise ConfigError(f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}")
 
 
-def _check_hyperparams(config: Mapping, model: str, m: Mapping[str, Any], hp: Mapping[str, Any]) -> None:
+def _check_hyperparams(config: Mapping, entry: ModelEntry, m: Mapping[str, Any]) -> None:
     """The model's training hyperparameters: names its trainer takes, a learner's values, a DBM's per-layer
     pretraining epochs, a grid MRF's sides against its data."""
+    model, hp = entry.name, dict(entry.hyperparams)
     fam = hp["family"]
     if m.get("source") is None:
         _check_hyperparam_names(config, model, hp)
@@ -354,7 +354,7 @@ def _check_hyperparams(config: Mapping, model: str, m: Mapping[str, Any], hp: Ma
     if fam == "grid-mrf" and m.get("source") is None:
         from ..training.grid import check_grid_hyperparams
 
-        why = check_grid_hyperparams(hp, model_n_visible(config, model))
+        why = check_grid_hyperparams(hp, entry.n_visible)
         if why is not None:
             raise ConfigError(f"model {model}: {why}")
 
@@ -386,7 +386,7 @@ def _model_warnings(config: Mapping, entry: ModelEntry) -> list[str]:
     """Warnings of a model: the base-rate and mixture estimates a source model without training rows skips,
     no estimate to run at all."""
     model, out = entry.name, []
-    if entry.is_source and lacks_training_rows(config, model):
+    if entry.lacks_training_rows:
         skipped = [
             n
             for n in entry.estimators
@@ -418,11 +418,10 @@ def _checked_model(config: Mapping, model: str, presets: Mapping | None, warning
     for name in estimators_of(config, model):
         if name not in config["estimators"]:
             raise ConfigError(f"model {model}: unknown estimator {name!r}; defined: {sorted(config['estimators'])}")
-    hp = model_hyperparams(config, model, presets)
-    _check_hyperparams(config, model, m, hp)
+    entry = model_entry(config, model, presets)
+    _check_hyperparams(config, entry, m)
     if m.get("paper"):
         check_paper_rows({model: m["paper"]})
-    entry = model_entry(config, model, presets, hyperparams=hp)
     _check_model_estimators(config, entry, m)
     warnings += _model_warnings(config, entry)
     return entry

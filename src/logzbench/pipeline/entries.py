@@ -73,7 +73,9 @@ class ModelEntry:
     a source model's: its family only); ``family``: the registry's family; ``source``: the parsed ``source``
     of a model read from the user's file (``None`` for a trained model) and ``data_files`` its row files;
     ``n_visible``: the data dimension; ``hidden_sizes``: its hidden layer sizes (empty where unknown before
-    loading); ``inits``: the initial distributions its sweeps run from; ``estimators``: the estimator entries
+    loading); ``lacks_training_rows``: a source model without training rows for the data base rate (as far as
+    the workflow can tell); ``inits``: the initial distributions its sweeps run from (without ``base-rate`` and
+    ``mixture`` where it lacks training rows); ``estimators``: the estimator entries
     run on it, in config order; ``jobs``: every estimate of their sweeps; ``paper``: its published rows."""
 
     name: str
@@ -85,6 +87,7 @@ class ModelEntry:
     n_visible: int
     hidden_sizes: tuple[int, ...]
     inits: tuple[str, ...]
+    lacks_training_rows: bool = False
     estimators: tuple[str, ...] = ()
     jobs: tuple[Job, ...] = ()
     paper: Mapping[str, str] | None = None

@@ -228,15 +228,6 @@ def lacks_training_rows(config: Mapping, model: str) -> bool:
     return True
 
 
-def _model_inits(config: Mapping, model: str, fam: registry.FamilySpec) -> tuple[str, ...]:
-    """The initial distributions a model's sweep runs from: its family's (a DBN: uniform only), less
-    ``base-rate`` and ``mixture`` for a source model without training rows (:func:`lacks_training_rows`; the
-    estimate would refuse them)."""
-    if is_source(config, model) and lacks_training_rows(config, model):
-        return tuple(i for i in fam.inits if i not in ("base-rate", "mixture"))
-    return fam.inits
-
-
 def model_inits(config: Mapping, model: str, presets: Mapping | None = None) -> tuple[str, ...]:
     """:attr:`ModelEntry.inits <logzbench.pipeline.entries.ModelEntry.inits>` of one model."""
     return model_entry(config, model, presets).inits
@@ -364,6 +355,7 @@ def model_entry(
     fam = registry.family(hp["family"])
     src = model_source(config, model)
     files = model_data_files(config, model)
+    lacks_rows = src is not None and lacks_training_rows(config, model)
     entry = ModelEntry(
         name=model,
         dataset=model_dataset(config, model),
@@ -373,7 +365,9 @@ def model_entry(
         data_files=None if files is None else MappingProxyType(files),
         n_visible=model_n_visible(config, model),
         hidden_sizes=_source_hidden_sizes(src) if src is not None else tuple(fam.hidden_sizes(hp)),
-        inits=_model_inits(config, model, fam),
+        # its family's (a DBN: uniform only), less those the estimate would refuse without training rows
+        inits=tuple(i for i in fam.inits if not (lacks_rows and i in ("base-rate", "mixture"))),
+        lacks_training_rows=lacks_rows,
         paper=MappingProxyType(dict(config["models"][model].get("paper") or {})),
     )
     run = tuple(n for n in estimators_of(config, model) if estimator_spec(config, n).applies_to(fam.name))
