@@ -53,7 +53,7 @@ rule all:
 # At the end of the run: the warm server stops; the MLflow UI's page is printed.
 onsuccess:
     stop_warm_server()
-    print_dashboard_hint()
+    rules.print_dashboard_hint(TRACKING_SENTINEL)
 
 
 onerror:

@@ -308,10 +308,14 @@ def _dry_run_counts(tmp_path: Path, *extra: str) -> dict[str, int]:
 def test_dry_run_has_one_diagnose_job_per_diagnosed_model(tmp_path):
     import yaml
 
+    from logzbench.pipeline import config_schema, plan
     from logzbench.pipeline.diagnose import diagnosed_models
 
     config = yaml.safe_load((REPO / "config" / "test.yaml").read_text())
-    expected = diagnosed_models(config)  # the RBM, the DBM, the DBN and both continuous models
+    config_schema.load_config(
+        config, yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    )
+    expected = diagnosed_models(plan.load(config))  # the RBM, the DBM, the DBN and both continuous models
     assert len(expected) == len(config["models"]) == 5
     assert _dry_run_counts(tmp_path)["diagnose"] == len(expected)
     assert not (tmp_path / "results").exists()

@@ -23,7 +23,7 @@ from logzbench import options, registry
 from logzbench.data import sizes
 from logzbench.errors import ConfigError
 from logzbench.pipeline import config as checks
-from logzbench.pipeline import config_schema, outputs, sweep
+from logzbench.pipeline import config_schema, outputs, plan, sweep
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -72,12 +72,14 @@ def test_schema_defers_estimator_and_family_names_to_the_registry():
 
 
 def test_importable_without_torch():
-    """What building the workflow's DAG imports (workflow/rules/common.smk: the pipeline's sweep, config checks,
-    output checks and file names; the data sizes and trainer hyperparameters they read) imports no torch."""
+    """What building the workflow's DAG imports (workflow/rules/common.smk: the pipeline's plan, sweep, config
+    checks, output checks, file names and rule settings; the data sizes and trainer hyperparameters they read)
+    imports no torch."""
     code = (
         "import sys, logzbench.data.sizes, logzbench.training.hyperparams, logzbench.pipeline.sweep, "
         "logzbench.pipeline.config, logzbench.pipeline.config_schema, logzbench.pipeline.outputs, "
-        "logzbench.pipeline.usage; "
+        "logzbench.pipeline.usage, logzbench.pipeline.plan, logzbench.pipeline.rules, logzbench.pipeline.diagnose, "
+        "logzbench.pipeline.model_files; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -689,7 +691,7 @@ def test_damaged_outputs_of_the_config(tmp_path):
 
     config = load_config()
     results = tmp_path / "results"
-    assert outputs.damaged_outputs(config, str(results)) == []
+    assert outputs.damaged_outputs(plan.load(config), str(results)) == []
     jobs = sweep.model_jobs(config, "digits-rbm8")
     for j in jobs[:3]:
         p = Path(j.path("json", str(results)))
@@ -702,7 +704,7 @@ def test_damaged_outputs_of_the_config(tmp_path):
     npz = Path(jobs[1].path("npz", str(results)))
     npz.unlink()
     model = f"{results}/models/digits-dbn8-4.npz"
-    assert outputs.damaged_outputs(config, str(results)) == [
+    assert outputs.damaged_outputs(plan.load(config), str(results)) == [
         (model, f"{model} is damaged (not a complete .npz archive; truncated?); {outputs.rebuild_hint(model)}"),
         (str(npz.parent), f"{npz} is missing; {outputs.rebuild_hint(npz.parent)}"),
     ]
@@ -725,23 +727,23 @@ def test_deleted_setting_of_a_finished_sweep_is_damaged(tmp_path):
     for p in paths:
         p.write_text(json.dumps({"result": {}, "sweep_stems": listed}))
         np.savez(p.with_suffix(".npz"), log_weights=np.zeros(3))
-    assert outputs.damaged_outputs(config, str(results)) == []
+    assert outputs.damaged_outputs(plan.load(config), str(results)) == []
     gone = paths[1]
     gone.unlink()
     gone.with_suffix(".npz").unlink()
     d = str(gone.parent)
-    assert outputs.damaged_outputs(config, str(results)) == [
+    assert outputs.damaged_outputs(plan.load(config), str(results)) == [
         (d, f"{gone} is missing (a setting of the finished sweep in {d}); {outputs.rebuild_hint(d)}")
     ]
     # records that do not list it (an earlier, smaller sweep: the config added the setting) leave it to rerun
     for p in paths[:1] + paths[2:]:
         p.write_text(json.dumps({"result": {}, "sweep_stems": [q.stem for q in paths if q != gone]}))
-    assert outputs.damaged_outputs(config, str(results)) == []
+    assert outputs.damaged_outputs(plan.load(config), str(results)) == []
     # every file of the sweep deleted, its directory left (Snakemake: "Nothing to be done"): each setting is named
     for p in paths:
         p.unlink(missing_ok=True)
         p.with_suffix(".npz").unlink(missing_ok=True)
-    assert outputs.damaged_outputs(config, str(results)) == [
+    assert outputs.damaged_outputs(plan.load(config), str(results)) == [
         (d, f"{p} is missing (its sweep's directory holds no record in {d}); {outputs.rebuild_hint(d)}") for p in paths
     ]
 

@@ -7,7 +7,7 @@
 # outputs results/diagnostics/<model>.json and <model>_samples.npz (both or neither), read by the report.
 # Threads and resources: the estimate step's (threads.estimate, resources.estimate; a GPU where the config's
 # device may use one).  Its input functions are
-# in common.smk (diagnose_estimate_dirs; the report's diagnostic_report_plots).
+# in common.smk (diagnose_estimate_dirs); the report's figures are logzbench.pipeline.rules.diagnostic_report_plots.
 
 
 rule diagnose:
@@ -19,7 +19,7 @@ rule diagnose:
         json=f"{RESULTS}/diagnostics/{{model}}.json",
         npz=f"{RESULTS}/diagnostics/{{model}}_samples.npz",
     params:
-        settings=lambda wc: diagnose_plan.diagnose_settings(config, wc.model),
+        settings=lambda wc: diagnose.diagnose_settings(PLAN, wc.model),
     group:
         job_group("diagnose")
     log:
@@ -28,7 +28,7 @@ rule diagnose:
         benchmark_file("diagnose/{model}")
     threads: config["threads"]["estimate"]
     resources:
-        **rule_resources("estimate", gpu=True),
+        **rules.rule_resources(config, "estimate", gpu=True),
     conda:
         CONDA_ENV
     script:

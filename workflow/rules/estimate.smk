@@ -1,4 +1,4 @@
-# One job per model x estimator (logzbench.pipeline.sweep.sweep_pairs) runs that estimator's whole sweep in
+# One job per model x estimator (logzbench.pipeline.sweep.sweep_pairs, the plan's) runs that estimator's whole sweep in
 # one process (logzbench.pipeline.jobs.run_estimate_sweep): exact once per model (only where enumeration is
 # affordable, or a closed form exists for a continuous model); every other estimator over its
 # registry sweep axes (logzbench.registry.EstimatorSpec.axes: K, init and seed, or a subset).  The
@@ -31,9 +31,9 @@ rule estimate:
         log_file("estimate/{model}/{estimator}"),
     benchmark:
         benchmark_file("estimate/{model}/{estimator}")
-    threads: estimate_threads
+    threads: rules.estimate_threads(PLAN)
     resources:
-        **estimate_resources(),
+        **rules.estimate_resources(PLAN),
     conda:
         CONDA_ENV
     script:

@@ -19,7 +19,7 @@ rule prepare_dataset:
         benchmark_file("prepare/{dataset}")
     threads: config["threads"]["prepare"]
     resources:
-        **rule_resources("prepare"),
+        **rules.rule_resources(config, "prepare"),
     conda:
         CONDA_ENV
     script:

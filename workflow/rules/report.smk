@@ -5,6 +5,9 @@
 # and review.html, one self-contained page per model of all of it (logzbench.report.review);
 # flags are also set as tags on the MLflow runs.  Outputs are marked for `--report`.
 
+DIAGNOSED_MODELS = diagnose.diagnosed_models(PLAN)
+DIAGNOSTIC_PLOTS = rules.diagnostic_report_plots(PLAN, REPORT_DIR)
+LEARNER_PLOTS = rules.learner_report_plots(PLAN, REPORT_DIR)
 MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table1.csv",
     f"{REPORT_DIR}/table2.csv",
@@ -22,24 +25,24 @@ MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table_hidden_mass.csv",
     f"{REPORT_DIR}/table_per_class.csv",
     f"{REPORT_DIR}/review.html",
-] + diagnostic_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()) + ([f"{REPORT_DIR}/table_learners_paper.csv", f"{REPORT_DIR}/table_learner_timing.csv"] if learner_models() else []) + learner_report_plots() + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])) + expand(
-    f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"]))
+] + DIAGNOSTIC_PLOTS + expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=PLAN.bracket_models) + ([f"{REPORT_DIR}/table_learners_paper.csv", f"{REPORT_DIR}/table_learner_timing.csv"] if PLAN.learner_models else []) + LEARNER_PLOTS + expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(PLAN.models)) + expand(
+    f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(PLAN.models))
 
 
 # every figure also as PDF (not marked for `--report`, which shows the PNGs)
-MODEL_REPORT_OUTPUTS = MODEL_REPORT_OUTPUTS + figure_pdfs(MODEL_REPORT_OUTPUTS)
+MODEL_REPORT_OUTPUTS = MODEL_REPORT_OUTPUTS + rules.figure_pdfs(MODEL_REPORT_OUTPUTS)
 # a config with repeated-trial experiments only (e.g. config/liu_fig1.yaml) has no model report
-REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if config["models"] else []) + trials_report_outputs()
+REPORT_OUTPUTS = (MODEL_REPORT_OUTPUTS if PLAN.models else []) + rules.trials_report_outputs(config, TRIALS_DIR, TRIALS_REPORT_DIR)
 
 
 rule report:
     input:
         estimates=checked_estimate_dirs,  # and the files of an earlier run checked (common.smk)
         # the training records (a source model, not trained, has none)
-        models=expand(f"{RESULTS}/models/{{model}}.json", model=trained_models()),
+        models=expand(f"{RESULTS}/models/{{model}}.json", model=PLAN.trained_models),
         store=ancient(TRACKING_SENTINEL),
         # the learner-trained models' datasets: source names, image shapes (logzbench.report.learners)
-        data=sorted({f"{RESULTS}/data/{model_dataset(m)}.npz" for m in learner_models()}),
+        data=sorted({f"{RESULTS}/data/{PLAN.models[m].dataset}.npz" for m in PLAN.learner_models}),
         # the per-model diagnostics (rule diagnose): their records and arrays
         diagnostics=expand(f"{RESULTS}/diagnostics/{{model}}.json", model=DIAGNOSED_MODELS),
         diagnostic_arrays=expand(f"{RESULTS}/diagnostics/{{model}}_samples.npz", model=DIAGNOSED_MODELS),
@@ -65,9 +68,9 @@ rule report:
                           category="2. Estimate vs K"),
         annealed_trials=report(f"{REPORT_DIR}/annealed_trials.csv", caption="../report/annealed_trials.rst",
                                category="1. Results", labels={"table": "bias / MSE of log Z over seeds"}),
-        trial_plots=report(expand(f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(config["models"])),
+        trial_plots=report(expand(f"{REPORT_DIR}/plots/{{model}}_bias_mse.png", model=list(PLAN.models)),
                            caption="../report/annealed_trials.rst", category="3. Bias / MSE vs K"),
-        plots=report(expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(config["models"])),
+        plots=report(expand(f"{REPORT_DIR}/plots/{{model}}.png", model=list(PLAN.models)),
                      caption="../report/plot.rst", category="2. Estimate vs K"),
         # always written (header only without learner-trained models)
         table_learners=f"{REPORT_DIR}/table_learners.csv",
@@ -75,19 +78,19 @@ rule report:
         table_papers=report(f"{REPORT_DIR}/table_papers.csv", caption="../report/table_papers.rst",
                             category="1. Results", labels={"table": "the papers' values beside ours"}),
         # the paper's Tables 2-3 as printed: written where the config has learner-trained models
-        table_learners_paper=[f"{REPORT_DIR}/table_learners_paper.csv"] if learner_models() else [],
+        table_learners_paper=[f"{REPORT_DIR}/table_learners_paper.csv"] if PLAN.learner_models else [],
         # training time per learner-trained model, AVIL's over VCD's (Li et al. Sec. 5.5): likewise
-        table_learner_timing=report([f"{REPORT_DIR}/table_learner_timing.csv"] if learner_models() else [],
+        table_learner_timing=report([f"{REPORT_DIR}/table_learner_timing.csv"] if PLAN.learner_models else [],
                                     caption="../report/table_learner_timing.rst", category="1. Results",
                                     labels={"table": "learners' training time"}),
         # Upadhya & Sastry Table 2 layout of the CSL estimates (header only without CSL)
         table_csl=report(f"{REPORT_DIR}/table_csl.csv", caption="../report/table_csl.rst", category="1. Results",
                          labels={"table": "CSL (Upadhya & Sastry Table 2 layout)"}),
-        learner_plots=learner_report_plots(),
+        learner_plots=LEARNER_PLOTS,
         # the sandwich's and BDMC's brackets (header only without them), and a figure per model with one
         table_bracket=report(f"{REPORT_DIR}/table_bracket.csv", caption="../report/table_bracket.rst",
                              category="1. Results", labels={"table": "brackets (sandwich, BDMC)"}),
-        bracket_plots=report(expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=bracket_models()),
+        bracket_plots=report(expand(f"{REPORT_DIR}/plots/{{model}}_bracket.png", model=PLAN.bracket_models),
                              caption="../report/bracket_plot.rst", category="5. Brackets vs cost"),
         # the per-model diagnostics (header only without them): mass on the top hidden configurations,
         # per-class test log-likelihoods, samples of the RBMs and of p_ann, the continuous models' filters
@@ -95,16 +98,16 @@ rule report:
                                  category="6. Diagnostics", labels={"table": "mass on the top hidden configurations"}),
         table_per_class=report(f"{REPORT_DIR}/table_per_class.csv", caption="../report/table_per_class.rst",
                                category="6. Diagnostics", labels={"table": "test log-likelihood per class"}),
-        diagnostic_plots=report(diagnostic_report_plots(), caption="../report/diagnostic_plots.rst",
+        diagnostic_plots=report(DIAGNOSTIC_PLOTS, caption="../report/diagnostic_plots.rst",
                                 category="6. Diagnostics"),
         # the PDF beside each PNG above (logzbench.plotting.save_figure)
-        figure_pdfs=figure_pdfs(MODEL_REPORT_OUTPUTS),
+        figure_pdfs=rules.figure_pdfs(MODEL_REPORT_OUTPUTS),
     params:
-        estimates=all_estimate_files(),
+        estimates=PLAN.estimate_files("json", RESULTS),
         out_dir=lambda w, output: os.path.dirname(output.json),  # REPORT_DIR
-        models=list(config["models"]),
-        bracket_models=bracket_models(),
-        paper_rows={m: dict(e["paper"]) for m, e in config["models"].items() if e.get("paper")},
+        models=list(PLAN.models),
+        bracket_models=list(PLAN.bracket_models),
+        paper_rows=PLAN.paper_rows,
         thresholds=config["report"],
         tracking=TRACKING,
     group:
@@ -115,7 +118,7 @@ rule report:
         benchmark_file("report")
     threads: config["threads"]["report"]
     resources:
-        **rule_resources("report"),
+        **rules.rule_resources(config, "report"),
     conda:
         CONDA_ENV
     script:

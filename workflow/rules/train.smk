@@ -24,8 +24,8 @@ rule train_model:
             labels={"model": "{model}", "file": "training curves"},
         ),
     params:
-        hyperparams=lambda wc: model_hyperparams(wc.model),
-        dataset=lambda wc: model_dataset(wc.model),
+        hyperparams=lambda wc: dict(PLAN.models[wc.model].hyperparams),
+        dataset=lambda wc: PLAN.models[wc.model].dataset,
         device=config["device"],
         tracking=TRACKING,
         progress=bool(config.get("progress", False)),
@@ -37,7 +37,7 @@ rule train_model:
         benchmark_file("train/{model}")
     threads: config["threads"]["train"]
     resources:
-        **rule_resources("train", gpu=True),
+        **rules.rule_resources(config, "train", gpu=True),
     conda:
         CONDA_ENV
     script:

@@ -4,18 +4,21 @@
 # metric steps); rule report_trials summarises bias / MSE and draws the figures.
 # Figs 3-4 (annealed estimators on RBMs / DBMs) are ordinary estimator sweeps with several seeds:
 # their bias / MSE table is part of rule report.
-# The file lists and settings (gaussian_trial_files, grid_settings, ...) are in common.smk.
+# The file lists and settings are logzbench.pipeline.rules' (gaussian_trial_files, grid_settings, ...).
 
-if gaussian_trial_files():
+GAUSSIAN_FILES = rules.gaussian_trial_files(config, TRIALS_DIR)
+GRID_FILES = rules.grid_trial_files(config, TRIALS_DIR)
+
+if GAUSSIAN_FILES:
 
     rule trials_gaussian:
         input:
             store=ancient(TRACKING_SENTINEL),
         output:
-            gaussian_trial_files(),
+            GAUSSIAN_FILES,
         params:
             experiment="gaussian",
-            settings=gaussian_settings(),
+            settings=rules.gaussian_settings(config),
             tracking=TRACKING,
         group:
             job_group("trials_gaussian")
@@ -25,23 +28,23 @@ if gaussian_trial_files():
             benchmark_file("trials/gaussian")
         threads: config["threads"]["estimate"]
         resources:
-            **rule_resources("estimate"),
+            **rules.rule_resources(config, "estimate"),
         conda:
             CONDA_ENV
         script:
             "../scripts/trials.py"
 
 
-if grid_trial_files():
+if GRID_FILES:
 
     rule trials_grid:
         input:
             store=ancient(TRACKING_SENTINEL),
         output:
-            grid_trial_files(),
+            GRID_FILES,
         params:
             experiment="grid",
-            settings=grid_settings(),
+            settings=rules.grid_settings(config),
             tracking=TRACKING,
         group:
             job_group("trials_grid")
@@ -51,7 +54,7 @@ if grid_trial_files():
             benchmark_file("trials/grid")
         threads: config["threads"]["estimate"]
         resources:
-            **rule_resources("estimate"),
+            **rules.rule_resources(config, "estimate"),
         conda:
             CONDA_ENV
         script:
@@ -60,11 +63,11 @@ if grid_trial_files():
 
 rule report_trials:
     input:
-        gaussian=gaussian_trial_files(),
-        grid=grid_trial_files(),
+        gaussian=GAUSSIAN_FILES,
+        grid=GRID_FILES,
     output:
         [report(f, caption="../report/trials.rst", category="4. Repeated trials (Liu et al. Figs 1-2)")
-         for f in trials_report_outputs()],
+         for f in rules.trials_report_outputs(config, TRIALS_DIR, TRIALS_REPORT_DIR)],
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output[0]),
     group:
@@ -75,7 +78,7 @@ rule report_trials:
         benchmark_file("report_trials")
     threads: config["threads"]["report"]
     resources:
-        **rule_resources("report"),
+        **rules.rule_resources(config, "report"),
     conda:
         CONDA_ENV
     script:

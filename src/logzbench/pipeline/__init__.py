@@ -1,7 +1,11 @@
 """What only the Snakemake workflow needs: from its config to its jobs, and each job end to end.
 
+* :mod:`~logzbench.pipeline.plan`: the config read once into a frozen :class:`~logzbench.pipeline.plan.Plan` (its
+  entries: :mod:`~logzbench.pipeline.entries`), which the rules read; :mod:`~logzbench.pipeline.rules`: what the
+  rules read beside it (cluster groups, warm start, resources, trials, report figures);
 * :mod:`~logzbench.pipeline.sweep`: a config's models, estimators, the jobs of their sweeps and
-  each job's settings;
+  each job's settings (what the plan is built of); :mod:`~logzbench.pipeline.model_files`: what is read of a
+  source model's file without loading it;
 * :mod:`~logzbench.pipeline.config_schema`: the config loaded: its size, the ``--config`` values, the schema
   and the estimator entries' options (:func:`~logzbench.pipeline.config_schema.load_config`);
 * :mod:`~logzbench.pipeline.config`: the config's checks beyond its schema (:func:`check_config`);
@@ -14,8 +18,21 @@
   :mod:`~logzbench.pipeline.warm_common`);
 * :mod:`~logzbench.pipeline.usage`: a job's logs, benchmarks and its own process's resource usage.
 
-Building the workflow's DAG imports ``sweep``, ``config_schema``, ``config`` and ``outputs``, none of which imports
-torch; nothing is imported here, so that importing one of them imports no other.
+Building the workflow's DAG imports ``plan``, ``rules``, ``sweep``, ``config_schema``, ``config``, ``outputs`` and
+``diagnose``, none of which imports torch; nothing is imported here, so that importing one of them imports no other.
 """
 
-__all__ = ["config", "config_schema", "diagnose", "jobs", "outputs", "sweep", "usage", "warm"]
+__all__ = [
+    "config",
+    "config_schema",
+    "diagnose",
+    "entries",
+    "jobs",
+    "model_files",
+    "outputs",
+    "plan",
+    "rules",
+    "sweep",
+    "usage",
+    "warm",
+]

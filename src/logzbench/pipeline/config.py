@@ -20,34 +20,25 @@ from typing import Any, Mapping
 
 from .. import registry
 from ..data.sizes import (
-    DIGITS_AVIL_ROWS,
-    FREY_FACES,
     LABELLED_SOURCES,
     N_FEATURES,
-    N_LABELS,
-    SOURCE_ROWS,
-    VANHATEREN_DEFAULTS,
-    VANHATEREN_IMAGE_SIDE,
-    VANHATEREN_N_IMAGES,
 )
 from ..errors import ConfigError
 from ..options import AUTO_TRANSITION, MAX_CHAINS, EstimateOptions, declared
-from ..schedules import SCHEDULES, TUNED, from_file
+from ..schedules import FILE, SCHEDULES, TUNED, from_file, kind_of
 from ..sources import DISCRETE_ENERGY_FAMILIES
 from ..training.hyperparams import FAMILY_ONLY, declared_names
+from .dataset_checks import check_dataset_sizes, check_per_class
+from .entries import ModelEntry
 from .sweep import (
     dataset_kind,
     estimator_spec,
     estimators_of,
-    estimators_run,
-    family_spec,
     fixed_schedule_K,
-    lacks_training_rows,
     listed_values,
     model_data_files,
-    model_dataset,
+    model_entry,
     model_hyperparams,
-    model_jobs,
     model_n_visible,
     model_source,
     option_default,
@@ -58,6 +49,7 @@ __all__ = [
     "MAX_CHAINS",
     "PUBLISHED_CSV",
     "check_config",
+    "checked_models",
     "check_paper_rows",
     "check_source_model",
     "hyperparam_names",
@@ -126,159 +118,13 @@ def _not_available(spec: registry.EstimatorSpec) -> str:
     return f"{spec.name} runs on {kinds} models only"
 
 
-#: the ``clustered`` source's own settings (:func:`logzbench.data.clustered.check_settings`), after ``n_visible``
-CLUSTERED_KEYS = ("prototypes", "weights", "flip")
-
-
-def _too_many(dataset: str, key: str, value: int, most: int, what: str) -> ConfigError:
-    return ConfigError(
-        f"dataset {dataset}: {key}={value} is more than {what}; set datasets.{dataset}.{key} to at "
-        f"most {most} (or leave it out)"
-    )
-
-
-def _check_dataset_sizes(name: str, d: Mapping[str, Any]) -> None:
-    """Refuse sizes the data set does not have (:data:`SOURCE_ROWS`, :data:`DIGITS_AVIL_ROWS`,
-    :data:`FREY_FACES`, the van Hateren settings), which :mod:`logzbench.data` would refuse only when it
-    prepares the data set."""
-    source = d["source"]
-    n_train, n_test, n_valid = d.get("n_train"), d.get("n_test"), int(d.get("n_valid") or 0)
-    if d.get("shift_augment") is not None and source != "digits-avil":
-        raise ConfigError(f"dataset {name}: shift_augment applies to digits-avil only, not to {source}; remove it")
-    own = [k for k in CLUSTERED_KEYS if d.get(k) is not None]
-    if own and source != "clustered":
-        raise ConfigError(
-            f"dataset {name}: {', '.join(own)} appl{'y' if len(own) > 1 else 'ies'} to clustered only, "
-            f"not to {source}; remove {'them' if len(own) > 1 else 'it'}"
-        )
-    if source == "clustered":
-        from ..data.clustered import check_settings
-
-        try:
-            check_settings(d.get("n_visible"), *(d.get(k) for k in CLUSTERED_KEYS))
-        except ValueError as exc:
-            raise ConfigError(f"dataset {name}: {exc} (datasets.{name})") from None
-        return
-    if source == "vanhateren":
-        v = {**VANHATEREN_DEFAULTS, **{k: d[k] for k in VANHATEREN_DEFAULTS if d.get(k) is not None}}
-        if v["n_images"] > VANHATEREN_N_IMAGES:
-            raise _too_many(
-                name,
-                "n_images",
-                v["n_images"],
-                VANHATEREN_N_IMAGES,
-                f"the {VANHATEREN_N_IMAGES} registered van Hateren images",
-            )
-        if v["n_test_images"] >= v["n_images"]:
-            raise ConfigError(
-                f"dataset {name}: n_test_images={v['n_test_images']} leaves no training image of "
-                f"n_images={v['n_images']}; set datasets.{name}.n_test_images to at most "
-                f"{v['n_images'] - 1}"
-            )
-        if v["patch_size"] > VANHATEREN_IMAGE_SIDE:
-            raise _too_many(
-                name,
-                "patch_size",
-                v["patch_size"],
-                VANHATEREN_IMAGE_SIDE,
-                f"the images' side ({VANHATEREN_IMAGE_SIDE} pixels)",
-            )
-        pixels = v["patch_size"] ** 2 - int(bool(v["remove_dc"]))
-        if v["n_components"] > pixels:
-            raise _too_many(
-                name,
-                "n_components",
-                v["n_components"],
-                pixels,
-                f"the {pixels} pixels of a {v['patch_size']}x{v['patch_size']} patch"
-                + (" less its mean (remove_dc)" if v["remove_dc"] else ""),
-            )
-        if v["n_train"] <= v["n_components"]:
-            raise ConfigError(
-                f"dataset {name}: n_train={v['n_train']} training patches cannot fit "
-                f"n_components={v['n_components']} PCA components; set datasets.{name}.n_train above "
-                f"{v['n_components']}"
-            )
-        return
-    if source == "frey":
-        n_test = 0 if n_test is None else int(n_test)
-        if n_test > FREY_FACES - 2:
-            raise _too_many(name, "n_test", n_test, FREY_FACES - 2, f"the {FREY_FACES} Frey faces less two to train on")
-        if n_train is not None and int(n_train) > FREY_FACES - n_test:
-            raise _too_many(
-                name,
-                "n_train",
-                n_train,
-                FREY_FACES - n_test,
-                f"the {FREY_FACES - n_test} Frey faces left after n_test={n_test}",
-            )
-        return
-    if source == "digits-avil":
-        if n_test is not None:
-            raise ConfigError(
-                f"dataset {name}: digits-avil has no n_test (its test split is its validation split); "
-                f"remove datasets.{name}.n_test"
-            )
-        rows = DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"]
-    elif source in SOURCE_ROWS:
-        rows = SOURCE_ROWS[source]
-    else:
-        return
-    if "valid" in rows and n_valid:
-        raise ConfigError(
-            f"dataset {name}: {source} has a fixed validation split ({rows['valid']} rows); "
-            f"n_valid must be 0, got {n_valid}"
-        )
-    if n_valid >= rows["train"]:
-        raise _too_many(
-            name, "n_valid", n_valid, rows["train"] - 1, f"the {rows['train']} training rows of {source} less one"
-        )
-    if n_train is not None and int(n_train) > rows["train"] - n_valid:
-        less = f" less n_valid={n_valid}" if n_valid else ""
-        raise _too_many(
-            name, "n_train", n_train, rows["train"] - n_valid, f"the {rows['train']} training rows of {source}{less}"
-        )
-    if n_test is not None and "test" in rows and int(n_test) > rows["test"]:
-        raise _too_many(name, "n_test", n_test, rows["test"], f"the {rows['test']} test rows of {source}")
-
-
-def _test_rows(d: Mapping[str, Any]) -> int | None:
-    """Test rows of a prepared binary dataset (``n_test``, else the source's; digits-avil: its validation
-    split), ``None`` where unknown."""
-    if d["source"] == "digits-avil":
-        return DIGITS_AVIL_ROWS[d.get("shift_augment") or "train"]["valid"]
-    if d.get("n_test") is not None:
-        return int(d["n_test"])
-    return SOURCE_ROWS.get(d["source"], {}).get("test")
-
-
-def _check_per_class(config: Mapping, name: str, model: str, per_class: int) -> None:
-    """Refuse a ``test_subset`` ``per_class`` that no label of the model's test rows can have (the job's
-    :func:`logzbench.data.class_subset` would refuse it after the data are prepared): more than the test
-    rows divided by the number of labels (the smallest label has at most that many)."""
-    dataset = model_dataset(config, model)
-    d = config["datasets"][dataset]
-    rows = _test_rows(d)
-    if rows is None:
-        return
-    labels = N_LABELS.get(d["source"], 1)
-    most = rows // labels
-    if per_class > most:
-        held = f"{rows} test rows of {labels} labels" if labels > 1 else f"{rows} test rows"
-        raise ConfigError(
-            f"estimator {name}: test_subset per_class={per_class} is more than model {model}'s dataset "
-            f"{dataset} ({d['source']}) can give: its {held} leave at most {most} rows to its smallest "
-            f"label; set estimators.{name}.test_subset.per_class to at most {most}"
-        )
-
-
 def _check_schedule(name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec | None = None) -> None:
-    """A schedule name (:data:`logzbench.schedules.SCHEDULES`) or a readable file of betas (a relative path is
-    taken from the working directory, as the estimate jobs take it)."""
+    """A schedule name (:data:`logzbench.schedules.SCHEDULES`, or an alias of one) or a readable file of betas
+    (a relative path is taken from the working directory, as the estimate jobs take it)."""
     schedule = e.get(
         "schedule", option_default(spec, "schedule") if spec is not None else declared()["schedule"].default
     )
-    if schedule in SCHEDULES:
+    if kind_of(schedule) is not FILE:
         return
     path = Path(str(schedule))
     if not path.is_file():
@@ -444,7 +290,23 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     source model's keys (``family``, ``data``).  Warns of a model left
     with no estimate (e.g. a DBN with only base-rate inits) and of sweep keys an estimator has no axis
     for."""
+    return checked_models(config, presets)[1]
+
+
+def checked_models(config: Mapping, presets: Mapping | None = None) -> tuple[dict[str, ModelEntry], list[str]]:
+    """:func:`check_config`, and the entry of each model it checked (:func:`logzbench.pipeline.sweep.model_entry`,
+    built once, in config order): what :func:`logzbench.pipeline.plan.load` makes its plan of."""
     warnings: list[str] = []
+    _check_sections(config)
+    models = {model: _checked_model(config, model, presets, warnings) for model in config.get("models") or {}}
+    for name, e in (config.get("estimators") or {}).items():
+        _check_estimator(config, name, e, models, warnings)
+    return models, warnings
+
+
+def _check_sections(config: Mapping) -> None:
+    """What is checked before the models: something to run, the tracking URI, names told apart by case only,
+    the datasets' dimensions and sizes, the estimators' methods."""
     if not config.get("models") and not (config.get("trials") or {}):
         raise ConfigError("the config defines no models and no trials: nothing to run")
     _check_tracking_uri(config)
@@ -452,161 +314,214 @@ def check_config(config: Mapping, presets: Mapping | None = None) -> list[str]:
     for d, spec in (config.get("datasets") or {}).items():
         if dataset_kind(config, d) == "binary" and spec["source"] not in N_FEATURES and "n_visible" not in spec:
             raise ConfigError(f"dataset {d}: give n_visible")
-        _check_dataset_sizes(d, spec)
+        check_dataset_sizes(d, spec)
     for name in config.get("estimators") or {}:
         estimator_spec(config, name)  # a known method
-    for model, m in (config.get("models") or {}).items():
-        if m.get("source") is not None:
-            check_source_model(config, model)
-        else:
-            given = [k for k in _SOURCE_KEYS if m.get(k) is not None]
-            if given:
-                raise ConfigError(
-                    f"model {model}: models.{model}.{given[0]} applies to a model read from a `source` file only; "
-                    "a trained model's family is hyperparams.family (or its preset's) and its rows its `dataset`"
-                )
-            if m.get("dataset") is None:
-                raise ConfigError(
-                    f"model {model}: give its `dataset` (or a `source` file for a model the workflow does not train)"
-                )
-            if m["dataset"] not in config["datasets"]:
-                raise ConfigError(
-                    f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}"
-                )
-        for name in estimators_of(config, model):
-            if name not in config["estimators"]:
-                raise ConfigError(f"model {model}: unknown estimator {name!r}; defined: {sorted(config['estimators'])}")
-        hp = model_hyperparams(config, model, presets)
-        fam = hp["family"]
-        if m.get("source") is None:
-            _check_hyperparam_names(config, model, hp)
-        if hp.get("learner") is not None:
-            _check_learner_values(config, model, hp)
-        if fam == "dbm" and hp.get("pretrain_epochs") is not None and hp.get("hidden_sizes") is not None:
-            from ..training.hyperparams import per_layer_epochs
 
-            try:
-                per_layer_epochs(hp["pretrain_epochs"], len(hp["hidden_sizes"]))
-            except ValueError as exc:
-                raise ConfigError(f"model {model}: hyperparams.{exc}") from None
-        if fam == "grid-mrf" and m.get("source") is None:
-            from ..training.grid import check_grid_hyperparams
 
-            why = check_grid_hyperparams(hp, model_n_visible(config, model))
-            if why is not None:
-                raise ConfigError(f"model {model}: {why}")
-        if m.get("paper"):
-            check_paper_rows({model: m["paper"]})
-        for name in m.get("estimators") or []:
-            spec = estimator_spec(config, name)
-            if not spec.applies_to(fam):
-                raise ConfigError(
-                    f"model {model}: estimator {name!r} ({spec.name}) is not available for a {fam.upper()} "
-                    f"({_not_available(spec)}; for a {fam.upper()} use one of {list(registry.estimators_for(fam))}); "
-                    f"remove it from models.{model}.estimators (without an explicit list, estimators a family "
-                    f"lacks are skipped automatically)"
-                )
-        for name in estimators_run(config, model, presets):
-            t = (config["estimators"].get(name) or {}).get("transition")
-            if t not in (None, "gibbs", AUTO_TRANSITION) and fam not in DISCRETE_ENERGY_FAMILIES:
-                raise ConfigError(
-                    f"model {model}: estimator {name} has transition {t}, which is for a user's discrete energy "
-                    f"(energy-binary, energy-categorical); a {fam} model anneals with its own sampler: give {model} "
-                    f"an estimator entry without transition, or list {name} on energy models only (its `models`)"
-                )
-        if m.get("source") is not None and lacks_training_rows(config, model):
-            skipped = [
-                n
-                for n in estimators_run(config, model, presets)
-                if "init" in estimator_spec(config, n).axes
-                and {"base-rate", "mixture"} & set(listed_values(config, n, "inits"))
-            ]
-            if skipped:
-                listed = {i for n in skipped for i in listed_values(config, n, "inits")}
-                starts = " and ".join(i for i in ("base-rate", "mixture") if i in listed)
-                warnings.append(
-                    f"model {model} has no training rows (models.{model}.data.train), so its {starts} estimates "
-                    f"({', '.join(skipped)}) are skipped"
-                )
-        if not model_jobs(config, model, presets):
-            warnings.append(
-                f"model {model} ({fam}) has no estimate to run (a DBN supports the uniform initial "
-                f"distribution only; check the estimators' inits and the exact limits)"
-            )
-    for name, e in (config.get("estimators") or {}).items():
+def _check_trained_model(config: Mapping, model: str, m: Mapping[str, Any]) -> None:
+    """A trained model's entry: no source model's keys, a known ``dataset``."""
+    given = [k for k in _SOURCE_KEYS if m.get(k) is not None]
+    if given:
+        raise ConfigError(
+            f"model {model}: models.{model}.{given[0]} applies to a model read from a `source` file only; "
+            "a trained model's family is hyperparams.family (or its preset's) and its rows its `dataset`"
+        )
+    if m.get("dataset") is None:
+        raise ConfigError(
+            f"model {model}: give its `dataset` (or a `source` file for a model the workflow does not train)"
+        )
+    if m["dataset"] not in config["datasets"]:
+        raise ConfigError(f"model {model}: unknown dataset {m['dataset']!r}; defined: {sorted(config['datasets'])}")
+
+
+def _check_hyperparams(config: Mapping, entry: ModelEntry, m: Mapping[str, Any]) -> None:
+    """The model's training hyperparameters: names its trainer takes, a learner's values, a DBM's per-layer
+    pretraining epochs, a grid MRF's sides against its data."""
+    model, hp = entry.name, dict(entry.hyperparams)
+    fam = hp["family"]
+    if m.get("source") is None:
+        _check_hyperparam_names(config, model, hp)
+    if hp.get("learner") is not None:
+        _check_learner_values(config, model, hp)
+    if fam == "dbm" and hp.get("pretrain_epochs") is not None and hp.get("hidden_sizes") is not None:
+        from ..training.hyperparams import per_layer_epochs
+
+        try:
+            per_layer_epochs(hp["pretrain_epochs"], len(hp["hidden_sizes"]))
+        except ValueError as exc:
+            raise ConfigError(f"model {model}: hyperparams.{exc}") from None
+    if fam == "grid-mrf" and m.get("source") is None:
+        from ..training.grid import check_grid_hyperparams
+
+        why = check_grid_hyperparams(hp, entry.n_visible)
+        if why is not None:
+            raise ConfigError(f"model {model}: {why}")
+
+
+def _check_model_estimators(config: Mapping, entry: ModelEntry, m: Mapping[str, Any]) -> None:
+    """The estimators of a model: each it lists applies to its family; a ``transition`` of a user's discrete
+    energy only on such a model."""
+    model, fam = entry.name, entry.family.name
+    for name in m.get("estimators") or []:
         spec = estimator_spec(config, name)
-        if e.get("mixture_components") is not None and "mixture" not in listed_values(config, name, "inits"):
+        if not spec.applies_to(fam):
             raise ConfigError(
-                f"estimator {name}: mixture_components applies to init mixture only, and its inits "
-                f"({', '.join(map(str, listed_values(config, name, 'inits'))) or 'none'}) do not list it; add "
-                "mixture to its inits or drop mixture_components"
+                f"model {model}: estimator {name!r} ({spec.name}) is not available for a {fam.upper()} "
+                f"({_not_available(spec)}; for a {fam.upper()} use one of {list(registry.estimators_for(fam))}); "
+                f"remove it from models.{model}.estimators (without an explicit list, estimators a family "
+                f"lacks are skipped automatically)"
             )
-        unknown = sorted(set(e.get("models") or []) - set(config.get("models") or {}))
-        if unknown:
-            raise ConfigError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
-        if e.get("test_subset"):
-            for model in config.get("models") or {}:
-                dataset = model_dataset(config, model)
-                source = config["datasets"][dataset]["source"] if dataset is not None else "rows from data files"
-                if source not in LABELLED_SOURCES and name in estimators_run(config, model, presets):
-                    raise ConfigError(
-                        f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
-                        f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
-                        f"test_subset or run {name} on other models (its `models`)"
-                    )
-                if name in estimators_run(config, model, presets):
-                    _check_per_class(config, name, model, int(e["test_subset"]["per_class"]))
-        if "schedule" in spec.options:
-            _check_schedule(name, e, spec)
-        for axis, key in registry.AXIS_CONFIG_KEYS.items():
-            if axis in ("K", "init") and spec.reads_unswept(axis):  # unswept_options
-                if len(e.get(key) or []) > 1:
-                    what = (
-                        "it reads one K (the sandwich: its starting K, doubled by itself; smc: its fixed "
-                        "schedule's steps, or the cap of its adaptive temperatures)"
-                        if axis == "K"
-                        else "it runs from one initial distribution"
-                    )
-                    raise ConfigError(
-                        f"estimator {name}: {spec.name} is not swept over {key}; {what}: give one "
-                        f"value, e.g. {key}: [{e[key][0]}]"
-                    )
-                if axis == "init" and e.get(key):
-                    for model in config.get("models") or {}:
-                        fam = family_spec(config, model, presets)
-                        if name in estimators_run(config, model, presets) and fam.inits and e[key][0] not in fam.inits:
-                            raise ConfigError(
-                                f"estimator {name}: model {model} ({fam.name}) has no initial "
-                                f"distribution {e[key][0]!r} (its: {', '.join(fam.inits)}); run "
-                                f"{name} on other models (its `models`) or change its inits"
-                            )
-                continue
-            if e.get(key) and axis not in spec.axes:
-                warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")
-        if "K" in spec.axes:
-            fixed = fixed_schedule_K(e)
-            ks = [fixed] if fixed is not None and not e.get("K") else listed_values(config, name, "K")
-            if fixed is not None and ks != [fixed]:
+    for name in entry.estimators:
+        t = (config["estimators"].get(name) or {}).get("transition")
+        if t not in (None, "gibbs", AUTO_TRANSITION) and fam not in DISCRETE_ENERGY_FAMILIES:
+            raise ConfigError(
+                f"model {model}: estimator {name} has transition {t}, which is for a user's discrete energy "
+                f"(energy-binary, energy-categorical); a {fam} model anneals with its own sampler: give {model} "
+                f"an estimator entry without transition, or list {name} on energy models only (its `models`)"
+            )
+
+
+def _model_warnings(config: Mapping, entry: ModelEntry) -> list[str]:
+    """Warnings of a model: the base-rate and mixture estimates a source model without training rows skips,
+    no estimate to run at all."""
+    model, out = entry.name, []
+    if entry.lacks_training_rows:
+        skipped = [
+            n
+            for n in entry.estimators
+            if "init" in estimator_spec(config, n).axes
+            and {"base-rate", "mixture"} & set(listed_values(config, n, "inits"))
+        ]
+        if skipped:
+            listed = {i for n in skipped for i in listed_values(config, n, "inits")}
+            starts = " and ".join(i for i in ("base-rate", "mixture") if i in listed)
+            out.append(
+                f"model {model} has no training rows (models.{model}.data.train), so its {starts} estimates "
+                f"({', '.join(skipped)}) are skipped"
+            )
+    if not entry.jobs:
+        out.append(
+            f"model {model} ({entry.family.name}) has no estimate to run (a DBN supports the uniform initial "
+            f"distribution only; check the estimators' inits and the exact limits)"
+        )
+    return out
+
+
+def _checked_model(config: Mapping, model: str, presets: Mapping | None, warnings: list[str]) -> ModelEntry:
+    """Check one model's entry (appending its warnings) and return it (:func:`.sweep.model_entry`)."""
+    m = config["models"][model]
+    if m.get("source") is not None:
+        check_source_model(config, model)
+    else:
+        _check_trained_model(config, model, m)
+    for name in estimators_of(config, model):
+        if name not in config["estimators"]:
+            raise ConfigError(f"model {model}: unknown estimator {name!r}; defined: {sorted(config['estimators'])}")
+    entry = model_entry(config, model, presets)
+    _check_hyperparams(config, entry, m)
+    if m.get("paper"):
+        check_paper_rows({model: m["paper"]})
+    _check_model_estimators(config, entry, m)
+    warnings += _model_warnings(config, entry)
+    return entry
+
+
+def _check_estimator_models(config: Mapping, name: str, e: Mapping[str, Any], models: Mapping[str, ModelEntry]) -> None:
+    """An estimator entry against the models: ``mixture_components`` only with the mixture init, known
+    ``models``, a ``test_subset`` only on models with test labels and a ``per_class`` they can give."""
+    if e.get("mixture_components") is not None and "mixture" not in listed_values(config, name, "inits"):
+        raise ConfigError(
+            f"estimator {name}: mixture_components applies to init mixture only, and its inits "
+            f"({', '.join(map(str, listed_values(config, name, 'inits'))) or 'none'}) do not list it; add "
+            "mixture to its inits or drop mixture_components"
+        )
+    unknown = sorted(set(e.get("models") or []) - set(config.get("models") or {}))
+    if unknown:
+        raise ConfigError(f"estimator {name}: unknown models {unknown}; defined: {sorted(config['models'])}")
+    if not e.get("test_subset"):
+        return
+    for model, entry in models.items():
+        dataset = entry.dataset
+        source = config["datasets"][dataset]["source"] if dataset is not None else "rows from data files"
+        if source not in LABELLED_SOURCES and name in entry.estimators:
+            raise ConfigError(
+                f"estimator {name}: test_subset needs test labels, and model {model}'s dataset "
+                f"({source}) has none (labelled: {', '.join(LABELLED_SOURCES)}); remove "
+                f"test_subset or run {name} on other models (its `models`)"
+            )
+        if name in entry.estimators:
+            check_per_class(config, name, model, dataset, int(e["test_subset"]["per_class"]))
+
+
+def _check_axes(
+    name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec, models: Mapping[str, ModelEntry], warnings: list[str]
+) -> None:
+    """An estimator entry's sweep keys: one value of an option it reads without sweeping it (the sandwich's K
+    and init; an init each model it runs on has), a warning for keys of axes it has not."""
+    for axis, key in registry.AXIS_CONFIG_KEYS.items():
+        if axis in ("K", "init") and spec.reads_unswept(axis):  # unswept_options
+            if len(e.get(key) or []) > 1:
                 what = (
-                    "the sm14500 schedule" if e.get("schedule") == "sm14500" else f"the schedule file {e['schedule']}"
+                    "it reads one K (the sandwich: its starting K, doubled by itself; smc: its fixed "
+                    "schedule's steps, or the cap of its adaptive temperatures)"
+                    if axis == "K"
+                    else "it runs from one initial distribution"
                 )
-                raise ConfigError(f"estimator {name}: {what} has K = {fixed}; set K: [{fixed}] or omit K")
-            if "samples_per_chain" in spec.options:  # CSL: K sweeps per chain, one sample kept every `thin`
-                bad = [k for k in ks if k // e.get("thin", 1) < 1]
-                if bad:
-                    raise ConfigError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
-            if "schedule" in spec.options and e.get("schedule", option_default(spec, "schedule")) == TUNED:
-                _check_tuned(name, e, ks)
-        elif "schedule" in spec.options and e.get("schedule") == TUNED and spec.reads_unswept("K"):
-            if spec.name == "sandwich":  # the one estimator that doubles K itself
                 raise ConfigError(
-                    f"estimator {name}: {spec.name} doubles K itself, and the tuned schedule is tuned for one K; "
-                    f"fix estimators.{name}.schedule (adaptive, linear or sigmoid)"
+                    f"estimator {name}: {spec.name} is not swept over {key}; {what}: give one "
+                    f"value, e.g. {key}: [{e[key][0]}]"
                 )
-            if not e.get("K"):
-                raise ConfigError(
-                    f"estimator {name}: the tuned schedule needs K, the length of its last round; add "
-                    f"estimators.{name}.K"
-                )
-            _check_tuned(name, e, e["K"])  # smc: its one K, the tuned schedule's last round
-    return warnings
+            if axis == "init" and e.get(key):
+                for model, entry in models.items():
+                    fam = entry.family
+                    if name in entry.estimators and fam.inits and e[key][0] not in fam.inits:
+                        raise ConfigError(
+                            f"estimator {name}: model {model} ({fam.name}) has no initial "
+                            f"distribution {e[key][0]!r} (its: {', '.join(fam.inits)}); run "
+                            f"{name} on other models (its `models`) or change its inits"
+                        )
+            continue
+        if e.get(key) and axis not in spec.axes:
+            warnings.append(f"estimator {name} ({spec.name}) is not swept over {key}: its `{key}` is ignored")
+
+
+def _check_K(config: Mapping, name: str, e: Mapping[str, Any], spec: registry.EstimatorSpec) -> None:
+    """An estimator entry's K: a fixed schedule's own, CSL's at least ``thin``, the tuned schedule's settings
+    at each K (or the one K it needs where K is not swept)."""
+    if "K" in spec.axes:
+        fixed = fixed_schedule_K(e)
+        ks = [fixed] if fixed is not None and not e.get("K") else listed_values(config, name, "K")
+        if fixed is not None and ks != [fixed]:
+            named = kind_of(e.get("schedule")) is not FILE
+            what = "the sm14500 schedule" if named else f"the schedule file {e['schedule']}"
+            raise ConfigError(f"estimator {name}: {what} has K = {fixed}; set K: [{fixed}] or omit K")
+        if "samples_per_chain" in spec.options:  # CSL: K sweeps per chain, one sample kept every `thin`
+            bad = [k for k in ks if k // e.get("thin", 1) < 1]
+            if bad:
+                raise ConfigError(f"estimator {name}: K {bad} < thin: no CSL sample would be kept")
+        if "schedule" in spec.options and e.get("schedule", option_default(spec, "schedule")) == TUNED:
+            _check_tuned(name, e, ks)
+    elif "schedule" in spec.options and e.get("schedule") == TUNED and spec.reads_unswept("K"):
+        if spec.name == "sandwich":  # the one estimator that doubles K itself
+            raise ConfigError(
+                f"estimator {name}: {spec.name} doubles K itself, and the tuned schedule is tuned for one K; "
+                f"fix estimators.{name}.schedule (adaptive, linear or sigmoid)"
+            )
+        if not e.get("K"):
+            raise ConfigError(
+                f"estimator {name}: the tuned schedule needs K, the length of its last round; add estimators.{name}.K"
+            )
+        _check_tuned(name, e, e["K"])  # smc: its one K, the tuned schedule's last round
+
+
+def _check_estimator(
+    config: Mapping, name: str, e: Mapping[str, Any], models: Mapping[str, ModelEntry], warnings: list[str]
+) -> None:
+    """Check one estimator entry (appending its warnings) against the models' entries."""
+    spec = estimator_spec(config, name)
+    _check_estimator_models(config, name, e, models)
+    if "schedule" in spec.options:
+        _check_schedule(name, e, spec)
+    _check_axes(name, e, spec, models, warnings)
+    _check_K(config, name, e, spec)

@@ -40,12 +40,14 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from .. import registry
-from . import sweep
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 __all__ = [
     "FILTERS",
@@ -87,15 +89,15 @@ _DEEP_REASON = (
 
 
 # --------------------------------------------------------------------------- which jobs (no torch)
-def diagnosed_models(config: Mapping) -> list[str]:
+def diagnosed_models(plan: Plan) -> list[str]:
     """The models with a diagnose job, in config order: none when ``diagnostics.enabled`` is false; else
     every trained model (not a source model) of a binary RBM, a deep family (its record says what is not
     available) or a continuous family with filters (:data:`FILTERS`)."""
-    d = config.get("diagnostics") or {}
+    d = plan.config.get("diagnostics") or {}
     if not d.get("enabled", True):
         return []
     families = {*SAMPLED_FAMILIES, "dbm", "dbn", *FILTERS}
-    return [m for m in config["models"] if not sweep.is_source(config, m) and sweep.model_family(config, m) in families]
+    return [name for name, m in plan.models.items() if not m.is_source and m.family.name in families]
 
 
 def figure_names(family: str, learner: str | None = None) -> tuple[str, ...]:
@@ -109,40 +111,38 @@ def figure_names(family: str, learner: str | None = None) -> tuple[str, ...]:
     return ("filters",) if family in FILTERS else ()
 
 
-def diagnostic_figures(config: Mapping) -> list[str]:
+def diagnostic_figures(plan: Plan) -> list[str]:
     """The file stems (``<model>_<name>``) of every diagnostics figure of the config's report, in config
     order (:func:`figure_names` of each of :func:`diagnosed_models`)."""
     return [
         f"{m}_{name}"
-        for m in diagnosed_models(config)
-        for name in figure_names(sweep.model_family(config, m), sweep.model_hyperparams(config, m).get("learner"))
+        for m in diagnosed_models(plan)
+        for name in figure_names(plan.models[m].family.name, plan.models[m].learner)
     ]
 
 
-def diagnose_estimators(config: Mapping, model: str) -> list[str]:
+def diagnose_estimators(plan: Plan, model: str) -> list[str]:
     """The estimators of the model's sweep whose records :func:`log_z_for` may read: exact and AIS
     (method ``ais``), in config order (their directories are the rule's inputs); none for a deep model,
     whose per-class log-likelihoods are not available."""
-    if registry.family(sweep.model_family(config, model)).deep:
+    if plan.models[model].family.deep:
         return []
-    return [
-        e for m, e in sweep.sweep_pairs(config) if m == model and sweep.estimator_method(config, e) in ("exact", "ais")
-    ]
+    return [e for m, e in plan.sweep_pairs if m == model and plan.estimators[e].method in ("exact", "ais")]
 
 
-def _annealed_K(config: Mapping, model: str) -> int:
+def _annealed_K(plan: Plan, model: str) -> int:
     """The largest K of the model's AIS sweep (every entry of method ``ais``), else of ``evaluation.K``."""
     ks = [
-        int(k)
-        for e in diagnose_estimators(config, model)
-        if sweep.estimator_method(config, e) == "ais"
-        for k in sweep.sweep_values(config, model, e).get("K", [])
-        if k is not None
+        int(j.K)
+        for e in diagnose_estimators(plan, model)
+        if plan.estimators[e].method == "ais"
+        for j in plan.models[model].jobs_of(e)
+        if j.K is not None
     ]
-    return max(ks) if ks else int(max(config["evaluation"]["K"]))
+    return max(ks) if ks else int(max(plan.config["evaluation"]["K"]))
 
 
-def diagnose_settings(config: Mapping, model: str) -> dict[str, Any]:
+def diagnose_settings(plan: Plan, model: str) -> dict[str, Any]:
     """The settings of one model's diagnose job (the rule's params: changing one reruns the job).
 
     Returns
@@ -154,19 +154,17 @@ def diagnose_settings(config: Mapping, model: str) -> dict[str, Any]:
         (``n_samples``, ``burn_in``, ``hidden_samples``, ``hidden_chains``, ``exact_max_units``,
         ``ais_chains``, ``seed``).
     """
-    d = dict(config["diagnostics"])
+    d = dict(plan.config["diagnostics"])
     d.pop("enabled", None)
-    hp = sweep.model_hyperparams(config, model)
-    fam = sweep.model_family(config, model)
-    inits = sweep.model_inits(config, model)
+    m = plan.models[model]
     return {
         "model": model,
-        "family": fam,
-        "dataset": sweep.model_dataset(config, model),
-        "learner": hp.get("learner"),
-        "init": "base-rate" if "base-rate" in inits else "uniform",
-        "annealed_K": _annealed_K(config, model),
-        "device": str(config.get("device", "cpu")),
+        "family": m.family.name,
+        "dataset": m.dataset,
+        "learner": m.learner,
+        "init": "base-rate" if "base-rate" in m.inits else "uniform",
+        "annealed_K": _annealed_K(plan, model),
+        "device": str(plan.config.get("device", "cpu")),
         **d,
     }
 
@@ -197,6 +195,7 @@ def hidden_mass_exact(rbm, top: Sequence[int] = TOP, *, chunk: int = 1 << 14) ->
         ``top_log_p`` (their ``log p(h)``).
     """
     import torch
+    from scipy.special import logsumexp
 
     from ..models.enumeration import MAX_ENUMERATION_BITS, state_bits
 
@@ -223,16 +222,10 @@ def hidden_mass_exact(rbm, top: Sequence[int] = TOP, *, chunk: int = 1 << 14) ->
     log_p = best_v.numpy() - log_z
     out: dict[str, Any] = {"method": "exact", "H": H, "n_states": n_states, "log_z": log_z}
     for k in top:
-        out[f"top{k}"] = float(math.exp(_logsumexp(log_p[:k])))
+        out[f"top{k}"] = float(math.exp(logsumexp(log_p[:k])))
     out["top_states"] = ((best_i.numpy()[:, None] >> np.arange(H)) & 1).astype(np.uint8)
     out["top_log_p"] = log_p
     return out
-
-
-def _logsumexp(x: np.ndarray) -> float:
-    x = np.asarray(x, dtype=np.float64)
-    m = float(x.max())
-    return m + math.log(float(np.exp(x - m).sum()))
 
 
 def hidden_mass_from_samples(h: np.ndarray, top: Sequence[int] = TOP, *, chains: int | None = None) -> dict[str, Any]:
@@ -532,10 +525,9 @@ def diagnose_job(
 
 
 def _diagnose(settings, model, data, estimates, out_json, out_npz, hidden_method, log) -> dict[str, Any]:
-    """:func:`diagnose_job`'s work, inside its output transaction."""
-    import torch
-
-    from ..data import load_labels, load_rows
+    """:func:`diagnose_job`'s work, inside its output transaction: each diagnostic writes its section of the
+    record and its arrays."""
+    from ..data import load_rows
     from ..models import load_model
     from ..utils import resolve_device, save_npz_atomic, write_json_atomic
 
@@ -545,7 +537,6 @@ def _diagnose(settings, model, data, estimates, out_json, out_npz, hidden_method
     device = resolve_device(s.get("device", "cpu"))
     s["device"] = str(device)
     m = load_model(model, device=device)
-    seed = int(s.get("seed", 0))
     record: dict[str, Any] = {"model": s["model"], "family": fam.name, "dataset": s.get("dataset"), "settings": s}
     arrays: dict[str, np.ndarray] = {}
     image_shape, whitening = _dataset_view(data, fam.data_kind)
@@ -553,96 +544,116 @@ def _diagnose(settings, model, data, estimates, out_json, out_npz, hidden_method
     test = load_rows(data, fam.data_kind, "test")
     train = load_rows(data, fam.data_kind, "train") if fam.data_kind == "binary" else None
     record["figures"] = list(figure_names(fam.name, s.get("learner")))
-
-    # samples of the model and of p_ann (RAISE Figs. 5-6)
-    if fam.name in SAMPLED_FAMILIES and image_shape is not None:
-        from ..sampling import sample
-
-        init = s.get("init", "uniform")
-        n = int(s["n_samples"])
-        common = {"init": init, "data": train, "seed": seed, "device": s.get("device", "cpu")}
-        model_res = sample(m, n, burn_in=int(s["burn_in"]), exact=_exact_choice(m, s), **common)
-        ann_res = sample(m, n, annealed=int(s["annealed_K"]), **common)
-        arrays["samples"] = np.asarray(model_res.x)
-        arrays["annealed_samples"] = np.asarray(ann_res.x)
-        record["samples"] = _sample_info(model_res)
-        record["annealed_samples"] = {**_sample_info(ann_res), "K": int(s["annealed_K"]), "init": init}
-        log(f"samples: {model_res.method} ({model_res.seconds:.1f} s), p_ann: {ann_res.method} K={s['annealed_K']}")
-    elif fam.name in SAMPLED_FAMILIES:
-        record["samples"] = {"not_available": "the dataset has no image shape"}
-
-    # learned filters / bases (HAIS Fig. 1)
+    out = (record, arrays, log)
+    _samples_of(m, fam, s, train, image_shape, out)
     if fam.name in FILTERS:
-        arrays["filters"] = filters_in_pixels(m, fam.name, whitening)
-        record["filters"] = {
-            "array": FILTERS[fam.name][0],
-            "kind": "filters" if FILTERS[fam.name][2] == "analysis" else "bases",
-            "n": int(len(arrays["filters"])),
-            "space": "in pixels, through the PCA whitening" if whitening is not None else "in data coordinates",
-        }
-
-    # mass on the most probable hidden configurations (RAISE Sec. 5.1)
-    enumerated = None
-    if fam.name in SAMPLED_FAMILIES:
-        H = int(m.n_hidden)
-        method = hidden_method
-        if method == "auto":
-            method = "exact" if H <= int(s["exact_max_units"]) else "samples"
-        if method == "exact":
-            hm = hidden_mass_exact(m)
-            enumerated = hm.pop("log_z")
-        else:
-            res = _hidden_samples(m, s, train, seed + 1)
-            chains = res.settings.get("chains") if res.method == "gibbs" else None
-            hm = hidden_mass_from_samples(_hidden_states(m, res, seed + 1), TOP, chains=chains)
-            hm.update(sampler=res.method, chains=chains, burn_in=int(res.burn_in), sweeps=int(res.sweeps))
-        arrays["hidden_top_states"] = hm.pop("top_states")
-        arrays["hidden_top_" + ("log_p" if method == "exact" else "counts")] = hm.pop(
-            "top_log_p" if method == "exact" else "top_counts"
-        )
-        record["hidden_mass"] = hm
-        log(f"hidden mass ({method}): " + ", ".join(f"top{k} = {hm[f'top{k}']:.4g}" for k in TOP))
-    elif fam.deep:
-        record["hidden_mass"] = {"not_available": "computed for binary RBMs only"}
-
-    # per-class mean test log-likelihood
-    labels = load_labels(data, "test")
-    if fam.deep:
-        record["per_class"] = {"not_available": _DEEP_REASON.format(family=fam.name.upper())}
-    elif labels is None:
-        record["per_class"] = {"not_available": "the dataset has no test labels"}
-    elif not hasattr(m, "log_unnormalized_marginal"):
-        record["per_class"] = {"not_available": f"{fam.name} has no closed-form log f(v)"}
-    else:
-        with torch.no_grad():
-            log_f = m.log_unnormalized_marginal(test).double().cpu().numpy()
-
-        def run_ais():
-            from ..api import estimate
-
-            return estimate(
-                m,
-                "ais",
-                data=test,
-                train_data=train,
-                K=int(s["annealed_K"]),
-                chains=int(s["ais_chains"]),
-                init=s.get("init", "uniform"),
-                seed=seed,
-            )
-
-        lz = log_z_for(_records(estimates), enumerated=enumerated, run_ais=run_ais)
-        pc = per_class_log_likelihood(log_f, labels, lz["log_z"], lz["log_z_se"])
-        record["per_class"] = {**pc, "log_z_source": lz["source"]}
-        arrays["per_class_log_f"] = log_f
-        arrays["per_class_labels"] = np.asarray(labels)
-        log(f"per-class test LL: log Z from {lz['source']}, overall {pc['overall']['mean_test_ll']:.4f}")
-
+        _filters_of(m, fam, whitening, out)
+    enumerated = _hidden_mass_of(m, fam, s, train, hidden_method, out)
+    _per_class_of(m, fam, s, data, test, train, estimates, enumerated, out)
     record["seconds"] = time.perf_counter() - t0
     record = _jsonable(record)
     save_npz_atomic(out_npz, **(arrays or {"empty": np.zeros(0)}))
     write_json_atomic(out_json, record)
     return record
+
+
+def _samples_of(m, fam, s: Mapping[str, Any], train, image_shape, out) -> None:
+    """Samples of the model and of p_ann (RAISE Figs. 5-6), of a sampled family whose data have an image shape."""
+    record, arrays, log = out
+    if fam.name not in SAMPLED_FAMILIES:
+        return
+    if image_shape is None:
+        record["samples"] = {"not_available": "the dataset has no image shape"}
+        return
+    from ..sampling import sample
+
+    init = s.get("init", "uniform")
+    n = int(s["n_samples"])
+    common = {"init": init, "data": train, "seed": int(s.get("seed", 0)), "device": s.get("device", "cpu")}
+    model_res = sample(m, n, burn_in=int(s["burn_in"]), exact=_exact_choice(m, s), **common)
+    ann_res = sample(m, n, annealed=int(s["annealed_K"]), **common)
+    arrays["samples"] = np.asarray(model_res.x)
+    arrays["annealed_samples"] = np.asarray(ann_res.x)
+    record["samples"] = _sample_info(model_res)
+    record["annealed_samples"] = {**_sample_info(ann_res), "K": int(s["annealed_K"]), "init": init}
+    log(f"samples: {model_res.method} ({model_res.seconds:.1f} s), p_ann: {ann_res.method} K={s['annealed_K']}")
+
+
+def _filters_of(m, fam, whitening, out) -> None:
+    """The learned filters / bases (HAIS Fig. 1)."""
+    record, arrays, _ = out
+    arrays["filters"] = filters_in_pixels(m, fam.name, whitening)
+    record["filters"] = {
+        "array": FILTERS[fam.name][0],
+        "kind": "filters" if FILTERS[fam.name][2] == "analysis" else "bases",
+        "n": int(len(arrays["filters"])),
+        "space": "in pixels, through the PCA whitening" if whitening is not None else "in data coordinates",
+    }
+
+
+def _hidden_mass_of(m, fam, s: Mapping[str, Any], train, hidden_method: str, out) -> float | None:
+    """The mass on the most probable hidden configurations (RAISE Sec. 5.1) of a sampled family; returns log Z
+    where the hidden states were enumerated (else ``None``)."""
+    record, arrays, log = out
+    if fam.name not in SAMPLED_FAMILIES:
+        if fam.deep:
+            record["hidden_mass"] = {"not_available": "computed for binary RBMs only"}
+        return None
+    enumerated = None
+    seed = int(s.get("seed", 0))
+    method = hidden_method
+    if method == "auto":
+        method = "exact" if int(m.n_hidden) <= int(s["exact_max_units"]) else "samples"
+    if method == "exact":
+        hm = hidden_mass_exact(m)
+        enumerated = hm.pop("log_z")
+    else:
+        res = _hidden_samples(m, s, train, seed + 1)
+        chains = res.settings.get("chains") if res.method == "gibbs" else None
+        hm = hidden_mass_from_samples(_hidden_states(m, res, seed + 1), TOP, chains=chains)
+        hm.update(sampler=res.method, chains=chains, burn_in=int(res.burn_in), sweeps=int(res.sweeps))
+    arrays["hidden_top_states"] = hm.pop("top_states")
+    arrays["hidden_top_" + ("log_p" if method == "exact" else "counts")] = hm.pop(
+        "top_log_p" if method == "exact" else "top_counts"
+    )
+    record["hidden_mass"] = hm
+    log(f"hidden mass ({method}): " + ", ".join(f"top{k} = {hm[f'top{k}']:.4g}" for k in TOP))
+    return enumerated
+
+
+def _per_class_of(m, fam, s: Mapping[str, Any], data, test, train, estimates, enumerated, out) -> None:
+    """The mean test log-likelihood per class, or why it is not available (a deep family, no test labels, no
+    closed-form log f(v)); log Z from :func:`log_z_for`."""
+    import torch
+
+    from ..data import load_labels
+
+    record, arrays, log = out
+    labels = load_labels(data, "test")
+    if fam.deep:
+        record["per_class"] = {"not_available": _DEEP_REASON.format(family=fam.name.upper())}
+        return
+    if labels is None:
+        record["per_class"] = {"not_available": "the dataset has no test labels"}
+        return
+    if not hasattr(m, "log_unnormalized_marginal"):
+        record["per_class"] = {"not_available": f"{fam.name} has no closed-form log f(v)"}
+        return
+    with torch.no_grad():
+        log_f = m.log_unnormalized_marginal(test).double().cpu().numpy()
+
+    def run_ais():
+        from ..api import estimate
+
+        opts = {"K": int(s["annealed_K"]), "chains": int(s["ais_chains"]), "init": s.get("init", "uniform")}
+        return estimate(m, "ais", data=test, train_data=train, seed=int(s.get("seed", 0)), **opts)
+
+    lz = log_z_for(_records(estimates), enumerated=enumerated, run_ais=run_ais)
+    pc = per_class_log_likelihood(log_f, labels, lz["log_z"], lz["log_z_se"])
+    record["per_class"] = {**pc, "log_z_source": lz["source"]}
+    arrays["per_class_log_f"] = log_f
+    arrays["per_class_labels"] = np.asarray(labels)
+    log(f"per-class test LL: log Z from {lz['source']}, overall {pc['overall']['mean_test_ll']:.4f}")
 
 
 def _hidden_samples(rbm, s: Mapping[str, Any], train, seed: int):

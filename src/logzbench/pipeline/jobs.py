@@ -410,6 +410,52 @@ def _tracked_row(row: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 @transactional  # the model, its samples, history and plot and the summary, or none
+def _fit(family: str, data, hp: Mapping[str, Any], test, train, progress: bool):
+    """Train with the family's trainer, or a black-box learner (``hyperparams.learner``) monitoring the validation
+    split where the dataset has one: ``(model, history, learner state or None)``.  ``progress`` is an argument of
+    the binary families' own trainers only."""
+    from ..training import train_model, train_with_learner
+
+    fam = registry.family(family)
+    if hp.get("learner"):
+        valid = load_split_if_present(data, fam.data_kind, "valid")
+        return train_with_learner(train, valid if valid is not None else test, family=family, **hp)
+    extra = {"progress": bool(progress)} if fam.kind == "binary" else {}
+    model, history = train_model(train, test, family=family, **{**hp, **extra})
+    return model, history, None
+
+
+def _write_training_files(model_name, model, history, state, hp, figure_opts, out_model, out_history, out_plot) -> str:
+    """The model, a learner's figure samples beside it (``<model>.samples.npz``: the report's sample figures,
+    Figs. 4, 6), the history (CSV) and its plot; returns the history's step (``iteration`` for a learner, one row
+    per logged iteration, else ``epoch``)."""
+    from ..models import save_model
+    from ..plotting import plot_history
+    from ..training import history_to_csv
+
+    save_model(model, out_model)
+    if state is not None:
+        from ..training.variational import figure_samples
+
+        save_npz_atomic(
+            Path(out_model).with_suffix(".samples.npz"),
+            **figure_samples(model, state, seed=int(hp.get("seed", 0)), **figure_opts),
+        )
+    history_to_csv(history, out_history)
+    step = "iteration" if state is not None else "epoch"
+    plot_history(history, out_plot, title=model_name, step=step)
+    return step
+
+
+def _trained_sizes(model, binary: bool) -> tuple[list[int], int]:
+    """``(hidden layer sizes, n_visible)`` of a trained model: ``[n_hidden]`` for an RBM, ``layer_sizes[1:]`` for a
+    DBM / DBN, ``[size]`` for a continuous model."""
+    if not binary:
+        return [int(model.size)], int(model.n_dims)
+    sizes = [int(n) for n in (model.layer_sizes[1:] if hasattr(model, "layer_sizes") else [model.n_hidden])]
+    return sizes, int(model.n_visible)
+
+
 def train_job(
     model_name: str,
     *,
@@ -429,55 +475,26 @@ def train_job(
     (CSV and plot) and the summary record (JSON, last); log one MLflow run (``train/<model>``)."""
     import torch
 
-    from ..models import save_model
-    from ..plotting import plot_history
-    from ..training import history_to_csv, train_model, train_with_learner
-
     hp = dict(hyperparams)
     hp.setdefault("device", device)
     # figures of a learner-trained model (not training arguments): samples of the model and its decoder
     figure_opts = {"n": hp.pop("figure_samples", 64), "sweeps": hp.pop("figure_sweeps", 1000)}
     family = str(hp.pop("family", "rbm")).lower()
     fam = registry.family(family)
-    binary = fam.kind == "binary"  # continuous models train on whitened image patches
     train, test = (load_rows(data, fam.data_kind, split, prepared=True) for split in ("train", "test"))
     print(f"training {model_name} ({family}) on {dataset}: {train.shape[0]} x {train.shape[1]}; {hp}")
 
     started = utc_now()
     t0 = time.perf_counter()
-    # "progress" is an argument of the binary families' own trainers only; a black-box learner
-    # (hyperparams.learner) monitors the validation split where the dataset has one
-    state = None
-    if hp.get("learner"):
-        valid = load_split_if_present(data, fam.data_kind, "valid")
-        model, history, state = train_with_learner(train, valid if valid is not None else test, family=family, **hp)
-    else:
-        extra = {"progress": bool(progress)} if binary else {}
-        model, history = train_model(train, test, family=family, **{**hp, **extra})
+    model, history, state = _fit(family, data, hp, test, train, progress)
     seconds = time.perf_counter() - t0
 
-    save_model(model, out_model)
-    if state is not None:  # <model>.samples.npz beside the model: the report's sample figures (Figs. 4, 6)
-        from ..training.variational import figure_samples
-
-        save_npz_atomic(
-            Path(out_model).with_suffix(".samples.npz"),
-            **figure_samples(model, state, seed=int(hp.get("seed", 0)), **figure_opts),
-        )
-    history_to_csv(history, out_history)
-    step = "iteration" if state is not None else "epoch"  # a learner's history: one row per logged iteration
-    plot_history(history, out_plot, title=model_name, step=step)
+    step = _write_training_files(model_name, model, history, state, hp, figure_opts, out_model, out_history, out_plot)
     final = {f"final_{k}": v for k, v in (history[-1] if history else {}).items() if isinstance(v, (int, float))}
     final["train_seconds"] = seconds
     if state is not None:  # the iteration of the saved model (the last, or the best on validation rows)
         final["selected_iteration"] = int(state["selected_iteration"])
-
-    # hidden layer sizes: [n_hidden] for an RBM, layer_sizes[1:] for a DBM / DBN, [size] for a continuous model
-    if not binary:
-        sizes, n_vis = [int(model.size)], int(model.n_dims)
-    else:
-        sizes = [int(n) for n in (model.layer_sizes[1:] if hasattr(model, "layer_sizes") else [model.n_hidden])]
-        n_vis = int(model.n_visible)
+    sizes, n_vis = _trained_sizes(model, fam.kind == "binary")  # continuous models train on whitened patches
     record = {
         "model": model_name,
         "dataset": dataset,

@@ -2,7 +2,7 @@
 
 Snakemake sees an estimate's directory, not the files in it, keeps an output whose time stamp is up
 to date however damaged, and does not rebuild a deleted one while what depends on it is up to date:
-:func:`damaged_outputs` finds such files of a config's sweeps and :func:`rebuild_hint` says how to
+:func:`damaged_outputs` finds such files of a plan's sweeps and :func:`rebuild_hint` says how to
 rebuild them; :func:`check_npz` and :func:`check_estimate_record` check one file (the rules' scripts
 run them on their inputs).
 """
@@ -12,10 +12,12 @@ from __future__ import annotations
 import json
 import zipfile
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .sweep import all_jobs, is_source, model_dataset
+
+if TYPE_CHECKING:
+    from .plan import Plan
 
 __all__ = ["check_estimate_record", "check_npz", "damaged_outputs", "missing_records", "rebuild_hint"]
 
@@ -83,10 +85,10 @@ def check_estimate_record(path: str | Path, *, quick: bool = False) -> None:
     check_npz(path.with_suffix(".npz"), "estimate", quick=quick, rebuild=path.parent)
 
 
-def damaged_outputs(config: Mapping, results: str = "results", presets: Mapping | None = None) -> list[tuple[str, str]]:
+def damaged_outputs(plan: Plan, results: str = "results") -> list[tuple[str, str]]:
     """What a run of the workflow would trust but cannot use: ``(the output to rebuild, one-line message)``
     pairs (:func:`check_npz`, :func:`check_estimate_record`, ``quick``) for the prepared datasets and models
-    that exist but are not complete ``.npz`` files, and each estimate record of the config's sweeps that
+    that exist but are not complete ``.npz`` files, and each estimate record of the plan's sweeps that
     exists but does not parse or whose per-chain arrays are missing or truncated (Snakemake sees only the
     estimate's directory, and keeps an output of an earlier run that is up to date by its time stamp), and
     each setting of a finished sweep whose record is missing (deleted): a record of the same directory lists
@@ -94,11 +96,10 @@ def damaged_outputs(config: Mapping, results: str = "results", presets: Mapping 
     directory holds no record at all.  Other estimates whose record is absent are not reported (their sweep
     is new or changed, and reruns)."""
     problems = []
-    models = list(config.get("models") or {})
-    datasets = {model_dataset(config, m) for m in models} - {None}  # (a source model's rows may be files)
+    datasets = {m.dataset for m in plan.models.values()} - {None}  # (a source model's rows may be files)
     candidates = [(Path(results) / "data" / f"{d}.npz", "data") for d in sorted(datasets)]
     # the trained models (a source model is the user's file, read by its estimate jobs)
-    candidates += [(Path(results) / "models" / f"{m}.npz", "model") for m in models if not is_source(config, m)]
+    candidates += [(Path(results) / "models" / f"{m}.npz", "model") for m in plan.trained_models]
     for path, kind in candidates:
         if path.exists():
             try:
@@ -107,7 +108,7 @@ def damaged_outputs(config: Mapping, results: str = "results", presets: Mapping 
                 problems.append((str(path), str(exc)))
     finished: dict[Path, set[str]] = {}  # estimate directory -> the settings its records list
     exists: dict[Path, bool] = {}  # estimate directory -> whether it exists (a new sweep's has no record to check)
-    for j in all_jobs(config, presets):
+    for j in plan.jobs:
         record = Path(j.path("json", results))
         if record.parent not in exists:
             exists[record.parent] = record.parent.is_dir()
@@ -131,7 +132,7 @@ def damaged_outputs(config: Mapping, results: str = "results", presets: Mapping 
 def missing_records(directory: str | Path) -> list[tuple[str, str]]:
     """``(the output to rebuild, one-line message)`` of each setting of the finished sweep in ``directory``
     whose record (``<setting>.json``) is missing: listed in the ``sweep_stems`` of the records there
-    (:func:`_sweep_stems`) but not on disk.  :func:`damaged_outputs` finds the same from a config;
+    (:func:`_sweep_stems`) but not on disk.  :func:`damaged_outputs` finds the same from a plan;
     ``logzbench report`` (:func:`logzbench.report.records.load_results`), which has only the records, from
     this, so that both refuse a sweep with a deleted setting with the same message."""
     directory = Path(directory)

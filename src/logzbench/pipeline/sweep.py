@@ -1,8 +1,9 @@
 """From a workflow config to the jobs of its estimator sweep (importable without torch).
 
 The Snakemake workflow validates its config against ``workflow/schemas/config.schema.yaml``
-(which fills in the defaults), checks it (:func:`logzbench.pipeline.config.check_config`), then asks
-this module what it means (``workflow/rules/common.smk``):
+(which fills in the defaults) and reads it once into its plan (:func:`logzbench.pipeline.plan.load`), whose check
+(:func:`logzbench.pipeline.config.checked_models`) works out each model's entry here (:func:`model_entry`:
+every fact below of one model, once):
 
 * a model's dataset, training hyperparameters (preset overridden by ``hyperparams``), family,
   hidden sizes and data dimension (:func:`model_hyperparams`, :func:`model_family`,
@@ -21,14 +22,17 @@ this module what it means (``workflow/rules/common.smk``):
 Which estimators exist, the models they apply to, their sweep axes and the options they read are
 the registry's (:mod:`logzbench.registry`): an estimator added there is swept by the workflow
 with no change here.  Every function takes the config (a mapping) first; ``presets`` is the
-training presets mapping (``logzbench.training.MODEL_PRESETS``, plain data, imported on first use).
+training presets mapping (``logzbench.training.MODEL_PRESETS``, plain data, imported on first use).  A function of
+one model (:func:`model_jobs`, :func:`job_settings`, ...) builds its entry and reads it; the workflow reads the
+plan's entries instead.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from dataclasses import dataclass
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .. import registry
@@ -36,12 +40,15 @@ from ..data.sizes import DEFAULT_N_COMPONENTS, N_FEATURES, SOURCE_DATA_KINDS
 from ..errors import ConfigError
 from ..options import SKIP, SettingQuery, declared, recorded_options
 from ..schedules import own_steps
-from ..sources import ENERGY_FAMILIES, META_FILE, ModelSource, parse_source
+from ..sources import ModelSource, parse_source
+from .entries import Job, ModelEntry
+from .model_files import SOURCE_WHAT, npz_model, rows_shape, source_families, torchscript_family
 
 __all__ = [
     "ConfigError",
     "Job",
     "all_jobs",
+    "axis_values",
     "dataset_kind",
     "estimator_method",
     "estimator_spec",
@@ -55,6 +62,9 @@ __all__ = [
     "job",
     "job_settings",
     "listed_values",
+    "model_entry",
+    "pairs_of",
+    "settings_of",
     "is_source",
     "lacks_training_rows",
     "model_data_files",
@@ -66,7 +76,6 @@ __all__ = [
     "model_n_visible",
     "model_source",
     "n_visible",
-    "source_families",
     "source_family",
     "option_default",
     "setting_keys",
@@ -140,52 +149,6 @@ def model_source(config: Mapping, model: str) -> ModelSource | None:
         raise ConfigError(f"model {model}: {exc} (models.{model}.source)") from None
 
 
-def source_families(kind: str) -> tuple[str, ...]:
-    """The families a source of ``kind`` may hold: a TorchScript file, the user's energies (the families
-    whose model class is :class:`logzbench.models.energy.EnergyModel`); a Potts text file, ``potts``;
-    ``FILE.py:NAME`` (an EnergyModel or a model object of a registered family) and an ``.npz``, every family."""
-    if kind == "torchscript":
-        return tuple(n for n, f in registry.FAMILIES.items() if f.model.endswith(":EnergyModel"))
-    if kind == "potts-text":
-        return tuple(n for n in ("potts",) if n in registry.FAMILIES)
-    return tuple(registry.FAMILIES)
-
-
-def _torchscript_family(path: str) -> str | None:
-    """The energy family a TorchScript file's ``logzbench.json`` extra file says (its ``domain``), read from
-    the zip archive without torch; ``None`` where the file has none or it cannot be read."""
-    import json
-    import zipfile
-
-    try:
-        with zipfile.ZipFile(path) as z:
-            meta = [n for n in z.namelist() if n.endswith(f"/extra/{META_FILE}")]
-            if len(meta) != 1:
-                return None
-            domain = json.loads(z.read(meta[0]).decode()).get("domain")
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError, AttributeError):
-        return None
-    name = domain[0] if isinstance(domain, list) and domain else domain
-    return ENERGY_FAMILIES.get(name) if isinstance(name, str) else None
-
-
-def _npz_model_type(path: str) -> str:
-    """The ``model_type`` of an ``.npz`` model file (``rbm`` when absent), read with NumPy only; ValueError
-    for a file that is not a readable ``.npz``."""
-    import zipfile
-
-    import numpy as np
-
-    try:
-        with zipfile.ZipFile(path) as z:
-            if "model_type.npy" not in z.namelist():
-                return "rbm"
-        with np.load(path, allow_pickle=False) as f:
-            return str(f["model_type"]).lower()
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"not a readable .npz model file ({type(exc).__name__}: {exc})") from None
-
-
 def source_family(config: Mapping, model: str) -> str:
     """A source model's family, known without importing it: ``family`` as the entry states it (required for
     ``FILE.py:NAME``: ``energy-binary``, ``energy-categorical``, ``energy-continuous``, or the registered
@@ -199,12 +162,12 @@ def source_family(config: Mapping, model: str) -> str:
     allowed = source_families(src.kind)
     if stated is not None and stated not in registry.FAMILIES:
         raise ConfigError(
-            f"model {model}: unknown family {stated!r} (models.{model}.family); a {_SOURCE_WHAT[src.kind]} "
+            f"model {model}: unknown family {stated!r} (models.{model}.family); a {SOURCE_WHAT[src.kind]} "
             f"source holds one of {list(allowed)}"
         )
     if src.kind == "npz":
         try:
-            found = _npz_model_type(src.path)
+            found = npz_model(src.path).model_type
         except ValueError as exc:
             raise ConfigError(f"model {model}: source {src.path}: {exc} (models.{model}.source)") from None
         if stated is not None and stated != found:
@@ -213,7 +176,7 @@ def source_family(config: Mapping, model: str) -> str:
                 f"(its model_type); remove family or fix it"
             )
         stated = found
-    elif src.kind == "torchscript" and (found := _torchscript_family(src.path)) is not None:
+    elif src.kind == "torchscript" and (found := torchscript_family(src.path)) is not None:
         if stated is not None and stated != found:
             raise ConfigError(
                 f"model {model}: models.{model}.family is {stated!r} but {src.path} holds a {found!r} model "
@@ -225,12 +188,12 @@ def source_family(config: Mapping, model: str) -> str:
             stated = "potts"
         else:
             raise ConfigError(
-                f"model {model}: a {_SOURCE_WHAT[src.kind]} source needs `family` (one of {list(allowed)}): it is "
+                f"model {model}: a {SOURCE_WHAT[src.kind]} source needs `family` (one of {list(allowed)}): it is "
                 f"only known once the model is loaded, which the workflow does not do before its jobs run"
             )
     if stated not in allowed:
         raise ConfigError(
-            f"model {model}: a {_SOURCE_WHAT[src.kind]} source cannot hold a {stated!r} model; "
+            f"model {model}: a {SOURCE_WHAT[src.kind]} source cannot hold a {stated!r} model; "
             f"models.{model}.family must be one of {list(allowed)}"
         )
     if stated not in registry.FAMILIES:  # an .npz of an unknown model_type
@@ -238,9 +201,6 @@ def source_family(config: Mapping, model: str) -> str:
             f"model {model}: {src.path} holds an unknown model_type {stated!r}; known: {list(registry.family_names())}"
         )
     return stated
-
-
-_SOURCE_WHAT = {"python": "FILE.py:NAME", "torchscript": "TorchScript", "npz": ".npz", "potts-text": "Potts text"}
 
 
 def model_data_files(config: Mapping, model: str) -> dict[str, str] | None:
@@ -252,35 +212,6 @@ def model_data_files(config: Mapping, model: str) -> dict[str, str] | None:
     return {k: str(data[k]) for k in ("test", "train") if data.get(k) is not None}
 
 
-def _npy_shape(fh) -> tuple[int, ...]:
-    """The shape in the header of the ``.npy`` data open in ``fh`` (its data not read)."""
-    from numpy.lib import format as npy
-
-    major, _ = npy.read_magic(fh)
-    read = npy.read_array_header_1_0 if major == 1 else npy.read_array_header_2_0
-    return tuple(int(n) for n in read(fh)[0])
-
-
-def _rows_shape(path: str, split: str) -> tuple[int, ...]:
-    """The shape of the rows in ``path`` without reading them: an ``.npy`` file's, or an ``.npz``'s array
-    ``split`` (else its only array); ValueError naming what is wrong."""
-    import zipfile
-
-    try:
-        if zipfile.is_zipfile(path):
-            with zipfile.ZipFile(path) as z:
-                names = [n for n in z.namelist() if n.endswith(".npy")]
-                member = f"{split}.npy" if f"{split}.npy" in names else (names[0] if len(names) == 1 else None)
-                if member is None:
-                    raise ValueError(f"holds no {split!r} array (arrays: {[n[:-4] for n in names]})")
-                with z.open(member) as fh:
-                    return _npy_shape(fh)
-        with open(path, "rb") as fh:
-            return _npy_shape(fh)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise ValueError(f"not a readable .npy / .npz file of rows ({exc})") from None
-
-
 def lacks_training_rows(config: Mapping, model: str) -> bool:
     """Whether a source model has, as far as the workflow can tell, no training rows for the data base rate:
     its rows are files without ``train``, and its source is not an ``.npz`` holding ``data_mean``."""
@@ -289,24 +220,16 @@ def lacks_training_rows(config: Mapping, model: str) -> bool:
         return False
     src = model_source(config, model)
     if src is not None and src.kind == "npz":
-        import zipfile
-
         try:
-            with zipfile.ZipFile(src.path) as z:
-                return "data_mean.npy" not in z.namelist()
-        except (OSError, zipfile.BadZipFile):
+            return not npz_model(src.path).has_data_mean
+        except ValueError:
             return True
     return True
 
 
 def model_inits(config: Mapping, model: str, presets: Mapping | None = None) -> tuple[str, ...]:
-    """The initial distributions a model's sweep runs from: its family's (a DBN: uniform only), less
-    ``base-rate`` and ``mixture`` for a source model without training rows (:func:`lacks_training_rows`; the
-    estimate would refuse them)."""
-    inits = family_spec(config, model, presets).inits
-    if is_source(config, model) and lacks_training_rows(config, model):
-        return tuple(i for i in inits if i not in ("base-rate", "mixture"))
-    return inits
+    """:attr:`ModelEntry.inits <logzbench.pipeline.entries.ModelEntry.inits>` of one model."""
+    return model_entry(config, model, presets).inits
 
 
 def model_n_visible(config: Mapping, model: str) -> int:
@@ -316,7 +239,7 @@ def model_n_visible(config: Mapping, model: str) -> int:
     if files is None:
         return n_visible(config, model_dataset(config, model))
     try:
-        shape = _rows_shape(files["test"], "test")
+        shape = rows_shape(files["test"], "test")
     except ValueError as exc:
         raise ConfigError(f"model {model}: data.test {files['test']}: {exc}") from None
     if len(shape) != 2 or not shape[0] or not shape[1]:
@@ -324,30 +247,16 @@ def model_n_visible(config: Mapping, model: str) -> int:
     return int(shape[1])
 
 
-def _source_hidden_sizes(config: Mapping, model: str, family: str) -> list[int]:
+def _source_hidden_sizes(src: ModelSource) -> tuple[int, ...]:
     """Hidden layer sizes of a source model where they can be read without loading it: an ``.npz``'s weight
-    matrices (``W``: an RBM's; ``W_1``, ``W_2``, ...: a deep model's); ``[]`` otherwise (an energy, a Potts
+    matrices (``W``: an RBM's; ``W_1``, ``W_2``, ...: a deep model's); ``()`` otherwise (an energy, a Potts
     model: no hidden units, or sizes unknown until the model is loaded)."""
-    src = model_source(config, model)
     if src.kind != "npz":
-        return []
-    import zipfile
-
+        return ()
     try:
-        with zipfile.ZipFile(src.path) as z:
-            names = set(z.namelist())
-            keys = ["W"] if "W.npy" in names else []
-            i = 1
-            while f"W_{i}.npy" in names:
-                keys.append(f"W_{i}")
-                i += 1
-            sizes = []
-            for k in keys:
-                with z.open(f"{k}.npy") as fh:
-                    sizes.append(int(_npy_shape(fh)[-1]))
-            return sizes
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        return []
+        return npz_model(src.path).hidden_sizes
+    except ValueError:
+        return ()
 
 
 def _load_presets() -> Mapping[str, Mapping]:
@@ -425,12 +334,44 @@ def model_family(config: Mapping, model: str, presets: Mapping | None = None) ->
 
 
 def hidden_sizes(config: Mapping, model: str, presets: Mapping | None = None) -> list[int]:
-    """Hidden sizes: ``[n_hidden]`` (RBM), ``hidden_sizes`` (DBM, DBN) or ``[size]`` (continuous); a source
-    model's where its file says them without loading it (:func:`_source_hidden_sizes`; else ``[]``)."""
-    hp = model_hyperparams(config, model, presets)
-    if is_source(config, model):
-        return _source_hidden_sizes(config, model, hp["family"])
-    return registry.family(hp["family"]).hidden_sizes(hp)
+    """:attr:`ModelEntry.hidden_sizes <logzbench.pipeline.entries.ModelEntry.hidden_sizes>` of one model."""
+    return list(model_entry(config, model, presets).hidden_sizes)
+
+
+def model_entry(
+    config: Mapping, model: str, presets: Mapping | None = None, hyperparams: Mapping[str, Any] | None = None
+) -> ModelEntry:
+    """Everything the workflow needs of one model, worked out once (:class:`~logzbench.pipeline.entries.ModelEntry`):
+    its hyperparameters (:func:`model_hyperparams`, or ``hyperparams`` where the caller has them), family,
+    source and rows, data dimension (:func:`model_n_visible`), hidden sizes (``[n_hidden]`` of an RBM,
+    ``hidden_sizes`` of a DBM or DBN, ``[size]`` of a continuous model; a source model's where its file says them
+    without loading it: :func:`_source_hidden_sizes`), initial distributions, the estimators run on it
+    (:func:`estimators_of`, less those whose method does not apply to its family: CSL on a DBM; listing such an
+    estimator explicitly is refused by :func:`~logzbench.pipeline.config.check_config`) and every job of their
+    sweeps, in config order (exact once where :func:`exact_applies`; every other estimator over the product of
+    its axes' values: K, then init, then seed)."""
+    hp = dict(model_hyperparams(config, model, presets) if hyperparams is None else hyperparams)
+    fam = registry.family(hp["family"])
+    src = model_source(config, model)
+    files = model_data_files(config, model)
+    lacks_rows = src is not None and lacks_training_rows(config, model)
+    entry = ModelEntry(
+        name=model,
+        dataset=model_dataset(config, model),
+        hyperparams=MappingProxyType(hp),
+        family=fam,
+        source=src,
+        data_files=None if files is None else MappingProxyType(files),
+        n_visible=model_n_visible(config, model),
+        hidden_sizes=_source_hidden_sizes(src) if src is not None else tuple(fam.hidden_sizes(hp)),
+        # its family's (a DBN: uniform only), less those the estimate would refuse without training rows
+        inits=tuple(i for i in fam.inits if not (lacks_rows and i in ("base-rate", "mixture"))),
+        lacks_training_rows=lacks_rows,
+        paper=MappingProxyType(dict(config["models"][model].get("paper") or {})),
+    )
+    run = tuple(n for n in estimators_of(config, model) if estimator_spec(config, n).applies_to(fam.name))
+    jobs = tuple(j for name in run for j in _jobs(config, entry, name))
+    return replace(entry, estimators=run, jobs=jobs)
 
 
 # --------------------------------------------------------------------------- estimators
@@ -458,10 +399,8 @@ def estimators_of(config: Mapping, model: str) -> list[str]:
 
 
 def estimators_run(config: Mapping, model: str, presets: Mapping | None = None) -> list[str]:
-    """Estimator names run on a model: :func:`estimators_of`, less those whose method does not apply
-    to its family (CSL on a DBM; listing such an estimator explicitly is refused by :func:`check_config`)."""
-    fam = model_family(config, model, presets)
-    return [n for n in estimators_of(config, model) if estimator_spec(config, n).applies_to(fam)]
+    """:attr:`ModelEntry.estimators <logzbench.pipeline.entries.ModelEntry.estimators>` of one model."""
+    return list(model_entry(config, model, presets).estimators)
 
 
 def exact_limits(config: Mapping, name: str) -> tuple[int, int]:
@@ -475,18 +414,22 @@ def exact_limits(config: Mapping, name: str) -> tuple[int, int]:
 
 
 def exact_applies(config: Mapping, model: str, name: str, presets: Mapping | None = None) -> bool:
-    """Whether the exact estimator entry ``name`` runs on ``model``: ``models.<model>.exact`` true /
+    """Whether the exact estimator entry ``name`` runs on ``model`` (:func:`_exact_applies`)."""
+    return _exact_applies(config, model_entry(config, model, presets), name)
+
+
+def _exact_applies(config: Mapping, m: ModelEntry, name: str) -> bool:
+    """Whether the exact estimator entry ``name`` runs on model ``m``: ``models.<model>.exact`` true /
     false forces it; ``auto`` (default) runs it where the family has an exact value (a closed form, or
     an enumeration: :meth:`~logzbench.registry.FamilySpec.exact_units`) whose log Z enumeration has at
     most ``max_units`` units and whose per-row log f(v) enumeration at most ``max_log_f_units``."""
-    setting = config["models"][model].get("exact", "auto")
+    setting = config["models"][m.name].get("exact", "auto")
     if setting is False:
         return False
     if setting is True:
         return True
-    fam = family_spec(config, model, presets)
     try:
-        units = fam.exact_units(model_n_visible(config, model), hidden_sizes(config, model, presets))
+        units = m.family.exact_units(m.n_visible, m.hidden_sizes)
     except IndexError:  # a source model whose hidden sizes are unknown until it is loaded
         units = None
     if units is None:
@@ -536,10 +479,16 @@ def listed_values(config: Mapping, name: str, key: str) -> list:
 
 
 def sweep_values(config: Mapping, model: str, name: str, presets: Mapping | None = None) -> dict[str, list]:
-    """Values of each sweep axis of estimator entry ``name`` on ``model`` (its own ``K`` / ``inits`` /
-    ``seeds``, else ``evaluation``'s): ``K`` (without K, a fixed schedule's own: ``[14500]`` for ``sm14500``,
-    the number of steps of a schedule file),
-    ``init`` (only those the model supports, :func:`model_inits`: a DBN has no base-rate init), ``seed``."""
+    """:func:`axis_values` of estimator entry ``name`` on ``model``."""
+    return axis_values(config, name, model_entry(config, model, presets).inits)
+
+
+def axis_values(config: Mapping, name: str, allowed: Sequence[str]) -> dict[str, list]:
+    """Values of each sweep axis of estimator entry ``name`` (its own ``K`` / ``inits`` / ``seeds``, else
+    ``evaluation``'s) on a model whose initial distributions are ``allowed``: ``K`` (without K, a fixed
+    schedule's own: ``[14500]`` for ``sm14500``, the number of steps of a schedule file), ``init`` (only those
+    the model supports, :attr:`ModelEntry.inits <logzbench.pipeline.entries.ModelEntry.inits>`: a DBN has no
+    base-rate init), ``seed``."""
     spec = estimator_spec(config, name)
     out: dict[str, list] = {}
     for axis in spec.axes:
@@ -549,7 +498,6 @@ def sweep_values(config: Mapping, model: str, name: str, presets: Mapping | None
             fixed = fixed_schedule_K(e)
             out[axis] = [fixed] if fixed is not None and not e.get("K") else listed_values(config, name, key)
         elif axis == "init":
-            allowed = model_inits(config, model, presets)
             out[axis] = [i for i in listed_values(config, name, key) if i in allowed]
         else:
             out[axis] = listed_values(config, name, key)
@@ -557,34 +505,6 @@ def sweep_values(config: Mapping, model: str, name: str, presets: Mapping | None
 
 
 # --------------------------------------------------------------------------- jobs
-@dataclass(frozen=True)
-class Job:
-    """One estimate: ``results/estimates/<model>/<entry>/<stem>.{json,npz}``.
-
-    ``entry`` is the name of the config's estimator entry (the rules' ``{estimator}`` wildcard, the
-    record's ``estimator``), ``method`` the registry's estimator it runs.  ``K``, ``init`` and ``seed``
-    are ``None`` where the estimator has no such sweep axis."""
-
-    model: str
-    entry: str
-    method: str
-    K: int | None
-    init: str | None
-    seed: int | None
-
-    @property
-    def axes(self) -> tuple[str, ...]:
-        return registry.estimator(self.method).axes
-
-    @property
-    def stem(self) -> str:
-        """The file stem (:func:`logzbench.registry.setting_stem`): ``exact``, ``K10_seed0``, ..."""
-        return registry.setting_stem(self.axes, {"K": self.K, "init": self.init, "seed": self.seed})
-
-    def path(self, ext: str = "json", results: str = "results") -> str:
-        return f"{results}/estimates/{self.model}/{self.entry}/{self.stem}.{ext}"
-
-
 def job(config: Mapping, model: str, estimator: str, stem: str) -> Job:
     """The job of an output file's wildcards (the stem parsed by the estimator's axes)."""
     spec = estimator_spec(config, estimator)
@@ -593,24 +513,22 @@ def job(config: Mapping, model: str, estimator: str, stem: str) -> Job:
 
 
 def model_jobs(config: Mapping, model: str, presets: Mapping | None = None) -> list[Job]:
-    """Every estimate of one model, in config order: exact once (where :func:`exact_applies`),
-    every other estimator over the product of its axes' values (K, then init, then seed)."""
-    return [j for name in estimators_run(config, model, presets) for j in _jobs(config, model, name, presets)]
+    """:attr:`ModelEntry.jobs <logzbench.pipeline.entries.ModelEntry.jobs>` of one model (:func:`model_entry`)."""
+    return list(model_entry(config, model, presets).jobs)
 
 
-def _jobs(config: Mapping, model: str, name: str, presets: Mapping | None = None) -> Iterator[Job]:
-    """The estimates of estimator entry ``name`` on ``model`` (one of :func:`estimators_run`), in
-    :func:`model_jobs` order, one at a time (whether a pair has any is its first)."""
+def _jobs(config: Mapping, m: ModelEntry, name: str) -> Iterator[Job]:
+    """The estimates of estimator entry ``name`` on model ``m``, in :attr:`ModelEntry.jobs` order."""
     spec = estimator_spec(config, name)
     if not spec.axes:
-        if spec.name != "exact" or exact_applies(config, model, name, presets):
-            yield Job(model, name, spec.name, None, None, None)
+        if spec.name != "exact" or _exact_applies(config, m, name):
+            yield Job(m.name, name, spec.name, None, None, None)
         return
-    values = sweep_values(config, model, name, presets)
+    values = axis_values(config, name, m.inits)
     for combo in itertools.product(*(values[a] for a in spec.axes)):
         v = {"K": None, "init": None, "seed": None, **dict(zip(spec.axes, combo))}
         yield Job(
-            model,
+            m.name,
             name,
             spec.name,
             None if v["K"] is None else int(v["K"]),
@@ -624,25 +542,31 @@ def all_jobs(config: Mapping, presets: Mapping | None = None) -> list[Job]:
     return [j for model in config["models"] for j in model_jobs(config, model, presets)]
 
 
+def pairs_of(m: ModelEntry) -> list[tuple[str, str]]:
+    """The ``(model, estimator)`` pairs of model ``m`` with at least one estimate, in config order: one workflow
+    job each (:func:`logzbench.pipeline.jobs.run_estimate_sweep` runs the pair's whole sweep in one process)."""
+    swept = {j.entry for j in m.jobs}
+    return [(m.name, name) for name in m.estimators if name in swept]
+
+
 def sweep_pairs(config: Mapping, presets: Mapping | None = None) -> list[tuple[str, str]]:
-    """The ``(model, estimator)`` pairs with at least one estimate, in config order: one workflow job
-    each (:func:`logzbench.pipeline.jobs.run_estimate_sweep` runs the pair's whole sweep in one process)."""
-    return [
-        (model, name)
-        for model in config["models"]
-        for name in dict.fromkeys(estimators_run(config, model, presets))
-        if next(_jobs(config, model, name, presets), None) is not None
-    ]
+    """:func:`pairs_of` every model, in config order."""
+    return [p for model in config["models"] for p in pairs_of(model_entry(config, model, presets))]
 
 
 def sweep_settings(config: Mapping, model: str, estimator: str, presets: Mapping | None = None) -> list[dict[str, Any]]:
-    """The settings (:func:`job_settings`) of every estimate of one model x estimator sweep, in
-    :func:`model_jobs` order; what the sweep's estimates share is worked out once, and only its own
+    """:func:`settings_of` one model x estimator sweep."""
+    return settings_of(config, model_entry(config, model, presets), estimator)
+
+
+def settings_of(config: Mapping, m: ModelEntry, estimator: str) -> list[dict[str, Any]]:
+    """The settings (:func:`job_settings`) of every estimate of model ``m`` x ``estimator``, in
+    :attr:`ModelEntry.jobs` order; what the sweep's estimates share is worked out once, and only its own
     estimates are listed (a sweep of many seeds is many settings)."""
-    if estimator not in estimators_run(config, model, presets):
+    if estimator not in m.estimators:
         return []
-    settings = _settings_of(config, model, estimator, presets)
-    return [settings(j) for j in _jobs(config, model, estimator, presets)]
+    settings = _settings_of(config, m, estimator)
+    return [settings(j) for j in m.jobs_of(estimator)]
 
 
 def setting_pattern(axes_list: Sequence[Sequence[str]] | None = None) -> str:
@@ -666,32 +590,28 @@ def job_settings(
     ``source`` (as configured) and, where its rows are files, ``data_files`` (``{"test", "train"}``), then the
     options it records (:func:`setting_keys`), then ``test_subset``
     (``{"per_class", "seed"}``) where the entry restricts the test rows (absent otherwise)."""
-    return _settings_of(config, model, estimator, presets)(job(config, model, estimator, stem))
+    settings = _settings_of(config, model_entry(config, model, presets), estimator)
+    return settings(job(config, model, estimator, stem))
 
 
-def _settings_of(
-    config: Mapping, model: str, estimator: str, presets: Mapping | None = None
-) -> Callable[[Job], dict[str, Any]]:
-    """:func:`job_settings` of the jobs of one model x estimator: what they share, worked out once."""
+def _settings_of(config: Mapping, m: ModelEntry, estimator: str) -> Callable[[Job], dict[str, Any]]:
+    """:func:`job_settings` of the jobs of model ``m`` x ``estimator``: what they share, worked out once."""
     spec = estimator_spec(config, estimator)
     e = config["estimators"][estimator]
-    hp = model_hyperparams(config, model, presets)
-    fam = registry.family(hp["family"])
-    sizes = hidden_sizes(config, model, presets) if fam.hidden else []  # a grid MRF's height is not hidden units
-    dataset = model_dataset(config, model)
+    fam = m.family
+    sizes = list(m.hidden_sizes) if fam.hidden else []  # a grid MRF's height is not hidden units
+    model, dataset = m.name, m.dataset
     shared = {
         "device": config.get("device", "cpu"),
-        "n_visible": model_n_visible(config, model),
+        "n_visible": m.n_visible,
         "family": fam.name,
         "hidden_sizes": sizes,
         "n_hidden": sizes[0] if fam.size_key == "n_hidden" and sizes else None,  # deep models: see hidden_sizes
     }
-    src = model_source(config, model)
-    if src is not None:  # where the job reads the model (and, without a dataset, its rows) from
-        shared["source"] = src.spec
-        files = model_data_files(config, model)
-        if files is not None:
-            shared["data_files"] = files
+    if m.source is not None:  # where the job reads the model (and, without a dataset, its rows) from
+        shared["source"] = m.source.spec
+        if m.data_files is not None:
+            shared["data_files"] = dict(m.data_files)
     unswept = unswept_options(spec, e, fam)
     recorded = recorded_options()
     default = functools.lru_cache(maxsize=None)(functools.partial(option_default, spec))

@@ -273,37 +273,15 @@ def build_report(
     if check_papers:
         check_paper_rows_match(summary, paper_rows or {})
     out.mkdir(parents=True, exist_ok=True)
-    table1 = make_table1(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE1_COLUMNS)
-    table2 = make_table2(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE2_COLUMNS)
-    table_c = add_continuous_brackets(make_table_continuous(summary), table_b)
-    truth = ground_truth(per_run, tolerance=truth_tolerance)
-    trials = annealed_trials(per_run, truth, z=z)
-    learners = learner_models(model_records, data_dir)
-    table_l = make_table_learners(summary, learners, z=z)
-    table_p = make_table_papers(summary, paper_rows or {}, z=z)
-    paths: dict[str, Any] = {
-        "annealed_trials": _write_csv(trials, out / "annealed_trials.csv"),
-        "per_run": _write_csv(per_run, out / "per_run.csv"),
-        "summary": _write_csv(summary, out / "summary.csv"),
-        "table1": _write_csv(table1, out / "table1.csv"),
-        "table2": _write_csv(table2, out / "table2.csv"),
-        "table_continuous": _write_csv(table_c, out / "table_continuous.csv"),
-        "flags": _write_csv(flag_rows(summary), out / "flags.csv"),
-        "table_learners": _write_csv(table_l, out / "table_learners.csv"),
-        "table_papers": _write_csv(table_p, out / "table_papers.csv"),
-        "table_csl": _write_csv(make_table_csl(summary), out / "table_csl.csv"),
-        "table_bracket": _write_csv(table_b, out / "table_bracket.csv"),
-    }
-    if learners:  # the paper's Tables 2-3 as printed, ours beside theirs
-        paths["table_learners_paper"] = _write_csv(make_table_learners_paper(table_l), out / "table_learners_paper.csv")
-        # training time per model, AVIL's against VCD's (Li et al. Sec. 5.5)
-        timing = make_table_learner_timing(summary, model_records)
-        paths["table_learner_timing"] = _write_csv(timing, out / "table_learner_timing.csv")
+    t = _make_tables(per_run, summary, table_b, truth_tolerance, z, model_records, data_dir, paper_rows)
+    paths = _write_tables(out, t, model_records)
     model_plots: dict[str, Path] = {}
     trial_plots: dict[str, Path] = {}
     if plots:
-        model_plots, trial_plots, paths["model_size_plot"] = _plots(per_run, summary, trials, table_c, models, out)
-    learner_plots = plot_learners(summary, learners, out / "plots") if plots else {}
+        model_plots, trial_plots, paths["model_size_plot"] = _plots(
+            per_run, summary, t["trials"], t["table_c"], models, out
+        )
+    learner_plots = plot_learners(summary, t["learners"], out / "plots") if plots else {}
     bracket_plots = (
         {
             m: plot_bracket(records, m, out / "plots" / f"{m}_bracket.png", table_b)
@@ -322,14 +300,95 @@ def build_report(
         if tracking_uri is not None or experiment_name is not None
         else None
     )
-    n_flagged = int((summary["flags"] != "").sum())
+    thresholds = ReportThresholds(gap_threshold, ess_fraction, z, khat, exact_tolerance)
+    report = _report_record(per_run, summary, t, paths, diag, tagged, thresholds, paper_rows, learner_plots)
+    paths["learner_plots"] = learner_plots
+    paths["diagnostic_plots"] = diag["diagnostic_plots"]
+    # the page a person reads: per model its estimates, flags, brackets and figures, then the tables
+    paths["review"] = _write_review(
+        out,
+        paths,
+        summary,
+        table_b,
+        models=models,
+        thresholds=report["thresholds"],
+        extra_tables={
+            "table1": t["table1"],
+            "table2": t["table2"],
+            "table_continuous": t["table_c"],
+            "table_bracket": table_b,
+            "summary": summary,
+            "flags": flag_rows(summary),
+        },
+    )
+    report["files"]["review"] = str(paths["review"])
+    paths["report_json"] = out / "report.json"
+    write_json_atomic(paths["report_json"], report)
+    paths["n_flagged"] = report["n_flagged_settings"]
+    return paths
+
+
+def _make_tables(per_run, summary, table_b, truth_tolerance, z, model_records, data_dir, paper_rows) -> dict[str, Any]:
+    """The report's tables from the flagged runs and settings: ``table1``, ``table2``, ``table_c`` (continuous,
+    with the brackets), ``truth`` and ``trials`` (bias / MSE over seeds), ``learners`` (the learner-trained
+    models' records) and ``table_l``, ``table_p`` (the papers' rows), ``table_b`` (the brackets)."""
+    table_c = add_continuous_brackets(make_table_continuous(summary), table_b)
+    truth = ground_truth(per_run, tolerance=truth_tolerance)
+    learners = learner_models(model_records, data_dir)
+    return {
+        "table1": make_table1(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE1_COLUMNS),
+        "table2": make_table2(summary) if len(summary) else pd.DataFrame(columns=_EMPTY_TABLE2_COLUMNS),
+        "table_c": table_c,
+        "table_b": table_b,
+        "truth": truth,
+        "trials": annealed_trials(per_run, truth, z=z),
+        "learners": learners,
+        "table_l": make_table_learners(summary, learners, z=z),
+        "table_p": make_table_papers(summary, paper_rows or {}, z=z),
+        "per_run": per_run,
+        "summary": summary,
+    }
+
+
+def _write_tables(out: Path, t: Mapping[str, Any], model_records) -> dict[str, Any]:
+    """Write the tables (atomically) and return ``{name: path}``; the learner tables only with learner-trained
+    models."""
+    summary = t["summary"]
+    paths: dict[str, Any] = {
+        "annealed_trials": _write_csv(t["trials"], out / "annealed_trials.csv"),
+        "per_run": _write_csv(t["per_run"], out / "per_run.csv"),
+        "summary": _write_csv(summary, out / "summary.csv"),
+        "table1": _write_csv(t["table1"], out / "table1.csv"),
+        "table2": _write_csv(t["table2"], out / "table2.csv"),
+        "table_continuous": _write_csv(t["table_c"], out / "table_continuous.csv"),
+        "flags": _write_csv(flag_rows(summary), out / "flags.csv"),
+        "table_learners": _write_csv(t["table_l"], out / "table_learners.csv"),
+        "table_papers": _write_csv(t["table_p"], out / "table_papers.csv"),
+        "table_csl": _write_csv(make_table_csl(summary), out / "table_csl.csv"),
+        "table_bracket": _write_csv(t["table_b"], out / "table_bracket.csv"),
+    }
+    if t["learners"]:  # the paper's Tables 2-3 as printed, ours beside theirs
+        paths["table_learners_paper"] = _write_csv(
+            make_table_learners_paper(t["table_l"]), out / "table_learners_paper.csv"
+        )
+        # training time per model, AVIL's against VCD's (Li et al. Sec. 5.5)
+        timing = make_table_learner_timing(summary, model_records)
+        paths["table_learner_timing"] = _write_csv(timing, out / "table_learner_timing.csv")
+    return paths
+
+
+def _report_record(per_run, summary, t, paths, diag, tagged, thresholds, paper_rows, learner_plots) -> dict[str, Any]:
+    """``report.json``: counts, flags, the files written and the tables' records; the sections of the learner
+    tables, the papers' rows, the brackets and the diagnostics only where the report has them (a report without
+    them stays as it was)."""
+    table_b, learners = t["table_b"], t["learners"]
     report = {
         "n_runs": int(len(per_run)),
         "n_settings": int(len(summary)),
-        "n_flagged_settings": n_flagged,
+        "n_flagged_settings": int((summary["flags"] != "").sum()),
         "n_flagged_runs": int((per_run["flags"] != "").sum()),
         "mlflow_runs_tagged": tagged,
-        "thresholds": dict(ReportThresholds(gap_threshold, ess_fraction, z, khat, exact_tolerance)),
+        "thresholds": dict(thresholds),
         "models": sorted(set(per_run["model"])),
         "flags": [
             {
@@ -351,49 +410,26 @@ def build_report(
             and (len(table_b) or k != "table_bracket")
             and (diag["hidden_mass"] or diag["per_class"] or k not in ("table_hidden_mass", "table_per_class"))
         },
-        "table_continuous": _records(table_c),
-        "ground_truth": _records(truth),
+        "table_continuous": _records(t["table_c"]),
+        "ground_truth": _records(t["truth"]),
         "families": {m: f for m, f in per_run.groupby("model")["family"].first().items()},
-        "table2": _records(table2),
-        "plots": {k: str(v) for k, v in model_plots.items()},
-        "trial_plots": {k: str(v) for k, v in trial_plots.items()},
+        "table2": _records(t["table2"]),
+        "plots": {k: str(v) for k, v in paths["plots"].items()},
+        "trial_plots": {k: str(v) for k, v in paths["trial_plots"].items()},
     }
-    if paper_rows:  # (likewise without paper rows)
-        report["table_papers"] = _records(table_p)
-    if len(table_b) or bracket_plots:  # (likewise without bracket estimates)
+    if paper_rows:
+        report["table_papers"] = _records(t["table_p"])
+    if len(table_b) or paths["bracket_plots"]:
         report["table_bracket"] = _records(table_b)
-        report["bracket_plots"] = {k: str(v) for k, v in bracket_plots.items()}
-    if learners:  # (report.json of a report without learner-trained models stays as it was)
-        report["table_learners"] = _records(table_l)
+        report["bracket_plots"] = {k: str(v) for k, v in paths["bracket_plots"].items()}
+    if learners:
+        report["table_learners"] = _records(t["table_l"])
         report["learner_plots"] = {k: str(v) for k, v in learner_plots.items()}
-    if diag["hidden_mass"] or diag["per_class"]:  # (likewise without diagnostics)
+    if diag["hidden_mass"] or diag["per_class"]:
         report["table_hidden_mass"] = diag["hidden_mass"]
         report["table_per_class"] = diag["per_class"]
         report["diagnostic_plots"] = {k: str(v) for k, v in diag["diagnostic_plots"].items()}
-    paths["learner_plots"] = learner_plots
-    paths["diagnostic_plots"] = diag["diagnostic_plots"]
-    # the page a person reads: per model its estimates, flags, brackets and figures, then the tables
-    paths["review"] = _write_review(
-        out,
-        paths,
-        summary,
-        table_b,
-        models=models,
-        thresholds=report["thresholds"],
-        extra_tables={
-            "table1": table1,
-            "table2": table2,
-            "table_continuous": table_c,
-            "table_bracket": table_b,
-            "summary": summary,
-            "flags": flag_rows(summary),
-        },
-    )
-    report["files"]["review"] = str(paths["review"])
-    paths["report_json"] = out / "report.json"
-    write_json_atomic(paths["report_json"], report)
-    paths["n_flagged"] = n_flagged
-    return paths
+    return report
 
 
 def report_job(
@@ -449,6 +485,35 @@ def report_job(
         bracket_models=list(bracket_models),
         diagnostics=list(diagnostics),
     )
+    tables, plots = _report_artifacts(tables, plots, paths)
+    if enabled:
+        from ..tracking import log_run
+
+        log_run(
+            "report",
+            uri=tracking["uri"],
+            experiment_name=tracking["experiment"],
+            kind="report",
+            params={"n_estimates": len(estimates), **thresholds},
+            metrics={"n_flagged_settings": paths["n_flagged"]},
+            artifacts={
+                **{str(f): "tables" for f in tables},
+                **{str(p): "plots" for p in plots},
+                str(paths["review"]): "review",
+            },
+            start_time=started,
+            end_time=utc_now(),
+        )
+    print(f"report: {paths}")
+    if enabled:
+        _set_up_dashboard(tracking)
+    return paths
+
+
+def _report_artifacts(tables, plots, paths: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The report run's artifacts: the rule's ``tables`` and ``plots`` with the learner, CSL, bracket and
+    diagnostics tables and figures :func:`build_report` wrote (each once), and each figure's PDF twin
+    (:func:`logzbench.plotting.save_figure` writes both) beside its PNG."""
     tables = [
         *tables,
         paths["table_learners"],
@@ -477,35 +542,19 @@ def report_job(
             ]
         )
     )
-    # each figure's PDF twin (plotting.save_figure writes both), logged beside its PNG
     plots = list(dict.fromkeys(str(f) for p in plots for f in figure_paths(p) if f == Path(p) or f.is_file()))
-    if enabled:
-        from ..tracking import dashboard_hint, log_run
+    return tables, plots
 
-        log_run(
-            "report",
-            uri=tracking["uri"],
-            experiment_name=tracking["experiment"],
-            kind="report",
-            params={"n_estimates": len(estimates), **thresholds},
-            metrics={"n_flagged_settings": paths["n_flagged"]},
-            artifacts={
-                **{str(f): "tables" for f in tables},
-                **{str(p): "plots" for p in plots},
-                str(paths["review"]): "review",
-            },
-            start_time=started,
-            end_time=utc_now(),
-        )
-    print(f"report: {paths}")
-    if enabled:
-        from ..tracking import get_client, setup_dashboard
 
-        try:  # the MLflow UI's description and views (a store made before they existed gets them) and its page
-            client = get_client(tracking["uri"])
-            exp = client.get_experiment_by_name(tracking["experiment"])
-            setup_dashboard(client, exp.experiment_id, tracking.get("description"))
-            print(dashboard_hint(tracking["uri"], exp.experiment_id))
-        except Exception as exc:
-            print(f"MLflow UI set-up skipped: {exc}")
-    return paths
+def _set_up_dashboard(tracking: Mapping[str, Any]) -> None:
+    """The MLflow UI's description and views (a store made before they existed gets them), and its page printed;
+    skipped with a line where MLflow refuses."""
+    from ..tracking import dashboard_hint, get_client, setup_dashboard
+
+    try:
+        client = get_client(tracking["uri"])
+        exp = client.get_experiment_by_name(tracking["experiment"])
+        setup_dashboard(client, exp.experiment_id, tracking.get("description"))
+        print(dashboard_hint(tracking["uri"], exp.experiment_id))
+    except Exception as exc:
+        print(f"MLflow UI set-up skipped: {exc}")
