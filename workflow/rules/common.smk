@@ -16,6 +16,7 @@ from logzbench.pipeline import diagnose, outputs, plan, rules
 from logzbench.pipeline import usage as job_usage
 from logzbench.pipeline.config_schema import load_config
 from logzbench.pipeline.warm_common import ENV_WORKFLOW as WARM_JOBS_ENV
+from logzbench.report.compared import learner_report_plots
 
 
 def _load_plan():

@@ -7,7 +7,7 @@
 
 DIAGNOSED_MODELS = diagnose.diagnosed_models(PLAN)
 DIAGNOSTIC_PLOTS = rules.diagnostic_report_plots(PLAN, REPORT_DIR)
-LEARNER_PLOTS = rules.learner_report_plots(PLAN, REPORT_DIR)
+LEARNER_PLOTS = learner_report_plots(PLAN, REPORT_DIR)
 MODEL_REPORT_OUTPUTS = [
     f"{REPORT_DIR}/table1.csv",
     f"{REPORT_DIR}/table2.csv",

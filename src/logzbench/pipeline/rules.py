@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..report.compared import compared_learner_datasets
 from . import diagnose
 from .plan import Plan
 
@@ -28,7 +27,6 @@ __all__ = [
     "grid_settings",
     "grid_trial_files",
     "job_groups",
-    "learner_report_plots",
     "print_dashboard_hint",
     "rule_resources",
     "trials_report_outputs",
@@ -200,19 +198,6 @@ def trials_report_outputs(config: Mapping[str, Any], trials_dir: str, report_dir
 
 
 # --------------------------------------------------------------------------- the report's figures
-def learner_report_plots(plan: Plan, report_dir: str) -> list[str]:
-    """The learner figures :mod:`logzbench.report.learner_plots` always draws: plots/<model>_bounds.png of each
-    learner-trained model, plots/<dataset>_bounds_vs_ais.png of each dataset with an NVIL- and an AVIL-trained
-    RBM (the sample and filter figures depend on files and image shapes: undeclared)."""
-    learned = plan.learner_models
-    paired = compared_learner_datasets(
-        (plan.models[m].dataset, hp.get("family", "rbm"), hp["learner"]) for m, hp in learned.items()
-    )
-    return [f"{report_dir}/plots/{m}_bounds.png" for m in learned] + [
-        f"{report_dir}/plots/{d}_bounds_vs_ais.png" for d in paired
-    ]
-
-
 def diagnostic_report_plots(plan: Plan, report_dir: str) -> list[str]:
     """The report's diagnostics figures (:func:`logzbench.pipeline.diagnose.diagnostic_figures`):
     plots/<model>_samples.png and _annealed_samples.png of each RBM, plots/<model>_filters.png of each continuous
