@@ -34,14 +34,13 @@ the training rows, for the base-rate initial distribution).
 from __future__ import annotations
 
 import math
-from typing import Mapping
 
 import numpy as np
 import torch
 
 from ..errors import ModelFileError
 from ..kernels import categorical_from_logits
-from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
+from ._arrays import ParameterFile, as_float64
 from ._random import normal, resolve_generator
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
@@ -206,7 +205,7 @@ class ChunkedEnumeration:
         return ExactLogZ(log_z, self._rounding_bound(n_total))
 
 
-class PottsModel(ChunkedEnumeration):
+class PottsModel(ParameterFile, ChunkedEnumeration):
     """A pairwise Potts model (module docstring).
 
     Parameters
@@ -230,6 +229,7 @@ class PottsModel(ChunkedEnumeration):
     """
 
     family = "potts"
+    PARAMETERS = ("h", "J")
     _EXACT_NAME = "Potts model"
     _EXACT_STEP = _STEP_STATES
 
@@ -260,10 +260,6 @@ class PottsModel(ChunkedEnumeration):
     n_states = Axis("h", 1)
     device = DeviceOf("h")
 
-    def to(self, device) -> "PottsModel":
-        """A copy on ``device``."""
-        return PottsModel(self.h, self.J, device=device, data_mean=self.data_mean)
-
     @classmethod
     def random(
         cls,
@@ -284,24 +280,6 @@ class PottsModel(ChunkedEnumeration):
         J = J + J.permute(1, 0, 3, 2)
         h = normal(g, L, q, scale=field_scale)
         return cls(h, J, device=device)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """The model-file arrays ``h``, ``J`` and (when set) ``data_mean``."""
-        return file_arrays({"h": self.h, "J": self.J}, self.data_mean)
-
-    @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "PottsModel":
-        """A model from :meth:`to_arrays` output (an ``.npz`` file's contents, ``model_type="potts"``).
-
-        Raises
-        ------
-        ModelFileError
-            Naming ``source``: missing or unexpected arrays, wrong shapes, NaN / inf, asymmetric
-            couplings, non-zero diagonal blocks.
-        """
-        a = checked_arrays(arrays, cls.family, ("h", "J"), ("data_mean",), source)
-        with errors_named(source):
-            return cls(a["h"], a["J"], device=device, data_mean=a.get("data_mean"))
 
     def as_rows(self, x, what: str = "data") -> torch.Tensor:
         """Rows of states as int64 ``(n, L)`` on the model's device (checked; see :func:`as_states`)."""
