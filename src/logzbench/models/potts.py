@@ -43,7 +43,7 @@ from ..kernels import categorical_from_logits
 from ._arrays import ParameterFile, as_float64
 from ._random import normal, resolve_generator
 from ._shape import Axis, DeviceOf
-from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
+from .enumeration import MAX_ENUMERATION_BITS, Float64Exact
 
 __all__ = [
     "PottsAnnealingPath",
@@ -149,47 +149,20 @@ def _check_data_mean(dm: np.ndarray | None, L: int, q: int) -> None:
 
 
 # --------------------------------------------------------------------------- the model
-class ChunkedEnumeration:
+class ChunkedEnumeration(Float64Exact):
     """``exact_log_z`` of a discrete model by enumerating its states in chunks, in float64 (a log-sum-exp per
-    chunk, then of the chunks).  The model gives ``_EXACT_NAME`` (its name in messages), ``_EXACT_STEP``
+    chunk, then of the chunks).  The model gives ``_EXACT_WHAT`` (its method, in messages), ``_EXACT_STEP``
     (the default states per chunk), ``_enumeration()`` (how many states, and what they are, for the
     progress bar; it refuses a model with too many), ``_enumerated_log_f(start, stop)`` and
     ``_rounding_bound(n_total)``."""
 
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
-        """``log Z`` by enumerating the model's states in chunks, float64 (a log-sum-exp per chunk).
+    def _exact_plan(self) -> tuple[int, str]:
+        return self._enumeration()
 
-        Parameters
-        ----------
-        chunk_size : int, optional
-            States per step (default ``2^16`` for a Potts model, ``2^14`` for a Potts RBM).
-        precision : {"float64"}
-            Only float64 (``"mixed"`` is refused).
-        progress : bool
-            Progress bar, one tick per step.
-        return_bound : bool
-            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)``: an a-priori
-            bound on the float64 rounding error (nats).
-        device : optional
-            Where to enumerate (default the model's device).
-
-        Raises
-        ------
-        ValueError
-            Above ``2^MAX_ENUMERATION_BITS`` states, or another precision.
-        """
-        if precision != "float64":
-            raise ValueError(f"exact enumeration of a {self._EXACT_NAME} is float64 only, not precision={precision!r}")
-        n_total, what = self._enumeration()
-        model = self if device is None or torch.device(device) == self.device else self.to(device)
+    def _exact_sum(self, plan: tuple[int, str], chunk_size: int | None, progress: bool) -> float:
+        """A log-sum-exp of ``log f`` per chunk of ``chunk_size`` states (default ``_EXACT_STEP``), then of
+        the chunks; ``progress`` ticks once per chunk."""
+        n_total, what = plan
         step = self._EXACT_STEP if chunk_size is None else int(chunk_size)
         if step < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
@@ -198,11 +171,11 @@ class ChunkedEnumeration:
             from tqdm.auto import tqdm
 
             starts = tqdm(starts, desc=f"exact log Z ({what} states)", unit="step")
-        parts = [torch.logsumexp(model._enumerated_log_f(s, min(s + step, n_total)), dim=0) for s in starts]
-        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
-        if not return_bound:
-            return log_z
-        return ExactLogZ(log_z, self._rounding_bound(n_total))
+        parts = [torch.logsumexp(self._enumerated_log_f(s, min(s + step, n_total)), dim=0) for s in starts]
+        return float(torch.logsumexp(torch.stack(parts), dim=0))
+
+    def _exact_bound(self, plan: tuple[int, str]) -> float:
+        return self._rounding_bound(plan[0])
 
 
 class PottsModel(ParameterFile, ChunkedEnumeration):
@@ -230,7 +203,7 @@ class PottsModel(ParameterFile, ChunkedEnumeration):
 
     family = "potts"
     PARAMETERS = ("h", "J")
-    _EXACT_NAME = "Potts model"
+    _EXACT_WHAT = "exact enumeration of a Potts model"
     _EXACT_STEP = _STEP_STATES
 
     def __init__(self, h, J, device=None, data_mean=None):

@@ -87,7 +87,7 @@ class PottsRBM(ParameterFile, ChunkedEnumeration):
 
     family = "potts-rbm"
     PARAMETERS = ("W", "visible_bias", "hidden_bias")
-    _EXACT_NAME = "Potts RBM"
+    _EXACT_WHAT = "exact enumeration of a Potts RBM"
     _EXACT_STEP = _STEP_STATES
 
     def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
