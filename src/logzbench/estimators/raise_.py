@@ -224,10 +224,8 @@ def control_variate_population_stderr(y: np.ndarray, x_sub: np.ndarray, n_all: i
 
     Parameters
     ----------
-    y : shape (n,)
-        Per-example estimates on the subsample.
-    x_sub : shape (n,)
-        Control variate on the subsample.
+    y, x_sub : shape (n,)
+        As in :func:`control_variate_mean`.
     n_all : int
         ``N``, the rows of the full set.
     alpha : float
