@@ -155,9 +155,10 @@ class ExactLogZ(NamedTuple):
 class Float64Exact:
     """``exact_log_z`` (the ``exact`` estimator's keywords) of a model that computes it in float64 only.
 
-    The model gives ``_EXACT_WHAT`` (its method, in the refusal of another precision), ``_exact_plan()``
-    (refuses a model too large for it; returns what the sum and the bound need), ``_exact_sum(plan,
-    chunk_size, progress)`` (``log Z``, run on the model copied to the device) and ``_exact_bound(plan)``.
+    The model gives ``_EXACT_WHAT`` (its method, in the refusal of another precision; or its own
+    ``_check_precision``), ``_exact_plan(chunk_size)`` (refuses a model too large for it or a chunk size it
+    cannot use; returns what the sum and the bound need), ``_exact_sum(plan, progress)`` (``log Z``, run on
+    the model copied to the device) and ``_exact_bound(plan)``.  Every refusal comes before any work.
     """
 
     def exact_log_z(
@@ -188,14 +189,18 @@ class Float64Exact:
         Raises
         ------
         ValueError
-            Another precision, or a model too large for the method.
+            Another precision, a model too large for the method, or a ``chunk_size`` that is not a positive
+            integer.
         """
+        self._check_precision(precision)
+        plan = self._exact_plan(chunk_size)
+        model = self if device is None or torch.device(device) == self.device else self.to(device)
+        log_z = model._exact_sum(plan, progress)
+        return ExactLogZ(log_z, self._exact_bound(plan)) if return_bound else log_z
+
+    def _check_precision(self, precision: str) -> None:
         if precision != "float64":
             raise ValueError(f"{self._EXACT_WHAT} is float64 only, not precision={precision!r}")
-        plan = self._exact_plan()
-        model = self if device is None or torch.device(device) == self.device else self.to(device)
-        log_z = model._exact_sum(plan, chunk_size, progress)
-        return ExactLogZ(log_z, self._exact_bound(plan)) if return_bound else log_z
 
 
 def state_bits(start: int, stop: int, n: int, device, dtype) -> torch.Tensor:

@@ -345,18 +345,19 @@ class GridMRF(Float64Exact):
     # ------------------------------------------------------------------ exact log Z
     _EXACT_WHAT = "the transfer-matrix log Z of a grid MRF"
 
-    def _exact_plan(self) -> None:
+    def _exact_plan(self, chunk_size: int | None) -> None:
+        """Refuses a grid too wide (:func:`check_transfer_width`); ``chunk_size`` is unused (the messages of
+        one column are the unit of work)."""
         check_transfer_width(self.height, self.width)
 
-    def _exact_sum(self, plan: None, chunk_size: int | None, progress: bool) -> float:
+    def _exact_sum(self, plan: None, progress: bool) -> float:
         """``log Z`` by a column-wise transfer-matrix recursion in log space (float64).
 
         The grid is transposed when ``W < H`` so that a column holds ``min(H, W)`` sites;
         each column's ``2^min(H, W)`` configurations are carried as a vector of log
         messages, and the horizontal edges between two columns are absorbed one site at a
-        time, so a column costs ``O(H 2^H)`` rather than ``O(4^H)``.  Refuses
-        ``min(H, W) > 20`` (:func:`check_transfer_width`, the plan).  ``chunk_size`` is unused (the
-        messages of one column are the unit of work); ``progress`` shows one tick per column.
+        time, so a column costs ``O(H 2^H)`` rather than ``O(4^H)`` (:meth:`_exact_plan` refuses
+        ``min(H, W) > 20``).  ``progress`` shows one tick per column.
         """
         m = self.transpose() if self.width < self.height else self
         H, W = m.shape

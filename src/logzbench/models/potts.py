@@ -156,16 +156,18 @@ class ChunkedEnumeration(Float64Exact):
     progress bar; it refuses a model with too many), ``_enumerated_log_f(start, stop)`` and
     ``_rounding_bound(n_total)``."""
 
-    def _exact_plan(self) -> tuple[int, str]:
-        return self._enumeration()
-
-    def _exact_sum(self, plan: tuple[int, str], chunk_size: int | None, progress: bool) -> float:
-        """A log-sum-exp of ``log f`` per chunk of ``chunk_size`` states (default ``_EXACT_STEP``), then of
-        the chunks; ``progress`` ticks once per chunk."""
-        n_total, what = plan
+    def _exact_plan(self, chunk_size: int | None) -> tuple[int, str, int]:
+        """The states (:meth:`_enumeration`) and the states per chunk (default ``_EXACT_STEP``)."""
+        n_total, what = self._enumeration()
         step = self._EXACT_STEP if chunk_size is None else int(chunk_size)
         if step < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        return n_total, what, step
+
+    def _exact_sum(self, plan: tuple[int, str, int], progress: bool) -> float:
+        """A log-sum-exp of ``log f`` per chunk of states, then of the chunks; ``progress`` ticks once per
+        chunk."""
+        n_total, what, step = plan
         starts = range(0, n_total, step)
         if progress:
             from tqdm.auto import tqdm
@@ -174,7 +176,7 @@ class ChunkedEnumeration(Float64Exact):
         parts = [torch.logsumexp(self._enumerated_log_f(s, min(s + step, n_total)), dim=0) for s in starts]
         return float(torch.logsumexp(torch.stack(parts), dim=0))
 
-    def _exact_bound(self, plan: tuple[int, str]) -> float:
+    def _exact_bound(self, plan: tuple[int, str, int]) -> float:
         return self._rounding_bound(plan[0])
 
 
