@@ -245,7 +245,7 @@ def estimate(ctx) -> EstimateResult:
         sweeps_per_beta=o.sweeps_per_beta,
         confidence=float(getattr(o, "confidence", DEFAULT_CONFIDENCE)),
         progress=o.progress,
-        settings={**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()},
+        settings=ctx.continuous_settings(),
         simulated=simulated,
         step_size=o.step_size,
         gamma=o.gamma,

@@ -282,7 +282,7 @@ def estimate(ctx) -> EstimateResult:
         proposal_scale=o.proposal_scale,
         n_bootstrap=o.n_bootstrap,
         progress=o.progress,
-        settings={**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()},
+        settings=ctx.continuous_settings(),
         sweeps_per_beta=o.sweeps_per_beta,
     )
     return ctx.record_schedule(res)

@@ -477,13 +477,12 @@ def estimate(ctx) -> EstimateResult:
     else:
         _check_kind(ctx.model, "generative", "reverse-hais", "raise-hmc")
     betas = hais_mod.schedule(ctx, kernel="hais")
-    settings = {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
     common = dict(
         data=X,
         sweeps_per_beta=o.sweeps_per_beta,
         n_bootstrap=o.n_bootstrap,
         progress=o.progress,
-        settings=settings,
+        settings=ctx.continuous_settings(),
         **_kernel_options(o),
     )
     if ctx.name == "raise-hmc":

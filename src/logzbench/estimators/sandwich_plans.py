@@ -256,7 +256,7 @@ def _hmc_options(ctx) -> tuple[dict, dict]:
     settings they record."""
     o = ctx.options
     kw = dict(kernel="hais", step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
-    return kw, {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
+    return kw, ctx.continuous_settings()
 
 
 def _per_row(ctx, kw: dict, settings: dict) -> dict:
