@@ -247,9 +247,7 @@ def estimate(ctx) -> EstimateResult:
         progress=o.progress,
         settings=ctx.continuous_settings(),
         simulated=simulated,
-        step_size=o.step_size,
-        gamma=o.gamma,
-        mh_sigma=o.mh_sigma,
+        **hais_mod.kernel_options(o),
     )
     if ctx.data is not None:
         res.extra["test_data_ignored"] = True

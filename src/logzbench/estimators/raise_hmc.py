@@ -446,10 +446,6 @@ def reverse_hais(
 
 
 # ----------------------------------------------------------------------------- registry entries
-def _kernel_options(o) -> dict[str, Any]:
-    return {"step_size": o.step_size, "gamma": o.gamma, "mh_sigma": o.mh_sigma}
-
-
 def peak_bytes(ctx) -> tuple[int, str]:
     """The context's memory hook: raise-hmc runs ``chains`` chains per test example; reverse-hais one
     latent chain per chain and test point."""
@@ -483,7 +479,7 @@ def estimate(ctx) -> EstimateResult:
         n_bootstrap=o.n_bootstrap,
         progress=o.progress,
         settings=ctx.continuous_settings(),
-        **_kernel_options(o),
+        **hais_mod.kernel_options(o),
     )
     if ctx.name == "raise-hmc":
         res = raise_hmc(ctx.model, betas, o.chains, ctx.generator, proposal_scale=o.proposal_scale, **common)
