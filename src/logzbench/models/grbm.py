@@ -55,7 +55,7 @@ from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import checked_arrays, errors_named
 from ._continuous import as_rows
-from ._random import normal, resolve_generator
+from ._random import bipartite, resolve_generator
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS, PRECISIONS, ExactLogZ, Float64Exact, state_bits
 from .linear_generative import check_array
@@ -140,10 +140,7 @@ class GaussianBernoulliRBM(Float64Exact, VisibleRows):
         device=None,
     ) -> "GaussianBernoulliRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = resolve_generator(generator)
-        W = normal(g, n_visible, n_hidden, scale=scale)
-        b = normal(g, n_visible, scale=bias_scale)
-        c = normal(g, n_hidden, scale=bias_scale)
+        W, b, c = bipartite(resolve_generator(generator), (n_visible,), n_hidden, scale, bias_scale)
         return cls(W, b, c, sigma, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:

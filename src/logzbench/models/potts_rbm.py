@@ -44,7 +44,7 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import ParameterFile, as_float64
-from ._random import normal, resolve_generator
+from ._random import bipartite, resolve_generator
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS
 from .potts import (
@@ -124,10 +124,7 @@ class PottsRBM(ParameterFile, ChunkedEnumeration):
     ) -> "PottsRBM":
         """Weights ``N(0, scale^2)``, biases ``N(0, bias_scale^2)`` (tests, initialisation); ``seed``
         stands for a generator seeded with it."""
-        g = resolve_generator(generator, seed)
-        W = normal(g, n_sites, n_states, n_hidden, scale=scale)
-        a = normal(g, n_sites, n_states, scale=bias_scale)
-        b = normal(g, n_hidden, scale=bias_scale)
+        W, a, b = bipartite(resolve_generator(generator, seed), (n_sites, n_states), n_hidden, scale, bias_scale)
         return cls(W, a, b, device=device)
 
     def as_rows(self, v, what: str = "data") -> torch.Tensor:

@@ -25,7 +25,7 @@ from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
 from ._arrays import ParameterFile, as_float64
-from ._random import normal, resolve_generator
+from ._random import bipartite, resolve_generator
 from ._shape import Axis, DeviceOf
 
 
@@ -125,10 +125,7 @@ class BinaryRBM(ParameterFile, VisibleRows):
         device=None,
     ) -> "BinaryRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = resolve_generator(generator)
-        W = normal(g, n_visible, n_hidden, scale=scale)
-        a = normal(g, n_visible, scale=bias_scale)
-        b = normal(g, n_hidden, scale=bias_scale)
+        W, a, b = bipartite(resolve_generator(generator), (n_visible,), n_hidden, scale, bias_scale)
         return cls(W, a, b, device=device)
 
     # ------------------------------------------------------------------ densities
