@@ -191,21 +191,6 @@ def result(
 
 def estimate(ctx) -> EstimateResult:
     """Registry entry ``ais``: AIS on the model's path from ``init``, with the test log-likelihood
-    from the (exact or importance-sampled) ``log f(v)``."""
-    path = ctx.path()
-    betas = ctx.betas(path)
-    log_f, log_f_se = ctx.log_f()
-    o = ctx.options
-    res = ais(
-        path,
-        betas,
-        o.chains,
-        ctx.generator,
-        log_f_data=log_f,
-        log_f_stderr=log_f_se,
-        n_bootstrap=o.n_bootstrap,
-        progress=o.progress,
-        settings=ctx.annealed_settings(),
-        sweeps_per_beta=o.sweeps_per_beta,
-    )
-    return ctx.finish(res, attach=False)
+    from the (exact or importance-sampled) ``log f(v)`` (attached by
+    :meth:`~logzbench.estimators.context.EstimateContext.run_annealed`)."""
+    return ctx.run_annealed(ais)

@@ -42,7 +42,7 @@ from . import raise_ as raise_kernel
 from ._common import timer
 from .context import chain_bytes
 from .raise_hmc import forward, per_example_summary, with_fresh_momentum
-from .result import EstimateResult, check_finite
+from .result import EstimateResult, check_finite, rows_result
 
 __all__ = ["DEFAULT_N_EXAMPLES", "bdmc", "estimate", "simulate"]
 
@@ -194,21 +194,19 @@ def bdmc(
     mid = 0.5 * (ci[0] + ci[1])
     extra = _extra(model, X, bracket, lo, hi, fpath, rpath)
     n_sweeps = n_fwd + K * s
-    return EstimateResult(
-        estimator="bdmc",
+    return rows_result(
+        "bdmc",
+        K=K,
+        chains=M,
+        rows=P,
+        n_sweeps=n_sweeps,
         ess=lo["ess"],
         khat=lo["khat"],
-        n_chains=M,
         mean_log_likelihood=mid,
         mean_log_likelihood_stderr=mid_se,
         mean_log_likelihood_ci=ci,
         seconds=t[0],
-        n_sweeps=n_sweeps,
-        total_sweeps=n_sweeps * M * P,
         settings={
-            "K": K,
-            "chains": M,
-            "n_examples": P,
             **fpath.settings(),
             "sweeps_per_beta": s,
             "confidence": float(confidence),
@@ -247,11 +245,9 @@ def estimate(ctx) -> EstimateResult:
         sweeps_per_beta=o.sweeps_per_beta,
         confidence=float(getattr(o, "confidence", DEFAULT_CONFIDENCE)),
         progress=o.progress,
-        settings={**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()},
+        settings=ctx.continuous_settings(),
         simulated=simulated,
-        step_size=o.step_size,
-        gamma=o.gamma,
-        mh_sigma=o.mh_sigma,
+        **hais_mod.kernel_options(o),
     )
     if ctx.data is not None:
         res.extra["test_data_ignored"] = True

@@ -250,6 +250,11 @@ class EstimateContext:
             out["is_samples"] = int(self.options.is_samples)
         return out
 
+    def continuous_settings(self) -> dict[str, Any]:
+        """Settings of an estimate on a continuous model (HAIS, RAISE-HMC, reverse HAIS, BDMC and the sandwich
+        plans on them): its family, kind and schedule, and the schedule's settings."""
+        return {**self.settings("model_family", "model_kind", "schedule"), **self.schedule_settings()}
+
     def reference_settings(self) -> dict[str, Any]:
         """On the mixture reference (``init="mixture"``, an estimator that reads ``init``): ``reference``
         ``"mixture"``, ``mixture_components`` (as given; ``None``: chosen), and the fit's

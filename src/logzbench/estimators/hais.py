@@ -28,6 +28,7 @@ The result record is the spine's :class:`~logzbench.estimators.result.EstimateRe
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import torch
@@ -53,6 +54,13 @@ def _kernel_of(estimator: str) -> str:
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown continuous estimator {estimator!r}; choose one of {tuple(ESTIMATORS)}")
     return ESTIMATORS[estimator]
+
+
+def kernel_options(options) -> dict[str, Any]:
+    """The kernels' step options of a run's :class:`~logzbench.options.EstimateOptions`: leapfrog ``step_size``,
+    momentum refresh ``gamma`` and random-walk ``mh_sigma`` (the keywords of :func:`analysis_path`,
+    :func:`latent_path` and the estimators on them)."""
+    return {"step_size": options.step_size, "gamma": options.gamma, "mh_sigma": options.mh_sigma}
 
 
 def analysis_path(
@@ -247,7 +255,7 @@ def pilot_path(ctx, kernel: str | None = None, points: torch.Tensor | None = Non
     ``points`` (default: the test rows; BDMC's simulated points), ``pilot_chains`` chains each (their
     smallest CESS decides)."""
     o = ctx.options
-    kw = dict(kernel=kernel or _kernel_of(ctx.name), step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
+    kw = dict(kernel=kernel or _kernel_of(ctx.name), **kernel_options(o))
     if ctx.model.kind == "analysis":
         return analysis_path(ctx.model, proposal_scale=o.proposal_scale, **kw), 1
     if points is None and ctx.data is None:
@@ -276,13 +284,11 @@ def estimate(ctx) -> EstimateResult:
         o.chains,
         ctx.generator,
         data=ctx.data,
-        step_size=o.step_size,
-        gamma=o.gamma,
-        mh_sigma=o.mh_sigma,
         proposal_scale=o.proposal_scale,
         n_bootstrap=o.n_bootstrap,
         progress=o.progress,
-        settings={**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()},
+        settings=ctx.continuous_settings(),
         sweeps_per_beta=o.sweeps_per_beta,
+        **kernel_options(o),
     )
     return ctx.record_schedule(res)

@@ -34,7 +34,7 @@ from ..options import CONTROL_VARIATES
 from ..schedules import from_array
 from ._common import progress_range, timer
 from .context import annealing_sweeps, per_example_bytes, test_examples
-from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
+from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr, rows_result
 
 #: its reverse chain runs the path's transitions backwards: a non-reversible one is refused
 #: (:func:`logzbench.estimators.transition.check_reversible`)
@@ -224,10 +224,8 @@ def control_variate_population_stderr(y: np.ndarray, x_sub: np.ndarray, n_all: i
 
     Parameters
     ----------
-    y : shape (n,)
-        Per-example estimates on the subsample.
-    x_sub : shape (n,)
-        Control variate on the subsample.
+    y, x_sub : shape (n,)
+        As in :func:`control_variate_mean`.
     n_all : int
         ``N``, the rows of the full set.
     alpha : float
@@ -358,21 +356,19 @@ def raise_estimate(
     ess = ess_from_log_weights(log_w, dim=1).cpu().numpy()
     ci = _bootstrap_ci(log_w.cpu(), x_all[idx], x_all, subsampled=n < N, seed=subsample_seed, alpha=fixed)
     khat, khat_extra = khat_per_example(log_w)  # median over examples (NaN with fewer than 25 chains)
-    return EstimateResult(
-        estimator="raise",
+    return rows_result(
+        "raise",
+        K=K,
+        chains=n_chains,
+        rows=n,
+        n_sweeps=sweeps,
         ess=float(ess.mean()),
         khat=khat,
-        n_chains=n_chains,
         mean_log_likelihood=est,
         mean_log_likelihood_stderr=se,
         mean_log_likelihood_ci=ci,
         seconds=t[0],
-        n_sweeps=sweeps,
-        total_sweeps=sweeps * n_chains * n,
         settings={
-            "K": K,
-            "chains": n_chains,
-            "n_examples": n,
             "n_test": N,
             "control_variate": control_variate,
             **(settings or {}),

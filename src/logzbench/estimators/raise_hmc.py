@@ -82,7 +82,7 @@ from . import hais as hais_mod
 from . import raise_ as raise_kernel
 from ._common import timer
 from .context import annealing_sweeps, chain_bytes, per_example_bytes, test_examples
-from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr
+from .result import EstimateResult, check_finite, ess_from_log_weights, khat_per_example, log_mean_stderr, rows_result
 
 __all__ = [
     "ESTIMATORS",
@@ -185,6 +185,63 @@ def per_example_summary(log_w: torch.Tensor, *, sign: float = 1.0) -> dict[str, 
     }
 
 
+def _row_interval(
+    log_w: torch.Tensor, summary: dict[str, Any], n_bootstrap: int, generator: torch.Generator, *, sign: float = 1.0
+) -> tuple[float, float]:
+    """The 95 % interval of a per-row mean: the chain bootstrap's (:func:`_chain_bootstrap`), or the normal
+    one from the summary's standard error where the bootstrap gives none."""
+    ci = _chain_bootstrap(log_w, n_bootstrap, generator.initial_seed(), sign=sign)
+    mean_ll, se = summary["mean"], summary["stderr"]
+    if not all(map(math.isfinite, ci)) and math.isfinite(se):
+        ci = (mean_ll - 1.96 * se, mean_ll + 1.96 * se)
+    return ci
+
+
+def _row_spread(summary: dict[str, Any], chains: int) -> dict[str, Any]:
+    """The ``extra`` of a per-row estimate on how its rows spread: the mean per-row standard error (with more
+    than one chain), the rows' standard deviation and their smallest ESS."""
+    return {
+        "per_example_stderr_mean": float(np.mean(summary["per_example_stderr"])) if chains > 1 else None,
+        "per_example_ll_sd": hais_mod.per_example_sd(summary["per_example"]),
+        "min_ess": summary["min_ess"],
+    }
+
+
+def _row_result(
+    estimator: str,
+    log_w: torch.Tensor,
+    summary: dict[str, Any],
+    ci: tuple[float, float],
+    *,
+    K: int,
+    n_sweeps: int,
+    seconds: float,
+    settings: dict,
+    schedule: np.ndarray,
+    extra: dict,
+) -> EstimateResult:
+    """The result of a per-row estimate from its weights ``(P, M)`` and their :func:`per_example_summary`."""
+    P, M = log_w.shape
+    return rows_result(
+        estimator,
+        K=K,
+        chains=M,
+        rows=P,
+        n_sweeps=n_sweeps,
+        settings=settings,
+        ess=summary["ess"],
+        khat=summary["khat"],
+        mean_log_likelihood=summary["mean"],
+        mean_log_likelihood_stderr=summary["stderr"],
+        mean_log_likelihood_ci=ci,
+        seconds=seconds,
+        log_weights=log_w.cpu().numpy(),
+        per_example_log_likelihood=summary["per_example"],
+        schedule=schedule,
+        extra=extra,
+    )
+
+
 def _kernel_settings(path: HamiltonianPath, sweeps_per_beta: int) -> dict[str, Any]:
     return {**path.settings(), "sweeps_per_beta": int(sweeps_per_beta)}
 
@@ -267,40 +324,21 @@ def raise_hmc(
     log_w = log_w.reshape(P, M)
     check_finite(log_w, "raise-hmc log-weights")
     sm = per_example_summary(log_w)
-    mean_ll, se = sm["mean"], sm["stderr"]
-    ci = _chain_bootstrap(log_w, n_bootstrap, generator.initial_seed())
-    if not all(map(math.isfinite, ci)) and math.isfinite(se):
-        ci = (mean_ll - 1.96 * se, mean_ll + 1.96 * se)
-    n_sweeps = K * s
-    return EstimateResult(
-        estimator="raise-hmc",
-        ess=sm["ess"],
-        khat=sm["khat"],
-        n_chains=M,
-        mean_log_likelihood=mean_ll,
-        mean_log_likelihood_stderr=se,
-        mean_log_likelihood_ci=ci,
+    return _row_result(
+        "raise-hmc",
+        log_w,
+        sm,
+        _row_interval(log_w, sm, n_bootstrap, generator),
+        K=K,
+        n_sweeps=K * s,
         seconds=t[0],
-        n_sweeps=n_sweeps,
-        total_sweeps=n_sweeps * M * P,
-        settings={
-            "K": K,
-            "chains": M,
-            "n_examples": P,
-            "proposal_scale": float(proposal_scale),
-            **_kernel_settings(path, s),
-            **(settings or {}),
-        },
-        log_weights=log_w.cpu().numpy(),
-        per_example_log_likelihood=sm["per_example"],
+        settings={"proposal_scale": float(proposal_scale), **_kernel_settings(path, s), **(settings or {})},
         schedule=betas.copy(),
         extra={
             "acceptance_rate": path.acceptance_rate,
-            "implied_log_z": float(neg_e.mean()) - mean_ll,
+            "implied_log_z": float(neg_e.mean()) - sm["mean"],
             "implied_log_z_stderr": raise_kernel.implied_log_z_stderr(neg_e.cpu().numpy(), sm["per_example"]),
-            "per_example_stderr_mean": float(np.mean(sm["per_example_stderr"])) if M > 1 else None,
-            "per_example_ll_sd": hais_mod.per_example_sd(sm["per_example"]),
-            "min_ess": sm["min_ess"],
+            **_row_spread(sm, M),
             "bound": "lower",
             "of": "p_ann",
             "guarantee": GUARANTEE_RAISE,
@@ -376,26 +414,17 @@ def reverse_hais(
     check_finite(log_v, "reverse-hais reverse log-weights")
     fwd = per_example_summary(log_w)
     rev = per_example_summary(log_v, sign=-1.0)
-    mean_ll, se = rev["mean"], rev["stderr"]
-    ci = _chain_bootstrap(log_v, n_bootstrap, generator.initial_seed(), sign=-1.0)
-    if not all(map(math.isfinite, ci)) and math.isfinite(se):
-        ci = (mean_ll - 1.96 * se, mean_ll + 1.96 * se)
+    ci = _row_interval(log_v, rev, n_bootstrap, generator, sign=-1.0)
     acc_rev = (path.n_accepted - a0) / (path.n_proposed - n0) if path.n_proposed > n0 else float("nan")
-    n_sweeps = n_fwd + K * s  # 2 K sweeps_per_beta
-    return EstimateResult(
-        estimator="reverse-hais",
-        ess=rev["ess"],
-        khat=rev["khat"],
-        n_chains=M,
-        mean_log_likelihood=mean_ll,
-        mean_log_likelihood_stderr=se,
-        mean_log_likelihood_ci=ci,
+    return _row_result(
+        "reverse-hais",
+        log_v,
+        rev,
+        ci,
+        K=K,
+        n_sweeps=n_fwd + K * s,  # 2 K sweeps_per_beta
         seconds=t[0],
-        n_sweeps=n_sweeps,
-        total_sweeps=n_sweeps * M * P,
-        settings={"K": K, "chains": M, "n_examples": P, **_kernel_settings(path, s), **(settings or {})},
-        log_weights=log_v.cpu().numpy(),
-        per_example_log_likelihood=rev["per_example"],
+        settings={**_kernel_settings(path, s), **(settings or {})},
         schedule=betas.copy(),
         extra={
             "aggregation": "harmonic",
@@ -406,23 +435,17 @@ def reverse_hais(
             "forward_mean_log_likelihood_stderr": fwd["stderr"],
             "forward_ess": fwd["ess"],
             "forward_khat": fwd["khat"],
-            "reverse_minus_forward": mean_ll - fwd["mean"],
+            "reverse_minus_forward": rev["mean"] - fwd["mean"],
             "acceptance_rate": path.acceptance_rate,
             "forward_acceptance_rate": acc_fwd,
             "reverse_acceptance_rate": acc_rev,
-            "per_example_stderr_mean": float(np.mean(rev["per_example_stderr"])) if M > 1 else None,
-            "per_example_ll_sd": hais_mod.per_example_sd(rev["per_example"]),
-            "min_ess": rev["min_ess"],
+            **_row_spread(rev, M),
             **rev["khat_extra"],
         },
     )
 
 
 # ----------------------------------------------------------------------------- registry entries
-def _kernel_options(o) -> dict[str, Any]:
-    return {"step_size": o.step_size, "gamma": o.gamma, "mh_sigma": o.mh_sigma}
-
-
 def peak_bytes(ctx) -> tuple[int, str]:
     """The context's memory hook: raise-hmc runs ``chains`` chains per test example; reverse-hais one
     latent chain per chain and test point."""
@@ -450,14 +473,13 @@ def estimate(ctx) -> EstimateResult:
     else:
         _check_kind(ctx.model, "generative", "reverse-hais", "raise-hmc")
     betas = hais_mod.schedule(ctx, kernel="hais")
-    settings = {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
     common = dict(
         data=X,
         sweeps_per_beta=o.sweeps_per_beta,
         n_bootstrap=o.n_bootstrap,
         progress=o.progress,
-        settings=settings,
-        **_kernel_options(o),
+        settings=ctx.continuous_settings(),
+        **hais_mod.kernel_options(o),
     )
     if ctx.name == "raise-hmc":
         res = raise_hmc(ctx.model, betas, o.chains, ctx.generator, proposal_scale=o.proposal_scale, **common)

@@ -275,3 +275,19 @@ def attach_log_likelihood(
         res.mean_log_likelihood - (res.log_z_ci[1] - res.log_z) - widen,
         res.mean_log_likelihood + (res.log_z - res.log_z_ci[0]) + widen,
     )
+
+
+def rows_result(
+    estimator: str, *, K: int, chains: int, rows: int, n_sweeps: int, settings: dict, **fields
+) -> EstimateResult:
+    """The result of a test log-likelihood estimated per row, ``chains`` chains on each of ``rows`` test rows:
+    every chain's ``n_sweeps`` counted (``total_sweeps``), and ``K``, ``chains`` and ``n_examples`` leading
+    its ``settings``; ``fields`` are the result's others (estimate, interval, weights, ``extra``, ...)."""
+    return EstimateResult(
+        estimator=estimator,
+        n_chains=chains,
+        n_sweeps=n_sweeps,
+        total_sweeps=n_sweeps * chains * rows,
+        settings={"K": K, "chains": chains, "n_examples": rows, **settings},
+        **fields,
+    )

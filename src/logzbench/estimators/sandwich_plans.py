@@ -254,9 +254,10 @@ def _gibbs_plan(ctx) -> Plan:
 def _hmc_options(ctx) -> tuple[dict, dict]:
     """What the plans of a continuous model pass every run: the HAIS kernel and its step options, and the
     settings they record."""
-    o = ctx.options
-    kw = dict(kernel="hais", step_size=o.step_size, gamma=o.gamma, mh_sigma=o.mh_sigma)
-    return kw, {**ctx.settings("model_family", "model_kind", "schedule"), **ctx.schedule_settings()}
+    from .hais import kernel_options
+
+    kw = dict(kernel="hais", **kernel_options(ctx.options))
+    return kw, ctx.continuous_settings()
 
 
 def _per_row(ctx, kw: dict, settings: dict) -> dict:

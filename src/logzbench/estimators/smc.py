@@ -400,17 +400,10 @@ def _path(ctx) -> AnnealingPath:
     """The move's path: the model's annealing path from ``init`` (every discrete family, a user's
     energy), or an analysis model's HAIS path from its Gaussian (or its own) start."""
     if ctx.family.kind == "analysis":
-        from .hais import analysis_path
+        from .hais import analysis_path, kernel_options
 
         o = ctx.options
-        return analysis_path(
-            ctx.model,
-            kernel="hais",
-            step_size=o.step_size,
-            gamma=o.gamma,
-            mh_sigma=o.mh_sigma,
-            proposal_scale=o.proposal_scale,
-        )
+        return analysis_path(ctx.model, kernel="hais", proposal_scale=o.proposal_scale, **kernel_options(o))
     return ctx.path()
 
 

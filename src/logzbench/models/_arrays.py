@@ -90,3 +90,46 @@ def file_arrays(params: Mapping[str, torch.Tensor], data_mean: torch.Tensor | No
     if data_mean is not None:
         out["data_mean"] = data_mean
     return {k: v.detach().cpu().numpy() for k, v in out.items()}
+
+
+class ParameterFile:
+    """A family's model file and device copy, from the parameter arrays it declares in ``PARAMETERS``: the
+    constructor takes them positionally in that order (each stored as the attribute of its name), then
+    ``device`` and ``data_mean``; the file holds them under those names, ``data_mean`` when the model
+    has one, and optionally ``model_type`` (the class's ``family``)."""
+
+    PARAMETERS: tuple[str, ...] = ()
+
+    def _parameters(self) -> list[torch.Tensor]:
+        return [getattr(self, name) for name in self.PARAMETERS]
+
+    def to(self, device):
+        """A copy on ``device``."""
+        return type(self)(*self._parameters(), device=device, data_mean=self.data_mean)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The model-file arrays: the parameters in ``PARAMETERS`` order, then ``data_mean`` when set
+        (see "Model files" in the documentation)."""
+        return file_arrays(dict(zip(self.PARAMETERS, self._parameters())), self.data_mean)
+
+    @classmethod
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None):
+        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents).
+
+        Parameters
+        ----------
+        arrays : mapping
+            The ``PARAMETERS`` arrays; optional ``data_mean`` and ``model_type`` (the class's ``family``).
+        source : str
+            Named in error messages (e.g. the file path).
+        device : str or torch.device, optional
+
+        Raises
+        ------
+        ModelFileError
+            Naming ``source`` and the problem: missing, unexpected or non-real arrays, or what the family's
+            constructor refuses (wrong shapes, NaN / inf, overflowing parameters, ...).
+        """
+        a = checked_arrays(arrays, cls.family, cls.PARAMETERS, ("data_mean",), source)
+        with errors_named(source):
+            return cls(*(a[name] for name in cls.PARAMETERS), device=device, data_mean=a.get("data_mean"))

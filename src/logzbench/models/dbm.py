@@ -149,22 +149,11 @@ class DBM(VisibleRows):
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "DBM":
-        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents).
-
-        Parameters
-        ----------
-        arrays : mapping
-            ``W_1 .. W_L``, ``bias_0 .. bias_L``; optional ``data_mean`` and ``model_type`` (``"dbm"``).
-        source : str
-            Named in error messages (e.g. the file path).
-        device : str or torch.device, optional
-
-        Raises
-        ------
-        ModelFileError
-            Naming ``source`` and the problem: no ``W_1``, missing, unexpected or non-real arrays,
-            inconsistent shapes, NaN / inf, overflowing parameters.
-        """
+        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents): ``W_1 .. W_L``,
+        ``bias_0 .. bias_L``; optional ``data_mean`` and ``model_type`` (``"dbm"``).  ``source`` and
+        ``device`` as in :meth:`~logzbench.models._arrays.ParameterFile.from_arrays`; a
+        :class:`~logzbench.errors.ModelFileError` names ``source`` and the problem: no ``W_1``, missing,
+        unexpected or non-real arrays, inconsistent shapes, NaN / inf, overflowing parameters."""
         n_layers = 0
         while f"W_{n_layers + 1}" in arrays:
             n_layers += 1

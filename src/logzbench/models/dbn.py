@@ -171,23 +171,12 @@ class DBN(VisibleRows):
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "DBN":
-        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents).
-
-        Parameters
-        ----------
-        arrays : mapping
-            ``W_1``, ``bias_0``, ``W_2``, ``bias_1``, ``bias_2``, ``recognition_bias``; optional
-            ``recognition_W`` (default ``W_1``), ``data_mean`` and ``model_type`` (``"dbn"``).
-        source : str
-            Named in error messages (e.g. the file path).
-        device : str or torch.device, optional
-
-        Raises
-        ------
-        ModelFileError
-            Naming ``source`` and the problem: missing, unexpected or non-real arrays,
-            inconsistent shapes, NaN / inf, overflowing parameters.
-        """
+        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents): ``W_1``, ``bias_0``,
+        ``W_2``, ``bias_1``, ``bias_2``, ``recognition_bias``; optional ``recognition_W`` (default ``W_1``),
+        ``data_mean`` and ``model_type`` (``"dbn"``).  ``source`` and ``device`` as in
+        :meth:`~logzbench.models._arrays.ParameterFile.from_arrays`; a
+        :class:`~logzbench.errors.ModelFileError` names ``source`` and the problem: missing, unexpected or
+        non-real arrays, inconsistent shapes, NaN / inf, overflowing parameters."""
         a = checked_arrays(
             arrays,
             cls.family,

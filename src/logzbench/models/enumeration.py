@@ -152,6 +152,57 @@ class ExactLogZ(NamedTuple):
     bound: float
 
 
+class Float64Exact:
+    """``exact_log_z`` (the ``exact`` estimator's keywords) of a model that computes it in float64 only.
+
+    The model gives ``_EXACT_WHAT`` (its method, in the refusal of another precision; or its own
+    ``_check_precision``), ``_exact_plan(chunk_size)`` (refuses a model too large for it or a chunk size it
+    cannot use; returns what the sum and the bound need), ``_exact_sum(plan, progress)`` (``log Z``, run on
+    the model copied to the device) and ``_exact_bound(plan)``.  Every refusal comes before any work.
+    """
+
+    def exact_log_z(
+        self,
+        chunk_size: int | None = None,
+        precision: str = "float64",
+        progress: bool = False,
+        *,
+        return_bound: bool = False,
+        device=None,
+    ) -> float | ExactLogZ:
+        """``log Z`` in float64 (the model's ``_exact_sum`` says how).
+
+        Parameters
+        ----------
+        chunk_size : int, optional
+            States per step (default: the model's; a grid MRF's transfer matrix does not use it).
+        precision : {"float64"}
+            Only float64 (``"mixed"`` is refused).
+        progress : bool
+            Progress bar, one tick per step.
+        return_bound : bool
+            Return :class:`ExactLogZ` ``(log_z, bound)``: an a-priori bound on the float64 rounding error
+            (nats).
+        device : optional
+            Where to compute (default the model's device).
+
+        Raises
+        ------
+        ValueError
+            Another precision, a model too large for the method, or a ``chunk_size`` that is not a positive
+            integer.
+        """
+        self._check_precision(precision)
+        plan = self._exact_plan(chunk_size)
+        model = self if device is None or torch.device(device) == self.device else self.to(device)
+        log_z = model._exact_sum(plan, progress)
+        return ExactLogZ(log_z, self._exact_bound(plan)) if return_bound else log_z
+
+    def _check_precision(self, precision: str) -> None:
+        if precision != "float64":
+            raise ValueError(f"{self._EXACT_WHAT} is float64 only, not precision={precision!r}")
+
+
 def state_bits(start: int, stop: int, n: int, device, dtype) -> torch.Tensor:
     """Binary states ``start, ..., stop - 1`` of ``n`` units, one per row (bit ``i`` of the index is unit ``i``).
 

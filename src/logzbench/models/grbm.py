@@ -22,7 +22,7 @@ and summing ``h`` out gives the unnormalised marginal (minus the free energy), e
     g(h)  = e.h + ||W h||^2 / 2,      e = c + W^T b / sigma.
 
 :meth:`GaussianBernoulliRBM.exact_log_z` enumerates the ``2^H`` hidden states in float64 (see
-:func:`exact_log_z`); there is no other exact route, since ``v`` is continuous.
+:meth:`GaussianBernoulliRBM._exact_sum`); there is no other exact route, since ``v`` is continuous.
 
 **Annealing path** (:class:`GRBMAnnealingPath`, the AVIL paper's AIS baseline): the base
 distribution at ``beta = 0`` is ``N(b, sigma^2 I) x uniform(h)``, ``log Z_0 = (D/2) log(2 pi sigma^2) +
@@ -55,9 +55,9 @@ from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
 from ._arrays import checked_arrays, errors_named
 from ._continuous import as_rows
-from ._random import normal, resolve_generator
+from ._random import bipartite, resolve_generator
 from ._shape import Axis, DeviceOf
-from .enumeration import MAX_ENUMERATION_BITS, PRECISIONS, ExactLogZ, state_bits
+from .enumeration import MAX_ENUMERATION_BITS, PRECISIONS, ExactLogZ, Float64Exact, state_bits
 from .linear_generative import check_array
 from .rbm import RBMState, VisibleRows, as_float64, as_param
 
@@ -72,7 +72,7 @@ _TABLE_BITS = 12
 _U64 = 2.0**-53
 
 
-class GaussianBernoulliRBM(VisibleRows):
+class GaussianBernoulliRBM(Float64Exact, VisibleRows):
     """A Gaussian-Bernoulli RBM with a fixed visible standard deviation (module docstring).
 
     Parameters
@@ -140,10 +140,7 @@ class GaussianBernoulliRBM(VisibleRows):
         device=None,
     ) -> "GaussianBernoulliRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = resolve_generator(generator)
-        W = normal(g, n_visible, n_hidden, scale=scale)
-        b = normal(g, n_visible, scale=bias_scale)
-        c = normal(g, n_hidden, scale=bias_scale)
+        W, b, c = bipartite(resolve_generator(generator), (n_visible,), n_hidden, scale, bias_scale)
         return cls(W, b, c, sigma, device=device)
 
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -201,9 +198,83 @@ class GaussianBernoulliRBM(VisibleRows):
         W, b, c = self._params64()
         return -((v - b) ** 2).sum(dim=1) / (2.0 * self.sigma**2) + h @ c + ((v @ W) * h).sum(dim=1) / self.sigma
 
-    def exact_log_z(self, *args, **kwargs) -> float | ExactLogZ:
-        """``log Z`` by enumerating the ``2^H`` hidden states: :func:`exact_log_z` of this model (its arguments)."""
-        return exact_log_z(self, *args, **kwargs)
+    # ------------------------------------------------------------------ exact log Z (Float64Exact)
+    def _check_precision(self, precision: str) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+        if precision != "float64":
+            raise ValueError("a GRBM's exact log Z is computed in float64 only; use precision='float64'")
+
+    def _exact_plan(self, chunk_size: int | None) -> tuple[int, int, int]:
+        """``(k, block, n_steps)``: the low bits tabulated, the high patterns per step and the steps of
+        :meth:`_exact_sum` for ``chunk_size`` states per step (rounded down to a power of two; default
+        ``2^20``).  Refuses a ``chunk_size`` that is not a positive integer and more than
+        ``2^MAX_ENUMERATION_BITS`` hidden states."""
+        if chunk_size is not None and (isinstance(chunk_size, bool) or int(chunk_size) != chunk_size or chunk_size < 1):
+            raise ValueError(f"chunk_size must be a positive integer (or None for automatic), got {chunk_size!r}")
+        H = self.n_hidden
+        if H > MAX_ENUMERATION_BITS:
+            raise ValueError(
+                f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
+                f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead."
+            )
+        log_states = min(H, max(0, int(chunk_size or _STEP_STATES).bit_length() - 1))
+        k = min(log_states, _TABLE_BITS)
+        block = 1 << (log_states - k)  # high patterns per step
+        return k, block, -(-(1 << (H - k)) // block)
+
+    def _exact_sum(self, plan: tuple[int, int, int], progress: bool) -> float:
+        """``(D/2) log(2 pi sigma^2) + logsumexp_h g(h)`` over the ``2^H`` hidden states.
+
+        With ``g(h) = e.h + ||W h||^2 / 2`` and ``e = c + W^T b / sigma`` (module docstring).  The state
+        splits into ``k`` low and ``H - k`` high bits, ``W h = L(low) + O(high)``; a table of ``L`` and
+        ``A = e_low.low + ||L||^2 / 2`` is built once, and each step takes a block of high patterns with
+        ``B = e_high.high + ||O||^2 / 2`` and evaluates all their states as ``B + A + O L^T`` (one matrix
+        product), reduced by a log-sum-exp per step and once at the end.  Everything is float64.
+        """
+        k, block, n_steps = plan
+        H = self.n_hidden
+        dev = self.device
+        f64 = torch.float64
+        W, b, c = self._params64()
+        sigma = float(self.sigma)
+        e = c + (W.T @ b) / sigma  # (H,)
+        low = state_bits(0, 1 << k, k, dev, f64)  # (2^k, k)
+        L = low @ W[:, :k].T  # (2^k, D)
+        A = low @ e[:k] + 0.5 * (L * L).sum(dim=1)  # (2^k,)
+        del low
+        n_high = H - k
+        W_high, e_high = W[:, k:], e[k:]
+        total_high = 1 << n_high
+        parts = torch.empty(n_steps, dtype=f64, device=dev)
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=n_steps, desc="exact log Z (GRBM)", unit="step")
+        for i, u0 in enumerate(range(0, total_high, block)):
+            high = state_bits(u0, min(u0 + block, total_high), n_high, dev, f64)  # (nb, H - k)
+            O = high @ W_high.T  # (nb, D)
+            B = high @ e_high + 0.5 * (O * O).sum(dim=1)  # (nb,)
+            t = torch.addmm(A.expand(O.shape[0], -1), O, L.T)  # A + O L^T, (nb, 2^k)
+            t += B.unsqueeze(1)
+            parts[i] = torch.logsumexp(t.reshape(-1), dim=0)
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+        return self._log_normalizer() + float(torch.logsumexp(parts, dim=0))
+
+    def _log_normalizer(self) -> float:
+        """``(D/2) log(2 pi sigma^2)``, the visible Gaussian's part of ``log Z``."""
+        return 0.5 * self.n_visible * math.log(2.0 * math.pi * self.sigma**2)
+
+    def _exact_bound(self, plan: tuple[int, int, int]) -> float:
+        """The a-priori float64 error bound of :meth:`_exact_sum` (:func:`_error_bound`; about ``1e-12``
+        nats for small models)."""
+        k, block, n_steps = plan
+        W, b, c = self._params64()
+        return _error_bound(W, b, c, float(self.sigma), self._log_normalizer(), block << k, n_steps)
 
     # ------------------------------------------------------------------ conditionals / sampling
     def prob_h_given_v(self, v) -> torch.Tensor:
@@ -344,94 +415,9 @@ def _error_bound(
     return total * (1 + 1e-6)
 
 
-def exact_log_z(
-    grbm: GaussianBernoulliRBM,
-    chunk_size: int | None = None,
-    precision: str = "float64",
-    progress: bool = False,
-    *,
-    return_bound: bool = False,
-    device=None,
-) -> float | ExactLogZ:
-    """``log Z`` of a GRBM: ``(D/2) log(2 pi sigma^2) + logsumexp_h g(h)`` over the ``2^H`` hidden states.
-
-    With ``g(h) = e.h + ||W h||^2 / 2`` and ``e = c + W^T b / sigma`` (module docstring).  The state splits
-    into ``k`` low and ``H - k`` high bits, ``W h = L(low) + O(high)``; a table of ``L`` and
-    ``A = e_low.low + ||L||^2 / 2`` is built once, and each step takes a block of high patterns with
-    ``B = e_high.high + ||O||^2 / 2`` and evaluates all their states as ``B + A + O L^T`` (one matrix
-    product), reduced by a log-sum-exp per step and once at the end.  Everything is float64.
-
-    Parameters
-    ----------
-    grbm : GaussianBernoulliRBM
-    chunk_size : int, optional
-        States per step (rounded down to a power of two; default ``2^20``).
-    precision : {"float64"}
-        Only float64 (``"mixed"`` is refused: the quadratic term has no float32 error bound here).
-    progress : bool
-        Progress bar (one tick per step).
-    return_bound : bool
-        Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)`` with an a-priori
-        bound on the rounding error (:func:`_error_bound`; about ``1e-12`` nats for small models).
-    device : str or torch.device, optional
-        Where to enumerate (default: the model's device).
-
-    Raises
-    ------
-    ValueError
-        More than ``2^MAX_ENUMERATION_BITS`` states, ``precision`` other than ``"float64"``, or a
-        ``chunk_size`` that is not a positive integer.
-    """
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
-    if precision != "float64":
-        raise ValueError("a GRBM's exact log Z is computed in float64 only; use precision='float64'")
-    if chunk_size is not None and (isinstance(chunk_size, bool) or int(chunk_size) != chunk_size or chunk_size < 1):
-        raise ValueError(f"chunk_size must be a positive integer (or None for automatic), got {chunk_size!r}")
-    H, D = grbm.n_hidden, grbm.n_visible
-    if H > MAX_ENUMERATION_BITS:
-        raise ValueError(
-            f"exact enumeration of a GRBM needs 2^{H} hidden states; refusing above "
-            f"2^{MAX_ENUMERATION_BITS}. Use an estimator (ais, raise) instead."
-        )
-    dev = torch.device(device) if device is not None else grbm.device
-    f64 = torch.float64
-    W, b, c = grbm._params64(dev)
-    sigma = float(grbm.sigma)
-    e = c + (W.T @ b) / sigma  # (H,)
-    log_states = min(H, max(0, int(chunk_size or _STEP_STATES).bit_length() - 1))
-    k = min(log_states, _TABLE_BITS)
-    block = 1 << (log_states - k)  # high patterns per step
-    low = state_bits(0, 1 << k, k, dev, f64)  # (2^k, k)
-    L = low @ W[:, :k].T  # (2^k, D)
-    A = low @ e[:k] + 0.5 * (L * L).sum(dim=1)  # (2^k,)
-    del low
-    n_high = H - k
-    W_high, e_high = W[:, k:], e[k:]
-    total_high = 1 << n_high
-    n_steps = -(-total_high // block)
-    parts = torch.empty(n_steps, dtype=f64, device=dev)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n_steps, desc="exact log Z (GRBM)", unit="step")
-    for i, u0 in enumerate(range(0, total_high, block)):
-        high = state_bits(u0, min(u0 + block, total_high), n_high, dev, f64)  # (nb, H - k)
-        O = high @ W_high.T  # (nb, D)
-        B = high @ e_high + 0.5 * (O * O).sum(dim=1)  # (nb,)
-        t = torch.addmm(A.expand(O.shape[0], -1), O, L.T)  # A + O L^T, (nb, 2^k)
-        t += B.unsqueeze(1)
-        parts[i] = torch.logsumexp(t.reshape(-1), dim=0)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    const = 0.5 * D * math.log(2.0 * math.pi * sigma**2)
-    log_z = const + float(torch.logsumexp(parts, dim=0))
-    if not return_bound:
-        return log_z
-    return ExactLogZ(log_z, _error_bound(W, b, c, sigma, const, block << k, n_steps))
+def exact_log_z(grbm: GaussianBernoulliRBM, *args, **kwargs) -> float | ExactLogZ:
+    """:meth:`GaussianBernoulliRBM.exact_log_z` of ``grbm`` (its arguments)."""
+    return grbm.exact_log_z(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------- validation

@@ -58,7 +58,7 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli, uniform
 from ._arrays import checked_arrays, errors_named
-from .enumeration import ExactLogZ
+from .enumeration import Float64Exact
 from .grid_reference import (
     FactorialReference,
     _as_table,
@@ -92,7 +92,7 @@ def enumerate_states(height: int, width: int, device=None) -> torch.Tensor:
     return bits.to(torch.float64).reshape(-1, height, width)
 
 
-class GridMRF:
+class GridMRF(Float64Exact):
     """A binary pairwise MRF on an ``H x W`` grid with 4-neighbour edges.
 
     Parameters
@@ -343,34 +343,23 @@ class GridMRF:
         return nb
 
     # ------------------------------------------------------------------ exact log Z
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
+    _EXACT_WHAT = "the transfer-matrix log Z of a grid MRF"
+
+    def _exact_plan(self, chunk_size: int | None) -> None:
+        """Refuses a grid too wide (:func:`check_transfer_width`); ``chunk_size`` is unused (the messages of
+        one column are the unit of work)."""
+        check_transfer_width(self.height, self.width)
+
+    def _exact_sum(self, plan: None, progress: bool) -> float:
         """``log Z`` by a column-wise transfer-matrix recursion in log space (float64).
 
         The grid is transposed when ``W < H`` so that a column holds ``min(H, W)`` sites;
         each column's ``2^min(H, W)`` configurations are carried as a vector of log
         messages, and the horizontal edges between two columns are absorbed one site at a
-        time, so a column costs ``O(H 2^H)`` rather than ``O(4^H)``.  Refuses
-        ``min(H, W) > 20`` (:func:`check_transfer_width`).
-
-        The keywords are the ``exact`` estimator's (:func:`logzbench.estimators.exact.exact`):
-        ``chunk_size`` is unused (the messages of one column are the unit of work), ``precision``
-        must be ``"float64"``, ``progress`` shows one tick per column, ``return_bound`` returns
-        :class:`~logzbench.models.enumeration.ExactLogZ` with an a-priori bound on the rounding
-        error (:meth:`_rounding_bound`), ``device`` computes there (default the model's).
+        time, so a column costs ``O(H 2^H)`` rather than ``O(4^H)`` (:meth:`_exact_plan` refuses
+        ``min(H, W) > 20``).  ``progress`` shows one tick per column.
         """
-        if precision != "float64":
-            raise ValueError(f"the transfer-matrix log Z of a grid MRF is float64 only, not precision={precision!r}")
-        check_transfer_width(self.height, self.width)
-        m = self if device is None or torch.device(device) == self.device else self.to(device)
-        m = m.transpose() if m.width < m.height else m
+        m = self.transpose() if self.width < self.height else self
         H, W = m.shape
         Jh = m.J_h
         alpha = m._column_potential(0)
@@ -387,10 +376,9 @@ class GridMRF:
                 new1 = torch.logaddexp(off, on + Jh[i, c - 1])
                 alpha = torch.stack([new0, new1], dim=1).reshape(-1)
             alpha = alpha + m._column_potential(c)
-        log_z = float(m.const + torch.logsumexp(alpha, dim=0))
-        return ExactLogZ(log_z, self._rounding_bound()) if return_bound else log_z
+        return float(m.const + torch.logsumexp(alpha, dim=0))
 
-    def _rounding_bound(self) -> float:
+    def _exact_bound(self, plan: None) -> float:
         """An a-priori bound (first order in the unit roundoff ``u``) on the float64 error of
         :meth:`exact_log_z`: every message is a log-sum of terms of magnitude at most
         ``M = |c| + sum |b_i| + sum |J_ij| + n log 2``; each of the ``n`` site absorptions and ``W``

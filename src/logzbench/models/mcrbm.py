@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ModelFileError
-from ._continuous import as_rows
+from ._continuous import AnalysisRows
 from ._random import resolve_generator
 from ._shape import Axis, DeviceOf
 from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type
@@ -61,7 +61,7 @@ from .poe import _array, _as_tensor, _check_keys, _check_shape, _model_type
 ARRAYS = ("P", "C", "W", "b_m", "b_c", "b_v", "sigma")
 
 
-class MCRBM:
+class MCRBM(AnalysisRows):
     """Mean-covariance RBM with its hidden units summed out (energy in the module docstring).
 
     Parameters
@@ -205,6 +205,7 @@ class MCRBM:
     # ------------------------------------------------------------------ energy
     @staticmethod
     def _energy(x, P, C, W, b_m, b_c, b_v, sigma) -> torch.Tensor:
+        """The marginal energy ``E(x)`` of the module docstring of rows ``x`` under these parameters."""
         sq = (x * x).sum(dim=1)
         f = x @ C.T  # (n, L) factor outputs
         r = (f * f / (sq + 1.0)[:, None]) @ P  # (n, K)
@@ -212,22 +213,8 @@ class MCRBM:
         e_mean = -F.softplus(x @ W.T + b_m).sum(dim=1)
         return e_cov + e_mean + 0.5 * sq / sigma**2 - x @ b_v
 
-    def _input(self, x) -> torch.Tensor:
-        return as_rows(x, self.n_dims, self.device)
-
-    def energy(self, x: torch.Tensor) -> torch.Tensor:
-        """The marginal energy ``E(x)`` of the module docstring (unnormalised ``-log p(x)``).
-
-        Parameters
-        ----------
-        x : torch.Tensor, shape (n, M), float64
-
-        Returns
-        -------
-        torch.Tensor, shape (n,), float64
-            Differentiable with respect to ``x`` (autograd).
-        """
-        return self._energy(self._input(x), self.P, self.C, self.W, self.b_m, self.b_c, self.b_v, self.sigma)
+    def _energy_parameters(self) -> tuple:
+        return self.P, self.C, self.W, self.b_m, self.b_c, self.b_v, self.sigma
 
     def energy_grad(self, x: torch.Tensor) -> torch.Tensor:
         """Analytic ``dE/dx``, shape ``(n, M)`` float64.

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from ..errors import ModelFileError
-from ._continuous import as_rows
+from ._continuous import AnalysisRows
 from ._random import resolve_generator
 from ._shape import Axis, DeviceOf
 
@@ -118,7 +118,7 @@ def expert_log_normalizer(lam: np.ndarray, expert: str) -> np.ndarray:
     raise ValueError(f"unknown expert {expert!r}; choose one of {sorted(EXPERTS)}")
 
 
-class ProductOfExperts:
+class ProductOfExperts(AnalysisRows):
     """Product of Laplace or Student's t experts, ``E(x) = sum_l E_expert(Phi_l x; lambda_l)``.
 
     Parameters
@@ -243,27 +243,14 @@ class ProductOfExperts:
     # ------------------------------------------------------------------ energy
     @staticmethod
     def _energy(x: torch.Tensor, Phi: torch.Tensor, lam: torch.Tensor, expert: str) -> torch.Tensor:
+        """``E(x) = sum_l E_expert(Phi_l x; lambda_l)`` of rows ``x`` under these parameters."""
         u = x @ Phi.T
         if expert == "laplace":
             return u.abs() @ lam
         return torch.log1p(u * u) @ lam
 
-    def _input(self, x) -> torch.Tensor:
-        return as_rows(x, self.n_dims, self.device)
-
-    def energy(self, x: torch.Tensor) -> torch.Tensor:
-        """``E(x) = sum_l E_expert(Phi_l x; lambda_l)`` (the unnormalised ``-log p(x)``).
-
-        Parameters
-        ----------
-        x : torch.Tensor, shape (n, M), float64
-
-        Returns
-        -------
-        torch.Tensor, shape (n,), float64
-            Differentiable with respect to ``x`` (autograd).
-        """
-        return self._energy(self._input(x), self.Phi, self.lam, self.expert)
+    def _energy_parameters(self) -> tuple:
+        return self.Phi, self.lam, self.expert
 
     def energy_grad(self, x: torch.Tensor) -> torch.Tensor:
         """``dE/dx = Phi^T (lambda * E'_expert(Phi x))``, shape ``(n, M)`` float64.

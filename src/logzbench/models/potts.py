@@ -34,17 +34,16 @@ the training rows, for the base-rate initial distribution).
 from __future__ import annotations
 
 import math
-from typing import Mapping
 
 import numpy as np
 import torch
 
 from ..errors import ModelFileError
 from ..kernels import categorical_from_logits
-from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
+from ._arrays import ParameterFile, as_float64
 from ._random import normal, resolve_generator
 from ._shape import Axis, DeviceOf
-from .enumeration import MAX_ENUMERATION_BITS, ExactLogZ
+from .enumeration import MAX_ENUMERATION_BITS, Float64Exact
 
 __all__ = [
     "PottsAnnealingPath",
@@ -150,63 +149,38 @@ def _check_data_mean(dm: np.ndarray | None, L: int, q: int) -> None:
 
 
 # --------------------------------------------------------------------------- the model
-class ChunkedEnumeration:
+class ChunkedEnumeration(Float64Exact):
     """``exact_log_z`` of a discrete model by enumerating its states in chunks, in float64 (a log-sum-exp per
-    chunk, then of the chunks).  The model gives ``_EXACT_NAME`` (its name in messages), ``_EXACT_STEP``
+    chunk, then of the chunks).  The model gives ``_EXACT_WHAT`` (its method, in messages), ``_EXACT_STEP``
     (the default states per chunk), ``_enumeration()`` (how many states, and what they are, for the
     progress bar; it refuses a model with too many), ``_enumerated_log_f(start, stop)`` and
     ``_rounding_bound(n_total)``."""
 
-    def exact_log_z(
-        self,
-        chunk_size: int | None = None,
-        precision: str = "float64",
-        progress: bool = False,
-        *,
-        return_bound: bool = False,
-        device=None,
-    ) -> float | ExactLogZ:
-        """``log Z`` by enumerating the model's states in chunks, float64 (a log-sum-exp per chunk).
-
-        Parameters
-        ----------
-        chunk_size : int, optional
-            States per step (default ``2^16`` for a Potts model, ``2^14`` for a Potts RBM).
-        precision : {"float64"}
-            Only float64 (``"mixed"`` is refused).
-        progress : bool
-            Progress bar, one tick per step.
-        return_bound : bool
-            Return :class:`~logzbench.models.enumeration.ExactLogZ` ``(log_z, bound)``: an a-priori
-            bound on the float64 rounding error (nats).
-        device : optional
-            Where to enumerate (default the model's device).
-
-        Raises
-        ------
-        ValueError
-            Above ``2^MAX_ENUMERATION_BITS`` states, or another precision.
-        """
-        if precision != "float64":
-            raise ValueError(f"exact enumeration of a {self._EXACT_NAME} is float64 only, not precision={precision!r}")
+    def _exact_plan(self, chunk_size: int | None) -> tuple[int, str, int]:
+        """The states (:meth:`_enumeration`) and the states per chunk (default ``_EXACT_STEP``)."""
         n_total, what = self._enumeration()
-        model = self if device is None or torch.device(device) == self.device else self.to(device)
         step = self._EXACT_STEP if chunk_size is None else int(chunk_size)
         if step < 1:
             raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+        return n_total, what, step
+
+    def _exact_sum(self, plan: tuple[int, str, int], progress: bool) -> float:
+        """A log-sum-exp of ``log f`` per chunk of states, then of the chunks; ``progress`` ticks once per
+        chunk."""
+        n_total, what, step = plan
         starts = range(0, n_total, step)
         if progress:
             from tqdm.auto import tqdm
 
             starts = tqdm(starts, desc=f"exact log Z ({what} states)", unit="step")
-        parts = [torch.logsumexp(model._enumerated_log_f(s, min(s + step, n_total)), dim=0) for s in starts]
-        log_z = float(torch.logsumexp(torch.stack(parts), dim=0))
-        if not return_bound:
-            return log_z
-        return ExactLogZ(log_z, self._rounding_bound(n_total))
+        parts = [torch.logsumexp(self._enumerated_log_f(s, min(s + step, n_total)), dim=0) for s in starts]
+        return float(torch.logsumexp(torch.stack(parts), dim=0))
+
+    def _exact_bound(self, plan: tuple[int, str, int]) -> float:
+        return self._rounding_bound(plan[0])
 
 
-class PottsModel(ChunkedEnumeration):
+class PottsModel(ParameterFile, ChunkedEnumeration):
     """A pairwise Potts model (module docstring).
 
     Parameters
@@ -230,7 +204,8 @@ class PottsModel(ChunkedEnumeration):
     """
 
     family = "potts"
-    _EXACT_NAME = "Potts model"
+    PARAMETERS = ("h", "J")
+    _EXACT_WHAT = "exact enumeration of a Potts model"
     _EXACT_STEP = _STEP_STATES
 
     def __init__(self, h, J, device=None, data_mean=None):
@@ -260,10 +235,6 @@ class PottsModel(ChunkedEnumeration):
     n_states = Axis("h", 1)
     device = DeviceOf("h")
 
-    def to(self, device) -> "PottsModel":
-        """A copy on ``device``."""
-        return PottsModel(self.h, self.J, device=device, data_mean=self.data_mean)
-
     @classmethod
     def random(
         cls,
@@ -284,24 +255,6 @@ class PottsModel(ChunkedEnumeration):
         J = J + J.permute(1, 0, 3, 2)
         h = normal(g, L, q, scale=field_scale)
         return cls(h, J, device=device)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """The model-file arrays ``h``, ``J`` and (when set) ``data_mean``."""
-        return file_arrays({"h": self.h, "J": self.J}, self.data_mean)
-
-    @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "PottsModel":
-        """A model from :meth:`to_arrays` output (an ``.npz`` file's contents, ``model_type="potts"``).
-
-        Raises
-        ------
-        ModelFileError
-            Naming ``source``: missing or unexpected arrays, wrong shapes, NaN / inf, asymmetric
-            couplings, non-zero diagonal blocks.
-        """
-        a = checked_arrays(arrays, cls.family, ("h", "J"), ("data_mean",), source)
-        with errors_named(source):
-            return cls(a["h"], a["J"], device=device, data_mean=a.get("data_mean"))
 
     def as_rows(self, x, what: str = "data") -> torch.Tensor:
         """Rows of states as int64 ``(n, L)`` on the model's device (checked; see :func:`as_states`)."""

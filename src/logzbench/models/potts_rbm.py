@@ -35,7 +35,7 @@ Model files (``.npz``, ``model_type="potts-rbm"``): ``W`` ``(L, q, H)``, ``visib
 from __future__ import annotations
 
 import math
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -43,8 +43,8 @@ import torch.nn.functional as F
 
 from ..errors import ModelFileError
 from ..kernels import bernoulli_from_logits, reweight_and_draw, softplus_diff_rows
-from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
-from ._random import normal, resolve_generator
+from ._arrays import ParameterFile, as_float64
+from ._random import bipartite, resolve_generator
 from ._shape import Axis, DeviceOf
 from .enumeration import MAX_ENUMERATION_BITS
 from .potts import (
@@ -66,7 +66,7 @@ _MATMUL_RATE = 5e9
 _TRANSCENDENTAL_RATE = 1e8
 
 
-class PottsRBM(ChunkedEnumeration):
+class PottsRBM(ParameterFile, ChunkedEnumeration):
     """A Potts RBM (module docstring).
 
     Parameters
@@ -86,7 +86,8 @@ class PottsRBM(ChunkedEnumeration):
     """
 
     family = "potts-rbm"
-    _EXACT_NAME = "Potts RBM"
+    PARAMETERS = ("W", "visible_bias", "hidden_bias")
+    _EXACT_WHAT = "exact enumeration of a Potts RBM"
     _EXACT_STEP = _STEP_STATES
 
     def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
@@ -109,10 +110,6 @@ class PottsRBM(ChunkedEnumeration):
         """``W`` as ``(L q, H)`` (a view): the weights of the one-hot visible matrix."""
         return self.W.view(-1, self.n_hidden)
 
-    def to(self, device) -> "PottsRBM":
-        """A copy on ``device``."""
-        return PottsRBM(self.W, self.visible_bias, self.hidden_bias, device=device, data_mean=self.data_mean)
-
     @classmethod
     def random(
         cls,
@@ -127,30 +124,8 @@ class PottsRBM(ChunkedEnumeration):
     ) -> "PottsRBM":
         """Weights ``N(0, scale^2)``, biases ``N(0, bias_scale^2)`` (tests, initialisation); ``seed``
         stands for a generator seeded with it."""
-        g = resolve_generator(generator, seed)
-        W = normal(g, n_sites, n_states, n_hidden, scale=scale)
-        a = normal(g, n_sites, n_states, scale=bias_scale)
-        b = normal(g, n_hidden, scale=bias_scale)
+        W, a, b = bipartite(resolve_generator(generator, seed), (n_sites, n_states), n_hidden, scale, bias_scale)
         return cls(W, a, b, device=device)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """The model-file arrays (module docstring)."""
-        return file_arrays(
-            {"W": self.W, "visible_bias": self.visible_bias, "hidden_bias": self.hidden_bias}, self.data_mean
-        )
-
-    @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "PottsRBM":
-        """A model from :meth:`to_arrays` output (``model_type="potts-rbm"``).
-
-        Raises
-        ------
-        ModelFileError
-            Naming ``source``: missing or unexpected arrays, wrong shapes, NaN / inf, overflowing values.
-        """
-        a = checked_arrays(arrays, cls.family, ("W", "visible_bias", "hidden_bias"), ("data_mean",), source)
-        with errors_named(source):
-            return cls(a["W"], a["visible_bias"], a["hidden_bias"], device=device, data_mean=a.get("data_mean"))
 
     def as_rows(self, v, what: str = "data") -> torch.Tensor:
         """Rows of states as int64 ``(n, L)`` on the model's device (checked)."""

@@ -15,7 +15,7 @@ float64.
 
 from __future__ import annotations
 
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from ..errors import ModelFileError
 from ..kernels import bernoulli, bernoulli_from_logits, bernoulli_from_logits_, reweight_and_draw, softplus_diff_rows
 from . import enumeration
-from ._arrays import as_float64, checked_arrays, errors_named, file_arrays
-from ._random import normal, resolve_generator
+from ._arrays import ParameterFile, as_float64
+from ._random import bipartite, resolve_generator
 from ._shape import Axis, DeviceOf
 
 
@@ -77,7 +77,7 @@ class VisibleRows:
         return base_rate_bias_from_mean(mean, smoothing).to(self.device)
 
 
-class BinaryRBM(VisibleRows):
+class BinaryRBM(ParameterFile, VisibleRows):
     """A binary RBM.
 
     Parameters
@@ -99,6 +99,7 @@ class BinaryRBM(VisibleRows):
     """
 
     family = "rbm"
+    PARAMETERS = ("W", "visible_bias", "hidden_bias")
 
     def __init__(self, W, visible_bias, hidden_bias, device=None, data_mean=None):
         device = torch.device(device) if device is not None else torch.device("cpu")
@@ -113,16 +114,6 @@ class BinaryRBM(VisibleRows):
     n_hidden = Axis("W", 1)
     device = DeviceOf("W")
 
-    def to(self, device) -> "BinaryRBM":
-        """A copy on ``device``."""
-        return BinaryRBM(
-            self.W.to(device),
-            self.visible_bias.to(device),
-            self.hidden_bias.to(device),
-            device=device,
-            data_mean=None if self.data_mean is None else self.data_mean.to(device),
-        )
-
     @classmethod
     def random(
         cls,
@@ -134,40 +125,8 @@ class BinaryRBM(VisibleRows):
         device=None,
     ) -> "BinaryRBM":
         """Random weights ``N(0, scale^2)`` and biases ``N(0, bias_scale^2)`` (tests, initialisation)."""
-        g = resolve_generator(generator)
-        W = normal(g, n_visible, n_hidden, scale=scale)
-        a = normal(g, n_visible, scale=bias_scale)
-        b = normal(g, n_hidden, scale=bias_scale)
+        W, a, b = bipartite(resolve_generator(generator), (n_visible,), n_hidden, scale, bias_scale)
         return cls(W, a, b, device=device)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """The model-file arrays (see "Model files" in the documentation)."""
-        return file_arrays(
-            {"W": self.W, "visible_bias": self.visible_bias, "hidden_bias": self.hidden_bias}, self.data_mean
-        )
-
-    @classmethod
-    def from_arrays(cls, arrays: Mapping[str, np.ndarray], source: str = "model", device=None) -> "BinaryRBM":
-        """A model from :meth:`to_arrays` output (e.g. an ``.npz`` file's contents).
-
-        Parameters
-        ----------
-        arrays : mapping
-            ``W``, ``visible_bias``, ``hidden_bias``; optional ``data_mean`` and ``model_type``
-            (``"rbm"``).
-        source : str
-            Named in error messages (e.g. the file path).
-        device : str or torch.device, optional
-
-        Raises
-        ------
-        ModelFileError
-            Naming ``source`` and the problem: missing, unexpected or non-real arrays, wrong
-            shapes, NaN / inf, overflowing parameters.
-        """
-        a = checked_arrays(arrays, cls.family, ("W", "visible_bias", "hidden_bias"), ("data_mean",), source)
-        with errors_named(source):
-            return cls(a["W"], a["visible_bias"], a["hidden_bias"], device=device, data_mean=a.get("data_mean"))
 
     # ------------------------------------------------------------------ densities
     def log_unnormalized_marginal(self, v) -> torch.Tensor:
