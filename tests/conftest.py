@@ -15,6 +15,22 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's torch gets its share of the CPUs (``-n 2`` on 2 CPUs: one thread each).
+
+    torch starts with one intra-op thread per CPU.  Two workers with two threads each on two CPUs wait for
+    each other's threads at every small tensor op: a Gibbs sampler's 20,000 chains took 40 s at 2 threads
+    beside the other worker against 3 s at 1 (the oversubscription :mod:`logzbench.utils.threads` avoids
+    for estimates).  A test that sets its own count still does; a serial run keeps torch's default."""
+    import os
+
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        from logzbench.utils.threads import usable_cpus
+
+        torch.set_num_threads(min(torch.get_num_threads(), max(1, usable_cpus() // int(workers))))
+
+
 def write_tiny_inputs(root: Path) -> None:
     """The command-line tests' tiny inputs in ``root``: ``model.npz`` (a 6-3 RBM), ``rows.npy`` (8 binary
     rows of 6) and ``data.npz`` (a prepared dataset: those rows as train, the first 4 as test)."""
