@@ -31,6 +31,13 @@ def pytest_configure(config):
         torch.set_num_threads(min(torch.get_num_threads(), max(1, usable_cpus() // int(workers))))
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``start_first`` (the default suite's longest, each a minute or more of Snakemake or MLflow
+    processes) run ahead of the rest, the rest in their usual order.  pytest-xdist hands tests out in this
+    order: started late, one of them would end the run with one worker busy and the other idle."""
+    items.sort(key=lambda item: item.get_closest_marker("start_first") is None)  # a stable sort
+
+
 def write_tiny_inputs(root: Path) -> None:
     """The command-line tests' tiny inputs in ``root``: ``model.npz`` (a 6-3 RBM), ``rows.npy`` (8 binary
     rows of 6) and ``data.npz`` (a prepared dataset: those rows as train, the first 4 as test)."""
