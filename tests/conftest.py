@@ -19,16 +19,19 @@ def pytest_configure(config):
     """Under pytest-xdist, each worker's torch gets its share of the CPUs (``-n 2`` on 2 CPUs: one thread each).
 
     torch starts with one intra-op thread per CPU.  Two workers with two threads each on two CPUs wait for
-    each other's threads at every small tensor op: a Gibbs sampler's 20,000 chains took 40 s at 2 threads
-    beside the other worker against 3 s at 1 (the oversubscription :mod:`logzbench.utils.threads` avoids
-    for estimates).  A test that sets its own count still does; a serial run keeps torch's default."""
+    each other's threads at every small tensor op, ten times slower and more (docs/benchmarks.md, "The test
+    suite"; the oversubscription :mod:`logzbench.utils.threads` avoids for estimates).  The processes a test
+    starts inherit the share through ``OMP_NUM_THREADS`` unless it is set already; a test that sets its own
+    count still does; a serial run keeps torch's default."""
     import os
 
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:
         from logzbench.utils.threads import usable_cpus
 
-        torch.set_num_threads(min(torch.get_num_threads(), max(1, usable_cpus() // int(workers))))
+        share = min(torch.get_num_threads(), max(1, usable_cpus() // int(workers)))
+        torch.set_num_threads(share)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))  # the processes a test starts: the same share
 
 
 def pytest_collection_modifyitems(config, items):
