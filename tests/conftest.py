@@ -15,6 +15,32 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's torch gets its share of the CPUs (``-n 2`` on 2 CPUs: one thread each).
+
+    torch starts with one intra-op thread per CPU.  Two workers with two threads each on two CPUs wait for
+    each other's threads at every small tensor op, ten times slower and more (docs/benchmarks.md, "The test
+    suite"; the oversubscription :mod:`logzbench.utils.threads` avoids for estimates).  The processes a test
+    starts inherit the share through ``OMP_NUM_THREADS`` unless it is set already; a test that sets its own
+    count still does; a serial run keeps torch's default."""
+    import os
+
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        from logzbench.utils.threads import usable_cpus
+
+        share = min(torch.get_num_threads(), max(1, usable_cpus() // int(workers)))
+        torch.set_num_threads(share)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))  # the processes a test starts: the same share
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``start_first`` (the default suite's longest, each a minute or more of Snakemake or MLflow
+    processes) run ahead of the rest, the rest in their usual order.  pytest-xdist hands tests out in this
+    order: started late, one of them would end the run with one worker busy and the other idle."""
+    items.sort(key=lambda item: item.get_closest_marker("start_first") is None)  # a stable sort
+
+
 def write_tiny_inputs(root: Path) -> None:
     """The command-line tests' tiny inputs in ``root``: ``model.npz`` (a 6-3 RBM), ``rows.npy`` (8 binary
     rows of 6) and ``data.npz`` (a prepared dataset: those rows as train, the first 4 as test)."""

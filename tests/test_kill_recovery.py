@@ -125,6 +125,7 @@ def _signal_during_training(workdir: Path, signum: int, timeout: float) -> tuple
     return proc.returncode, out
 
 
+@pytest.mark.start_first
 def test_ctrl_c_cancels_the_runs_jobs_and_their_processes(tmp_path):
     status, out = _signal_during_training(tmp_path, signal.SIGINT, 120)
     assert status != 0
@@ -145,6 +146,7 @@ def test_ctrl_c_cancels_the_runs_jobs_and_their_processes(tmp_path):
     assert left == [], left
 
 
+@pytest.mark.start_first
 def test_plain_kill_lets_running_jobs_finish_and_starts_no_more(tmp_path):
     _, out = _signal_during_training(tmp_path, signal.SIGTERM, 300)
     assert "Will exit after finishing currently running jobs" in out, out[-3000:]

@@ -85,6 +85,7 @@ def test_init_store_idempotent(tmp_path):
     assert a["artifact_location"].startswith("file://")
 
 
+@pytest.mark.start_first
 def test_parallel_writers_all_recorded(tmp_path):
     uri = _uri(tmp_path)
     tracking.init_store(uri, "exp")

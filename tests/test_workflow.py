@@ -723,6 +723,7 @@ def test_cluster_group_dry_run(tmp_path, grouping):
 
 
 # --------------------------------------------------------------------------- real run
+@pytest.mark.start_first
 def test_real_run_end_to_end(tmp_path):
     """config/test.yaml on CPU: every run tracked, report tables, re-run without duplicates,
     HTML report.  One test (not several sharing a fixture) so that pytest-xdist never runs
