@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -238,6 +239,43 @@ def test_report_tags_mlflow_runs(tmp_path):
     assert "gap" in runs[recs[0]["key"]].data.tags[tracking.FLAG_TAG]
     assert runs[recs[1]["key"]].data.tags[tracking.FLAGGED_TAG] == "true"
     assert runs[recs[2]["key"]].data.tags[tracking.FLAGGED_TAG] == "false"
+
+
+def test_two_workers_write_the_same_report_and_tags_as_one(tmp_path):
+    """The report's figures drawn in a forked process (workers=2) while this one tags the MLflow runs: the same
+    files, byte for byte (PNG; the PDFs carry their creation date), the same paths and flags as one process."""
+    pytest.importorskip("mlflow", reason="mlflow is not installed")
+    from logzbench import tracking
+
+    recs = [
+        rec("m", "ais", K=100, init="uniform", ll=-90.0, ess=50),
+        rec("m", "raise", K=100, init="uniform", ll=-93.0, ess=5, chains=10),
+        rec("m", "ais", K=100, init="base-rate", ll=-90.0, ess=50),
+    ]
+    out = {}
+    for workers in (1, 2):
+        uri = "sqlite:///" + str(tmp_path / f"mlflow{workers}.db")
+        tracking.init_store(uri, "exp")
+        for r in recs:
+            tracking.log_estimate(r, uri=uri, experiment_name="exp")
+        root = tmp_path / f"out{workers}"
+        paths = report.build_report(
+            recs, root, models=["m", "b"], tracking_uri=uri, experiment_name="exp", workers=workers
+        )
+        runs = tracking.find_runs(uri=uri, experiment_name="exp")
+        tags = sorted((r.data.tags[tracking.KEY_TAG], r.data.tags.get(tracking.FLAG_TAG)) for r in runs)
+        files = {
+            str(f.relative_to(root)): f.read_bytes() for f in sorted(root.rglob("*")) if f.suffix in (".png", ".csv")
+        }
+        out[workers] = (
+            paths["n_flagged"],
+            {k: str(Path(v).relative_to(root)) for k, v in paths["plots"].items()},
+            tags,
+            files,
+        )
+    assert out[2][:3] == out[1][:3]
+    assert out[2][3].keys() == out[1][3].keys() and any(k.endswith(".png") for k in out[1][3])
+    assert [k for k in out[1][3] if out[1][3][k] != out[2][3][k]] == []
 
 
 def test_csl_ess_against_samples_and_flag_text_separable():

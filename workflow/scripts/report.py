@@ -28,6 +28,7 @@ run_job(
     paper_rows=dict(sm.params.paper_rows),
     bracket_models=list(sm.params.bracket_models),
     diagnostics=list(sm.input.diagnostics),
+    workers=sm.threads,
     tables=[
         o.table1,
         o.table2,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -84,6 +84,31 @@ def _plots(
         model_plots[m] = plot_model(summary, m, out / "plots" / f"{m}.png")
         trial_plots[m] = plot_annealed_trials(trials, m, out / "plots" / f"{m}_bias_mse.png")
     return model_plots, trial_plots, plot_model_size(table_c, out / "plots" / "model_size.png")
+
+
+def _draw_here(draw: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """``draw(*args)`` now; a function returning what it returned."""
+    result = draw(*args)
+    return lambda: result
+
+
+def _draw_in_background(draw: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+    """``draw(*args)`` in a forked process (its figures are files; what it returns comes back pickled); a
+    function that waits for it and returns that, or raises what it raised.  Forked, not spawned: the
+    tables are handed over as they are, without pickling or a second start-up."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    future = pool.submit(draw, *args)
+
+    def result() -> Any:
+        try:
+            return future.result()
+        finally:
+            pool.shutdown()
+
+    return result
 
 
 #: the report's per-run column of each metric :func:`_tag_runs` logs (:data:`.tracking.EXACT_DIFFERENCE_METRICS`)
@@ -181,6 +206,7 @@ def build_report(
     check_papers: bool = False,
     bracket_models: Sequence[str] = (),
     diagnostics: Iterable[str | os.PathLike] = (),
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Build the report from estimate records.
 
@@ -241,6 +267,10 @@ def build_report(
         Per-model diagnostics records (``results/diagnostics/<model>.json``, their arrays beside them):
         ``table_hidden_mass.csv``, ``table_per_class.csv`` and their figures (:mod:`.diagnostics`; the
         tables have only their header without records).
+    workers : int
+        Processes drawing the figures: with 2 or more, each model's estimates and trials figures are drawn in
+        a forked process while this one draws the rest and tags the MLflow runs (the same figures either
+        way; the workflow's report job runs alone at the end of a run, with its ``threads``).
 
     Returns
     -------
@@ -277,10 +307,8 @@ def build_report(
     paths = _write_tables(out, t, model_records)
     model_plots: dict[str, Path] = {}
     trial_plots: dict[str, Path] = {}
-    if plots:
-        model_plots, trial_plots, paths["model_size_plot"] = _plots(
-            per_run, summary, t["trials"], t["table_c"], models, out
-        )
+    drawing = _draw_in_background if plots and workers > 1 else _draw_here
+    model_figures = drawing(_plots, per_run, summary, t["trials"], t["table_c"], models, out) if plots else None
     learner_plots = plot_learners(summary, t["learners"], out / "plots") if plots else {}
     bracket_plots = (
         {
@@ -292,14 +320,16 @@ def build_report(
     )
     diag = write_diagnostics(diagnostics, out, plots=plots)  # per-model diagnostics (RAISE Sec. 5, HAIS Fig. 1)
     paths.update(table_hidden_mass=diag["table_hidden_mass"], table_per_class=diag["table_per_class"])
-    paths["plots"] = model_plots
-    paths["trial_plots"] = trial_plots
-    paths["bracket_plots"] = bracket_plots
     tagged = (
         _tag_runs(per_run, tracking_uri, experiment_name)
         if tracking_uri is not None or experiment_name is not None
         else None
     )
+    if model_figures is not None:
+        model_plots, trial_plots, paths["model_size_plot"] = model_figures()
+    paths["plots"] = model_plots
+    paths["trial_plots"] = trial_plots
+    paths["bracket_plots"] = bracket_plots
     thresholds = ReportThresholds(gap_threshold, ess_fraction, z, khat, exact_tolerance)
     report = _report_record(per_run, summary, t, paths, diag, tagged, thresholds, paper_rows, learner_plots)
     paths["learner_plots"] = learner_plots
@@ -446,6 +476,7 @@ def report_job(
     paper_rows: Mapping[str, Mapping[str, str]] | None = None,
     bracket_models: Sequence[str] = (),
     diagnostics: Sequence[str | os.PathLike] = (),
+    workers: int = 1,
 ) -> dict[str, Any]:
     """The workflow's rule ``report``: :func:`build_report` of the estimate records (JSON files) into
     ``out_dir`` with the config's ``thresholds`` (``gap_threshold``, ``ess_fraction``, ``z``,
@@ -461,7 +492,8 @@ def report_job(
     BDMC job) get ``plots/<model>_bracket.png`` (``table_bracket.csv`` and the bracket figures are added to the
     report run's artifacts);
     ``diagnostics`` (the per-model records ``results/diagnostics/<model>.json``) make ``table_hidden_mass.csv``,
-    ``table_per_class.csv`` and their figures (added to the report run's artifacts too)."""
+    ``table_per_class.csv`` and their figures (added to the report run's artifacts too); ``workers``: the
+    processes drawing the figures (:func:`build_report`; the rule's threads)."""
     started = utc_now()
     enabled = bool(tracking.get("enabled"))
     root = Path(out_dir).parent
@@ -484,6 +516,7 @@ def report_job(
         paper_rows=paper_rows,
         bracket_models=list(bracket_models),
         diagnostics=list(diagnostics),
+        workers=workers,
     )
     tables, plots = _report_artifacts(tables, plots, paths)
     if enabled:
