@@ -17,6 +17,8 @@ rule prepare_dataset:
         log_file("prepare/{dataset}"),
     benchmark:
         benchmark_file("prepare/{dataset}")
+    # before any ready estimate: every model's training waits on its dataset (see train_model's priority)
+    priority: 1
     threads: config["threads"]["prepare"]
     resources:
         **rules.rule_resources(config, "prepare"),

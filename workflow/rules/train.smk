@@ -35,6 +35,9 @@ rule train_model:
         log_file("train/{model}"),
     benchmark:
         benchmark_file("train/{model}")
+    # before any ready estimate: an estimate waits on its model, so training last would leave the final
+    # minutes of a run to one model's estimates with the other cores idle (benchmarks/workflow_overhead.py)
+    priority: 1
     threads: config["threads"]["train"]
     resources:
         **rules.rule_resources(config, "train", gpu=True),
