@@ -236,10 +236,27 @@ EXPECTED_JOBS = {
 }
 
 
+@pytest.fixture(scope="module")
+def config_jobs_tool():
+    """benchmarks/config_jobs.py: the job counts config/README.md quotes (tests/test_config_jobs.py)."""
+    spec = importlib.util.spec_from_file_location("config_jobs", REPO / "benchmarks" / "config_jobs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
-def test_dry_run_every_config(config, tmp_path):
+def test_dry_run_every_config(config, tmp_path, config_jobs_tool):
+    """Each config's dry run: its jobs, and the job count config/README.md's row quotes (one dry run serves
+    both; tests/test_config_jobs.py checks the rows' presence, the default config's quotes and the parsers)."""
     proc = snakemake(tmp_path, "-n", configfile=config)
     counts = job_counts(proc.stdout + proc.stderr)
+    said = config_jobs_tool.table_counts((REPO / "config" / "README.md").read_text()).get(config.name)
+    n = config_jobs_tool.parse_total(proc.stdout + proc.stderr)
+    assert said == n, (
+        f"config/README.md says {said} jobs for {config.name}, the dry run {n}; "
+        "refresh the counts with: python benchmarks/config_jobs.py --write"
+    )
     assert counts["init_tracking"] == 1
     if counts.get("train_model"):  # a config with models gets the model report
         assert counts["report"] == 1 and counts["estimate"] >= 1
