@@ -90,6 +90,12 @@ def is_prepared(obj) -> bool:
     return isinstance(obj, np.lib.npyio.NpzFile) and "meta" in obj.files
 
 
+def _array_key(npz, split: str) -> str | None:
+    """The array of a ``.npz`` that stands for ``split``: ``split`` itself, else the file's only array
+    (``None`` when it has neither)."""
+    return split if split in npz.files else npz.files[0] if len(npz.files) == 1 else None
+
+
 def _numeric_rows(x, what: str, n_features: int | None, values: str, units: str, error: type[Exception]) -> np.ndarray:
     """``x`` as a non-empty 2-D numeric array of ``n_features`` columns (when given); ``error`` naming
     ``what`` otherwise (``values``: what the entries should be; ``units``: what a column holds)."""
