@@ -49,7 +49,6 @@ import torch
 from ..errors import ModelFileError
 from ._shape import Axis, DeviceOf
 from .linear_generative import (
-    LOG_2PI,
     check_array,
     check_sigma_n,
     check_unknown,
@@ -291,8 +290,7 @@ class BilinearGenerative:
         -------
         torch.Tensor, shape (n,)
         """
-        r = x - self.mean(z)
-        return 0.5 * (r**2).sum(dim=1) / self.sigma_n**2 + 0.5 * self.n_dims * (LOG_2PI + 2.0 * math.log(self.sigma_n))
+        return -isotropic_log_likelihood(x - self.mean(z), self.sigma_n)
 
     def likelihood_energy_grad(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """``d(-log p(x | a(z)))/dz``, shape ``(n, Kc + Kd)``.

@@ -357,8 +357,7 @@ class LinearGenerative:
         -------
         torch.Tensor, shape (n,)
         """
-        r = x - a @ self.Phi.T
-        return 0.5 * (r**2).sum(dim=1) / self.sigma_n**2 + 0.5 * self.n_dims * (LOG_2PI + 2.0 * math.log(self.sigma_n))
+        return -isotropic_log_likelihood(x - a @ self.Phi.T, self.sigma_n)
 
     def likelihood_energy_grad(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """``d(-log p(x | a))/da = -Phi^T (x - Phi a) / sigma_n^2``, shape ``(n, L)``."""
