@@ -57,6 +57,7 @@ from .linear_generative import (
     laplace_sample,
     make_generator,
     model_type_of,
+    noisy_rows,
 )
 
 FAMILY = "bilinear"
@@ -326,8 +327,7 @@ class BilinearGenerative:
     def sample(self, n: int, generator: torch.Generator, return_latent: bool = False):
         """``n`` exact draws of ``x`` (and ``z = (c, d)`` with ``return_latent``) from the model."""
         z = self.sample_prior(n, generator)
-        noise = torch.randn((int(n), self.n_dims), generator=generator, dtype=torch.float64, device=self.device)
-        x = self.mean(z) + self.sigma_n * noise
+        x = noisy_rows(self.mean(z), self.sigma_n, generator)
         return (x, z) if return_latent else x
 
 
