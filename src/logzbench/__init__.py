@@ -12,10 +12,10 @@ try:  # pragma: no cover - trivial
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+unknown"
 
-__all__ = ["__version__", "lazy_exports"]
+__all__ = ["__version__"]
 
 
-def lazy_exports(package: str, exports: dict[str, str]):
+def _lazy_exports(package: str, exports: dict[str, str]):
     """The module ``__getattr__`` and ``__dir__`` of a package whose names come from its modules on
     first use (PEP 562), so that importing the package imports none of them (nor torch).
 

@@ -22,7 +22,7 @@ Continuous sets (:func:`prepare_patches`) have their own formats: ``vanhateren``
 
 from __future__ import annotations
 
-from .. import lazy_exports
+from .. import _lazy_exports
 
 __all__ = [
     "DATASETS",
@@ -62,4 +62,4 @@ _LAZY = {
     "load_split_if_present": ".prepared",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY)

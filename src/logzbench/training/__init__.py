@@ -17,7 +17,7 @@ equal-length lists; the bounds and networks are in :mod:`logzbench.training.vari
 
 from __future__ import annotations
 
-from .. import lazy_exports
+from .. import _lazy_exports
 from .presets import DEEP_TRAIN_PRESETS, MODEL_PRESETS, TRAIN_PRESETS, get_preset
 
 __all__ = [
@@ -69,4 +69,4 @@ _LAZY = {
     "train_vcd": ".vcd",
 }
 
-__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY)
