@@ -22,7 +22,7 @@ Continuous sets (:func:`prepare_patches`) have their own formats: ``vanhateren``
 
 from __future__ import annotations
 
-import importlib
+from .. import _lazy_exports
 
 __all__ = [
     "DATASETS",
@@ -62,14 +62,4 @@ _LAZY = {
     "load_split_if_present": ".prepared",
 }
 
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted({*globals(), *_LAZY})
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY)

@@ -45,7 +45,7 @@ from .. import __version__
 from ..errors import DatasetError
 from ..utils import save_npz_atomic
 from .download import RemoteFile, fetch, register, remote_file
-from .rows import READ_ERRORS, _member, _open_npz
+from .rows import READ_ERRORS, _member, _open_npz, is_prepared
 from .sizes import FREY_FACES, FREY_IMAGE_SHAPE
 
 DATASET = "frey"
@@ -311,7 +311,7 @@ class _open_faces(_open_npz):
 
 def is_frey_file(npz) -> bool:
     """Whether an open ``.npz`` is a prepared Frey faces file (its ``meta`` names ``frey``)."""
-    if not isinstance(npz, np.lib.npyio.NpzFile) or "meta" not in npz.files:
+    if not is_prepared(npz):
         return False
     try:
         meta = json.loads(str(npz["meta"]))

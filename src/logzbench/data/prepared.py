@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DatasetError
-from .rows import _member, _open_npz, check_binary_rows
+from .rows import _array_key, _member, _open_npz, check_binary_rows, is_prepared
 from .sizes import CONTINUOUS_DATASETS, DATASETS
 
 __all__ = ["SPLITS", "load_binary_rows", "load_meta", "load_prepared", "load_rows", "load_split_if_present"]
@@ -40,7 +40,7 @@ def load_prepared(path: str | os.PathLike, split: str = "test") -> np.ndarray:
     """
     path = Path(path)
     with _open_npz(path) as npz:
-        if not isinstance(npz, np.lib.npyio.NpzFile) or "meta" not in npz.files:
+        if not is_prepared(npz):
             raise DatasetError(f"{path} is not a prepared dataset (.npz with 'meta'); create it with prepare_dataset")
         if split not in npz.files:
             have = [s for s in SPLITS if s in npz.files]
@@ -77,7 +77,7 @@ def load_binary_rows(path: str | os.PathLike, split: str = "test", n_features: i
     with _open_npz(path) as obj:
         if not isinstance(obj, np.lib.npyio.NpzFile):
             return _check_binary(obj, str(path), n_features)
-        key = split if split in obj.files else obj.files[0] if len(obj.files) == 1 else None
+        key = _array_key(obj, split)
         if key is not None:
             return _check_binary(_member(obj, key, path), f"{path} [{key}]", n_features)
         raise DatasetError(
@@ -150,7 +150,7 @@ def load_categorical_rows(path: str | os.PathLike, split: str = "test") -> np.nd
     with _open_npz(path) as obj:
         if not isinstance(obj, np.lib.npyio.NpzFile):
             return check_categorical_rows(obj, str(path), error=DatasetError)
-        key = split if split in obj.files else obj.files[0] if len(obj.files) == 1 else None
+        key = _array_key(obj, split)
         if key is None:
             raise DatasetError(f"{path} has no array {split!r} (arrays: {', '.join(obj.files)})")
         return check_categorical_rows(_member(obj, key, path), f"{path} [{key}]", error=DatasetError)
@@ -168,7 +168,7 @@ def load_meta(path: str | os.PathLike) -> dict:
     """Return the ``meta`` dictionary of a prepared dataset (see :func:`prepare_dataset`)."""
     path = Path(path)
     with _open_npz(path) as npz:
-        if not isinstance(npz, np.lib.npyio.NpzFile) or "meta" not in npz.files:
+        if not is_prepared(npz):
             raise DatasetError(f"{path} is not a prepared dataset (.npz with 'meta')")
         return json.loads(str(_member(npz, "meta", path)))
 
@@ -179,7 +179,7 @@ def _binary_dataset(path: Path, split: str) -> str | None:
     cannot be read is ``None`` here (its reader names the problem)."""
     try:
         with _open_npz(path) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile) or "meta" not in npz.files:
+            if not is_prepared(npz):
                 return None
             meta = json.loads(str(npz["meta"]))
             name = meta.get("dataset") if isinstance(meta, dict) else None

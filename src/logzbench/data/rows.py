@@ -85,6 +85,17 @@ def _member(npz, key: str, path: Path) -> np.ndarray:
         raise DatasetError(f"{path}: not a readable .npz/.npy file (array {key!r}: {why_unreadable(exc)})") from exc
 
 
+def is_prepared(obj) -> bool:
+    """Whether an opened numpy file is a prepared data set: an ``.npz`` holding a ``meta``."""
+    return isinstance(obj, np.lib.npyio.NpzFile) and "meta" in obj.files
+
+
+def _array_key(npz, split: str) -> str | None:
+    """The array of a ``.npz`` that stands for ``split``: ``split`` itself, else the file's only array
+    (``None`` when it has neither)."""
+    return split if split in npz.files else npz.files[0] if len(npz.files) == 1 else None
+
+
 def _numeric_rows(x, what: str, n_features: int | None, values: str, units: str, error: type[Exception]) -> np.ndarray:
     """``x`` as a non-empty 2-D numeric array of ``n_features`` columns (when given); ``error`` naming
     ``what`` otherwise (``values``: what the entries should be; ``units``: what a column holds)."""

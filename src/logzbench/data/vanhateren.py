@@ -79,7 +79,7 @@ from ..errors import DatasetError
 from ..utils import save_npz_atomic
 from .download import fetch, remote_file
 from .patches import extract_patches, fit_whitening, transform_patches
-from .rows import READ_ERRORS, load_npy_npz
+from .rows import READ_ERRORS, is_prepared, load_npy_npz
 from .sizes import VANHATEREN_DEFAULTS as _DEFAULTS
 from .sizes import VANHATEREN_IMAGE_SHAPE
 
@@ -499,7 +499,7 @@ class _open_prepared:
         if not path.is_file() and not path.is_dir():
             raise DatasetError(f"prepared patch file {path} does not exist")
         self.npz = load_npy_npz(path)
-        if not isinstance(self.npz, np.lib.npyio.NpzFile) or "meta" not in self.npz.files:
+        if not is_prepared(self.npz):
             raise DatasetError(
                 f"{path} is not a prepared patch file (.npz with 'meta'); create it with "
                 "save_prepared_patches(path, prepare_vanhateren(...))"

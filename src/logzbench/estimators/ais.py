@@ -106,7 +106,13 @@ def run(
             n_moves=sweeps_per_beta,
         )
     check_finite(state.log_w, "AIS log-weights")
-    return state, (k_total - (0 if final_move else 1)) * int(sweeps_per_beta)
+    return state, transitions_per_chain(k_total, sweeps_per_beta, final_move)
+
+
+def transitions_per_chain(K: int, sweeps_per_beta: int, final_move: bool = False) -> int:
+    """The transitions each chain of an AIS run over ``K + 1`` temperatures makes: ``sweeps_per_beta`` at
+    every intermediate one, and at ``beta_K = 1`` too with ``final_move``."""
+    return (K - (0 if final_move else 1)) * int(sweeps_per_beta)
 
 
 def ais(

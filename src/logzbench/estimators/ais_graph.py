@@ -354,7 +354,7 @@ def run_graph(
     state = _ais.init(path, n_chains, generator)
     pairs = _pairs(b, int(sweeps_per_beta), final_move)
     t_total = pairs.shape[0]
-    n_sweeps = (k_total - (0 if final_move else 1)) * int(sweeps_per_beta)
+    n_sweeps = _ais.transitions_per_chain(k_total, sweeps_per_beta, final_move)
     log_w = state.log_w
     if t_total:
         chunk = min(int(graph_sweeps), t_total)

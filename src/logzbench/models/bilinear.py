@@ -49,7 +49,6 @@ import torch
 from ..errors import ModelFileError
 from ._shape import Axis, DeviceOf
 from .linear_generative import (
-    LOG_2PI,
     check_array,
     check_sigma_n,
     check_unknown,
@@ -58,6 +57,7 @@ from .linear_generative import (
     laplace_sample,
     make_generator,
     model_type_of,
+    noisy_rows,
 )
 
 FAMILY = "bilinear"
@@ -291,8 +291,7 @@ class BilinearGenerative:
         -------
         torch.Tensor, shape (n,)
         """
-        r = x - self.mean(z)
-        return 0.5 * (r**2).sum(dim=1) / self.sigma_n**2 + 0.5 * self.n_dims * (LOG_2PI + 2.0 * math.log(self.sigma_n))
+        return -isotropic_log_likelihood(x - self.mean(z), self.sigma_n)
 
     def likelihood_energy_grad(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """``d(-log p(x | a(z)))/dz``, shape ``(n, Kc + Kd)``.
@@ -328,8 +327,7 @@ class BilinearGenerative:
     def sample(self, n: int, generator: torch.Generator, return_latent: bool = False):
         """``n`` exact draws of ``x`` (and ``z = (c, d)`` with ``return_latent``) from the model."""
         z = self.sample_prior(n, generator)
-        noise = torch.randn((int(n), self.n_dims), generator=generator, dtype=torch.float64, device=self.device)
-        x = self.mean(z) + self.sigma_n * noise
+        x = noisy_rows(self.mean(z), self.sigma_n, generator)
         return (x, z) if return_latent else x
 
 

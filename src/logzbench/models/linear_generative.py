@@ -141,6 +141,13 @@ def isotropic_log_likelihood(x: torch.Tensor, sigma_n: float) -> torch.Tensor:
     return -0.5 * (x**2).sum(dim=1) / sigma_n**2 - 0.5 * M * (LOG_2PI + 2.0 * math.log(sigma_n))
 
 
+def noisy_rows(mean: torch.Tensor, sigma_n: float, generator: torch.Generator) -> torch.Tensor:
+    """Exact draws of ``x ~ N(mean, sigma_n^2 I)`` per row, float64: the observation noise of the linear and
+    bilinear generative models."""
+    noise = torch.randn(mean.shape, generator=generator, dtype=torch.float64, device=mean.device)
+    return mean + sigma_n * noise
+
+
 def laplace_sample(shape, generator: torch.Generator, device) -> torch.Tensor:
     """Exact draws from the standard Laplace density ``(1/2) exp(-|a|)``."""
     u = torch.rand(shape, generator=generator, dtype=torch.float64, device=device)
@@ -357,8 +364,7 @@ class LinearGenerative:
         -------
         torch.Tensor, shape (n,)
         """
-        r = x - a @ self.Phi.T
-        return 0.5 * (r**2).sum(dim=1) / self.sigma_n**2 + 0.5 * self.n_dims * (LOG_2PI + 2.0 * math.log(self.sigma_n))
+        return -isotropic_log_likelihood(x - a @ self.Phi.T, self.sigma_n)
 
     def likelihood_energy_grad(self, x: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
         """``d(-log p(x | a))/da = -Phi^T (x - Phi a) / sigma_n^2``, shape ``(n, L)``."""
@@ -403,6 +409,5 @@ class LinearGenerative:
             Only with ``return_latent``.
         """
         a = self.sample_prior(n, generator)
-        noise = torch.randn((int(n), self.n_dims), generator=generator, dtype=torch.float64, device=self.device)
-        x = self.mean(a) + self.sigma_n * noise
+        x = noisy_rows(self.mean(a), self.sigma_n, generator)
         return (x, a) if return_latent else x

@@ -117,7 +117,7 @@ def refused(inp: FlagInput) -> Iterator[Flag]:
         if run_refused_flag(r):
             why.setdefault(group_key(r), one_reason(r["refused"]))
     for i, s, seeds in _flagged_seeds(inp, run_refused_flag):
-        yield (i,), f"refused (seed {','.join(seeds)}): {why[group_key(s)]}"
+        yield (i,), f"refused (seed {seeds}): {why[group_key(s)]}"
 
 
 # --------------------------------------------------------------------------- effective sample size
@@ -134,17 +134,16 @@ def run_ess_flag(run: pd.Series, ess_fraction: float) -> str | None:
     return None
 
 
-def _flagged_seeds(
-    inp: FlagInput, run_flag: Callable[[pd.Series], str | None]
-) -> Iterator[tuple[int, pd.Series, list[str]]]:
-    """``(index, summary row, its seeds)`` of each summary row with runs that ``run_flag`` flags."""
+def _flagged_seeds(inp: FlagInput, run_flag: Callable[[pd.Series], str | None]) -> Iterator[tuple[int, pd.Series, str]]:
+    """``(index, summary row, its seeds joined by commas)`` of each summary row with runs that ``run_flag``
+    flags."""
     bad: dict[tuple, list[str]] = {}
     for _, r in inp.per_run.iterrows():
         if run_flag(r):
             bad.setdefault(group_key(r), []).append(_fmt_k(r["seed"]))
     for i, s in inp.summary.iterrows():
         if group_key(s) in bad:
-            yield i, s, bad[group_key(s)]
+            yield i, s, ",".join(bad[group_key(s)])
 
 
 def low_ess(inp: FlagInput) -> Iterator[Flag]:
@@ -154,7 +153,7 @@ def low_ess(inp: FlagInput) -> Iterator[Flag]:
         yield (
             (i,),
             (
-                f"low ESS (seed {','.join(seeds)}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} "
+                f"low ESS (seed {seeds}): min {s['ess_min']:.3g} of {_fmt_k(s['n_weights'])} "
                 f"{weight_unit(s['method'])} (< {100 * frac:g}%)"
             ),
         )
@@ -178,7 +177,7 @@ def heavy_tails(inp: FlagInput) -> Iterator[Flag]:
         yield (
             (i,),
             (
-                f"heavy-tailed log-weights (seed {','.join(seeds)}): Pareto k-hat {s['khat_max']:.2f} > "
+                f"heavy-tailed log-weights (seed {seeds}): Pareto k-hat {s['khat_max']:.2f} > "
                 f"{th:g}, the standard error understates the uncertainty"
             ),
         )

@@ -17,8 +17,7 @@ equal-length lists; the bounds and networks are in :mod:`logzbench.training.vari
 
 from __future__ import annotations
 
-import importlib
-
+from .. import _lazy_exports
 from .presets import DEEP_TRAIN_PRESETS, MODEL_PRESETS, TRAIN_PRESETS, get_preset
 
 __all__ = [
@@ -70,10 +69,4 @@ _LAZY = {
     "train_vcd": ".vcd",
 }
 
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = _lazy_exports(__name__, _LAZY)

@@ -45,7 +45,7 @@ from ..utils import make_generator, resolve_device
 from .common import _base_rate_logit, _check_hidden_sizes, _check_params_finite
 from .dbm_pretrain import _DBMPretraining
 from .hyperparams import DBMTrainerParams, Hyperparameters, per_layer_epochs
-from .trainer import _as_binary_data, _check_declared, _check_exact_units, _elapsed, _spawn_seed, _subsamples
+from .trainer import _check_declared, _check_exact_units, _elapsed, _spawn_seed, _subsamples, _train_test_rows
 
 __all__ = ["DBMTrainer", "train_dbm"]
 
@@ -181,9 +181,8 @@ class DBMTrainer(_DBMPretraining, Hyperparameters, declaration=DBMTrainerParams)
         """
         sizes_h = self._check_params()
         device = resolve_device(self.device)
-        x_train = _as_binary_data(train, "training", device)
+        x_train, x_test = _train_test_rows(train, test, device)
         n_visible = x_train.shape[1]
-        x_test = None if test is None else _as_binary_data(test, "test", device, n_visible)
         sizes = [n_visible, *sizes_h]
         L = len(sizes_h)
 

@@ -37,12 +37,12 @@ from .hyperparams import RBM_TRAINER, DBNTrainerParams, Hyperparameters
 from .trainer import (
     RBMTrainer,
     TrainingDivergedError,
-    _as_binary_data,
     _check_exact_units,
     _check_int,
     _elapsed,
     _spawn_seed,
     _subsamples,
+    _train_test_rows,
 )
 
 __all__ = ["DBNTrainer", "train_dbn"]
@@ -144,9 +144,8 @@ class DBNTrainer(Hyperparameters, declaration=DBNTrainerParams):
         """
         self._check_params()
         device = resolve_device(self.device)
-        x_train = _as_binary_data(train, "training", device)
+        x_train, x_test = _train_test_rows(train, test, device)
         n_visible = x_train.shape[1]
-        x_test = None if test is None else _as_binary_data(test, "test", device, n_visible)
 
         gen = make_generator(self.seed, device)
         seeds = (_spawn_seed(gen), _spawn_seed(gen))

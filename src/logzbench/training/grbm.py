@@ -30,7 +30,7 @@ import torch
 from ..models.grbm import GaussianBernoulliRBM
 from ..utils import make_generator, resolve_device
 from .hyperparams import GRBMParams, rules
-from .trainer import TrainingDivergedError, _check_declared, _check_real, _elapsed, _subsamples
+from .trainer import TrainingDivergedError, _check_declared, _check_real, _elapsed, _subsamples, _train_test_rows
 
 __all__ = ["GRBMHyperparams", "train_grbm"]
 
@@ -140,9 +140,8 @@ def train_grbm(train, test=None, *, family: str = "grbm", **hyperparams) -> tupl
     hp = GRBMHyperparams(**hyperparams)
     hp.check()
     device = resolve_device(hp.device)
-    x_train = _real_rows(train, "training", device)
+    x_train, x_test = _train_test_rows(train, test, device, _real_rows)
     n_train, D = x_train.shape
-    x_test = None if test is None else _real_rows(test, "test", device, D)
 
     gen = make_generator(hp.seed, device)
     W0 = torch.randn(D, hp.n_hidden, generator=gen, device=device) * hp.init_scale

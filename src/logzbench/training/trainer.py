@@ -167,9 +167,8 @@ class RBMTrainer(Hyperparameters, declaration=RBMTrainerParams):
         """
         self._check_params()
         device = resolve_device(self.device)
-        x_train = _as_binary_data(train, "training", device)
+        x_train, x_test = _train_test_rows(train, test, device)
         n_train, n_visible = x_train.shape
-        x_test = None if test is None else _as_binary_data(test, "test", device, n_visible)
 
         gen = make_generator(self.seed, device)
         data_mean = x_train.mean(dim=0)
@@ -362,6 +361,17 @@ def _as_binary_data(data, what: str, device: torch.device, n_visible: int | None
 
     arr = check_binary_rows(data, f"{what} data", n_visible)
     return torch.as_tensor(arr, device=device).to(torch.float32)
+
+
+def _train_test_rows(
+    train, test, device: torch.device, rows=_as_binary_data
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The training rows and the test rows (``None`` without ``test``) on ``device``, each checked by
+    ``rows(data, what, device, n_columns)`` (binary rows by default), the test rows against the training
+    rows' width."""
+    x_train = rows(train, "training", device)
+    x_test = None if test is None else rows(test, "test", device, x_train.shape[1])
+    return x_train, x_test
 
 
 def _check_declared(obj, names: str) -> None:
