@@ -2,8 +2,9 @@
 
 A pilot population of ``pilot_chains`` chains anneals along the estimator's own path.  At each
 inverse temperature ``beta`` it chooses the next one, ``beta'``, with a root finder
-(:func:`scipy.optimize.brentq` unless another is given) so that the incremental weights ``w_i = f_{beta'}(x_i) / f_beta(x_i)`` keep a target *conditional* effective
-sample size (Zhou, Johansen & Aston 2016, the criterion of blackjax's adaptive tempered SMC):
+(:func:`scipy.optimize.brentq` unless another is given) so that the incremental weights
+``w_i = f_{beta'}(x_i) / f_beta(x_i)`` keep a target *conditional* effective sample size (Zhou,
+Johansen & Aston 2016, the criterion of blackjax's adaptive tempered SMC):
 
     CESS(beta') = (sum_i W_i w_i)^2 / sum_i W_i w_i^2  in (0, 1],
 
