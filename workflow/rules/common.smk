@@ -14,7 +14,6 @@ from pathlib import Path
 from logzbench.errors import ConfigError, TrackingError
 from logzbench.pipeline import diagnose, outputs, plan, rules
 from logzbench.pipeline import usage as job_usage
-from logzbench.pipeline.config_schema import load_config
 from logzbench.pipeline.warm_common import ENV_WORKFLOW as WARM_JOBS_ENV
 from logzbench.report.compared import learner_report_plots
 
@@ -28,8 +27,7 @@ def _load_plan():
 
     schema = yaml.safe_load((Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml").read_text())
     try:
-        load_config(config, schema, workflow.config_settings.config)
-        p = plan.load(config)
+        p = plan.from_workflow_config(config, schema, workflow.config_settings.config)
     except (ConfigError, TrackingError) as exc:
         raise WorkflowError(str(exc))
     for w in p.warnings:

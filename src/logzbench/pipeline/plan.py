@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, MutableMapping
 
 from .config import checked_models
+from .config_schema import load_config
 from .entries import EstimatorEntry, Job, ModelEntry
 from .sweep import estimator_spec, pairs_of, settings_of
 
-__all__ = ["EstimatorEntry", "Job", "ModelEntry", "Plan", "load", "tracking_settings"]
+__all__ = ["EstimatorEntry", "Job", "ModelEntry", "Plan", "from_workflow_config", "load", "tracking_settings"]
 
 
 @dataclass(frozen=True)
@@ -112,3 +113,14 @@ def load(config: Mapping[str, Any], presets: Mapping | None = None, *, tracking:
         warnings=tuple(warnings),
         tracking=MappingProxyType(tracking_settings(config) if tracking else {}),
     )
+
+
+def from_workflow_config(
+    config: MutableMapping[str, Any], schema: Mapping[str, Any], cli_values: Mapping | None = None
+) -> Plan:
+    """What the workflow does with the config Snakemake loaded (``workflow/rules/common.smk``): check and
+    complete it in place against ``schema`` (:func:`logzbench.pipeline.config_schema.load_config`, with the
+    ``--config`` values ``cli_values``), then :func:`load` its plan.  :class:`~logzbench.errors.ConfigError`
+    (or :class:`~logzbench.errors.TrackingError`) on the first problem, one line naming it."""
+    load_config(config, schema, cli_values)
+    return load(config)
