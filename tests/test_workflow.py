@@ -618,13 +618,40 @@ BAD_CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("old, new, why", BAD_CONFIGS, ids=[w[:40] for _, _, w in BAD_CONFIGS])
-def test_bad_config_is_refused_when_loaded(tmp_path, old, new, why):
+def _bad_config(tmp_path, old, new) -> Path:
     bad = tmp_path / "bad.yaml"
     text = TEST_CONFIG.read_text()
     assert old in text
     bad.write_text(text.replace(old, new, 1))
-    proc = snakemake(tmp_path, "-n", configfile=bad, check=False)
+    return bad
+
+
+@pytest.mark.parametrize("old, new, why", BAD_CONFIGS, ids=[w[:40] for _, _, w in BAD_CONFIGS])
+def test_bad_config_is_refused_when_loaded(tmp_path, monkeypatch, old, new, why):
+    """What the workflow does with the config Snakemake loads (common.smk: plan.from_workflow_config on
+    Snakemake's own reading of the file, in the working directory) refuses it, naming the problem; that a
+    refusal stops the dry run with the message is checked on a spread of the cases below."""
+    from snakemake.common.configfile import load_configfile
+
+    from logzbench.errors import ConfigError, TrackingError
+    from logzbench.pipeline import plan
+
+    config = load_configfile(str(_bad_config(tmp_path, old, new)))
+    schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with pytest.raises((ConfigError, TrackingError)) as refused:
+        plan.from_workflow_config(config, schema)
+    assert why in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+
+
+#: every fifth refusal also through a real dry run: Snakemake stops and prints the one line
+DRY_RUN_REFUSALS = BAD_CONFIGS[::5]
+
+
+@pytest.mark.parametrize("old, new, why", DRY_RUN_REFUSALS, ids=[w[:40] for _, _, w in DRY_RUN_REFUSALS])
+def test_bad_config_stops_the_dry_run(tmp_path, old, new, why):
+    proc = snakemake(tmp_path, "-n", configfile=_bad_config(tmp_path, old, new), check=False)
     assert proc.returncode != 0 and why in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[-2000:]
 
 
