@@ -417,3 +417,14 @@ def write_estimate_record(root, settings: dict, res, stem: str):
     np.savez(d / f"{stem}.npz", **(res.arrays() or {"log_weights": np.zeros(0)}))
     (d / f"{stem}.json").write_text(json.dumps(record))
     return d / f"{stem}.json"
+
+
+@pytest.fixture(scope="session")
+def config_jobs_tool():
+    """benchmarks/config_jobs.py (the job counts config/README.md quotes), imported from its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("config_jobs", REPO / "benchmarks" / "config_jobs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -8,7 +8,6 @@ tests/test_workflow.py::test_dry_run_every_config, which makes one of each confi
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -21,11 +20,8 @@ HOW = "refresh the counts with: python benchmarks/config_jobs.py --write"
 
 
 @pytest.fixture(scope="module")
-def tool():
-    spec = importlib.util.spec_from_file_location("config_jobs", REPO / "benchmarks" / "config_jobs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def tool(config_jobs_tool):
+    return config_jobs_tool
 
 
 @pytest.fixture(scope="module")

@@ -236,15 +236,6 @@ EXPECTED_JOBS = {
 }
 
 
-@pytest.fixture(scope="module")
-def config_jobs_tool():
-    """benchmarks/config_jobs.py: the job counts config/README.md quotes (tests/test_config_jobs.py)."""
-    spec = importlib.util.spec_from_file_location("config_jobs", REPO / "benchmarks" / "config_jobs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.stem for c in CONFIGS])
 def test_dry_run_every_config(config, tmp_path, config_jobs_tool):
     """Each config's dry run: its jobs, and the job count config/README.md's row quotes (one dry run serves
